@@ -1,0 +1,108 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "wsbridge",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "wsbridged", targets: ["wsbridged"]),
+        .executable(name: "wsbridgectl", targets: ["wsbridgectl"]),
+        .executable(name: "wsbridge-testserver", targets: ["wsbridge-testserver"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/LebJe/TOMLKit.git", from: "0.6.0"),
+    ],
+    targets: [
+        // libsystemd (sd_notify, sd_listen_fds, sd_journal_sendv) through pkg-config.
+        .systemLibrary(
+            name: "CSystemd",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]
+        ),
+        // Linux constants and macros Glibc does not export: rtnetlink, SO_PEERCRED.
+        .target(name: "CWSBridgeLinux"),
+        // The versioned NDJSON protocol shared by the daemon and the CLI.
+        .target(name: "WSBridgeProtocol", swiftSettings: strict),
+        // Pure logic: configuration, state machines, backoff, heartbeat. No I/O.
+        .target(
+            name: "WSBridgeCore",
+            dependencies: [
+                .product(name: "TOMLKit", package: "TOMLKit"),
+            ],
+            swiftSettings: strict
+        ),
+        // The I/O: NIO channels, upstream link driver, reachability, logging, systemd glue.
+        .target(
+            name: "WSBridgeDaemon",
+            dependencies: [
+                "WSBridgeCore",
+                "WSBridgeProtocol",
+                "CSystemd",
+                "CWSBridgeLinux",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
+                .product(name: "NIOSOCKS", package: "swift-nio-extras"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "wsbridged",
+            dependencies: [
+                "WSBridgeDaemon",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "wsbridgectl",
+            dependencies: [
+                "WSBridgeProtocol",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        // A loopback-only WebSocket server with fault modes, for the demo, tests and benchmarks.
+        .executableTarget(
+            name: "wsbridge-testserver",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "WSBridgeCoreTests",
+            dependencies: ["WSBridgeCore"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "WSBridgeIntegrationTests",
+            dependencies: [
+                "WSBridgeCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

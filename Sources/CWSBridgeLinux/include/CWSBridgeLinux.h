@@ -1,0 +1,27 @@
+#ifndef CWSBRIDGE_LINUX_H
+#define CWSBRIDGE_LINUX_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+/// Peer credentials of a connected Unix socket (SO_PEERCRED). Returns 0 or -errno.
+int cwsb_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
+
+/// Opens a non-blocking NETLINK_ROUTE socket subscribed to link, IPv4/IPv6 address and route
+/// changes. Returns the fd or -errno.
+int cwsb_rtnetlink_open(void);
+
+/// Drains pending rtnetlink messages from `fd`. Returns the number of link/address/route
+/// messages seen (0 when only noise arrived), or -errno (-EAGAIN when nothing was pending).
+int cwsb_rtnetlink_drain(int fd);
+
+/// Asks the kernel for the route it would use to reach `address` (4 or 16 bytes, `family`
+/// AF_INET or AF_INET6) with RTM_GETROUTE. Returns 1 when a usable unicast route exists,
+/// 0 when there is none (unreachable, no interface up), or -errno on failure.
+int cwsb_route_exists(int family, const uint8_t *address);
+
+/// CLOCK_BOOTTIME and CLOCK_MONOTONIC in nanoseconds (their difference grows across suspend).
+uint64_t cwsb_boottime_ns(void);
+uint64_t cwsb_monotonic_ns(void);
+
+#endif

@@ -1,0 +1,143 @@
+#define _GNU_SOURCE
+#include "CWSBridgeLinux.h"
+
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+
+int cwsb_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+        return -errno;
+    }
+    *pid = cred.pid;
+    *uid = cred.uid;
+    *gid = cred.gid;
+    return 0;
+}
+
+int cwsb_rtnetlink_open(void) {
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+    if (fd < 0) {
+        return -errno;
+    }
+    struct sockaddr_nl addr;
+    memset(&addr, 0, sizeof(addr));
+    addr.nl_family = AF_NETLINK;
+    addr.nl_groups = RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR | RTMGRP_IPV4_ROUTE
+        | RTMGRP_IPV6_ROUTE;
+    if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
+        int err = errno;
+        close(fd);
+        return -err;
+    }
+    return fd;
+}
+
+int cwsb_rtnetlink_drain(int fd) {
+    char buf[16384];
+    int relevant = 0;
+    int readAny = 0;
+    for (;;) {
+        ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+            /* ENOBUFS: the kernel dropped events; treat as "something changed". */
+            if (errno == ENOBUFS) { relevant++; readAny = 1; continue; }
+            return -errno;
+        }
+        if (n == 0) break;
+        readAny = 1;
+        int len = (int)n;
+        for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (unsigned int)len); h = NLMSG_NEXT(h, len)) {
+            switch (h->nlmsg_type) {
+            case RTM_NEWLINK: case RTM_DELLINK:
+            case RTM_NEWADDR: case RTM_DELADDR:
+            case RTM_NEWROUTE: case RTM_DELROUTE:
+                relevant++;
+                break;
+            default:
+                break;
+            }
+        }
+    }
+    if (!readAny) return -EAGAIN;
+    return relevant;
+}
+
+int cwsb_route_exists(int family, const uint8_t *address) {
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    if (fd < 0) return -errno;
+    struct timeval tv = { .tv_sec = 1, .tv_usec = 0 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+
+    struct {
+        struct nlmsghdr nh;
+        struct rtmsg rt;
+        char attrs[64];
+    } req;
+    memset(&req, 0, sizeof(req));
+    int alen = family == AF_INET6 ? 16 : 4;
+    req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
+    req.nh.nlmsg_type = RTM_GETROUTE;
+    req.nh.nlmsg_flags = NLM_F_REQUEST;
+    req.nh.nlmsg_seq = 1;
+    req.rt.rtm_family = (unsigned char)family;
+    req.rt.rtm_dst_len = (unsigned char)(alen * 8);
+    struct rtattr *rta = (struct rtattr *)(((char *)&req) + NLMSG_ALIGN(req.nh.nlmsg_len));
+    rta->rta_type = RTA_DST;
+    rta->rta_len = RTA_LENGTH(alen);
+    memcpy(RTA_DATA(rta), address, alen);
+    req.nh.nlmsg_len = NLMSG_ALIGN(req.nh.nlmsg_len) + RTA_LENGTH(alen);
+
+    struct sockaddr_nl kernel;
+    memset(&kernel, 0, sizeof(kernel));
+    kernel.nl_family = AF_NETLINK;
+    if (sendto(fd, &req, req.nh.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0) {
+        int err = errno;
+        close(fd);
+        return -err;
+    }
+    char buf[8192];
+    ssize_t n;
+    do {
+        n = recv(fd, buf, sizeof(buf), 0);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        int err = errno;
+        close(fd);
+        return -err;
+    }
+    close(fd);
+    int len = (int)n;
+    for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (unsigned int)len); h = NLMSG_NEXT(h, len)) {
+        if (h->nlmsg_type == NLMSG_ERROR) {
+            struct nlmsgerr *e = (struct nlmsgerr *)NLMSG_DATA(h);
+            /* ENETUNREACH / EHOSTUNREACH: no route. */
+            if (e->error == 0) continue;
+            if (e->error == -ENETUNREACH || e->error == -EHOSTUNREACH || e->error == -ENETDOWN) return 0;
+            return e->error;
+        }
+        if (h->nlmsg_type == RTM_NEWROUTE) {
+            struct rtmsg *rt = (struct rtmsg *)NLMSG_DATA(h);
+            if (rt->rtm_type == RTN_UNICAST || rt->rtm_type == RTN_LOCAL) return 1;
+            return 0;
+        }
+    }
+    return 0;
+}
+
+static uint64_t clock_ns(clockid_t clock) {
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t cwsb_boottime_ns(void) { return clock_ns(CLOCK_BOOTTIME); }
+uint64_t cwsb_monotonic_ns(void) { return clock_ns(CLOCK_MONOTONIC); }

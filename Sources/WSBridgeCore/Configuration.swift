@@ -1,0 +1,96 @@
+/// The daemon's typed configuration, as read from `wsbridged.toml` and command-line overrides.
+///
+/// Every field has the default that `etc/wsbridged.toml` documents; `ConfigurationLoader`
+/// fills it from TOML and validates it.
+public struct Configuration: Sendable, Equatable {
+    public var upstream = Upstream()
+    public var auth = Auth()
+    public var tls = TLS()
+    public var proxy = Proxy()
+    public var heartbeat = Heartbeat()
+    public var backoff = Backoff()
+    public var reachability = Reachability()
+    public var local = Local()
+    public var log = Log()
+
+    public init() {}
+
+    public struct Upstream: Sendable, Equatable {
+        /// ws:// or wss:// URL of the upstream.
+        public var url = UpstreamURL(scheme: .ws, host: "127.0.0.1", port: 8080, path: "/")
+        public var headers: [(name: String, value: String)] = []
+        public var subprotocols: [String] = []
+        public var compression = true
+        public var maxMessageSize = 16 * 1024 * 1024
+        public var connectTimeout: Duration = .seconds(10)
+
+        public init() {}
+
+        public static func == (lhs: Self, rhs: Self) -> Bool {
+            lhs.url == rhs.url && lhs.headers.map(\.name) == rhs.headers.map(\.name)
+                && lhs.headers.map(\.value) == rhs.headers.map(\.value) && lhs.subprotocols == rhs.subprotocols
+                && lhs.compression == rhs.compression && lhs.maxMessageSize == rhs.maxMessageSize
+                && lhs.connectTimeout == rhs.connectTimeout
+        }
+    }
+
+    public struct Auth: Sendable, Equatable {
+        /// A file holding a bearer token, read at every connect (so rotation works). Never logged.
+        public var tokenFile: String? = nil
+        public init() {}
+    }
+
+    public struct TLS: Sendable, Equatable {
+        public var caFile: String? = nil
+        public var certFile: String? = nil
+        public var keyFile: String? = nil
+        public var serverName: String? = nil
+        public var insecure = false
+        public init() {}
+    }
+
+    public struct Proxy: Sendable, Equatable {
+        /// `http://host:port` (HTTP CONNECT) or `socks5://host:port`; nil means none configured.
+        public var url: ProxyURL? = nil
+        /// Honour `https_proxy`/`http_proxy`/`all_proxy`/`no_proxy` when `url` is not set.
+        public var useEnvironment = true
+        public init() {}
+    }
+
+    public struct Heartbeat: Sendable, Equatable {
+        public var interval: Duration = .seconds(20)
+        public var deadline: Duration = .seconds(10)
+        /// Optional application-level heartbeat text sent with every ping.
+        public var text: String? = nil
+        public init() {}
+    }
+
+    public struct Backoff: Sendable, Equatable {
+        public var policy = BackoffPolicy()
+        /// 0 = retry forever.
+        public var maxAttempts = 0
+        public init() {}
+    }
+
+    public struct Reachability: Sendable, Equatable {
+        public var enabled = true
+        public var pollInterval: Duration = .seconds(30)
+        public init() {}
+    }
+
+    public struct Local: Sendable, Equatable {
+        public var socket = "/run/wsbridged/wsbridged.sock"
+        public var mode: UInt32 = 0o660
+        public var group: String? = nil
+        public init() {}
+    }
+
+    public struct Log: Sendable, Equatable {
+        public var level = LogLevel.info
+        public init() {}
+    }
+
+    public enum LogLevel: String, Sendable, CaseIterable {
+        case trace, debug, info, notice, warning, error, critical
+    }
+}

@@ -1,0 +1,53 @@
+/// The externally visible phase of the upstream link, as logged, published and reported.
+public enum ConnectionPhase: String, Sendable, Equatable, CaseIterable {
+    /// Closed by the user (or given up after `backoff.max_attempts`): stays closed until asked to connect.
+    case idle
+    case connecting
+    case open
+    case closing
+    /// No route to the upstream host: waiting without spending attempts.
+    case waitingForNetwork
+    /// Sleeping before the next attempt.
+    case backingOff
+    /// The daemon is shutting down.
+    case stopped
+}
+
+/// Why a link ended (or an attempt failed).
+public enum DisconnectReason: Sendable, Equatable, CustomStringConvertible {
+    /// The server sent a close frame (code nil when the frame carried none) or ended the connection.
+    case serverClosed(code: UInt16?, reason: String)
+    /// Our own close, acknowledged or timed out.
+    case userClosed(code: UInt16, reason: String)
+    /// A connection, TLS, handshake or protocol error.
+    case error(String)
+    /// No pong nor any frame within the heartbeat deadline.
+    case heartbeatTimeout(silence: Duration)
+    /// The route to the upstream host disappeared.
+    case networkLost
+
+    public var description: String {
+        switch self {
+        case .serverClosed(let code, let reason):
+            let c = code.map { String($0) } ?? "none"
+            return reason.isEmpty ? "server closed (code \(c))" : "server closed (code \(c), \"\(reason)\")"
+        case .userClosed(let code, let reason):
+            return reason.isEmpty ? "closed by user (code \(code))" : "closed by user (code \(code), \"\(reason)\")"
+        case .error(let message):
+            return message
+        case .heartbeatTimeout(let silence):
+            return "heartbeat deadline passed: nothing received for \(silence.short)"
+        case .networkLost:
+            return "network lost: no route to the upstream host"
+        }
+    }
+
+    /// Who ended the link: "user", "server" or "error", as status reports it.
+    public var initiator: String {
+        switch self {
+        case .serverClosed: "server"
+        case .userClosed: "user"
+        case .error, .heartbeatTimeout, .networkLost: "error"
+        }
+    }
+}

@@ -1,0 +1,308 @@
+/// The upstream link's lifecycle as a pure state machine.
+///
+/// Each input is a `mutating func` that takes the time and returns the `Action` the driver must
+/// perform; the machine performs no I/O and never reads a clock. An input that cannot happen in
+/// the current state throws `InvalidTransition`: that is a bug in the driver, which logs it.
+public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
+    public struct Settings: Sendable, Equatable {
+        public var backoff: BackoffPolicy
+        /// 0 = forever.
+        public var maxAttempts: Int
+
+        public init(backoff: BackoffPolicy = BackoffPolicy(), maxAttempts: Int = 0) {
+            self.backoff = backoff
+            self.maxAttempts = maxAttempts
+        }
+    }
+
+    /// What the driver must do after an input.
+    public enum Action: Sendable, Equatable {
+        case none
+        /// Start connection attempt number `attempt` (1-based since the last stable link).
+        case connect(attempt: Int)
+        /// Arm a timer; when it fires, call `retryTimerFired`.
+        case scheduleRetry(after: Duration, attempt: Int)
+        /// Disarm the retry timer.
+        case cancelRetry
+        /// Send a close frame and wait for the server to end the connection.
+        case sendClose(code: UInt16, reason: String)
+        /// Drop the connection or the attempt in flight now; a `disconnected`/`connectFailed` input is not expected for it.
+        case abort(DisconnectReason)
+        /// Drop the attempt in flight and start a new one at once.
+        case abortAndConnect(attempt: Int)
+    }
+
+    public struct InvalidTransition: Error, Equatable, CustomStringConvertible {
+        public var input: String
+        public var phase: ConnectionPhase
+        public init(input: String, phase: ConnectionPhase) {
+            self.input = input
+            self.phase = phase
+        }
+        public var description: String { "invalid input '\(self.input)' in state \(self.phase.rawValue)" }
+    }
+
+    private enum CloseIntent: Equatable {
+        case user(code: UInt16, reason: String)
+        case reconnect
+        case shutdown
+    }
+
+    private enum State: Equatable {
+        case idle
+        case connecting
+        case open(since: MonotonicInstant)
+        case closing(CloseIntent)
+        case waitingForNetwork
+        case backingOff(until: MonotonicInstant)
+        case stopped
+    }
+
+    private var state: State = .idle
+    private var settings: Settings
+    private var generator: RNG
+    /// Consecutive failed attempts since the last link that stayed open for `stableAfter`.
+    public private(set) var failures = 0
+    public private(set) var networkAvailable: Bool
+    /// How many times a link was (re)established after the first one.
+    public private(set) var reconnects = 0
+    private var everOpened = false
+    public private(set) var lastDisconnect: DisconnectReason?
+    public private(set) var phaseSince: MonotonicInstant
+
+    public init(settings: Settings, networkAvailable: Bool = true, now: MonotonicInstant, generator: RNG) {
+        self.settings = settings
+        self.networkAvailable = networkAvailable
+        self.generator = generator
+        self.phaseSince = now
+    }
+
+    public var phase: ConnectionPhase { Self.phase(of: self.state) }
+
+    /// The time the next retry is due, while backing off.
+    public var retryAt: MonotonicInstant? {
+        if case .backingOff(let until) = self.state { return until }
+        return nil
+    }
+
+    /// The time the current link opened, while open.
+    public var openSince: MonotonicInstant? {
+        if case .open(let since) = self.state { return since }
+        return nil
+    }
+
+    public mutating func updateSettings(_ settings: Settings) {
+        self.settings = settings
+    }
+
+    private mutating func enter(_ state: State, now: MonotonicInstant) {
+        if self.phase != Self.phase(of: state) { self.phaseSince = now }
+        self.state = state
+    }
+
+    private static func phase(of state: State) -> ConnectionPhase {
+        switch state {
+        case .idle: .idle
+        case .connecting: .connecting
+        case .open: .open
+        case .closing: .closing
+        case .waitingForNetwork: .waitingForNetwork
+        case .backingOff: .backingOff
+        case .stopped: .stopped
+        }
+    }
+
+    private func invalid(_ input: String) -> InvalidTransition {
+        InvalidTransition(input: input, phase: self.phase)
+    }
+
+    /// Start (or restart) an attempt, or wait for the network if there is none.
+    private mutating func attempt(now: MonotonicInstant) -> Action {
+        guard self.networkAvailable else {
+            self.enter(.waitingForNetwork, now: now)
+            return .none
+        }
+        self.enter(.connecting, now: now)
+        return .connect(attempt: self.failures + 1)
+    }
+
+    /// After a failure or a lost link: back off, wait for the network, or give up.
+    private mutating func retry(after reason: DisconnectReason, now: MonotonicInstant, countsAsFailure: Bool) -> Action {
+        self.lastDisconnect = reason
+        if countsAsFailure {
+            self.failures += 1
+            if self.settings.maxAttempts > 0 && self.failures >= self.settings.maxAttempts {
+                self.enter(.idle, now: now)
+                return .none
+            }
+        }
+        guard self.networkAvailable else {
+            self.enter(.waitingForNetwork, now: now)
+            return .none
+        }
+        let delay = self.settings.backoff.delay(attempt: self.failures, using: &self.generator)
+        self.enter(.backingOff(until: now + delay), now: now)
+        return .scheduleRetry(after: delay, attempt: self.failures + 1)
+    }
+
+    /// The operator (or startup) asks for a connection.
+    public mutating func connectRequested(now: MonotonicInstant) throws(InvalidTransition) -> Action {
+        switch self.state {
+        case .idle:
+            self.failures = 0
+            return self.attempt(now: now)
+        case .backingOff:
+            self.enter(.connecting, now: now)
+            return .connect(attempt: self.failures + 1)
+        case .waitingForNetwork, .connecting, .open:
+            return .none
+        case .closing(.user), .closing(.reconnect):
+            self.state = .closing(.reconnect)
+            return .none
+        case .closing(.shutdown), .stopped:
+            throw self.invalid("connect")
+        }
+    }
+
+    /// The operator asks to drop the current link (if any) and connect again now, without backoff.
+    public mutating func reconnectRequested(now: MonotonicInstant) throws(InvalidTransition) -> Action {
+        switch self.state {
+        case .open:
+            self.enter(.closing(.reconnect), now: now)
+            return .sendClose(code: 1000, reason: "reconnect requested")
+        case .connecting:
+            guard self.networkAvailable else {
+                self.enter(.waitingForNetwork, now: now)
+                return .abort(.networkLost)
+            }
+            return .abortAndConnect(attempt: self.failures + 1)
+        case .idle, .backingOff, .waitingForNetwork:
+            return try self.connectRequested(now: now)
+        case .closing(.user), .closing(.reconnect):
+            self.state = .closing(.reconnect)
+            return .none
+        case .closing(.shutdown), .stopped:
+            throw self.invalid("reconnect")
+        }
+    }
+
+    /// The handshake completed: the link is open.
+    public mutating func connectSucceeded(now: MonotonicInstant) throws(InvalidTransition) -> Action {
+        guard case .connecting = self.state else { throw self.invalid("connectSucceeded") }
+        if self.everOpened { self.reconnects += 1 }
+        self.everOpened = true
+        self.enter(.open(since: now), now: now)
+        return .none
+    }
+
+    /// The attempt failed before the link opened (refused, TLS, handshake, timeout).
+    public mutating func connectFailed(_ reason: DisconnectReason, now: MonotonicInstant) throws(InvalidTransition) -> Action {
+        guard case .connecting = self.state else { throw self.invalid("connectFailed") }
+        return self.retry(after: reason, now: now, countsAsFailure: true)
+    }
+
+    /// An open (or closing) link ended.
+    public mutating func disconnected(_ reason: DisconnectReason, now: MonotonicInstant) throws(InvalidTransition) -> Action {
+        switch self.state {
+        case .open(let since):
+            if now - since >= self.settings.backoff.stableAfter { self.failures = 0 }
+            return self.retry(after: reason, now: now, countsAsFailure: false)
+        case .closing(.user(let code, let reason)):
+            self.lastDisconnect = .userClosed(code: code, reason: reason)
+            self.enter(.idle, now: now)
+            return .none
+        case .closing(.reconnect):
+            self.lastDisconnect = reason
+            return self.attempt(now: now)
+        case .closing(.shutdown):
+            self.lastDisconnect = reason
+            self.enter(.stopped, now: now)
+            return .none
+        case .idle, .connecting, .waitingForNetwork, .backingOff, .stopped:
+            throw self.invalid("disconnected")
+        }
+    }
+
+    /// The backoff timer fired.
+    public mutating func retryTimerFired(now: MonotonicInstant) throws(InvalidTransition) -> Action {
+        guard case .backingOff = self.state else { throw self.invalid("retryTimerFired") }
+        return self.attempt(now: now)
+    }
+
+    /// The reachability monitor's verdict changed (or was re-confirmed).
+    public mutating func networkChanged(available: Bool, now: MonotonicInstant) -> Action {
+        let wasAvailable = self.networkAvailable
+        self.networkAvailable = available
+        switch (self.state, available) {
+        case (.waitingForNetwork, true):
+            // The route is back: connect at once, no backoff delay.
+            self.enter(.connecting, now: now)
+            return .connect(attempt: self.failures + 1)
+        case (.backingOff, false):
+            self.enter(.waitingForNetwork, now: now)
+            return .cancelRetry
+        case (.backingOff, true) where !wasAvailable:
+            self.enter(.connecting, now: now)
+            return .connect(attempt: self.failures + 1)
+        case (.connecting, false):
+            self.lastDisconnect = .networkLost
+            self.enter(.waitingForNetwork, now: now)
+            return .abort(.networkLost)
+        case (.open, false):
+            self.lastDisconnect = .networkLost
+            self.enter(.waitingForNetwork, now: now)
+            return .abort(.networkLost)
+        default:
+            return .none
+        }
+    }
+
+    /// The operator closes the link: it stays closed until asked to connect again.
+    public mutating func userClose(code: UInt16 = 1000, reason: String = "", now: MonotonicInstant) -> Action {
+        switch self.state {
+        case .open:
+            self.enter(.closing(.user(code: code, reason: reason)), now: now)
+            return .sendClose(code: code, reason: reason)
+        case .closing(.reconnect):
+            self.state = .closing(.user(code: code, reason: reason))
+            return .none
+        case .connecting:
+            self.lastDisconnect = .userClosed(code: code, reason: reason)
+            self.enter(.idle, now: now)
+            return .abort(.userClosed(code: code, reason: reason))
+        case .backingOff:
+            self.lastDisconnect = .userClosed(code: code, reason: reason)
+            self.enter(.idle, now: now)
+            return .cancelRetry
+        case .waitingForNetwork:
+            self.lastDisconnect = .userClosed(code: code, reason: reason)
+            self.enter(.idle, now: now)
+            return .none
+        case .idle, .closing(.user), .closing(.shutdown), .stopped:
+            return .none
+        }
+    }
+
+    /// The daemon is stopping: close with 1001 (going away) if open.
+    public mutating func shutdown(now: MonotonicInstant) -> Action {
+        switch self.state {
+        case .open:
+            self.enter(.closing(.shutdown), now: now)
+            return .sendClose(code: 1001, reason: "wsbridged shutting down")
+        case .closing:
+            self.state = .closing(.shutdown)
+            return .none
+        case .connecting:
+            self.enter(.stopped, now: now)
+            return .abort(.error("shutting down"))
+        case .backingOff:
+            self.enter(.stopped, now: now)
+            return .cancelRetry
+        case .idle, .waitingForNetwork, .stopped:
+            self.enter(.stopped, now: now)
+            return .none
+        }
+    }
+}
+
+extension ConnectionStateMachine: Sendable where RNG: Sendable {}

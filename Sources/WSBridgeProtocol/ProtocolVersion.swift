@@ -1,0 +1,1 @@
+public enum WSBridgeProtocolVersion { public static let current = 1 }

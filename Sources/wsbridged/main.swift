@@ -1,0 +1,1 @@
+print("wsbridged: not yet wired")

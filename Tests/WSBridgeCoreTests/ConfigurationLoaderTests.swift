@@ -1,0 +1,184 @@
+import Foundation
+import Testing
+import WSBridgeCore
+
+@Suite struct ConfigurationLoaderTests {
+    let loader = ConfigurationLoader(fileName: "test.toml")
+
+    func load(_ text: String) throws(ConfigurationError) -> Configuration {
+        try self.loader.load(text: text)
+    }
+
+    /// Loads and expects an error; returns it for inspection.
+    func failure(_ text: String, sourceLocation: SourceLocation = #_sourceLocation) -> ConfigurationError? {
+        do {
+            _ = try self.loader.load(text: text)
+            Issue.record("expected a configuration error", sourceLocation: sourceLocation)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test func shippedExampleParsesToTheDefaults() throws {
+        let path = #filePath.split(separator: "/").dropLast(3).joined(separator: "/")
+        let text = try String(contentsOfFile: "/\(path)/etc/wsbridged.toml", encoding: .utf8)
+        let config = try self.load(text)
+        #expect(config == Configuration())
+    }
+
+    @Test func fullConfiguration() throws {
+        let config = try self.load(
+            """
+            [upstream]
+            url = "wss://feed.example.test:8443/stream?x=1"
+            subprotocols = ["v2.feed", "v1.feed"]
+            compression = false
+            max_message_size = 1048576
+            connect_timeout = 3
+            [upstream.headers]
+            "X-Client" = "wsbridge"
+            [auth]
+            token_file = "/run/credentials/wsbridged.service/token"
+            [tls]
+            ca_file = "/etc/ssl/ca.pem"
+            cert_file = "/etc/wsbridge/client.pem"
+            key_file = "/etc/wsbridge/client.key"
+            server_name = "feed.internal"
+            [proxy]
+            url = "socks5://127.0.0.1:1080"
+            [heartbeat]
+            interval = "500ms"
+            deadline = 0.25
+            text = "ping"
+            [backoff]
+            base = "1s"
+            cap = "2m"
+            stable_after = "0s"
+            max_attempts = 7
+            [reachability]
+            enabled = false
+            poll_interval = "1h"
+            [local]
+            socket = "/tmp/x.sock"
+            mode = "0600"
+            group = "wsbridge"
+            [log]
+            level = "DEBUG"
+            """
+        )
+        #expect(config.upstream.url == UpstreamURL(scheme: .wss, host: "feed.example.test", port: 8443, path: "/stream?x=1"))
+        #expect(config.upstream.subprotocols == ["v2.feed", "v1.feed"])
+        #expect(config.upstream.compression == false)
+        #expect(config.upstream.maxMessageSize == 1_048_576)
+        #expect(config.upstream.connectTimeout == .seconds(3))
+        #expect(config.upstream.headers.map(\.name) == ["X-Client"])
+        #expect(config.upstream.headers.map(\.value) == ["wsbridge"])
+        #expect(config.auth.tokenFile == "/run/credentials/wsbridged.service/token")
+        #expect(config.tls.caFile == "/etc/ssl/ca.pem")
+        #expect(config.tls.serverName == "feed.internal")
+        #expect(config.proxy.url == ProxyURL(kind: .socks5, host: "127.0.0.1", port: 1080))
+        #expect(config.heartbeat.interval == .milliseconds(500))
+        #expect(config.heartbeat.deadline == .milliseconds(250))
+        #expect(config.heartbeat.text == "ping")
+        #expect(config.backoff.policy == BackoffPolicy(base: .seconds(1), cap: .seconds(120), stableAfter: .zero))
+        #expect(config.backoff.maxAttempts == 7)
+        #expect(config.reachability.enabled == false)
+        #expect(config.reachability.pollInterval == .seconds(3600))
+        #expect(config.local.mode == 0o600)
+        #expect(config.local.group == "wsbridge")
+        #expect(config.log.level == .debug)
+    }
+
+    @Test func emptyFileGivesDefaults() throws {
+        #expect(try self.load("") == Configuration())
+    }
+
+    @Test func syntaxErrorNamesLineAndColumn() {
+        let e = self.failure("[upstream]\nurl = \"ws://a\"\nbroken = = 1\n")
+        #expect(e?.line == 3)
+        #expect(e?.column != nil)
+        #expect(e?.description.hasPrefix("test.toml:3:") == true)
+        #expect(e?.problem.contains("TOML syntax error") == true)
+    }
+
+    struct BadValue: Sendable, CustomTestStringConvertible {
+        var toml: String
+        var key: String
+        var line: Int
+        var mentions: String
+        var testDescription: String { self.key }
+    }
+
+    static let badValues: [BadValue] = [
+        .init(toml: "[upstream]\nurl = \"http://x/\"", key: "upstream.url", line: 2, mentions: "use ws:// or wss://"),
+        .init(toml: "[upstream]\nurl = \"ws://:80/\"", key: "upstream.url", line: 2, mentions: "missing host"),
+        .init(toml: "[upstream]\nurl = \"ws://h:99999/\"", key: "upstream.url", line: 2, mentions: "1 to 65535"),
+        .init(toml: "[upstream]\nurl = \"wss://u:p@h/\"", key: "upstream.url", line: 2, mentions: "auth.token_file"),
+        .init(toml: "[upstream]\nurl = 5", key: "upstream.url", line: 2, mentions: "must be a string"),
+        .init(toml: "[upstream]\nsubprotocols = \"v1\"", key: "upstream.subprotocols", line: 2, mentions: "array of strings"),
+        .init(toml: "[upstream]\nsubprotocols = [\"a b\"]", key: "upstream.subprotocols", line: 2, mentions: "HTTP token"),
+        .init(toml: "[upstream]\ncompression = \"yes\"", key: "upstream.compression", line: 2, mentions: "true or false"),
+        .init(toml: "[upstream]\nmax_message_size = 10", key: "upstream.max_message_size", line: 2, mentions: "125 to 1073741824"),
+        .init(toml: "[upstream]\nconnect_timeout = \"soon\"", key: "upstream.connect_timeout", line: 2, mentions: "\"500ms\""),
+        .init(toml: "[upstream.headers]\nHost = \"x\"", key: "upstream.headers.Host", line: 2, mentions: "set by wsbridged"),
+        .init(toml: "[upstream.headers]\n\"Bad Name\" = \"x\"", key: "upstream.headers.Bad Name", line: 2, mentions: "invalid header name"),
+        .init(toml: "[upstream.headers]\nX-A = 1", key: "upstream.headers.X-A", line: 2, mentions: "must be a string"),
+        .init(toml: "[auth]\ntoken_file = \"token.txt\"", key: "auth.token_file", line: 2, mentions: "absolute path"),
+        .init(toml: "[tls]\ncert_file = \"/c.pem\"", key: "tls.key_file", line: 1, mentions: "go together"),
+        .init(toml: "[tls]\ninsecure = 1", key: "tls.insecure", line: 2, mentions: "true or false"),
+        .init(toml: "[proxy]\nurl = \"ftp://p:1\"", key: "proxy.url", line: 2, mentions: "socks5://"),
+        .init(toml: "[heartbeat]\ninterval = 0", key: "heartbeat.interval", line: 2, mentions: "> 0"),
+        .init(toml: "[heartbeat]\ndeadline = -1", key: "heartbeat.deadline", line: 2, mentions: "> 0"),
+        .init(toml: "[heartbeat]\n\ninterval = \"20 parsecs\"", key: "heartbeat.interval", line: 3, mentions: "\"20s\""),
+        .init(toml: "[backoff]\nmax_attempts = -1", key: "backoff.max_attempts", line: 2, mentions: "0 for unlimited"),
+        .init(toml: "[backoff]\nmax_attempts = 1.5", key: "backoff.max_attempts", line: 2, mentions: "whole number"),
+        .init(toml: "[backoff]\nbase = 10\ncap = 5", key: "backoff.cap", line: 3, mentions: "at least backoff.base"),
+        .init(toml: "[reachability]\npoll_interval = true", key: "reachability.poll_interval", line: 2, mentions: "duration"),
+        .init(toml: "[local]\nmode = \"rw\"", key: "local.mode", line: 2, mentions: "octal"),
+        .init(toml: "[local]\nmode = 660", key: "local.mode", line: 2, mentions: "must be a string"),
+        .init(toml: "[local]\nsocket = \"relative.sock\"", key: "local.socket", line: 2, mentions: "absolute path"),
+        .init(toml: "[log]\nlevel = \"loud\"", key: "log.level", line: 2, mentions: "trace, debug, info"),
+        .init(toml: "[heartbeat]\nintervall = 5", key: "heartbeat.intervall", line: 2, mentions: "known keys in [heartbeat]: deadline, interval, text"),
+        .init(toml: "[hearbeat]\ninterval = 5", key: "hearbeat", line: 1, mentions: "unknown section"),
+        .init(toml: "upstream = 5", key: "upstream", line: 1, mentions: "must be a table"),
+    ]
+
+    @Test(arguments: Self.badValues)
+    func everyValidationErrorIsLocatedAndExplained(_ bad: BadValue) {
+        guard let e = self.failure(bad.toml) else { return }
+        #expect(e.key == bad.key)
+        #expect(e.line == bad.line)
+        #expect(e.file == "test.toml")
+        #expect(e.description.contains(bad.mentions), "\(e.description)")
+        #expect(e.description.hasPrefix("test.toml:\(bad.line): \(bad.key)"))
+    }
+
+    @Test func badValueIsQuotedInTheMessage() {
+        let e = self.failure("[log]\nlevel = \"loud\"")
+        #expect(e?.description == "test.toml:2: log.level = \"loud\": one of trace, debug, info, notice, warning, error, critical")
+    }
+}
+
+@Suite struct UpstreamURLTests {
+    @Test func parsesForms() throws {
+        #expect(try UpstreamURL(parsing: "ws://h") == UpstreamURL(scheme: .ws, host: "h", port: 80, path: "/"))
+        #expect(try UpstreamURL(parsing: "WSS://h?q=1") == UpstreamURL(scheme: .wss, host: "h", port: 443, path: "/?q=1"))
+        #expect(try UpstreamURL(parsing: "ws://[::1]:9/a#frag") == UpstreamURL(scheme: .ws, host: "::1", port: 9, path: "/a"))
+        #expect(try UpstreamURL(parsing: "ws://[::1]:9/a").hostHeader == "[::1]:9")
+        #expect(try UpstreamURL(parsing: "wss://h:443/").hostHeader == "h")
+        #expect(try UpstreamURL(parsing: "ws://h:8080/x").description == "ws://h:8080/x")
+    }
+
+    @Test func proxyFromEnvironment() throws {
+        let wss = try UpstreamURL(parsing: "wss://feed.test/")
+        let ws = try UpstreamURL(parsing: "ws://feed.test/")
+        #expect(ProxyURL.fromEnvironment(["https_proxy": "http://127.0.0.1:8888"], for: wss) == ProxyURL(kind: .httpConnect, host: "127.0.0.1", port: 8888))
+        #expect(ProxyURL.fromEnvironment(["HTTPS_PROXY": "127.0.0.1:8888"], for: wss) == ProxyURL(kind: .httpConnect, host: "127.0.0.1", port: 8888))
+        #expect(ProxyURL.fromEnvironment(["https_proxy": "http://127.0.0.1:8888"], for: ws) == nil)
+        #expect(ProxyURL.fromEnvironment(["all_proxy": "socks5://127.0.0.1"], for: ws) == ProxyURL(kind: .socks5, host: "127.0.0.1", port: 1080))
+        #expect(ProxyURL.fromEnvironment(["all_proxy": "socks5://127.0.0.1", "no_proxy": "localhost,.test"], for: ws) == nil)
+        #expect(ProxyURL.fromEnvironment(["all_proxy": "socks5://127.0.0.1", "NO_PROXY": "*"], for: ws) == nil)
+        #expect(ProxyURL.fromEnvironment(["all_proxy": "socks5://127.0.0.1", "no_proxy": "other.test"], for: ws) != nil)
+    }
+}
