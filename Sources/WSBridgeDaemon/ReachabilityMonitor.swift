@@ -1,0 +1,170 @@
+import CWSBridgeLinux
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import WSBridgeCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Watches whether a route to the upstream host exists: kernel rtnetlink events (link,
+/// address and route changes) wake it at once, and a slow poll catches anything missed. It also
+/// notices suspend/resume (CLOCK_BOOTTIME jumping ahead of CLOCK_MONOTONIC).
+///
+/// Runs on one dedicated thread blocked in `poll(2)`, so an idle daemon has no wakeups from it
+/// beyond `reachability.poll_interval`.
+public final class ReachabilityMonitor: Sendable {
+    public struct Callbacks: Sendable {
+        public var changed: @Sendable (Bool) -> Void
+        public var resumed: @Sendable (Duration) -> Void
+        public init(changed: @escaping @Sendable (Bool) -> Void, resumed: @escaping @Sendable (Duration) -> Void) {
+            self.changed = changed
+            self.resumed = resumed
+        }
+    }
+
+    private let host: String
+    private let pollInterval: Duration
+    private let logger: Logger
+    private let wakeFDs: (read: Int32, write: Int32)
+    private let thread: NIOLockedValueBox<NIOThreadPool?> = .init(nil)
+
+    public init(host: String, pollInterval: Duration, logger: Logger) {
+        self.host = host
+        self.pollInterval = pollInterval
+        self.logger = logger
+        var fds: [Int32] = [-1, -1]
+        if pipe(&fds) == 0 {
+            for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        } else {
+            fds = [-1, -1]
+        }
+        self.wakeFDs = (fds[0], fds[1])
+    }
+
+    deinit {
+        if self.wakeFDs.read >= 0 { close(self.wakeFDs.read) }
+        if self.wakeFDs.write >= 0 { close(self.wakeFDs.write) }
+    }
+
+    /// Whether a route to the host exists now. Blocking (may resolve a name): call off the event loop.
+    public func routeExists() -> Bool {
+        Self.routeExists(host: self.host)
+    }
+
+    static func routeExists(host: String) -> Bool {
+        var addresses: [(Int32, [UInt8])] = []
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 {
+            addresses.append((AF_INET, withUnsafeBytes(of: &v4) { Array($0) }))
+        } else if inet_pton(AF_INET6, host, &v6) == 1 {
+            addresses.append((AF_INET6, withUnsafeBytes(of: &v6) { Array($0) }))
+        } else {
+            var hints = addrinfo()
+            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+            var result: UnsafeMutablePointer<addrinfo>?
+            guard getaddrinfo(host, nil, &hints, &result) == 0, let first = result else {
+                // Name resolution failed: reachability is unknown; let connection attempts decide.
+                return true
+            }
+            defer { freeaddrinfo(first) }
+            var cursor: UnsafeMutablePointer<addrinfo>? = first
+            while let ai = cursor {
+                if ai.pointee.ai_family == AF_INET, let sa = ai.pointee.ai_addr {
+                    let bytes = sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { p in
+                        var a = p.pointee.sin_addr
+                        return withUnsafeBytes(of: &a) { Array($0) }
+                    }
+                    addresses.append((AF_INET, bytes))
+                } else if ai.pointee.ai_family == AF_INET6, let sa = ai.pointee.ai_addr {
+                    let bytes = sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { p in
+                        var a = p.pointee.sin6_addr
+                        return withUnsafeBytes(of: &a) { Array($0) }
+                    }
+                    addresses.append((AF_INET6, bytes))
+                }
+                cursor = ai.pointee.ai_next
+            }
+        }
+        for (family, bytes) in addresses {
+            let r = bytes.withUnsafeBufferPointer { cwsb_route_exists(family, $0.baseAddress) }
+            // An error from the lookup itself is not evidence of "no route".
+            if r != 0 { return true }
+        }
+        return addresses.isEmpty
+    }
+
+    /// Starts watching. `initial` is the state the caller already knows.
+    public func start(initial: Bool, callbacks: Callbacks) {
+        let pool = NIOThreadPool(numberOfThreads: 1)
+        pool.start()
+        self.thread.withLockedValue { $0 = pool }
+        pool.submit { [self] state in
+            guard state == .active else { return }
+            self.run(initial: initial, callbacks: callbacks)
+        }
+    }
+
+    public func stop() {
+        if self.wakeFDs.write >= 0 {
+            var byte: UInt8 = 1
+            _ = write(self.wakeFDs.write, &byte, 1)
+        }
+        let pool = self.thread.withLockedValue { p -> NIOThreadPool? in
+            defer { p = nil }
+            return p
+        }
+        try? pool?.syncShutdownGracefully()
+    }
+
+    private func run(initial: Bool, callbacks: Callbacks) {
+        let netlink = cwsb_rtnetlink_open()
+        if netlink < 0 {
+            self.logger.warning(
+                "reachability: cannot open rtnetlink (\(String(cString: strerror(-netlink)))); falling back to polling every \(self.pollInterval.short)"
+            )
+        }
+        defer { if netlink >= 0 { close(netlink) } }
+        var last = initial
+        var lastOffset = Self.suspendOffset()
+        let timeoutMs = Int32(clamping: self.pollInterval.nanoseconds / 1_000_000)
+        while true {
+            var fds = [
+                pollfd(fd: netlink, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: self.wakeFDs.read, events: Int16(POLLIN), revents: 0),
+            ]
+            let n = poll(&fds, 2, timeoutMs)
+            if n < 0 && errno != EINTR { return }
+            if fds[1].revents != 0 { return }
+            var why = "poll"
+            if fds[0].revents != 0 {
+                let changes = cwsb_rtnetlink_drain(netlink)
+                if changes == 0 || changes == -EAGAIN { continue }
+                why = "rtnetlink"
+            }
+            let offset = Self.suspendOffset()
+            let slept = offset - lastOffset
+            lastOffset = offset
+            if slept > .seconds(2) {
+                self.logger.info("reachability: system resumed after \(slept.short) of suspend")
+                callbacks.resumed(slept)
+            }
+            let now = self.routeExists()
+            if now != last {
+                self.logger.debug("reachability: route \(now ? "appeared" : "vanished") (\(why))")
+                last = now
+                callbacks.changed(now)
+            }
+        }
+    }
+
+    /// Time spent suspended since boot: CLOCK_BOOTTIME - CLOCK_MONOTONIC.
+    static func suspendOffset() -> Duration {
+        let boot = cwsb_boottime_ns()
+        let mono = cwsb_monotonic_ns()
+        return .nanoseconds(Int64(clamping: boot &- mono))
+    }
+}

@@ -1,0 +1,60 @@
+import Logging
+import NIOCore
+import WSBridgeCore
+
+/// The thread-safe face of an `UpstreamLink`: every call hops to the link's event loop.
+public struct UpstreamLinkHandle: Sendable {
+    public let eventLoop: any EventLoop
+    private let link: NIOLoopBound<UpstreamLink>
+
+    /// Creates the link on `eventLoop`. It starts `idle`; call `connect()`.
+    public static func make(
+        configuration: Configuration,
+        networkAvailable: Bool,
+        environment: [String: String],
+        eventLoop: any EventLoop,
+        logger: Logger,
+        onEvent: @escaping @Sendable (UpstreamEvent) -> Void
+    ) -> EventLoopFuture<UpstreamLinkHandle> {
+        eventLoop.submit {
+            let link = UpstreamLink(
+                configuration: configuration,
+                networkAvailable: networkAvailable,
+                environment: environment,
+                eventLoop: eventLoop,
+                logger: logger,
+                onEvent: onEvent
+            )
+            return UpstreamLinkHandle(eventLoop: eventLoop, link: NIOLoopBound(link, eventLoop: eventLoop))
+        }
+    }
+
+    private func run(_ body: @escaping @Sendable (UpstreamLink) -> Void) {
+        let link = self.link
+        self.eventLoop.execute { body(link.value) }
+    }
+
+    public func connect() { self.run { $0.connect() } }
+    public func reconnect() { self.run { $0.reconnect() } }
+    public func close(code: UInt16 = 1000, reason: String = "") { self.run { $0.close(code: code, reason: reason) } }
+    public func networkChanged(available: Bool) { self.run { $0.networkChanged(available: available) } }
+    public func checkLiveness(why: String) { self.run { $0.checkLiveness(why: why) } }
+    public func update(configuration: Configuration) { self.run { $0.update(configuration: configuration) } }
+
+    /// Sends a message if the link is open; the future says whether it went out.
+    public func send(_ message: UpstreamMessage) -> EventLoopFuture<Bool> {
+        let link = self.link
+        return self.eventLoop.submit { link.value.send(message) }
+    }
+
+    /// Closes with 1001 and completes once the link is stopped.
+    public func shutdown() -> EventLoopFuture<Void> {
+        let link = self.link
+        return self.eventLoop.flatSubmit { link.value.shutdown() }
+    }
+
+    public func phase() -> EventLoopFuture<ConnectionPhase> {
+        let link = self.link
+        return self.eventLoop.submit { link.value.phase }
+    }
+}

@@ -1,0 +1,157 @@
+import NIOCore
+import NIOWebSocket
+
+/// The server's shared state, confined to its single event loop.
+final class ServerState {
+    var echo: Bool
+    var answerPings = true
+    var refuse = false
+    private var clients: [ObjectIdentifier: any Channel] = [:]
+    private var ticker: Scheduled<Void>?
+    private var tickCount = 0
+
+    init(echo: Bool) {
+        self.echo = echo
+    }
+
+    func added(_ channel: any Channel) {
+        self.clients[ObjectIdentifier(channel)] = channel
+        Output.line("connected \(self.clients.count)")
+    }
+
+    func removed(_ channel: any Channel) {
+        if self.clients.removeValue(forKey: ObjectIdentifier(channel)) != nil {
+            Output.line("disconnected \(self.clients.count)")
+        }
+    }
+
+    func broadcast(_ opcode: WebSocketOpcode, _ data: ByteBuffer) {
+        for channel in self.clients.values {
+            channel.writeAndFlush(WebSocketFrame(fin: true, opcode: opcode, data: data), promise: nil)
+        }
+    }
+
+    func startTicker(rate: Int, size: Int, loop: any EventLoop) {
+        self.ticker?.cancel()
+        guard rate > 0 else { return }
+        // One timer per millisecond at most; higher rates send a batch per tick.
+        let period = max(1_000_000_000 / rate, 1_000_000)
+        let perTick = max(1, rate / (1_000_000_000 / period))
+        self.scheduleTick(period: Int64(period), perTick: perTick, size: size, loop: loop)
+    }
+
+    private func scheduleTick(period: Int64, perTick: Int, size: Int, loop: any EventLoop) {
+        self.ticker = loop.assumeIsolated().scheduleTask(in: TimeAmount.nanoseconds(period)) {
+            for _ in 0..<perTick {
+                self.tickCount += 1
+                var text = "{\"tick\":\(self.tickCount),\"pad\":\""
+                let pad = max(0, size - text.utf8.count - 2)
+                text += String(repeating: "x", count: pad) + "\"}"
+                self.broadcast(.text, ByteBuffer(string: text))
+            }
+            self.scheduleTick(period: period, perTick: perTick, size: size, loop: loop)
+        }
+    }
+
+    func command(_ command: String, _ args: [String], loop: any EventLoop) {
+        switch command {
+        case "send":
+            self.broadcast(.text, ByteBuffer(string: args.joined(separator: " ")))
+        case "ticker":
+            if args.first == "off" {
+                self.ticker?.cancel()
+                self.ticker = nil
+            } else {
+                self.startTicker(rate: Int(args.first ?? "") ?? 1, size: args.count > 1 ? Int(args[1]) ?? 64 : 64, loop: loop)
+            }
+        case "close":
+            let code = UInt16(args.first ?? "") ?? 1000
+            var data = ByteBuffer()
+            data.writeInteger(code)
+            data.writeString(args.dropFirst().joined(separator: " "))
+            for channel in self.clients.values {
+                channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, data: data), promise: nil)
+            }
+        case "drop":
+            for channel in self.clients.values { channel.close(promise: nil) }
+        case "pings":
+            self.answerPings = args.first != "off"
+        case "refuse":
+            self.refuse = args.first != "off"
+        case "oversize":
+            let n = Int(args.first ?? "") ?? (17 << 20)
+            self.broadcast(.binary, ByteBuffer(repeating: 0x61, count: n))
+        case "count":
+            Output.line("clients \(self.clients.count)")
+        default:
+            Output.line("error unknown command '\(command)'")
+        }
+    }
+}
+
+/// One client connection after the upgrade.
+final class ServerConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    private let state: NIOLoopBound<ServerState>
+    private var closeSent = false
+
+    init(state: NIOLoopBound<ServerState>) {
+        self.state = state
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.state.value.added(context.channel)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.state.value.removed(context.channel)
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = Self.unwrapInboundIn(data)
+        switch frame.opcode {
+        case .text, .binary:
+            let payload = frame.unmaskedData
+            if frame.opcode == .text {
+                Output.line("message \(String(buffer: payload))")
+            } else {
+                Output.line("binary \(payload.readableBytes)")
+            }
+            if self.state.value.echo {
+                context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: frame.opcode, data: payload)), promise: nil)
+            }
+        case .ping:
+            Output.line("ping")
+            if self.state.value.answerPings {
+                context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData)), promise: nil)
+            }
+        case .connectionClose:
+            var data = frame.unmaskedData
+            let code = data.readableBytes >= 2 ? data.readInteger(as: UInt16.self).map(String.init) ?? "-" : "none"
+            let reason = data.readString(length: data.readableBytes) ?? ""
+            Output.line("closed \(code) \(reason)")
+            // Reply (if we did not start the close) and end the TCP connection, as the server should.
+            var reply = ByteBuffer()
+            if code != "none", let c = UInt16(code) { reply.writeInteger(c) }
+            context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: reply))).assumeIsolated().whenComplete { _ in
+                context.close(promise: nil)
+            }
+        default:
+            break
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        Output.line("error \(error)")
+        context.close(promise: nil)
+    }
+}
+
+@available(*, unavailable)
+extension ServerConnectionHandler: Sendable {}
+
+@available(*, unavailable)
+extension ServerState: Sendable {}

@@ -1,0 +1,186 @@
+import ArgumentParser
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import NIOTLS
+import NIOWebSocket
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A loopback WebSocket server for the demo, tests and benchmarks.
+///
+/// It echoes messages, can broadcast a ticker, and takes fault commands on stdin, one per line:
+///   send TEXT | ticker RATE [SIZE] | ticker off | close CODE [REASON] | drop |
+///   pings off | pings on | refuse on | refuse off | oversize BYTES | quit
+/// It reports events on stdout, one per line: `listening PORT`, `upgrade ...`, `connected N`,
+/// `message TEXT`, `ping`, `closed CODE REASON`, `disconnected N`.
+@main
+struct TestServer: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "wsbridge-testserver",
+        abstract: "Loopback WebSocket server with fault modes, for wsbridge's demo, tests and benchmarks."
+    )
+
+    @Option(help: "Address to listen on (loopback by default).")
+    var host = "127.0.0.1"
+
+    @Option(help: "Port to listen on; 0 picks a free one (printed as `listening PORT`).")
+    var port = 0
+
+    @Option(help: "Broadcast a ticker at this many messages per second (0: off).")
+    var ticker = 0
+
+    @Option(help: "Ticker message size in bytes.")
+    var size = 64
+
+    @Flag(inversion: .prefixedNo, help: "Echo every message back.")
+    var echo = true
+
+    @Option(help: "Subprotocol to accept when offered.")
+    var subprotocol: [String] = []
+
+    @Option(help: "TLS certificate chain (PEM): serve wss.")
+    var cert: String?
+
+    @Option(help: "TLS private key (PEM).")
+    var key: String?
+
+    @Option(help: "Require a client certificate signed by this CA (PEM): mutual TLS.")
+    var clientCa: String?
+
+    @Option(help: "Largest frame accepted from clients.")
+    var maxFrame = 1 << 24
+
+    func validate() throws {
+        guard (self.cert == nil) == (self.key == nil) else {
+            throw ValidationError("--cert and --key go together")
+        }
+    }
+
+    func run() throws {
+        signal(SIGPIPE, SIG_IGN)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let loop = group.next()
+        var sslContext: NIOSSLContext?
+        if let cert = self.cert, let key = self.key {
+            var tls = TLSConfiguration.makeServerConfiguration(
+                certificateChain: try NIOSSLCertificate.fromPEMFile(cert).map { .certificate($0) },
+                privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem))
+            )
+            if let ca = self.clientCa {
+                tls.trustRoots = .file(ca)
+                tls.certificateVerification = .noHostnameVerification
+            }
+            sslContext = try NIOSSLContext(configuration: tls)
+        }
+        let state = try loop.submit {
+            NIOLoopBound(ServerState(echo: self.echo), eventLoop: loop)
+        }.wait()
+        let subprotocols = self.subprotocol
+        let maxFrame = self.maxFrame
+        let tlsContext = sslContext
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    if let tlsContext {
+                        let sni = ByteToMessageHandler(
+                            SNIHandler { result in
+                                if case .hostname(let name) = result { Output.line("sni \(name)") } else { Output.line("sni none") }
+                                return channel.eventLoop.makeSucceededVoidFuture()
+                            }
+                        )
+                        try sync.addHandler(sni)
+                        try sync.addHandler(NIOSSLServerHandler(context: tlsContext))
+                    }
+                    let upgrader = NIOWebSocketServerUpgrader(
+                        maxFrameSize: maxFrame,
+                        automaticErrorHandling: true,
+                        shouldUpgrade: { channel, head in
+                            channel.eventLoop.submit {
+                                let s = state.value
+                                let auth = head.headers.first(name: "Authorization") ?? "-"
+                                let offered = head.headers[canonicalForm: "Sec-WebSocket-Protocol"].map(String.init)
+                                Output.line("upgrade path=\(head.uri) authorization=\(auth) protocols=\(offered.joined(separator: ",")) ua=\(head.headers.first(name: "User-Agent") ?? "-")")
+                                if s.refuse { return nil }
+                                var headers = HTTPHeaders()
+                                if let chosen = offered.first(where: { subprotocols.contains($0) }) {
+                                    headers.add(name: "Sec-WebSocket-Protocol", value: chosen)
+                                }
+                                return headers
+                            }
+                        },
+                        upgradePipelineHandler: { channel, _ in
+                            channel.eventLoop.makeCompletedFuture {
+                                channel.pipeline.syncOperations.removeHandler(name: "refuser", promise: nil)
+                                try channel.pipeline.syncOperations.addHandler(
+                                    NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 100_000, maxAccumulatedFrameSize: maxFrame)
+                                )
+                                try channel.pipeline.syncOperations.addHandler(ServerConnectionHandler(state: state))
+                            }
+                        }
+                    )
+                    try sync.configureHTTPServerPipeline(
+                        withServerUpgrade: (upgraders: [upgrader], completionHandler: { _ in }),
+                        withErrorHandling: true
+                    )
+                    try sync.addHandler(RefusingHTTPHandler(), name: "refuser")
+                }
+            }
+        let server = try bootstrap.bind(host: self.host, port: self.port).wait()
+        Output.line("listening \(server.localAddress?.port ?? 0)")
+        if self.ticker > 0 {
+            let (rate, size) = (self.ticker, self.size)
+            loop.execute { state.value.startTicker(rate: rate, size: size, loop: loop) }
+        }
+        // Commands from stdin until EOF or `quit`.
+        while let line = readLine() {
+            let words = line.split(separator: " ", maxSplits: 2).map(String.init)
+            guard let command = words.first else { continue }
+            if command == "quit" { break }
+            loop.execute { state.value.command(command, Array(words.dropFirst()), loop: loop) }
+        }
+        try? server.close().wait()
+        try? group.syncShutdownGracefully()
+    }
+}
+
+enum Output {
+    static func line(_ text: String) {
+        var s = text + "\n"
+        s.withUTF8 { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let n = write(1, bytes.baseAddress! + offset, bytes.count - offset)
+                if n <= 0 { return }
+                offset += n
+            }
+        }
+    }
+}
+
+/// Answers plain HTTP requests (and refused upgrades) with 403.
+final class RefusingHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case .end = Self.unwrapInboundIn(data) else { return }
+        Output.line("refused")
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Length", value: "0")
+        headers.add(name: "Connection", value: "close")
+        context.write(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .forbidden, headers: headers))), promise: nil)
+        context.writeAndFlush(Self.wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
+            context.close(promise: nil)
+        }
+    }
+}
+
+@available(*, unavailable)
+extension RefusingHTTPHandler: Sendable {}

@@ -1,0 +1,128 @@
+import ArgumentParser
+import Logging
+import WSBridgeCore
+import WSBridgeDaemon
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@main
+struct WSBridged: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "wsbridged",
+        abstract: "Hold one upstream WebSocket and share it with local processes.",
+        discussion: """
+            Reads its configuration from /etc/wsbridge/wsbridged.toml (every option is documented \
+            in the shipped example). Command-line options override the file.
+            """,
+        version: WSBridgeVersion.current
+    )
+
+    static let defaultConfigPath = "/etc/wsbridge/wsbridged.toml"
+
+    @Option(name: .long, help: ArgumentHelp("Configuration file.", valueName: "path"))
+    var config: String?
+
+    @Option(name: .long, help: ArgumentHelp("Upstream ws:// or wss:// URL (overrides upstream.url).", valueName: "url"))
+    var url: String?
+
+    @Option(name: .long, help: ArgumentHelp("Local Unix socket path (overrides local.socket).", valueName: "path"))
+    var socket: String?
+
+    @Option(name: .long, help: ArgumentHelp("Log level (overrides log.level): trace, debug, info, notice, warning, error, critical.", valueName: "level"))
+    var logLevel: String?
+
+    @Flag(name: .long, help: "Validate the configuration and exit (0 when valid).")
+    var checkConfig = false
+
+    func loadConfiguration() throws(ConfigurationError) -> Configuration {
+        let path = self.config ?? Self.defaultConfigPath
+        var configuration = Configuration()
+        if let text = Self.readFile(path) {
+            configuration = try ConfigurationLoader(fileName: path).load(text: text)
+        } else if self.config != nil || self.url == nil {
+            throw ConfigurationError(
+                file: path,
+                problem: "cannot read the configuration file (\(String(cString: strerror(errno)))); "
+                    + "pass --config PATH, or --url URL to run without one"
+            )
+        }
+        if let url = self.url {
+            do {
+                configuration.upstream.url = try UpstreamURL(parsing: url)
+            } catch {
+                throw ConfigurationError(file: "--url", key: "upstream.url", value: url, problem: error.description)
+            }
+        }
+        if let socket = self.socket {
+            guard socket.hasPrefix("/") || socket.hasPrefix(".") else {
+                throw ConfigurationError(file: "--socket", key: "local.socket", value: socket, problem: "must be a path")
+            }
+            configuration.local.socket = socket
+        }
+        if let level = self.logLevel {
+            guard let l = Configuration.LogLevel(rawValue: level.lowercased()) else {
+                throw ConfigurationError(
+                    file: "--log-level",
+                    key: "log.level",
+                    value: level,
+                    problem: "one of \(Configuration.LogLevel.allCases.map(\.rawValue).joined(separator: ", "))"
+                )
+            }
+            configuration.log.level = l
+        }
+        return configuration
+    }
+
+    static func readFile(_ path: String) -> String? {
+        guard let file = fopen(path, "re") else { return nil }
+        defer { fclose(file) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = fread(&chunk, 1, chunk.count, file)
+            bytes.append(contentsOf: chunk[0..<n])
+            if n < chunk.count { break }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    func run() throws {
+        let configuration: Configuration
+        do {
+            configuration = try self.loadConfiguration()
+        } catch {
+            Self.printError("wsbridged: \(error)")
+            throw ExitCode(78)  // EX_CONFIG
+        }
+        if self.checkConfig {
+            print("\(self.config ?? Self.defaultConfigPath): configuration OK (upstream \(configuration.upstream.url))")
+            return
+        }
+        Daemon.blockSignals()
+        let level = Logger.Level(rawValue: configuration.log.level.rawValue) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "wsbridged")
+        var environment: [String: String] = [:]
+        var cursor = environ
+        while let entry = cursor.pointee {
+            let pair = String(cString: entry)
+            if let eq = pair.firstIndex(of: "=") {
+                environment[String(pair[..<eq])] = String(pair[pair.index(after: eq)...])
+            }
+            cursor += 1
+        }
+        let code = Daemon.run(configuration: configuration, environment: environment, logger: logger)
+        if code != 0 { throw ExitCode(code) }
+    }
+
+    static func printError(_ message: String) {
+        let line = message + "\n"
+        _ = line.withCString { write(2, $0, strlen($0)) }
+    }
+}

@@ -1,1 +1,0 @@
-print("wsbridged: not yet wired")
