@@ -100,6 +100,8 @@ let package = Package(
             name: "WSBridgeIntegrationTests",
             dependencies: [
                 "WSBridgeCore",
+                "WSBridgeDaemon",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],

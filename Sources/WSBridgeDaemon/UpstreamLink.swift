@@ -280,7 +280,8 @@ public final class UpstreamLink {
         self.connectTimer = nil
         self.channel = handshake.channel
         self.subprotocol = handshake.subprotocol
-        self.input("connected", reason: "connected") { m, now in try m.connectSucceeded(now: now) }
+        let reason = handshake.subprotocol.map { "connected (subprotocol \($0))" } ?? "connected"
+        self.input("connected", reason: reason) { m, now in try m.connectSucceeded(now: now) }
         guard self.machine.phase == .open else { return }
         self.heartbeat = HeartbeatStateMachine(
             interval: self.configuration.heartbeat.interval,
@@ -349,7 +350,8 @@ public final class UpstreamLink {
             var data = frame.unmaskedData
             let code = data.readableBytes >= 2 ? data.readInteger(as: UInt16.self) : nil
             let reason = data.readString(length: data.readableBytes) ?? ""
-            self.receivedClose = (code, reason)
+            // Only the first close frame counts; a peer must not send another.
+            if self.receivedClose == nil { self.receivedClose = (code, reason) }
             if !self.sentClose {
                 // Echo the close (RFC 6455 §5.5.1), then wait for the server to end TCP.
                 self.sendClose(code: code ?? 1000, reason: "")
@@ -380,7 +382,10 @@ public final class UpstreamLink {
         }
         self.logger.warning("upstream error: \(description)")
         if self.linkError == nil { self.linkError = description }
-        if closeCode != 0 && !self.sentClose && self.machine.phase == .open {
+        if error is NIOWebSocketError {
+            // NIO's WebSocketProtocolErrorHandler already sent the close frame and closes the channel.
+            self.sentClose = true
+        } else if closeCode != 0 && !self.sentClose && self.machine.phase == .open {
             self.sendClose(code: closeCode, reason: "")
         }
         self.channel?.close(promise: nil)

@@ -7,6 +7,8 @@ final class ServerState {
     var answerPings = true
     var refuse = false
     private var clients: [ObjectIdentifier: any Channel] = [:]
+    /// Connections we sent a close frame to: their close frame is the reply, not to be answered.
+    private(set) var closing: Set<ObjectIdentifier> = []
     private var ticker: Scheduled<Void>?
     private var tickCount = 0
 
@@ -20,6 +22,7 @@ final class ServerState {
     }
 
     func removed(_ channel: any Channel) {
+        self.closing.remove(ObjectIdentifier(channel))
         if self.clients.removeValue(forKey: ObjectIdentifier(channel)) != nil {
             Output.line("disconnected \(self.clients.count)")
         }
@@ -69,7 +72,8 @@ final class ServerState {
             var data = ByteBuffer()
             data.writeInteger(code)
             data.writeString(args.dropFirst().joined(separator: " "))
-            for channel in self.clients.values {
+            for (id, channel) in self.clients {
+                self.closing.insert(id)
                 channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, data: data), promise: nil)
             }
         case "drop":
@@ -134,6 +138,10 @@ final class ServerConnectionHandler: ChannelInboundHandler {
             let reason = data.readString(length: data.readableBytes) ?? ""
             Output.line("closed \(code) \(reason)")
             // Reply (if we did not start the close) and end the TCP connection, as the server should.
+            if self.state.value.closing.contains(ObjectIdentifier(context.channel)) {
+                context.close(promise: nil)
+                return
+            }
             var reply = ByteBuffer()
             if code != "none", let c = UInt16(code) { reply.writeInteger(c) }
             context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: reply))).assumeIsolated().whenComplete { _ in

@@ -1,0 +1,150 @@
+import Foundation
+
+/// Where the built executables and the project's tools are.
+enum Paths {
+    static let root: String = {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+    }()
+
+    static let bin: String = {
+        if let dir = ProcessInfo.processInfo.environment["WSBRIDGE_BIN_DIR"], !dir.isEmpty { return dir }
+        return "\(root)/.build/debug"
+    }()
+
+    static var daemon: String { "\(bin)/wsbridged" }
+    static var testServer: String { "\(bin)/wsbridge-testserver" }
+
+    static let python: String = {
+        if let p = ProcessInfo.processInfo.environment["WSBRIDGE_PYTHON"], !p.isEmpty { return p }
+        return "\(root)/.venv/bin/python"
+    }()
+
+    static var pythonPeer: String { "\(root)/Tests/peers/ws_server.py" }
+}
+
+/// A fresh temporary directory, removed when the value is released.
+final class TemporaryDirectory: Sendable {
+    let path: String
+
+    init() throws {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("wsbridge-test-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
+        self.path = base.path
+    }
+
+    func file(_ name: String) -> String { "\(self.path)/\(name)" }
+
+    func write(_ name: String, _ text: String) throws -> String {
+        let p = self.file(name)
+        try text.write(toFile: p, atomically: true, encoding: .utf8)
+        return p
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: self.path)
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Runs a command to completion; throws with its output when it fails.
+@discardableResult
+func run(_ executable: String, _ arguments: [String], allowFailure: Bool = false) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = pipe
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    let output = String(decoding: data, as: UTF8.self)
+    if process.terminationStatus != 0 && !allowFailure {
+        throw TestFailure("\(executable) \(arguments.joined(separator: " ")) exited \(process.terminationStatus): \(output)")
+    }
+    return (process.terminationStatus, output)
+}
+
+/// An upstream WebSocket server in a child process: ours (`wsbridge-testserver`) or Python's
+/// `websockets` (Tests/peers/ws_server.py). Both speak the same stdin/stdout control protocol.
+final class UpstreamServer: Sendable {
+    enum Kind: String, Sendable, CaseIterable, CustomStringConvertible {
+        case nio
+        case python
+        var description: String { self.rawValue }
+    }
+
+    let process: ManagedProcess
+    let port: Int
+    let kind: Kind
+
+    init(_ kind: Kind, arguments: [String] = [], wrapper: [String] = []) async throws {
+        self.kind = kind
+        let command: [String] = switch kind {
+        case .nio: wrapper + [Paths.testServer] + arguments
+        case .python: wrapper + [Paths.python, "-u", Paths.pythonPeer] + arguments
+        }
+        self.process = try ManagedProcess(command[0], Array(command.dropFirst()), name: "upstream-\(kind)")
+        guard let line = await self.process.stdout.wait(timeout: .seconds(30), { $0.hasPrefix("listening ") }),
+            let port = Int(line.dropFirst("listening ".count))
+        else {
+            self.process.stop()
+            throw TestFailure("\(kind) upstream did not start: \(self.process.stderr.text)")
+        }
+        self.port = port
+    }
+
+    var url: String { "ws://127.0.0.1:\(self.port)/" }
+
+    func command(_ line: String) { self.process.send(line) }
+
+    /// Waits for an event line (from `from` on) starting with `prefix`.
+    func event(_ prefix: String, from: Int = 0, timeout: Duration = .seconds(20)) async -> String? {
+        await self.process.stdout.wait(from: from, timeout: timeout) { $0.hasPrefix(prefix) }
+    }
+
+    var mark: Int { self.process.stdout.count }
+
+    deinit { self.process.stop() }
+}
+
+/// Certificates made at test time with openssl: a CA, a server certificate for
+/// localhost/127.0.0.1/feed.test, and a client certificate for mutual TLS. No key is committed.
+struct TestCertificates: Sendable {
+    let caCert: String
+    let serverCert: String
+    let serverKey: String
+    let clientCert: String
+    let clientKey: String
+
+    init(in dir: TemporaryDirectory) throws {
+        let openssl = "/usr/bin/openssl"
+        self.caCert = dir.file("ca.pem")
+        let caKey = dir.file("ca.key")
+        try run(openssl, ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", caKey, "-out", self.caCert, "-days", "2", "-subj", "/CN=wsbridge test CA"])
+        let ca = (self.caCert, caKey)
+        (self.serverCert, self.serverKey) = try Self.issue(
+            ca: ca,
+            in: dir,
+            "server",
+            "/CN=localhost",
+            "subjectAltName=DNS:localhost,DNS:feed.test,IP:127.0.0.1,IP:::1\nextendedKeyUsage=serverAuth\n"
+        )
+        (self.clientCert, self.clientKey) = try Self.issue(ca: ca, in: dir, "client", "/CN=wsbridge client", "extendedKeyUsage=clientAuth\n")
+    }
+
+    private static func issue(ca: (cert: String, key: String), in dir: TemporaryDirectory, _ name: String, _ subject: String, _ ext: String) throws -> (String, String) {
+        let openssl = "/usr/bin/openssl"
+        let key = dir.file("\(name).key")
+        let csr = dir.file("\(name).csr")
+        let cert = dir.file("\(name).pem")
+        let extFile = try dir.write("\(name).ext", ext)
+        try run(openssl, ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj", subject])
+        try run(openssl, ["x509", "-req", "-in", csr, "-CA", ca.cert, "-CAkey", ca.key, "-CAcreateserial", "-out", cert, "-days", "2", "-extfile", extFile])
+        return (cert, key)
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+import Synchronization
+
+/// Collects a process's output lines and lets tests await a line matching a predicate.
+///
+/// Awaiting is event-driven: a waiter resumes as soon as a matching line arrives. The timeout is
+/// only a guard against a hung test, never the synchronisation itself.
+final class LineCollector: Sendable {
+    private struct Waiter {
+        var id: Int
+        var from: Int
+        var predicate: @Sendable (String) -> Bool
+        var continuation: CheckedContinuation<String?, Never>
+    }
+
+    private struct State {
+        var lines: [String] = []
+        var partial = Data()
+        var waiters: [Waiter] = []
+        var nextID = 0
+        var closed = false
+    }
+
+    private let state = Mutex(State())
+    let name: String
+
+    init(name: String) {
+        self.name = name
+    }
+
+    var lines: [String] { self.state.withLock { $0.lines } }
+    var count: Int { self.state.withLock { $0.lines.count } }
+    var text: String { self.lines.joined(separator: "\n") }
+
+    func append(_ data: Data) {
+        var ready: [(CheckedContinuation<String?, Never>, String?)] = []
+        self.state.withLock { s in
+            if data.isEmpty {
+                s.closed = true
+                if !s.partial.isEmpty {
+                    s.lines.append(String(decoding: s.partial, as: UTF8.self))
+                    s.partial.removeAll()
+                }
+            } else {
+                s.partial.append(data)
+                while let nl = s.partial.firstIndex(of: 0x0A) {
+                    let line = String(decoding: s.partial[s.partial.startIndex..<nl], as: UTF8.self)
+                    s.partial.removeSubrange(s.partial.startIndex...nl)
+                    s.lines.append(line)
+                }
+            }
+            s.waiters.removeAll { w in
+                if let hit = s.lines[min(w.from, s.lines.count)...].first(where: w.predicate) {
+                    ready.append((w.continuation, hit))
+                    return true
+                }
+                if s.closed {
+                    ready.append((w.continuation, nil))
+                    return true
+                }
+                return false
+            }
+        }
+        for (c, line) in ready { c.resume(returning: line) }
+    }
+
+    /// Waits for a line (at index `from` or later) matching `predicate`. Returns nil on timeout or EOF.
+    func wait(from: Int = 0, timeout: Duration = .seconds(20), _ predicate: @escaping @Sendable (String) -> Bool) async -> String? {
+        let id = self.state.withLock { s -> Int in
+            s.nextID += 1
+            return s.nextID
+        }
+        let timer = Task {
+            try await Task.sleep(for: timeout)
+            self.cancel(id)
+        }
+        defer { timer.cancel() }
+        return await withCheckedContinuation { (c: CheckedContinuation<String?, Never>) in
+            let immediate: String?? = self.state.withLock { s in
+                if let hit = s.lines[min(from, s.lines.count)...].first(where: predicate) { return .some(hit) }
+                if s.closed { return .some(nil) }
+                s.waiters.append(Waiter(id: id, from: from, predicate: predicate, continuation: c))
+                return .none
+            }
+            if let immediate { c.resume(returning: immediate) }
+        }
+    }
+
+    func wait(from: Int = 0, timeout: Duration = .seconds(20), containing text: String) async -> String? {
+        await self.wait(from: from, timeout: timeout) { $0.contains(text) }
+    }
+
+    private func cancel(_ id: Int) {
+        let c = self.state.withLock { s -> CheckedContinuation<String?, Never>? in
+            guard let i = s.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return s.waiters.remove(at: i).continuation
+        }
+        c?.resume(returning: nil)
+    }
+}

@@ -1,0 +1,68 @@
+import Foundation
+
+/// A child process started by a test: stdout and stderr collected line by line, stdin open for
+/// commands, killed by PID (and only that PID) when the test ends.
+final class ManagedProcess: Sendable {
+    let process: Process
+    let stdout: LineCollector
+    let stderr: LineCollector
+    private let exits: LineCollector
+    private let stdin: FileHandle
+
+    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, name: String? = nil) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment {
+            process.environment = environment
+        }
+        let label = name ?? URL(fileURLWithPath: executable).lastPathComponent
+        let out = Pipe()
+        let err = Pipe()
+        let input = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        let stdout = LineCollector(name: "\(label).stdout")
+        let stderr = LineCollector(name: "\(label).stderr")
+        out.fileHandleForReading.readabilityHandler = { h in stdout.append(h.availableData) }
+        err.fileHandleForReading.readabilityHandler = { h in stderr.append(h.availableData) }
+        let exits = LineCollector(name: "\(label).exit")
+        self.exits = exits
+        process.terminationHandler = { p in exits.append(Data("exit \(p.terminationStatus)\n".utf8)) }
+        try process.run()
+        self.process = process
+        self.stdout = stdout
+        self.stderr = stderr
+        self.stdin = input.fileHandleForWriting
+    }
+
+    var pid: Int32 { self.process.processIdentifier }
+    var isRunning: Bool { self.process.isRunning }
+
+    func send(_ line: String) {
+        try? self.stdin.write(contentsOf: Data((line + "\n").utf8))
+    }
+
+    func signal(_ signal: Int32) {
+        if self.process.isRunning { kill(self.process.processIdentifier, signal) }
+    }
+
+    /// Waits for exit (guarded by a timeout, after which it is killed) and returns the status.
+    func waitForExit(timeout: Duration = .seconds(20)) async -> Int32 {
+        if await self.exits.wait(timeout: timeout, containing: "exit") == nil {
+            self.signal(SIGKILL)
+            _ = await self.exits.wait(timeout: .seconds(5), containing: "exit")
+        }
+        return self.process.terminationStatus
+    }
+
+    func stop() {
+        self.signal(SIGKILL)
+        try? self.stdin.close()
+    }
+
+    deinit {
+        if self.process.isRunning { kill(self.process.processIdentifier, SIGKILL) }
+    }
+}
