@@ -118,6 +118,10 @@ struct TestCertificates: Sendable {
     let caCert: String
     let serverCert: String
     let serverKey: String
+    /// A server certificate naming only DNS:localhost and DNS:feed.test (no IP address), for
+    /// name-verification tests: NIOSSL also accepts a certificate whose IP SAN matches the peer.
+    let namedCert: String
+    let namedKey: String
     let clientCert: String
     let clientKey: String
 
@@ -133,6 +137,13 @@ struct TestCertificates: Sendable {
             "server",
             "/CN=localhost",
             "subjectAltName=DNS:localhost,DNS:feed.test,IP:127.0.0.1,IP:::1\nextendedKeyUsage=serverAuth\n"
+        )
+        (self.namedCert, self.namedKey) = try Self.issue(
+            ca: ca,
+            in: dir,
+            "named",
+            "/CN=feed.test",
+            "subjectAltName=DNS:localhost,DNS:feed.test\nextendedKeyUsage=serverAuth\n"
         )
         (self.clientCert, self.clientKey) = try Self.issue(ca: ca, in: dir, "client", "/CN=wsbridge client", "extendedKeyUsage=clientAuth\n")
     }

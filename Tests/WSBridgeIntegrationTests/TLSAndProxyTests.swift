@@ -1,0 +1,210 @@
+import Foundation
+import Testing
+import WSBridgeCore
+import WSBridgeDaemon
+
+/// wss with certificates made at test time, mutual TLS, SNI, and a real HTTP CONNECT proxy.
+@Suite(.serialized) struct TLSAndProxyTests {
+    let dir: TemporaryDirectory
+    let certs: TestCertificates
+
+    init() throws {
+        self.dir = try TemporaryDirectory()
+        self.certs = try TestCertificates(in: self.dir)
+    }
+
+    func tlsServer(_ extra: [String] = []) async throws -> UpstreamServer {
+        try await UpstreamServer(.nio, arguments: ["--cert", self.certs.serverCert, "--key", self.certs.serverKey] + extra)
+    }
+
+    func config(_ server: UpstreamServer, host: String = "localhost") throws -> Configuration {
+        var c = try LinkHarness.configuration(url: "wss://\(host):\(server.port)/secure")
+        c.tls.caFile = self.certs.caCert
+        return c
+    }
+
+    @Test func wssWithCAFileConnectsAndEchoes() async throws {
+        let server = try await self.tlsServer()
+        let link = try await LinkHarness(try self.config(server))
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        #expect(await link.state(.open) != nil, "\(link.events.text)")
+        #expect(await server.event("sni localhost") != nil)
+        #expect(try await link.send("over tls"))
+        #expect(await link.events.wait(containing: "message text over tls") != nil)
+    }
+
+    @Test func wssWithoutTheCAIsRefused() async throws {
+        let server = try await self.tlsServer()
+        var config = try self.config(server)
+        config.tls.caFile = nil
+        let link = try await LinkHarness(config)
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        let failed = await link.state(.backingOff)
+        #expect(failed?.lowercased().contains("certificate") == true, "\(link.events.text)")
+    }
+
+    @Test func insecureSkipsVerification() async throws {
+        let server = try await self.tlsServer()
+        var config = try self.config(server)
+        config.tls.caFile = nil
+        config.tls.insecure = true
+        let link = try await LinkHarness(config)
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        #expect(await link.state(.open) != nil, "\(link.events.text)")
+    }
+
+    @Test func mutualTLSAcceptsTheClientCertificate() async throws {
+        let server = try await self.tlsServer(["--client-ca", self.certs.caCert])
+        var config = try self.config(server)
+        config.tls.certFile = self.certs.clientCert
+        config.tls.keyFile = self.certs.clientKey
+        let link = try await LinkHarness(config)
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        #expect(await link.state(.open) != nil, "\(link.events.text)")
+    }
+
+    @Test func mutualTLSRefusesAClientWithoutCertificate() async throws {
+        let server = try await self.tlsServer(["--client-ca", self.certs.caCert])
+        let link = try await LinkHarness(try self.config(server))
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        let failed = await link.state(.backingOff)
+        #expect(failed != nil, "\(link.events.text)")
+        #expect(await link.events.wait(timeout: .seconds(2), containing: "state open") == nil)
+        #expect(await server.event("upgrade ", timeout: .milliseconds(500)) == nil)
+    }
+
+    func namedServer() async throws -> UpstreamServer {
+        try await UpstreamServer(.nio, arguments: ["--cert", self.certs.namedCert, "--key", self.certs.namedKey])
+    }
+
+    @Test func serverNameOverridesSNIAndVerification() async throws {
+        let server = try await self.namedServer()
+        var config = try self.config(server, host: "127.0.0.1")
+        config.tls.serverName = "feed.test"
+        let link = try await LinkHarness(config)
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        #expect(await link.state(.open) != nil, "\(link.events.text)")
+        #expect(await server.event("sni feed.test") != nil)
+    }
+
+    @Test func ipLiteralSendsNoSNIAndVerifiesTheIPAddress() async throws {
+        let server = try await self.tlsServer()
+        let link = try await LinkHarness(try self.config(server, host: "127.0.0.1"))
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        #expect(await link.state(.open) != nil, "\(link.events.text)")
+        #expect(await server.event("sni none") != nil)
+    }
+
+    @Test func wrongServerNameFailsVerification() async throws {
+        let server = try await self.namedServer()
+        var config = try self.config(server)
+        config.tls.serverName = "other.test"
+        let link = try await LinkHarness(config)
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        let failed = await link.state(.backingOff)
+        #expect(failed?.contains("other.test") == true, "\(link.events.text)")
+        #expect(await server.event("sni other.test") != nil)
+    }
+
+    // MARK: - HTTP CONNECT proxy (Debian's tinyproxy)
+
+    func startTinyproxy() async throws -> (ManagedProcess, Int, String) {
+        let port = try freePort()
+        let log = self.dir.file("tinyproxy.log")
+        let conf = try self.dir.write(
+            "tinyproxy.conf",
+            """
+            Port \(port)
+            Listen 127.0.0.1
+            Timeout 60
+            LogLevel Connect
+            LogFile "\(log)"
+            Allow 127.0.0.1
+            MaxClients 10
+
+            """
+        )
+        let proxy = try ManagedProcess("/usr/bin/tinyproxy", ["-d", "-c", conf], name: "tinyproxy")
+        // tinyproxy logs to stderr in the foreground; it is ready once it accepts connections.
+        try await waitUntilListening(port: port)
+        return (proxy, port, log)
+    }
+
+    @Test(arguments: ["config", "environment"])
+    func connectsThroughAnHTTPConnectProxy(_ source: String) async throws {
+        let (proxy, port, log) = try await self.startTinyproxy()
+        defer { proxy.stop() }
+        let server = try await self.tlsServer()
+        var config = try self.config(server)
+        var environment: [String: String] = [:]
+        if source == "config" {
+            config.proxy.url = ProxyURL(kind: .httpConnect, host: "127.0.0.1", port: port)
+        } else {
+            config.proxy.useEnvironment = true
+            environment = ["https_proxy": "http://127.0.0.1:\(port)", "no_proxy": "example.invalid"]
+        }
+        let link = try await LinkHarness(config, environment: environment)
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        #expect(await link.state(.open) != nil, "\(link.events.text)")
+        #expect(try await link.send("via proxy"))
+        #expect(await link.events.wait(containing: "message text via proxy") != nil)
+        // The proxy really carried it.
+        let logged = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        #expect(logged.contains("CONNECT localhost:\(server.port)"), "\(logged)")
+    }
+
+    @Test func noProxyBypassesTheEnvironmentProxy() async throws {
+        let server = try await self.tlsServer()
+        var config = try self.config(server)
+        config.proxy.useEnvironment = true
+        // A proxy that does not exist: only no_proxy lets this connect.
+        let environment = ["https_proxy": "http://127.0.0.1:1", "no_proxy": "localhost"]
+        let link = try await LinkHarness(config, environment: environment)
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        #expect(await link.state(.open) != nil, "\(link.events.text)")
+    }
+}
+
+/// A port that was free a moment ago (bound to 0 and released).
+func freePort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    addr.sin_port = 0
+    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
+    guard bound == 0 else { throw TestFailure("bind failed") }
+    _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+    return Int(UInt16(bigEndian: addr.sin_port))
+}
+
+/// Waits until something accepts TCP connections on 127.0.0.1:port (a readiness probe).
+func waitUntilListening(port: Int, timeout: Duration = .seconds(10)) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = UInt16(port).bigEndian
+        let r = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        close(fd)
+        if r == 0 { return }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    throw TestFailure("nothing listens on 127.0.0.1:\(port)")
+}
