@@ -1,0 +1,110 @@
+import Foundation
+import Testing
+
+/// The `wsbridged` executable as an operator runs it.
+@Suite struct DaemonProcessTests {
+    @Test func checkConfigAcceptsTheShippedExample() throws {
+        let (status, output) = try run(Paths.daemon, ["--check-config", "--config", "\(Paths.root)/etc/wsbridged.toml"], allowFailure: true)
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("configuration OK"))
+    }
+
+    @Test func checkConfigExplainsAnError() throws {
+        let dir = try TemporaryDirectory()
+        let path = try dir.write("bad.toml", "[upstream]\nurl = \"wss://feed.test/\"\n\n[heartbeat]\ninterval = \"soon\"\n")
+        let (status, output) = try run(Paths.daemon, ["--check-config", "--config", path], allowFailure: true)
+        #expect(status == 78)
+        #expect(output.contains("\(path):5: heartbeat.interval = \"soon\": must be a duration"), "\(output)")
+    }
+
+    @Test func missingConfigFileSaysWhatToDo() throws {
+        let (status, output) = try run(Paths.daemon, ["--check-config", "--config", "/nonexistent/wsbridged.toml"], allowFailure: true)
+        #expect(status == 78)
+        #expect(output.contains("/nonexistent/wsbridged.toml: cannot read the configuration file"), "\(output)")
+        #expect(output.contains("--url"))
+    }
+
+    @Test func badURLOverrideIsRefused() throws {
+        let (status, output) = try run(Paths.daemon, ["--check-config", "--url", "http://x/"], allowFailure: true)
+        #expect(status == 78)
+        #expect(output.contains("use ws:// or wss://"), "\(output)")
+    }
+
+    @Test func tokenIsSentReadAtEachConnectAndNeverLogged() async throws {
+        let dir = try TemporaryDirectory()
+        let server = try await UpstreamServer(.nio)
+        let secret = "s3cr3t-\(UUID().uuidString)"
+        let tokenFile = try dir.write("token", secret + "\n")
+        let config = try dir.write(
+            "wsbridged.toml",
+            """
+            [upstream]
+            url = "\(server.url)"
+            [auth]
+            token_file = "\(tokenFile)"
+            [backoff]
+            base = "50ms"
+            cap = "100ms"
+            [reachability]
+            enabled = false
+            """
+        )
+        let daemon = try ManagedProcess(Paths.daemon, ["--config", config, "--log-level", "trace"])
+        defer { daemon.stop() }
+        #expect(await daemon.stderr.wait(containing: "-> open") != nil, "\(daemon.stderr.text)")
+        #expect(await server.event("upgrade path=/ authorization=Bearer \(secret)") != nil)
+
+        // Rotation: the next connect reads the new token.
+        let rotated = "r0tated-\(UUID().uuidString)"
+        try (rotated + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let mark = daemon.stderr.count
+        server.command("drop")
+        #expect(await daemon.stderr.wait(from: mark, containing: "-> open") != nil)
+        #expect(await server.event("upgrade path=/ authorization=Bearer \(rotated)") != nil)
+
+        server.command("send hello operator")
+        #expect(await daemon.stderr.wait(containing: "hello operator") != nil)
+        daemon.signal(SIGTERM)
+        #expect(await daemon.waitForExit() == 0)
+        let logs = daemon.stderr.text + daemon.stdout.text
+        #expect(!logs.contains(secret))
+        #expect(!logs.contains(rotated))
+        #expect(!logs.lowercased().contains("bearer"))
+    }
+
+    @Test func sigtermClosesTheUpstreamWithGoingAway() async throws {
+        let server = try await UpstreamServer(.python)
+        let daemon = try ManagedProcess(Paths.daemon, ["--url", server.url])
+        defer { daemon.stop() }
+        #expect(await daemon.stderr.wait(containing: "-> open") != nil, "\(daemon.stderr.text)")
+        daemon.signal(SIGTERM)
+        #expect(await server.event("closed 1001 wsbridged shutting down") != nil)
+        #expect(await daemon.waitForExit() == 0)
+        #expect(daemon.stderr.text.contains("closing -> stopped"))
+    }
+
+    @Test func unreadableTokenFileIsAClearRetriedError() async throws {
+        let server = try await UpstreamServer(.nio)
+        let dir = try TemporaryDirectory()
+        let config = try dir.write(
+            "wsbridged.toml",
+            """
+            [upstream]
+            url = "\(server.url)"
+            [auth]
+            token_file = "\(dir.file("missing-token"))"
+            [backoff]
+            base = "50ms"
+            cap = "100ms"
+            """
+        )
+        let daemon = try ManagedProcess(Paths.daemon, ["--config", config])
+        defer { daemon.stop() }
+        let line = await daemon.stderr.wait(containing: "cannot read auth.token_file")
+        #expect(line?.contains("No such file or directory") == true, "\(daemon.stderr.text)")
+        #expect(await daemon.stderr.wait(containing: "attempt 3") != nil)
+        // Creating the file fixes it without a restart.
+        _ = try dir.write("missing-token", "late-token")
+        #expect(await daemon.stderr.wait(containing: "-> open") != nil)
+    }
+}
