@@ -1,0 +1,139 @@
+import Foundation
+import Testing
+
+/// Two network namespaces joined by a veth pair, made by the test and always deleted.
+/// Addresses are link-local (169.254.77.0/30) and exist only inside these namespaces.
+final class NamespacePair: Sendable {
+    let server: String
+    let client: String
+    let serverAddress = "169.254.77.1"
+    let clientAddress = "169.254.77.2"
+    static let ip = "/usr/sbin/ip"
+
+    static var available: Bool {
+        getuid() == 0 && FileManager.default.isExecutableFile(atPath: ip)
+    }
+
+    init() throws {
+        let tag = String(UInt32.random(in: 0..<UInt32.max), radix: 36)
+        self.server = "wsbs\(tag)"
+        self.client = "wsbc\(tag)"
+        do {
+            try run(Self.ip, ["netns", "add", self.server])
+            try run(Self.ip, ["netns", "add", self.client])
+            try run(Self.ip, ["link", "add", "veth-s", "netns", self.server, "type", "veth", "peer", "name", "veth-c", "netns", self.client])
+            try run(Self.ip, ["-n", self.server, "addr", "add", "\(self.serverAddress)/30", "dev", "veth-s"])
+            try run(Self.ip, ["-n", self.client, "addr", "add", "\(self.clientAddress)/30", "dev", "veth-c"])
+            for (ns, dev) in [(self.server, "veth-s"), (self.client, "veth-c")] {
+                try run(Self.ip, ["-n", ns, "link", "set", "lo", "up"])
+                try run(Self.ip, ["-n", ns, "link", "set", dev, "up"])
+            }
+        } catch {
+            self.remove()
+            throw error
+        }
+    }
+
+    func wrapper(_ ns: String) -> [String] { [Self.ip, "netns", "exec", ns] }
+
+    func clientLink(up: Bool) throws {
+        try run(Self.ip, ["-n", self.client, "link", "set", "veth-c", up ? "up" : "down"])
+    }
+
+    /// A silent black hole: the client's packets to the server are dropped (half-open link).
+    func blackhole(_ on: Bool) throws {
+        let nft = ["netns", "exec", self.client, "/usr/sbin/nft"]
+        if on {
+            try run(Self.ip, nft + ["add", "table", "inet", "wsbtest"])
+            try run(Self.ip, nft + ["add", "chain", "inet", "wsbtest", "out", "{ type filter hook output priority 0; }"])
+            try run(Self.ip, nft + ["add", "rule", "inet", "wsbtest", "out", "ip", "daddr", self.serverAddress, "drop"])
+        } else {
+            try run(Self.ip, nft + ["delete", "table", "inet", "wsbtest"])
+        }
+    }
+
+    private func remove() {
+        _ = try? run(Self.ip, ["netns", "del", self.server], allowFailure: true)
+        _ = try? run(Self.ip, ["netns", "del", self.client], allowFailure: true)
+    }
+
+    deinit { self.remove() }
+}
+
+/// Real network faults: an interface going down and up, and a half-open link.
+@Suite(.serialized, .enabled(if: NamespacePair.available, "needs root and iproute2 (network namespaces)"))
+struct NetworkNamespaceTests {
+    func start(_ net: NamespacePair, dir: TemporaryDirectory) async throws -> (UpstreamServer, ManagedProcess) {
+        let server = try await UpstreamServer(.nio, arguments: ["--host", net.serverAddress], wrapper: net.wrapper(net.server))
+        let config = try dir.write(
+            "wsbridged.toml",
+            """
+            [upstream]
+            url = "ws://\(net.serverAddress):\(server.port)/"
+            connect_timeout = "2s"
+            [heartbeat]
+            interval = "1s"
+            deadline = "1s"
+            [backoff]
+            base = "200ms"
+            cap = "1s"
+            [reachability]
+            poll_interval = "30s"
+            """
+        )
+        let daemon = try ManagedProcess(net.wrapper(net.client)[0], Array(net.wrapper(net.client).dropFirst()) + [Paths.daemon, "--config", config, "--log-level", "debug"], name: "wsbridged")
+        guard await daemon.stderr.wait(containing: "-> open") != nil else {
+            daemon.stop()
+            throw TestFailure("daemon did not open: \(daemon.stderr.text)")
+        }
+        return (server, daemon)
+    }
+
+    @Test func linkDownWaitsWithoutAttemptsAndLinkUpReconnectsAtOnce() async throws {
+        let net = try NamespacePair()
+        let dir = try TemporaryDirectory()
+        let (server, daemon) = try await self.start(net, dir: dir)
+        defer { daemon.stop(); _ = server }
+
+        let down = daemon.stderr.count
+        try net.clientLink(up: false)
+        let waiting = await daemon.stderr.wait(from: down, containing: "-> waitingForNetwork")
+        #expect(waiting?.contains("network lost") == true, "\(daemon.stderr.text)")
+        // While the route is gone: no connection attempts (backoff cap is 1 s, so 3 s would show several).
+        let idle = daemon.stderr.count
+        #expect(await daemon.stderr.wait(from: idle, timeout: .seconds(3), containing: "connecting (attempt") == nil, "\(daemon.stderr.text)")
+
+        let up = daemon.stderr.count
+        let started = ContinuousClock.now
+        try net.clientLink(up: true)
+        let reconnecting = await daemon.stderr.wait(from: up, containing: "-> connecting")
+        // Straight from waitingForNetwork to connecting: no backoff delay after link-up.
+        #expect(reconnecting?.contains("state waitingForNetwork -> connecting: network available") == true, "\(daemon.stderr.text)")
+        #expect(await daemon.stderr.wait(from: up, containing: "-> open") != nil)
+        let elapsed = ContinuousClock.now - started
+        print("measure: link up -> open in \(elapsed)")
+        #expect(!daemon.stderr.lines[up...].contains { $0.contains("-> backingOff") })
+    }
+
+    @Test func halfOpenLinkIsDetectedByTheHeartbeat() async throws {
+        let net = try NamespacePair()
+        let dir = try TemporaryDirectory()
+        let (server, daemon) = try await self.start(net, dir: dir)
+        defer { daemon.stop(); _ = server }
+        // Let a heartbeat round trip complete first.
+        #expect(await daemon.stderr.wait(containing: "heartbeat rtt") != nil)
+
+        let mark = daemon.stderr.count
+        let started = ContinuousClock.now
+        try net.blackhole(true)
+        let dead = await daemon.stderr.wait(from: mark, containing: "upstream dead")
+        let detection = ContinuousClock.now - started
+        #expect(dead?.contains("heartbeat deadline passed") == true, "\(daemon.stderr.text)")
+        print("measure: half-open link detected in \(detection) (interval 1 s + deadline 1 s)")
+        // Detection comes from the heartbeat: at most interval + deadline (+ scheduling slack).
+        #expect(detection < .seconds(4))
+
+        try net.blackhole(false)
+        #expect(await daemon.stderr.wait(from: mark, containing: "-> open") != nil, "\(daemon.stderr.text)")
+    }
+}
