@@ -102,11 +102,7 @@ struct WSBridged: ParsableCommand {
         }
         Daemon.blockSignals()
         let level = Logger.Level(rawValue: configuration.log.level.rawValue) ?? .info
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        LoggingSystem.bootstrap { _ in ConsoleLogHandler(level: level) }
         let logger = Logger(label: "wsbridged")
         var environment: [String: String] = [:]
         var cursor = environ
