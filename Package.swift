@@ -31,6 +31,8 @@ let package = Package(
         ),
         // Linux constants and macros Glibc does not export: rtnetlink, SO_PEERCRED.
         .target(name: "CWSBridgeLinux"),
+        // zlib's raw deflate for permessage-deflate (RFC 7692); zlib.h macros need C wrappers.
+        .target(name: "CWSBridgeZlib", linkerSettings: [.linkedLibrary("z")]),
         // The versioned NDJSON protocol shared by the daemon and the CLI.
         .target(name: "WSBridgeProtocol", swiftSettings: strict),
         // Pure logic: configuration, state machines, backoff, heartbeat. No I/O.
@@ -49,6 +51,7 @@ let package = Package(
                 "WSBridgeProtocol",
                 "CSystemd",
                 "CWSBridgeLinux",
+                "CWSBridgeZlib",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -25,6 +25,7 @@ struct UpstreamConnector: Sendable {
     struct Handshake: Sendable {
         var channel: any Channel
         var subprotocol: String?
+        var deflate: DeflateParameters?
     }
 
     /// Why an attempt failed, in words an operator can act on.
@@ -43,7 +44,7 @@ struct UpstreamConnector: Sendable {
     /// `handshake` once the upgrade succeeded.
     func connect(
         on eventLoop: any EventLoop,
-        makeFrameHandler: @escaping @Sendable (any Channel) -> UpstreamFrameHandler
+        makeFrameHandler: @escaping @Sendable (any Channel, DeflateParameters?) throws -> UpstreamFrameHandler
     ) -> (channel: EventLoopFuture<any Channel>, handshake: EventLoopFuture<Handshake>) {
         let handshake = eventLoop.makePromise(of: Handshake.self)
         let sslContext: NIOSSLContext?
@@ -199,7 +200,7 @@ struct UpstreamConnector: Sendable {
         to channel: any Channel,
         sslContext: NIOSSLContext?,
         handshake: EventLoopPromise<Handshake>,
-        makeFrameHandler: @escaping @Sendable (any Channel) -> UpstreamFrameHandler
+        makeFrameHandler: @escaping @Sendable (any Channel, DeflateParameters?) throws -> UpstreamFrameHandler
     ) throws {
         let sync = channel.pipeline.syncOperations
         if let sslContext {
@@ -214,6 +215,10 @@ struct UpstreamConnector: Sendable {
         }
         if let token = self.token {
             headers.replaceOrAdd(name: "Authorization", value: "Bearer \(token)")
+        }
+        let offerDeflate = self.upstream.compression
+        if offerDeflate {
+            headers.add(name: "Sec-WebSocket-Extensions", value: DeflateParameters.offer)
         }
         if !self.upstream.subprotocols.isEmpty {
             headers.add(name: "Sec-WebSocket-Protocol", value: self.upstream.subprotocols.joined(separator: ", "))
@@ -232,17 +237,17 @@ struct UpstreamConnector: Sendable {
                     if offered.count > 0 && chosen == nil {
                         throw Failure(description: "server accepted none of the offered subprotocols \(offered)")
                     }
+                    let extensions = response.headers[canonicalForm: "Sec-WebSocket-Extensions"].joined(separator: ", ")
+                    let deflate: DeflateParameters?
+                    do {
+                        deflate = try DeflateParameters.negotiate(response: extensions, offered: offerDeflate)
+                    } catch {
+                        throw Failure(description: "\(error)")
+                    }
                     // The status recorder only matters for a refused upgrade; it must not see frames.
                     channel.pipeline.syncOperations.removeHandler(name: "wsb.status", promise: nil)
-                    try channel.pipeline.syncOperations.addHandler(
-                        NIOWebSocketFrameAggregator(
-                            minNonFinalFragmentSize: 0,
-                            maxAccumulatedFrameCount: Int.max,
-                            maxAccumulatedFrameSize: maxMessageSize
-                        )
-                    )
-                    try channel.pipeline.syncOperations.addHandler(makeFrameHandler(channel))
-                    handshake.succeed(Handshake(channel: channel, subprotocol: chosen))
+                    try channel.pipeline.syncOperations.addHandler(makeFrameHandler(channel, deflate))
+                    handshake.succeed(Handshake(channel: channel, subprotocol: chosen, deflate: deflate))
                     return true
                 }
             }

@@ -23,6 +23,8 @@ public final class UpstreamLink {
     private var generation = 0
     private var channel: (any Channel)?
     private var subprotocol: String?
+    /// The open link's frame handler (for permessage-deflate on sends).
+    private var frameHandler: UpstreamFrameHandler?
     private var heartbeatTimer: Scheduled<Void>?
     private var retryTimer: Scheduled<Void>?
     private var connectTimer: Scheduled<Void>?
@@ -113,7 +115,23 @@ public final class UpstreamLink {
     /// Sends a message on the open link. Returns false when the link is not open.
     func send(_ message: UpstreamMessage) -> Bool {
         guard self.machine.phase == .open, let channel = self.channel else { return false }
-        let frame = WebSocketFrame(fin: true, opcode: message.kind == .text ? .text : .binary, maskKey: .random(), data: message.data)
+        var data = message.data
+        var compressed = false
+        if let deflate = self.frameHandler?.deflate {
+            do {
+                data = try deflate.compress(message.data, allocator: channel.allocator)
+                compressed = true
+            } catch {
+                self.logger.error("cannot compress an outbound message: \(error); sending it uncompressed")
+            }
+        }
+        let frame = WebSocketFrame(
+            fin: true,
+            rsv1: compressed,
+            opcode: message.kind == .text ? .text : .binary,
+            maskKey: .random(),
+            data: data
+        )
         channel.writeAndFlush(frame, promise: nil)
         return true
     }
@@ -191,6 +209,7 @@ public final class UpstreamLink {
         self.channel?.close(promise: nil)
         self.channel = nil
         self.subprotocol = nil
+        self.frameHandler = nil
     }
 
     private func stopHeartbeat() {
@@ -235,14 +254,19 @@ public final class UpstreamLink {
             logger: self.logger
         )
         let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
-        let attemptFutures = connector.connect(on: self.eventLoop) { channel in
-            UpstreamFrameHandler(
+        let maxMessageSize = self.configuration.upstream.maxMessageSize
+        let attemptFutures = connector.connect(on: self.eventLoop) { channel, deflate in
+            let handler = UpstreamFrameHandler(
                 callbacks: .init(
-                    frame: { frame in bound.value.received(frame, generation: generation) },
-                    error: { error in bound.value.channelError(error, generation: generation) },
-                    inactive: {}
-                )
+                    message: { kind, data in bound.value.receivedMessage(kind, data, generation: generation) },
+                    control: { frame in bound.value.received(frame, generation: generation) },
+                    error: { error in bound.value.channelError(error, generation: generation) }
+                ),
+                maxMessageSize: maxMessageSize,
+                deflate: try deflate.map { try PerMessageDeflate(parameters: $0) }
             )
+            if generation == bound.value.generation { bound.value.frameHandler = handler }
+            return handler
         }
         let timeout = self.configuration.upstream.connectTimeout
         self.connectTimer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
@@ -280,7 +304,10 @@ public final class UpstreamLink {
         self.connectTimer = nil
         self.channel = handshake.channel
         self.subprotocol = handshake.subprotocol
-        let reason = handshake.subprotocol.map { "connected (subprotocol \($0))" } ?? "connected"
+        var details: [String] = []
+        if let p = handshake.subprotocol { details.append("subprotocol \(p)") }
+        if handshake.deflate != nil { details.append("permessage-deflate") }
+        let reason = details.isEmpty ? "connected" : "connected (\(details.joined(separator: ", ")))"
         self.input("connected", reason: reason) { m, now in try m.connectSucceeded(now: now) }
         guard self.machine.phase == .open else { return }
         self.heartbeat = HeartbeatStateMachine(
@@ -320,18 +347,16 @@ public final class UpstreamLink {
 
     // MARK: - Frames
 
+    private func receivedMessage(_ kind: UpstreamMessage.Kind, _ data: ByteBuffer, generation: Int) {
+        guard generation == self.generation else { return }
+        self.heartbeat?.received(now: Self.now())
+        self.onEvent(.message(UpstreamMessage(kind: kind, data: data, receivedAtMillis: WallClock.millisecondsSinceEpoch())))
+    }
+
     private func received(_ frame: WebSocketFrame, generation: Int) {
         guard generation == self.generation else { return }
         let now = Self.now()
         switch frame.opcode {
-        case .text, .binary:
-            self.heartbeat?.received(now: now)
-            let message = UpstreamMessage(
-                kind: frame.opcode == .text ? .text : .binary,
-                data: frame.unmaskedData,
-                receivedAtMillis: WallClock.millisecondsSinceEpoch()
-            )
-            self.onEvent(.message(message))
         case .ping:
             self.heartbeat?.received(now: now)
             if !self.sentClose {
@@ -364,21 +389,17 @@ public final class UpstreamLink {
     private func channelError(_ error: any Error, generation: Int) {
         guard generation == self.generation else { return }
         let description: String
-        var closeCode: UInt16 = 1002
+        var closeCode: UInt16 = 0
         switch error {
+        case let e as UpstreamProtocolError:
+            description = e.description
+            closeCode = e.closeCode
         case NIOWebSocketError.invalidFrameLength:
             description = "upstream sent a frame larger than upstream.max_message_size (\(self.configuration.upstream.maxMessageSize) bytes)"
-            closeCode = 1009
-        case NIOWebSocketFrameAggregator.Error.accumulatedFrameSizeIsTooLarge:
-            description = "upstream sent a message larger than upstream.max_message_size (\(self.configuration.upstream.maxMessageSize) bytes)"
-            closeCode = 1009
         case let e as NIOWebSocketError:
-            description = "upstream violated the WebSocket protocol: \(e)"
-        case let e as NIOWebSocketFrameAggregator.Error:
             description = "upstream violated the WebSocket protocol: \(e)"
         default:
             description = UpstreamConnector.describe(error)
-            closeCode = 0
         }
         self.logger.warning("upstream error: \(description)")
         if self.linkError == nil { self.linkError = description }

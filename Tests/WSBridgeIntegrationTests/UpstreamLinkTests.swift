@@ -132,7 +132,7 @@ import WSBridgeDaemon
         defer { Task { await link.shutdown() } }
         link.handle.connect()
         let open = await link.state(.open)
-        #expect(open == "state open: connected (subprotocol feed.v2)")
+        #expect(open?.hasPrefix("state open: connected (subprotocol feed.v2") == true, "\(open ?? "")")
         let upgrade = await server.event("upgrade ")
         #expect(upgrade?.contains("protocols=feed.v3,") == true, "\(upgrade ?? "")")
     }
@@ -149,5 +149,55 @@ import WSBridgeDaemon
         let failed = await link.state(.backingOff)
         #expect(failed?.contains("cannot connect to 127.0.0.1") == true, "\(link.events.text)")
         #expect(await link.events.wait(containing: "retry 3 ") != nil)
+    }
+}
+
+/// permessage-deflate (RFC 7692) against Python websockets, which enables it when offered.
+@Suite struct CompressionTests {
+    @Test func deflateIsNegotiatedAndCarriesMessagesBothWays() async throws {
+        let server = try await UpstreamServer(.python)
+        let link = try await LinkHarness(try LinkHarness.configuration(url: server.url))
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        #expect(await link.state(.open) == "state open: connected (permessage-deflate)")
+        // Several messages: the compression context is carried across them.
+        for i in 0..<5 {
+            let text = "compressed \(i) " + String(repeating: "abc", count: 200 * (i + 1))
+            #expect(try await link.send(text))
+            #expect(await server.event("message \(text)") != nil)
+            #expect(await link.events.wait(containing: "message text \(text)") != nil)
+        }
+        // A large, highly compressible message from the server inflates within the limit.
+        server.command("send " + String(repeating: "z", count: 100_000))
+        #expect(await link.events.wait(containing: "message text " + String(repeating: "z", count: 100_000)) != nil)
+    }
+
+    @Test func compressionOffIsNotOffered() async throws {
+        let server = try await UpstreamServer(.python)
+        var config = try LinkHarness.configuration(url: server.url)
+        config.upstream.compression = false
+        let link = try await LinkHarness(config)
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        #expect(await link.state(.open) == "state open: connected")
+        #expect(try await link.send("plain"))
+        #expect(await link.events.wait(containing: "message text plain") != nil)
+    }
+
+    @Test func inflatedSizeIsBoundedByMaxMessageSize() async throws {
+        // 1 MB of one byte compresses to about 1 KB: the limit must apply to the inflated size.
+        let server = try await UpstreamServer(.python)
+        var config = try LinkHarness.configuration(url: server.url)
+        config.upstream.maxMessageSize = 64 * 1024
+        let link = try await LinkHarness(config)
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        #expect(await link.state(.open) != nil)
+        let mark = link.mark
+        let serverMark = server.mark
+        server.command("oversize 1000000")
+        let lost = await link.state(.backingOff, from: mark)
+        #expect(lost?.contains("max_message_size") == true, "\(link.events.text)")
+        #expect(await server.event("closed 1009", from: serverMark) != nil)
     }
 }
