@@ -129,7 +129,7 @@ public final class ReachabilityMonitor: Sendable {
         }
         defer { if netlink >= 0 { close(netlink) } }
         var last = initial
-        var lastOffset = Self.suspendOffset()
+        var suspend = SuspendDetector(gap: Self.suspendOffset())
         let timeoutMs = Int32(clamping: self.pollInterval.nanoseconds / 1_000_000)
         while true {
             var fds = [
@@ -145,10 +145,7 @@ public final class ReachabilityMonitor: Sendable {
                 if changes == 0 || changes == -EAGAIN { continue }
                 why = "rtnetlink"
             }
-            let offset = Self.suspendOffset()
-            let slept = offset - lastOffset
-            lastOffset = offset
-            if slept > .seconds(2) {
+            if let slept = suspend.observe(gap: Self.suspendOffset()) {
                 self.logger.info("reachability: system resumed after \(slept.short) of suspend")
                 callbacks.resumed(slept)
             }

@@ -9,6 +9,10 @@ import NIOSSL
 import NIOWebSocket
 import WSBridgeCore
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Opens one upstream WebSocket connection: TCP (optionally through an HTTP CONNECT or SOCKS5
 /// proxy), TLS, and the HTTP/1.1 upgrade, then hands the channel's frames to a handler.
 ///
@@ -98,9 +102,9 @@ struct UpstreamConnector: Sendable {
     static func describe(_ error: any Error) -> String {
         switch error {
         case let e as IOError:
-            return e.description
+            return String(cString: strerror(e.errnoCode)).lowercased()
         case let e as NIOConnectionError:
-            if let first = e.connectionErrors.first { return "\(first.error)" }
+            if let first = e.connectionErrors.first { return Self.describe(first.error) }
             if e.dnsAAAAError != nil || e.dnsAError != nil { return "name resolution failed for \(e.host)" }
             return "\(e)"
         case is ChannelError:

@@ -162,6 +162,32 @@ import WSBridgeDaemon
         #expect(logged.contains("CONNECT localhost:\(server.port)"), "\(logged)")
     }
 
+    @Test(arguments: ["config", "environment"])
+    func connectsThroughASOCKS5Proxy(_ source: String) async throws {
+        let port = try freePort()
+        let proxy = try ManagedProcess("/usr/bin/microsocks", ["-i", "127.0.0.1", "-p", "\(port)"], name: "microsocks")
+        defer { proxy.stop() }
+        try await waitUntilListening(port: port)
+        let server = try await self.tlsServer()
+        var config = try self.config(server)
+        var environment: [String: String] = [:]
+        if source == "config" {
+            config.proxy.url = ProxyURL(kind: .socks5, host: "127.0.0.1", port: port)
+        } else {
+            config.proxy.useEnvironment = true
+            environment = ["all_proxy": "socks5://127.0.0.1:\(port)"]
+        }
+        let link = try await LinkHarness(config, environment: environment)
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        #expect(await link.state(.open) != nil, "\(link.events.text)")
+        #expect(try await link.send("via socks"))
+        #expect(await link.events.wait(containing: "message text via socks") != nil)
+        // The proxy really carried it (microsocks logs each tunnel it opens).
+        let logged = await proxy.stderr.wait(timeout: .seconds(5)) { $0.contains("connected to localhost:\(server.port)") }
+        #expect(logged != nil, "\(proxy.stderr.text) \(proxy.stdout.text)")
+    }
+
     @Test func noProxyBypassesTheEnvironmentProxy() async throws {
         let server = try await self.tlsServer()
         var config = try self.config(server)

@@ -85,6 +85,22 @@ import WSBridgeDaemon
         #expect(await link.state(.open, from: mark) != nil)
     }
 
+    @Test func applicationHeartbeatTextGoesOutWithEveryPing() async throws {
+        let server = try await UpstreamServer(.nio, arguments: ["--no-echo"])
+        var config = try LinkHarness.configuration(url: server.url)
+        config.heartbeat.interval = .milliseconds(200)
+        config.heartbeat.text = "{\"op\":\"heartbeat\"}"
+        let link = try await LinkHarness(config)
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        #expect(await link.state(.open) != nil)
+        let first = await server.event("message {\"op\":\"heartbeat\"}")
+        #expect(first != nil)
+        #expect(await server.event("ping") != nil)
+        let mark = server.mark
+        #expect(await server.event("message {\"op\":\"heartbeat\"}", from: mark) != nil)
+    }
+
     @Test(arguments: UpstreamServer.Kind.allCases)
     func oversizedMessageEndsTheLinkAndReconnects(_ kind: UpstreamServer.Kind) async throws {
         let server = try await UpstreamServer(kind)
