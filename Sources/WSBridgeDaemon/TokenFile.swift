@@ -13,19 +13,10 @@ enum TokenFile {
     }
 
     static func read(path: String) -> Result<String, ReadError> {
-        guard let file = fopen(path, "re") else {
-            return .failure(ReadError(path: path, problem: String(cString: strerror(errno))))
-        }
-        defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = fread(&chunk, 1, chunk.count, file)
-            if n > 0 { bytes.append(contentsOf: chunk[0..<n]) }
-            if n < chunk.count { break }
-            if bytes.count > 64 * 1024 {
-                return .failure(ReadError(path: path, problem: "larger than 64 KiB, not a token"))
-            }
+        let bytes: [UInt8]
+        switch SmallFile.read(path: path, limit: 64 * 1024) {
+        case .success(let b): bytes = b
+        case .failure(let problem): return .failure(ReadError(path: path, problem: problem.description))
         }
         guard let text = String(validating: bytes, as: UTF8.self) else {
             return .failure(ReadError(path: path, problem: "not valid UTF-8"))
@@ -36,6 +27,31 @@ enum TokenFile {
             return .failure(ReadError(path: path, problem: "the token spans several lines"))
         }
         return .success(token)
+    }
+}
+
+/// Reads small files (configuration, tokens) without Foundation.
+public enum SmallFile {
+    public struct Problem: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    public static func read(path: String, limit: Int) -> Result<[UInt8], Problem> {
+        guard let file = fopen(path, "re") else {
+            return .failure(Problem(description: String(cString: strerror(errno))))
+        }
+        defer { fclose(file) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16384)
+        while true {
+            let n = fread(&chunk, 1, chunk.count, file)
+            if n > 0 { bytes.append(contentsOf: chunk[0..<n]) }
+            if bytes.count > limit {
+                return .failure(Problem(description: "larger than \(limit) bytes"))
+            }
+            if n < chunk.count { break }
+        }
+        return .success(bytes)
     }
 }
 

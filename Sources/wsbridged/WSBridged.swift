@@ -39,14 +39,16 @@ struct WSBridged: ParsableCommand {
     func loadConfiguration() throws(ConfigurationError) -> Configuration {
         let path = self.config ?? Self.defaultConfigPath
         var configuration = Configuration()
-        if let text = Self.readFile(path) {
-            configuration = try ConfigurationLoader(fileName: path).load(text: text)
-        } else if self.config != nil || self.url == nil {
-            throw ConfigurationError(
-                file: path,
-                problem: "cannot read the configuration file (\(String(cString: strerror(errno)))); "
-                    + "pass --config PATH, or --url URL to run without one"
-            )
+        switch SmallFile.read(path: path, limit: 1 << 20) {
+        case .success(let bytes):
+            configuration = try ConfigurationLoader(fileName: path).load(text: String(decoding: bytes, as: UTF8.self))
+        case .failure(let problem):
+            if self.config != nil || self.url == nil {
+                throw ConfigurationError(
+                    file: path,
+                    problem: "cannot read the configuration file (\(problem)); pass --config PATH, or --url URL to run without one"
+                )
+            }
         }
         if let url = self.url {
             do {
@@ -73,19 +75,6 @@ struct WSBridged: ParsableCommand {
             configuration.log.level = l
         }
         return configuration
-    }
-
-    static func readFile(_ path: String) -> String? {
-        guard let file = fopen(path, "re") else { return nil }
-        defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = fread(&chunk, 1, chunk.count, file)
-            bytes.append(contentsOf: chunk[0..<n])
-            if n < chunk.count { break }
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 
     func run() throws {

@@ -104,18 +104,8 @@ import WSBridgeDaemon
     @Test(arguments: UpstreamServer.Kind.allCases)
     func oversizedMessageEndsTheLinkAndReconnects(_ kind: UpstreamServer.Kind) async throws {
         let server = try await UpstreamServer(kind)
-        var config = try LinkHarness.configuration(url: server.url)
-        config.upstream.maxMessageSize = 4096
-        let link = try await LinkHarness(config)
+        let (link, mark) = try await expectOversizeClosesWith1009(server, limit: 4096, size: 10000)
         defer { Task { await link.shutdown() } }
-        link.handle.connect()
-        #expect(await link.state(.open) != nil)
-        let mark = link.mark
-        let serverMark = server.mark
-        server.command("oversize 10000")
-        let lost = await link.state(.backingOff, from: mark)
-        #expect(lost?.contains("max_message_size") == true, "\(link.events.text)")
-        #expect(await server.event("closed 1009", from: serverMark) != nil)
         #expect(await link.state(.open, from: mark) != nil)
         // Messages within the limit still flow.
         server.command("send small again")
@@ -203,17 +193,29 @@ import WSBridgeDaemon
     @Test func inflatedSizeIsBoundedByMaxMessageSize() async throws {
         // 1 MB of one byte compresses to about 1 KB: the limit must apply to the inflated size.
         let server = try await UpstreamServer(.python)
-        var config = try LinkHarness.configuration(url: server.url)
-        config.upstream.maxMessageSize = 64 * 1024
-        let link = try await LinkHarness(config)
-        defer { Task { await link.shutdown() } }
-        link.handle.connect()
-        #expect(await link.state(.open) != nil)
-        let mark = link.mark
-        let serverMark = server.mark
-        server.command("oversize 1000000")
-        let lost = await link.state(.backingOff, from: mark)
-        #expect(lost?.contains("max_message_size") == true, "\(link.events.text)")
-        #expect(await server.event("closed 1009", from: serverMark) != nil)
+        let (link, _) = try await expectOversizeClosesWith1009(server, limit: 64 * 1024, size: 1_000_000)
+        await link.shutdown()
     }
+}
+
+/// Opens a link with `limit` as max_message_size, has the server send `size` bytes, and expects
+/// the link to close with 1009 and back off. Returns the link and the event mark before it.
+func expectOversizeClosesWith1009(
+    _ server: UpstreamServer,
+    limit: Int,
+    size: Int,
+    sourceLocation: SourceLocation = #_sourceLocation
+) async throws -> (LinkHarness, Int) {
+    var config = try LinkHarness.configuration(url: server.url)
+    config.upstream.maxMessageSize = limit
+    let link = try await LinkHarness(config)
+    link.handle.connect()
+    #expect(await link.state(.open) != nil, sourceLocation: sourceLocation)
+    let mark = link.mark
+    let serverMark = server.mark
+    server.command("oversize \(size)")
+    let lost = await link.state(.backingOff, from: mark)
+    #expect(lost?.contains("max_message_size") == true, "\(link.events.text)", sourceLocation: sourceLocation)
+    #expect(await server.event("closed 1009", from: serverMark) != nil, sourceLocation: sourceLocation)
+    return (link, mark)
 }
