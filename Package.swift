@@ -21,6 +21,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/LebJe/TOMLKit.git", from: "0.6.0"),
+        .package(url: "https://github.com/swift-extras/swift-extras-base64.git", from: "1.2.0"),
     ],
     targets: [
         // libsystemd (sd_notify, sd_listen_fds, sd_journal_sendv) through pkg-config.
@@ -34,7 +35,11 @@ let package = Package(
         // zlib's raw deflate for permessage-deflate (RFC 7692); zlib.h macros need C wrappers.
         .target(name: "CWSBridgeZlib", linkerSettings: [.linkedLibrary("z")]),
         // The versioned NDJSON protocol shared by the daemon and the CLI.
-        .target(name: "WSBridgeProtocol", swiftSettings: strict),
+        .target(
+            name: "WSBridgeProtocol",
+            dependencies: [.product(name: "ExtrasBase64", package: "swift-extras-base64")],
+            swiftSettings: strict
+        ),
         // Pure logic: configuration, state machines, backoff, heartbeat. No I/O.
         .target(
             name: "WSBridgeCore",
@@ -92,6 +97,11 @@ let package = Package(
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "WSBridgeProtocolTests",
+            dependencies: ["WSBridgeProtocol"],
             swiftSettings: strict
         ),
         .testTarget(

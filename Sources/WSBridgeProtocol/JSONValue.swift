@@ -1,0 +1,174 @@
+/// A JSON value, with a strict parser (RFC 8259) that says where and what went wrong, and a
+/// compact serializer. No Foundation: both the daemon and the CLI use it.
+public enum JSONValue: Sendable, Equatable {
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    /// Keys keep their order; duplicate keys keep the last value on lookup.
+    case object([(String, JSONValue)])
+
+    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.null, .null): true
+        case (.bool(let a), .bool(let b)): a == b
+        case (.number(let a), .number(let b)): a == b
+        case (.string(let a), .string(let b)): a == b
+        case (.array(let a), .array(let b)): a == b
+        case (.object(let a), .object(let b)):
+            a.count == b.count && zip(a, b).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+        default: false
+        }
+    }
+
+    public subscript(key: String) -> JSONValue? {
+        guard case .object(let members) = self else { return nil }
+        return members.last(where: { $0.0 == key })?.1
+    }
+
+    /// Follows a dotted path (`data.symbol`, `items.0.id`).
+    public func value(at path: String) -> JSONValue? {
+        var current: JSONValue? = self
+        for component in path.split(separator: ".", omittingEmptySubsequences: false) {
+            switch current {
+            case .object?:
+                current = current?[String(component)]
+            case .array(let items)?:
+                guard let i = Int(component), items.indices.contains(i) else { return nil }
+                current = items[i]
+            default:
+                return nil
+            }
+        }
+        return current
+    }
+
+    public var stringValue: String? {
+        if case .string(let s) = self { return s }
+        return nil
+    }
+
+    public var intValue: Int? {
+        if case .number(let d) = self, d == d.rounded(), abs(d) < 9.007_199_254_740_992e15 { return Int(d) }
+        return nil
+    }
+
+    public var doubleValue: Double? {
+        if case .number(let d) = self { return d }
+        return nil
+    }
+
+    public var boolValue: Bool? {
+        if case .bool(let b) = self { return b }
+        return nil
+    }
+
+    /// The type's name as a user reads it in an error message.
+    public var typeName: String {
+        switch self {
+        case .null: "null"
+        case .bool: "a boolean"
+        case .number: "a number"
+        case .string: "a string"
+        case .array: "an array"
+        case .object: "an object"
+        }
+    }
+}
+
+extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
+    ExpressibleByDictionaryLiteral, ExpressibleByArrayLiteral, ExpressibleByNilLiteral, ExpressibleByFloatLiteral
+{
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int) { self = .number(Double(value)) }
+    public init(floatLiteral value: Double) { self = .number(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) { self = .object(elements) }
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    public init(nilLiteral: ()) { self = .null }
+}
+
+// MARK: - Serializing
+
+extension JSONValue {
+    /// Compact JSON text (no spaces), as one NDJSON line needs.
+    public var serialized: String {
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        self.write(into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    public func write(into out: inout [UInt8]) {
+        switch self {
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
+        case .number(let d): JSONWriter.writeNumber(d, into: &out)
+        case .string(let s): JSONWriter.writeString(s, into: &out)
+        case .array(let items):
+            out.append(UInt8(ascii: "["))
+            for (i, item) in items.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                item.write(into: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let members):
+            out.append(UInt8(ascii: "{"))
+            for (i, (key, value)) in members.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                JSONWriter.writeString(key, into: &out)
+                out.append(UInt8(ascii: ":"))
+                value.write(into: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+}
+
+/// Low-level JSON writing, shared with the daemon's hot path (message lines).
+public enum JSONWriter {
+    static let hex: [UInt8] = Array("0123456789abcdef".utf8)
+
+    public static func writeString(_ s: String, into out: inout [UInt8]) {
+        var s = s
+        s.withUTF8 { writeString(utf8: UnsafeRawBufferPointer($0), into: &out) }
+    }
+
+    /// Writes a JSON string from bytes that are valid UTF-8 (the caller checked).
+    public static func writeString(utf8 bytes: UnsafeRawBufferPointer, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        var runStart = 0
+        for i in 0..<bytes.count {
+            let c = bytes[i]
+            guard c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") else { continue }
+            if runStart < i { out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[runStart..<i])) }
+            runStart = i + 1
+            switch c {
+            case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case 0x0A: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case 0x0D: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case 0x09: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            default:
+                out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(c >> 4)], hex[Int(c & 0xF)]])
+            }
+        }
+        if runStart < bytes.count { out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[runStart...])) }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    public static func writeNumber(_ d: Double, into out: inout [UInt8]) {
+        if d.isFinite, d == d.rounded(), abs(d) < 1e15 {
+            out.append(contentsOf: String(Int64(d)).utf8)
+        } else if d.isFinite {
+            out.append(contentsOf: "\(d)".utf8)
+        } else {
+            out.append(contentsOf: "null".utf8)
+        }
+    }
+
+    public static func writeInteger(_ i: some BinaryInteger, into out: inout [UInt8]) {
+        out.append(contentsOf: String(i).utf8)
+    }
+}

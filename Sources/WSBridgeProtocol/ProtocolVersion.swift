@@ -1,1 +1,0 @@
-public enum WSBridgeProtocolVersion { public static let current = 1 }

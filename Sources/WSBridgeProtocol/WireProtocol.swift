@@ -1,0 +1,278 @@
+import ExtrasBase64
+
+/// The local plane's newline-delimited JSON protocol, version 1 (docs/protocol.md).
+public enum WireProtocol {
+    public static let version = 1
+    /// The default socket path.
+    public static let defaultSocket = "/run/wsbridged/wsbridged.sock"
+}
+
+/// Operations a client may request.
+public enum Op: String, Sendable, CaseIterable {
+    case subscribe, unsubscribe, send, status, close, connect, reconnect, request
+
+    /// Whether the op changes the link (needs write permission).
+    public var writes: Bool {
+        switch self {
+        case .subscribe, .unsubscribe, .status: false
+        case .send, .close, .connect, .reconnect, .request: true
+        }
+    }
+}
+
+/// Stable, machine-readable error codes (never renamed; new ones may be added).
+public enum ErrorCode: String, Sendable, CaseIterable {
+    case invalidJSON = "invalid_json"
+    case invalidUTF8 = "invalid_utf8"
+    case lineTooLong = "line_too_long"
+    case notAnObject = "not_an_object"
+    case unknownOp = "unknown_op"
+    case missingField = "missing_field"
+    case wrongType = "wrong_type"
+    case invalidValue = "invalid_value"
+    case badVersion = "bad_version"
+    case forbidden
+    case queueFull = "queue_full"
+    case timeout
+    case notConnected = "not_connected"
+    case shuttingDown = "shutting_down"
+    case internalError = "internal"
+}
+
+/// An error reply: code, what to fix, and the request's id when it could be read.
+public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var code: ErrorCode
+    public var message: String
+    public var id: JSONValue?
+
+    public init(_ code: ErrorCode, _ message: String, id: JSONValue? = nil) {
+        self.code = code
+        self.message = message
+        self.id = id
+    }
+
+    public var description: String { "\(self.code.rawValue): \(self.message)" }
+
+    /// The reply line for this error.
+    public var reply: JSONValue {
+        ["type": "reply", "id": self.id ?? .null, "ok": false, "error": ["code": .string(self.code.rawValue), "message": .string(self.message)]]
+    }
+}
+
+/// A message payload: text, or binary carried as base64 on the wire.
+public enum Payload: Sendable, Equatable {
+    case text(String)
+    case binary([UInt8])
+
+    public var byteCount: Int {
+        switch self {
+        case .text(let s): s.utf8.count
+        case .binary(let b): b.count
+        }
+    }
+}
+
+/// Matches upstream messages whose JSON `field` (a dotted path) equals `equals`, or merely
+/// exists when `equals` is nil.
+public struct Filter: Sendable, Equatable {
+    public var field: String
+    public var equals: JSONValue?
+
+    public init(field: String, equals: JSONValue?) {
+        self.field = field
+        self.equals = equals
+    }
+
+    public func matches(_ message: JSONValue) -> Bool {
+        guard let value = message.value(at: self.field) else { return false }
+        guard let equals = self.equals else { return true }
+        return value == equals
+    }
+
+    public var json: JSONValue {
+        if let equals { return ["field": .string(self.field), "equals": equals] }
+        return ["field": .string(self.field)]
+    }
+}
+
+/// A validated request.
+public enum Command: Sendable, Equatable {
+    case subscribe(filter: Filter?, since: UInt64?)
+    case unsubscribe
+    case send(Payload)
+    case status
+    case close(code: UInt16, reason: String)
+    case connect
+    case reconnect
+    case request(Payload, match: Filter, timeout: Duration)
+
+    public var op: Op {
+        switch self {
+        case .subscribe: .subscribe
+        case .unsubscribe: .unsubscribe
+        case .send: .send
+        case .status: .status
+        case .close: .close
+        case .connect: .connect
+        case .reconnect: .reconnect
+        case .request: .request
+        }
+    }
+}
+
+/// One request line: `{"id": ..., "op": "...", ...}`.
+public struct Request: Sendable, Equatable {
+    public var id: JSONValue?
+    public var command: Command
+
+    public init(id: JSONValue?, command: Command) {
+        self.id = id
+        self.command = command
+    }
+
+    /// Validates a parsed line. Every error names the field and what is accepted.
+    public static func decode(_ json: JSONValue) throws(ProtocolError) -> Request {
+        guard case .object = json else {
+            throw ProtocolError(.notAnObject, "a request must be a JSON object like {\"id\":1,\"op\":\"status\"}, not \(json.typeName)")
+        }
+        let id = json["id"]
+        if let id {
+            switch id {
+            case .string, .number, .null: break
+            default: throw ProtocolError(.wrongType, "\"id\" must be a string or a number, not \(id.typeName)", id: nil)
+            }
+        }
+        func fail(_ code: ErrorCode, _ message: String) -> ProtocolError { ProtocolError(code, message, id: id) }
+        if let v = json["v"] {
+            guard v.intValue == WireProtocol.version else {
+                throw fail(.badVersion, "protocol version \(v.serialized) is not supported: this daemon speaks version \(WireProtocol.version); upgrade the client or omit \"v\"")
+            }
+        }
+        guard let opValue = json["op"] else {
+            throw fail(.missingField, "missing \"op\": one of \(Op.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        guard let opName = opValue.stringValue else {
+            throw fail(.wrongType, "\"op\" must be a string, not \(opValue.typeName)")
+        }
+        guard let op = Op(rawValue: opName) else {
+            throw fail(.unknownOp, "unknown op \"\(opName)\": use one of \(Op.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        let fields = FieldReader(json: json, id: id, op: op)
+        let command: Command
+        switch op {
+        case .subscribe:
+            let filter = try fields.filter("filter", required: false)
+            let since = try fields.unsigned("since")
+            command = .subscribe(filter: filter, since: since)
+        case .unsubscribe:
+            command = .unsubscribe
+        case .status:
+            command = .status
+        case .connect:
+            command = .connect
+        case .reconnect:
+            command = .reconnect
+        case .send:
+            command = .send(try fields.payload())
+        case .close:
+            let code = try fields.unsigned("code").map { UInt16(clamping: $0) } ?? 1000
+            guard code == 1000 || code == 1001 || (3000...4999).contains(code) else {
+                throw fail(.invalidValue, "\"code\" \(code) cannot be sent: use 1000 (normal), 1001 (going away) or 3000-4999")
+            }
+            let reason = try fields.string("reason") ?? ""
+            guard reason.utf8.count <= 123 else {
+                throw fail(.invalidValue, "\"reason\" is \(reason.utf8.count) bytes: a close reason holds at most 123 bytes of UTF-8")
+            }
+            command = .close(code: code, reason: reason)
+        case .request:
+            let payload = try fields.payload()
+            guard let match = try fields.filter("match", required: true) else { throw fail(.missingField, "missing \"match\"") }
+            let seconds = try fields.number("timeout") ?? 10
+            guard seconds > 0, seconds <= 3600 else {
+                throw fail(.invalidValue, "\"timeout\" must be between 0 and 3600 seconds, got \(seconds)")
+            }
+            command = .request(payload, match: match, timeout: .nanoseconds(Int64(seconds * 1e9)))
+        }
+        return Request(id: id, command: command)
+    }
+}
+
+private struct FieldReader {
+    let json: JSONValue
+    let id: JSONValue?
+    let op: Op
+
+    func fail(_ code: ErrorCode, _ message: String) -> ProtocolError { ProtocolError(code, message, id: self.id) }
+
+    func string(_ name: String) throws(ProtocolError) -> String? {
+        guard let v = self.json[name], v != .null else { return nil }
+        guard let s = v.stringValue else { throw self.fail(.wrongType, "\"\(name)\" must be a string, not \(v.typeName)") }
+        return s
+    }
+
+    func number(_ name: String) throws(ProtocolError) -> Double? {
+        guard let v = self.json[name], v != .null else { return nil }
+        guard let d = v.doubleValue else { throw self.fail(.wrongType, "\"\(name)\" must be a number, not \(v.typeName)") }
+        return d
+    }
+
+    func unsigned(_ name: String) throws(ProtocolError) -> UInt64? {
+        guard let v = self.json[name], v != .null else { return nil }
+        guard let i = v.intValue, i >= 0 else {
+            throw self.fail(.wrongType, "\"\(name)\" must be a whole number >= 0, not \(v.serialized)")
+        }
+        return UInt64(i)
+    }
+
+    /// `text` (a string) or `binary` (base64), exactly one.
+    func payload() throws(ProtocolError) -> Payload {
+        let text = try self.string("text")
+        let binary = try self.string("binary")
+        switch (text, binary) {
+        case (let t?, nil):
+            return .text(t)
+        case (nil, let b?):
+            do {
+                return .binary(try Base64.decode(string: b))
+            } catch {
+                throw self.fail(.invalidValue, "\"binary\" is not valid base64: encode the bytes with standard base64 (RFC 4648)")
+            }
+        case (nil, nil):
+            throw self.fail(.missingField, "\(self.op.rawValue) needs \"text\" (a string) or \"binary\" (base64)")
+        case (_?, _?):
+            throw self.fail(.invalidValue, "give either \"text\" or \"binary\", not both")
+        }
+    }
+
+    /// `{"field": "a.b", "equals": <any JSON>}`; `equals` may be left out (the field must exist).
+    func filter(_ name: String, required: Bool) throws(ProtocolError) -> Filter? {
+        guard let v = self.json[name], v != .null else {
+            if required { throw self.fail(.missingField, "missing \"\(name)\": {\"field\": \"path.to.field\", \"equals\": value}") }
+            return nil
+        }
+        guard case .object = v else {
+            throw self.fail(.wrongType, "\"\(name)\" must be an object like {\"field\": \"type\", \"equals\": \"trade\"}, not \(v.typeName)")
+        }
+        guard let field = v["field"]?.stringValue, !field.isEmpty else {
+            throw self.fail(.missingField, "\"\(name)\" needs \"field\": a dotted path such as \"type\" or \"data.symbol\"")
+        }
+        return Filter(field: field, equals: v["equals"])
+    }
+}
+
+/// Builds reply lines.
+public enum Reply {
+    public static func ok(id: JSONValue?, _ result: JSONValue = .object([])) -> JSONValue {
+        ["type": "reply", "id": id ?? .null, "ok": true, "result": result]
+    }
+}
+
+extension Payload {
+    /// The payload as request fields (`text` or `binary`).
+    public var fields: [(String, JSONValue)] {
+        switch self {
+        case .text(let t): [("text", .string(t))]
+        case .binary(let b): [("binary", .string(Base64.encodeToString(bytes: b)))]
+        }
+    }
+}

@@ -1,0 +1,47 @@
+import Testing
+import WSBridgeProtocol
+
+@Suite struct JSONTests {
+    @Test func parsesAllKinds() throws {
+        let v = try JSONValue.parse(#" {"a": [1, -2.5e2, true, false, null], "s": "x\"\\\/\n\u00e9\ud83d\ude00", "o": {}} "#)
+        #expect(v["a"] == [1, -250, true, false, nil])
+        #expect(v["s"] == .string("x\"\\/\né😀"))
+        #expect(v["o"] == .object([]))
+        #expect(v.value(at: "a.1") == .number(-250))
+    }
+
+    @Test func serializesCompactlyAndRoundTrips() throws {
+        let v: JSONValue = ["type": "message", "n": 42, "f": 1.5, "s": "tab\there \"q\" \u{01}", "a": [true, nil]]
+        #expect(v.serialized == #"{"type":"message","n":42,"f":1.5,"s":"tab\there \"q\" \u0001","a":[true,null]}"#)
+        #expect(try JSONValue.parse(v.serialized) == v)
+    }
+
+    @Test(arguments: [
+        ("", 0, "unexpected end of input"),
+        ("{", 1, "expected a member name"),
+        ("{\"a\" 1}", 5, "expected ':'"),
+        ("{\"a\":1,}", 7, "expected a member name"),
+        ("[1 2]", 3, "expected ',' or ']'"),
+        ("nul", 3, "expected 'null'"),
+        ("01", 0, "leading zeros"),
+        ("\"abc", 4, "unterminated string"),
+        ("\"a\u{01}\"", 2, "control character"),
+        ("\"\\x\"", 2, "invalid escape"),
+        ("\"\\ud800\"", 7, "lone high surrogate"),
+        ("{} x", 3, "unexpected data after"),
+        ("@", 0, "unexpected character '@'"),
+    ])
+    func errorsSayWhereAndWhat(_ text: String, _ offset: Int, _ problem: String) {
+        #expect {
+            _ = try JSONValue.parse(text)
+        } throws: { error in
+            guard let e = error as? JSONParseError else { return false }
+            return e.offset == offset && e.problem.contains(problem)
+        }
+    }
+
+    @Test func depthIsBounded() {
+        let deep = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
+        #expect(throws: JSONParseError.self) { try JSONValue.parse(deep) }
+    }
+}
