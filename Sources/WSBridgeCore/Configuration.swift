@@ -11,6 +11,8 @@ public struct Configuration: Sendable, Equatable {
     public var backoff = Backoff()
     public var reachability = Reachability()
     public var local = Local()
+    public var queue = Queue()
+    public var access = Access()
     public var log = Log()
 
     public init() {}
@@ -82,6 +84,31 @@ public struct Configuration: Sendable, Equatable {
         public var socket = "/run/wsbridged/wsbridged.sock"
         public var mode: UInt32 = 0o660
         public var group: String? = nil
+        /// Longest request line accepted from a client, in bytes.
+        public var maxLine = 1 << 20
+        /// Messages a subscriber may fall behind before it loses the oldest.
+        public var subscriberQueue = 4096
+        /// Bytes a subscriber may fall behind before it loses the oldest.
+        public var subscriberQueueBytes = 16 << 20
+        /// Recent messages kept for `since` resumption.
+        public var replay = 1024
+        /// Put a text payload that is JSON inline (`"json": {...}`) instead of as a string.
+        public var inlineJSON = false
+        public init() {}
+    }
+
+    /// Sends made while the link is not open wait here, flushed in order on reconnect.
+    public struct Queue: Sendable, Equatable {
+        public var maxMessages = 1000
+        public var maxBytes = 16 << 20
+        public init() {}
+    }
+
+    /// Who may send, close, connect, reconnect and request (others may subscribe and read status).
+    /// root and the daemon's own user may always.
+    public struct Access: Sendable, Equatable {
+        public var writeUIDs: [UInt32] = []
+        public var writeGroups: [String] = []
         public init() {}
     }
 

@@ -104,7 +104,9 @@ private struct Reader {
         "heartbeat": ["interval", "deadline", "text"],
         "backoff": ["base", "cap", "stable_after", "max_attempts"],
         "reachability": ["enabled", "poll_interval"],
-        "local": ["socket", "mode", "group"],
+        "local": ["socket", "mode", "group", "max_line", "subscriber_queue", "subscriber_queue_bytes", "replay", "inline_json"],
+        "queue": ["max_messages", "max_bytes"],
+        "access": ["write_uids", "write_groups"],
         "log": ["level"],
     ]
 
@@ -234,6 +236,41 @@ private struct Reader {
             if let v = l["group"] {
                 let s = try self.string(v, "local.group")
                 config.local.group = s.isEmpty ? nil : s
+            }
+            if let v = l["max_line"] {
+                config.local.maxLine = try self.int(v, "local.max_line", in: 1024...(1 << 30), "a byte count from 1024 to 1073741824")
+            }
+            if let v = l["subscriber_queue"] {
+                config.local.subscriberQueue = try self.int(v, "local.subscriber_queue", in: 1...10_000_000, "a message count from 1 to 10000000")
+            }
+            if let v = l["subscriber_queue_bytes"] {
+                config.local.subscriberQueueBytes = try self.int(v, "local.subscriber_queue_bytes", in: 1024...(1 << 34), "a byte count from 1024")
+            }
+            if let v = l["replay"] {
+                config.local.replay = try self.int(v, "local.replay", in: 0...10_000_000, "a message count from 0 (off) to 10000000")
+            }
+            if let v = l["inline_json"] { config.local.inlineJSON = try self.bool(v, "local.inline_json") }
+        }
+        if let q = t("queue") {
+            if let v = q["max_messages"] {
+                config.queue.maxMessages = try self.int(v, "queue.max_messages", in: 0...10_000_000, "a message count from 0 (no queueing) to 10000000")
+            }
+            if let v = q["max_bytes"] {
+                config.queue.maxBytes = try self.int(v, "queue.max_bytes", in: 0...(1 << 34), "a byte count from 0")
+            }
+        }
+        if let a = t("access") {
+            if let v = a["write_uids"] {
+                guard let array = v.array else { throw self.error("access.write_uids", v, "must be an array of user ids, e.g. [1000, 1001]") }
+                config.access.writeUIDs = try array.map { (item: any TOMLValueConvertible) throws(ConfigurationError) -> UInt32 in
+                    UInt32(try self.int(item, "access.write_uids", in: 0...Int(UInt32.max - 1), "a numeric user id"))
+                }
+            }
+            if let v = a["write_groups"] {
+                guard let array = v.array else { throw self.error("access.write_groups", v, "must be an array of group names, e.g. [\"wsbridge\"]") }
+                config.access.writeGroups = try array.map { (item: any TOMLValueConvertible) throws(ConfigurationError) -> String in
+                    try self.string(item, "access.write_groups")
+                }
             }
         }
         if let l = t("log"), let v = l["level"] {

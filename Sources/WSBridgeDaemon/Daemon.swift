@@ -30,7 +30,15 @@ public enum Daemon {
         let monitor = ReachabilityMonitor(host: reachHost, pollInterval: configuration.reachability.pollInterval, logger: logger)
         let networkAvailable = configuration.reachability.enabled ? monitor.routeExists() : true
 
-        let messageLogger = logger
+        let plane: NIOLoopBound<LocalPlane>
+        do {
+            plane = try eventLoop.submit {
+                NIOLoopBound(LocalPlane(configuration: configuration, eventLoop: eventLoop, logger: logger), eventLoop: eventLoop)
+            }.wait()
+        } catch {
+            logger.critical("cannot start the local plane: \(error)")
+            return 1
+        }
         let link: UpstreamLinkHandle
         do {
             link = try UpstreamLinkHandle.make(
@@ -40,22 +48,35 @@ public enum Daemon {
                 eventLoop: eventLoop,
                 logger: logger,
                 onEvent: { event in
+                    plane.value.handle(event)
                     switch event {
                     case .message(let message):
-                        // Until the local plane exists, each message is logged, shortened.
-                        messageLogger.info(
-                            "message \(message.kind == .text ? "text" : "binary") \(message.data.readableBytes) bytes: \(Self.preview(message))"
-                        )
+                        logger.trace("message \(message.kind == .text ? "text" : "binary") \(message.data.readableBytes) bytes: \(Self.preview(message))")
                     case .roundTrip(let rtt):
-                        messageLogger.debug("heartbeat rtt \(rtt.short)")
+                        logger.debug("heartbeat rtt \(rtt.short)")
                     case .state, .attempt, .retryScheduled:
                         break
                     }
                 }
             ).wait()
+            try eventLoop.submit { plane.value.link = link.link.value }.wait()
         } catch {
             logger.critical("cannot start the upstream link: \(error)")
             return 1
+        }
+
+        let server: any Channel
+        do {
+            server = try LocalServer.start(
+                path: configuration.local.socket,
+                configuration: configuration,
+                eventLoop: eventLoop,
+                plane: plane,
+                logger: logger
+            )
+        } catch {
+            logger.critical("cannot listen on the local socket: \(error)")
+            return 69  // EX_UNAVAILABLE
         }
 
         if configuration.reachability.enabled {
@@ -86,6 +107,8 @@ public enum Daemon {
         let stopped = link.shutdown()
         let timeout = eventLoop.scheduleTask(in: .seconds(5)) {}
         _ = try? stopped.or(timeout.futureResult).wait()
+        try? server.close().wait()
+        unlink(configuration.local.socket)
         if configuration.reachability.enabled { monitor.stop() }
         logger.notice("stopped")
         return 0

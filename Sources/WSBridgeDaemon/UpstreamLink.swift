@@ -32,7 +32,14 @@ public final class UpstreamLink {
     private var receivedClose: (code: UInt16?, reason: String)?
     private var sentClose = false
     private var linkError: String?
+    private var lastError: String?
     private var stopped: EventLoopPromise<Void>
+    private var outbound: OutboundQueue
+    private var phaseSinceWall = WallClock.millisecondsSinceEpoch()
+    private var messagesIn: UInt64 = 0
+    private var bytesIn: UInt64 = 0
+    private var messagesOut: UInt64 = 0
+    private var bytesOut: UInt64 = 0
     /// How long to wait for the server to end the TCP connection after a close handshake.
     static let closeTimeout: TimeAmount = .seconds(3)
 
@@ -52,6 +59,7 @@ public final class UpstreamLink {
         self.logger = logger
         self.onEvent = onEvent
         self.stopped = eventLoop.makePromise()
+        self.outbound = OutboundQueue(maxMessages: configuration.queue.maxMessages, maxBytes: configuration.queue.maxBytes)
         self.machine = Machine(
             settings: .init(backoff: configuration.backoff.policy, maxAttempts: configuration.backoff.maxAttempts),
             networkAvailable: networkAvailable,
@@ -83,6 +91,7 @@ public final class UpstreamLink {
     }
 
     func shutdown() -> EventLoopFuture<Void> {
+        self.stopping = true
         self.input("shutdown", reason: "daemon stopping") { m, now in m.shutdown(now: now) }
         return self.stopped.futureResult
     }
@@ -105,6 +114,8 @@ public final class UpstreamLink {
     /// Applies a reloaded configuration to what can change on a live link.
     func update(configuration: Configuration) {
         self.configuration = configuration
+        self.outbound.maxMessages = configuration.queue.maxMessages
+        self.outbound.maxBytes = configuration.queue.maxBytes
         self.machine.updateSettings(.init(backoff: configuration.backoff.policy, maxAttempts: configuration.backoff.maxAttempts))
         if self.heartbeat != nil {
             self.heartbeat?.update(interval: configuration.heartbeat.interval, deadline: configuration.heartbeat.deadline, now: Self.now())
@@ -112,8 +123,26 @@ public final class UpstreamLink {
         }
     }
 
-    /// Sends a message on the open link. Returns false when the link is not open.
+    /// Sends a message on the open link, or queues it (bounded) until the link opens.
+    func submit(_ message: UpstreamMessage) -> SendOutcome {
+        if self.machine.phase == .stopped || self.machine.phase == .closing && self.stopping {
+            return .rejected("wsbridged is shutting down")
+        }
+        if self.outbound.isEmpty, self.write(message) {
+            return .sent
+        }
+        if let problem = self.outbound.append(message) {
+            return .rejected(problem)
+        }
+        return .queued(depth: self.outbound.count)
+    }
+
+    /// Sends a message if the link is open. Returns false when it is not.
     func send(_ message: UpstreamMessage) -> Bool {
+        self.write(message)
+    }
+
+    private func write(_ message: UpstreamMessage, flush: Bool = true) -> Bool {
         guard self.machine.phase == .open, let channel = self.channel else { return false }
         var data = message.data
         var compressed = false
@@ -132,8 +161,64 @@ public final class UpstreamLink {
             maskKey: .random(),
             data: data
         )
-        channel.writeAndFlush(frame, promise: nil)
+        self.messagesOut += 1
+        self.bytesOut += UInt64(message.data.readableBytes)
+        if flush {
+            channel.writeAndFlush(frame, promise: nil)
+        } else {
+            channel.write(frame, promise: nil)
+        }
         return true
+    }
+
+    /// Sends what waited for the link, in order, with one flush.
+    private func flushOutbound() {
+        guard !self.outbound.isEmpty else { return }
+        let count = self.outbound.count
+        while let message = self.outbound.removeFirst() {
+            _ = self.write(message, flush: false)
+        }
+        self.channel?.flush()
+        self.logger.info("sent \(count) queued message(s)")
+    }
+
+    private var stopping = false
+
+    var status: LinkStatus {
+        let close: (UInt16?, String, String)? = self.machine.lastDisconnect.map { reason in
+            switch reason {
+            case .serverClosed(let code, let r): (code, r, "server")
+            case .userClosed(let code, let r): (code, r, "user")
+            case .error(let e): (nil, e, "error")
+            case .heartbeatTimeout: (nil, reason.description, "error")
+            case .networkLost: (nil, reason.description, "error")
+            }
+        }
+        var retryIn: Int64?
+        if let at = self.machine.retryAt {
+            retryIn = max(0, (at - Self.now()).nanoseconds / 1_000_000)
+        }
+        return LinkStatus(
+            phase: self.machine.phase.rawValue,
+            sinceMillis: self.phaseSinceWall,
+            url: "\(self.configuration.upstream.url)",
+            lastClose: close,
+            lastError: self.lastError,
+            reconnects: self.machine.reconnects,
+            failures: self.machine.failures,
+            rttMillis: self.heartbeat?.roundTripTime.map { Double($0.nanoseconds) / 1e6 },
+            subprotocol: self.subprotocol,
+            compression: self.frameHandler?.deflate != nil,
+            messagesIn: self.messagesIn,
+            bytesIn: self.bytesIn,
+            messagesOut: self.messagesOut,
+            bytesOut: self.bytesOut,
+            queuedMessages: self.outbound.count,
+            queuedBytes: self.outbound.bytes,
+            queueMaxMessages: self.outbound.maxMessages,
+            queueMaxBytes: self.outbound.maxBytes,
+            retryInMillis: retryIn
+        )
     }
 
     // MARK: - Driving the machine
@@ -157,6 +242,7 @@ public final class UpstreamLink {
             self.stopHeartbeat()
         }
         if before != after {
+            self.phaseSinceWall = WallClock.millisecondsSinceEpoch()
             var metadata: Logger.Metadata = ["state.from": "\(before.rawValue)", "state.to": "\(after.rawValue)", "reason": "\(reason)"]
             if after == .open, let p = self.subprotocol { metadata["upstream.subprotocol"] = "\(p)" }
             self.logger.notice("state \(before.rawValue) -> \(after.rawValue): \(reason)", metadata: metadata)
@@ -310,6 +396,7 @@ public final class UpstreamLink {
         let reason = details.isEmpty ? "connected" : "connected (\(details.joined(separator: ", ")))"
         self.input("connected", reason: reason) { m, now in try m.connectSucceeded(now: now) }
         guard self.machine.phase == .open else { return }
+        self.flushOutbound()
         self.heartbeat = HeartbeatStateMachine(
             interval: self.configuration.heartbeat.interval,
             deadline: self.configuration.heartbeat.deadline,
@@ -321,6 +408,7 @@ public final class UpstreamLink {
     private func attemptFailed(generation: Int, _ description: String) {
         guard generation == self.generation, self.machine.phase == .connecting else { return }
         self.teardown()
+        self.lastError = description
         self.logger.warning("connect failed: \(description)")
         self.input("connectFailed", reason: description) { m, now in try m.connectFailed(.error(description), now: now) }
     }
@@ -350,6 +438,8 @@ public final class UpstreamLink {
     private func receivedMessage(_ kind: UpstreamMessage.Kind, _ data: ByteBuffer, generation: Int) {
         guard generation == self.generation else { return }
         self.heartbeat?.received(now: Self.now())
+        self.messagesIn += 1
+        self.bytesIn += UInt64(data.readableBytes)
         self.onEvent(.message(UpstreamMessage(kind: kind, data: data, receivedAtMillis: WallClock.millisecondsSinceEpoch())))
     }
 
@@ -402,6 +492,7 @@ public final class UpstreamLink {
             description = UpstreamConnector.describe(error)
         }
         self.logger.warning("upstream error: \(description)")
+        self.lastError = description
         if self.linkError == nil { self.linkError = description }
         if error is NIOWebSocketError {
             // NIO's WebSocketProtocolErrorHandler already sent the close frame and closes the channel.
@@ -466,6 +557,7 @@ public final class UpstreamLink {
         }
         // Dead link: no close handshake is possible; drop TCP and reconnect.
         let reason = DisconnectReason.heartbeatTimeout(silence: silence)
+        self.lastError = reason.description
         self.logger.warning("upstream dead: \(reason)")
         self.teardown()
         self.input("heartbeatTimeout", reason: reason.description) { m, now in try m.disconnected(reason, now: now) }

@@ -5,7 +5,7 @@ import WSBridgeCore
 /// The thread-safe face of an `UpstreamLink`: every call hops to the link's event loop.
 public struct UpstreamLinkHandle: Sendable {
     public let eventLoop: any EventLoop
-    private let link: NIOLoopBound<UpstreamLink>
+    let link: NIOLoopBound<UpstreamLink>
 
     /// Creates the link on `eventLoop`. It starts `idle`; call `connect()`.
     public static func make(
@@ -45,6 +45,17 @@ public struct UpstreamLinkHandle: Sendable {
     public func send(_ message: UpstreamMessage) -> EventLoopFuture<Bool> {
         let link = self.link
         return self.eventLoop.submit { link.value.send(message) }
+    }
+
+    /// Sends now, or queues until the link opens.
+    public func submit(_ message: UpstreamMessage) -> EventLoopFuture<SendOutcome> {
+        let link = self.link
+        return self.eventLoop.submit { link.value.submit(message) }
+    }
+
+    public func status() -> EventLoopFuture<LinkStatus> {
+        let link = self.link
+        return self.eventLoop.submit { link.value.status }
     }
 
     /// Closes with 1001 and completes once the link is stopped.

@@ -51,7 +51,9 @@ struct JSONParser {
 
     mutating func expect(_ literal: String, _ value: JSONValue) throws(JSONParseError) -> JSONValue {
         for c in literal.utf8 {
-            guard !self.atEnd, self.bytes[self.index] == c else { throw self.fail("expected '\(literal)'") }
+            guard !self.atEnd, self.bytes[self.index] == c else {
+                throw self.fail("expected '\(literal)' or another JSON value (object, array, string, number)")
+            }
             self.index += 1
         }
         return value

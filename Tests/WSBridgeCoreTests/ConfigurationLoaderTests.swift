@@ -182,3 +182,53 @@ import WSBridgeCore
         #expect(ProxyURL.fromEnvironment(["all_proxy": "socks5://127.0.0.1", "no_proxy": "other.test"], for: ws) != nil)
     }
 }
+
+@Suite struct LocalPlaneConfigurationTests {
+    let loader = ConfigurationLoader(fileName: "t.toml")
+
+    @Test func localQueueAndAccessOptions() throws {
+        let c = try self.loader.load(
+            text: """
+                [local]
+                max_line = 4096
+                subscriber_queue = 10
+                subscriber_queue_bytes = 2048
+                replay = 0
+                inline_json = true
+                [queue]
+                max_messages = 5
+                max_bytes = 100
+                [access]
+                write_uids = [1000, 1001]
+                write_groups = ["wsbridge"]
+                """
+        )
+        #expect(c.local.maxLine == 4096)
+        #expect(c.local.subscriberQueue == 10)
+        #expect(c.local.subscriberQueueBytes == 2048)
+        #expect(c.local.replay == 0)
+        #expect(c.local.inlineJSON)
+        #expect(c.queue.maxMessages == 5)
+        #expect(c.queue.maxBytes == 100)
+        #expect(c.access.writeUIDs == [1000, 1001])
+        #expect(c.access.writeGroups == ["wsbridge"])
+    }
+
+    @Test(arguments: [
+        ("[local]\nmax_line = 10", "local.max_line", "1024 to"),
+        ("[local]\nsubscriber_queue = 0", "local.subscriber_queue", "from 1"),
+        ("[queue]\nmax_messages = -1", "queue.max_messages", "0 (no queueing)"),
+        ("[access]\nwrite_uids = 1000", "access.write_uids", "array of user ids"),
+        ("[access]\nwrite_uids = [\"root\"]", "access.write_uids", "numeric user id"),
+        ("[access]\nwrite_groups = [1]", "access.write_groups", "must be a string"),
+    ])
+    func errors(_ text: String, _ key: String, _ mentions: String) {
+        do {
+            _ = try self.loader.load(text: text)
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.key == key)
+            #expect(error.description.contains(mentions), "\(error)")
+        }
+    }
+}

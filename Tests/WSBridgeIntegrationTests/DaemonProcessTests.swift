@@ -49,7 +49,7 @@ import Testing
             enabled = false
             """
         )
-        let daemon = try ManagedProcess(Paths.daemon, ["--config", config, "--log-level", "trace"])
+        let daemon = try ManagedProcess(Paths.daemon, ["--config", config, "--log-level", "trace", "--socket", dir.file("d.sock")])
         defer { daemon.stop() }
         #expect(await daemon.stderr.wait(containing: "-> open") != nil, "\(daemon.stderr.text)")
         #expect(await server.event("upgrade path=/ authorization=Bearer \(secret)") != nil)
@@ -74,7 +74,8 @@ import Testing
 
     @Test func sigtermClosesTheUpstreamWithGoingAway() async throws {
         let server = try await UpstreamServer(.python)
-        let daemon = try ManagedProcess(Paths.daemon, ["--url", server.url])
+        let dir = try TemporaryDirectory()
+        let daemon = try ManagedProcess(Paths.daemon, ["--url", server.url, "--socket", dir.file("d.sock")])
         defer { daemon.stop() }
         #expect(await daemon.stderr.wait(containing: "-> open") != nil, "\(daemon.stderr.text)")
         daemon.signal(SIGTERM)
@@ -98,7 +99,7 @@ import Testing
             cap = "100ms"
             """
         )
-        let daemon = try ManagedProcess(Paths.daemon, ["--config", config])
+        let daemon = try ManagedProcess(Paths.daemon, ["--config", config, "--socket", dir.file("d.sock")])
         defer { daemon.stop() }
         let line = await daemon.stderr.wait(containing: "cannot read auth.token_file")
         #expect(line?.contains("No such file or directory") == true, "\(daemon.stderr.text)")

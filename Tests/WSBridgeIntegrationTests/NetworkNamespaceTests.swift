@@ -81,7 +81,7 @@ struct NetworkNamespaceTests {
             poll_interval = "30s"
             """
         )
-        let daemon = try ManagedProcess(net.wrapper(net.client)[0], Array(net.wrapper(net.client).dropFirst()) + [Paths.daemon, "--config", config, "--log-level", "debug"], name: "wsbridged")
+        let daemon = try ManagedProcess(net.wrapper(net.client)[0], Array(net.wrapper(net.client).dropFirst()) + [Paths.daemon, "--config", config, "--log-level", "debug", "--socket", dir.file("d.sock")], name: "wsbridged")
         guard await daemon.stderr.wait(containing: "-> open") != nil else {
             daemon.stop()
             throw TestFailure("daemon did not open: \(daemon.stderr.text)")

@@ -4,6 +4,17 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/// Layout of Linux's `struct ucred` (which Glibc's Swift module does not export), for
+/// SO_PEERCRED through getsockopt.
+struct cwsb_ucred {
+    int32_t pid;
+    uint32_t uid;
+    uint32_t gid;
+};
+
+/// SO_PEERCRED's value (a macro in C).
+static inline int cwsb_so_peercred(void) { return 17; }
+
 /// Peer credentials of a connected Unix socket (SO_PEERCRED). Returns 0 or -errno.
 int cwsb_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 

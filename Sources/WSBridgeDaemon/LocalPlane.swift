@@ -1,0 +1,332 @@
+import ExtrasBase64
+import Logging
+import NIOCore
+import WSBridgeCore
+import WSBridgeProtocol
+
+/// The local plane: every client of the Unix socket, the sequence of upstream messages, the
+/// replay ring, and the commands. Confined to the same event loop as the upstream link, so an
+/// upstream message reaches every subscriber's queue without a hop, a lock or a copy.
+final class LocalPlane {
+    private let eventLoop: any EventLoop
+    private var configuration: Configuration
+    private let logger: Logger
+    var link: UpstreamLink?
+
+    private var clients: [Int: LocalClient] = [:]
+    private var nextClientID = 0
+    private(set) var seq: UInt64 = 0
+    private var ring: CircularBuffer<(seq: UInt64, line: ByteBuffer, parsed: JSONValue?)>
+    private var drops: UInt64 = 0
+    private var pending: [Int: PendingRequest] = [:]
+    private var nextPendingID = 0
+    private let allocator = ByteBufferAllocator()
+    private(set) var phase: ConnectionPhase = .idle
+    private var filtersInUse = 0
+
+    private struct PendingRequest {
+        var client: LocalClient
+        var id: JSONValue?
+        var match: Filter
+        var timer: Scheduled<Void>
+    }
+
+    init(configuration: Configuration, eventLoop: any EventLoop, logger: Logger) {
+        self.configuration = configuration
+        self.eventLoop = eventLoop
+        self.logger = logger
+        self.ring = CircularBuffer(initialCapacity: max(configuration.local.replay, 1))
+    }
+
+    func makeClient(credentials: PeerCredentials?) -> LocalClient {
+        self.nextClientID += 1
+        let mayWrite = credentials?.mayWrite(self.configuration.access) ?? false
+        return LocalClient(
+            id: self.nextClientID,
+            credentials: credentials,
+            mayWrite: mayWrite,
+            plane: self,
+            maxMessages: self.configuration.local.subscriberQueue,
+            maxBytes: self.configuration.local.subscriberQueueBytes
+        )
+    }
+
+    var subscriberCount: Int { self.clients.values.filter(\.subscribed).count }
+    var clientCount: Int { self.clients.count }
+
+    func update(configuration: Configuration) {
+        self.configuration = configuration
+        for client in self.clients.values {
+            client.updateLimits(maxMessages: configuration.local.subscriberQueue, maxBytes: configuration.local.subscriberQueueBytes)
+        }
+    }
+
+    // MARK: - Clients
+
+    func added(_ client: LocalClient) {
+        self.clients[client.id] = client
+        let hello: JSONValue = [
+            "type": "hello", "protocol": .number(Double(WireProtocol.version)), "version": .string(WSBridgeVersion.current),
+            "state": .string(self.phase.rawValue), "seq": .number(Double(self.seq)), "subscribed": true,
+            "write": .bool(client.mayWrite),
+        ]
+        client.send(MessageLineEncoder.line(hello, allocator: self.allocator))
+        self.logger.debug(
+            "client connected",
+            metadata: ["client.id": "\(client.id)", "client.uid": "\(client.credentials.map { String($0.uid) } ?? "?")", "client.write": "\(client.mayWrite)"]
+        )
+    }
+
+    func removed(_ client: LocalClient) {
+        guard self.clients.removeValue(forKey: client.id) != nil else { return }
+        if client.filter != nil { self.filtersInUse -= 1 }
+        for (key, p) in self.pending where p.client === client {
+            p.timer.cancel()
+            self.pending.removeValue(forKey: key)
+        }
+        self.logger.debug("client disconnected", metadata: ["client.id": "\(client.id)"])
+    }
+
+    func countDrop() {
+        self.drops += 1
+    }
+
+    // MARK: - Upstream events
+
+    func handle(_ event: UpstreamEvent) {
+        switch event {
+        case .message(let message):
+            self.publish(message)
+        case .state(let phase, let reason):
+            self.phase = phase
+            let line = MessageLineEncoder.line(
+                ["type": "state", "state": .string(phase.rawValue), "reason": .string(reason), "ts": .number(Double(WallClock.millisecondsSinceEpoch()))],
+                allocator: self.allocator
+            )
+            for client in self.clients.values where client.subscribed {
+                client.send(line)
+            }
+        case .attempt, .retryScheduled, .roundTrip:
+            break
+        }
+    }
+
+    private func publish(_ message: UpstreamMessage) {
+        self.seq += 1
+        let seq = self.seq
+        // Parse the payload only if someone needs it: inline JSON, a filter, or a request.
+        var parsed: JSONValue?
+        if message.kind == .text && (self.configuration.local.inlineJSON || self.filtersInUse > 0 || !self.pending.isEmpty) {
+            parsed = try? JSONValue.parse(message.data.readableBytesView)
+        }
+        let line = MessageLineEncoder.message(
+            seq: seq,
+            message,
+            inlineJSON: self.configuration.local.inlineJSON,
+            parsed: parsed,
+            allocator: self.allocator
+        )
+        if self.configuration.local.replay > 0 {
+            if self.ring.count >= self.configuration.local.replay { _ = self.ring.popFirst() }
+            self.ring.append((seq, line, parsed))
+        }
+        for client in self.clients.values where client.subscribed {
+            if let filter = client.filter {
+                guard let parsed, filter.matches(parsed) else { continue }
+            }
+            client.deliver(line, seq: seq)
+        }
+        if !self.pending.isEmpty, let parsed {
+            for (key, p) in self.pending where p.match.matches(parsed) {
+                p.timer.cancel()
+                self.pending.removeValue(forKey: key)
+                var result: [(String, JSONValue)] = [("seq", .number(Double(seq))), ("kind", "text")]
+                result.append(("json", parsed))
+                p.client.send(MessageLineEncoder.line(Reply.ok(id: p.id, .object(result)), allocator: self.allocator))
+            }
+        }
+    }
+
+    // MARK: - Requests
+
+    func handle(_ input: LocalLine, from client: LocalClient) {
+        let request: Request
+        switch input {
+        case .tooLong(let limit):
+            self.reply(client, ProtocolError(.lineTooLong, "request line longer than local.max_line (\(limit) bytes): it was discarded up to its newline; send smaller requests"))
+            return
+        case .line(let line):
+            if line.readableBytes == 0 { return }  // blank lines are ignored
+            let valid = line.withUnsafeReadableBytes { String(validating: $0.bindMemory(to: UInt8.self), as: UTF8.self) != nil }
+            guard valid else {
+                self.reply(client, ProtocolError(.invalidUTF8, "the request line is not valid UTF-8: send UTF-8 encoded JSON"))
+                return
+            }
+            do {
+                let json = try JSONValue.parse(line.readableBytesView)
+                request = try Request.decode(json)
+            } catch let error as JSONParseError {
+                self.reply(client, ProtocolError(.invalidJSON, "\(error.description); each line must be one JSON object such as {\"id\":1,\"op\":\"status\"}"))
+                return
+            } catch let error as ProtocolError {
+                self.reply(client, error)
+                return
+            } catch {
+                self.reply(client, ProtocolError(.internalError, "\(error)"))
+                return
+            }
+        }
+        let op = request.command.op
+        if op.writes && !client.mayWrite {
+            let uid = client.credentials.map { String($0.uid) } ?? "unknown"
+            self.reply(
+                client,
+                ProtocolError(
+                    .forbidden,
+                    "uid \(uid) may subscribe and read status but not \(op.rawValue): add it to access.write_uids, or a group of it to access.write_groups",
+                    id: request.id
+                )
+            )
+            return
+        }
+        self.execute(request, from: client)
+    }
+
+    private func reply(_ client: LocalClient, _ error: ProtocolError) {
+        client.send(MessageLineEncoder.line(error.reply, allocator: self.allocator))
+    }
+
+    private func ok(_ client: LocalClient, _ id: JSONValue?, _ result: JSONValue = .object([])) {
+        client.send(MessageLineEncoder.line(Reply.ok(id: id, result), allocator: self.allocator))
+    }
+
+    private func execute(_ request: Request, from client: LocalClient) {
+        let id = request.id
+        guard let link = self.link else {
+            self.reply(client, ProtocolError(.shuttingDown, "the upstream link is not running", id: id))
+            return
+        }
+        switch request.command {
+        case .subscribe(let filter, let since):
+            if client.filter != nil { self.filtersInUse -= 1 }
+            client.filter = filter
+            if filter != nil { self.filtersInUse += 1 }
+            client.subscribed = true
+            var result: [(String, JSONValue)] = [("subscribed", true), ("seq", .number(Double(self.seq)))]
+            if let filter { result.append(("filter", filter.json)) }
+            self.ok(client, id, .object(result))
+            if let since { self.replay(to: client, since: since) }
+        case .unsubscribe:
+            if client.filter != nil { self.filtersInUse -= 1 }
+            client.filter = nil
+            client.subscribed = false
+            self.ok(client, id, ["subscribed": false])
+        case .status:
+            self.ok(client, id, self.statusJSON(link.status))
+        case .send(let payload):
+            switch link.submit(Self.message(payload)) {
+            case .sent: self.ok(client, id, ["status": "sent"])
+            case .queued(let depth): self.ok(client, id, ["status": "queued", "queued": .number(Double(depth)), "state": .string(link.phase.rawValue)])
+            case .rejected(let problem): self.reply(client, ProtocolError(.queueFull, problem, id: id))
+            }
+        case .close(let code, let reason):
+            link.close(code: code, reason: reason)
+            self.ok(client, id, ["state": .string(link.phase.rawValue)])
+        case .connect:
+            link.connect()
+            self.ok(client, id, ["state": .string(link.phase.rawValue)])
+        case .reconnect:
+            link.reconnect()
+            self.ok(client, id, ["state": .string(link.phase.rawValue)])
+        case .request(let payload, let match, let timeout):
+            self.nextPendingID += 1
+            let key = self.nextPendingID
+            let timer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
+                guard let p = self.pending.removeValue(forKey: key) else { return }
+                let what = match.equals.map { "\(match.field) == \($0.serialized)" } ?? "a \(match.field) field"
+                self.reply(p.client, ProtocolError(.timeout, "no upstream message with \(what) arrived within \(timeout.short); raise \"timeout\" or check the match", id: p.id))
+            }
+            // Listen first, so a fast answer cannot be missed.
+            self.pending[key] = PendingRequest(client: client, id: id, match: match, timer: timer)
+            if case .rejected(let problem) = link.submit(Self.message(payload)) {
+                timer.cancel()
+                self.pending.removeValue(forKey: key)
+                self.reply(client, ProtocolError(.queueFull, problem, id: id))
+            }
+        }
+    }
+
+    private static func message(_ payload: Payload) -> UpstreamMessage {
+        switch payload {
+        case .text(let t): UpstreamMessage(kind: .text, data: ByteBuffer(string: t), receivedAtMillis: 0)
+        case .binary(let b): UpstreamMessage(kind: .binary, data: ByteBuffer(bytes: b), receivedAtMillis: 0)
+        }
+    }
+
+    /// Resends buffered messages after `since`; what is no longer buffered is reported as a gap.
+    private func replay(to client: LocalClient, since: UInt64) {
+        guard since < self.seq else { return }
+        let oldest = self.ring.first?.seq ?? (self.seq + 1)
+        if since + 1 < oldest {
+            let gap: JSONValue = [
+                "type": "gap", "from": .number(Double(since + 1)), "to": .number(Double(oldest - 1)),
+                "reason": .string("no longer buffered: local.replay keeps the last \(self.configuration.local.replay) messages"),
+            ]
+            client.send(MessageLineEncoder.line(gap, allocator: self.allocator))
+        }
+        for entry in self.ring where entry.seq > since {
+            if let filter = client.filter {
+                guard let parsed = entry.parsed ?? Self.payloadJSON(ofLine: entry.line), filter.matches(parsed) else { continue }
+            }
+            client.deliver(entry.line, seq: entry.seq)
+        }
+    }
+
+    /// The JSON payload of an encoded message line (for filters on replayed messages).
+    private static func payloadJSON(ofLine line: ByteBuffer) -> JSONValue? {
+        guard let message = try? JSONValue.parse(line.readableBytesView) else { return nil }
+        if let inline = message["json"] { return inline }
+        guard message["kind"] == "text", let text = message["data"]?.stringValue else { return nil }
+        return try? JSONValue.parse(text)
+    }
+
+    private func statusJSON(_ s: LinkStatus) -> JSONValue {
+        var fields: [(String, JSONValue)] = [
+            ("state", .string(s.phase)),
+            ("since", .number(Double(s.sinceMillis))),
+            ("url", .string(s.url)),
+            ("reconnects", .number(Double(s.reconnects))),
+            ("failed_attempts", .number(Double(s.failures))),
+            ("rtt_ms", s.rttMillis.map { .number(($0 * 1000).rounded() / 1000) } ?? .null),
+            ("subprotocol", s.subprotocol.map { .string($0) } ?? .null),
+            ("compression", .bool(s.compression)),
+            ("messages_in", .number(Double(s.messagesIn))),
+            ("bytes_in", .number(Double(s.bytesIn))),
+            ("messages_out", .number(Double(s.messagesOut))),
+            ("bytes_out", .number(Double(s.bytesOut))),
+            ("subscribers", .number(Double(self.subscriberCount))),
+            ("clients", .number(Double(self.clientCount))),
+            ("seq", .number(Double(self.seq))),
+            ("drops", .number(Double(self.drops))),
+            (
+                "queue",
+                [
+                    "messages": .number(Double(s.queuedMessages)), "bytes": .number(Double(s.queuedBytes)),
+                    "max_messages": .number(Double(s.queueMaxMessages)), "max_bytes": .number(Double(s.queueMaxBytes)),
+                ]
+            ),
+            ("last_error", s.lastError.map { .string($0) } ?? .null),
+            ("version", .string(WSBridgeVersion.current)),
+        ]
+        if let close = s.lastClose {
+            fields.append(("last_close", ["code": close.code.map { .number(Double($0)) } ?? .null, "reason": .string(close.reason), "by": .string(close.by)]))
+        } else {
+            fields.append(("last_close", .null))
+        }
+        if let retry = s.retryInMillis { fields.append(("retry_in_ms", .number(Double(retry)))) }
+        return .object(fields)
+    }
+}
+
+@available(*, unavailable)
+extension LocalPlane: Sendable {}

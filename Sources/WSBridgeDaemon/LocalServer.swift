@@ -1,0 +1,126 @@
+import CWSBridgeLinux
+import Logging
+import NIOCore
+import NIOPosix
+import WSBridgeCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The Unix socket local programs connect to: binds (replacing a stale socket file, never a live
+/// daemon's), applies mode and group, and gives every connection a `LocalClient`.
+enum LocalServer {
+    struct BindError: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// Makes `path` free to bind: a live daemon there is an error; a dead socket file is removed.
+    static func prepare(path: String) throws(BindError) {
+        var st = stat()
+        guard lstat(path, &st) == 0 else {
+            if errno == ENOENT {
+                try Self.makeParent(of: path)
+                return
+            }
+            throw BindError(description: "cannot inspect \(path): \(String(cString: strerror(errno)))")
+        }
+        guard (st.st_mode & S_IFMT) == S_IFSOCK else {
+            throw BindError(description: "\(path) exists and is not a socket; remove it or choose another local.socket")
+        }
+        // Dial first: a daemon that answers keeps its socket.
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw BindError(description: "socket(): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let capacity = MemoryLayout.size(ofValue: addr.sun_path)
+        guard path.utf8.count < capacity else {
+            throw BindError(description: "socket path \(path) is longer than \(capacity - 1) bytes; choose a shorter local.socket")
+        }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: path.utf8)
+            raw[path.utf8.count] = 0
+        }
+        let connected = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        if connected == 0 {
+            throw BindError(description: "another wsbridged is listening on \(path); stop it first, or give this one another --socket")
+        }
+        guard errno == ECONNREFUSED else {
+            throw BindError(description: "cannot check \(path) for a running daemon: \(String(cString: strerror(errno)))")
+        }
+        guard unlink(path) == 0 else {
+            throw BindError(description: "cannot remove the stale socket \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    private static func makeParent(of path: String) throws(BindError) {
+        guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return }
+        let dir = String(path[..<slash])
+        var st = stat()
+        if stat(dir, &st) == 0 { return }
+        if mkdir(dir, 0o755) != 0 && errno != EEXIST {
+            throw BindError(description: "cannot create \(dir): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Applies `local.mode` and `local.group` to the bound socket.
+    static func applyPermissions(path: String, local: Configuration.Local) throws(BindError) {
+        if chmod(path, mode_t(local.mode)) != 0 {
+            throw BindError(description: "cannot chmod \(path) to \(String(local.mode, radix: 8)): \(String(cString: strerror(errno)))")
+        }
+        if let group = local.group {
+            guard let gid = PeerCredentials.gid(named: group) else {
+                throw BindError(description: "local.group \"\(group)\" does not exist; create it or change local.group")
+            }
+            if chown(path, uid_t(bitPattern: -1), gid) != 0 {
+                throw BindError(description: "cannot give \(path) to group \(group): \(String(cString: strerror(errno)))")
+            }
+        }
+    }
+
+    /// Binds `path` (or adopts an already-listening socket `fd`) on `eventLoop`.
+    static func start(
+        path: String,
+        adoptingFD fd: Int32? = nil,
+        configuration: Configuration,
+        eventLoop: any EventLoop,
+        plane: NIOLoopBound<LocalPlane>,
+        logger: Logger
+    ) throws -> any Channel {
+        let maxLine = configuration.local.maxLine
+        let bootstrap = ServerBootstrap(group: eventLoop)
+            .serverChannelOption(.backlog, value: 256)
+            .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 * 1024, high: 256 * 1024))
+            // A client that is done sending (`echo ... | socat`) still gets its replies and messages.
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { channel in
+                let credentials: EventLoopFuture<cwsb_ucred?>
+                if let provider = channel as? any SocketOptionProvider {
+                    let raw: EventLoopFuture<cwsb_ucred> = provider.unsafeGetSocketOption(
+                        level: .socket,
+                        name: NIOBSDSocket.Option(rawValue: cwsb_so_peercred())
+                    )
+                    credentials = raw.map { Optional($0) }.recover { _ in nil }
+                } else {
+                    credentials = channel.eventLoop.makeSucceededFuture(nil)
+                }
+                return credentials.flatMapThrowing { cred in
+                    let peer = cred.map { PeerCredentials(pid: $0.pid, uid: $0.uid, gid: $0.gid) }
+                    let client = plane.value.makeClient(credentials: peer)
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(NDJSONLineDecoder(maxLine: maxLine)))
+                    try channel.pipeline.syncOperations.addHandler(client)
+                }
+            }
+        if let fd {
+            return try bootstrap.withBoundSocket(fd).wait()
+        }
+        try Self.prepare(path: path)
+        let channel = try bootstrap.bind(unixDomainSocketPath: path).wait()
+        try Self.applyPermissions(path: path, local: configuration.local)
+        logger.notice("listening on \(path)", metadata: ["local.socket": "\(path)"])
+        return channel
+    }
+}

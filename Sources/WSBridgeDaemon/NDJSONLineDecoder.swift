@@ -1,0 +1,72 @@
+import NIOCore
+
+/// One unit of client input: a line (without its newline), or notice that a line was too long.
+enum LocalLine {
+    case line(ByteBuffer)
+    /// A line exceeded the limit; it is being discarded up to its newline.
+    case tooLong(limit: Int)
+}
+
+/// Splits a client's byte stream into lines, with a length limit that never closes the
+/// connection: an over-long line is reported once and skipped up to the next newline.
+struct NDJSONLineDecoder: ByteToMessageDecoder {
+    typealias InboundOut = LocalLine
+
+    let maxLine: Int
+    private var discarding = false
+    /// Bytes of the current line already searched for a newline (avoids rescanning).
+    private var scanned = 0
+
+    init(maxLine: Int) {
+        self.maxLine = maxLine
+    }
+
+    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        let view = buffer.readableBytesView
+        let start = view.index(view.startIndex, offsetBy: self.scanned)
+        guard let newline = view[start...].firstIndex(of: UInt8(ascii: "\n")) else {
+            if self.discarding {
+                buffer.moveReaderIndex(to: buffer.writerIndex)
+                self.scanned = 0
+            } else if buffer.readableBytes > self.maxLine {
+                self.discarding = true
+                buffer.moveReaderIndex(to: buffer.writerIndex)
+                self.scanned = 0
+                context.fireChannelRead(Self.wrapInboundOut(.tooLong(limit: self.maxLine)))
+            } else {
+                self.scanned = buffer.readableBytes
+            }
+            return .needMoreData
+        }
+        self.scanned = 0
+        let length = newline - view.startIndex
+        if self.discarding {
+            self.discarding = false
+            buffer.moveReaderIndex(forwardBy: length + 1)
+            return .continue
+        }
+        if length > self.maxLine {
+            buffer.moveReaderIndex(forwardBy: length + 1)
+            context.fireChannelRead(Self.wrapInboundOut(.tooLong(limit: self.maxLine)))
+            return .continue
+        }
+        var line = buffer.readSlice(length: length)!
+        buffer.moveReaderIndex(forwardBy: 1)
+        if line.readableBytes > 0, line.getInteger(at: line.writerIndex - 1, as: UInt8.self) == UInt8(ascii: "\r") {
+            line.moveWriterIndex(to: line.writerIndex - 1)
+        }
+        context.fireChannelRead(Self.wrapInboundOut(.line(line)))
+        return .continue
+    }
+
+    mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
+        while try self.decode(context: context, buffer: &buffer) == .continue {}
+        // A final line without its newline still counts.
+        if !self.discarding, buffer.readableBytes > 0, buffer.readableBytes <= self.maxLine {
+            let line = buffer.readSlice(length: buffer.readableBytes)!
+            context.fireChannelRead(Self.wrapInboundOut(.line(line)))
+        }
+        buffer.moveReaderIndex(to: buffer.writerIndex)
+        return .needMoreData
+    }
+}

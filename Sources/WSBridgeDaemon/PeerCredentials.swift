@@ -1,0 +1,61 @@
+import CWSBridgeLinux
+import WSBridgeCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Who is on the other end of a Unix socket (SO_PEERCRED), and what they may do.
+struct PeerCredentials: Sendable, Equatable {
+    var pid: Int32
+    var uid: UInt32
+    var gid: UInt32
+
+    static func of(fd: Int32) -> PeerCredentials? {
+        var pid: pid_t = 0
+        var uid: uid_t = 0
+        var gid: gid_t = 0
+        guard cwsb_peer_credentials(fd, &pid, &uid, &gid) == 0 else { return nil }
+        return PeerCredentials(pid: pid, uid: uid, gid: gid)
+    }
+
+    /// root, the daemon's own user, `access.write_uids`, or a member of `access.write_groups`.
+    func mayWrite(_ access: Configuration.Access) -> Bool {
+        if self.uid == 0 || self.uid == getuid() || access.writeUIDs.contains(self.uid) { return true }
+        guard !access.writeGroups.isEmpty else { return false }
+        let groups = Self.groups(uid: self.uid, primary: self.gid)
+        for name in access.writeGroups {
+            if let gid = Self.gid(named: name), groups.contains(gid) { return true }
+        }
+        return false
+    }
+
+    static func gid(named name: String) -> gid_t? {
+        var group = group()
+        var result: UnsafeMutablePointer<group>?
+        var buffer = [CChar](repeating: 0, count: 16384)
+        guard getgrnam_r(name, &group, &buffer, buffer.count, &result) == 0, result != nil else {
+            return UInt32(name)
+        }
+        return group.gr_gid
+    }
+
+    /// The user's primary and supplementary groups.
+    static func groups(uid: uid_t, primary: gid_t) -> Set<gid_t> {
+        var result: Set<gid_t> = [primary]
+        var passwd = passwd()
+        var entry: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 16384)
+        guard getpwuid_r(uid, &passwd, &buffer, buffer.count, &entry) == 0, entry != nil, let name = passwd.pw_name else {
+            return result
+        }
+        var count: Int32 = 64
+        var list = [gid_t](repeating: 0, count: Int(count))
+        if getgrouplist(name, primary, &list, &count) == -1 {
+            list = [gid_t](repeating: 0, count: Int(count))
+            _ = getgrouplist(name, primary, &list, &count)
+        }
+        result.formUnion(list.prefix(Int(max(count, 0))))
+        return result
+    }
+}
