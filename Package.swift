@@ -82,6 +82,7 @@ let package = Package(
             name: "wsbridgectl",
             dependencies: [
                 "WSBridgeProtocol",
+                .product(name: "ExtrasBase64", package: "swift-extras-base64"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
@@ -119,6 +120,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
+            exclude: ["Golden"],
             swiftSettings: strict
         ),
     ],

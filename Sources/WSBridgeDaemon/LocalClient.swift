@@ -99,7 +99,12 @@ final class LocalClient: ChannelInboundHandler {
         self.queuedMessages += 1
         self.queuedBytes += line.readableBytes
         if self.queuedMessages > self.maxMessages || self.queuedBytes > self.maxBytes {
-            self.dropOldest()
+            // Over the bound within one tick: write what the socket takes now, and drop only
+            // what is really backed up.
+            self.drain()
+            if self.queuedMessages > self.maxMessages || self.queuedBytes > self.maxBytes {
+                self.dropOldest()
+            }
         }
         self.scheduleDrain()
     }

@@ -229,7 +229,7 @@ struct UpstreamConnector: Sendable {
         }
         let offered = self.upstream.subprotocols
         let maxMessageSize = self.upstream.maxMessageSize
-        let upgrader = NIOTypedWebSocketClientUpgrader<Bool>(
+        let upgrader = NIOTypedWebSocketClientUpgrader<Handshake?>(
             maxFrameSize: maxMessageSize,
             enableAutomaticErrorHandling: true,
             upgradePipelineHandler: { channel, response in
@@ -251,8 +251,8 @@ struct UpstreamConnector: Sendable {
                     // The status recorder only matters for a refused upgrade; it must not see frames.
                     channel.pipeline.syncOperations.removeHandler(name: "wsb.status", promise: nil)
                     try channel.pipeline.syncOperations.addHandler(makeFrameHandler(channel, deflate))
-                    handshake.succeed(Handshake(channel: channel, subprotocol: chosen, deflate: deflate))
-                    return true
+                    // Reported once the upgrade has finished (HTTP handlers gone): only then may frames be written.
+                    return Handshake(channel: channel, subprotocol: chosen, deflate: deflate)
                 }
             }
         )
@@ -262,7 +262,7 @@ struct UpstreamConnector: Sendable {
                 upgradeRequestHead: request,
                 upgraders: [upgrader],
                 notUpgradingCompletionHandler: { channel in
-                    channel.eventLoop.makeCompletedFuture { false }
+                    channel.eventLoop.makeCompletedFuture { nil }
                 }
             )
         )
@@ -272,9 +272,9 @@ struct UpstreamConnector: Sendable {
         try sync.addHandler(status, name: "wsb.status")
         upgraded.whenComplete { result in
             switch result {
-            case .success(true):
-                break
-            case .success(false):
+            case .success(let upgraded?):
+                handshake.succeed(upgraded)
+            case .success(nil):
                 // Let the recorder see the response head (forwarded after the upgrade handler is removed).
                 channel.eventLoop.execute {
                     let code = status.status.map { " (HTTP \($0.code) \($0.reasonPhrase))" } ?? ""

@@ -34,8 +34,12 @@ final class ServerState {
         }
     }
 
-    func startTicker(rate: Int, size: Int, loop: any EventLoop) {
+    /// Messages the ticker still sends before it stops by itself (nil: no limit).
+    private var tickerRemaining: Int?
+
+    func startTicker(rate: Int, size: Int, count: Int? = nil, loop: any EventLoop) {
         self.ticker?.cancel()
+        self.tickerRemaining = count
         guard rate > 0 else { return }
         // One timer per millisecond at most; higher rates send a batch per tick.
         let period = max(1_000_000_000 / rate, 1_000_000)
@@ -46,6 +50,14 @@ final class ServerState {
     private func scheduleTick(period: Int64, perTick: Int, size: Int, loop: any EventLoop) {
         self.ticker = loop.assumeIsolated().scheduleTask(in: TimeAmount.nanoseconds(period)) {
             for _ in 0..<perTick {
+                if let remaining = self.tickerRemaining {
+                    if remaining == 0 {
+                        self.ticker = nil
+                        Output.line("ticker done \(self.tickCount)")
+                        return
+                    }
+                    self.tickerRemaining = remaining - 1
+                }
                 self.tickCount += 1
                 var text = "{\"tick\":\(self.tickCount),\"pad\":\""
                 let pad = max(0, size - text.utf8.count - 2)
@@ -65,7 +77,8 @@ final class ServerState {
                 self.ticker?.cancel()
                 self.ticker = nil
             } else {
-                self.startTicker(rate: Int(args.first ?? "") ?? 1, size: args.count > 1 ? Int(args[1]) ?? 64 : 64, loop: loop)
+                let rest = args.count > 1 ? args[1].split(separator: " ").compactMap { Int($0) } : []
+                self.startTicker(rate: Int(args.first ?? "") ?? 1, size: rest.first ?? 64, count: rest.count > 1 ? rest[1] : nil, loop: loop)
             }
         case "close":
             let code = UInt16(args.first ?? "") ?? 1000
@@ -76,6 +89,19 @@ final class ServerState {
                 self.closing.insert(id)
                 channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, data: data), promise: nil)
             }
+        case "burst":
+            // `burst N [SIZE]`: N numbered messages at once, for ordering and loss tests.
+            let n = Int(args.first ?? "") ?? 100
+            let size = args.count > 1 ? Int(args[1]) ?? 64 : 64
+            for _ in 0..<n {
+                self.tickCount += 1
+                var text = "{\"n\":\(self.tickCount),\"pad\":\""
+                text += String(repeating: "x", count: max(0, size - text.utf8.count - 2)) + "\"}"
+                let frame = WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(string: text))
+                for channel in self.clients.values { channel.write(frame, promise: nil) }
+            }
+            for channel in self.clients.values { channel.flush() }
+            Output.line("burst done \(self.tickCount)")
         case "drop":
             for channel in self.clients.values { channel.close(promise: nil) }
         case "pings":

@@ -13,7 +13,7 @@ import Glibc
 /// A loopback WebSocket server for the demo, tests and benchmarks.
 ///
 /// It echoes messages, can broadcast a ticker, and takes fault commands on stdin, one per line:
-///   send TEXT | ticker RATE [SIZE] | ticker off | close CODE [REASON] | drop |
+///   send TEXT | ticker RATE [SIZE [COUNT]] | ticker off | burst N [SIZE] | close CODE [REASON] | drop |
 ///   pings off | pings on | refuse on | refuse off | oversize BYTES | quit
 /// It reports events on stdout, one per line: `listening PORT`, `upgrade ...`, `connected N`,
 /// `message TEXT`, `ping`, `closed CODE REASON`, `disconnected N`.

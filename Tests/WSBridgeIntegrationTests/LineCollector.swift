@@ -49,17 +49,19 @@ final class LineCollector: Sendable {
                     s.lines.append(line)
                 }
             }
-            s.waiters.removeAll { w in
+            // Each waiter scans only lines it has not seen yet.
+            var remaining: [Waiter] = []
+            for var w in s.waiters {
                 if let hit = s.lines[min(w.from, s.lines.count)...].first(where: w.predicate) {
                     ready.append((w.continuation, hit))
-                    return true
-                }
-                if s.closed {
+                } else if s.closed {
                     ready.append((w.continuation, nil))
-                    return true
+                } else {
+                    w.from = s.lines.count
+                    remaining.append(w)
                 }
-                return false
             }
+            s.waiters = remaining
         }
         for (c, line) in ready { c.resume(returning: line) }
     }

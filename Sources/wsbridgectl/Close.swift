@@ -1,0 +1,21 @@
+import ArgumentParser
+import WSBridgeProtocol
+
+struct Close: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Close the upstream link; it stays closed until `wsbridgectl connect`."
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @Option(help: "Close code: 1000, 1001 or 3000-4999.")
+    var code: Int = 1000
+
+    @Option(help: "Close reason (at most 123 bytes).")
+    var reason: String = ""
+
+    func run() throws {
+        let result = try self.global.run("close", [("code", .number(Double(self.code))), ("reason", .string(self.reason))])
+        Output.line(self.global.json ? result.serialized : "closing (state: \(result["state"]?.stringValue ?? "?"))")
+    }
+}

@@ -1,0 +1,158 @@
+import WSBridgeProtocol
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A blocking connection to wsbridged's socket: sends request lines, reads reply lines.
+final class DaemonConnection {
+    struct ConnectError: Error, CustomStringConvertible {
+        var description: String
+        var exitCode: Int32
+    }
+
+    struct RequestError: Error, CustomStringConvertible {
+        var code: String
+        var message: String
+        var description: String { "\(self.message) (\(self.code))" }
+        var exitCode: Int32 { self.code == ErrorCode.forbidden.rawValue ? 77 : 1 }
+    }
+
+    private let fd: Int32
+    private var buffer: [UInt8] = []
+    private var nextID = 0
+    /// The daemon's greeting.
+    private(set) var hello: JSONValue = .null
+
+    init(path: String) throws {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw ConnectError(description: "cannot create a socket: \(String(cString: strerror(errno)))", exitCode: 71) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let capacity = MemoryLayout.size(ofValue: addr.sun_path)
+        guard path.utf8.count < capacity else {
+            close(fd)
+            throw ConnectError(description: "socket path \(path) is too long", exitCode: 64)
+        }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: path.utf8)
+            raw[path.utf8.count] = 0
+        }
+        let r = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        if r != 0 {
+            let e = errno
+            close(fd)
+            switch e {
+            case ENOENT, ECONNREFUSED:
+                throw ConnectError(
+                    description: "wsbridged is not running (nothing listens on \(path)): start it with `systemctl start wsbridged`, or point --socket at its socket",
+                    exitCode: 69
+                )
+            case EACCES, EPERM:
+                throw ConnectError(
+                    description: "permission denied on \(path): run as a member of the socket's group (see `ls -l \(path)`) or as root",
+                    exitCode: 77
+                )
+            default:
+                throw ConnectError(description: "cannot connect to \(path): \(String(cString: strerror(e)))", exitCode: 69)
+            }
+        }
+        self.fd = fd
+        guard let hello = try? self.readLine() else {
+            throw ConnectError(description: "\(path) did not greet like wsbridged (no hello line); is it the right socket?", exitCode: 69)
+        }
+        self.hello = hello
+    }
+
+    deinit {
+        close(self.fd)
+    }
+
+    func write(_ value: JSONValue) throws {
+        var bytes: [UInt8] = []
+        value.write(into: &bytes)
+        bytes.append(UInt8(ascii: "\n"))
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { Glibc.write(self.fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw RequestError(code: "io", message: "lost the connection to wsbridged: \(String(cString: strerror(errno)))")
+            }
+            offset += n
+        }
+    }
+
+    /// Reads one line as JSON; nil at end of stream.
+    func readLine() throws -> JSONValue? {
+        while true {
+            if let nl = self.buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = Array(self.buffer[..<nl])
+                self.buffer.removeSubrange(...nl)
+                do {
+                    return try JSONValue.parse(line)
+                } catch {
+                    throw RequestError(code: "protocol", message: "wsbridged sent a line that is not JSON: \(error)")
+                }
+            }
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(self.fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw RequestError(code: "io", message: "lost the connection to wsbridged: \(String(cString: strerror(errno)))")
+            }
+            if n == 0 { return nil }
+            self.buffer.append(contentsOf: chunk[0..<n])
+        }
+    }
+
+    /// Sends a request and waits for its reply, skipping streamed lines. Returns the result.
+    func request(_ op: String, _ fields: [(String, JSONValue)] = [], unsubscribeFirst: Bool = true) throws -> JSONValue {
+        if unsubscribeFirst {
+            try self.write(["op": "unsubscribe", "id": "wsbridgectl-unsubscribe"])
+        }
+        self.nextID += 1
+        let id = JSONValue.number(Double(self.nextID))
+        try self.write(.object([("id", id), ("op", .string(op)), ("v", .number(Double(WireProtocol.version)))] + fields))
+        while let line = try self.readLine() {
+            guard line["type"] == "reply", line["id"] == id else { continue }
+            if line["ok"] == true { return line["result"] ?? .null }
+            throw RequestError(
+                code: line.value(at: "error.code")?.stringValue ?? "unknown",
+                message: line.value(at: "error.message")?.stringValue ?? "request failed"
+            )
+        }
+        throw RequestError(code: "io", message: "wsbridged closed the connection before answering")
+    }
+}
+
+enum Environment {
+    static func value(_ name: String) -> String? {
+        guard let v = getenv(name) else { return nil }
+        return String(cString: v)
+    }
+}
+
+enum Output {
+    static func line(_ text: String) {
+        Self.write(1, text + "\n")
+    }
+
+    static func error(_ text: String) {
+        Self.write(2, "wsbridgectl: " + text + "\n")
+    }
+
+    static func write(_ fd: Int32, _ text: String) {
+        var text = text
+        text.withUTF8 { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let n = Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+                if n <= 0 { return }
+                offset += n
+            }
+        }
+    }
+}

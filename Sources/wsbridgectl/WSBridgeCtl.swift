@@ -1,0 +1,60 @@
+import ArgumentParser
+import WSBridgeProtocol
+
+@main
+struct WSBridgeCtl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "wsbridgectl",
+        abstract: "Control and watch wsbridged, the shared upstream WebSocket.",
+        discussion: """
+            Talks to wsbridged over its Unix socket (newline-delimited JSON, see docs/protocol.md).
+            Exit codes: 0 done, 1 the daemon refused the request, 64 usage error, 69 the daemon is \
+            not running, 77 permission denied.
+            """,
+        version: "0.1.0",
+        subcommands: [Status.self, Send.self, Close.self, Connect.self, Reconnect.self, Tail.self, Request.self],
+        defaultSubcommand: Status.self
+    )
+
+    /// Lets `--socket` and `--json` also stand before the subcommand.
+    @OptionGroup var global: GlobalOptions
+}
+
+struct GlobalOptions: ParsableArguments {
+    @Option(
+        name: .long,
+        help: ArgumentHelp("The daemon's socket (default: $WSBRIDGE_SOCKET or \(WireProtocol.defaultSocket)).", valueName: "path"),
+        completion: .file()
+    )
+    var socket: String?
+
+    @Flag(name: .long, help: "Print the daemon's JSON instead of readable text.")
+    var json = false
+
+    var socketPath: String {
+        if let socket { return socket }
+        if let env = Environment.value("WSBRIDGE_SOCKET"), !env.isEmpty { return env }
+        return WireProtocol.defaultSocket
+    }
+
+    /// Connects, or exits with a message saying how to fix it.
+    func connect() throws -> DaemonConnection {
+        do {
+            return try DaemonConnection(path: self.socketPath)
+        } catch let error as DaemonConnection.ConnectError {
+            Output.error(error.description)
+            throw ExitCode(error.exitCode)
+        }
+    }
+
+    /// Runs one request and returns its result, or exits with the daemon's error.
+    func run(_ op: String, _ fields: [(String, JSONValue)] = []) throws -> JSONValue {
+        let connection = try self.connect()
+        do {
+            return try connection.request(op, fields)
+        } catch let error as DaemonConnection.RequestError {
+            Output.error(error.description)
+            throw ExitCode(error.exitCode)
+        }
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+import Testing
+import WSBridgeProtocol
+
+/// `wsbridgectl` against a real daemon, and its help texts against golden files.
+@Suite struct CtlTests {
+    static var ctl: String { "\(Paths.bin)/wsbridgectl" }
+
+    func ctl(_ arguments: [String], socket: String?, stdin: String? = nil) throws -> (status: Int32, out: String, err: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.ctl)
+        process.arguments = (socket.map { ["--socket", $0] } ?? []) + arguments
+        var env = ProcessInfo.processInfo.environment
+        env["WSBRIDGE_SOCKET"] = nil
+        env["TZ"] = "UTC"
+        env["COLUMNS"] = "80"
+        process.environment = env
+        let out = Pipe()
+        let err = Pipe()
+        let input = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try process.run()
+        if let stdin { try input.fileHandleForWriting.write(contentsOf: Data(stdin.utf8)) }
+        try input.fileHandleForWriting.close()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+    }
+
+    @Test func statusSendCloseConnect() async throws {
+        let f = try await DaemonFixture()
+        let status = try self.ctl(["status"], socket: f.socket)
+        #expect(status.status == 0, "\(status.err)")
+        #expect(status.out.contains("state         open since"))
+        #expect(status.out.contains("upstream      \(f.server.url)"))
+
+        let json = try self.ctl(["status", "--json"], socket: f.socket)
+        #expect((try? JSONValue.parse(json.out.trimmingCharacters(in: .whitespacesAndNewlines)))?["state"] == "open")
+
+        #expect(try self.ctl(["send", "hello", "from", "ctl"], socket: f.socket).out == "sent\n")
+        #expect(await f.server.event("message hello from ctl") != nil)
+        #expect(try self.ctl(["send"], socket: f.socket, stdin: "line one\nline two\n").out == "sent\nsent\n")
+        #expect(await f.server.event("message line two") != nil)
+
+        let closed = try self.ctl(["close", "--code", "4002", "--reason", "ctl says so"], socket: f.socket)
+        #expect(closed.status == 0)
+        #expect(await f.server.event("closed 4002 ctl says so") != nil)
+        #expect(await f.daemon.stderr.wait(containing: "-> idle") != nil)
+        let queued = try self.ctl(["send", "later"], socket: f.socket)
+        #expect(queued.out.hasPrefix("queued (1 waiting"))
+        #expect(try self.ctl(["status"], socket: f.socket).out.contains("last close    by user, code 4002: ctl says so"))
+        #expect(try self.ctl(["connect"], socket: f.socket).status == 0)
+        #expect(await f.server.event("message later") != nil)
+        #expect(try self.ctl(["reconnect"], socket: f.socket).status == 0)
+    }
+
+    @Test func binarySendFromStandardInput() async throws {
+        let f = try await DaemonFixture()
+        let r = try self.ctl(["send", "--binary"], socket: f.socket, stdin: "\u{0}\u{1}binary")
+        #expect(r.out == "sent\n", "\(r.err)")
+        #expect(await f.server.event("binary 8") != nil)
+    }
+
+    @Test func tailFollowsWithFilterAndSince() async throws {
+        let f = try await DaemonFixture()
+        let tail = try ManagedProcess(Self.ctl, ["--socket", f.socket, "tail", "--filter", "n=3"], name: "tail")
+        defer { tail.stop() }
+        let json = try ManagedProcess(Self.ctl, ["--socket", f.socket, "tail", "--json", "--since", "0"], name: "tail-json")
+        defer { json.stop() }
+        // Each says on stderr once it is subscribed.
+        #expect(await tail.stderr.wait(containing: "following \(f.socket) from seq 0, only n=3") != nil)
+        #expect(await json.stderr.wait(containing: "following") != nil)
+        f.server.command("burst 5")
+        let line = await tail.stdout.wait(containing: "\"n\":3")
+        #expect(line?.hasPrefix("{\"n\":3,") == true)
+        #expect(await json.stdout.wait(containing: "\"seq\":5,") != nil)
+        #expect(tail.stdout.lines.count == 1)
+    }
+
+    @Test func requestPrintsTheMatchingAnswer() async throws {
+        let f = try await DaemonFixture()
+        let r = try self.ctl(["request", "{\"rid\":41,\"q\":1}", "--match", "rid=41", "--timeout", "5"], socket: f.socket)
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out == "{\"rid\":41,\"q\":1}\n")
+        let t = try self.ctl(["request", "{\"rid\":1}", "--match", "rid=2", "--timeout", "0.2"], socket: f.socket)
+        #expect(t.status == 1)
+        #expect(t.err.contains("(timeout)"))
+    }
+
+    @Test func daemonNotRunningHasItsOwnExitCode() throws {
+        let r = try self.ctl(["status"], socket: "/nonexistent/wsbridged.sock")
+        #expect(r.status == 69)
+        #expect(r.err.contains("wsbridged is not running"))
+        #expect(r.err.contains("systemctl start wsbridged"))
+    }
+
+    @Test(.enabled(if: getuid() == 0, "needs root to act as another user"))
+    func permissionDeniedHasItsOwnExitCode() async throws {
+        let f = try await DaemonFixture(extraConfig: "mode = \"0600\"")
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: f.dir.path)
+        let r = try run("/usr/bin/setpriv", ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", Self.ctl, "--socket", f.socket, "status"], allowFailure: true)
+        #expect(r.status == 77)
+        #expect(r.output.contains("permission denied"))
+        // With the socket open to all, nobody may read but not write.
+        try FileManager.default.setAttributes([.posixPermissions: 0o666], ofItemAtPath: f.socket)
+        let forbidden = try run("/usr/bin/setpriv", ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", Self.ctl, "--socket", f.socket, "send", "x"], allowFailure: true)
+        #expect(forbidden.status == 77)
+        #expect(forbidden.output.contains("(forbidden)"))
+    }
+
+    @Test func usageErrorsExit64() throws {
+        let r = try self.ctl(["send", "--binary", "text"], socket: nil)
+        #expect(r.status == 64)
+        #expect(r.err.contains("--binary reads standard input"))
+    }
+
+    static let goldenCommands: [[String]] = [
+        ["--help"], ["status", "--help"], ["send", "--help"], ["close", "--help"], ["connect", "--help"],
+        ["reconnect", "--help"], ["tail", "--help"], ["request", "--help"],
+    ]
+
+    @Test(arguments: Self.goldenCommands)
+    func helpTextMatchesGolden(_ arguments: [String]) throws {
+        let r = try self.ctl(arguments, socket: nil)
+        #expect(r.status == 0)
+        let name = arguments.count == 1 ? "wsbridgectl" : "wsbridgectl-\(arguments[0])"
+        let path = "\(Paths.root)/Tests/WSBridgeIntegrationTests/Golden/\(name).txt"
+        if ProcessInfo.processInfo.environment["WSBRIDGE_UPDATE_GOLDEN"] == "1" {
+            try r.out.write(toFile: path, atomically: true, encoding: .utf8)
+        }
+        let golden = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(r.out == golden, "help for \(arguments) changed; rerun with WSBRIDGE_UPDATE_GOLDEN=1 if intended")
+    }
+
+    @Test(arguments: ["bash", "zsh", "fish"])
+    func shellCompletionsNameEverySubcommand(_ shell: String) throws {
+        let r = try self.ctl(["--generate-completion-script", shell], socket: nil)
+        #expect(r.status == 0)
+        for sub in ["status", "send", "close", "connect", "reconnect", "tail", "request"] {
+            #expect(r.out.contains(sub))
+        }
+    }
+}

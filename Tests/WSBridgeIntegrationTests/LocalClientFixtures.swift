@@ -1,0 +1,120 @@
+import Foundation
+import WSBridgeProtocol
+
+/// A raw client of the daemon's Unix socket: lines in, JSON lines out, collected for awaiting.
+final class SocketClient: Sendable {
+    let lines: LineCollector
+    private let handle: FileHandle
+    let fd: Int32
+
+    /// Connects; with `reading: false` the client never reads (a stalled subscriber).
+    init(path: String, reading: Bool = true, name: String = "client") throws {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: path.utf8)
+            raw[path.utf8.count] = 0
+        }
+        let r = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard r == 0 else {
+            Glibc.close(fd)
+            throw TestFailure("cannot connect to \(path): \(String(cString: strerror(errno)))")
+        }
+        self.fd = fd
+        self.lines = LineCollector(name: name)
+        self.handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        if reading { self.startReading() }
+    }
+
+    func startReading() {
+        let lines = self.lines
+        self.handle.readabilityHandler = { h in lines.append(h.availableData) }
+    }
+
+    func send(_ line: String) {
+        var bytes = Array(line.utf8)
+        bytes.append(0x0A)
+        self.sendRaw(bytes)
+    }
+
+    func sendRaw(_ bytes: [UInt8]) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { write(self.fd, $0.baseAddress, $0.count) }
+            if n <= 0 { return }
+            offset += n
+        }
+    }
+
+    func json(_ line: String) -> JSONValue? { try? JSONValue.parse(line) }
+
+    /// Waits for the reply to request `id`.
+    func reply(_ id: String, timeout: Duration = .seconds(20)) async -> JSONValue? {
+        let line = await self.lines.wait(timeout: timeout) { $0.contains("\"type\":\"reply\"") && $0.contains("\"id\":\"\(id)\"") }
+        return line.flatMap { try? JSONValue.parse($0) }
+    }
+
+    /// Message lines received so far, parsed.
+    var messages: [JSONValue] {
+        self.lines.lines.compactMap { try? JSONValue.parse($0) }.filter { $0["type"] == "message" }
+    }
+
+    func close() {
+        self.handle.readabilityHandler = nil
+        shutdown(self.fd, Int32(SHUT_RDWR))
+    }
+
+    deinit {
+        self.handle.readabilityHandler = nil
+    }
+}
+
+/// A daemon process with its own socket and an upstream test server, both on loopback.
+final class DaemonFixture: Sendable {
+    let dir: TemporaryDirectory
+    let server: UpstreamServer
+    let daemon: ManagedProcess
+    let socket: String
+    let serverPort: Int
+
+    init(extraConfig: String = "", serverArguments: [String] = [], serverKind: UpstreamServer.Kind = .nio) async throws {
+        self.dir = try TemporaryDirectory()
+        self.server = try await UpstreamServer(serverKind, arguments: serverArguments)
+        self.serverPort = self.server.port
+        self.socket = self.dir.file("wsbridged.sock")
+        let config = try self.dir.write(
+            "wsbridged.toml",
+            """
+            [upstream]
+            url = "\(self.server.url)"
+            [backoff]
+            base = "50ms"
+            cap = "200ms"
+            [reachability]
+            enabled = false
+            [local]
+            socket = "\(self.socket)"
+            \(extraConfig)
+            """
+        )
+        self.daemon = try ManagedProcess(Paths.daemon, ["--config", config, "--log-level", "debug"], name: "wsbridged")
+        guard await self.daemon.stderr.wait(containing: "-> open") != nil else {
+            throw TestFailure("daemon did not open the link: \(self.daemon.stderr.text)")
+        }
+    }
+
+    func client(reading: Bool = true, name: String = "client") async throws -> SocketClient {
+        let c = try SocketClient(path: self.socket, reading: reading, name: name)
+        if reading {
+            guard await c.lines.wait(containing: "\"type\":\"hello\"") != nil else { throw TestFailure("no hello") }
+        }
+        return c
+    }
+
+    deinit {
+        self.daemon.stop()
+    }
+}
