@@ -291,8 +291,8 @@ private struct Reader {
     func path(_ v: any TOMLValueConvertible, _ key: String) throws(ConfigurationError) -> String? {
         let s = try self.string(v, key)
         if s.isEmpty { return nil }
-        guard s.hasPrefix("/") || s.hasPrefix(".") else {
-            throw self.error(key, v, "must be an absolute path (starting with /)")
+        guard s.hasPrefix("/") || s.hasPrefix(".") || s.hasPrefix("${CREDENTIALS_DIRECTORY}/") else {
+            throw self.error(key, v, "must be an absolute path (starting with /), or ${CREDENTIALS_DIRECTORY}/NAME for a systemd credential")
         }
         return s
     }

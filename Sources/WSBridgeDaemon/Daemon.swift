@@ -7,20 +7,34 @@ import WSBridgeCore
 import Glibc
 #endif
 
-/// Assembles and runs the daemon: the upstream link on its event loop, the reachability monitor,
-/// and signal handling (SIGTERM/SIGINT: close upstream with 1001 and exit 0).
+/// Assembles and runs the daemon: the local plane and the upstream link on one event loop, the
+/// reachability monitor, and the process lifecycle under systemd (readiness, status, watchdog,
+/// socket activation, SIGHUP reload, SIGTERM stop).
 public enum Daemon {
     /// Blocks the signals the daemon handles, in every thread it will start. Call first in main.
     public static func blockSignals() {
-        var set = sigset_t()
-        sigemptyset(&set)
-        for s in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&set, s) }
+        var set = Self.handledSignals()
         pthread_sigmask(SIG_BLOCK, &set, nil)
         signal(SIGPIPE, SIG_IGN)
     }
 
-    /// Runs until SIGTERM or SIGINT. Returns the process exit code.
-    public static func run(configuration: Configuration, environment: [String: String], logger: Logger) -> Int32 {
+    static func handledSignals() -> sigset_t {
+        var set = sigset_t()
+        sigemptyset(&set)
+        for s in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&set, s) }
+        return set
+    }
+
+    /// Runs until SIGTERM or SIGINT. `reload` re-reads the configuration (SIGHUP).
+    /// Returns the process exit code.
+    public static func run(
+        configuration initial: Configuration,
+        environment: [String: String],
+        logger: Logger,
+        reload: () throws -> Configuration
+    ) -> Int32 {
+        let initialConfiguration = initial
+        var configuration = initial
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { try? group.syncShutdownGracefully() }
         let eventLoop = group.next()
@@ -31,16 +45,11 @@ public enum Daemon {
         let networkAvailable = configuration.reachability.enabled ? monitor.routeExists() : true
 
         let plane: NIOLoopBound<LocalPlane>
-        do {
-            plane = try eventLoop.submit {
-                NIOLoopBound(LocalPlane(configuration: configuration, eventLoop: eventLoop, logger: logger), eventLoop: eventLoop)
-            }.wait()
-        } catch {
-            logger.critical("cannot start the local plane: \(error)")
-            return 1
-        }
         let link: UpstreamLinkHandle
         do {
+            plane = try eventLoop.submit {
+                NIOLoopBound(LocalPlane(configuration: initialConfiguration, eventLoop: eventLoop, logger: logger), eventLoop: eventLoop)
+            }.wait()
             link = try UpstreamLinkHandle.make(
                 configuration: configuration,
                 networkAvailable: networkAvailable,
@@ -59,23 +68,52 @@ public enum Daemon {
                     }
                 }
             ).wait()
-            try eventLoop.submit { plane.value.link = link.link.value }.wait()
+            try eventLoop.submit {
+                plane.value.link = link.link.value
+                // STATUS= follows state, RTT and subscriber changes; it is sent only when it changed.
+                var lastStatus = ""
+                plane.value.statusChanged = {
+                    let status = plane.value.statusSummary()
+                    if status != lastStatus {
+                        lastStatus = status
+                        Systemd.notify("STATUS=\(status)")
+                    }
+                }
+            }.wait()
         } catch {
-            logger.critical("cannot start the upstream link: \(error)")
+            logger.critical("cannot start: \(error)")
             return 1
         }
 
+        // Socket activation: adopt the socket systemd passes, else bind the configured path.
+        let activated = Systemd.listenedSockets()
         let server: any Channel
         do {
-            server = try LocalServer.start(
-                path: configuration.local.socket,
-                configuration: configuration,
-                eventLoop: eventLoop,
-                plane: plane,
-                logger: logger
-            )
+            if let socket = activated.first {
+                if activated.count > 1 {
+                    logger.warning("systemd passed \(activated.count) sockets; using the first (\(socket.name)) and ignoring the rest")
+                }
+                server = try LocalServer.start(
+                    path: configuration.local.socket,
+                    adoptingFD: socket.fd,
+                    configuration: configuration,
+                    eventLoop: eventLoop,
+                    plane: plane,
+                    logger: logger
+                )
+                logger.notice("listening on the socket passed by systemd", metadata: ["local.fdname": "\(socket.name)"])
+            } else {
+                server = try LocalServer.start(
+                    path: configuration.local.socket,
+                    configuration: configuration,
+                    eventLoop: eventLoop,
+                    plane: plane,
+                    logger: logger
+                )
+            }
         } catch {
             logger.critical("cannot listen on the local socket: \(error)")
+            Systemd.notify("STATUS=cannot listen on \(configuration.local.socket): \(error)")
             return 69  // EX_UNAVAILABLE
         }
 
@@ -90,28 +128,77 @@ public enum Daemon {
         }
         logger.notice("wsbridged \(WSBridgeVersion.current) starting", metadata: ["upstream.url": "\(upstream)"])
         link.connect()
+        // Ready once the local socket listens; the upstream may still be connecting.
+        let status = (try? eventLoop.submit { plane.value.statusSummary() }.wait()) ?? ""
+        Systemd.notify("READY=1\nSTATUS=\(status)")
 
-        var set = sigset_t()
-        sigemptyset(&set)
-        for s in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&set, s) }
+        // The watchdog is pinged from the event loop itself: a stuck loop stops the pings.
+        if let interval = Systemd.watchdogPingInterval() {
+            logger.info("systemd watchdog: pinging every \(interval.short)")
+            _ = eventLoop.scheduleRepeatedTask(initialDelay: .zero, delay: .nanoseconds(interval.nanoseconds)) { _ in
+                Systemd.notify("WATCHDOG=1")
+            }
+        }
+
+        var set = Self.handledSignals()
         while true {
             var signal: Int32 = 0
             guard sigwait(&set, &signal) == 0 else { continue }
             if signal == SIGHUP {
-                logger.notice("SIGHUP: configuration reload is not implemented yet; restart to apply changes")
+                Systemd.notify("RELOADING=1\nMONOTONIC_USEC=\(Systemd.monotonicMicroseconds())")
+                do {
+                    let next = try reload()
+                    Self.logUnappliable(from: configuration, to: next, logger: logger)
+                    configuration = next
+                    let applied = next
+                    try? eventLoop.submit { plane.value.update(configuration: applied) }.wait()
+                    link.update(configuration: applied)
+                    logger.notice("configuration reloaded")
+                } catch {
+                    logger.error("reload failed, keeping the running configuration: \(error)")
+                }
+                let status = (try? eventLoop.submit { plane.value.statusSummary() }.wait()) ?? ""
+                Systemd.notify("READY=1\nSTATUS=\(status)")
                 continue
             }
             logger.notice("signal \(signal): closing the upstream (1001) and stopping")
             break
         }
+        Systemd.notify("STOPPING=1\nSTATUS=stopping")
         let stopped = link.shutdown()
         let timeout = eventLoop.scheduleTask(in: .seconds(5)) {}
         _ = try? stopped.or(timeout.futureResult).wait()
+        // Subscribers get what is queued for them (as far as their sockets take it), then EOF.
+        let flushed = eventLoop.flatSubmit { plane.value.shutdown() }
+        let flushTimeout = eventLoop.scheduleTask(in: .seconds(2)) {}
+        _ = try? flushed.or(flushTimeout.futureResult).wait()
         try? server.close().wait()
-        unlink(configuration.local.socket)
+        if activated.isEmpty { unlink(configuration.local.socket) }
         if configuration.reachability.enabled { monitor.stop() }
         logger.notice("stopped")
         return 0
+    }
+
+    /// Names the changed settings that a reload cannot apply to the running process.
+    static func logUnappliable(from old: Configuration, to new: Configuration, logger: Logger) {
+        var restart: [String] = []
+        if old.local.socket != new.local.socket { restart.append("local.socket") }
+        if old.local.mode != new.local.mode { restart.append("local.mode") }
+        if old.local.group != new.local.group { restart.append("local.group") }
+        if old.local.maxLine != new.local.maxLine { restart.append("local.max_line") }
+        if old.reachability != new.reachability { restart.append("reachability") }
+        if old.log != new.log { restart.append("log.level") }
+        if !restart.isEmpty {
+            logger.warning("reload: \(restart.joined(separator: ", ")) changed but apply only after a restart (systemctl restart wsbridged)")
+        }
+        var reconnect: [String] = []
+        if old.upstream != new.upstream { reconnect.append("upstream") }
+        if old.tls != new.tls { reconnect.append("tls") }
+        if old.proxy != new.proxy { reconnect.append("proxy") }
+        if old.auth != new.auth { reconnect.append("auth") }
+        if !reconnect.isEmpty {
+            logger.notice("reload: \(reconnect.joined(separator: ", ")) changed: used from the next connection (wsbridgectl reconnect applies them now)")
+        }
     }
 
     static func preview(_ message: UpstreamMessage) -> String {

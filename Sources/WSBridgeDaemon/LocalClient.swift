@@ -16,7 +16,7 @@ final class LocalClient: ChannelInboundHandler {
 
     let id: Int
     let credentials: PeerCredentials?
-    let mayWrite: Bool
+    var mayWrite: Bool
     private let plane: LocalPlane
     private var context: ChannelHandlerContext?
     var subscribed = true
@@ -83,6 +83,24 @@ final class LocalClient: ChannelInboundHandler {
     }
 
     var pendingMessages: Int { self.queuedMessages }
+
+    /// Flushes what is queued (as far as the socket takes it now), then closes. Completes when closed.
+    func finish(_ line: ByteBuffer?) -> EventLoopFuture<Void>? {
+        guard let context = self.context else { return nil }
+        if let line { self.queue.append(Entry(line: line, seq: nil)) }
+        self.drain()
+        let closed = context.channel.closeFuture
+        if self.queue.isEmpty {
+            // An empty write completes after every earlier write: then close.
+            context.writeAndFlush(Self.wrapOutboundOut(context.channel.allocator.buffer(capacity: 0))).assumeIsolated().whenComplete { _ in
+                context.close(promise: nil)
+            }
+        } else {
+            // Still backed up: it gets what the socket took; the rest is lost with the process.
+            context.close(promise: nil)
+        }
+        return closed
+    }
 
     // MARK: - Output
 

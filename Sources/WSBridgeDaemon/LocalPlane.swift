@@ -23,6 +23,9 @@ final class LocalPlane {
     private let allocator = ByteBufferAllocator()
     private(set) var phase: ConnectionPhase = .idle
     private var filtersInUse = 0
+    /// Called when something STATUS= shows changed (state, RTT, subscribers).
+    var statusChanged: (() -> Void)?
+    private(set) var lastRTT: Duration?
 
     private struct PendingRequest {
         var client: LocalClient
@@ -58,7 +61,32 @@ final class LocalPlane {
         self.configuration = configuration
         for client in self.clients.values {
             client.updateLimits(maxMessages: configuration.local.subscriberQueue, maxBytes: configuration.local.subscriberQueueBytes)
+            client.mayWrite = client.credentials?.mayWrite(configuration.access) ?? false
         }
+        while self.ring.count > configuration.local.replay { _ = self.ring.popFirst() }
+    }
+
+    /// Tells every client the daemon is stopping, flushes what each can take, and closes them.
+    func shutdown() -> EventLoopFuture<Void> {
+        let notice = MessageLineEncoder.line(
+            ["type": "state", "state": "stopped", "reason": "wsbridged is stopping", "ts": .number(Double(WallClock.millisecondsSinceEpoch()))],
+            allocator: self.allocator
+        )
+        // The link's own `stopped` state line normally went out already.
+        let closed = self.clients.values.compactMap { $0.finish(self.phase == .stopped ? nil : notice) }
+        return EventLoopFuture.andAllComplete(closed, on: self.eventLoop)
+    }
+
+    /// A short summary for systemd's STATUS=: "open wss://host, rtt 12 ms, 3 subscribers".
+    func statusSummary() -> String {
+        let url = self.configuration.upstream.url
+        var parts = ["\(self.phase.rawValue) \(url.scheme.rawValue)://\(url.hostHeader)"]
+        if self.phase == .open, let rtt = self.lastRTT {
+            parts.append("rtt \(Int((rtt.seconds * 1000).rounded())) ms")
+        }
+        let n = self.subscriberCount
+        parts.append("\(n) subscriber\(n == 1 ? "" : "s")")
+        return parts.joined(separator: ", ")
     }
 
     // MARK: - Clients
@@ -71,6 +99,7 @@ final class LocalPlane {
             "write": .bool(client.mayWrite),
         ]
         client.send(MessageLineEncoder.line(hello, allocator: self.allocator))
+        self.statusChanged?()
         self.logger.debug(
             "client connected",
             metadata: ["client.id": "\(client.id)", "client.uid": "\(client.credentials.map { String($0.uid) } ?? "?")", "client.write": "\(client.mayWrite)"]
@@ -84,6 +113,7 @@ final class LocalPlane {
             p.timer.cancel()
             self.pending.removeValue(forKey: key)
         }
+        self.statusChanged?()
         self.logger.debug("client disconnected", metadata: ["client.id": "\(client.id)"])
     }
 
@@ -106,7 +136,11 @@ final class LocalPlane {
             for client in self.clients.values where client.subscribed {
                 client.send(line)
             }
-        case .attempt, .retryScheduled, .roundTrip:
+            self.statusChanged?()
+        case .roundTrip(let rtt):
+            self.lastRTT = rtt
+            self.statusChanged?()
+        case .attempt, .retryScheduled:
             break
         }
     }

@@ -12,7 +12,21 @@ enum TokenFile {
         }
     }
 
-    static func read(path: String) -> Result<String, ReadError> {
+    static func read(path configured: String) -> Result<String, ReadError> {
+        var path = configured
+        let credentials = "${CREDENTIALS_DIRECTORY}/"
+        if path.hasPrefix(credentials) {
+            // systemd's LoadCredential= puts the token there.
+            guard let dir = getenv("CREDENTIALS_DIRECTORY") else {
+                return .failure(
+                    ReadError(
+                        path: configured,
+                        problem: "CREDENTIALS_DIRECTORY is not set: run under systemd with LoadCredential=, or give an absolute path"
+                    )
+                )
+            }
+            path = String(cString: dir) + "/" + path.dropFirst(credentials.count)
+        }
         let bytes: [UInt8]
         switch SmallFile.read(path: path, limit: 64 * 1024) {
         case .success(let b): bytes = b

@@ -91,7 +91,10 @@ struct WSBridged: ParsableCommand {
         }
         Daemon.blockSignals()
         let level = Logger.Level(rawValue: configuration.log.level.rawValue) ?? .info
-        LoggingSystem.bootstrap { _ in ConsoleLogHandler(level: level) }
+        let journal = JournalLogHandler.stderrIsJournal
+        LoggingSystem.bootstrap { _ in
+            journal ? JournalLogHandler(identifier: "wsbridged", level: level) as any LogHandler : ConsoleLogHandler(level: level)
+        }
         let logger = Logger(label: "wsbridged")
         var environment: [String: String] = [:]
         var cursor = environ
@@ -102,7 +105,9 @@ struct WSBridged: ParsableCommand {
             }
             cursor += 1
         }
-        let code = Daemon.run(configuration: configuration, environment: environment, logger: logger)
+        let code = Daemon.run(configuration: configuration, environment: environment, logger: logger) {
+            try self.loadConfiguration()
+        }
         if code != 0 { throw ExitCode(code) }
     }
 

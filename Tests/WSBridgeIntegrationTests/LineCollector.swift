@@ -88,6 +88,22 @@ final class LineCollector: Sendable {
         }
     }
 
+    /// Waits for `count` matching lines from `from` on; returns the matching lines (fewer on timeout).
+    func wait(count: Int, from: Int = 0, timeout: Duration = .seconds(20), _ predicate: @escaping @Sendable (String) -> Bool) async -> [String] {
+        let deadline = ContinuousClock.now + timeout
+        var cursor = from
+        var found: [String] = []
+        while found.count < count {
+            let remaining = deadline - ContinuousClock.now
+            guard remaining > .zero, await self.wait(from: cursor, timeout: remaining, predicate) != nil else { break }
+            let lines = self.lines
+            guard let index = lines[cursor...].firstIndex(where: predicate) else { break }
+            found.append(lines[index])
+            cursor = index + 1
+        }
+        return found
+    }
+
     func wait(from: Int = 0, timeout: Duration = .seconds(20), containing text: String) async -> String? {
         await self.wait(from: from, timeout: timeout) { $0.contains(text) }
     }

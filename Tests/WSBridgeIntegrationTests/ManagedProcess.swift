@@ -9,7 +9,8 @@ final class ManagedProcess: Sendable {
     private let exits: LineCollector
     private let stdin: FileHandle
 
-    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, name: String? = nil) throws {
+    /// `journalStream`: tell the child (JOURNAL_STREAM) that its stderr is the journal, as systemd does.
+    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, name: String? = nil, journalStream: Bool = false) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -20,6 +21,13 @@ final class ManagedProcess: Sendable {
         let out = Pipe()
         let err = Pipe()
         let input = Pipe()
+        if journalStream {
+            var st = stat()
+            fstat(err.fileHandleForWriting.fileDescriptor, &st)
+            var env = environment ?? ProcessInfo.processInfo.environment
+            env["JOURNAL_STREAM"] = "\(st.st_dev):\(st.st_ino)"
+            process.environment = env
+        }
         process.standardOutput = out
         process.standardError = err
         process.standardInput = input

@@ -1,0 +1,300 @@
+import Foundation
+import Testing
+import WSBridgeProtocol
+
+/// A datagram socket that receives what a service sends to NOTIFY_SOCKET (or to journald),
+/// as systemd would. Each datagram becomes one entry in `messages`.
+final class DatagramListener: Sendable {
+    let path: String
+    let messages = LineCollector(name: "datagrams")
+    private let fd: Int32
+
+    init(path: String) throws {
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: path.utf8)
+            raw[path.utf8.count] = 0
+        }
+        let r = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        guard r == 0 else { throw TestFailure("cannot bind \(path): \(String(cString: strerror(errno)))") }
+        self.fd = fd
+        self.path = path
+        let messages = self.messages
+        let started = ContinuousClock.now
+        // recv() without a control buffer: any file descriptor sent along (BARRIER=1) is closed by the kernel.
+        Thread.detachNewThread {
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if n <= 0 { return }
+                let elapsed = ContinuousClock.now - started
+                let ms = Int(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)
+                let text = DatagramListener.decode(Array(buffer[0..<n]))
+                messages.append(Data("\(ms) \(text)\n".utf8))
+            }
+        }
+    }
+
+    /// Renders a datagram as one line: notify messages as they are (newlines → " | "), journal
+    /// entries (with binary-length fields) decoded to NAME=value pairs joined by " | ".
+    static func decode(_ bytes: [UInt8]) -> String {
+        var fields: [String] = []
+        var i = 0
+        while i < bytes.count {
+            guard let nl = bytes[i...].firstIndex(of: 0x0A) else {
+                fields.append(String(decoding: bytes[i...], as: UTF8.self))
+                break
+            }
+            let line = bytes[i..<nl]
+            if line.contains(UInt8(ascii: "=")) {
+                fields.append(String(decoding: line, as: UTF8.self))
+                i = nl + 1
+            } else {
+                // NAME\n<uint64 LE length><value>\n
+                let name = String(decoding: line, as: UTF8.self)
+                var length = 0
+                for k in 0..<8 { length |= Int(bytes[nl + 1 + k]) << (8 * k) }
+                let start = nl + 9
+                fields.append(name + "=" + String(decoding: bytes[start..<start + length], as: UTF8.self))
+                i = start + length + 1
+            }
+        }
+        return fields.joined(separator: " | ")
+    }
+
+    deinit {
+        shutdown(self.fd, Int32(SHUT_RDWR))
+        close(self.fd)
+        unlink(self.path)
+    }
+}
+
+/// Running under systemd: units, notification protocol, watchdog, reload, socket activation, journal.
+@Suite(.serialized) struct SystemdTests {
+    @Test func unitsPassVerifyWithNoOutputAndScoreAtMost1point5() throws {
+        let prefix = try TemporaryDirectory()
+        // Installed as an operator would (PREFIX), so ExecStart= and the man pages exist.
+        var env = ProcessInfo.processInfo.environment
+        env["PREFIX"] = prefix.path
+        env["SYSCONFDIR"] = prefix.file("etc")
+        env["UNITDIR"] = prefix.file("units")
+        env["CONFIGURATION"] = "debug"
+        env["WSBRIDGE_BIN_DIR"] = Paths.bin
+        env["WSBRIDGE_MAN_DIR"] = ProcessInfo.processInfo.environment["WSBRIDGE_MAN_DIR"] ?? "\(Paths.root)/.build/plugins/GenerateManual/outputs"
+        let install = Process()
+        install.executableURL = URL(fileURLWithPath: "\(Paths.root)/scripts/install")
+        install.environment = env
+        install.currentDirectoryURL = URL(fileURLWithPath: Paths.root)
+        let out = Pipe()
+        install.standardOutput = out
+        install.standardError = out
+        try install.run()
+        let installLog = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        install.waitUntilExit()
+        #expect(install.terminationStatus == 0, "\(installLog)")
+        for file in ["bin/wsbridged", "bin/wsbridgectl", "share/man/man8/wsbridged.8", "share/man/man1/wsbridgectl.1",
+            "share/bash-completion/completions/wsbridgectl", "etc/wsbridge/wsbridged.toml", "units/wsbridged.socket"]
+        {
+            #expect(FileManager.default.fileExists(atPath: prefix.file(file)), "\(file) not installed")
+        }
+
+        for unit in ["wsbridged.service", "wsbridged.socket", "wsbridged@.service", "wsbridged@.socket"] {
+            let verify = Process()
+            verify.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-analyze")
+            verify.arguments = ["verify", prefix.file("units/\(unit)")]
+            var venv = ProcessInfo.processInfo.environment
+            venv["MANPATH"] = prefix.file("share/man")
+            verify.environment = venv
+            let pipe = Pipe()
+            verify.standardOutput = pipe
+            verify.standardError = pipe
+            try verify.run()
+            let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            verify.waitUntilExit()
+            #expect(verify.terminationStatus == 0, "\(unit): \(output)")
+            #expect(output.isEmpty, "\(unit): systemd-analyze verify printed: \(output)")
+        }
+        for unit in ["wsbridged.service", "wsbridged@.service"] {
+            let (_, output) = try run("/usr/bin/systemd-analyze", ["security", "--offline=yes", prefix.file("units/\(unit)")], allowFailure: true)
+            let score = output.split(separator: "\n").last { $0.contains("Overall exposure level") }
+                .flatMap { line in line.split(separator: ":").last?.split(separator: " ").first.flatMap { Double($0) } }
+            #expect(score != nil, "\(output)")
+            #expect((score ?? 10) <= 1.5, "\(unit) exposure \(score ?? -1)")
+            print("measure: \(unit) exposure \(score ?? -1)")
+        }
+        // uninstall removes it again, keeping the configuration.
+        let uninstall = Process()
+        uninstall.executableURL = URL(fileURLWithPath: "\(Paths.root)/scripts/uninstall")
+        uninstall.environment = env
+        try uninstall.run()
+        uninstall.waitUntilExit()
+        #expect(!FileManager.default.fileExists(atPath: prefix.file("bin/wsbridged")))
+        #expect(FileManager.default.fileExists(atPath: prefix.file("etc/wsbridge/wsbridged.toml")))
+    }
+
+    func startDaemon(_ dir: TemporaryDirectory, server: UpstreamServer, heartbeat: String = "30s", extraEnv: [String: String] = [:]) throws
+        -> (ManagedProcess, DatagramListener, String)
+    {
+        let notify = try DatagramListener(path: dir.file("notify.sock"))
+        let socket = dir.file("d.sock")
+        let config = try dir.write("wsbridged.toml", Self.config(server: server, socket: socket, heartbeat: heartbeat))
+        var env = ProcessInfo.processInfo.environment
+        env["NOTIFY_SOCKET"] = notify.path
+        env.merge(extraEnv) { _, new in new }
+        let daemon = try ManagedProcess(Paths.daemon, ["--config", config, "--log-level", "debug"], environment: env, name: "wsbridged")
+        return (daemon, notify, config)
+    }
+
+    static func config(server: UpstreamServer, socket: String, heartbeat: String) -> String {
+        """
+        [upstream]
+        url = "\(server.url)"
+        [heartbeat]
+        interval = "\(heartbeat)"
+        [backoff]
+        base = "50ms"
+        cap = "100ms"
+        [reachability]
+        enabled = false
+        [local]
+        socket = "\(socket)"
+        """
+    }
+
+    @Test func notifiesReadyStatusWatchdogAndStopping() async throws {
+        let dir = try TemporaryDirectory()
+        let server = try await UpstreamServer(.nio)
+        let (daemon, notify, _) = try self.startDaemon(dir, server: server, extraEnv: ["WATCHDOG_USEC": "400000"])
+        defer { daemon.stop() }
+        let ready = await notify.messages.wait(containing: "READY=1")
+        #expect(ready != nil, "\(daemon.stderr.text)")
+        // READY=1 means the socket listens: a client connects at once.
+        let client = try SocketClient(path: dir.file("d.sock"))
+        #expect(await notify.messages.wait(containing: "STATUS=open ws://127.0.0.1:\(server.port), 1 subscriber") != nil, "\(notify.messages.text)")
+        let mark = notify.messages.count
+        server.command("close 1012 restart")
+        #expect(await notify.messages.wait(from: mark, containing: "STATUS=backingOff") != nil)
+        #expect(await notify.messages.wait(from: mark, containing: "STATUS=open") != nil)
+
+        // WATCHDOG=1 at half of WATCHDOG_USEC (200 ms): wait for 8 pings and look at the spacing.
+        let watchdogMark = notify.messages.count
+        let pings = await notify.messages.wait(count: 8, from: watchdogMark, timeout: .seconds(10)) { $0.contains("WATCHDOG=1") }
+        let times = pings.compactMap { Int($0.split(separator: " ")[0]) }
+        #expect(times.count >= 8)
+        let gaps = zip(times.dropFirst(), times).map { $0 - $1 }
+        let median = gaps.sorted()[gaps.count / 2]
+        print("measure: watchdog ping interval median \(median) ms (expected 200)")
+        #expect(median >= 100 && median <= 400, "\(gaps)")
+
+        daemon.signal(SIGTERM)
+        #expect(await notify.messages.wait(containing: "STOPPING=1") != nil)
+        #expect(await daemon.waitForExit() == 0)
+        // The subscriber saw the stop and then end of stream.
+        #expect(await client.lines.wait(containing: "\"state\":\"stopped\"") != nil)
+    }
+
+    @Test func sighupAppliesANewHeartbeatWithoutDroppingSubscribers() async throws {
+        let dir = try TemporaryDirectory()
+        let server = try await UpstreamServer(.nio)
+        let (daemon, notify, config) = try self.startDaemon(dir, server: server, heartbeat: "30s")
+        defer { daemon.stop() }
+        #expect(await notify.messages.wait(containing: "READY=1") != nil)
+        let client = try SocketClient(path: dir.file("d.sock"))
+        #expect(await client.lines.wait(containing: "\"type\":\"hello\"") != nil)
+        #expect(await daemon.stderr.wait(containing: "-> open") != nil)
+
+        // A broken file first: the reload is refused and the running configuration kept.
+        try "[heartbeat]\ninterval = \"soon\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+        daemon.signal(SIGHUP)
+        #expect(await daemon.stderr.wait(containing: "reload failed, keeping the running configuration") != nil)
+        #expect(daemon.stderr.text.contains("heartbeat.interval = \"soon\""))
+
+        try Self.config(server: server, socket: dir.file("d.sock"), heartbeat: "200ms").write(toFile: config, atomically: true, encoding: .utf8)
+        let mark = notify.messages.count
+        let serverMark = server.mark
+        daemon.signal(SIGHUP)
+        #expect(await notify.messages.wait(from: mark, containing: "RELOADING=1") != nil)
+        #expect(notify.messages.lines[mark...].contains { $0.contains("MONOTONIC_USEC=") })
+        #expect(await notify.messages.wait(from: mark, containing: "READY=1") != nil)
+        #expect(await daemon.stderr.wait(containing: "configuration reloaded") != nil)
+        // The 30 s heartbeat is now 200 ms: pings arrive long before 30 s would have passed.
+        #expect(await server.event("ping", from: serverMark, timeout: .seconds(10)) != nil)
+        // The subscriber is still connected and served.
+        server.command("send after reload")
+        #expect(await client.lines.wait(containing: "after reload") != nil)
+    }
+
+    @Test func reloadNamesWhatNeedsARestart() async throws {
+        let dir = try TemporaryDirectory()
+        let server = try await UpstreamServer(.nio)
+        let (daemon, notify, config) = try self.startDaemon(dir, server: server)
+        defer { daemon.stop() }
+        #expect(await notify.messages.wait(containing: "READY=1") != nil)
+        let text = Self.config(server: server, socket: dir.file("d.sock"), heartbeat: "30s") + "\nmax_line = 4096\n"
+        try text.write(toFile: config, atomically: true, encoding: .utf8)
+        daemon.signal(SIGHUP)
+        #expect(await daemon.stderr.wait(containing: "local.max_line changed but apply only after a restart") != nil)
+    }
+
+    @Test func socketActivationStartsTheDaemonOnFirstConnect() async throws {
+        let dir = try TemporaryDirectory()
+        let server = try await UpstreamServer(.nio)
+        let path = dir.file("activated.sock")
+        let activator = try ManagedProcess(
+            "/usr/bin/systemd-socket-activate",
+            ["-l", path, "--fdname=wsbridged", Paths.daemon, "--url", server.url, "--socket", dir.file("unused.sock"), "--log-level", "debug"],
+            name: "systemd-socket-activate"
+        )
+        defer { activator.stop() }
+        #expect(await activator.stderr.wait(containing: "Listening on") != nil, "\(activator.stderr.text)")
+        // Nothing connected yet: the daemon has not started, so the upstream saw no one.
+        #expect(await server.event("upgrade", timeout: .milliseconds(300)) == nil)
+        let client = try SocketClient(path: path)
+        #expect(await client.lines.wait(containing: "\"type\":\"hello\"") != nil, "\(activator.stderr.text)")
+        #expect(await activator.stderr.wait(containing: "listening on the socket passed by systemd") != nil)
+        #expect(activator.stderr.text.contains("local.fdname=wsbridged"))
+        #expect(await server.event("upgrade") != nil)
+        // It did not bind its own path.
+        #expect(!FileManager.default.fileExists(atPath: dir.file("unused.sock")))
+        client.send("{\"id\":\"s\",\"op\":\"status\"}")
+        #expect(await client.reply("s")?["ok"] == true)
+    }
+
+    @Test(.enabled(if: !FileManager.default.fileExists(atPath: "/run/systemd/journal/socket") && getuid() == 0, "needs root and no running journald"))
+    func logsGoToTheJournalAsStructuredEntries() async throws {
+        try FileManager.default.createDirectory(atPath: "/run/systemd/journal", withIntermediateDirectories: true)
+        let journal = try DatagramListener(path: "/run/systemd/journal/socket")
+        defer { try? FileManager.default.removeItem(atPath: "/run/systemd/journal") }
+        let dir = try TemporaryDirectory()
+        let server = try await UpstreamServer(.nio)
+        let secret = "journal-secret-\(UUID().uuidString)"
+        let token = try dir.write("token", secret)
+        let config = try dir.write(
+            "wsbridged.toml",
+            "[upstream]\nurl = \"\(server.url)\"\n[auth]\ntoken_file = \"\(token)\"\n[local]\nsocket = \"\(dir.file("d.sock"))\"\n[reachability]\nenabled = false\n"
+        )
+        let daemon = try ManagedProcess(Paths.daemon, ["--config", config, "--log-level", "trace"], journalStream: true)
+        defer { daemon.stop() }
+        let entry = await journal.messages.wait(containing: "MESSAGE=state connecting -> open")
+        #expect(entry != nil, "\(daemon.stderr.text)")
+        let fields = entry.map { Set($0.split(separator: " | ").map(String.init)) } ?? []
+        #expect(fields.contains("PRIORITY=5"))
+        #expect(fields.contains("SYSLOG_IDENTIFIER=wsbridged"))
+        #expect(fields.contains("STATE_TO=open"))
+        #expect(fields.contains { $0.hasPrefix("CODE_FILE=") && $0.contains("UpstreamLink.swift") })
+        #expect(fields.contains { $0.hasPrefix("CODE_LINE=") })
+        #expect(fields.contains("UPSTREAM_URL=\(server.url)"))
+        server.command("send traced")
+        #expect(await journal.messages.wait(containing: "traced") != nil)
+        daemon.signal(SIGTERM)
+        #expect(await daemon.waitForExit() == 0)
+        // Everything went to the journal; no secret in any field.
+        #expect(daemon.stderr.text.isEmpty, "\(daemon.stderr.text)")
+        #expect(!journal.messages.text.contains(secret))
+        #expect(await server.event("upgrade path=/ authorization=Bearer \(secret)") != nil)
+    }
+}
