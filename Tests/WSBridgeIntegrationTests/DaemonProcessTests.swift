@@ -72,6 +72,24 @@ import Testing
         #expect(!logs.lowercased().contains("bearer"))
     }
 
+    @Test func tokenFromASystemdCredential() async throws {
+        let dir = try TemporaryDirectory()
+        let server = try await UpstreamServer(.nio)
+        let credentials = dir.file("credentials")
+        try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: true)
+        let secret = "cred-\(UUID().uuidString)"
+        try secret.write(toFile: "\(credentials)/token", atomically: true, encoding: .utf8)
+        let config = try dir.write(
+            "wsbridged.toml",
+            "[upstream]\nurl = \"\(server.url)\"\n[auth]\ntoken_file = \"${CREDENTIALS_DIRECTORY}/token\"\n[reachability]\nenabled = false\n"
+        )
+        var env = ProcessInfo.processInfo.environment
+        env["CREDENTIALS_DIRECTORY"] = credentials
+        let daemon = try ManagedProcess(Paths.daemon, ["--config", config, "--socket", dir.file("d.sock")], environment: env)
+        defer { daemon.stop() }
+        #expect(await server.event("upgrade path=/ authorization=Bearer \(secret)") != nil, "\(daemon.stderr.text)")
+    }
+
     @Test func sigtermClosesTheUpstreamWithGoingAway() async throws {
         let server = try await UpstreamServer(.python)
         let dir = try TemporaryDirectory()

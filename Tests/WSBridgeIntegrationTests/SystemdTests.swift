@@ -126,6 +126,19 @@ final class DatagramListener: Sendable {
             #expect((score ?? 10) <= 1.5, "\(unit) exposure \(score ?? -1)")
             print("measure: \(unit) exposure \(score ?? -1)")
         }
+        // A second install keeps the operator's configuration and puts the new example beside it.
+        try "# edited by the operator\n".write(toFile: prefix.file("etc/wsbridge/wsbridged.toml"), atomically: true, encoding: .utf8)
+        let again = Process()
+        again.executableURL = URL(fileURLWithPath: "\(Paths.root)/scripts/install")
+        again.environment = env
+        again.currentDirectoryURL = URL(fileURLWithPath: Paths.root)
+        again.standardError = FileHandle.nullDevice
+        try again.run()
+        again.waitUntilExit()
+        #expect(again.terminationStatus == 0)
+        #expect((try? String(contentsOfFile: prefix.file("etc/wsbridge/wsbridged.toml"), encoding: .utf8)) == "# edited by the operator\n")
+        #expect(FileManager.default.fileExists(atPath: prefix.file("etc/wsbridge/wsbridged.toml.example")))
+
         // uninstall removes it again, keeping the configuration.
         let uninstall = Process()
         uninstall.executableURL = URL(fileURLWithPath: "\(Paths.root)/scripts/uninstall")
