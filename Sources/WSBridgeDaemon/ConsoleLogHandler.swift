@@ -1,3 +1,6 @@
+// glibc's `struct timespec`/`struct tm` are claimed by the CSystemd module (its headers include
+// <time.h>), so it is imported explicitly where time structures are used.
+import CSystemd
 import Logging
 
 #if canImport(Glibc)

@@ -77,12 +77,3 @@ extension String {
         return String(s)
     }
 }
-
-/// Wall-clock time for message timestamps (not for timers: those use the monotonic clock).
-enum WallClock {
-    static func millisecondsSinceEpoch() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-    }
-}

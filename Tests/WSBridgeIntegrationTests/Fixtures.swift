@@ -52,10 +52,18 @@ struct TestFailure: Error, CustomStringConvertible {
 
 /// Runs a command to completion; throws with its output when it fails.
 @discardableResult
-func run(_ executable: String, _ arguments: [String], allowFailure: Bool = false) throws -> (status: Int32, output: String) {
+func run(
+    _ executable: String,
+    _ arguments: [String],
+    environment: [String: String]? = nil,
+    directory: String? = nil,
+    allowFailure: Bool = false
+) throws -> (status: Int32, output: String) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
+    if let environment { process.environment = environment }
+    if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
     let pipe = Pipe()
     process.standardOutput = pipe
     process.standardError = pipe

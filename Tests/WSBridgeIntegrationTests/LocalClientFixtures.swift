@@ -10,12 +10,7 @@ final class SocketClient: Sendable {
     /// Connects; with `reading: false` the client never reads (a stalled subscriber).
     init(path: String, reading: Bool = true, name: String = "client") throws {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            raw.copyBytes(from: path.utf8)
-            raw[path.utf8.count] = 0
-        }
+        var addr = unixAddress(path)
         let r = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
@@ -70,6 +65,26 @@ final class SocketClient: Sendable {
     deinit {
         self.handle.readabilityHandler = nil
     }
+}
+
+/// A `sockaddr_un` for `path`.
+func unixAddress(_ path: String) -> sockaddr_un {
+    var addr = sockaddr_un()
+    addr.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+        raw.copyBytes(from: path.utf8)
+        raw[path.utf8.count] = 0
+    }
+    return addr
+}
+
+/// Runs socat as user nobody (group nogroup, no other groups) against the socket at `path`.
+func socatAsNobody(_ path: String) throws -> ManagedProcess {
+    try ManagedProcess(
+        "/usr/bin/setpriv",
+        ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", "/usr/bin/socat", "-", "UNIX-CONNECT:\(path)"],
+        name: "nobody"
+    )
 }
 
 /// A daemon process with its own socket and an upstream test server, both on loopback.

@@ -239,11 +239,7 @@ import WSBridgeProtocol
     func anotherUserMayReadButNotWrite() async throws {
         let f = try await DaemonFixture(extraConfig: "mode = \"0666\"")
         try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: f.dir.path)
-        let nobody = try ManagedProcess(
-            "/usr/bin/setpriv",
-            ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", "/usr/bin/socat", "-", "UNIX-CONNECT:\(f.socket)"],
-            name: "nobody"
-        )
+        let nobody = try socatAsNobody(f.socket)
         defer { nobody.stop() }
         let hello = await nobody.stdout.wait(containing: "\"type\":\"hello\"")
         #expect(hello?.contains("\"write\":false") == true, "\(nobody.stderr.text)")
@@ -272,11 +268,7 @@ import WSBridgeProtocol
     func accessListsGrantWrites(_ grant: String) async throws {
         let f = try await DaemonFixture(extraConfig: "mode = \"0666\"\n[access]\n\(grant)")
         try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: f.dir.path)
-        let nobody = try ManagedProcess(
-            "/usr/bin/setpriv",
-            ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", "/usr/bin/socat", "-", "UNIX-CONNECT:\(f.socket)"],
-            name: "nobody"
-        )
+        let nobody = try socatAsNobody(f.socket)
         defer { nobody.stop() }
         #expect(await nobody.stdout.wait(containing: "\"write\":true") != nil, "\(nobody.stdout.text) \(nobody.stderr.text)")
         nobody.send("{\"id\":\"w\",\"op\":\"send\",\"text\":\"granted\"}")
@@ -299,12 +291,7 @@ import WSBridgeProtocol
         let path = dir.file("stale.sock")
         // A socket file nobody listens on, as a crashed daemon leaves it.
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            raw.copyBytes(from: path.utf8)
-            raw[path.utf8.count] = 0
-        }
+        var addr = unixAddress(path)
         _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
         close(fd)
         #expect(FileManager.default.fileExists(atPath: path))

@@ -13,12 +13,7 @@ final class DatagramListener: Sendable {
         let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, socklen_t(MemoryLayout<Int32>.size))
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            raw.copyBytes(from: path.utf8)
-            raw[path.utf8.count] = 0
-        }
+        var addr = unixAddress(path)
         let r = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
         guard r == 0 else { throw TestFailure("cannot bind \(path): \(String(cString: strerror(errno)))") }
         self.fd = fd
@@ -85,17 +80,8 @@ final class DatagramListener: Sendable {
         env["CONFIGURATION"] = "debug"
         env["WSBRIDGE_BIN_DIR"] = Paths.bin
         env["WSBRIDGE_MAN_DIR"] = ProcessInfo.processInfo.environment["WSBRIDGE_MAN_DIR"] ?? "\(Paths.root)/.build/plugins/GenerateManual/outputs"
-        let install = Process()
-        install.executableURL = URL(fileURLWithPath: "\(Paths.root)/scripts/install")
-        install.environment = env
-        install.currentDirectoryURL = URL(fileURLWithPath: Paths.root)
-        let out = Pipe()
-        install.standardOutput = out
-        install.standardError = out
-        try install.run()
-        let installLog = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        install.waitUntilExit()
-        #expect(install.terminationStatus == 0, "\(installLog)")
+        let install = try run("\(Paths.root)/scripts/install", [], environment: env, directory: Paths.root, allowFailure: true)
+        #expect(install.status == 0, "\(install.output)")
         for file in ["bin/wsbridged", "bin/wsbridgectl", "share/man/man8/wsbridged.8", "share/man/man1/wsbridgectl.1",
             "share/bash-completion/completions/wsbridgectl", "etc/wsbridge/wsbridged.toml", "units/wsbridged.socket"]
         {
@@ -103,19 +89,10 @@ final class DatagramListener: Sendable {
         }
 
         for unit in ["wsbridged.service", "wsbridged.socket", "wsbridged@.service", "wsbridged@.socket"] {
-            let verify = Process()
-            verify.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-analyze")
-            verify.arguments = ["verify", prefix.file("units/\(unit)")]
             var venv = ProcessInfo.processInfo.environment
             venv["MANPATH"] = prefix.file("share/man")
-            verify.environment = venv
-            let pipe = Pipe()
-            verify.standardOutput = pipe
-            verify.standardError = pipe
-            try verify.run()
-            let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            verify.waitUntilExit()
-            #expect(verify.terminationStatus == 0, "\(unit): \(output)")
+            let (status, output) = try run("/usr/bin/systemd-analyze", ["verify", prefix.file("units/\(unit)")], environment: venv, allowFailure: true)
+            #expect(status == 0, "\(unit): \(output)")
             #expect(output.isEmpty, "\(unit): systemd-analyze verify printed: \(output)")
         }
         for unit in ["wsbridged.service", "wsbridged@.service"] {
@@ -128,23 +105,12 @@ final class DatagramListener: Sendable {
         }
         // A second install keeps the operator's configuration and puts the new example beside it.
         try "# edited by the operator\n".write(toFile: prefix.file("etc/wsbridge/wsbridged.toml"), atomically: true, encoding: .utf8)
-        let again = Process()
-        again.executableURL = URL(fileURLWithPath: "\(Paths.root)/scripts/install")
-        again.environment = env
-        again.currentDirectoryURL = URL(fileURLWithPath: Paths.root)
-        again.standardError = FileHandle.nullDevice
-        try again.run()
-        again.waitUntilExit()
-        #expect(again.terminationStatus == 0)
+        #expect(try run("\(Paths.root)/scripts/install", [], environment: env, directory: Paths.root, allowFailure: true).status == 0)
         #expect((try? String(contentsOfFile: prefix.file("etc/wsbridge/wsbridged.toml"), encoding: .utf8)) == "# edited by the operator\n")
         #expect(FileManager.default.fileExists(atPath: prefix.file("etc/wsbridge/wsbridged.toml.example")))
 
         // uninstall removes it again, keeping the configuration.
-        let uninstall = Process()
-        uninstall.executableURL = URL(fileURLWithPath: "\(Paths.root)/scripts/uninstall")
-        uninstall.environment = env
-        try uninstall.run()
-        uninstall.waitUntilExit()
+        #expect(try run("\(Paths.root)/scripts/uninstall", [], environment: env, allowFailure: true).status == 0)
         #expect(!FileManager.default.fileExists(atPath: prefix.file("bin/wsbridged")))
         #expect(FileManager.default.fileExists(atPath: prefix.file("etc/wsbridge/wsbridged.toml")))
     }

@@ -1,0 +1,16 @@
+// glibc's `struct timespec` is claimed by the CSystemd module (its headers include <time.h>),
+// so it is imported explicitly where time structures are used.
+import CSystemd
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Wall-clock time for message timestamps (not for timers: those use the monotonic clock).
+enum WallClock {
+    static func millisecondsSinceEpoch() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+}
