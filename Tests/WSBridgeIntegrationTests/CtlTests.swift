@@ -7,27 +7,12 @@ import WSBridgeProtocol
     static var ctl: String { "\(Paths.bin)/wsbridgectl" }
 
     func ctl(_ arguments: [String], socket: String?, stdin: String? = nil) throws -> (status: Int32, out: String, err: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.ctl)
-        process.arguments = (socket.map { ["--socket", $0] } ?? []) + arguments
         var env = ProcessInfo.processInfo.environment
         env["WSBRIDGE_SOCKET"] = nil
         env["TZ"] = "UTC"
         env["COLUMNS"] = "80"
-        process.environment = env
-        let out = Pipe()
-        let err = Pipe()
-        let input = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = input
-        try process.run()
-        if let stdin { try input.fileHandleForWriting.write(contentsOf: Data(stdin.utf8)) }
-        try input.fileHandleForWriting.close()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+        let r = try spawnAndWait(Self.ctl, (socket.map { ["--socket", $0] } ?? []) + arguments, environment: env, stdin: stdin ?? "")
+        return (r.status, r.stdout, r.stderr)
     }
 
     @Test func statusSendCloseConnect() async throws {

@@ -50,7 +50,8 @@ struct TestFailure: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// Runs a command to completion; throws with its output when it fails.
+/// Runs a command to completion; throws with its output when it fails. stdout and stderr are
+/// merged into `output`.
 @discardableResult
 func run(
     _ executable: String,
@@ -59,22 +60,92 @@ func run(
     directory: String? = nil,
     allowFailure: Bool = false
 ) throws -> (status: Int32, output: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    if let environment { process.environment = environment }
-    if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    let output = String(decoding: data, as: UTF8.self)
-    if process.terminationStatus != 0 && !allowFailure {
-        throw TestFailure("\(executable) \(arguments.joined(separator: " ")) exited \(process.terminationStatus): \(output)")
+    let r = try spawnAndWait(executable, arguments, environment: environment, directory: directory, mergeErrors: true)
+    if r.status != 0 && !allowFailure {
+        throw TestFailure("\(executable) \(arguments.joined(separator: " ")) exited \(r.status): \(r.stdout)")
     }
-    return (process.terminationStatus, output)
+    return (r.status, r.stdout)
+}
+
+/// posix_spawn + waitpid, without Foundation's Process (whose waitUntilExit was seen to hang when
+/// many processes start and end at once). Feeds `stdin`, reads stdout and stderr to the end.
+func spawnAndWait(
+    _ executable: String,
+    _ arguments: [String],
+    environment: [String: String]? = nil,
+    directory: String? = nil,
+    stdin: String? = nil,
+    mergeErrors: Bool = false
+) throws -> (status: Int32, stdout: String, stderr: String) {
+    var inPipe: [Int32] = [-1, -1]
+    var outPipe: [Int32] = [-1, -1]
+    var errPipe: [Int32] = [-1, -1]
+    guard pipe(&inPipe) == 0, pipe(&outPipe) == 0, pipe(&errPipe) == 0 else { throw TestFailure("pipe failed") }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_adddup2(&actions, inPipe[0], 0)
+    posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
+    posix_spawn_file_actions_adddup2(&actions, mergeErrors ? outPipe[1] : errPipe[1], 2)
+    for fd in inPipe + outPipe + errPipe { posix_spawn_file_actions_addclose(&actions, fd) }
+    let env = (environment ?? ProcessInfo.processInfo.environment).map { "\($0.key)=\($0.value)" }
+    var argv = [executable] + arguments
+    var program = executable
+    if let directory {
+        // Glibc's Swift module lacks posix_spawn_file_actions_addchdir_np: let sh change directory.
+        argv = ["/bin/sh", "-c", "cd \"$0\" && exec \"$@\"", directory] + argv
+        program = "/bin/sh"
+    }
+    var pid: pid_t = 0
+    let cArgs = argv.map { strdup($0) } + [nil]
+    let cEnv = env.map { strdup($0) } + [nil]
+    defer {
+        cArgs.forEach { free($0) }
+        cEnv.forEach { free($0) }
+    }
+    let rc = posix_spawn(&pid, program, &actions, nil, cArgs, cEnv)
+    close(inPipe[0])
+    close(outPipe[1])
+    close(errPipe[1])
+    guard rc == 0 else {
+        close(inPipe[1])
+        close(outPipe[0])
+        close(errPipe[0])
+        throw TestFailure("cannot start \(executable): \(String(cString: strerror(rc)))")
+    }
+    if let stdin {
+        var bytes = Array(stdin.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeMutableBytes { write(inPipe[1], $0.baseAddress, $0.count) }
+            if n <= 0 { break }
+            offset += n
+        }
+        bytes.removeAll()
+    }
+    close(inPipe[1])
+    // Read both pipes until both end (poll, so neither can fill up and block the child).
+    var out: [UInt8] = []
+    var err: [UInt8] = []
+    var open: [Int32] = [outPipe[0], errPipe[0]]
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while !open.isEmpty {
+        var fds = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        if poll(&fds, nfds_t(fds.count), -1) < 0 { if errno == EINTR { continue } else { break } }
+        for p in fds where p.revents != 0 {
+            let n = buffer.withUnsafeMutableBytes { read(p.fd, $0.baseAddress, $0.count) }
+            if n > 0 {
+                if p.fd == outPipe[0] { out.append(contentsOf: buffer[0..<n]) } else { err.append(contentsOf: buffer[0..<n]) }
+            } else {
+                close(p.fd)
+                open.removeAll { $0 == p.fd }
+            }
+        }
+    }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    let code: Int32 = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+    return (code, String(decoding: out, as: UTF8.self), String(decoding: err, as: UTF8.self))
 }
 
 /// An upstream WebSocket server in a child process: ours (`wsbridge-testserver`) or Python's
