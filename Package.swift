@@ -101,6 +101,20 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Fan-out benchmark: wsbridged against a plain WebSocket client on the same generator.
+        .executableTarget(
+            name: "wsbridge-bench",
+            dependencies: [
+                "WSBridgeCore",
+                "WSBridgeDaemon",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "WSBridgeProtocolTests",
             dependencies: ["WSBridgeProtocol"],

@@ -158,23 +158,37 @@ final class LocalClient: ChannelInboundHandler {
         }
     }
 
+    /// Writes queued lines while the socket takes them, then flushes once. Consecutive lines go
+    /// out as one buffer (up to 64 KiB): one pipeline write per batch instead of per message.
     private func drain() {
         guard let context = self.context else { return }
         var wrote = false
-        while context.channel.isWritable, let entry = self.queue.popFirst() {
-            if entry.seq != nil {
-                self.writeDroppedNotice(context)
-                self.queuedMessages -= 1
-                self.queuedBytes -= entry.line.readableBytes
-            }
-            context.write(Self.wrapOutboundOut(entry.line), promise: nil)
-            wrote = true
-        }
-        if self.queue.isEmpty, self.dropped != nil, context.channel.isWritable {
+        // Drops happen only when lines are queued (never during a drain): the notice goes first.
+        if self.dropped != nil, self.queue.first?.seq != nil || self.queue.isEmpty, context.channel.isWritable {
             self.writeDroppedNotice(context)
             wrote = true
         }
+        while context.channel.isWritable, let first = self.queue.popFirst() {
+            self.account(first)
+            var batch: ByteBuffer?
+            while let next = self.queue.first, (batch?.readableBytes ?? first.line.readableBytes) < 64 * 1024 {
+                if batch == nil {
+                    batch = context.channel.allocator.buffer(capacity: min(64 * 1024 + 4096, first.line.readableBytes * (self.queue.count + 1)))
+                    batch!.writeImmutableBuffer(first.line)
+                }
+                batch!.writeImmutableBuffer(next.line)
+                self.account(self.queue.removeFirst())
+            }
+            context.write(Self.wrapOutboundOut(batch ?? first.line), promise: nil)
+            wrote = true
+        }
         if wrote { context.flush() }
+    }
+
+    private func account(_ entry: Entry) {
+        guard entry.seq != nil else { return }
+        self.queuedMessages -= 1
+        self.queuedBytes -= entry.line.readableBytes
     }
 
     private func writeDroppedNotice(_ context: ChannelHandlerContext) {

@@ -1,0 +1,115 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// A child process with line-oriented stdout and a stdin for commands.
+final class Child: Sendable {
+    let process: Process
+    private let input: FileHandle
+    private let lines = NIOLockedValueBox<[String]>([])
+    private let partial = NIOLockedValueBox<Data>(Data())
+
+    init(_ path: String, _ arguments: [String]) throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: path)
+        p.arguments = arguments
+        let out = Pipe()
+        let inp = Pipe()
+        p.standardOutput = out
+        p.standardInput = inp
+        p.standardError = FileHandle.standardError
+        self.process = p
+        self.input = inp.fileHandleForWriting
+        let lines = self.lines
+        let partial = self.partial
+        out.fileHandleForReading.readabilityHandler = { h in
+            let data = h.availableData
+            partial.withLockedValue { buf in
+                buf.append(data)
+                while let nl = buf.firstIndex(of: 0x0A) {
+                    let line = String(decoding: buf[buf.startIndex..<nl], as: UTF8.self)
+                    buf.removeSubrange(buf.startIndex...nl)
+                    lines.withLockedValue { $0.append(line) }
+                }
+            }
+        }
+        try p.run()
+    }
+
+    var pid: Int32 { self.process.processIdentifier }
+
+    func send(_ line: String) { try? self.input.write(contentsOf: Data((line + "\n").utf8)) }
+
+    /// Waits for (and consumes) the first line matching `predicate`.
+    func waitLine(_ predicate: (String) -> Bool) async throws -> String {
+        for _ in 0..<6000 {
+            let hit = self.lines.withLockedValue { lines -> String? in
+                guard let i = lines.firstIndex(where: predicate) else { return nil }
+                return lines.remove(at: i)
+            }
+            if let hit { return hit }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        throw CocoaError(.fileReadUnknown)
+    }
+
+    func stop() {
+        if self.process.isRunning { kill(self.process.processIdentifier, SIGTERM) }
+    }
+}
+
+/// N raw subscribers on the daemon's socket, counting message lines.
+final class Subscribers: Sendable {
+    private let channels: [any Channel]
+    private let counters: [NIOLockedValueBox<Int>]
+
+    private init(channels: [any Channel], counters: [NIOLockedValueBox<Int>]) {
+        self.channels = channels
+        self.counters = counters
+    }
+
+    static func connect(count: Int, path: String, group: any EventLoopGroup) async throws -> Subscribers {
+        var channels: [any Channel] = []
+        var counters: [NIOLockedValueBox<Int>] = []
+        for _ in 0..<count {
+            let counter = NIOLockedValueBox(-1)  // the hello line is not a message
+            let channel = try await ClientBootstrap(group: group)
+                .channelInitializer { ch in
+                    ch.eventLoop.makeCompletedFuture { try ch.pipeline.syncOperations.addHandler(LineCounter(counter: counter)) }
+                }
+                .connect(unixDomainSocketPath: path).get()
+            channels.append(channel)
+            counters.append(counter)
+        }
+        return Subscribers(channels: channels, counters: counters)
+    }
+
+    /// Waits until every subscriber counted `n` more lines than at the start of its run.
+    func waitForAll(_ n: Int) async {
+        while self.counters.contains(where: { $0.withLockedValue { $0 } < n }) {
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+        for c in self.counters { c.withLockedValue { $0 -= n } }
+    }
+
+    func close() async {
+        for c in self.channels { try? await c.close() }
+    }
+}
+
+/// Counts newline-terminated lines without decoding them.
+final class LineCounter: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+    private let counter: NIOLockedValueBox<Int>
+
+    init(counter: NIOLockedValueBox<Int>) {
+        self.counter = counter
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = Self.unwrapInboundIn(data)
+        let n = buffer.withUnsafeReadableBytes { bytes in bytes.reduce(0) { $0 + ($1 == 0x0A ? 1 : 0) } }
+        self.counter.withLockedValue { $0 += n }
+    }
+}
