@@ -9,18 +9,6 @@
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 
-int cwsb_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-        return -errno;
-    }
-    *pid = cred.pid;
-    *uid = cred.uid;
-    *gid = cred.gid;
-    return 0;
-}
-
 int cwsb_rtnetlink_open(void) {
     int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
     if (fd < 0) {

@@ -20,7 +20,7 @@ public struct Configuration: Sendable, Equatable {
     public struct Upstream: Sendable, Equatable {
         /// ws:// or wss:// URL of the upstream.
         public var url = UpstreamURL(scheme: .ws, host: "127.0.0.1", port: 8080, path: "/")
-        public var headers: [(name: String, value: String)] = []
+        public var headers: [Header] = []
         public var subprotocols: [String] = []
         public var compression = true
         public var maxMessageSize = 16 * 1024 * 1024
@@ -28,11 +28,14 @@ public struct Configuration: Sendable, Equatable {
 
         public init() {}
 
-        public static func == (lhs: Self, rhs: Self) -> Bool {
-            lhs.url == rhs.url && lhs.headers.map(\.name) == rhs.headers.map(\.name)
-                && lhs.headers.map(\.value) == rhs.headers.map(\.value) && lhs.subprotocols == rhs.subprotocols
-                && lhs.compression == rhs.compression && lhs.maxMessageSize == rhs.maxMessageSize
-                && lhs.connectTimeout == rhs.connectTimeout
+        /// An extra HTTP header for the upgrade request.
+        public struct Header: Sendable, Equatable {
+            public var name: String
+            public var value: String
+            public init(name: String, value: String) {
+                self.name = name
+                self.value = value
+            }
         }
     }
 

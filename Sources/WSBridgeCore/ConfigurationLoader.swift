@@ -136,7 +136,7 @@ private struct Reader {
             }
             if let v = u["headers"] {
                 guard let h = v.table else { throw self.error("upstream.headers", v, "must be a table of \"Name\" = \"value\" strings") }
-                var headers: [(String, String)] = []
+                var headers: [Configuration.Upstream.Header] = []
                 for name in h.keys.sorted() {
                     let value = try self.string(h[name]!, "upstream.headers.\(name)")
                     guard Self.isToken(name) else {
@@ -149,7 +149,7 @@ private struct Reader {
                     guard !value.contains("\r") && !value.contains("\n") else {
                         throw self.error("upstream.headers.\(name)", nil, "header values must not contain line breaks")
                     }
-                    headers.append((name, value))
+                    headers.append(.init(name: name, value: value))
                 }
                 config.upstream.headers = headers
             }

@@ -162,12 +162,3 @@ public struct ProxyURL: Sendable, Equatable, CustomStringConvertible {
         return false
     }
 }
-
-extension StringProtocol {
-    func trimmingSpaces() -> String {
-        var s = Substring(self)
-        while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
-        while let l = s.last, l == " " || l == "\t" { s.removeLast() }
-        return String(s)
-    }
-}

@@ -30,7 +30,6 @@ final class LocalClient: ChannelInboundHandler {
     private var drainScheduled = false
     /// Messages dropped since the last `dropped` notice: count and seq range.
     private var dropped: (count: UInt64, from: UInt64, to: UInt64)?
-    private(set) var totalDropped: UInt64 = 0
 
     init(id: Int, credentials: PeerCredentials?, mayWrite: Bool, plane: LocalPlane, maxMessages: Int, maxBytes: Int) {
         self.id = id
@@ -82,8 +81,6 @@ final class LocalClient: ChannelInboundHandler {
         self.maxBytes = maxBytes
     }
 
-    var pendingMessages: Int { self.queuedMessages }
-
     /// Flushes what is queued (as far as the socket takes it now), then closes. Completes when closed.
     func finish(_ line: ByteBuffer?) -> EventLoopFuture<Void>? {
         guard let context = self.context else { return nil }
@@ -134,7 +131,6 @@ final class LocalClient: ChannelInboundHandler {
             if let seq = entry.seq, self.queuedMessages > self.maxMessages || self.queuedBytes > self.maxBytes {
                 self.queuedMessages -= 1
                 self.queuedBytes -= entry.line.readableBytes
-                self.totalDropped += 1
                 if let d = self.dropped {
                     self.dropped = (d.count + 1, d.from, seq)
                 } else {

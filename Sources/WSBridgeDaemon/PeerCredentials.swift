@@ -1,4 +1,3 @@
-import CWSBridgeLinux
 import WSBridgeCore
 
 #if canImport(Glibc)
@@ -10,14 +9,6 @@ struct PeerCredentials: Sendable, Equatable {
     var pid: Int32
     var uid: UInt32
     var gid: UInt32
-
-    static func of(fd: Int32) -> PeerCredentials? {
-        var pid: pid_t = 0
-        var uid: uid_t = 0
-        var gid: gid_t = 0
-        guard cwsb_peer_credentials(fd, &pid, &uid, &gid) == 0 else { return nil }
-        return PeerCredentials(pid: pid, uid: uid, gid: gid)
-    }
 
     /// root, the daemon's own user, `access.write_uids`, or a member of `access.write_groups`.
     func mayWrite(_ access: Configuration.Access) -> Bool {

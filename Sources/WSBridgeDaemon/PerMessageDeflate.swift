@@ -14,7 +14,7 @@ final class PerMessageDeflate {
             case .tooLarge(let limit):
                 "upstream sent a compressed message larger than upstream.max_message_size (\(limit) bytes) once inflated"
             case .corrupt(let code):
-                "upstream sent invalid permessage-deflate data (zlib error \(code))"
+                "upstream sent invalid permessage-deflate data (zlib error \(code)); if this repeats, set upstream.compression = false"
             case .noMemory:
                 "out of memory for permessage-deflate"
             }

@@ -23,7 +23,6 @@ struct UpstreamConnector: Sendable {
     var tls: Configuration.TLS
     var proxy: ProxyURL?
     var token: String?
-    var logger: Logger
 
     /// The result of a successful handshake.
     struct Handshake: Sendable {

@@ -40,6 +40,8 @@ public final class UpstreamLink {
     private var bytesIn: UInt64 = 0
     private var messagesOut: UInt64 = 0
     private var bytesOut: UInt64 = 0
+    /// Set by `shutdown()`: no more sends are accepted.
+    private var stopping = false
     /// How long to wait for the server to end the TCP connection after a close handshake.
     static let closeTimeout: TimeAmount = .seconds(3)
 
@@ -125,8 +127,8 @@ public final class UpstreamLink {
 
     /// Sends a message on the open link, or queues it (bounded) until the link opens.
     func submit(_ message: UpstreamMessage) -> SendOutcome {
-        if self.machine.phase == .stopped || self.machine.phase == .closing && self.stopping {
-            return .rejected("wsbridged is shutting down")
+        if self.stopping {
+            return .rejected("wsbridged is shutting down; the message was not sent")
         }
         if self.outbound.isEmpty, self.write(message) {
             return .sent
@@ -181,8 +183,6 @@ public final class UpstreamLink {
         self.channel?.flush()
         self.logger.info("sent \(count) queued message(s)")
     }
-
-    private var stopping = false
 
     var status: LinkStatus {
         let close: (UInt16?, String, String)? = self.machine.lastDisconnect.map { reason in
@@ -336,8 +336,7 @@ public final class UpstreamLink {
             upstream: self.configuration.upstream,
             tls: self.configuration.tls,
             proxy: proxy,
-            token: token,
-            logger: self.logger
+            token: token
         )
         let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
         let maxMessageSize = self.configuration.upstream.maxMessageSize

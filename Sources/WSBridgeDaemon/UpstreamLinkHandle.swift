@@ -47,25 +47,9 @@ public struct UpstreamLinkHandle: Sendable {
         return self.eventLoop.submit { link.value.send(message) }
     }
 
-    /// Sends now, or queues until the link opens.
-    public func submit(_ message: UpstreamMessage) -> EventLoopFuture<SendOutcome> {
-        let link = self.link
-        return self.eventLoop.submit { link.value.submit(message) }
-    }
-
-    public func status() -> EventLoopFuture<LinkStatus> {
-        let link = self.link
-        return self.eventLoop.submit { link.value.status }
-    }
-
     /// Closes with 1001 and completes once the link is stopped.
     public func shutdown() -> EventLoopFuture<Void> {
         let link = self.link
         return self.eventLoop.flatSubmit { link.value.shutdown() }
-    }
-
-    public func phase() -> EventLoopFuture<ConnectionPhase> {
-        let link = self.link
-        return self.eventLoop.submit { link.value.phase }
     }
 }

@@ -59,7 +59,7 @@ struct Bench: AsyncParsableCommand {
         let daemon = try Child("\(self.bin)/wsbridged", ["--config", config])
         defer { daemon.stop() }
         _ = try await server.waitLine { $0.hasPrefix("connected 1") }
-        let idleRSS = try await Self.rss(daemon.pid)
+        let idleRSS = try Self.rss(daemon.pid)
 
         let group = MultiThreadedEventLoopGroup.singleton
         let one = try await Subscribers.connect(count: 1, path: socket, group: group)
@@ -68,7 +68,7 @@ struct Bench: AsyncParsableCommand {
 
         let many = try await Subscribers.connect(count: self.subscribers, path: socket, group: group)
         try await Task.sleep(for: .milliseconds(200))
-        let rssWith = try await Self.rss(daemon.pid)
+        let rssWith = try Self.rss(daemon.pid)
         let fanout = try await self.burst(server: server, subscribers: many)
         await many.close()
 
@@ -128,7 +128,7 @@ struct Bench: AsyncParsableCommand {
         return Double(self.messages) / elapsed.seconds
     }
 
-    static func rss(_ pid: Int32) async throws -> Int {
+    static func rss(_ pid: Int32) throws -> Int {
         let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
         let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
         return Int(line.split(separator: " ").dropFirst().first { Int($0) != nil } ?? "0") ?? 0

@@ -15,7 +15,6 @@ struct Close: ParsableCommand {
     var reason: String = ""
 
     func run() throws {
-        let result = try self.global.run("close", [("code", .number(Double(self.code))), ("reason", .string(self.reason))])
-        Output.line(self.global.json ? result.serialized : "closing (state: \(result["state"]?.stringValue ?? "?"))")
+        try self.global.runLinkCommand("close", [("code", .number(Double(self.code))), ("reason", .string(self.reason))], verb: "closing")
     }
 }

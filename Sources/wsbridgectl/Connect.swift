@@ -7,8 +7,7 @@ struct Connect: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
-        let result = try self.global.run("connect")
-        Output.line(self.global.json ? result.serialized : "connecting (state: \(result["state"]?.stringValue ?? "?"))")
+        try self.global.runLinkCommand("connect", verb: "connecting")
     }
 }
 
@@ -18,7 +17,6 @@ struct Reconnect: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
-        let result = try self.global.run("reconnect")
-        Output.line(self.global.json ? result.serialized : "reconnecting (state: \(result["state"]?.stringValue ?? "?"))")
+        try self.global.runLinkCommand("reconnect", verb: "reconnecting")
     }
 }

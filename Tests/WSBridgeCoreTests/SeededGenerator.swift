@@ -1,3 +1,5 @@
+import WSBridgeCore
+
 /// A deterministic generator (SplitMix64) so backoff tests are repeatable.
 struct SeededGenerator: RandomNumberGenerator, Sendable {
     var state: UInt64
@@ -16,12 +18,7 @@ struct MaxGenerator: RandomNumberGenerator, Sendable {
     mutating func next() -> UInt64 { .max }
 }
 
-func t(_ seconds: Double) -> MonotonicInstantHelper.Instant {
-    MonotonicInstantHelper.Instant(nanoseconds: UInt64(1_000_000_000_000 + seconds * 1e9))
-}
-
-import WSBridgeCore
-
-enum MonotonicInstantHelper {
-    typealias Instant = MonotonicInstant
+/// The instant `seconds` after an arbitrary origin, for state-machine tests.
+func t(_ seconds: Double) -> MonotonicInstant {
+    MonotonicInstant(nanoseconds: UInt64(1_000_000_000_000 + seconds * 1e9))
 }

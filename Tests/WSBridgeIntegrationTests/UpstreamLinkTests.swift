@@ -133,7 +133,7 @@ import WSBridgeDaemon
         let server = try await UpstreamServer(kind, arguments: ["--subprotocol", "feed.v2"])
         var config = try LinkHarness.configuration(url: server.url)
         config.upstream.subprotocols = ["feed.v3", "feed.v2"]
-        config.upstream.headers = [(name: "X-Client", value: "wsbridge-test")]
+        config.upstream.headers = [.init(name: "X-Client", value: "wsbridge-test")]
         let link = try await LinkHarness(config)
         defer { Task { await link.shutdown() } }
         link.handle.connect()

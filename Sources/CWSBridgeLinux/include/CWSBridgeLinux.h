@@ -15,9 +15,6 @@ struct cwsb_ucred {
 /// SO_PEERCRED's value (a macro in C).
 static inline int cwsb_so_peercred(void) { return 17; }
 
-/// Peer credentials of a connected Unix socket (SO_PEERCRED). Returns 0 or -errno.
-int cwsb_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
-
 /// Opens a non-blocking NETLINK_ROUTE socket subscribed to link, IPv4/IPv6 address and route
 /// changes. Returns the fd or -errno.
 int cwsb_rtnetlink_open(void);
