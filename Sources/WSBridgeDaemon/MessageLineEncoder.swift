@@ -8,30 +8,32 @@ enum MessageLineEncoder {
     /// `{"type":"message","seq":N,"ts":MILLIS,"kind":"text","data":"..."}` + newline.
     /// With `inlineJSON`, a text payload that is JSON goes in `"json"` instead of `"data"`.
     static func message(seq: UInt64, _ message: UpstreamMessage, inlineJSON: Bool, parsed: JSONValue?, allocator: ByteBufferAllocator) -> ByteBuffer {
-        var out: [UInt8] = []
-        out.reserveCapacity(message.data.readableBytes + 80)
-        out.append(contentsOf: #"{"type":"message","seq":"#.utf8)
-        JSONWriter.writeInteger(seq, into: &out)
-        out.append(contentsOf: #","ts":"#.utf8)
-        JSONWriter.writeInteger(message.receivedAtMillis, into: &out)
+        // Written straight into the buffer all subscribers will share: one copy of the payload.
+        var out = allocator.buffer(capacity: message.data.readableBytes + 96)
+        out.writeStaticString(#"{"type":"message","seq":"#)
+        out.writeString(String(seq))
+        out.writeStaticString(#","ts":"#)
+        out.writeString(String(message.receivedAtMillis))
         switch message.kind {
         case .text:
             if inlineJSON, let parsed {
-                out.append(contentsOf: #","kind":"text","json":"#.utf8)
-                parsed.write(into: &out)
+                out.writeStaticString(#","kind":"text","json":"#)
+                var json: [UInt8] = []
+                parsed.write(into: &json)
+                out.writeBytes(json)
             } else {
-                out.append(contentsOf: #","kind":"text","data":"#.utf8)
-                message.data.withUnsafeReadableBytes { JSONWriter.writeString(utf8: $0, into: &out) }
+                out.writeStaticString(#","kind":"text","data":"#)
+                message.data.withUnsafeReadableBytes { payload in
+                    JSONWriter.writeString(utf8: payload) { out.writeBytes($0) }
+                }
             }
         case .binary:
-            out.append(contentsOf: #","kind":"binary","data":""#.utf8)
-            out.append(contentsOf: Base64.encodeToBytes(bytes: message.data.readableBytesView))
-            out.append(UInt8(ascii: "\""))
+            out.writeStaticString(#","kind":"binary","data":""#)
+            out.writeBytes(Base64.encodeToBytes(bytes: message.data.readableBytesView))
+            out.writeStaticString("\"")
         }
-        out.append(contentsOf: "}\n".utf8)
-        var buffer = allocator.buffer(capacity: out.count)
-        buffer.writeBytes(out)
-        return buffer
+        out.writeStaticString("}\n")
+        return out
     }
 
     /// Any JSON value as one line.

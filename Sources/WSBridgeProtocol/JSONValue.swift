@@ -137,25 +137,36 @@ public enum JSONWriter {
 
     /// Writes a JSON string from bytes that are valid UTF-8 (the caller checked).
     public static func writeString(utf8 bytes: UnsafeRawBufferPointer, into out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
+        Self.writeString(utf8: bytes) { out.append(contentsOf: $0) }
+    }
+
+    /// Writes a JSON string from bytes that are valid UTF-8 (the caller checked), handing the
+    /// output to `append` in runs: unescaped stretches of the input are passed through as they
+    /// are, so a sink such as a ByteBuffer receives them without an intermediate copy.
+    public static func writeString(utf8 bytes: UnsafeRawBufferPointer, append: (UnsafeRawBufferPointer) -> Void) {
+        func emit(_ literal: StaticString) {
+            append(UnsafeRawBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+        }
+        emit("\"")
         var runStart = 0
         for i in 0..<bytes.count {
             let c = bytes[i]
             guard c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") else { continue }
-            if runStart < i { out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[runStart..<i])) }
+            if runStart < i { append(UnsafeRawBufferPointer(rebasing: bytes[runStart..<i])) }
             runStart = i + 1
             switch c {
-            case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-            case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case 0x0A: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case 0x0D: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-            case 0x09: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case UInt8(ascii: "\""): emit("\\\"")
+            case UInt8(ascii: "\\"): emit("\\\\")
+            case 0x0A: emit("\\n")
+            case 0x0D: emit("\\r")
+            case 0x09: emit("\\t")
             default:
-                out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(c >> 4)], hex[Int(c & 0xF)]])
+                let escape: [UInt8] = [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(c >> 4)], hex[Int(c & 0xF)]]
+                escape.withUnsafeBytes(append)
             }
         }
-        if runStart < bytes.count { out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[runStart...])) }
-        out.append(UInt8(ascii: "\""))
+        if runStart < bytes.count { append(UnsafeRawBufferPointer(rebasing: bytes[runStart...])) }
+        emit("\"")
     }
 
     public static func writeNumber(_ d: Double, into out: inout [UInt8]) {
