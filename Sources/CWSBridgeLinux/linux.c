@@ -8,6 +8,15 @@
 #include <sys/socket.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
+#include <stddef.h>
+
+_Static_assert(sizeof(struct cwsb_ucred) == sizeof(struct ucred), "struct ucred size");
+_Static_assert(offsetof(struct cwsb_ucred, pid) == offsetof(struct ucred, pid), "ucred.pid offset");
+_Static_assert(offsetof(struct cwsb_ucred, uid) == offsetof(struct ucred, uid), "ucred.uid offset");
+_Static_assert(offsetof(struct cwsb_ucred, gid) == offsetof(struct ucred, gid), "ucred.gid offset");
+_Static_assert(sizeof(((struct ucred *)0)->uid) == sizeof(uint32_t), "uid_t is 32 bits");
+
+int cwsb_so_peercred(void) { return SO_PEERCRED; }
 
 int cwsb_rtnetlink_open(void) {
     int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);

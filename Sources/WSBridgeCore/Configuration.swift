@@ -95,6 +95,20 @@ public struct Configuration: Sendable, Equatable {
         public var subscriberQueueBytes = 16 << 20
         /// Recent messages kept for `since` resumption.
         public var replay = 1024
+        /// Bytes of encoded lines the replay ring may hold (the oldest go first).
+        public var replayBytes = 16 << 20
+        /// Clients connected at once; one more is told why and closed.
+        public var maxClients = 1000
+        /// Unread replies and notices a client may have queued before the daemon stops reading
+        /// its requests (resumed when half of it drained). Notices alone past twice this
+        /// disconnect it.
+        public var clientOutputBytes = 1 << 20
+        /// `request`s waiting for their answer, per client and in all.
+        public var maxPendingRequests = 64
+        public var maxPendingRequestsTotal = 1024
+        /// A filter's dotted path: longest in bytes, and most components.
+        public var filterMaxBytes = 256
+        public var filterMaxDepth = 16
         /// Put a text payload that is JSON inline (`"json": {...}`) instead of as a string.
         public var inlineJSON = false
         public init() {}

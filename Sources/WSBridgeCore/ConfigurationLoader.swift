@@ -104,7 +104,11 @@ private struct Reader {
         "heartbeat": ["interval", "deadline", "text"],
         "backoff": ["base", "cap", "stable_after", "max_attempts"],
         "reachability": ["enabled", "poll_interval"],
-        "local": ["socket", "mode", "group", "max_line", "subscriber_queue", "subscriber_queue_bytes", "replay", "inline_json"],
+        "local": [
+            "socket", "mode", "group", "max_line", "subscriber_queue", "subscriber_queue_bytes", "replay", "replay_bytes", "inline_json",
+            "max_clients", "client_output_bytes", "max_pending_requests", "max_pending_requests_total", "filter_max_bytes",
+            "filter_max_depth",
+        ],
         "queue": ["max_messages", "max_bytes"],
         "access": ["write_uids", "write_groups"],
         "log": ["level"],
@@ -249,7 +253,29 @@ private struct Reader {
             if let v = l["replay"] {
                 config.local.replay = try self.int(v, "local.replay", in: 0...10_000_000, "a message count from 0 (off) to 10000000")
             }
+            if let v = l["replay_bytes"] {
+                config.local.replayBytes = try self.int(v, "local.replay_bytes", in: 0...(1 << 34), "a byte count from 0 (off)")
+            }
             if let v = l["inline_json"] { config.local.inlineJSON = try self.bool(v, "local.inline_json") }
+            if let v = l["max_clients"] {
+                config.local.maxClients = try self.int(v, "local.max_clients", in: 1...1_000_000, "a client count from 1 to 1000000")
+            }
+            if let v = l["client_output_bytes"] {
+                config.local.clientOutputBytes = try self.int(v, "local.client_output_bytes", in: 4096...(1 << 30), "a byte count from 4096 to 1073741824")
+            }
+            if let v = l["max_pending_requests"] {
+                config.local.maxPendingRequests = try self.int(v, "local.max_pending_requests", in: 0...100_000, "a request count from 0 (no requests) to 100000")
+            }
+            if let v = l["max_pending_requests_total"] {
+                config.local.maxPendingRequestsTotal = try self.int(
+                    v, "local.max_pending_requests_total", in: 0...1_000_000, "a request count from 0 (no requests) to 1000000")
+            }
+            if let v = l["filter_max_bytes"] {
+                config.local.filterMaxBytes = try self.int(v, "local.filter_max_bytes", in: 1...65536, "a byte count from 1 to 65536")
+            }
+            if let v = l["filter_max_depth"] {
+                config.local.filterMaxDepth = try self.int(v, "local.filter_max_depth", in: 1...1024, "a component count from 1 to 1024")
+            }
         }
         if let q = t("queue") {
             if let v = q["max_messages"] {

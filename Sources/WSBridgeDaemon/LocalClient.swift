@@ -1,18 +1,21 @@
 import NIOCore
+import WSBridgeCore
 import WSBridgeProtocol
 
 /// One local client connection: reads request lines, and writes its bounded queue of lines
 /// (messages shared with every other subscriber, plus its own replies) without ever letting a
 /// slow reader hold up anyone else. Confined to the plane's event loop.
-final class LocalClient: ChannelInboundHandler {
+///
+/// Bounds (each a `local.*` setting): messages by `subscriber_queue` / `subscriber_queue_bytes`
+/// (the oldest dropped in O(1), with a `dropped` notice); replies and notices by
+/// `client_output_bytes`: past it the client's requests are no longer read (NIO `read` is held
+/// back, so the kernel's socket buffer fills and the client's writes block) until half of it
+/// drained; notices alone past twice it disconnect the client. Lines already read when reading
+/// stops wait in `backlog`, at most what one socket read brought.
+final class LocalClient: ChannelDuplexHandler {
     typealias InboundIn = LocalLine
+    typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
-
-    private struct Entry {
-        var line: ByteBuffer
-        /// Message sequence number; nil for replies and notices, which are never dropped.
-        var seq: UInt64?
-    }
 
     let id: Int
     let credentials: PeerCredentials?
@@ -21,23 +24,26 @@ final class LocalClient: ChannelInboundHandler {
     private var context: ChannelHandlerContext?
     var subscribed = true
     var filter: Filter?
+    /// `request`s of this client still waiting for their answer.
+    var pendingRequests = 0
 
-    private var queue = CircularBuffer<Entry>(initialCapacity: 16)
-    private var queuedMessages = 0
-    private var queuedBytes = 0
-    private var maxMessages: Int
-    private var maxBytes: Int
+    private var queue: SubscriberQueue<ByteBuffer>
+    private var outputLimit: Int
     private var drainScheduled = false
-    /// Messages dropped since the last `dropped` notice: count and seq range.
-    private var dropped: (count: UInt64, from: UInt64, to: UInt64)?
+    /// Requests are not read while the client has too much unread output.
+    private var readingPaused = false
+    /// NIO asked to read while paused: read once resumed.
+    private var readHeldBack = false
+    private var backlog = CircularBuffer<LocalLine>()
+    private var closing = false
 
-    init(id: Int, credentials: PeerCredentials?, mayWrite: Bool, plane: LocalPlane, maxMessages: Int, maxBytes: Int) {
+    init(id: Int, credentials: PeerCredentials?, mayWrite: Bool, plane: LocalPlane, limits: Configuration.Local) {
         self.id = id
         self.credentials = credentials
         self.mayWrite = mayWrite
         self.plane = plane
-        self.maxMessages = maxMessages
-        self.maxBytes = maxBytes
+        self.queue = SubscriberQueue(limits: .init(messages: limits.subscriberQueue, bytes: limits.subscriberQueueBytes))
+        self.outputLimit = limits.clientOutputBytes
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -52,12 +58,26 @@ final class LocalClient: ChannelInboundHandler {
     func channelInactive(context: ChannelHandlerContext) {
         self.plane.removed(self)
         self.queue.removeAll()
+        self.backlog.removeAll()
         self.context = nil
         context.fireChannelInactive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        self.plane.handle(Self.unwrapInboundIn(data), from: self)
+        let line = Self.unwrapInboundIn(data)
+        if self.readingPaused || !self.backlog.isEmpty || self.closing {
+            if !self.closing { self.backlog.append(line) }
+            return
+        }
+        self.plane.handle(line, from: self)
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if self.readingPaused {
+            self.readHeldBack = true
+        } else {
+            context.read()
+        }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -76,15 +96,17 @@ final class LocalClient: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
-    func updateLimits(maxMessages: Int, maxBytes: Int) {
-        self.maxMessages = maxMessages
-        self.maxBytes = maxBytes
+    func updateLimits(_ limits: Configuration.Local) {
+        self.queue.limits = .init(messages: limits.subscriberQueue, bytes: limits.subscriberQueueBytes)
+        self.queue.trimToLimits()
+        self.outputLimit = limits.clientOutputBytes
     }
 
     /// Flushes what is queued (as far as the socket takes it now), then closes. Completes when closed.
     func finish(_ line: ByteBuffer?) -> EventLoopFuture<Void>? {
         guard let context = self.context else { return nil }
-        if let line { self.queue.append(Entry(line: line, seq: nil)) }
+        if let line { self.queue.appendControl(line, bytes: line.readableBytes) }
+        self.closing = true
         self.drain()
         let closed = context.channel.closeFuture
         if self.queue.isEmpty {
@@ -93,7 +115,7 @@ final class LocalClient: ChannelInboundHandler {
                 context.close(promise: nil)
             }
         } else {
-            // Still backed up: it gets what the socket took; the rest is lost with the process.
+            // Still backed up: it gets what the socket took; the rest is lost with the connection.
             context.close(promise: nil)
         }
         return closed
@@ -103,45 +125,32 @@ final class LocalClient: ChannelInboundHandler {
 
     /// Queues a reply or notice: never dropped.
     func send(_ line: ByteBuffer) {
-        self.queue.append(Entry(line: line, seq: nil))
+        guard !self.closing else { return }
+        self.queue.appendControl(line, bytes: line.readableBytes)
+        if self.queue.controlBytes > self.outputLimit {
+            if self.queue.controlBytes > 2 * self.outputLimit {
+                self.plane.disconnect(
+                    self,
+                    because: "it left more than \(2 * self.outputLimit) bytes of replies and notices unread (local.client_output_bytes = \(self.outputLimit))"
+                )
+                return
+            }
+            self.readingPaused = true
+        }
         self.scheduleDrain()
     }
 
     /// Queues an upstream message line (shared buffer). Drops the oldest messages if this
     /// client is too far behind.
     func deliver(_ line: ByteBuffer, seq: UInt64) {
-        self.queue.append(Entry(line: line, seq: seq))
-        self.queuedMessages += 1
-        self.queuedBytes += line.readableBytes
-        if self.queuedMessages > self.maxMessages || self.queuedBytes > self.maxBytes {
+        if self.queue.wouldOverflow(adding: line.readableBytes) {
             // Over the bound within one tick: write what the socket takes now, and drop only
             // what is really backed up.
             self.drain()
-            if self.queuedMessages > self.maxMessages || self.queuedBytes > self.maxBytes {
-                self.dropOldest()
-            }
         }
+        let dropped = self.queue.appendMessage(line, bytes: line.readableBytes, seq: seq)
+        if dropped > 0 { self.plane.countDrops(dropped) }
         self.scheduleDrain()
-    }
-
-    private func dropOldest() {
-        var kept = CircularBuffer<Entry>(initialCapacity: self.queue.count)
-        // Drop from the front until within limits (leaving room), keeping replies and notices.
-        while let entry = self.queue.popFirst() {
-            if let seq = entry.seq, self.queuedMessages > self.maxMessages || self.queuedBytes > self.maxBytes {
-                self.queuedMessages -= 1
-                self.queuedBytes -= entry.line.readableBytes
-                if let d = self.dropped {
-                    self.dropped = (d.count + 1, d.from, seq)
-                } else {
-                    self.dropped = (1, seq, seq)
-                }
-                self.plane.countDrop()
-                continue
-            }
-            kept.append(entry)
-        }
-        self.queue = kept
     }
 
     private func scheduleDrain() {
@@ -154,47 +163,71 @@ final class LocalClient: ChannelInboundHandler {
         }
     }
 
-    /// Writes queued lines while the socket takes them, then flushes once. Consecutive lines go
-    /// out as one buffer (up to 64 KiB): one pipeline write per batch instead of per message.
+    private static let batchBytes = 64 * 1024
+
+    /// Writes queued lines while the socket takes them, then flushes once. Consecutive small
+    /// lines go out as one buffer (up to 64 KiB): one pipeline write per batch, not per message.
     private func drain() {
         guard let context = self.context else { return }
         var wrote = false
-        // Drops happen only when lines are queued (never during a drain): the notice goes first.
-        if self.dropped != nil, self.queue.first?.seq != nil || self.queue.isEmpty, context.channel.isWritable {
-            self.writeDroppedNotice(context)
-            wrote = true
-        }
-        while context.channel.isWritable, let first = self.queue.popFirst() {
-            self.account(first)
+        while context.channel.isWritable, let first = self.queue.next() {
+            let line = self.buffer(first, context)
             var batch: ByteBuffer?
-            while let next = self.queue.first, (batch?.readableBytes ?? first.line.readableBytes) < 64 * 1024 {
+            while (batch?.readableBytes ?? line.readableBytes) < Self.batchBytes, let size = self.queue.nextSize, size < Self.batchBytes {
                 if batch == nil {
-                    batch = context.channel.allocator.buffer(capacity: min(64 * 1024 + 4096, first.line.readableBytes * (self.queue.count + 1)))
-                    batch!.writeImmutableBuffer(first.line)
+                    let pending = self.queue.messageBytes + self.queue.controlBytes
+                    batch = context.channel.allocator.buffer(capacity: min(2 * Self.batchBytes, line.readableBytes + pending + 128))
+                    batch!.writeImmutableBuffer(line)
                 }
-                batch!.writeImmutableBuffer(next.line)
-                self.account(self.queue.removeFirst())
+                batch!.writeImmutableBuffer(self.buffer(self.queue.next()!, context))
             }
-            context.write(Self.wrapOutboundOut(batch ?? first.line), promise: nil)
+            context.write(Self.wrapOutboundOut(batch ?? line), promise: nil)
             wrote = true
         }
         if wrote { context.flush() }
+        if self.readingPaused, self.queue.controlBytes <= self.outputLimit / 2 {
+            self.resumeReading(context)
+        }
     }
 
-    private func account(_ entry: Entry) {
-        guard entry.seq != nil else { return }
-        self.queuedMessages -= 1
-        self.queuedBytes -= entry.line.readableBytes
+    private func buffer(_ output: SubscriberQueue<ByteBuffer>.Output, _ context: ChannelHandlerContext) -> ByteBuffer {
+        switch output {
+        case .line(let line):
+            return line
+        case .dropped(let d):
+            let notice: JSONValue = [
+                "type": "dropped", "count": .number(Double(d.count)), "from": .number(Double(d.from)), "to": .number(Double(d.to)),
+                "reason": "this subscriber fell behind by more than local.subscriber_queue messages or local.subscriber_queue_bytes bytes",
+            ]
+            return MessageLineEncoder.line(notice, allocator: context.channel.allocator)
+        }
     }
 
-    private func writeDroppedNotice(_ context: ChannelHandlerContext) {
-        guard let d = self.dropped else { return }
-        self.dropped = nil
-        let notice: JSONValue = [
-            "type": "dropped", "count": .number(Double(d.count)), "from": .number(Double(d.from)), "to": .number(Double(d.to)),
-            "reason": "this subscriber fell behind by more than local.subscriber_queue messages or local.subscriber_queue_bytes bytes",
-        ]
-        context.write(Self.wrapOutboundOut(MessageLineEncoder.line(notice, allocator: context.channel.allocator)), promise: nil)
+    /// Handles the lines read before reading stopped, then reads again (unless they filled the
+    /// output once more).
+    private func resumeReading(_ context: ChannelHandlerContext) {
+        self.readingPaused = false
+        while !self.readingPaused, !self.closing, let line = self.backlog.popFirst() {
+            self.plane.handle(line, from: self)
+        }
+        if !self.readingPaused, self.readHeldBack {
+            self.readHeldBack = false
+            context.read()
+        }
+    }
+
+    /// Sends a last line saying why, then closes the connection.
+    func close(saying line: ByteBuffer) {
+        guard let context = self.context, !self.closing else { return }
+        self.closing = true
+        self.backlog.removeAll()
+        self.queue.removeAll()
+        // Closed once the line is written, or after a grace period if the client reads nothing.
+        let grace = context.eventLoop.assumeIsolated().scheduleTask(in: .seconds(2)) { context.close(promise: nil) }
+        context.writeAndFlush(Self.wrapOutboundOut(line)).assumeIsolated().whenComplete { _ in
+            grace.cancel()
+            context.close(promise: nil)
+        }
     }
 }
 

@@ -16,13 +16,17 @@ final class LocalPlane {
     private var clients: [Int: LocalClient] = [:]
     private var nextClientID = 0
     private(set) var seq: UInt64 = 0
-    private var ring: CircularBuffer<(seq: UInt64, line: ByteBuffer, parsed: JSONValue?)>
+    /// Recent message lines for `since`, bounded by `local.replay` and `local.replay_bytes`.
+    private var ring = CircularBuffer<(seq: UInt64, line: ByteBuffer)>()
+    private var ringBytes = 0
     private var drops: UInt64 = 0
     private var pending: [Int: PendingRequest] = [:]
     private var nextPendingID = 0
     private let allocator = ByteBufferAllocator()
     private(set) var phase: ConnectionPhase = .idle
     private var filtersInUse = 0
+    /// Connections refused (over `local.max_clients`) since the last log line.
+    private var refusedSinceLog = 0
     /// Called when something STATUS= shows changed (state, RTT, subscribers).
     var statusChanged: (() -> Void)?
     private(set) var lastRTT: Duration?
@@ -38,7 +42,6 @@ final class LocalPlane {
         self.configuration = configuration
         self.eventLoop = eventLoop
         self.logger = logger
-        self.ring = CircularBuffer(initialCapacity: max(configuration.local.replay, 1))
     }
 
     func makeClient(credentials: PeerCredentials?) -> LocalClient {
@@ -49,8 +52,7 @@ final class LocalPlane {
             credentials: credentials,
             mayWrite: mayWrite,
             plane: self,
-            maxMessages: self.configuration.local.subscriberQueue,
-            maxBytes: self.configuration.local.subscriberQueueBytes
+            limits: self.configuration.local
         )
     }
 
@@ -60,10 +62,10 @@ final class LocalPlane {
     func update(configuration: Configuration) {
         self.configuration = configuration
         for client in self.clients.values {
-            client.updateLimits(maxMessages: configuration.local.subscriberQueue, maxBytes: configuration.local.subscriberQueueBytes)
+            client.updateLimits(configuration.local)
             client.mayWrite = client.credentials?.mayWrite(configuration.access) ?? false
         }
-        while self.ring.count > configuration.local.replay { _ = self.ring.popFirst() }
+        self.trimRing()
     }
 
     /// Tells every client the daemon is stopping, flushes what each can take, and closes them.
@@ -92,6 +94,23 @@ final class LocalPlane {
     // MARK: - Clients
 
     func added(_ client: LocalClient) {
+        let limit = self.configuration.local.maxClients
+        guard self.clients.count < limit else {
+            let error = ProtocolError(
+                .tooManyClients,
+                "wsbridged already serves local.max_clients = \(limit) clients; close idle ones or raise local.max_clients"
+            )
+            client.close(saying: MessageLineEncoder.line(error.reply, allocator: self.allocator))
+            if self.refusedSinceLog == 0 {
+                self.logger.warning("refusing local clients: local.max_clients = \(limit) reached", metadata: ["local.max_clients": "\(limit)"])
+            }
+            self.refusedSinceLog += 1
+            return
+        }
+        if self.refusedSinceLog > 0, self.clients.count < limit * 9 / 10 {
+            self.logger.notice("accepting local clients again after refusing \(self.refusedSinceLog)")
+            self.refusedSinceLog = 0
+        }
         self.clients[client.id] = client
         let hello: JSONValue = [
             "type": "hello", "protocol": .number(Double(WireProtocol.version)), "version": .string(WSBridgeVersion.current),
@@ -110,6 +129,7 @@ final class LocalPlane {
         guard self.clients.removeValue(forKey: client.id) != nil else { return }
         if client.filter != nil { self.filtersInUse -= 1 }
         for (key, p) in self.pending where p.client === client {
+            client.pendingRequests -= 1
             p.timer.cancel()
             self.pending.removeValue(forKey: key)
         }
@@ -117,8 +137,28 @@ final class LocalPlane {
         self.logger.debug("client disconnected", metadata: ["client.id": "\(client.id)"])
     }
 
-    func countDrop() {
-        self.drops += 1
+    func countDrops(_ n: Int) {
+        self.drops += UInt64(n)
+    }
+
+    /// Closes a client that broke a bound, with a last line and a log line saying why.
+    func disconnect(_ client: LocalClient, because reason: String) {
+        self.logger.warning("disconnecting local client: \(reason)", metadata: ["client.id": "\(client.id)"])
+        let error = ProtocolError(.outputNotRead, "disconnected: \(reason); read what the daemon sends")
+        client.close(saying: MessageLineEncoder.line(error.reply, allocator: self.allocator))
+    }
+
+    /// accept(2) failed (out of file descriptors, most often), the first time since clients were
+    /// last accepted. Returns how long the listener pauses before each new try.
+    func acceptFailed(_ error: IOError) -> TimeAmount {
+        self.logger.error(
+            "cannot accept local clients: \(error); retrying every 200 ms. Raise LimitNOFILE= or lower local.max_clients (\(self.configuration.local.maxClients))"
+        )
+        return .milliseconds(200)
+    }
+
+    func acceptRecovered() {
+        self.logger.notice("accepting local clients again")
     }
 
     // MARK: - Upstream events
@@ -160,9 +200,10 @@ final class LocalPlane {
             parsed: parsed,
             allocator: self.allocator
         )
-        if self.configuration.local.replay > 0 {
-            if self.ring.count >= self.configuration.local.replay { _ = self.ring.popFirst() }
-            self.ring.append((seq, line, parsed))
+        if self.configuration.local.replay > 0 && self.configuration.local.replayBytes > 0 {
+            self.ring.append((seq, line))
+            self.ringBytes += line.readableBytes
+            self.trimRing()
         }
         for client in self.clients.values where client.subscribed {
             if let filter = client.filter {
@@ -174,6 +215,7 @@ final class LocalPlane {
             for (key, p) in self.pending where p.match.matches(parsed) {
                 p.timer.cancel()
                 self.pending.removeValue(forKey: key)
+                p.client.pendingRequests -= 1
                 var result: [(String, JSONValue)] = [("seq", .number(Double(seq))), ("kind", "text")]
                 result.append(("json", parsed))
                 p.client.send(MessageLineEncoder.line(Reply.ok(id: p.id, .object(result)), allocator: self.allocator))
@@ -198,7 +240,7 @@ final class LocalPlane {
             }
             do {
                 let json = try JSONValue.parse(line.readableBytesView)
-                request = try Request.decode(json)
+                request = try Request.decode(json, limits: self.requestLimits)
             } catch let error as JSONParseError {
                 self.reply(client, ProtocolError(.invalidJSON, "\(error.description); each line must be one JSON object such as {\"id\":1,\"op\":\"status\"}"))
                 return
@@ -273,18 +315,30 @@ final class LocalPlane {
             link.reconnect()
             self.ok(client, id, ["state": .string(link.phase.rawValue)])
         case .request(let payload, let match, let timeout):
+            let local = self.configuration.local
+            guard client.pendingRequests < local.maxPendingRequests, self.pending.count < local.maxPendingRequestsTotal else {
+                let which =
+                    client.pendingRequests >= local.maxPendingRequests
+                    ? "this client already has \(client.pendingRequests) requests waiting (local.max_pending_requests)"
+                    : "\(self.pending.count) requests are waiting in all (local.max_pending_requests_total)"
+                self.reply(client, ProtocolError(.tooManyRequests, "\(which): wait for an answer or a timeout, then retry", id: id))
+                return
+            }
             self.nextPendingID += 1
             let key = self.nextPendingID
             let timer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
                 guard let p = self.pending.removeValue(forKey: key) else { return }
+                p.client.pendingRequests -= 1
                 let what = match.equals.map { "\(match.field) == \($0.serialized)" } ?? "a \(match.field) field"
                 self.reply(p.client, ProtocolError(.timeout, "no upstream message with \(what) arrived within \(timeout.short); raise \"timeout\" or check the match", id: p.id))
             }
             // Listen first, so a fast answer cannot be missed.
             self.pending[key] = PendingRequest(client: client, id: id, match: match, timer: timer)
+            client.pendingRequests += 1
             if case .rejected(let problem) = link.submit(Self.message(payload)) {
                 timer.cancel()
                 self.pending.removeValue(forKey: key)
+                client.pendingRequests -= 1
                 self.reply(client, ProtocolError(.queueFull, problem, id: id))
             }
         }
@@ -304,15 +358,30 @@ final class LocalPlane {
         if since + 1 < oldest {
             let gap: JSONValue = [
                 "type": "gap", "from": .number(Double(since + 1)), "to": .number(Double(oldest - 1)),
-                "reason": .string("no longer buffered: local.replay keeps the last \(self.configuration.local.replay) messages"),
+                "reason": .string(
+                    "no longer buffered: the replay ring keeps the last \(self.configuration.local.replay) messages (local.replay) up to \(self.configuration.local.replayBytes) bytes (local.replay_bytes)"
+                ),
             ]
             client.send(MessageLineEncoder.line(gap, allocator: self.allocator))
         }
         for entry in self.ring where entry.seq > since {
             if let filter = client.filter {
-                guard let parsed = entry.parsed ?? Self.payloadJSON(ofLine: entry.line), filter.matches(parsed) else { continue }
+                guard let parsed = Self.payloadJSON(ofLine: entry.line), filter.matches(parsed) else { continue }
             }
             client.deliver(entry.line, seq: entry.seq)
+        }
+    }
+
+    private var requestLimits: RequestLimits {
+        RequestLimits(filterMaxBytes: self.configuration.local.filterMaxBytes, filterMaxDepth: self.configuration.local.filterMaxDepth)
+    }
+
+    /// Keeps the replay ring within `local.replay` messages and `local.replay_bytes` bytes.
+    private func trimRing() {
+        let local = self.configuration.local
+        while let oldest = self.ring.first, self.ring.count > local.replay || self.ringBytes > local.replayBytes {
+            self.ringBytes -= oldest.line.readableBytes
+            self.ring.removeFirst()
         }
     }
 

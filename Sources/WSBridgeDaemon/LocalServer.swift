@@ -93,6 +93,18 @@ enum LocalServer {
         let maxLine = configuration.local.maxLine
         let bootstrap = ServerBootstrap(group: eventLoop)
             .serverChannelOption(.backlog, value: 256)
+            // Out of file descriptors, accept(2) fails at once and the listening socket stays
+            // readable: pause accepting instead of spinning (logged once).
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        AcceptPauseHandler(
+                            failed: { error in plane.value.acceptFailed(error) },
+                            recovered: { plane.value.acceptRecovered() }
+                        )
+                    )
+                }
+            }
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 * 1024, high: 256 * 1024))
             // A client that is done sending (`echo ... | socat`) still gets its replies and messages.
             .childChannelOption(.allowRemoteHalfClosure, value: true)
@@ -108,7 +120,7 @@ enum LocalServer {
                     credentials = channel.eventLoop.makeSucceededFuture(nil)
                 }
                 return credentials.flatMapThrowing { cred in
-                    let peer = cred.map { PeerCredentials(pid: $0.pid, uid: $0.uid, gid: $0.gid) }
+                    let peer = cred.flatMap { PeerCredentials(kernel: $0) }
                     let client = plane.value.makeClient(credentials: peer)
                     try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(NDJSONLineDecoder(maxLine: maxLine)))
                     try channel.pipeline.syncOperations.addHandler(client)

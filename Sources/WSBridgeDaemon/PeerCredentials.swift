@@ -1,3 +1,4 @@
+import CWSBridgeLinux
 import WSBridgeCore
 
 #if canImport(Glibc)
@@ -9,6 +10,21 @@ struct PeerCredentials: Sendable, Equatable {
     var pid: Int32
     var uid: UInt32
     var gid: UInt32
+
+    /// What SO_PEERCRED returned, or nil when it cannot be trusted. NIO zero-fills the buffer
+    /// and does not report the returned length, so an untouched buffer would read as pid 0,
+    /// uid 0: root. A real peer always has a pid (the kernel reports 0 only for a peer in a PID
+    /// namespace this daemon cannot see), so a pid of 0 fails closed: the client is read-only.
+    init?(kernel raw: cwsb_ucred) {
+        guard raw.pid > 0 else { return nil }
+        self.init(pid: raw.pid, uid: raw.uid, gid: raw.gid)
+    }
+
+    init(pid: Int32, uid: UInt32, gid: UInt32) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+    }
 
     /// root, the daemon's own user, `access.write_uids`, or a member of `access.write_groups`.
     func mayWrite(_ access: Configuration.Access) -> Bool {

@@ -29,19 +29,40 @@ public enum JSONValue: Sendable, Equatable {
 
     /// Follows a dotted path (`data.symbol`, `items.0.id`).
     public func value(at path: String) -> JSONValue? {
-        var current: JSONValue? = self
-        for component in path.split(separator: ".", omittingEmptySubsequences: false) {
+        self.value(at: PathComponent.split(path))
+    }
+
+    /// Follows a path split beforehand (a filter splits its path once, not for every message).
+    public func value(at path: [PathComponent]) -> JSONValue? {
+        var current = self
+        for component in path {
             switch current {
-            case .object?:
-                current = current?[String(component)]
-            case .array(let items)?:
-                guard let i = Int(component), items.indices.contains(i) else { return nil }
+            case .object:
+                guard let next = current[component.key] else { return nil }
+                current = next
+            case .array(let items):
+                guard let i = component.index, items.indices.contains(i) else { return nil }
                 current = items[i]
             default:
                 return nil
             }
         }
         return current
+    }
+
+    /// One part of a dotted path: an object key, which is also an array index when it is a number.
+    public struct PathComponent: Sendable, Equatable {
+        public var key: String
+        public var index: Int?
+
+        public init(_ key: String) {
+            self.key = key
+            self.index = Int(key)
+        }
+
+        public static func split(_ path: String) -> [PathComponent] {
+            path.split(separator: ".", omittingEmptySubsequences: false).map { PathComponent(String($0)) }
+        }
     }
 
     public var stringValue: String? {

@@ -36,6 +36,9 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case timeout
     case notConnected = "not_connected"
     case shuttingDown = "shutting_down"
+    case tooManyClients = "too_many_clients"
+    case tooManyRequests = "too_many_requests"
+    case outputNotRead = "output_not_read"
     case internalError = "internal"
 }
 
@@ -73,25 +76,43 @@ public enum Payload: Sendable, Equatable {
 }
 
 /// Matches upstream messages whose JSON `field` (a dotted path) equals `equals`, or merely
-/// exists when `equals` is nil.
+/// exists when `equals` is nil. The path is split once, here, not for every message.
 public struct Filter: Sendable, Equatable {
-    public var field: String
-    public var equals: JSONValue?
+    public let field: String
+    public let equals: JSONValue?
+    /// `field` split at its dots.
+    public let path: [JSONValue.PathComponent]
 
     public init(field: String, equals: JSONValue?) {
         self.field = field
         self.equals = equals
+        self.path = JSONValue.PathComponent.split(field)
     }
 
     public func matches(_ message: JSONValue) -> Bool {
-        guard let value = message.value(at: self.field) else { return false }
+        guard let value = message.value(at: self.path) else { return false }
         guard let equals = self.equals else { return true }
         return value == equals
     }
 
+    public static func == (a: Filter, b: Filter) -> Bool { a.field == b.field && a.equals == b.equals }
+
     public var json: JSONValue {
         if let equals { return ["field": .string(self.field), "equals": equals] }
         return ["field": .string(self.field)]
+    }
+}
+
+/// Bounds a request may not pass, beyond the line length (the daemon's `local.filter_max_*`).
+public struct RequestLimits: Sendable, Equatable {
+    /// A filter path's length in bytes.
+    public var filterMaxBytes: Int
+    /// A filter path's number of dotted components.
+    public var filterMaxDepth: Int
+
+    public init(filterMaxBytes: Int = 256, filterMaxDepth: Int = 16) {
+        self.filterMaxBytes = filterMaxBytes
+        self.filterMaxDepth = filterMaxDepth
     }
 }
 
@@ -131,7 +152,7 @@ public struct Request: Sendable, Equatable {
     }
 
     /// Validates a parsed line. Every error names the field and what is accepted.
-    public static func decode(_ json: JSONValue) throws(ProtocolError) -> Request {
+    public static func decode(_ json: JSONValue, limits: RequestLimits = RequestLimits()) throws(ProtocolError) -> Request {
         guard case .object = json else {
             throw ProtocolError(.notAnObject, "a request must be a JSON object like {\"id\":1,\"op\":\"status\"}, not \(json.typeName)")
         }
@@ -157,7 +178,7 @@ public struct Request: Sendable, Equatable {
         guard let op = Op(rawValue: opName) else {
             throw fail(.unknownOp, "unknown op \"\(opName)\": use one of \(Op.allCases.map(\.rawValue).joined(separator: ", "))")
         }
-        let fields = FieldReader(json: json, id: id, op: op)
+        let fields = FieldReader(json: json, id: id, op: op, limits: limits)
         let command: Command
         switch op {
         case .subscribe:
@@ -201,6 +222,7 @@ private struct FieldReader {
     let json: JSONValue
     let id: JSONValue?
     let op: Op
+    let limits: RequestLimits
 
     func fail(_ code: ErrorCode, _ message: String) -> ProtocolError { ProtocolError(code, message, id: self.id) }
 
@@ -256,7 +278,21 @@ private struct FieldReader {
         guard let field = v["field"]?.stringValue, !field.isEmpty else {
             throw self.fail(.missingField, "\"\(name)\" needs \"field\": a dotted path such as \"type\" or \"data.symbol\"")
         }
-        return Filter(field: field, equals: v["equals"])
+        let bytes = field.utf8.count
+        guard bytes <= self.limits.filterMaxBytes else {
+            throw self.fail(
+                .invalidValue,
+                "\"\(name).field\" is \(bytes) bytes long: a path may be at most \(self.limits.filterMaxBytes) bytes (local.filter_max_bytes)"
+            )
+        }
+        let filter = Filter(field: field, equals: v["equals"])
+        guard filter.path.count <= self.limits.filterMaxDepth else {
+            throw self.fail(
+                .invalidValue,
+                "\"\(name).field\" has \(filter.path.count) parts: a path may have at most \(self.limits.filterMaxDepth) (local.filter_max_depth)"
+            )
+        }
+        return filter
     }
 }
 

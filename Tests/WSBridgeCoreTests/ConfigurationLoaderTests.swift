@@ -194,7 +194,14 @@ import WSBridgeCore
                 subscriber_queue = 10
                 subscriber_queue_bytes = 2048
                 replay = 0
+                replay_bytes = 65536
                 inline_json = true
+                max_clients = 20
+                client_output_bytes = 8192
+                max_pending_requests = 2
+                max_pending_requests_total = 3
+                filter_max_bytes = 32
+                filter_max_depth = 4
                 [queue]
                 max_messages = 5
                 max_bytes = 100
@@ -207,7 +214,14 @@ import WSBridgeCore
         #expect(c.local.subscriberQueue == 10)
         #expect(c.local.subscriberQueueBytes == 2048)
         #expect(c.local.replay == 0)
+        #expect(c.local.replayBytes == 65536)
         #expect(c.local.inlineJSON)
+        #expect(c.local.maxClients == 20)
+        #expect(c.local.clientOutputBytes == 8192)
+        #expect(c.local.maxPendingRequests == 2)
+        #expect(c.local.maxPendingRequestsTotal == 3)
+        #expect(c.local.filterMaxBytes == 32)
+        #expect(c.local.filterMaxDepth == 4)
         #expect(c.queue.maxMessages == 5)
         #expect(c.queue.maxBytes == 100)
         #expect(c.access.writeUIDs == [1000, 1001])
@@ -218,6 +232,10 @@ import WSBridgeCore
         ("[local]\nmax_line = 10", "local.max_line", "1024 to"),
         ("[local]\nsubscriber_queue = 0", "local.subscriber_queue", "from 1"),
         ("[queue]\nmax_messages = -1", "queue.max_messages", "0 (no queueing)"),
+        ("[local]\nmax_clients = 0", "local.max_clients", "from 1"),
+        ("[local]\nclient_output_bytes = 100", "local.client_output_bytes", "from 4096"),
+        ("[local]\nfilter_max_depth = 0", "local.filter_max_depth", "from 1"),
+        ("[local]\nreplay_bytes = -1", "local.replay_bytes", "0 (off)"),
         ("[access]\nwrite_uids = 1000", "access.write_uids", "array of user ids"),
         ("[access]\nwrite_uids = [\"root\"]", "access.write_uids", "numeric user id"),
         ("[access]\nwrite_groups = [1]", "access.write_groups", "must be a string"),

@@ -95,7 +95,8 @@ final class DaemonFixture: Sendable {
     let socket: String
     let serverPort: Int
 
-    init(extraConfig: String = "", serverArguments: [String] = [], serverKind: UpstreamServer.Kind = .nio) async throws {
+    /// `launcher`: a command that runs the daemon (`prlimit --nofile=64`), exec'ing it in place.
+    init(extraConfig: String = "", serverArguments: [String] = [], serverKind: UpstreamServer.Kind = .nio, launcher: [String] = []) async throws {
         self.dir = try TemporaryDirectory()
         self.server = try await UpstreamServer(serverKind, arguments: serverArguments)
         self.serverPort = self.server.port
@@ -115,7 +116,8 @@ final class DaemonFixture: Sendable {
             \(extraConfig)
             """
         )
-        self.daemon = try ManagedProcess(Paths.daemon, ["--config", config, "--log-level", "debug"], name: "wsbridged")
+        let command = launcher + [Paths.daemon, "--config", config, "--log-level", "debug"]
+        self.daemon = try ManagedProcess(command[0], Array(command.dropFirst()), name: "wsbridged")
         guard await self.daemon.stderr.wait(containing: "-> open") != nil else {
             throw TestFailure("daemon did not open the link: \(self.daemon.stderr.text)")
         }

@@ -82,5 +82,28 @@ import WSBridgeProtocol
         #expect(Filter(field: "items.0.id", equals: 3).matches(msg))
         #expect(Filter(field: "data.sym", equals: nil).matches(msg))
         #expect(!Filter(field: "data.missing", equals: nil).matches(msg))
+        #expect(!Filter(field: "items.x.id", equals: nil).matches(msg))
+        #expect(!Filter(field: "type.deeper", equals: nil).matches(msg))
+    }
+
+    @Test func filterPathsAreSplitOnceAndBounded() throws {
+        #expect(Filter(field: "a.0.b", equals: nil).path == [.init("a"), .init("0"), .init("b")])
+        #expect(Filter(field: "a.0.b", equals: nil).path[1].index == 0)
+        let limits = RequestLimits(filterMaxBytes: 16, filterMaxDepth: 3)
+        let ok = try Request.decode(JSONValue.parse(#"{"op":"subscribe","filter":{"field":"a.b.c"}}"#), limits: limits)
+        #expect(ok.command == .subscribe(filter: Filter(field: "a.b.c", equals: nil), since: nil))
+        for (line, mentions) in [
+            (#"{"op":"subscribe","filter":{"field":"a.b.c.d"}}"#, "at most 3 (local.filter_max_depth)"),
+            (#"{"op":"subscribe","filter":{"field":"abcdefghijklmnopq"}}"#, "at most 16 bytes (local.filter_max_bytes)"),
+            (#"{"op":"request","text":"q","match":{"field":"........"}}"#, "9 parts"),
+        ] {
+            do {
+                _ = try Request.decode(JSONValue.parse(line), limits: limits)
+                Issue.record("expected an error for \(line)")
+            } catch let error as ProtocolError {
+                #expect(error.code == .invalidValue)
+                #expect(error.message.contains(mentions), "\(error.message)")
+            }
+        }
     }
 }

@@ -4,16 +4,18 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/// Layout of Linux's `struct ucred` (which Glibc's Swift module does not export), for
-/// SO_PEERCRED through getsockopt.
+/// Linux's `struct ucred` (which Glibc's Swift module does not export), for SO_PEERCRED
+/// through getsockopt. linux.c checks at compile time that size and offsets match the C
+/// library's own `struct ucred` on the architecture being built.
 struct cwsb_ucred {
     int32_t pid;
     uint32_t uid;
     uint32_t gid;
 };
 
-/// SO_PEERCRED's value (a macro in C).
-static inline int cwsb_so_peercred(void) { return 17; }
+/// SO_PEERCRED's value on this architecture (the C macro: 17 on x86 and arm, 21 on powerpc,
+/// 18 on mips).
+int cwsb_so_peercred(void);
 
 /// Opens a non-blocking NETLINK_ROUTE socket subscribed to link, IPv4/IPv6 address and route
 /// changes. Returns the fd or -errno.

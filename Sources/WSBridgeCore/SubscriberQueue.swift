@@ -1,0 +1,161 @@
+import DequeModule
+
+/// One local client's outbound queue: upstream messages, bounded by count and bytes, and control
+/// lines (replies and notices), delivered together in the order they were queued.
+///
+/// When messages exceed the limits, the oldest ones are dropped, each in O(1): messages and
+/// control lines live in two deques stamped with a shared arrival order, so dropping the oldest
+/// message never has to step over (or rebuild around) the replies queued between messages. The
+/// next message after a drop is preceded by one `dropped` notice covering everything lost since
+/// the last notice. Control lines are never dropped; the driver bounds them by reading no more
+/// requests from a client whose unread control output passes its cap.
+///
+/// Pure: it holds lines of any type and their sizes; the daemon drives it from its event loop.
+public struct SubscriberQueue<Line> {
+    public struct Limits: Sendable, Equatable {
+        public var messages: Int
+        public var bytes: Int
+
+        public init(messages: Int, bytes: Int) {
+            self.messages = messages
+            self.bytes = bytes
+        }
+    }
+
+    /// Messages lost since the last notice: how many, and the first and last sequence number.
+    public struct Drop: Sendable, Equatable {
+        public var count: UInt64
+        public var from: UInt64
+        public var to: UInt64
+
+        public init(count: UInt64, from: UInt64, to: UInt64) {
+            self.count = count
+            self.from = from
+            self.to = to
+        }
+    }
+
+    /// What to write next.
+    public enum Output {
+        /// Write a `dropped` notice for these messages.
+        case dropped(Drop)
+        case line(Line)
+    }
+
+    private struct Message {
+        var order: UInt64
+        var seq: UInt64
+        var bytes: Int
+        var line: Line
+    }
+
+    private struct Control {
+        var order: UInt64
+        var bytes: Int
+        var line: Line
+    }
+
+    private var messages = Deque<Message>()
+    private var controls = Deque<Control>()
+    private var nextOrder: UInt64 = 0
+    private var pendingDrop: Drop?
+
+    public var limits: Limits
+    /// Bytes of the queued messages.
+    public private(set) var messageBytes = 0
+    /// Bytes of the queued replies and notices.
+    public private(set) var controlBytes = 0
+
+    public init(limits: Limits) {
+        self.limits = limits
+    }
+
+    public var messageCount: Int { self.messages.count }
+    public var controlCount: Int { self.controls.count }
+    public var isEmpty: Bool { self.messages.isEmpty && self.controls.isEmpty && self.pendingDrop == nil }
+
+    /// Whether one more message of `bytes` would pass a limit (the driver writes out what the
+    /// socket takes before it lets the queue drop).
+    public func wouldOverflow(adding bytes: Int) -> Bool {
+        self.messages.count + 1 > self.limits.messages || self.messageBytes + bytes > self.limits.bytes
+    }
+
+    /// Queues an upstream message. Drops the oldest messages while the queue is over its limits,
+    /// but never the newest one: a single message larger than the byte limit still goes out.
+    /// Returns how many messages were dropped.
+    @discardableResult
+    public mutating func appendMessage(_ line: Line, bytes: Int, seq: UInt64) -> Int {
+        self.messages.append(Message(order: self.nextOrder, seq: seq, bytes: bytes, line: line))
+        self.nextOrder &+= 1
+        self.messageBytes += bytes
+        return self.trimToLimits()
+    }
+
+    /// Queues a reply or notice. Never dropped.
+    public mutating func appendControl(_ line: Line, bytes: Int) {
+        self.controls.append(Control(order: self.nextOrder, bytes: bytes, line: line))
+        self.nextOrder &+= 1
+        self.controlBytes += bytes
+    }
+
+    /// Drops the oldest messages until the queue is within its limits (after `limits` shrank,
+    /// or a message was added). Returns how many were dropped.
+    @discardableResult
+    public mutating func trimToLimits() -> Int {
+        var dropped = 0
+        while self.messages.count > 1,
+            self.messages.count > self.limits.messages || self.messageBytes > self.limits.bytes
+        {
+            let oldest = self.messages.removeFirst()
+            self.messageBytes -= oldest.bytes
+            dropped += 1
+            if var drop = self.pendingDrop {
+                drop.count += 1
+                drop.to = oldest.seq
+                self.pendingDrop = drop
+            } else {
+                self.pendingDrop = Drop(count: 1, from: oldest.seq, to: oldest.seq)
+            }
+        }
+        return dropped
+    }
+
+    /// The size of what `next()` returns: a line's bytes, 0 for a pending notice, nil when empty.
+    public var nextSize: Int? {
+        let message = self.messages.first
+        if let control = self.controls.first, message == nil || control.order < message!.order { return control.bytes }
+        if self.pendingDrop != nil { return 0 }
+        return message?.bytes
+    }
+
+    /// The next thing to write, in arrival order. A pending `dropped` notice comes right before
+    /// the next message (or last, when no message is left).
+    public mutating func next() -> Output? {
+        let message = self.messages.first
+        let control = self.controls.first
+        if let control, message == nil || control.order < message!.order {
+            self.controls.removeFirst()
+            self.controlBytes -= control.bytes
+            return .line(control.line)
+        }
+        if let drop = self.pendingDrop {
+            self.pendingDrop = nil
+            return .dropped(drop)
+        }
+        guard let message else { return nil }
+        self.messages.removeFirst()
+        self.messageBytes -= message.bytes
+        return .line(message.line)
+    }
+
+    /// Forgets everything queued (the client is gone).
+    public mutating func removeAll() {
+        self.messages.removeAll()
+        self.controls.removeAll()
+        self.pendingDrop = nil
+        self.messageBytes = 0
+        self.controlBytes = 0
+    }
+}
+
+extension SubscriberQueue.Output: Equatable where Line: Equatable {}

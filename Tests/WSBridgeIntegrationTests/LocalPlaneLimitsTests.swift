@@ -1,0 +1,175 @@
+import CWSBridgeLinux
+import Foundation
+import Testing
+import WSBridgeProtocol
+
+@testable import WSBridgeDaemon
+
+/// Everything one local client can cause is bounded, and costs only that client.
+@Suite struct LocalPlaneLimitsTests {
+    /// Writes `bytes` without blocking; returns how many the socket took (0 once it is full).
+    static func writeWithoutBlocking(_ fd: Int32, _ bytes: ArraySlice<UInt8>) -> Int {
+        let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        return max(n, 0)
+    }
+
+    @Test func aClientThatWritesRequestsButNeverReadsIsNoLongerRead() async throws {
+        let f = try await DaemonFixture(extraConfig: "client_output_bytes = 65536")
+        let flooder = try SocketClient(path: f.socket, reading: false, name: "flooder")
+        let bystander = try await f.client(name: "bystander")
+        let request = Array(#"{"op":"status"}"#.utf8) + [0x0A]
+        let chunk = Array([[UInt8]](repeating: request, count: 4096).joined())
+        var written = 0
+        var rounds = 0
+        var fullRounds = 0
+        // Write until the daemon stops reading: three rounds in a row in which the socket takes
+        // nothing, each after a status round trip through the daemon's event loop (which would
+        // have read the flooder if it still did). Bounded: 64 MiB would mean it never stopped.
+        while fullRounds < 3, written < 64 << 20 {
+            var took = 0
+            while case let n = Self.writeWithoutBlocking(flooder.fd, chunk[(written % chunk.count)...]), n > 0 {
+                took += n
+                written += n
+            }
+            rounds += 1
+            bystander.send("{\"id\":\"b\(rounds)\",\"op\":\"status\"}")
+            #expect(await bystander.reply("b\(rounds)")?["ok"] == true)
+            fullRounds = took == 0 ? fullRounds + 1 : 0
+        }
+        #expect(fullRounds == 3, "the daemon kept reading \(written) bytes of requests nobody reads replies to")
+        #expect(written < 4 << 20)
+        // Once the flooder reads, the daemon reads its requests again and answers every one.
+        flooder.startReading()
+        let rest = request.count - written % request.count
+        if rest < request.count { flooder.sendRaw(Array(request.suffix(rest))) }
+        flooder.send(#"{"id":"last","op":"status"}"#)
+        #expect(await flooder.reply("last", timeout: .seconds(60)) != nil)
+        let replies = flooder.lines.lines.filter { $0.contains("\"type\":\"reply\"") }.count
+        #expect(replies == (written + request.count - 1) / request.count + 1)
+        #expect(!flooder.lines.text.contains("\"ok\":false"))
+    }
+
+    @Test func clientsBeyondMaxClientsAreToldWhyAndClosed() async throws {
+        let f = try await DaemonFixture(extraConfig: "max_clients = 3")
+        let a = try await f.client(name: "a")
+        let others = [try await f.client(name: "b"), try await f.client(name: "c")]
+        defer { others.forEach { $0.close() } }
+        // socat exits when the daemon closes the connection.
+        let refused = try ManagedProcess("/usr/bin/socat", ["-", "UNIX-CONNECT:\(f.socket)"], name: "refused")
+        defer { refused.stop() }
+        let line = await refused.stdout.wait(containing: "too_many_clients").flatMap { try? JSONValue.parse($0) }
+        #expect(line?.value(at: "error.message")?.stringValue?.contains("local.max_clients = 3") == true)
+        #expect(await refused.waitForExit() == 0)
+        #expect(!refused.stdout.text.contains("\"type\":\"hello\""))
+        #expect(await f.daemon.stderr.wait(containing: "local.max_clients = 3 reached") != nil)
+        // A place frees up: the next client is served.
+        a.close()
+        var served = false
+        for _ in 0..<50 where !served {
+            let next = try SocketClient(path: f.socket, name: "next")
+            served = await next.lines.wait { $0.contains("\"type\":\"hello\"") || $0.contains("too_many_clients") }?.contains("hello") == true
+        }
+        #expect(served)
+    }
+
+    @Test func pendingRequestsAreBoundedPerClientAndInAll() async throws {
+        let f = try await DaemonFixture(extraConfig: "max_pending_requests = 2\nmax_pending_requests_total = 3")
+        let c = try await f.client()
+        let other = try await f.client(name: "other")
+        func ask(_ client: SocketClient, _ id: String) {
+            client.send(#"{"id":"\#(id)","op":"request","text":"q","match":{"field":"never"},"timeout":60}"#)
+        }
+        ask(c, "r1")
+        ask(c, "r2")
+        ask(c, "r3")
+        let third = await c.reply("r3")
+        #expect(third?.value(at: "error.code") == "too_many_requests")
+        #expect(third?.value(at: "error.message")?.stringValue?.contains("local.max_pending_requests") == true)
+        ask(other, "o1")
+        ask(other, "o2")
+        let overall = await other.reply("o2")
+        #expect(overall?.value(at: "error.code") == "too_many_requests")
+        #expect(overall?.value(at: "error.message")?.stringValue?.contains("local.max_pending_requests_total") == true)
+        // A client that leaves frees its places: a request the echo server answers now goes through.
+        c.close()
+        #expect(await f.daemon.stderr.wait(containing: "client disconnected") != nil)
+        other.send(#"{"id":"echoed","op":"request","text":"{\"k\":1}","match":{"field":"k","equals":1},"timeout":20}"#)
+        #expect(await other.reply("echoed")?["ok"] == true)
+    }
+
+    @Test func longFilterPathsAreRefusedAtSubscribe() async throws {
+        let f = try await DaemonFixture()
+        let c = try await f.client()
+        let long = String(repeating: "a.", count: 300_000) + "a"
+        c.send(#"{"id":"f","op":"subscribe","filter":{"field":"\#(long)"}}"#)
+        let reply = await c.reply("f")
+        #expect(reply?.value(at: "error.code") == "invalid_value")
+        #expect(reply?.value(at: "error.message")?.stringValue?.contains("local.filter_max_bytes") == true)
+        c.send(#"{"id":"d","op":"subscribe","filter":{"field":"\#(String(repeating: "a.", count: 20))a"}}"#)
+        #expect(await c.reply("d")?.value(at: "error.message")?.stringValue?.contains("local.filter_max_depth") == true)
+        // Still subscribed to everything.
+        f.server.command("send after")
+        #expect(await c.lines.wait(containing: "after") != nil)
+    }
+
+    @Test func theReplayRingIsBoundedByBytes() async throws {
+        // 100 messages of about 1 KiB each; the ring holds 20 by count but only ~8 by bytes.
+        let f = try await DaemonFixture(extraConfig: "replay = 20\nreplay_bytes = 10000")
+        let c = try await f.client()
+        f.server.command("burst 100 1000")
+        #expect(await c.lines.wait(containing: "\"seq\":100,") != nil)
+        let late = try await f.client(name: "late")
+        late.send(#"{"id":"s","op":"subscribe","since":0}"#)
+        let gap = await late.lines.wait(containing: "\"type\":\"gap\"").flatMap(late.json)
+        #expect(await late.lines.wait { $0.contains("\"type\":\"message\",\"seq\":100,") } != nil)
+        let replayed = late.messages.compactMap { $0["seq"]?.intValue }
+        #expect(replayed.count >= 5 && replayed.count <= 10, "\(replayed)")
+        #expect(replayed == Array((101 - replayed.count)...100))
+        #expect(gap?["from"] == 1)
+        #expect(gap?["to"]?.intValue == 100 - replayed.count)
+        #expect(gap?["reason"]?.stringValue?.contains("local.replay_bytes") == true)
+    }
+
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit"), "needs prlimit (util-linux)"))
+    func outOfFileDescriptorsAcceptWaitsInsteadOfSpinning() async throws {
+        let f = try await DaemonFixture(launcher: ["/usr/bin/prlimit", "--nofile=40", "--"])
+        var clients: [SocketClient] = []
+        for i in 0..<60 { clients.append(try SocketClient(path: f.socket, name: "c\(i)")) }
+        // About 28 fit beside the daemon's own descriptors; the first 20 surely do.
+        for c in clients.prefix(20) {
+            #expect(await c.lines.wait(containing: "\"type\":\"hello\"") != nil)
+        }
+        #expect(await f.daemon.stderr.wait(containing: "cannot accept local clients") != nil)
+        #expect(!clients[45].lines.text.contains("hello"))
+        // Waiting, not spinning: over one second the daemon uses a small part of a core.
+        let before = try Self.cpuTicks(f.daemon.pid)
+        try await Task.sleep(for: .seconds(1))
+        let used = try Self.cpuTicks(f.daemon.pid) - before
+        #expect(used < Self.ticksPerSecond / 4, "the daemon used \(used) of \(Self.ticksPerSecond) ticks in one second")
+        #expect(f.daemon.stderr.lines.filter { $0.contains("cannot accept local clients") }.count == 1, "\(f.daemon.stderr.text)")
+        // fds free up: the clients that waited are accepted.
+        for c in clients.prefix(20) { c.close() }
+        for c in clients[20..<40] {
+            #expect(await c.lines.wait(containing: "\"type\":\"hello\"") != nil)
+        }
+        #expect(await f.daemon.stderr.wait(containing: "accepting local clients again") != nil)
+    }
+
+    static let ticksPerSecond = Int(sysconf(Int32(_SC_CLK_TCK)))
+
+    /// utime + stime of a process, in clock ticks.
+    static func cpuTicks(_ pid: Int32) throws -> Int {
+        let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        let fields = stat[stat.index(after: stat.lastIndex(of: ")")!)...].split(separator: " ")
+        return Int(fields[11])! + Int(fields[12])!
+    }
+
+    @Test func peerCredentialsFailClosed() {
+        // What NIO hands back when the kernel wrote nothing: zeros, which would read as root.
+        #expect(PeerCredentials(kernel: cwsb_ucred(pid: 0, uid: 0, gid: 0)) == nil)
+        #expect(PeerCredentials(kernel: cwsb_ucred(pid: 0, uid: 1000, gid: 1000)) == nil)
+        #expect(PeerCredentials(kernel: cwsb_ucred(pid: 42, uid: 0, gid: 0)) == PeerCredentials(pid: 42, uid: 0, gid: 0))
+        // The option number comes from the C library's macro for this architecture.
+        #expect(cwsb_so_peercred() == SO_PEERCRED)
+    }
+}
