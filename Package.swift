@@ -103,6 +103,17 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Benchmark subscriber in its own process: counts lines, checks seq, slow and stalled modes.
+        .executableTarget(
+            name: "wsbridge-reader",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
         // Fan-out benchmark: wsbridged against a plain WebSocket client on the same generator.
         .executableTarget(
             name: "wsbridge-bench",

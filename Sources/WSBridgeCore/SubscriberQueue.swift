@@ -42,72 +42,98 @@ public struct SubscriberQueue<Line> {
         case line(Line)
     }
 
-    private struct Message {
-        var order: UInt64
-        var seq: UInt64
-        var bytes: Int
-        var line: Line
+    @usableFromInline
+    struct Message {
+        @usableFromInline var order: UInt64
+        @usableFromInline var seq: UInt64
+        @usableFromInline var bytes: Int
+        @usableFromInline var line: Line
+
+        @usableFromInline
+        init(order: UInt64, seq: UInt64, bytes: Int, line: Line) {
+            self.order = order
+            self.seq = seq
+            self.bytes = bytes
+            self.line = line
+        }
     }
 
-    private struct Control {
-        var order: UInt64
-        var bytes: Int
-        var line: Line
+    @usableFromInline
+    struct Control {
+        @usableFromInline var order: UInt64
+        @usableFromInline var bytes: Int
+        @usableFromInline var line: Line
+
+        @usableFromInline
+        init(order: UInt64, bytes: Int, line: Line) {
+            self.order = order
+            self.bytes = bytes
+            self.line = line
+        }
     }
 
-    private var messages = Deque<Message>()
-    private var controls = Deque<Control>()
-    private var nextOrder: UInt64 = 0
-    private var pendingDrop: Drop?
+    @usableFromInline var messages = Deque<Message>()
+    @usableFromInline var controls = Deque<Control>()
+    @usableFromInline var nextOrder: UInt64 = 0
+    @usableFromInline var pendingDrop: Drop?
 
     public var limits: Limits
+    @usableFromInline var _messageBytes = 0
+    @usableFromInline var _controlBytes = 0
     /// Bytes of the queued messages.
-    public private(set) var messageBytes = 0
+    @inlinable public var messageBytes: Int { self._messageBytes }
     /// Bytes of the queued replies and notices.
-    public private(set) var controlBytes = 0
+    @inlinable public var controlBytes: Int { self._controlBytes }
 
     public init(limits: Limits) {
         self.limits = limits
     }
 
+    @inlinable
     public var messageCount: Int { self.messages.count }
+    @inlinable
     public var controlCount: Int { self.controls.count }
+    @inlinable
     public var isEmpty: Bool { self.messages.isEmpty && self.controls.isEmpty && self.pendingDrop == nil }
 
     /// Whether one more message of `bytes` would pass a limit (the driver writes out what the
     /// socket takes before it lets the queue drop).
+    @inlinable
     public func wouldOverflow(adding bytes: Int) -> Bool {
-        self.messages.count + 1 > self.limits.messages || self.messageBytes + bytes > self.limits.bytes
+        self.messages.count + 1 > self.limits.messages || self._messageBytes + bytes > self.limits.bytes
     }
 
     /// Queues an upstream message. Drops the oldest messages while the queue is over its limits,
     /// but never the newest one: a single message larger than the byte limit still goes out.
     /// Returns how many messages were dropped.
+    @inlinable
     @discardableResult
     public mutating func appendMessage(_ line: Line, bytes: Int, seq: UInt64) -> Int {
         self.messages.append(Message(order: self.nextOrder, seq: seq, bytes: bytes, line: line))
         self.nextOrder &+= 1
-        self.messageBytes += bytes
+        self._messageBytes += bytes
         return self.trimToLimits()
     }
 
     /// Queues a reply or notice. Never dropped.
+    @inlinable
     public mutating func appendControl(_ line: Line, bytes: Int) {
         self.controls.append(Control(order: self.nextOrder, bytes: bytes, line: line))
         self.nextOrder &+= 1
-        self.controlBytes += bytes
+        self._controlBytes += bytes
     }
 
     /// Drops the oldest messages until the queue is within its limits (after `limits` shrank,
     /// or a message was added). Returns how many were dropped.
+    @inlinable
     @discardableResult
     public mutating func trimToLimits() -> Int {
         var dropped = 0
         while self.messages.count > 1,
-            self.messages.count > self.limits.messages || self.messageBytes > self.limits.bytes
+            self.messages.count > self.limits.messages || self._messageBytes > self.limits.bytes
         {
             let oldest = self.messages.removeFirst()
-            self.messageBytes -= oldest.bytes
+            self._messageBytes -= oldest.bytes
             dropped += 1
             if var drop = self.pendingDrop {
                 drop.count += 1
@@ -121,6 +147,7 @@ public struct SubscriberQueue<Line> {
     }
 
     /// The size of what `next()` returns: a line's bytes, 0 for a pending notice, nil when empty.
+    @inlinable
     public var nextSize: Int? {
         let message = self.messages.first
         if let control = self.controls.first, message == nil || control.order < message!.order { return control.bytes }
@@ -130,12 +157,13 @@ public struct SubscriberQueue<Line> {
 
     /// The next thing to write, in arrival order. A pending `dropped` notice comes right before
     /// the next message (or last, when no message is left).
+    @inlinable
     public mutating func next() -> Output? {
         let message = self.messages.first
         let control = self.controls.first
         if let control, message == nil || control.order < message!.order {
             self.controls.removeFirst()
-            self.controlBytes -= control.bytes
+            self._controlBytes -= control.bytes
             return .line(control.line)
         }
         if let drop = self.pendingDrop {
@@ -144,17 +172,18 @@ public struct SubscriberQueue<Line> {
         }
         guard let message else { return nil }
         self.messages.removeFirst()
-        self.messageBytes -= message.bytes
+        self._messageBytes -= message.bytes
         return .line(message.line)
     }
 
     /// Forgets everything queued (the client is gone).
+    @inlinable
     public mutating func removeAll() {
         self.messages.removeAll()
         self.controls.removeAll()
         self.pendingDrop = nil
-        self.messageBytes = 0
-        self.controlBytes = 0
+        self._messageBytes = 0
+        self._controlBytes = 0
     }
 }
 

@@ -11,7 +11,9 @@ import WSBridgeProtocol
 /// `client_output_bytes`: past it the client's requests are no longer read (NIO `read` is held
 /// back, so the kernel's socket buffer fills and the client's writes block) until half of it
 /// drained; notices alone past twice it disconnect the client. Lines already read when reading
-/// stops wait in `backlog`, at most what one socket read brought.
+/// stops wait in `backlog`, at most what one socket read brought. Fairness: a client gets at
+/// most `linesPerTurn` requests handled before its reading pauses briefly, so the upstream and
+/// the other clients are served in between (a flood of requests costs its sender the wait).
 final class LocalClient: ChannelDuplexHandler {
     typealias InboundIn = LocalLine
     typealias OutboundIn = ByteBuffer
@@ -30,8 +32,13 @@ final class LocalClient: ChannelDuplexHandler {
     private var queue: SubscriberQueue<ByteBuffer>
     private var outputLimit: Int
     private var drainScheduled = false
-    /// Requests are not read while the client has too much unread output.
-    private var readingPaused = false
+    /// Requests are not read while the client has too much unread output, or after its turn.
+    private var outputFull = false
+    private var throttled = false
+    private var readingPaused: Bool { self.outputFull || self.throttled }
+    /// Requests handled since the client's turn began.
+    private var handledInTurn = 0
+    private static let linesPerTurn = 128
     /// NIO asked to read while paused: read once resumed.
     private var readHeldBack = false
     private var backlog = CircularBuffer<LocalLine>()
@@ -69,7 +76,22 @@ final class LocalClient: ChannelDuplexHandler {
             if !self.closing { self.backlog.append(line) }
             return
         }
+        self.handle(line, context)
+    }
+
+    private func handle(_ line: LocalLine, _ context: ChannelHandlerContext) {
         self.plane.handle(line, from: self)
+        self.handledInTurn += 1
+        if self.handledInTurn >= Self.linesPerTurn, !self.throttled {
+            // A timer, not a task: NIO runs every queued task before it polls again, so only a
+            // timer lets the other clients' I/O go first.
+            self.throttled = true
+            context.eventLoop.assumeIsolated().scheduleTask(in: .microseconds(100)) {
+                self.throttled = false
+                self.handledInTurn = 0
+                if !self.outputFull { self.resumeReading(context) }
+            }
+        }
     }
 
     func read(context: ChannelHandlerContext) {
@@ -135,7 +157,7 @@ final class LocalClient: ChannelDuplexHandler {
                 )
                 return
             }
-            self.readingPaused = true
+            self.outputFull = true
         }
         self.scheduleDrain()
     }
@@ -176,7 +198,7 @@ final class LocalClient: ChannelDuplexHandler {
             while (batch?.readableBytes ?? line.readableBytes) < Self.batchBytes, let size = self.queue.nextSize, size < Self.batchBytes {
                 if batch == nil {
                     let pending = self.queue.messageBytes + self.queue.controlBytes
-                    batch = context.channel.allocator.buffer(capacity: min(2 * Self.batchBytes, line.readableBytes + pending + 128))
+                    batch = context.channel.allocator.buffer(capacity: min(Self.batchBytes + 4096, line.readableBytes + pending))
                     batch!.writeImmutableBuffer(line)
                 }
                 batch!.writeImmutableBuffer(self.buffer(self.queue.next()!, context))
@@ -185,8 +207,9 @@ final class LocalClient: ChannelDuplexHandler {
             wrote = true
         }
         if wrote { context.flush() }
-        if self.readingPaused, self.queue.controlBytes <= self.outputLimit / 2 {
-            self.resumeReading(context)
+        if self.outputFull, self.queue.controlBytes <= self.outputLimit / 2 {
+            self.outputFull = false
+            if !self.throttled { self.resumeReading(context) }
         }
     }
 
@@ -206,9 +229,8 @@ final class LocalClient: ChannelDuplexHandler {
     /// Handles the lines read before reading stopped, then reads again (unless they filled the
     /// output once more).
     private func resumeReading(_ context: ChannelHandlerContext) {
-        self.readingPaused = false
-        while !self.readingPaused, !self.closing, let line = self.backlog.popFirst() {
-            self.plane.handle(line, from: self)
+        while !self.readingPaused, !self.closing, self.context != nil, let line = self.backlog.popFirst() {
+            self.handle(line, context)
         }
         if !self.readingPaused, self.readHeldBack {
             self.readHeldBack = false

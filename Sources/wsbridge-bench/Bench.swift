@@ -14,6 +14,15 @@ import WSBridgeDaemon
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "wsbridge-bench",
+        abstract: "wsbridged's benchmarks, each side by side with its baselines in one run.",
+        subcommands: [Fanout.self, Pressure.self, DropCost.self],
+        defaultSubcommand: Fanout.self
+    )
+}
+
+/// wsbridged to 1 and N in-process subscribers against a plain WebSocket client.
+struct Fanout: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
         abstract: "Measure wsbridged's fan-out against a plain WebSocket client on the same generator."
     )
 

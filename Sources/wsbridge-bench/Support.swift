@@ -41,9 +41,12 @@ final class Child: Sendable {
 
     func send(_ line: String) { try? self.input.write(contentsOf: Data((line + "\n").utf8)) }
 
+    /// Closes the child's stdin (a stalled reader then lets go of its connections).
+    func closeInput() { try? self.input.close() }
+
     /// Waits for (and consumes) the first line matching `predicate`.
-    func waitLine(_ predicate: (String) -> Bool) async throws -> String {
-        for _ in 0..<6000 {
+    func waitLine(seconds: Int = 30, _ predicate: (String) -> Bool) async throws -> String {
+        for _ in 0..<(seconds * 200) {
             let hit = self.lines.withLockedValue { lines -> String? in
                 guard let i = lines.firstIndex(where: predicate) else { return nil }
                 return lines.remove(at: i)
@@ -51,11 +54,20 @@ final class Child: Sendable {
             if let hit { return hit }
             try await Task.sleep(for: .milliseconds(5))
         }
-        throw CocoaError(.fileReadUnknown)
+        throw BenchError("\(self.process.executableURL?.lastPathComponent ?? "child") printed no expected line within \(seconds) s")
     }
 
     func stop() {
         if self.process.isRunning { kill(self.process.processIdentifier, SIGTERM) }
+    }
+
+    /// SIGTERM, then waits (SIGKILL after 10 s) so the next run starts on a quiet machine.
+    func stopAndWait() async {
+        self.stop()
+        for i in 0..<2000 where self.process.isRunning {
+            if i == 1000 { kill(self.process.processIdentifier, SIGKILL) }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
     }
 }
 
@@ -112,4 +124,9 @@ final class LineCounter: ChannelInboundHandler, Sendable {
         let n = buffer.withUnsafeReadableBytes { bytes in bytes.reduce(0) { $0 + ($1 == 0x0A ? 1 : 0) } }
         self.counter.withLockedValue { $0 += n }
     }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
 }

@@ -1,0 +1,211 @@
+import ArgumentParser
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A benchmark subscriber in its own process: opens N connections to a bridge's Unix socket,
+/// counts message lines, checks `seq` continuity, and stops when every connection has seen the
+/// end marker (or has been idle too long). Prints `ready` once connected, then one JSON result
+/// line. `--stall` connects and never reads; `--slow-us` sleeps after every line.
+@main
+struct Reader: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "wsbridge-reader",
+        abstract: "Benchmark subscriber: counts NDJSON message lines on N Unix-socket connections."
+    )
+
+    @Option(help: "The bridge's Unix socket.")
+    var socket: String
+
+    @Option(help: "Connections to open.")
+    var connections = 1
+
+    @Option(help: "A message containing this text ends the run.")
+    var end = "__end__"
+
+    @Option(help: "Give up after this many seconds without a line.")
+    var idle = 30
+
+    @Flag(help: "Connect and never read (a stalled subscriber).")
+    var stall = false
+
+    @Option(help: "Sleep this many microseconds after each line (a slow subscriber).")
+    var slowUs = 0
+
+    func run() throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { try? group.syncShutdownGracefully() }
+        let state = NIOLockedValueBox(Totals())
+        let finished = group.next().makePromise(of: Void.self)
+        var channels: [any Channel] = []
+        for _ in 0..<self.connections {
+            let end = Array(self.end.utf8)
+            let slow = self.slowUs
+            let stall = self.stall
+            let channel = try ClientBootstrap(group: group)
+                .channelOption(.autoRead, value: !stall)
+                .channelInitializer { ch in
+                    ch.eventLoop.makeCompletedFuture {
+                        try ch.pipeline.syncOperations.addHandler(
+                            LineCounter(end: end, slowMicroseconds: slow, totals: state, connections: self.connections, finished: finished)
+                        )
+                    }
+                }
+                .connect(unixDomainSocketPath: self.socket).wait()
+            channels.append(channel)
+        }
+        emit("ready")
+        if self.stall {
+            // Hold the connections until told to stop (stdin closes).
+            while readLine() != nil {}
+        } else {
+            let loop = group.next()
+            let lastLines = NIOLockedValueBox(-1)
+            let watchdog = loop.scheduleRepeatedTask(initialDelay: .seconds(Int64(self.idle)), delay: .seconds(Int64(self.idle))) { _ in
+                let lines = state.withLockedValue { $0.lines }
+                if lines == lastLines.withLockedValue({ $0 }) { finished.succeed(()) }
+                lastLines.withLockedValue { $0 = lines }
+            }
+            try finished.futureResult.wait()
+            watchdog.cancel()
+        }
+        let t = state.withLockedValue { $0 }
+        emit(
+            #"{"connections":\#(self.connections),"messages":\#(t.messages),"lost":\#(t.lost),"gaps":\#(t.gaps),"ended":\#(t.ended),"# +
+            #""first_ns":\#(t.firstNanos),"last_ns":\#(t.lastNanos)}"#
+        )
+        for c in channels { try? c.close().wait() }
+    }
+}
+
+struct Totals {
+    var lines = 0
+    var messages = 0
+    /// Messages the bridge reported dropped, and seq jumps it did not report.
+    var lost = 0
+    var gaps = 0
+    var ended = 0
+    var firstNanos: UInt64 = 0
+    var lastNanos: UInt64 = 0
+}
+
+/// One line to stdout, unbuffered (the benchmark waits for it).
+func emit(_ line: String) {
+    var text = line + "\n"
+    text.withUTF8 { bytes in _ = write(1, bytes.baseAddress, bytes.count) }
+}
+
+func monotonicNanos() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+/// Splits lines without decoding JSON: finds `"seq":N`, `"type":"dropped"` with `"count":N`, and
+/// the end marker.
+final class LineCounter: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+
+    private let end: [UInt8]
+    private let slowMicroseconds: Int
+    private let totals: NIOLockedValueBox<Totals>
+    private let connections: Int
+    private let finished: EventLoopPromise<Void>
+    private var partial: [UInt8] = []
+    private var lastSeq: UInt64?
+    private var local = Totals()
+
+    init(end: [UInt8], slowMicroseconds: Int, totals: NIOLockedValueBox<Totals>, connections: Int, finished: EventLoopPromise<Void>) {
+        self.end = end
+        self.slowMicroseconds = slowMicroseconds
+        self.totals = totals
+        self.connections = connections
+        self.finished = finished
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = Self.unwrapInboundIn(data)
+        var ended = false
+        buffer.withUnsafeReadableBytes { bytes in
+            var start = 0
+            while let nl = bytes[start...].firstIndex(of: 0x0A) {
+                if self.partial.isEmpty {
+                    ended = self.line(UnsafeRawBufferPointer(rebasing: bytes[start..<nl])) || ended
+                } else {
+                    self.partial.append(contentsOf: bytes[start..<nl])
+                    ended = self.partial.withUnsafeBytes { self.line($0) } || ended
+                    self.partial.removeAll(keepingCapacity: true)
+                }
+                start = nl + 1
+            }
+            self.partial.append(contentsOf: bytes[start...])
+        }
+        let now = monotonicNanos()
+        let delta = self.local
+        self.local = Totals()
+        let done = self.totals.withLockedValue { t -> Bool in
+            t.lines += delta.lines
+            t.messages += delta.messages
+            t.lost += delta.lost
+            t.gaps += delta.gaps
+            t.ended += ended ? 1 : 0
+            if t.firstNanos == 0 { t.firstNanos = now }
+            t.lastNanos = now
+            return t.ended == self.connections
+        }
+        if done { self.finished.succeed(()) }
+    }
+
+    private static let messagePrefix = Array(#"{"type":"message","seq":"#.utf8)
+    private static let droppedType = Array(#""type":"dropped""#.utf8)
+    private static let countKey = Array(#""count":"#.utf8)
+    private static let toKey = Array(#""to":"#.utf8)
+
+    /// Returns true for the end marker.
+    private func line(_ line: UnsafeRawBufferPointer) -> Bool {
+        self.local.lines += 1
+        if self.slowMicroseconds > 0 { usleep(UInt32(self.slowMicroseconds)) }
+        let prefix = Self.messagePrefix
+        if line.count > prefix.count, memcmp(line.baseAddress!, prefix, prefix.count) == 0 {
+            let seq = Self.number(at: prefix.count, in: line)
+            self.local.messages += 1
+            if let last = self.lastSeq, seq > last + 1 { self.local.gaps += Int(seq - last - 1) }
+            self.lastSeq = seq
+            return Self.find(self.end, in: line) != nil
+        }
+        if Self.find(Self.droppedType, in: line) != nil {
+            if let at = Self.find(Self.countKey, in: line) { self.local.lost += Int(Self.number(at: at + Self.countKey.count, in: line)) }
+            if let at = Self.find(Self.toKey, in: line) { self.lastSeq = Self.number(at: at + Self.toKey.count, in: line) }
+        }
+        return false
+    }
+
+    static func find(_ needle: [UInt8], in haystack: UnsafeRawBufferPointer) -> Int? {
+        guard let base = haystack.baseAddress, !needle.isEmpty, haystack.count >= needle.count else { return nil }
+        var from = 0
+        let last = haystack.count - needle.count
+        while from <= last, let hit = memchr(base + from, Int32(needle[0]), last - from + 1) {
+            let at = base.distance(to: UnsafeRawPointer(hit))
+            if memcmp(base + at, needle, needle.count) == 0 { return at }
+            from = at + 1
+        }
+        return nil
+    }
+
+    static func number(at index: Int, in line: UnsafeRawBufferPointer) -> UInt64 {
+        var value: UInt64 = 0
+        var j = index
+        while j < line.count, line[j] >= 0x30, line[j] <= 0x39 {
+            value = value &* 10 &+ UInt64(line[j] - 0x30)
+            j += 1
+        }
+        return value
+    }
+}
+
+@available(*, unavailable)
+extension LineCounter: Sendable {}
