@@ -66,6 +66,11 @@ final class PerMessageDeflate {
         }
         if output.readableBytes >= 4 {
             output.moveWriterIndex(to: output.writerIndex - 4)
+        } else if output.readableBytes == 0 {
+            // zlib had nothing to flush (an empty message right after a sync flush). An empty
+            // payload would make the peer's appended 00 00 FF FF a stored block of 0xFF00 bytes
+            // that swallows the next message; RFC 7692 §7.2.3.6: an empty block is the byte 0x00.
+            output.writeInteger(UInt8(0))
         }
         if self.parameters.clientNoContextTakeover { cwsb_zstream_reset(self.deflater) }
         return output

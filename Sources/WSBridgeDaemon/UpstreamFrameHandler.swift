@@ -30,13 +30,20 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         var control: (WebSocketFrame) -> Void
         /// A protocol error from the upstream or the channel; the handler ignores input after it.
         var error: (any Error) -> Void
+        /// The channel became writable again (sends that waited can go now).
+        var writable: () -> Void = {}
     }
 
     private let callbacks: Callbacks
     private let maxMessageSize: Int
     let deflate: PerMessageDeflate?
     private var pending: (kind: UpstreamMessage.Kind, compressed: Bool, data: ByteBuffer)?
+    /// UTF-8 state of the uncompressed text message being reassembled: bad bytes fail the
+    /// fragment that carries them.
+    private var utf8 = UTF8Validator()
     private var failed = false
+    /// After the server's close frame, data frames are ignored (RFC 6455 §5.5.1).
+    private var closeReceived = false
 
     init(callbacks: Callbacks, maxMessageSize: Int, deflate: PerMessageDeflate?) {
         self.callbacks = callbacks
@@ -69,11 +76,17 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
                 throw UpstreamProtocolError.violation("a new message started before the previous one ended")
             }
             let kind: UpstreamMessage.Kind = frame.opcode == .text ? .text : .binary
+            if self.closeReceived { return }
             if frame.fin {
-                try self.deliver(kind, compressed: frame.rsv1, frame.unmaskedData, allocator: allocator)
+                try self.deliver(kind, compressed: frame.rsv1, frame.unmaskedData, validated: false, allocator: allocator)
             } else {
                 try self.checkSize(frame.length)
-                self.pending = (kind, frame.rsv1, frame.unmaskedData)
+                let data = frame.unmaskedData
+                if kind == .text && !frame.rsv1 {
+                    self.utf8 = UTF8Validator()
+                    try self.validate(data, complete: false)
+                }
+                self.pending = (kind, frame.rsv1, data)
             }
         case .continuation:
             if frame.rsv1 { throw UpstreamProtocolError.violation("RSV1 set on a continuation frame") }
@@ -83,15 +96,22 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
             self.pending = nil
             try self.checkSize(pending.data.readableBytes + frame.length)
             var more = frame.unmaskedData
+            if pending.kind == .text && !pending.compressed {
+                try self.validate(more, complete: frame.fin)
+            }
             pending.data.writeBuffer(&more)
             if frame.fin {
-                try self.deliver(pending.kind, compressed: pending.compressed, pending.data, allocator: allocator)
+                try self.deliver(pending.kind, compressed: pending.compressed, pending.data, validated: !pending.compressed, allocator: allocator)
             } else {
                 self.pending = pending
             }
         case .ping, .pong, .connectionClose:
             if frame.rsv1 { throw UpstreamProtocolError.violation("RSV1 set on a control frame") }
             if !frame.fin { throw UpstreamProtocolError.violation("fragmented control frame") }
+            if frame.opcode == .connectionClose {
+                try Self.validateClose(frame.unmaskedData)
+                self.closeReceived = true
+            }
             self.callbacks.control(frame)
         default:
             throw UpstreamProtocolError.violation("unknown opcode \(frame.opcode)")
@@ -102,7 +122,8 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         if size > self.maxMessageSize { throw UpstreamProtocolError.tooLarge(self.maxMessageSize) }
     }
 
-    private func deliver(_ kind: UpstreamMessage.Kind, compressed: Bool, _ data: ByteBuffer, allocator: ByteBufferAllocator) throws {
+    /// `validated`: an uncompressed text message whose fragments were checked as they came.
+    private func deliver(_ kind: UpstreamMessage.Kind, compressed: Bool, _ data: ByteBuffer, validated: Bool, allocator: ByteBufferAllocator) throws {
         var payload = data
         if compressed, let deflate = self.deflate {
             do {
@@ -115,19 +136,53 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         } else {
             try self.checkSize(payload.readableBytes)
         }
-        if kind == .text {
-            let valid = payload.withUnsafeReadableBytes { bytes in
-                String(validating: bytes.bindMemory(to: UInt8.self), as: UTF8.self) != nil
-            }
-            guard valid else {
-                throw UpstreamProtocolError(closeCode: 1007, description: "upstream sent a text message that is not valid UTF-8")
-            }
+        if kind == .text && !validated {
+            self.utf8 = UTF8Validator()
+            try self.validate(payload, complete: true)
         }
         self.callbacks.message(kind, payload)
     }
 
+    /// Feeds a fragment of an uncompressed text message to the running UTF-8 check.
+    private func validate(_ data: ByteBuffer, complete: Bool) throws {
+        let ok = data.withUnsafeReadableBytes { self.utf8.feed($0) }
+        guard ok, !complete || self.utf8.isComplete else {
+            throw UpstreamProtocolError(closeCode: 1007, description: "upstream sent a text message that is not valid UTF-8")
+        }
+    }
+
+    /// Close codes a peer may send (RFC 6455 §7.4.1, §7.4.2, and the IANA registry).
+    static func isValidCloseCode(_ code: UInt16) -> Bool {
+        switch code {
+        case 1000...1003, 1007...1014, 3000...4999: true
+        default: false
+        }
+    }
+
+    /// A close frame's body: empty, or a valid code and a UTF-8 reason (RFC 6455 §5.5.1, §7.1.5).
+    static func validateClose(_ body: ByteBuffer) throws {
+        var body = body
+        guard body.readableBytes != 0 else { return }
+        guard let code = body.readInteger(as: UInt16.self) else {
+            throw UpstreamProtocolError.violation("a close frame with a 1-byte body (a close code takes 2)")
+        }
+        guard Self.isValidCloseCode(code) else {
+            throw UpstreamProtocolError.violation("close code \(code) is not one a peer may send")
+        }
+        var utf8 = UTF8Validator()
+        let ok = body.withUnsafeReadableBytes { utf8.feed($0) } && utf8.isComplete
+        guard ok else {
+            throw UpstreamProtocolError(closeCode: 1007, description: "upstream sent a close reason that is not valid UTF-8")
+        }
+    }
+
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         self.callbacks.error(error)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { self.callbacks.writable() }
+        context.fireChannelWritabilityChanged()
     }
 }
 

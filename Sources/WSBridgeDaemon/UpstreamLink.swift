@@ -144,8 +144,11 @@ public final class UpstreamLink {
         self.write(message)
     }
 
+    /// Writes a message now if it may go now: the link is open, no close frame has been sent
+    /// (RFC 6455 §5.5.1: no data after it; the message waits for the next connection), and the
+    /// channel is writable (a slow upstream fills the bounded queue, not NIO's buffer).
     private func write(_ message: UpstreamMessage, flush: Bool = true) -> Bool {
-        guard self.machine.phase == .open, let channel = self.channel else { return false }
+        guard self.machine.phase == .open, !self.sentClose, let channel = self.channel, channel.isWritable else { return false }
         var data = message.data
         var compressed = false
         if let deflate = self.frameHandler?.deflate {
@@ -173,15 +176,21 @@ public final class UpstreamLink {
         return true
     }
 
-    /// Sends what waited for the link, in order, with one flush.
+    /// Sends what waited, in order, with one flush, while the link takes it.
     private func flushOutbound() {
-        guard !self.outbound.isEmpty else { return }
-        let count = self.outbound.count
-        while let message = self.outbound.removeFirst() {
-            _ = self.write(message, flush: false)
+        var count = 0
+        while let message = self.outbound.first, self.write(message, flush: false) {
+            _ = self.outbound.removeFirst()
+            count += 1
         }
+        guard count > 0 else { return }
         self.channel?.flush()
-        self.logger.info("sent \(count) queued message(s)")
+        self.logger.debug("sent \(count) queued message(s)", metadata: ["queue.left": "\(self.outbound.count)"])
+    }
+
+    private func becameWritable(generation: Int) {
+        guard generation == self.generation else { return }
+        self.flushOutbound()
     }
 
     var status: LinkStatus {
@@ -345,7 +354,8 @@ public final class UpstreamLink {
                 callbacks: .init(
                     message: { kind, data in bound.value.receivedMessage(kind, data, generation: generation) },
                     control: { frame in bound.value.received(frame, generation: generation) },
-                    error: { error in bound.value.channelError(error, generation: generation) }
+                    error: { error in bound.value.channelError(error, generation: generation) },
+                    writable: { bound.value.becameWritable(generation: generation) }
                 ),
                 maxMessageSize: maxMessageSize,
                 deflate: try deflate.map { try PerMessageDeflate(parameters: $0) }

@@ -5,6 +5,9 @@ import NIOWebSocket
 final class ServerState {
     var echo: Bool
     var answerPings = true
+    /// `linger on`: after a close handshake the server keeps TCP open (a misbehaving server), so
+    /// a client's data after its close frame would show up as `message ...`.
+    var linger = false
     var refuse = false
     private var clients: [ObjectIdentifier: any Channel] = [:]
     /// Connections we sent a close frame to: their close frame is the reply, not to be answered.
@@ -108,6 +111,15 @@ final class ServerState {
             self.answerPings = args.first != "off"
         case "refuse":
             self.refuse = args.first != "off"
+        case "linger":
+            self.linger = args.first != "off"
+        case "stall":
+            // `stall on`: stop reading from every client (a slow upstream); `stall off`: read again.
+            let read = args.first == "off"
+            for channel in self.clients.values {
+                channel.setOption(ChannelOptions.autoRead, value: read).whenSuccess { if read { channel.read() } }
+            }
+            Output.line("stall \(read ? "off" : "on")")
         case "oversize":
             let n = Int(args.first ?? "") ?? (17 << 20)
             self.broadcast(.binary, ByteBuffer(repeating: 0x61, count: n))
@@ -165,7 +177,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
             Output.line("closed \(code) \(reason)")
             // Reply (if we did not start the close) and end the TCP connection, as the server should.
             if self.state.value.closing.contains(ObjectIdentifier(context.channel)) {
-                context.close(promise: nil)
+                if !self.state.value.linger { context.close(promise: nil) }
                 return
             }
             var reply = ByteBuffer()

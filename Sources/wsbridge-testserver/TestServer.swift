@@ -14,7 +14,8 @@ import Glibc
 ///
 /// It echoes messages, can broadcast a ticker, and takes fault commands on stdin, one per line:
 ///   send TEXT | ticker RATE [SIZE [COUNT]] | ticker off | burst N [SIZE] | close CODE [REASON] | drop |
-///   pings off | pings on | refuse on | refuse off | oversize BYTES | quit
+///   pings off | pings on | refuse on | refuse off | linger on | linger off | stall on | stall off |
+///   oversize BYTES | quit
 /// It reports events on stdout, one per line: `listening PORT`, `upgrade ...`, `connected N`,
 /// `message TEXT`, `ping`, `closed CODE REASON`, `disconnected N`.
 @main

@@ -1,0 +1,87 @@
+import Foundation
+import Testing
+import WSBridgeCore
+import WSBridgeDaemon
+import WSBridgeProtocol
+
+/// RFC 6455 / 7692 details against real servers: nothing lost or sent out of turn on the wire.
+@Suite struct UpstreamProtocolTests {
+    @Test(arguments: [true, false])
+    func emptyMessagesPassWithAndWithoutCompression(_ compression: Bool) async throws {
+        let server = try await UpstreamServer(.python)
+        var configuration = try LinkHarness.configuration(url: server.url)
+        configuration.upstream.compression = compression
+        let link = try await LinkHarness(configuration)
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        let open = await link.state(.open)
+        #expect(open?.contains("permessage-deflate") == compression, "\(open ?? "not open")")
+        for text in ["before", "", "after", "", "", "last"] {
+            #expect(try await link.send(text))
+        }
+        let lines = await server.process.stdout.wait(count: 6) { $0.hasPrefix("message ") }
+        #expect(lines == ["message before", "message ", "message after", "message ", "message ", "message last"])
+        #expect(!link.events.text.contains("backingOff"), "\(link.events.text)")
+    }
+
+    @Test func nothingIsSentAfterOurCloseFrame() async throws {
+        // The server closes, then (misbehaving) keeps TCP open: a send in that window must wait
+        // for the next connection instead of following our close frame.
+        let f = try await DaemonFixture()
+        let c = try await f.client()
+        f.server.command("linger on")
+        f.server.command("close 4000 bye")
+        #expect(await f.server.event("closed 4000") != nil)
+        c.send(#"{"id":"s","op":"send","text":"after close"}"#)
+        let reply = await c.reply("s")
+        #expect(reply?.value(at: "result.status") == "queued", "\(reply?.serialized ?? "no reply")")
+        #expect(await f.server.event("message after close", timeout: .seconds(30)) != nil)
+        let lines = f.server.process.stdout.lines
+        let sentAt = lines.firstIndex(of: "message after close")!
+        let reconnectedAt = lines.lastIndex { $0.hasPrefix("connected ") }!
+        #expect(reconnectedAt < sentAt, "\(lines)")
+        #expect(lines.filter { $0.hasPrefix("connected ") }.count == 2)
+    }
+
+    @Test(arguments: [1005, 1006, 999, 2000, 1016] as [UInt16])
+    func anInvalidCloseCodeFromTheServerIsAnswered1002(_ code: UInt16) async throws {
+        let server = try await UpstreamServer(.nio)
+        let link = try await LinkHarness(try LinkHarness.configuration(url: server.url))
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        #expect(await link.state(.open) != nil)
+        let mark = link.mark
+        server.command("close \(code) odd")
+        // Our test server logs the close frame it gets back: 1002, never the bad code.
+        #expect(await server.event("closed 1002") != nil, "\(server.process.stdout.text)")
+        let down = await link.state(.backingOff, from: mark)
+        #expect(down?.contains("close code \(code)") == true, "\(down ?? "no state")")
+    }
+
+    @Test func aSlowUpstreamFillsTheBoundedQueueNotMemory() async throws {
+        let f = try await DaemonFixture(extraConfig: "[queue]\nmax_messages = 20\nmax_bytes = 100000000")
+        let c = try await f.client()
+        c.send(#"{"id":"u","op":"unsubscribe"}"#)
+        _ = await c.reply("u")
+        f.server.command("stall on")
+        #expect(await f.server.event("stall on") != nil)
+        // 64 KiB messages: TCP buffers and NIO's write buffer take a few, then the queue fills.
+        let payload = String(repeating: "p", count: 65536)
+        var statuses: [String] = []
+        for i in 0..<200 {
+            c.send(#"{"id":"m\#(i)","op":"send","text":"\#(i) \#(payload)"}"#)
+            let reply = await c.reply("m\(i)")
+            statuses.append(reply?.value(at: "result.status")?.stringValue ?? reply?.value(at: "error.code")?.stringValue ?? "none")
+            if statuses.last == "queue_full" { break }
+        }
+        #expect(statuses.last == "queue_full", "\(statuses)")
+        #expect(statuses.filter { $0 == "queued" }.count == 20)
+        let sent = statuses.filter { $0 == "sent" }.count
+        #expect(sent < 100, "NIO's buffer took \(sent) messages of 64 KiB")
+        // The upstream reads again: every accepted message arrives, in order.
+        f.server.command("stall off")
+        let accepted = sent + 20
+        let lines = await f.server.process.stdout.wait(count: accepted, timeout: .seconds(60)) { $0.hasPrefix("message ") }
+        #expect(lines.map { $0.split(separator: " ")[1] } == (0..<accepted).map { Substring(String($0)) })
+    }
+}
