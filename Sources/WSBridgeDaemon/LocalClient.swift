@@ -219,7 +219,7 @@ final class LocalClient: ChannelDuplexHandler {
             return line
         case .dropped(let d):
             let notice: JSONValue = [
-                "type": "dropped", "count": .number(Double(d.count)), "from": .number(Double(d.from)), "to": .number(Double(d.to)),
+                "type": "dropped", "count": .number(JSONNumber(d.count)), "from": .number(JSONNumber(d.from)), "to": .number(JSONNumber(d.to)),
                 "reason": "this subscriber fell behind by more than local.subscriber_queue messages or local.subscriber_queue_bytes bytes",
             ]
             return MessageLineEncoder.line(notice, allocator: context.channel.allocator)

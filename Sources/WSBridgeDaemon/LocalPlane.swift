@@ -71,7 +71,7 @@ final class LocalPlane {
     /// Tells every client the daemon is stopping, flushes what each can take, and closes them.
     func shutdown() -> EventLoopFuture<Void> {
         let notice = MessageLineEncoder.line(
-            ["type": "state", "state": "stopped", "reason": "wsbridged is stopping", "ts": .number(Double(WallClock.millisecondsSinceEpoch()))],
+            ["type": "state", "state": "stopped", "reason": "wsbridged is stopping", "ts": .number(JSONNumber(WallClock.millisecondsSinceEpoch()))],
             allocator: self.allocator
         )
         // The link's own `stopped` state line normally went out already.
@@ -113,8 +113,8 @@ final class LocalPlane {
         }
         self.clients[client.id] = client
         let hello: JSONValue = [
-            "type": "hello", "protocol": .number(Double(WireProtocol.version)), "version": .string(WSBridgeVersion.current),
-            "state": .string(self.phase.rawValue), "seq": .number(Double(self.seq)), "subscribed": true,
+            "type": "hello", "protocol": .number(JSONNumber(WireProtocol.version)), "version": .string(WSBridgeVersion.current),
+            "state": .string(self.phase.rawValue), "seq": .number(JSONNumber(self.seq)), "subscribed": true,
             "write": .bool(client.mayWrite),
         ]
         client.send(MessageLineEncoder.line(hello, allocator: self.allocator))
@@ -170,7 +170,7 @@ final class LocalPlane {
         case .state(let phase, let reason):
             self.phase = phase
             let line = MessageLineEncoder.line(
-                ["type": "state", "state": .string(phase.rawValue), "reason": .string(reason), "ts": .number(Double(WallClock.millisecondsSinceEpoch()))],
+                ["type": "state", "state": .string(phase.rawValue), "reason": .string(reason), "ts": .number(JSONNumber(WallClock.millisecondsSinceEpoch()))],
                 allocator: self.allocator
             )
             for client in self.clients.values where client.subscribed {
@@ -216,7 +216,7 @@ final class LocalPlane {
                 p.timer.cancel()
                 self.pending.removeValue(forKey: key)
                 p.client.pendingRequests -= 1
-                var result: [(String, JSONValue)] = [("seq", .number(Double(seq))), ("kind", "text")]
+                var result: [(String, JSONValue)] = [("seq", .number(JSONNumber(seq))), ("kind", "text")]
                 result.append(("json", parsed))
                 p.client.send(MessageLineEncoder.line(Reply.ok(id: p.id, .object(result)), allocator: self.allocator))
             }
@@ -288,7 +288,7 @@ final class LocalPlane {
             client.filter = filter
             if filter != nil { self.filtersInUse += 1 }
             client.subscribed = true
-            var result: [(String, JSONValue)] = [("subscribed", true), ("seq", .number(Double(self.seq)))]
+            var result: [(String, JSONValue)] = [("subscribed", true), ("seq", .number(JSONNumber(self.seq)))]
             if let filter { result.append(("filter", filter.json)) }
             self.ok(client, id, .object(result))
             if let since { self.replay(to: client, since: since) }
@@ -302,7 +302,7 @@ final class LocalPlane {
         case .send(let payload):
             switch link.submit(Self.message(payload)) {
             case .sent: self.ok(client, id, ["status": "sent"])
-            case .queued(let depth): self.ok(client, id, ["status": "queued", "queued": .number(Double(depth)), "state": .string(link.phase.rawValue)])
+            case .queued(let depth): self.ok(client, id, ["status": "queued", "queued": .number(JSONNumber(depth)), "state": .string(link.phase.rawValue)])
             case .rejected(let problem): self.reply(client, ProtocolError(.queueFull, problem, id: id))
             }
         case .close(let code, let reason):
@@ -357,7 +357,7 @@ final class LocalPlane {
         let oldest = self.ring.first?.seq ?? (self.seq + 1)
         if since + 1 < oldest {
             let gap: JSONValue = [
-                "type": "gap", "from": .number(Double(since + 1)), "to": .number(Double(oldest - 1)),
+                "type": "gap", "from": .number(JSONNumber(since + 1)), "to": .number(JSONNumber(oldest - 1)),
                 "reason": .string(
                     "no longer buffered: the replay ring keeps the last \(self.configuration.local.replay) messages (local.replay) up to \(self.configuration.local.replayBytes) bytes (local.replay_bytes)"
                 ),
@@ -396,37 +396,37 @@ final class LocalPlane {
     private func statusJSON(_ s: LinkStatus) -> JSONValue {
         var fields: [(String, JSONValue)] = [
             ("state", .string(s.phase)),
-            ("since", .number(Double(s.sinceMillis))),
+            ("since", .number(JSONNumber(s.sinceMillis))),
             ("url", .string(s.url)),
-            ("reconnects", .number(Double(s.reconnects))),
-            ("failed_attempts", .number(Double(s.failures))),
-            ("rtt_ms", s.rttMillis.map { .number(($0 * 1000).rounded() / 1000) } ?? .null),
+            ("reconnects", .number(JSONNumber(s.reconnects))),
+            ("failed_attempts", .number(JSONNumber(s.failures))),
+            ("rtt_ms", s.rttMillis.map { .number(JSONNumber(($0 * 1000).rounded() / 1000)) } ?? .null),
             ("subprotocol", s.subprotocol.map { .string($0) } ?? .null),
             ("compression", .bool(s.compression)),
-            ("messages_in", .number(Double(s.messagesIn))),
-            ("bytes_in", .number(Double(s.bytesIn))),
-            ("messages_out", .number(Double(s.messagesOut))),
-            ("bytes_out", .number(Double(s.bytesOut))),
-            ("subscribers", .number(Double(self.subscriberCount))),
-            ("clients", .number(Double(self.clientCount))),
-            ("seq", .number(Double(self.seq))),
-            ("drops", .number(Double(self.drops))),
+            ("messages_in", .number(JSONNumber(s.messagesIn))),
+            ("bytes_in", .number(JSONNumber(s.bytesIn))),
+            ("messages_out", .number(JSONNumber(s.messagesOut))),
+            ("bytes_out", .number(JSONNumber(s.bytesOut))),
+            ("subscribers", .number(JSONNumber(self.subscriberCount))),
+            ("clients", .number(JSONNumber(self.clientCount))),
+            ("seq", .number(JSONNumber(self.seq))),
+            ("drops", .number(JSONNumber(self.drops))),
             (
                 "queue",
                 [
-                    "messages": .number(Double(s.queuedMessages)), "bytes": .number(Double(s.queuedBytes)),
-                    "max_messages": .number(Double(s.queueMaxMessages)), "max_bytes": .number(Double(s.queueMaxBytes)),
+                    "messages": .number(JSONNumber(s.queuedMessages)), "bytes": .number(JSONNumber(s.queuedBytes)),
+                    "max_messages": .number(JSONNumber(s.queueMaxMessages)), "max_bytes": .number(JSONNumber(s.queueMaxBytes)),
                 ]
             ),
             ("last_error", s.lastError.map { .string($0) } ?? .null),
             ("version", .string(WSBridgeVersion.current)),
         ]
         if let close = s.lastClose {
-            fields.append(("last_close", ["code": close.code.map { .number(Double($0)) } ?? .null, "reason": .string(close.reason), "by": .string(close.by)]))
+            fields.append(("last_close", ["code": close.code.map { .number(JSONNumber($0)) } ?? .null, "reason": .string(close.reason), "by": .string(close.by)]))
         } else {
             fields.append(("last_close", .null))
         }
-        if let retry = s.retryInMillis { fields.append(("retry_in_ms", .number(Double(retry)))) }
+        if let retry = s.retryInMillis { fields.append(("retry_in_ms", .number(JSONNumber(retry)))) }
         return .object(fields)
     }
 }

@@ -154,9 +154,8 @@ struct JSONParser {
             if !self.atEnd, self.bytes[self.index] == UInt8(ascii: "+") || self.bytes[self.index] == UInt8(ascii: "-") { self.index += 1 }
             guard digits(&self) > 0 else { throw self.fail("expected a digit in the exponent") }
         }
-        let text = String(decoding: self.bytes[start..<self.index], as: UTF8.self)
-        guard let d = Double(text) else { throw JSONParseError(offset: start, problem: "number out of range") }
-        return .number(d)
+        // Kept as text: no precision is lost, and no size is out of range.
+        return .number(JSONNumber(validatedText: String(decoding: self.bytes[start..<self.index], as: UTF8.self)))
     }
 
     mutating func parseString() throws(JSONParseError) -> String {

@@ -3,7 +3,8 @@
 public enum JSONValue: Sendable, Equatable {
     case null
     case bool(Bool)
-    case number(Double)
+    /// Kept as its text: exact, whatever its size or precision.
+    case number(JSONNumber)
     case string(String)
     case array([JSONValue])
     /// Keys keep their order; duplicate keys keep the last value on lookup.
@@ -71,12 +72,12 @@ public enum JSONValue: Sendable, Equatable {
     }
 
     public var intValue: Int? {
-        if case .number(let d) = self, d == d.rounded(), abs(d) < 9.007_199_254_740_992e15 { return Int(d) }
+        if case .number(let n) = self { return n.intValue }
         return nil
     }
 
     public var doubleValue: Double? {
-        if case .number(let d) = self { return d }
+        if case .number(let n) = self { return n.doubleValue }
         return nil
     }
 
@@ -102,8 +103,8 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
     ExpressibleByDictionaryLiteral, ExpressibleByArrayLiteral, ExpressibleByNilLiteral, ExpressibleByFloatLiteral
 {
     public init(stringLiteral value: String) { self = .string(value) }
-    public init(integerLiteral value: Int) { self = .number(Double(value)) }
-    public init(floatLiteral value: Double) { self = .number(value) }
+    public init(integerLiteral value: Int) { self = .number(JSONNumber(value)) }
+    public init(floatLiteral value: Double) { self = .number(JSONNumber(value)) }
     public init(booleanLiteral value: Bool) { self = .bool(value) }
     public init(dictionaryLiteral elements: (String, JSONValue)...) { self = .object(elements) }
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
@@ -125,7 +126,7 @@ extension JSONValue {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
-        case .number(let d): JSONWriter.writeNumber(d, into: &out)
+        case .number(let n): out.append(contentsOf: n.text.utf8)
         case .string(let s): JSONWriter.writeString(s, into: &out)
         case .array(let items):
             out.append(UInt8(ascii: "["))
@@ -188,16 +189,6 @@ public enum JSONWriter {
         }
         if runStart < bytes.count { append(UnsafeRawBufferPointer(rebasing: bytes[runStart...])) }
         emit("\"")
-    }
-
-    public static func writeNumber(_ d: Double, into out: inout [UInt8]) {
-        if d.isFinite, d == d.rounded(), abs(d) < 1e15 {
-            out.append(contentsOf: String(Int64(d)).utf8)
-        } else if d.isFinite {
-            out.append(contentsOf: "\(d)".utf8)
-        } else {
-            out.append(contentsOf: "null".utf8)
-        }
     }
 
     public static func writeInteger(_ i: some BinaryInteger, into out: inout [UInt8]) {

@@ -87,12 +87,17 @@ final class DaemonConnection {
 
     /// Reads one line as JSON; nil at end of stream.
     func readLine() throws -> JSONValue? {
+        try self.readRawLine()?.json
+    }
+
+    /// Reads one line: its bytes exactly as the daemon sent them (without the newline), and its JSON.
+    func readRawLine() throws -> (raw: [UInt8], json: JSONValue)? {
         while true {
             if let nl = self.buffer.firstIndex(of: UInt8(ascii: "\n")) {
                 let line = Array(self.buffer[..<nl])
                 self.buffer.removeSubrange(...nl)
                 do {
-                    return try JSONValue.parse(line)
+                    return (line, try JSONValue.parse(line))
                 } catch {
                     throw RequestError(code: "protocol", message: "wsbridged sent a line that is not JSON: \(error)")
                 }
@@ -114,8 +119,8 @@ final class DaemonConnection {
             try self.write(["op": "unsubscribe", "id": "wsbridgectl-unsubscribe"])
         }
         self.nextID += 1
-        let id = JSONValue.number(Double(self.nextID))
-        try self.write(.object([("id", id), ("op", .string(op)), ("v", .number(Double(WireProtocol.version)))] + fields))
+        let id = JSONValue.number(JSONNumber(self.nextID))
+        try self.write(.object([("id", id), ("op", .string(op)), ("v", .number(JSONNumber(WireProtocol.version)))] + fields))
         while let line = try self.readLine() {
             guard line["type"] == "reply", line["id"] == id else { continue }
             if line["ok"] == true { return line["result"] ?? .null }

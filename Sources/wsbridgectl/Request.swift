@@ -22,7 +22,7 @@ struct Request: ParsableCommand {
         let filter = FieldMatch.parse(self.match)
         let result = try self.global.run(
             "request",
-            [("text", .string(self.text)), ("match", filter.json), ("timeout", .number(self.timeout))]
+            [("text", .string(self.text)), ("match", filter.json), ("timeout", .number(JSONNumber(self.timeout)))]
         )
         if self.global.json {
             Output.line(result.serialized)

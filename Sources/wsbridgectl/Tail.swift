@@ -18,7 +18,7 @@ struct Tail: ParsableCommand {
     func run() throws {
         let connection = try self.global.connect()
         var fields: [(String, JSONValue)] = []
-        if let since { fields.append(("since", .number(Double(since)))) }
+        if let since { fields.append(("since", .number(JSONNumber(since)))) }
         if let filter { fields.append(("filter", FieldMatch.parse(filter).json)) }
         do {
             let result = try connection.request("subscribe", fields, unsubscribeFirst: false)
@@ -28,11 +28,12 @@ struct Tail: ParsableCommand {
             Output.error(error.description)
             throw ExitCode(error.exitCode)
         }
-        while let line = try connection.readLine() {
+        while let (raw, line) = try connection.readRawLine() {
             switch line["type"]?.stringValue {
             case "message":
                 if self.global.json {
-                    Output.line(line.serialized)
+                    // Exactly as received: nothing re-serialized.
+                    Output.line(String(decoding: raw, as: UTF8.self))
                 } else if let inline = line["json"] {
                     Output.line(inline.serialized)
                 } else if line["kind"] == "binary" {
@@ -42,7 +43,7 @@ struct Tail: ParsableCommand {
                 }
             case "state", "dropped", "gap":
                 if self.global.json {
-                    Output.line(line.serialized)
+                    Output.line(String(decoding: raw, as: UTF8.self))
                 } else {
                     Output.error(Self.notice(line))
                 }
