@@ -28,7 +28,9 @@ final class PerMessageDeflate {
 
     init(parameters: DeflateParameters) throws {
         self.parameters = parameters
-        // raw deflate cannot use an 8-bit window; 9 is what zlib does in its place.
+        // zlib's raw deflate has no 8-bit window, so client_max_window_bits=8 compresses with 9.
+        // That stays within what the server's 256-byte window can follow: zlib never emits a
+        // distance beyond w_size - MIN_LOOKAHEAD = 512 - 262 = 250 bytes (a unit test checks it).
         guard let inflater = cwsb_inflater_new(15) else { throw Failure.noMemory }
         guard let deflater = cwsb_deflater_new(Int32(max(parameters.clientMaxWindowBits, 9)), 6) else {
             cwsb_zstream_free(inflater)

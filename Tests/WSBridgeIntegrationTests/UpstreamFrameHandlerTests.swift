@@ -143,3 +143,60 @@ import WSBridgeCore
         #expect(r.events == texts.map { "message text \($0)" })
     }
 }
+
+import CWSBridgeZlib
+
+@Suite struct PerMessageDeflateWindowTests {
+    /// Inflates raw deflate data with a window of `bits`; nil when it needs a larger window.
+    /// The output goes out 64 bytes at a time, so back-references must come from zlib's window
+    /// (with one big output buffer zlib copies from the buffer and never checks the window).
+    static func inflate(_ data: ByteBuffer, windowBits bits: Int32) -> String? {
+        guard let stream = cwsb_inflater_new(bits) else { return nil }
+        defer { cwsb_zstream_free(stream) }
+        let input = Array(data.readableBytesView) + [0x00, 0x00, 0xFF, 0xFF]
+        var result: [UInt8] = []
+        var offset = 0
+        while true {
+            var chunk = [UInt8](repeating: 0, count: 64)
+            var consumed = 0
+            var produced = 0
+            let status = input.withUnsafeBufferPointer { i in
+                chunk.withUnsafeMutableBufferPointer { o in
+                    cwsb_zstream_process(stream, i.baseAddress! + offset, i.count - offset, o.baseAddress, o.count, &consumed, &produced)
+                }
+            }
+            guard status >= 0 else { return nil }
+            offset += consumed
+            result += chunk.prefix(produced)
+            if produced == 0 && (offset == input.count || consumed == 0) { break }
+        }
+        return String(decoding: result, as: UTF8.self)
+    }
+
+    static func random(_ count: Int, seed: UInt32) -> String {
+        var seed = seed
+        return String(
+            (0..<count).map { _ in
+                seed = seed &* 1_103_515_245 &+ 12345
+                return Character(UnicodeScalar(UInt8(97 + (seed >> 16) % 26)))
+            }
+        )
+    }
+
+    @Test func clientMaxWindowBits8ProducesWhatAn8BitWindowInflates() throws {
+        // Repeats 200 bytes apart (an 8-bit window may use them) and 255 bytes apart (at the edge
+        // of an 8-bit window): whatever zlib references, a 256-byte window must follow it.
+        // Repeats 300 apart are out of reach: using them would break an 8-bit window.
+        let text = String(repeating: Self.random(200, seed: 1), count: 6) + String(repeating: Self.random(255, seed: 2), count: 6)
+            + String(repeating: Self.random(300, seed: 3), count: 6)
+        var eight = DeflateParameters()
+        eight.clientMaxWindowBits = 8
+        let compressed = try PerMessageDeflate(parameters: eight).compress(ByteBuffer(string: text), allocator: ByteBufferAllocator())
+        #expect(Self.inflate(compressed, windowBits: 8) == text)
+        // It did compress (back-references were used), so the check above means something.
+        #expect(compressed.readableBytes < text.utf8.count / 2, "\(compressed.readableBytes) of \(text.utf8.count)")
+        // And the check can fail: a 15-bit window's output references 300 bytes back.
+        let wide = try PerMessageDeflate(parameters: DeflateParameters()).compress(ByteBuffer(string: text), allocator: ByteBufferAllocator())
+        #expect(Self.inflate(wide, windowBits: 8) != text)
+    }
+}

@@ -58,6 +58,31 @@ import WSBridgeProtocol
         #expect(down?.contains("close code \(code)") == true, "\(down ?? "no state")")
     }
 
+    @Test func aServerThatNeverAnswersTheUpgradeTimesOut() async throws {
+        // A listening socket that never accepts: TCP connects (the kernel's backlog), the
+        // upgrade request goes out, and no 101 ever comes.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        #expect(bound == 0)
+        #expect(listen(fd, 8) == 0)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        let port = Int(UInt16(bigEndian: addr.sin_port))
+        var configuration = try LinkHarness.configuration(url: "ws://127.0.0.1:\(port)/")
+        configuration.upstream.connectTimeout = .milliseconds(500)
+        let link = try await LinkHarness(configuration)
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        let failed = await link.state(.backingOff)
+        #expect(failed?.contains("timed out after 500ms") == true, "\(failed ?? "no state")")
+        #expect(failed?.contains("upstream.connect_timeout") == true)
+        #expect(!link.events.text.contains("state open"))
+    }
+
     @Test func aSlowUpstreamFillsTheBoundedQueueNotMemory() async throws {
         let f = try await DaemonFixture(extraConfig: "[queue]\nmax_messages = 20\nmax_bytes = 100000000")
         let c = try await f.client()
