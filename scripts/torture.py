@@ -88,11 +88,22 @@ class Daemon:
         self.proc = subprocess.Popen([*launcher, f"{bindir}/wsbridged", "--config", config],
                                      stdout=self.log, stderr=self.log)
         deadline = time.monotonic() + 30
-        while not os.path.exists(self.socket):
+        while not self.listening():
             if time.monotonic() > deadline or self.proc.poll() is not None:
                 raise RuntimeError("wsbridged did not start: see wsbridged.log")
             time.sleep(0.01)
         self.pid = self.proc.pid
+
+    def listening(self):
+        """The path appears at bind(2), a moment before listen(2): a connect tells."""
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(self.socket)
+            return True
+        except OSError:
+            return False
+        finally:
+            probe.close()
 
     def stop(self):
         self.proc.terminate()

@@ -25,6 +25,8 @@ public struct Configuration: Sendable, Equatable {
         public var compression = true
         public var maxMessageSize = 16 * 1024 * 1024
         public var connectTimeout: Duration = .seconds(10)
+        /// false: start idle, and connect only on a `connect` request.
+        public var connectOnStart = true
 
         public init() {}
 

@@ -97,7 +97,7 @@ private struct Reader {
     }
 
     static let sections: [String: Set<String>] = [
-        "upstream": ["url", "headers", "subprotocols", "compression", "max_message_size", "connect_timeout"],
+        "upstream": ["url", "headers", "subprotocols", "compression", "max_message_size", "connect_timeout", "connect_on_start"],
         "auth": ["token_file"],
         "tls": ["ca_file", "cert_file", "key_file", "server_name", "insecure"],
         "proxy": ["url", "use_environment"],
@@ -170,6 +170,7 @@ private struct Reader {
                 config.upstream.maxMessageSize = try self.int(v, "upstream.max_message_size", in: 125...(1 << 30), "a byte count from 125 to 1073741824")
             }
             if let v = u["connect_timeout"] { config.upstream.connectTimeout = try self.duration(v, "upstream.connect_timeout") }
+            if let v = u["connect_on_start"] { config.upstream.connectOnStart = try self.bool(v, "upstream.connect_on_start") }
         }
         if let a = t("auth"), let v = a["token_file"] {
             config.auth.tokenFile = try self.path(v, "auth.token_file")

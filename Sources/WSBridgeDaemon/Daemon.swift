@@ -127,7 +127,11 @@ public enum Daemon {
             )
         }
         logger.notice("wsbridged \(WSBridgeVersion.current) starting", metadata: ["upstream.url": "\(upstream)"])
-        link.connect()
+        if configuration.upstream.connectOnStart {
+            link.connect()
+        } else {
+            logger.notice("upstream.connect_on_start = false: the link stays closed until a connect request")
+        }
         // Ready once the local socket listens; the upstream may still be connecting.
         let status = (try? eventLoop.submit { plane.value.statusSummary() }.wait()) ?? ""
         Systemd.notify("READY=1\nSTATUS=\(status)")

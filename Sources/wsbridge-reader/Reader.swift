@@ -46,7 +46,7 @@ struct Reader: ParsableCommand {
             let end = Array(self.end.utf8)
             let slow = self.slowUs
             let stall = self.stall
-            let channel = try ClientBootstrap(group: group)
+            let bootstrap = ClientBootstrap(group: group)
                 .channelOption(.autoRead, value: !stall)
                 .channelInitializer { ch in
                     ch.eventLoop.makeCompletedFuture {
@@ -55,8 +55,17 @@ struct Reader: ParsableCommand {
                         )
                     }
                 }
-                .connect(unixDomainSocketPath: self.socket).wait()
-            channels.append(channel)
+            // A bridge's socket path appears at bind(2), a moment before it listens: retry briefly.
+            var attempt = 0
+            while true {
+                do {
+                    channels.append(try bootstrap.connect(unixDomainSocketPath: self.socket).wait())
+                    break
+                } catch where attempt < 500 {
+                    attempt += 1
+                    usleep(10_000)
+                }
+            }
         }
         emit("ready")
         if self.stall {

@@ -36,6 +36,7 @@ import WSBridgeCore
             compression = false
             max_message_size = 1048576
             connect_timeout = 3
+            connect_on_start = false
             [upstream.headers]
             "X-Client" = "wsbridge"
             [auth]
@@ -72,6 +73,7 @@ import WSBridgeCore
         #expect(config.upstream.compression == false)
         #expect(config.upstream.maxMessageSize == 1_048_576)
         #expect(config.upstream.connectTimeout == .seconds(3))
+        #expect(!config.upstream.connectOnStart)
         #expect(config.upstream.headers.map(\.name) == ["X-Client"])
         #expect(config.upstream.headers.map(\.value) == ["wsbridge"])
         #expect(config.auth.tokenFile == "/run/credentials/wsbridged.service/token")
