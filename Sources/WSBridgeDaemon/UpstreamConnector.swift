@@ -250,6 +250,9 @@ struct UpstreamConnector: Sendable {
                     // The status recorder only matters for a refused upgrade; it must not see frames.
                     channel.pipeline.syncOperations.removeHandler(name: "wsb.status", promise: nil)
                     try channel.pipeline.syncOperations.addHandler(makeFrameHandler(channel, deflate))
+                    // UTF-8 checked as bytes arrive, in front of NIO's whole-frame decoder.
+                    let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
+                    try channel.pipeline.syncOperations.addHandler(TextStreamValidator(), position: .before(decoder))
                     // Reported once the upgrade has finished (HTTP handlers gone): only then may frames be written.
                     return Handshake(channel: channel, subprotocol: chosen, deflate: deflate)
                 }

@@ -1,7 +1,7 @@
 """A third-party upstream for wsbridge's tests: Python `websockets` (asyncio server).
 
 Speaks the same control protocol as wsbridge-testserver: commands on stdin, one per line
-(send TEXT | close CODE [REASON] | drop | pings off | pings on | refuse on | refuse off |
+(send TEXT | close CODE [REASON] | drop | pings off | pings on | stall on | stall off | refuse on | refuse off |
 oversize BYTES | ticker RATE | ticker off | quit); events on stdout (listening PORT, upgrade ...,
 connected N, message TEXT, closed CODE REASON, disconnected N).
 Listens on loopback only unless --host says otherwise.
@@ -90,6 +90,14 @@ async def commands():
                     ws.transport.pause_reading()
                 else:
                     ws.transport.resume_reading()
+        elif cmd == "stall":
+            # `stall on`: stop reading (a slow upstream); `stall off`: read again.
+            for ws in list(clients):
+                if args and args[0] == "off":
+                    ws.transport.resume_reading()
+                else:
+                    ws.transport.pause_reading()
+            out(f"stall {'off' if args and args[0] == 'off' else 'on'}")
         elif cmd == "refuse":
             state["refuse"] = not (args and args[0] == "off")
         elif cmd == "oversize":
