@@ -94,6 +94,12 @@ final class LocalClient: ChannelDuplexHandler {
         }
     }
 
+    func channelReadComplete(context: ChannelHandlerContext) {
+        // A client that sends a few requests now and then never waits: a turn is one read.
+        if !self.throttled { self.handledInTurn = 0 }
+        context.fireChannelReadComplete()
+    }
+
     func read(context: ChannelHandlerContext) {
         if self.readingPaused {
             self.readHeldBack = true
