@@ -7,8 +7,9 @@ import WSBridgeCore
 /// frame that arrives in pieces is found only once the whole frame is in (Autobahn 6.4.3,
 /// 6.4.4: "fail fast"). This handler sits in front of the decoder, follows the frame headers of
 /// the byte stream (RFC 6455 §5.2), and feeds text payload bytes to a `UTF8Validator`. At the
-/// first bad byte it passes on the complete frames before it, reports a 1007 error and drops the
-/// rest. The frame handler still does the full checks; this one only makes them earlier.
+/// first bad byte (or a text message that ends inside a character) it passes on the complete
+/// frames before it, reports a 1007 error and drops the rest. With it in the pipeline the frame
+/// handler does not check uncompressed text again; compressed text is checked once inflated.
 /// Confined to the channel's event loop.
 final class TextStreamValidator: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
@@ -18,6 +19,9 @@ final class TextStreamValidator: ChannelInboundHandler {
     /// Payload bytes of the current frame not seen yet (nil while reading a header).
     private var remaining: UInt64?
     private var validating = false
+    /// The current frame ends a text message that is being checked: at its end, no character
+    /// may be left open.
+    private var endsText = false
     /// An uncompressed text message is in progress (its continuations are checked too).
     private var inText = false
     private var utf8 = UTF8Validator()
@@ -42,13 +46,25 @@ final class TextStreamValidator: ChannelInboundHandler {
                 buffer.moveReaderIndex(forwardBy: n)
                 let left = remaining - UInt64(n)
                 self.remaining = left == 0 ? nil : left
-                if left == 0 { frameStart = buffer.readerIndex }
+                if left == 0 {
+                    guard self.frameEnded() else {
+                        self.fail(context, buffer: buffer, start: start, frameStart: frameStart)
+                        return
+                    }
+                    frameStart = buffer.readerIndex
+                }
             } else {
                 self.header.append(buffer.readInteger(as: UInt8.self)!)
                 if let length = self.headerComplete() {
                     self.header.removeAll(keepingCapacity: true)
                     self.remaining = length == 0 ? nil : length
-                    if length == 0 { frameStart = buffer.readerIndex }
+                    if length == 0 {
+                        guard self.frameEnded() else {
+                            self.fail(context, buffer: buffer, start: start, frameStart: frameStart)
+                            return
+                        }
+                        frameStart = buffer.readerIndex
+                    }
                 }
             }
         }
@@ -75,9 +91,11 @@ final class TextStreamValidator: ChannelInboundHandler {
             self.inText = !rsv1 && !masked
             self.utf8 = UTF8Validator()
             self.validating = self.inText
+            self.endsText = fin && self.validating
             if fin { self.inText = false }
         case 0x0:  // continuation
             self.validating = self.inText && !masked
+            self.endsText = fin && self.validating
             if fin { self.inText = false }
         case 0x2:
             self.inText = false
@@ -86,6 +104,12 @@ final class TextStreamValidator: ChannelInboundHandler {
             self.validating = false
         }
         return length
+    }
+
+    /// A frame's payload is all in: false when it ended a text message inside a character.
+    private func frameEnded() -> Bool {
+        defer { self.endsText = false }
+        return !self.endsText || self.utf8.isComplete
     }
 
     private func fail(_ context: ChannelHandlerContext, buffer: ByteBuffer, start: Int, frameStart: Int) {

@@ -36,6 +36,8 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
 
     private let callbacks: Callbacks
     private let maxMessageSize: Int
+    /// A `TextStreamValidator` in front checks uncompressed text as it arrives: not again here.
+    private let textCheckedUpstream: Bool
     let deflate: PerMessageDeflate?
     private var pending: (kind: UpstreamMessage.Kind, compressed: Bool, data: ByteBuffer)?
     /// UTF-8 state of the uncompressed text message being reassembled: bad bytes fail the
@@ -45,10 +47,11 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
     /// After the server's close frame, data frames are ignored (RFC 6455 §5.5.1).
     private var closeReceived = false
 
-    init(callbacks: Callbacks, maxMessageSize: Int, deflate: PerMessageDeflate?) {
+    init(callbacks: Callbacks, maxMessageSize: Int, deflate: PerMessageDeflate?, textCheckedUpstream: Bool = false) {
         self.callbacks = callbacks
         self.maxMessageSize = maxMessageSize
         self.deflate = deflate
+        self.textCheckedUpstream = textCheckedUpstream
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -78,11 +81,11 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
             let kind: UpstreamMessage.Kind = frame.opcode == .text ? .text : .binary
             if self.closeReceived { return }
             if frame.fin {
-                try self.deliver(kind, compressed: frame.rsv1, frame.unmaskedData, validated: false, allocator: allocator)
+                try self.deliver(kind, compressed: frame.rsv1, frame.unmaskedData, validated: self.textCheckedUpstream && !frame.rsv1, allocator: allocator)
             } else {
                 try self.checkSize(frame.length)
                 let data = frame.unmaskedData
-                if kind == .text && !frame.rsv1 {
+                if kind == .text && !frame.rsv1 && !self.textCheckedUpstream {
                     self.utf8 = UTF8Validator()
                     try self.validate(data, complete: false)
                 }
@@ -96,7 +99,7 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
             self.pending = nil
             try self.checkSize(pending.data.readableBytes + frame.length)
             var more = frame.unmaskedData
-            if pending.kind == .text && !pending.compressed {
+            if pending.kind == .text && !pending.compressed && !self.textCheckedUpstream {
                 try self.validate(more, complete: frame.fin)
             }
             pending.data.writeBuffer(&more)

@@ -358,7 +358,9 @@ public final class UpstreamLink {
                     writable: { bound.value.becameWritable(generation: generation) }
                 ),
                 maxMessageSize: maxMessageSize,
-                deflate: try deflate.map { try PerMessageDeflate(parameters: $0) }
+                deflate: try deflate.map { try PerMessageDeflate(parameters: $0) },
+                // The connector puts a TextStreamValidator in front of the frame decoder.
+                textCheckedUpstream: true
             )
             if generation == bound.value.generation { bound.value.frameHandler = handler }
             return handler

@@ -251,6 +251,16 @@ import CWSBridgeZlib
         #expect(sink.bytes.count == before)
     }
 
+    @Test func aTextMessageEndingInsideACharacterFailsAtItsLastFrame() throws {
+        let (channel, sink) = try Self.channel()
+        let first = Self.frame(0x1, Array("ok".utf8) + [0xCE], fin: false)
+        try channel.writeInbound(ByteBuffer(bytes: first))
+        #expect(sink.errors.isEmpty)
+        try channel.writeInbound(ByteBuffer(bytes: Self.frame(0x0, [])))
+        #expect(sink.errors == ["1007"])
+        #expect(sink.bytes == first)
+    }
+
     @Test func validTextSplitAnywhereAndOtherFramesPassUnchanged() throws {
         let (channel, sink) = try Self.channel()
         let text = Array("κόσμε ".utf8) + Array(String(repeating: "y", count: 300).utf8)
