@@ -87,6 +87,9 @@ public enum Daemon {
 
         // Socket activation: adopt the socket systemd passes, else bind the configured path.
         let activated = Systemd.listenedSockets()
+        // The path this process binds, and so removes when it stops: a reload that changes
+        // local.socket applies only after a restart, and the new path may be another daemon's.
+        let boundSocket = initialConfiguration.local.socket
         let server: any Channel
         do {
             if let socket = activated.first {
@@ -177,7 +180,7 @@ public enum Daemon {
         let flushTimeout = eventLoop.scheduleTask(in: .seconds(2)) {}
         _ = try? flushed.or(flushTimeout.futureResult).wait()
         try? server.close().wait()
-        if activated.isEmpty { unlink(configuration.local.socket) }
+        if activated.isEmpty { unlink(boundSocket) }
         if configuration.reachability.enabled { monitor.stop() }
         logger.notice("stopped")
         return 0

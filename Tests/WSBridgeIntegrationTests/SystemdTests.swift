@@ -219,6 +219,30 @@ final class DatagramListener: Sendable {
         #expect(await daemon.stderr.wait(containing: "local.max_line changed but apply only after a restart") != nil)
     }
 
+    @Test func aReloadThatMovesTheSocketStillRemovesTheOneBoundAtStop() async throws {
+        let dir = try TemporaryDirectory()
+        let server = try await UpstreamServer(.nio)
+        let (daemon, notify, config) = try self.startDaemon(dir, server: server)
+        defer { daemon.stop() }
+        #expect(await notify.messages.wait(containing: "READY=1") != nil)
+        // Another daemon's live socket sits at the path the reloaded file names.
+        let other = dir.file("other.sock")
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = unixAddress(other)
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        #expect(bound == 0)
+        try Self.config(server: server, socket: other, heartbeat: "30s").write(toFile: config, atomically: true, encoding: .utf8)
+        daemon.signal(SIGHUP)
+        #expect(await daemon.stderr.wait(containing: "local.socket changed but apply only after a restart") != nil)
+        daemon.signal(SIGTERM)
+        #expect(await daemon.waitForExit() == 0)
+        #expect(FileManager.default.fileExists(atPath: other), "the other daemon's socket was removed")
+        #expect(!FileManager.default.fileExists(atPath: dir.file("d.sock")), "our own socket was left behind")
+    }
+
     @Test func socketActivationStartsTheDaemonOnFirstConnect() async throws {
         let dir = try TemporaryDirectory()
         let server = try await UpstreamServer(.nio)
