@@ -125,6 +125,7 @@ public enum Daemon {
                 initial: networkAvailable,
                 callbacks: .init(
                     changed: { available in link.networkChanged(available: available) },
+                    touched: { link.checkLiveness(why: "network changed") },
                     resumed: { slept in link.checkLiveness(why: "resumed after \(slept.short) of suspend") }
                 )
             )

@@ -18,9 +18,17 @@ import Glibc
 public final class ReachabilityMonitor: Sendable {
     public struct Callbacks: Sendable {
         public var changed: @Sendable (Bool) -> Void
+        /// Links, addresses or routes changed while a route to the upstream still exists: the
+        /// open connection may now be stale (a new address, another interface).
+        public var touched: @Sendable () -> Void
         public var resumed: @Sendable (Duration) -> Void
-        public init(changed: @escaping @Sendable (Bool) -> Void, resumed: @escaping @Sendable (Duration) -> Void) {
+        public init(
+            changed: @escaping @Sendable (Bool) -> Void,
+            touched: @escaping @Sendable () -> Void = {},
+            resumed: @escaping @Sendable (Duration) -> Void
+        ) {
             self.changed = changed
+            self.touched = touched
             self.resumed = resumed
         }
     }
@@ -137,10 +145,17 @@ public final class ReachabilityMonitor: Sendable {
                 pollfd(fd: self.wakeFDs.read, events: Int16(POLLIN), revents: 0),
             ]
             let n = poll(&fds, 2, timeoutMs)
-            if n < 0 && errno != EINTR { return }
-            if fds[1].revents != 0 { return }
+            if n < 0 && errno != EINTR {
+                // Never silently: say so, and keep checking at the poll interval.
+                self.logger.error(
+                    "reachability: poll failed (\(String(cString: strerror(errno)))); checking every \(self.pollInterval.short) without events"
+                )
+                var pause = timespec(tv_sec: Int(self.pollInterval.nanoseconds / 1_000_000_000), tv_nsec: Int(self.pollInterval.nanoseconds % 1_000_000_000))
+                nanosleep(&pause, nil)
+            }
+            if n > 0 && fds[1].revents != 0 { return }
             var why = "poll"
-            if fds[0].revents != 0 {
+            if n > 0 && fds[0].revents != 0 {
                 let changes = cwsb_rtnetlink_drain(netlink)
                 if changes == 0 || changes == -EAGAIN { continue }
                 why = "rtnetlink"
@@ -154,6 +169,8 @@ public final class ReachabilityMonitor: Sendable {
                 self.logger.debug("reachability: route \(now ? "appeared" : "vanished") (\(why))")
                 last = now
                 callbacks.changed(now)
+            } else if now && why == "rtnetlink" {
+                callbacks.touched()
             }
         }
     }

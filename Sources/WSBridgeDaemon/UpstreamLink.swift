@@ -108,7 +108,7 @@ public final class UpstreamLink {
     /// After a suspend/resume or a network change: ping now and start the deadline.
     func checkLiveness(why: String) {
         guard self.heartbeat != nil else { return }
-        self.logger.info("heartbeat: liveness check", metadata: ["reason": "\(why)"])
+        self.logger.info("heartbeat: liveness check: \(why)")
         self.heartbeat?.checkNow(now: Self.now())
         self.runHeartbeat(generation: self.generation)
     }

@@ -115,6 +115,19 @@ struct NetworkNamespaceTests {
         #expect(!daemon.stderr.lines[up...].contains { $0.contains("-> backingOff") })
     }
 
+    @Test func aNetworkChangeWhileConnectedChecksTheLinkAtOnce() async throws {
+        let net = try NamespacePair()
+        let dir = try TemporaryDirectory()
+        let (server, daemon) = try await self.start(net, dir: dir)
+        defer { daemon.stop(); _ = server }
+        let mark = daemon.stderr.count
+        // A second address on the client's interface: the route stays, the connection may not.
+        try run(NamespacePair.ip, ["-n", net.client, "addr", "add", "169.254.78.2/30", "dev", "veth-c"])
+        let check = await daemon.stderr.wait(from: mark, containing: "heartbeat: liveness check")
+        #expect(check?.contains("network changed") == true, "\(daemon.stderr.text)")
+        #expect(!daemon.stderr.lines[mark...].contains { $0.contains("waitingForNetwork") })
+    }
+
     @Test func halfOpenLinkIsDetectedByTheHeartbeat() async throws {
         let net = try NamespacePair()
         let dir = try TemporaryDirectory()
