@@ -1,6 +1,7 @@
-// glibc's `struct timespec`/`struct tm` are claimed by the CSystemd module (its headers include
-// <time.h>), so it is imported explicitly where time structures are used.
+// glibc's `struct timespec`/`struct tm` are claimed by whichever C module a clean build loads
+// first (CSystemd or CWSBridgeLinux: both include <time.h>), so both are imported where used.
 import CSystemd
+import CWSBridgeLinux
 import Logging
 
 #if canImport(Glibc)

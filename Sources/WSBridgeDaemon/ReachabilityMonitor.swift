@@ -150,8 +150,7 @@ public final class ReachabilityMonitor: Sendable {
                 self.logger.error(
                     "reachability: poll failed (\(String(cString: strerror(errno)))); checking every \(self.pollInterval.short) without events"
                 )
-                var pause = timespec(tv_sec: Int(self.pollInterval.nanoseconds / 1_000_000_000), tv_nsec: Int(self.pollInterval.nanoseconds % 1_000_000_000))
-                nanosleep(&pause, nil)
+                _ = poll(nil, 0, timeoutMs)  // no descriptors: just the wait
             }
             if n > 0 && fds[1].revents != 0 { return }
             var why = "poll"

@@ -1,4 +1,5 @@
 import CSystemd
+import CWSBridgeLinux
 
 #if canImport(Glibc)
 import Glibc

@@ -1,6 +1,7 @@
-// glibc's `struct timespec` is claimed by the CSystemd module (its headers include <time.h>),
-// so it is imported explicitly where time structures are used.
+// glibc's `struct timespec` is claimed by whichever C module a clean build loads first (CSystemd
+// or CWSBridgeLinux: both headers include <time.h>), so both are imported where it is used.
 import CSystemd
+import CWSBridgeLinux
 
 #if canImport(Glibc)
 import Glibc
