@@ -173,6 +173,7 @@ import CWSBridgeZlib
         return String(decoding: result, as: UTF8.self)
     }
 
+    /// `count` pseudo-random lowercase letters (little to compress, repeatable).
     static func random(_ count: Int, seed: UInt32) -> String {
         var seed = seed
         return String(

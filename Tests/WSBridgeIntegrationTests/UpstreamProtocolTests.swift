@@ -113,13 +113,7 @@ import WSBridgeProtocol
         #expect(await f.server.event("stall on") != nil)
         // 64 KiB messages: TCP buffers and NIO's write buffer take a few, then the queue fills.
         // Letters that do not compress much (Python websockets negotiates permessage-deflate).
-        var seed: UInt32 = 7
-        let payload = String(
-            (0..<65536).map { _ in
-                seed = seed &* 1_103_515_245 &+ 12345
-                return Character(UnicodeScalar(UInt8(97 + (seed >> 16) % 26)))
-            }
-        )
+        let payload = PerMessageDeflateWindowTests.random(65536, seed: 7)
         var statuses: [String] = []
         for i in 0..<500 {
             c.send(#"{"id":"m\#(i)","op":"send","text":"\#(i) \#(payload)"}"#)
