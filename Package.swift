@@ -76,6 +76,7 @@ let package = Package(
             name: "wsbridged",
             dependencies: [
                 "WSBridgeDaemon",
+                "WSBridgeProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict

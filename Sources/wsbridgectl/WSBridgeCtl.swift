@@ -11,7 +11,7 @@ struct WSBridgeCtl: ParsableCommand {
             Exit codes: 0 done, 1 the daemon refused the request, 64 usage error, 69 the daemon is \
             not running, 77 permission denied.
             """,
-        version: "0.1.0",
+        version: WSBridgeVersion.current,
         subcommands: [Status.self, Send.self, Close.self, Connect.self, Reconnect.self, Tail.self, Request.self],
         defaultSubcommand: Status.self
     )

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Logging
 import WSBridgeCore
+import WSBridgeProtocol
 import WSBridgeDaemon
 
 #if canImport(Glibc)

@@ -2,6 +2,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import WSBridgeCore
+import WSBridgeProtocol
 
 #if canImport(Glibc)
 import Glibc

@@ -8,6 +8,7 @@ import NIOSOCKS
 import NIOSSL
 import NIOWebSocket
 import WSBridgeCore
+import WSBridgeProtocol
 
 #if canImport(Glibc)
 import Glibc
