@@ -57,9 +57,7 @@ public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible
     public var description: String { "\(self.code.rawValue): \(self.message)" }
 
     /// The reply line for this error.
-    public var reply: JSONValue {
-        ["type": "reply", "id": self.id ?? .null, "ok": false, "error": ["code": .string(self.code.rawValue), "message": .string(self.message)]]
-    }
+    public var reply: JSONValue { ReplyLine(id: self.id, .failure(self)).json }
 }
 
 /// A message payload: text, or binary carried as base64 on the wire.
@@ -293,13 +291,6 @@ private struct FieldReader {
             )
         }
         return filter
-    }
-}
-
-/// Builds reply lines.
-public enum Reply {
-    public static func ok(id: JSONValue?, _ result: JSONValue = .object([])) -> JSONValue {
-        ["type": "reply", "id": id ?? .null, "ok": true, "result": result]
     }
 }
 

@@ -121,13 +121,12 @@ final class DaemonConnection {
         self.nextID += 1
         let id = JSONValue.number(JSONNumber(self.nextID))
         try self.write(.object([("id", id), ("op", .string(op)), ("v", .number(JSONNumber(WireProtocol.version)))] + fields))
-        while let line = try self.readLine() {
-            guard line["type"] == "reply", line["id"] == id else { continue }
-            if line["ok"] == true { return line["result"] ?? .null }
-            throw RequestError(
-                code: line.value(at: "error.code")?.stringValue ?? "unknown",
-                message: line.value(at: "error.message")?.stringValue ?? "request failed"
-            )
+        while let json = try self.readLine() {
+            guard case .reply(let reply)? = ServerLine.decode(json), reply.id == id else { continue }
+            switch reply.outcome {
+            case .success(let result): return result
+            case .failure(let error): throw RequestError(code: error.code.rawValue, message: error.message)
+            }
         }
         throw RequestError(code: "io", message: "wsbridged closed the connection before answering")
     }

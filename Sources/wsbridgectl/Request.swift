@@ -27,7 +27,7 @@ struct Request: ParsableCommand {
         if self.global.json {
             Output.line(result.serialized)
         } else {
-            Output.line(result["json"]?.serialized ?? result.serialized)
+            Output.line(RequestResult(json: result)?.payload.serialized ?? result.serialized)
         }
     }
 }

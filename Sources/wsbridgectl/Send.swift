@@ -58,10 +58,10 @@ struct Send: ParsableCommand {
     func report(_ result: JSONValue) {
         if self.global.json {
             Output.line(result.serialized)
-        } else if result["status"] == "queued" {
-            Output.line("queued (\(result["queued"]?.intValue ?? 0) waiting; link is \(result["state"]?.stringValue ?? "down"))")
+        } else if case .queued(let depth, let state)? = SendResult(json: result) {
+            Output.line("queued (\(depth) waiting; link is \(state))")
         } else {
-            Output.line(result["status"]?.stringValue ?? "sent")
+            Output.line("sent")
         }
     }
 

@@ -19,40 +19,33 @@ struct Status: ParsableCommand {
         Output.line(Self.table(result))
     }
 
-    static func table(_ s: JSONValue) -> String {
-        func n(_ key: String) -> Int { s[key]?.intValue ?? 0 }
+    static func table(_ json: JSONValue) -> String {
+        let s = StatusReport(json: json)
         var rows: [(String, String)] = []
-        let state = s["state"]?.stringValue ?? "?"
-        var since = ""
-        if let ms = s["since"]?.doubleValue {
-            since = " since \(Self.time(ms)) (\(Self.ago(ms)))"
+        rows.append(("state", "\(s.state) since \(Self.time(Double(s.since))) (\(Self.ago(Double(s.since))))"))
+        rows.append(("upstream", s.url))
+        if let retry = s.retryInMillis { rows.append(("next attempt", "in \(Self.duration(Double(retry)))")) }
+        if let rtt = s.rttMillis { rows.append(("rtt", "\(rtt) ms")) }
+        if let p = s.subprotocol { rows.append(("subprotocol", p)) }
+        rows.append(("compression", s.compression ? "permessage-deflate" : "off"))
+        rows.append(("reconnects", "\(s.reconnects)"))
+        if s.failedAttempts > 0 { rows.append(("failed attempts", "\(s.failedAttempts)")) }
+        if let close = s.lastClose {
+            let code = close.code.map(String.init) ?? "-"
+            rows.append(("last close", "by \(close.by), code \(code)\(close.reason.isEmpty ? "" : ": \(close.reason)")"))
         }
-        rows.append(("state", state + since))
-        rows.append(("upstream", s["url"]?.stringValue ?? "?"))
-        if let retry = s["retry_in_ms"]?.doubleValue { rows.append(("next attempt", "in \(Self.duration(retry))")) }
-        if let rtt = s["rtt_ms"]?.doubleValue { rows.append(("rtt", "\(rtt) ms")) }
-        if let p = s["subprotocol"]?.stringValue { rows.append(("subprotocol", p)) }
-        rows.append(("compression", s["compression"] == true ? "permessage-deflate" : "off"))
-        rows.append(("reconnects", "\(n("reconnects"))"))
-        if n("failed_attempts") > 0 { rows.append(("failed attempts", "\(n("failed_attempts"))")) }
-        if let close = s["last_close"], close != .null {
-            let code = close["code"]?.intValue.map(String.init) ?? "-"
-            let reason = close["reason"]?.stringValue ?? ""
-            rows.append(("last close", "by \(close["by"]?.stringValue ?? "?"), code \(code)\(reason.isEmpty ? "" : ": \(reason)")"))
-        }
-        if let e = s["last_error"]?.stringValue { rows.append(("last error", e)) }
-        rows.append(("messages in", "\(n("messages_in")) (\(Self.bytes(n("bytes_in"))))"))
-        rows.append(("messages out", "\(n("messages_out")) (\(Self.bytes(n("bytes_out"))))"))
-        let q = s["queue"]
-        rows.append(("send queue", "\(q?["messages"]?.intValue ?? 0)/\(q?["max_messages"]?.intValue ?? 0) messages, \(Self.bytes(q?["bytes"]?.intValue ?? 0))"))
-        rows.append(("subscribers", "\(n("subscribers")) (\(n("clients")) clients)"))
-        rows.append(("dropped", "\(n("drops")) messages (slow subscribers)"))
-        rows.append(("last seq", "\(n("seq"))"))
+        if let e = s.lastError { rows.append(("last error", e)) }
+        rows.append(("messages in", "\(s.messagesIn) (\(Self.bytes(s.bytesIn)))"))
+        rows.append(("messages out", "\(s.messagesOut) (\(Self.bytes(s.bytesOut)))"))
+        rows.append(("send queue", "\(s.queue.messages)/\(s.queue.maxMessages) messages, \(Self.bytes(UInt64(s.queue.bytes)))"))
+        rows.append(("subscribers", "\(s.subscribers) (\(s.clients) clients)"))
+        rows.append(("dropped", "\(s.drops) messages (slow subscribers)"))
+        rows.append(("last seq", "\(s.seq)"))
         let width = rows.map(\.0.count).max() ?? 0
         return rows.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }.joined(separator: "\n")
     }
 
-    static func bytes(_ n: Int) -> String {
+    static func bytes(_ n: UInt64) -> String {
         if n < 1024 { return "\(n) B" }
         if n < 1 << 20 { return "\((Double(n) / 1024 * 10).rounded() / 10) KiB" }
         if n < 1 << 30 { return "\((Double(n) / 1_048_576 * 10).rounded() / 10) MiB" }

@@ -23,31 +23,32 @@ struct Tail: ParsableCommand {
         do {
             let result = try connection.request("subscribe", fields, unsubscribeFirst: false)
             let filterNote = self.filter.map { ", only \($0)" } ?? ""
-            Output.error("following \(self.global.socketPath) from seq \(result["seq"]?.intValue ?? 0)\(filterNote); Ctrl-C ends")
+            Output.error("following \(self.global.socketPath) from seq \(SubscribeResult(json: result).seq ?? 0)\(filterNote); Ctrl-C ends")
         } catch let error as DaemonConnection.RequestError {
             Output.error(error.description)
             throw ExitCode(error.exitCode)
         }
-        while let (raw, line) = try connection.readRawLine() {
-            switch line["type"]?.stringValue {
-            case "message":
+        while let (raw, json) = try connection.readRawLine() {
+            guard let line = ServerLine.decode(json) else { continue }
+            switch line {
+            case .message(let message):
                 if self.global.json {
                     // Exactly as received: nothing re-serialized.
                     Output.line(String(decoding: raw, as: UTF8.self))
-                } else if let inline = line["json"] {
+                } else if let inline = message.inlineJSON {
                     Output.line(inline.serialized)
-                } else if line["kind"] == "binary" {
-                    Output.line("[binary, base64] " + (line["data"]?.stringValue ?? ""))
+                } else if message.kind == .binary {
+                    Output.line("[binary, base64] " + (message.data ?? ""))
                 } else {
-                    Output.line(line["data"]?.stringValue ?? "")
+                    Output.line(message.data ?? "")
                 }
-            case "state", "dropped", "gap":
+            case .state, .dropped, .gap:
                 if self.global.json {
                     Output.line(String(decoding: raw, as: UTF8.self))
-                } else {
-                    Output.error(Self.notice(line))
+                } else if let notice = Self.notice(line) {
+                    Output.error(notice)
                 }
-            default:
+            case .hello, .reply:
                 continue
             }
         }
@@ -55,12 +56,12 @@ struct Tail: ParsableCommand {
         throw ExitCode(69)
     }
 
-    static func notice(_ line: JSONValue) -> String {
-        switch line["type"]?.stringValue {
-        case "state": "link \(line["state"]?.stringValue ?? "?"): \(line["reason"]?.stringValue ?? "")"
-        case "dropped": "dropped \(line["count"]?.intValue ?? 0) messages (seq \(line["from"]?.intValue ?? 0)-\(line["to"]?.intValue ?? 0)): this reader fell behind"
-        case "gap": "messages \(line["from"]?.intValue ?? 0)-\(line["to"]?.intValue ?? 0) are no longer buffered"
-        default: line.serialized
+    static func notice(_ line: ServerLine) -> String? {
+        switch line {
+        case .state(let s): "link \(s.state): \(s.reason)"
+        case .dropped(let d): "dropped \(d.count) messages (seq \(d.from)-\(d.to)): this reader fell behind"
+        case .gap(let g): "messages \(g.from)-\(g.to) are no longer buffered"
+        case .hello, .message, .reply: nil
         }
     }
 }

@@ -50,7 +50,7 @@ struct GlobalOptions: ParsableArguments {
     /// Runs a link command (connect, reconnect, close) and reports `VERB (state: ...)`, or the JSON.
     func runLinkCommand(_ op: String, _ fields: [(String, JSONValue)] = [], verb: String) throws {
         let result = try self.run(op, fields)
-        Output.line(self.json ? result.serialized : "\(verb) (state: \(result["state"]?.stringValue ?? "?"))")
+        Output.line(self.json ? result.serialized : "\(verb) (state: \(LinkStateResult(json: result).state))")
     }
 
     /// Runs one request and returns its result, or exits with the daemon's error.

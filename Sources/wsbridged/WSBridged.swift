@@ -1,5 +1,7 @@
 import ArgumentParser
 import Logging
+import ServiceLifecycle
+import UnixSignals
 import WSBridgeCore
 import WSBridgeProtocol
 import WSBridgeDaemon
@@ -9,7 +11,7 @@ import Glibc
 #endif
 
 @main
-struct WSBridged: ParsableCommand {
+struct WSBridged: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "wsbridged",
         abstract: "Hold one upstream WebSocket and share it with local processes.",
@@ -78,7 +80,7 @@ struct WSBridged: ParsableCommand {
         return configuration
     }
 
-    func run() throws {
+    func run() async throws {
         let configuration: Configuration
         do {
             configuration = try self.loadConfiguration()
@@ -90,7 +92,7 @@ struct WSBridged: ParsableCommand {
             print("\(self.config ?? Self.defaultConfigPath): configuration OK (upstream \(configuration.upstream.url))")
             return
         }
-        Daemon.blockSignals()
+        DaemonService.blockSignals()
         let level = Logger.Level(rawValue: configuration.log.level.rawValue) ?? .info
         let journal = JournalLogHandler.stderrIsJournal
         LoggingSystem.bootstrap { _ in
@@ -106,10 +108,25 @@ struct WSBridged: ParsableCommand {
             }
             cursor += 1
         }
-        let code = Daemon.run(configuration: configuration, environment: environment, logger: logger) {
-            try self.loadConfiguration()
+        let load: @Sendable () throws -> Configuration = { [self] in try self.loadConfiguration() }
+        let service = DaemonService(configuration: configuration, environment: environment, logger: logger, load: load)
+        // SIGTERM and SIGINT: graceful shutdown (the service closes the upstream with 1001 and
+        // flushes its subscribers); SIGHUP: reload, trapped by the service itself.
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: service)],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger
+            )
+        )
+        do {
+            try await group.run()
+        } catch let failure as DaemonService.StartFailure {
+            throw ExitCode(failure.exitCode)
+        } catch {
+            logger.critical("cannot start: \(error)")
+            throw ExitCode(1)
         }
-        if code != 0 { throw ExitCode(code) }
     }
 
     static func printError(_ message: String) {

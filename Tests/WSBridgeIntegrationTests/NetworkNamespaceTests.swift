@@ -115,6 +115,23 @@ struct NetworkNamespaceTests {
         #expect(!daemon.stderr.lines[up...].contains { $0.contains("-> backingOff") })
     }
 
+    /// A reload that changes upstream.url moves the route check to the new host (it was fixed
+    /// at start): here the new host has no route inside the client's namespace.
+    @Test func aReloadMovesTheReachabilityCheckToTheNewHost() async throws {
+        let net = try NamespacePair()
+        let dir = try TemporaryDirectory()
+        let (server, daemon) = try await self.start(net, dir: dir)
+        defer { daemon.stop(); _ = server }
+        let config = dir.file("wsbridged.toml")
+        let text = try String(contentsOfFile: config, encoding: .utf8)
+        try text.replacingOccurrences(of: "ws://\(net.serverAddress):", with: "ws://169.254.99.1:").write(toFile: config, atomically: true, encoding: .utf8)
+        let mark = daemon.stderr.count
+        daemon.signal(SIGHUP)
+        #expect(await daemon.stderr.wait(from: mark, containing: "reachability: now watching the route to 169.254.99.1") != nil, "\(daemon.stderr.text)")
+        let waiting = await daemon.stderr.wait(from: mark, containing: "-> waitingForNetwork")
+        #expect(waiting?.contains("network lost") == true, "\(daemon.stderr.text)")
+    }
+
     @Test func aNetworkChangeWhileConnectedChecksTheLinkAtOnce() async throws {
         let net = try NamespacePair()
         let dir = try TemporaryDirectory()

@@ -21,13 +21,14 @@ final class LocalClient: ChannelDuplexHandler {
 
     let id: Int
     let credentials: PeerCredentials?
+    /// The peer user's groups, looked up off the loop when the connection was accepted.
+    let groups: Set<UInt32>
     var mayWrite: Bool
     private let plane: LocalPlane
     private var context: ChannelHandlerContext?
+    /// Changed only through `Fanout.setSubscription`, which keeps its subscriber list in step.
     var subscribed = true
     var filter: Filter?
-    /// `request`s of this client still waiting for their answer.
-    var pendingRequests = 0
 
     private var queue: SubscriberQueue<ByteBuffer>
     private var outputLimit: Int
@@ -44,9 +45,10 @@ final class LocalClient: ChannelDuplexHandler {
     private var backlog = CircularBuffer<LocalLine>()
     private var closing = false
 
-    init(id: Int, credentials: PeerCredentials?, mayWrite: Bool, plane: LocalPlane, limits: Configuration.Local) {
+    init(id: Int, credentials: PeerCredentials?, groups: Set<UInt32>, mayWrite: Bool, plane: LocalPlane, limits: Configuration.Local) {
         self.id = id
         self.credentials = credentials
+        self.groups = groups
         self.mayWrite = mayWrite
         self.plane = plane
         self.queue = SubscriberQueue(limits: .init(messages: limits.subscriberQueue, bytes: limits.subscriberQueueBytes))
@@ -224,11 +226,8 @@ final class LocalClient: ChannelDuplexHandler {
         case .line(let line):
             return line
         case .dropped(let d):
-            let notice: JSONValue = [
-                "type": "dropped", "count": .number(JSONNumber(d.count)), "from": .number(JSONNumber(d.from)), "to": .number(JSONNumber(d.to)),
-                "reason": "this subscriber fell behind by more than local.subscriber_queue messages or local.subscriber_queue_bytes bytes",
-            ]
-            return MessageLineEncoder.line(notice, allocator: context.channel.allocator)
+            let notice = DroppedLine(count: UInt64(d.count), from: d.from, to: d.to)
+            return MessageLineEncoder.line(notice.json, allocator: context.channel.allocator)
         }
     }
 

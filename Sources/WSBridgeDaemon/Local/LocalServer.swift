@@ -88,8 +88,9 @@ enum LocalServer {
         configuration: Configuration,
         eventLoop: any EventLoop,
         plane: NIOLoopBound<LocalPlane>,
+        groups: GroupCache,
         logger: Logger
-    ) throws -> any Channel {
+    ) async throws -> any Channel {
         let maxLine = configuration.local.maxLine
         let bootstrap = ServerBootstrap(group: eventLoop)
             .serverChannelOption(.backlog, value: 256)
@@ -119,18 +120,23 @@ enum LocalServer {
                 } else {
                     credentials = channel.eventLoop.makeSucceededFuture(nil)
                 }
-                return credentials.flatMapThrowing { cred in
-                    let peer = cred.flatMap { PeerCredentials(kernel: $0) }
-                    let client = plane.value.makeClient(credentials: peer)
+                return credentials.flatMap { cred -> EventLoopFuture<(PeerCredentials?, Set<UInt32>)> in
+                    // The user's groups come from NSS (sssd, LDAP...): looked up off the loop.
+                    guard let peer = cred.flatMap({ PeerCredentials(kernel: $0) }) else {
+                        return channel.eventLoop.makeSucceededFuture((nil, []))
+                    }
+                    return groups.groups(uid: peer.uid, gid: peer.gid, on: channel.eventLoop).map { (peer, $0) }.recover { _ in (peer, [peer.gid]) }
+                }.flatMapThrowing { peer, groups in
+                    let client = plane.value.makeClient(credentials: peer, groups: groups)
                     try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(NDJSONLineDecoder(maxLine: maxLine)))
                     try channel.pipeline.syncOperations.addHandler(client)
                 }
             }
         if let fd {
-            return try bootstrap.withBoundSocket(fd).wait()
+            return try await bootstrap.withBoundSocket(fd).get()
         }
         try Self.prepare(path: path)
-        let channel = try bootstrap.bind(unixDomainSocketPath: path).wait()
+        let channel = try await bootstrap.bind(unixDomainSocketPath: path).get()
         try Self.applyPermissions(path: path, local: configuration.local)
         logger.notice("listening on \(path)", metadata: ["local.socket": "\(path)"])
         return channel

@@ -10,29 +10,29 @@ enum MessageLineEncoder {
     static func message(seq: UInt64, _ message: UpstreamMessage, inlineJSON: Bool, parsed: JSONValue?, allocator: ByteBufferAllocator) -> ByteBuffer {
         // Written straight into the buffer all subscribers will share: one copy of the payload.
         var out = allocator.buffer(capacity: message.data.readableBytes + 96)
-        out.writeStaticString(#"{"type":"message","seq":"#)
+        out.writeStaticString(MessageLine.head)
         out.writeString(String(seq))
-        out.writeStaticString(#","ts":"#)
+        out.writeStaticString(MessageLine.tsKey)
         out.writeString(String(message.receivedAtMillis))
         switch message.kind {
         case .text:
             if inlineJSON, let parsed {
-                out.writeStaticString(#","kind":"text","json":"#)
+                out.writeStaticString(MessageLine.textJSON)
                 var json: [UInt8] = []
                 parsed.write(into: &json)
                 out.writeBytes(json)
             } else {
-                out.writeStaticString(#","kind":"text","data":"#)
+                out.writeStaticString(MessageLine.textData)
                 message.data.withUnsafeReadableBytes { payload in
                     JSONWriter.writeString(utf8: payload) { out.writeBytes($0) }
                 }
             }
         case .binary:
-            out.writeStaticString(#","kind":"binary","data":""#)
+            out.writeStaticString(MessageLine.binaryData)
             out.writeBytes(Base64.encodeToBytes(bytes: message.data.readableBytesView))
             out.writeStaticString("\"")
         }
-        out.writeStaticString("}\n")
+        out.writeStaticString(MessageLine.tail)
         return out
     }
 

@@ -1,4 +1,7 @@
 import CWSBridgeLinux
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
 import WSBridgeCore
 
 #if canImport(Glibc)
@@ -27,14 +30,10 @@ struct PeerCredentials: Sendable, Equatable {
     }
 
     /// root, the daemon's own user, `access.write_uids`, or a member of `access.write_groups`.
-    func mayWrite(_ access: Configuration.Access) -> Bool {
-        if self.uid == 0 || self.uid == getuid() || access.writeUIDs.contains(self.uid) { return true }
-        guard !access.writeGroups.isEmpty else { return false }
-        let groups = Self.groups(uid: self.uid, primary: self.gid)
-        for name in access.writeGroups {
-            if let gid = Self.gid(named: name), groups.contains(gid) { return true }
-        }
-        return false
+    /// `groups`: the peer user's groups (`groups(uid:primary:)`, looked up off the event loop).
+    func mayWrite(_ policy: AccessPolicy, groups: Set<UInt32>) -> Bool {
+        if self.uid == 0 || self.uid == getuid() || policy.writeUIDs.contains(self.uid) { return true }
+        return !policy.writeGIDs.isDisjoint(with: groups)
     }
 
     static func gid(named name: String) -> gid_t? {
@@ -47,7 +46,8 @@ struct PeerCredentials: Sendable, Equatable {
         return group.gr_gid
     }
 
-    /// The user's primary and supplementary groups.
+    /// The user's primary and supplementary groups. Blocking (NSS: files, sssd, LDAP): call it
+    /// off the event loop, through `GroupCache`.
     static func groups(uid: uid_t, primary: gid_t) -> Set<gid_t> {
         var result: Set<gid_t> = [primary]
         var passwd = passwd()
@@ -64,5 +64,76 @@ struct PeerCredentials: Sendable, Equatable {
         }
         result.formUnion(list.prefix(Int(max(count, 0))))
         return result
+    }
+}
+
+/// `access.*` with group names resolved to ids. Resolving asks NSS (blocking), so it is done off
+/// the event loop: at start and at each reload.
+struct AccessPolicy: Sendable, Equatable {
+    var writeUIDs: Set<UInt32>
+    var writeGIDs: Set<UInt32>
+
+    init(writeUIDs: Set<UInt32> = [], writeGIDs: Set<UInt32> = []) {
+        self.writeUIDs = writeUIDs
+        self.writeGIDs = writeGIDs
+    }
+
+    /// Group names that do not exist are left out (and logged by the caller).
+    static func resolve(_ access: Configuration.Access) -> (policy: AccessPolicy, unknownGroups: [String]) {
+        var gids: Set<UInt32> = []
+        var unknown: [String] = []
+        for name in access.writeGroups {
+            if let gid = PeerCredentials.gid(named: name) { gids.insert(gid) } else { unknown.append(name) }
+        }
+        return (AccessPolicy(writeUIDs: Set(access.writeUIDs), writeGIDs: gids), unknown)
+    }
+}
+
+/// Each peer user's groups, looked up on a thread pool (never on the event loop) and kept for
+/// `lifetime`, at most `capacity` users: a burst of connections from one user costs one lookup,
+/// and a changed group membership is seen within the lifetime.
+final class GroupCache: Sendable {
+    private struct Entry {
+        var groups: Set<UInt32>
+        var expires: NIODeadline
+    }
+
+    private let entries = NIOLockedValueBox<[UInt64: Entry]>([:])
+    private let lookupCount = NIOLockedValueBox(0)
+    private let lifetime: TimeAmount
+    private let capacity: Int
+    private let pool: NIOThreadPool
+
+    init(lifetime: TimeAmount = .seconds(60), capacity: Int = 1024, pool: NIOThreadPool = .singleton) {
+        self.lifetime = lifetime
+        self.capacity = capacity
+        self.pool = pool
+    }
+
+    /// How many NSS lookups were made (tests check the cache with it).
+    var lookups: Int { self.lookupCount.withLockedValue { $0 } }
+
+    /// The groups of `uid` (primary `gid`), from the cache or a lookup off the loop.
+    func groups(uid: UInt32, gid: UInt32, on eventLoop: any EventLoop) -> EventLoopFuture<Set<UInt32>> {
+        let key = UInt64(uid) << 32 | UInt64(gid)
+        let now = NIODeadline.now()
+        if let hit = self.entries.withLockedValue({ $0[key] }), hit.expires > now {
+            return eventLoop.makeSucceededFuture(hit.groups)
+        }
+        let lifetime = self.lifetime
+        let capacity = self.capacity
+        return self.pool.runIfActive(eventLoop: eventLoop) {
+            let groups = PeerCredentials.groups(uid: uid, primary: gid)
+            self.lookupCount.withLockedValue { $0 += 1 }
+            self.entries.withLockedValue { entries in
+                if entries.count >= capacity {
+                    let now = NIODeadline.now()
+                    entries = entries.filter { $0.value.expires > now }
+                    if entries.count >= capacity { entries.removeAll() }
+                }
+                entries[key] = Entry(groups: groups, expires: .now() + lifetime)
+            }
+            return groups
+        }
     }
 }

@@ -33,14 +33,16 @@ public final class ReachabilityMonitor: Sendable {
         }
     }
 
-    private let host: String
+    /// Changes on a reload that changes the upstream or proxy host.
+    private let host: NIOLockedValueBox<String>
+    private let stopping = NIOLockedValueBox(false)
     private let pollInterval: Duration
     private let logger: Logger
     private let wakeFDs: (read: Int32, write: Int32)
     private let thread: NIOLockedValueBox<NIOThreadPool?> = .init(nil)
 
     public init(host: String, pollInterval: Duration, logger: Logger) {
-        self.host = host
+        self.host = NIOLockedValueBox(host)
         self.pollInterval = pollInterval
         self.logger = logger
         var fds: [Int32] = [-1, -1]
@@ -59,7 +61,28 @@ public final class ReachabilityMonitor: Sendable {
 
     /// Whether a route to the host exists now. Blocking (may resolve a name): call off the event loop.
     public func routeExists() -> Bool {
-        Self.routeExists(host: self.host)
+        Self.routeExists(host: self.host.withLockedValue { $0 })
+    }
+
+    /// The host whose route is watched.
+    public var watchedHost: String { self.host.withLockedValue { $0 } }
+
+    /// Watches another host from now on (a reload changed upstream.url or the proxy), checking
+    /// its route at once.
+    public func update(host: String) {
+        let changed = self.host.withLockedValue { old -> Bool in
+            defer { old = host }
+            return old != host
+        }
+        guard changed else { return }
+        self.logger.info("reachability: now watching the route to \(host)")
+        self.wake()
+    }
+
+    private func wake() {
+        guard self.wakeFDs.write >= 0 else { return }
+        var byte: UInt8 = 1
+        _ = write(self.wakeFDs.write, &byte, 1)
     }
 
     static func routeExists(host: String) -> Bool {
@@ -117,10 +140,8 @@ public final class ReachabilityMonitor: Sendable {
     }
 
     public func stop() {
-        if self.wakeFDs.write >= 0 {
-            var byte: UInt8 = 1
-            _ = write(self.wakeFDs.write, &byte, 1)
-        }
+        self.stopping.withLockedValue { $0 = true }
+        self.wake()
         let pool = self.thread.withLockedValue { p -> NIOThreadPool? in
             defer { p = nil }
             return p
@@ -152,8 +173,13 @@ public final class ReachabilityMonitor: Sendable {
                 )
                 _ = poll(nil, 0, timeoutMs)  // no descriptors: just the wait
             }
-            if n > 0 && fds[1].revents != 0 { return }
             var why = "poll"
+            if n > 0 && fds[1].revents != 0 {
+                if self.stopping.withLockedValue({ $0 }) { return }
+                var drain = [UInt8](repeating: 0, count: 64)
+                _ = read(self.wakeFDs.read, &drain, drain.count)
+                why = "host changed"
+            }
             if n > 0 && fds[0].revents != 0 {
                 let changes = cwsb_rtnetlink_drain(netlink)
                 if changes == 0 || changes == -EAGAIN { continue }
@@ -168,7 +194,7 @@ public final class ReachabilityMonitor: Sendable {
                 self.logger.debug("reachability: route \(now ? "appeared" : "vanished") (\(why))")
                 last = now
                 callbacks.changed(now)
-            } else if now && why == "rtnetlink" {
+            } else if now && why != "poll" {
                 callbacks.touched()
             }
         }

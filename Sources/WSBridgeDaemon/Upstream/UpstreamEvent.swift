@@ -20,6 +20,24 @@ public struct UpstreamMessage: Sendable {
     }
 }
 
+extension UpstreamMessage {
+    /// The start of the payload for a trace log line: text (newlines as spaces) or hex.
+    var preview: String {
+        let limit = 120
+        var data = self.data
+        switch self.kind {
+        case .text:
+            let bytes = data.readBytes(length: min(limit, data.readableBytes)) ?? []
+            let text = String(String(decoding: bytes, as: UTF8.self).map { $0.isNewline ? " " : $0 })
+            return self.data.readableBytes > limit ? text + "…" : text
+        case .binary:
+            let bytes = data.readBytes(length: min(32, data.readableBytes)) ?? []
+            let hex = bytes.map { b in (b < 16 ? "0" : "") + String(b, radix: 16) }.joined()
+            return self.data.readableBytes > 32 ? hex + "…" : hex
+        }
+    }
+}
+
 /// What the upstream link reports to its observers (logs, local subscribers, tests).
 public enum UpstreamEvent: Sendable {
     /// The link entered a new phase; `reason` says why (the close, error or request behind it).

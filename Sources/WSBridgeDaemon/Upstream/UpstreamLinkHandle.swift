@@ -7,7 +7,13 @@ public struct UpstreamLinkHandle: Sendable {
     public let eventLoop: any EventLoop
     let link: NIOLoopBound<UpstreamLink>
 
-    /// Creates the link on `eventLoop`. It starts `idle`; call `connect()`.
+    init(link: NIOLoopBound<UpstreamLink>, eventLoop: any EventLoop) {
+        self.link = link
+        self.eventLoop = eventLoop
+    }
+
+    /// Creates a link on `eventLoop` whose events go to `onEvent` (tests and benchmarks; the
+    /// daemon builds a `Bridge`). It starts `idle`; call `connect()`.
     public static func make(
         configuration: Configuration,
         networkAvailable: Bool,
@@ -23,9 +29,10 @@ public struct UpstreamLinkHandle: Sendable {
                 environment: environment,
                 eventLoop: eventLoop,
                 logger: logger,
-                onEvent: onEvent
+                connectors: ConnectorFactory(),
+                events: ClosureEventSink(onEvent)
             )
-            return UpstreamLinkHandle(eventLoop: eventLoop, link: NIOLoopBound(link, eventLoop: eventLoop))
+            return UpstreamLinkHandle(link: NIOLoopBound(link, eventLoop: eventLoop), eventLoop: eventLoop)
         }
     }
 

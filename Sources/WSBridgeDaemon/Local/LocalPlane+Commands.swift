@@ -1,0 +1,143 @@
+import NIOCore
+import WSBridgeCore
+import WSBridgeProtocol
+
+/// The command router: a client's request line is decoded, authorized and executed against the
+/// link and the fan-out; every outcome is one reply line.
+extension LocalPlane {
+    func handle(_ input: LocalLine, from client: LocalClient) {
+        let request: Request
+        switch RequestDecoding.decode(input, limits: self.requestLimits) {
+        case .none:
+            return  // blank line
+        case .failure(let error)?:
+            self.reply(client, error)
+            return
+        case .success(let r)?:
+            request = r
+        }
+        let op = request.command.op
+        if op.writes && !client.mayWrite {
+            let uid = client.credentials.map { String($0.uid) } ?? "unknown"
+            self.reply(
+                client,
+                ProtocolError(
+                    .forbidden,
+                    "uid \(uid) may subscribe and read status but not \(op.rawValue): add it to access.write_uids, or a group of it to access.write_groups",
+                    id: request.id
+                )
+            )
+            return
+        }
+        self.execute(request, from: client)
+    }
+
+    private var requestLimits: RequestLimits {
+        RequestLimits(filterMaxBytes: self.configuration.local.filterMaxBytes, filterMaxDepth: self.configuration.local.filterMaxDepth)
+    }
+
+    func reply(_ client: LocalClient, _ error: ProtocolError) {
+        client.send(MessageLineEncoder.line(error.reply, allocator: self.allocator))
+    }
+
+    private func ok(_ client: LocalClient, _ id: JSONValue?, _ result: JSONValue) {
+        client.send(MessageLineEncoder.line(ReplyLine.ok(id: id, result).json, allocator: self.allocator))
+    }
+
+    private func execute(_ request: Request, from client: LocalClient) {
+        let id = request.id
+        let link = self.link
+        switch request.command {
+        case .subscribe(let filter, let since):
+            self.setSubscription(client, subscribed: true, filter: filter)
+            self.ok(client, id, SubscribeResult(subscribed: true, seq: self.fanout.seq, filter: filter).json)
+            if let since { self.fanout.replay(to: client, since: since) }
+        case .unsubscribe:
+            self.setSubscription(client, subscribed: false, filter: nil)
+            self.ok(client, id, SubscribeResult(subscribed: false).json)
+        case .status:
+            self.ok(client, id, self.statusReport().json)
+        case .send(let payload):
+            switch link.submit(Self.message(payload)) {
+            case .sent: self.ok(client, id, SendResult.sent.json)
+            case .queued(let depth): self.ok(client, id, SendResult.queued(depth: depth, state: link.phase.rawValue).json)
+            case .rejected(let problem): self.reply(client, ProtocolError(.queueFull, problem, id: id))
+            }
+        case .close(let code, let reason):
+            link.close(code: code, reason: reason)
+            self.ok(client, id, LinkStateResult(state: link.phase.rawValue).json)
+        case .connect:
+            link.connect()
+            self.ok(client, id, LinkStateResult(state: link.phase.rawValue).json)
+        case .reconnect:
+            link.reconnect()
+            self.ok(client, id, LinkStateResult(state: link.phase.rawValue).json)
+        case .request(let payload, let match, let timeout):
+            self.request(payload, match: match, timeout: timeout, id: id, from: client)
+        }
+    }
+
+    private func request(_ payload: Payload, match: Filter, timeout: Duration, id: JSONValue?, from client: LocalClient) {
+        let local = self.configuration.local
+        let mine = self.fanout.pending.count(of: client)
+        guard mine < local.maxPendingRequests, self.fanout.pending.count < local.maxPendingRequestsTotal else {
+            let which =
+                mine >= local.maxPendingRequests
+                ? "this client already has \(mine) requests waiting (local.max_pending_requests)"
+                : "\(self.fanout.pending.count) requests are waiting in all (local.max_pending_requests_total)"
+            self.reply(client, ProtocolError(.tooManyRequests, "\(which): wait for an answer or a timeout, then retry", id: id))
+            return
+        }
+        let key = self.fanout.pending.reserveKey()
+        let timer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
+            guard let entry = self.fanout.pending.remove(key) else { return }
+            let what = match.equals.map { "\(match.field) == \($0.serialized)" } ?? "a \(match.field) field"
+            self.reply(
+                entry.client,
+                ProtocolError(.timeout, "no upstream message with \(what) arrived within \(timeout.short); raise \"timeout\" or check the match", id: entry.id)
+            )
+        }
+        // Listen first, so a fast answer cannot be missed.
+        self.fanout.pending.insert(PendingRequests.Entry(client: client, id: id, match: match, timer: timer), key: key)
+        if case .rejected(let problem) = self.link.submit(Self.message(payload)) {
+            self.fanout.pending.remove(key)
+            self.reply(client, ProtocolError(.queueFull, problem, id: id))
+        }
+    }
+
+    private static func message(_ payload: Payload) -> UpstreamMessage {
+        switch payload {
+        case .text(let t): UpstreamMessage(kind: .text, data: ByteBuffer(string: t), receivedAtMillis: 0)
+        case .binary(let b): UpstreamMessage(kind: .binary, data: ByteBuffer(bytes: b), receivedAtMillis: 0)
+        }
+    }
+}
+
+/// Turns one request line into a `Request`, or the error reply that says what to fix.
+enum RequestDecoding {
+    /// nil for a blank line (ignored).
+    static func decode(_ input: LocalLine, limits: RequestLimits) -> Result<Request, ProtocolError>? {
+        switch input {
+        case .tooLong(let limit):
+            return .failure(
+                ProtocolError(.lineTooLong, "request line longer than local.max_line (\(limit) bytes): it was discarded up to its newline; send smaller requests")
+            )
+        case .line(let line):
+            if line.readableBytes == 0 { return nil }
+            let valid = line.withUnsafeReadableBytes { String(validating: $0.bindMemory(to: UInt8.self), as: UTF8.self) != nil }
+            guard valid else {
+                return .failure(ProtocolError(.invalidUTF8, "the request line is not valid UTF-8: send UTF-8 encoded JSON"))
+            }
+            do {
+                let json = try JSONValue.parse(line.readableBytesView)
+                return .success(try Request.decode(json, limits: limits))
+            } catch let error as JSONParseError {
+                return .failure(ProtocolError(.invalidJSON, "\(error.description); each line must be one JSON object such as {\"id\":1,\"op\":\"status\"}"))
+            } catch let error as ProtocolError {
+                return .failure(error)
+            } catch {
+                return .failure(ProtocolError(.internalError, "\(error)"))
+            }
+        }
+    }
+}

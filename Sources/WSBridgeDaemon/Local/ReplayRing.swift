@@ -1,0 +1,33 @@
+import NIOCore
+
+/// The last encoded message lines, for `subscribe` with `since`: bounded by `local.replay`
+/// messages and `local.replay_bytes` bytes, the oldest going first. Holds the very buffers the
+/// subscribers were sent (no copies, no parse trees).
+struct ReplayRing {
+    private(set) var entries = CircularBuffer<(seq: UInt64, line: ByteBuffer)>()
+    private(set) var bytes = 0
+    var maxMessages: Int
+    var maxBytes: Int
+
+    init(maxMessages: Int, maxBytes: Int) {
+        self.maxMessages = maxMessages
+        self.maxBytes = maxBytes
+    }
+
+    var oldestSeq: UInt64? { self.entries.first?.seq }
+
+    mutating func append(seq: UInt64, line: ByteBuffer) {
+        guard self.maxMessages > 0, self.maxBytes > 0 else { return }
+        self.entries.append((seq, line))
+        self.bytes += line.readableBytes
+        self.trim()
+    }
+
+    /// Drops the oldest lines until both bounds hold (also after a reload lowered them).
+    mutating func trim() {
+        while let oldest = self.entries.first, self.entries.count > self.maxMessages || self.bytes > self.maxBytes {
+            self.bytes -= oldest.line.readableBytes
+            self.entries.removeFirst()
+        }
+    }
+}

@@ -1,0 +1,54 @@
+import Logging
+import NIOCore
+import WSBridgeCore
+
+/// The daemon's parts on one event loop, built in dependency order and with no cycles:
+///
+///     Fanout  <-(events)-  UpstreamLink  <-(LinkControl)-  LocalPlane -> Fanout
+///
+/// The fan-out is the link's event sink; the link knows nothing else of the plane; the plane
+/// is given the link's control interface and the fan-out at `init`. Confined to the loop.
+final class Bridge {
+    let link: UpstreamLink
+    let plane: LocalPlane
+    let fanout: Fanout
+
+    init(
+        configuration: Configuration,
+        policy: AccessPolicy,
+        networkAvailable: Bool,
+        environment: [String: String],
+        connectors: ConnectorFactory,
+        eventLoop: any EventLoop,
+        logger: Logger
+    ) {
+        let status = SystemdStatus()
+        self.fanout = Fanout(configuration: configuration.local, status: status)
+        self.link = UpstreamLink(
+            configuration: configuration,
+            networkAvailable: networkAvailable,
+            environment: environment,
+            eventLoop: eventLoop,
+            logger: logger,
+            connectors: connectors,
+            events: self.fanout
+        )
+        self.plane = LocalPlane(
+            configuration: configuration,
+            policy: policy,
+            link: self.link,
+            fanout: self.fanout,
+            status: status,
+            eventLoop: eventLoop,
+            logger: logger
+        )
+    }
+
+    func update(configuration: Configuration, policy: AccessPolicy) {
+        self.plane.update(configuration: configuration, policy: policy)
+        self.link.update(configuration: configuration)
+    }
+}
+
+@available(*, unavailable)
+extension Bridge: Sendable {}

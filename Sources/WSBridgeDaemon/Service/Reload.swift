@@ -1,0 +1,69 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import WSBridgeCore
+
+extension DaemonService {
+    /// Re-reads the configuration and applies what a running daemon can change: queue and plane
+    /// limits, access, heartbeat, backoff, and the upstream, TLS, proxy and token settings (used
+    /// from the next connection; the TLS context is rebuilt). The reachability monitor follows a
+    /// changed upstream or proxy host. A configuration that does not load keeps the running one.
+    /// SIGHUP calls this; so may tests.
+    public func reload() async {
+        guard let running = self.running.withLockedValue({ $0 }) else { return }
+        Systemd.notify("RELOADING=1\nMONOTONIC_USEC=\(Systemd.monotonicMicroseconds())")
+        let logger = self.logger
+        do {
+            // Reading the file and resolving group names block: off the loop and off the
+            // cooperative pool.
+            let load = self.load
+            let environment = self.environment
+            let (next, policy) = try await NIOThreadPool.singleton.runIfActive {
+                let next = try load()
+                return (next, Self.resolvePolicy(next.access, logger: logger))
+            }
+            Self.logUnappliable(from: running.configuration, to: next, logger: logger)
+            if next.tls != running.configuration.tls || next.upstream.url != running.configuration.upstream.url {
+                running.connectors.forgetTLS()
+            }
+            if let monitor = running.monitor {
+                let host = UpstreamConnector.proxy(for: next, environment: environment)?.host ?? next.upstream.url.host
+                monitor.update(host: host)
+            }
+            let bridge = running.bridge
+            try await running.eventLoop.submit { bridge.value.update(configuration: next, policy: policy) }.get()
+            self.running.withLockedValue { $0?.configuration = next }
+            logger.notice("configuration reloaded")
+        } catch {
+            logger.error("reload failed, keeping the running configuration: \(error)")
+        }
+        let bridge = running.bridge
+        let status = (try? await running.eventLoop.submit { bridge.value.plane.statusSummary }.get()) ?? ""
+        Systemd.notify("READY=1\nSTATUS=\(status)")
+    }
+
+    /// Names the changed settings that a reload cannot apply to the running process.
+    static func logUnappliable(from old: Configuration, to new: Configuration, logger: Logger) {
+        var restart: [String] = []
+        if old.local.socket != new.local.socket { restart.append("local.socket") }
+        if old.local.mode != new.local.mode { restart.append("local.mode") }
+        if old.local.group != new.local.group { restart.append("local.group") }
+        if old.local.maxLine != new.local.maxLine { restart.append("local.max_line") }
+        if old.reachability.enabled != new.reachability.enabled || old.reachability.pollInterval != new.reachability.pollInterval {
+            restart.append("reachability")
+        }
+        if old.log != new.log { restart.append("log.level") }
+        if !restart.isEmpty {
+            logger.warning("reload: \(restart.joined(separator: ", ")) changed but apply only after a restart (systemctl restart wsbridged)")
+        }
+        var reconnect: [String] = []
+        if old.upstream != new.upstream { reconnect.append("upstream") }
+        if old.tls != new.tls { reconnect.append("tls") }
+        if old.proxy != new.proxy { reconnect.append("proxy") }
+        if old.auth != new.auth { reconnect.append("auth") }
+        if !reconnect.isEmpty {
+            logger.notice("reload: \(reconnect.joined(separator: ", ")) changed: used from the next connection (wsbridgectl reconnect applies them now)")
+        }
+    }
+}

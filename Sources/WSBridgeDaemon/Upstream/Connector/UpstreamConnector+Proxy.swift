@@ -1,0 +1,106 @@
+import NIOCore
+import NIOHTTP1
+import NIOExtras
+import NIOSOCKS
+import WSBridgeCore
+
+/// The tunnel through an HTTP CONNECT or SOCKS5 proxy, before TLS and the upgrade.
+extension UpstreamConnector {
+    func addHTTPConnect(
+        to channel: any Channel,
+        handshake: EventLoopPromise<Handshake>,
+        then next: @escaping @Sendable (any Channel) -> Void
+    ) throws {
+        let tunnel = channel.eventLoop.makePromise(of: Void.self)
+        let encoder = HTTPRequestEncoder()
+        let decoder = ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes))
+        let connect = NIOHTTP1ProxyConnectHandler(
+            targetHost: self.upstream.url.host,
+            targetPort: self.upstream.url.port,
+            headers: HTTPHeaders(),
+            deadline: .now() + .nanoseconds(self.upstream.connectTimeout.nanoseconds),
+            promise: tunnel
+        )
+        let sync = channel.pipeline.syncOperations
+        try sync.addHandler(encoder, name: "wsb.proxy.encoder")
+        try sync.addHandler(decoder, name: "wsb.proxy.decoder")
+        try sync.addHandler(connect)
+        let proxy = self.proxy
+        tunnel.futureResult.whenComplete { result in
+            switch result {
+            case .failure(let error):
+                handshake.fail(Failure(description: "HTTP CONNECT through proxy \(proxy.map(\.description) ?? "") failed: \(error)"))
+                channel.close(promise: nil)
+            case .success:
+                channel.pipeline.removeHandler(name: "wsb.proxy.encoder").flatMap {
+                    channel.pipeline.removeHandler(name: "wsb.proxy.decoder")
+                }.whenComplete { removed in
+                    switch removed {
+                    case .success: next(channel)
+                    case .failure(let error): handshake.fail(Failure(description: "proxy pipeline error: \(error)"))
+                    }
+                }
+            }
+        }
+    }
+
+    func addSOCKS(
+        to channel: any Channel,
+        handshake: EventLoopPromise<Handshake>,
+        then next: @escaping @Sendable (any Channel) -> Void
+    ) throws {
+        let established = channel.eventLoop.makePromise(of: Void.self)
+        let socks = SOCKSClientHandler(targetAddress: .domain(self.upstream.url.host, port: self.upstream.url.port))
+        let waiter = SOCKSEstablishedHandler(promise: established)
+        try channel.pipeline.syncOperations.addHandler(socks)
+        try channel.pipeline.syncOperations.addHandler(waiter, name: "wsb.socks.waiter")
+        let proxy = self.proxy
+        established.futureResult.whenComplete { result in
+            switch result {
+            case .failure(let error):
+                handshake.fail(Failure(description: "SOCKS5 proxy \(proxy.map(\.description) ?? "") failed: \(error)"))
+                channel.close(promise: nil)
+            case .success:
+                channel.pipeline.removeHandler(name: "wsb.socks.waiter").whenComplete { _ in next(channel) }
+            }
+        }
+    }
+}
+
+/// Completes a promise when the SOCKS handshake is done (or fails).
+final class SOCKSEstablishedHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    private let promise: EventLoopPromise<Void>
+    private var done = false
+
+    init(promise: EventLoopPromise<Void>) {
+        self.promise = promise
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is SOCKSProxyEstablishedEvent, !self.done {
+            self.done = true
+            self.promise.succeed(())
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if !self.done {
+            self.done = true
+            self.promise.fail(error)
+        }
+        context.fireErrorCaught(error)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if !self.done {
+            self.done = true
+            self.promise.fail(UpstreamConnector.Failure(description: "proxy closed the connection"))
+        }
+        context.fireChannelInactive()
+    }
+}
+
+@available(*, unavailable)
+extension SOCKSEstablishedHandler: Sendable {}

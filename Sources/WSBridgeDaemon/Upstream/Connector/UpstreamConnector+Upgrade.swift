@@ -1,0 +1,128 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import NIOWebSocket
+import WSBridgeCore
+import WSBridgeProtocol
+
+/// TLS (when wss://), the HTTP/1.1 upgrade with headers, token, subprotocols and the
+/// permessage-deflate offer, then the frame handlers.
+extension UpstreamConnector {
+    func addWebSocketHandlers(
+        to channel: any Channel,
+        sslContext: NIOSSLContext?,
+        handshake: EventLoopPromise<Handshake>,
+        makeFrameHandler: @escaping @Sendable (any Channel, DeflateParameters?) throws -> UpstreamFrameHandler
+    ) throws {
+        let sync = channel.pipeline.syncOperations
+        if let sslContext {
+            try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: self.serverHostname))
+        }
+        let url = self.upstream.url
+        var headers = HTTPHeaders()
+        headers.add(name: "Host", value: url.hostHeader)
+        headers.add(name: "User-Agent", value: "wsbridged/\(WSBridgeVersion.current)")
+        for header in self.upstream.headers {
+            headers.add(name: header.name, value: header.value)
+        }
+        if let token = self.token {
+            headers.replaceOrAdd(name: "Authorization", value: "Bearer \(token)")
+        }
+        let offerDeflate = self.upstream.compression
+        if offerDeflate {
+            headers.add(name: "Sec-WebSocket-Extensions", value: DeflateParameters.offer)
+        }
+        if !self.upstream.subprotocols.isEmpty {
+            headers.add(name: "Sec-WebSocket-Protocol", value: self.upstream.subprotocols.joined(separator: ", "))
+        }
+        let offered = self.upstream.subprotocols
+        let maxMessageSize = self.upstream.maxMessageSize
+        let upgrader = NIOTypedWebSocketClientUpgrader<Handshake?>(
+            maxFrameSize: maxMessageSize,
+            enableAutomaticErrorHandling: true,
+            upgradePipelineHandler: { channel, response in
+                channel.eventLoop.makeCompletedFuture {
+                    let chosen = response.headers.first(name: "Sec-WebSocket-Protocol")
+                    if let chosen, !offered.contains(chosen) {
+                        throw Failure(description: "server chose subprotocol '\(chosen)', which was not offered (upstream.subprotocols = \(offered))")
+                    }
+                    if offered.count > 0 && chosen == nil {
+                        throw Failure(description: "server accepted none of the offered subprotocols \(offered)")
+                    }
+                    let extensions = response.headers[canonicalForm: "Sec-WebSocket-Extensions"].joined(separator: ", ")
+                    let deflate: DeflateParameters?
+                    do {
+                        deflate = try DeflateParameters.negotiate(response: extensions, offered: offerDeflate)
+                    } catch {
+                        throw Failure(description: "\(error)")
+                    }
+                    // The status recorder only matters for a refused upgrade; it must not see frames.
+                    channel.pipeline.syncOperations.removeHandler(name: "wsb.status", promise: nil)
+                    try channel.pipeline.syncOperations.addHandler(makeFrameHandler(channel, deflate))
+                    // UTF-8 checked as bytes arrive, in front of NIO's whole-frame decoder.
+                    let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
+                    try channel.pipeline.syncOperations.addHandler(TextStreamValidator(), position: .before(decoder))
+                    // Reported once the upgrade has finished (HTTP handlers gone): only then may frames be written.
+                    return Handshake(channel: channel, subprotocol: chosen, deflate: deflate)
+                }
+            }
+        )
+        let request = HTTPRequestHead(version: .http1_1, method: .GET, uri: url.path, headers: headers)
+        var configuration = NIOUpgradableHTTPClientPipelineConfiguration(
+            upgradeConfiguration: .init(
+                upgradeRequestHead: request,
+                upgraders: [upgrader],
+                notUpgradingCompletionHandler: { channel in
+                    channel.eventLoop.makeCompletedFuture { nil }
+                }
+            )
+        )
+        configuration.leftOverBytesStrategy = .forwardBytes
+        let upgraded = try sync.configureUpgradableHTTPClientPipeline(configuration: configuration)
+        let status = ResponseStatusRecorder()
+        try sync.addHandler(status, name: "wsb.status")
+        upgraded.whenComplete { result in
+            switch result {
+            case .success(let upgraded?):
+                handshake.succeed(upgraded)
+            case .success(nil):
+                // Let the recorder see the response head (forwarded after the upgrade handler is removed).
+                channel.eventLoop.execute {
+                    let code = status.status.map { " (HTTP \($0.code) \($0.reasonPhrase))" } ?? ""
+                    handshake.fail(Failure(description: "server refused the WebSocket upgrade\(code): check upstream.url's path and the credentials"))
+                    channel.close(promise: nil)
+                }
+            case .failure(let error):
+                handshake.fail(error as? Failure ?? Failure(description: "WebSocket handshake failed: \(error)"))
+                channel.close(promise: nil)
+            }
+        }
+    }
+}
+
+/// Remembers the status of a refused upgrade's response, for the error message.
+final class ResponseStatusRecorder: ChannelInboundHandler, RemovableChannelHandler, Sendable {
+    typealias InboundIn = HTTPClientResponsePart
+
+    private let box = NIOLockedValueBox<HTTPResponseStatus?>(nil)
+
+    var status: HTTPResponseStatus? { self.box.withLockedValue { $0 } }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .head(let head) = Self.unwrapInboundIn(data) {
+            self.box.withLockedValue { $0 = head.status }
+        }
+    }
+}
+
+
+extension UpstreamConnector {
+    /// The SNI / verification name: `tls.server_name`, else the URL's host unless it is an IP literal.
+    var serverHostname: String? {
+        if let name = self.tls.serverName { return name }
+        let host = self.upstream.url.host
+        if host.contains(":") || host.split(separator: ".").allSatisfy({ UInt8($0) != nil }) { return nil }
+        return host
+    }
+}

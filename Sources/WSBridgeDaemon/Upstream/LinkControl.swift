@@ -1,0 +1,39 @@
+import WSBridgeCore
+
+/// What the local plane may ask of the upstream link, and read from it. The link is the one
+/// source of truth for its phase, round-trip time and counters: nothing else keeps a copy.
+/// Confined to the link's event loop, like the link.
+protocol LinkControl: AnyObject {
+    var phase: ConnectionPhase { get }
+    var roundTripTime: Duration? { get }
+    /// The URL of the live link, or of the next attempt when none is live.
+    var url: UpstreamURL { get }
+    var status: LinkStatus { get }
+    /// Sends now, or queues (bounded) until the link opens.
+    func submit(_ message: UpstreamMessage) -> SendOutcome
+    func connect()
+    func reconnect()
+    func close(code: UInt16, reason: String)
+}
+
+/// Receives the link's events, on the link's event loop. The link holds its sink; the sink
+/// does not hold the link (each event says which link it came from), so there is no cycle.
+protocol UpstreamEventSink: AnyObject {
+    func upstreamLink(_ link: any LinkControl, emitted event: UpstreamEvent)
+}
+
+/// A sink that hands each event to a closure (tests, benchmarks, logging).
+final class ClosureEventSink: UpstreamEventSink {
+    private let body: (UpstreamEvent) -> Void
+
+    init(_ body: @escaping (UpstreamEvent) -> Void) {
+        self.body = body
+    }
+
+    func upstreamLink(_ link: any LinkControl, emitted event: UpstreamEvent) {
+        self.body(event)
+    }
+}
+
+@available(*, unavailable)
+extension ClosureEventSink: Sendable {}

@@ -1,0 +1,130 @@
+import Logging
+import NIOCore
+import WSBridgeCore
+
+/// One connection attempt: the connector (token and TLS prepared off the loop), the connect
+/// timeout, the handshake, and what ends it.
+extension UpstreamLink {
+    func startAttempt(_ attempt: Int) {
+        self.teardown()
+        let generation = self.generation
+        self.receivedClose = nil
+        self.sentClose = false
+        self.linkError = nil
+        self.attemptURL = self.configuration.upstream.url
+        self.emit(.attempt(number: attempt))
+        self.logger.info("connecting (attempt \(attempt))", metadata: ["attempt": "\(attempt)"])
+        if self.configuration.tls.insecure && self.configuration.upstream.url.isTLS {
+            self.logger.warning("tls.insecure = true: the upstream's certificate is NOT verified; anyone on the path can read and change this link")
+        }
+        let timeout = self.configuration.upstream.connectTimeout
+        self.connectTimer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
+            self.attemptFailed(
+                generation: generation,
+                "timed out after \(timeout.short) waiting for TCP connect, TLS and the WebSocket upgrade (upstream.connect_timeout)"
+            )
+        }
+        // The token and TLS files are read off the event loop; the TLS context is cached.
+        self.connectors.prepare(configuration: self.configuration, environment: self.environment, on: self.eventLoop)
+            .assumeIsolated().whenComplete { result in
+                switch result {
+                case .success(let connector):
+                    guard generation == self.generation, self.machine.phase == .connecting else { return }
+                    self.connect(connector, generation: generation)
+                case .failure(let error):
+                    self.attemptFailed(generation: generation, "\(error)")
+                }
+            }
+    }
+
+    private func connect(_ connector: UpstreamConnector, generation: Int) {
+        let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
+        let maxMessageSize = self.configuration.upstream.maxMessageSize
+        let attemptFutures = connector.connect(on: self.eventLoop) { channel, deflate in
+            let handler = UpstreamFrameHandler(
+                callbacks: .init(
+                    message: { kind, data in bound.value.receivedMessage(kind, data, generation: generation) },
+                    control: { frame in bound.value.received(frame, generation: generation) },
+                    error: { error in bound.value.channelError(error, generation: generation) },
+                    writable: { bound.value.becameWritable(generation: generation) }
+                ),
+                maxMessageSize: maxMessageSize,
+                deflate: try deflate.map { try PerMessageDeflate(parameters: $0) },
+                // The connector puts a TextStreamValidator in front of the frame decoder.
+                textCheckedUpstream: true
+            )
+            if generation == bound.value.generation { bound.value.frameHandler = handler }
+            return handler
+        }
+        attemptFutures.channel.assumeIsolated().whenSuccess { channel in
+            guard generation == self.generation else {
+                channel.close(promise: nil)
+                return
+            }
+            self.channel = channel
+            channel.closeFuture.assumeIsolated().whenComplete { _ in
+                self.channelClosed(generation: generation)
+            }
+        }
+        attemptFutures.handshake.assumeIsolated().whenComplete { result in
+            switch result {
+            case .success(let handshake):
+                self.handshakeSucceeded(handshake, generation: generation)
+            case .failure(let error):
+                self.attemptFailed(generation: generation, "\(error)")
+            }
+        }
+    }
+
+    func handshakeSucceeded(_ handshake: UpstreamConnector.Handshake, generation: Int) {
+        guard generation == self.generation, self.machine.phase == .connecting else {
+            handshake.channel.close(promise: nil)
+            return
+        }
+        self.connectTimer?.cancel()
+        self.connectTimer = nil
+        self.channel = handshake.channel
+        self.subprotocol = handshake.subprotocol
+        var details: [String] = []
+        if let p = handshake.subprotocol { details.append("subprotocol \(p)") }
+        if handshake.deflate != nil { details.append("permessage-deflate") }
+        let reason = details.isEmpty ? "connected" : "connected (\(details.joined(separator: ", ")))"
+        self.input("connected", reason: reason) { m, now in try m.connectSucceeded(now: now) }
+        guard self.machine.phase == .open else { return }
+        self.flushOutbound()
+        self.heartbeat = HeartbeatStateMachine(
+            interval: self.configuration.heartbeat.interval,
+            deadline: self.configuration.heartbeat.deadline,
+            now: Self.now()
+        )
+        self.runHeartbeat(generation: generation)
+    }
+
+    func attemptFailed(generation: Int, _ description: String) {
+        guard generation == self.generation, self.machine.phase == .connecting else { return }
+        self.teardown()
+        self.lastError = description
+        self.logger.warning("connect failed: \(description)")
+        self.input("connectFailed", reason: description) { m, now in try m.connectFailed(.error(description), now: now) }
+    }
+
+    func channelClosed(generation: Int) {
+        guard generation == self.generation else { return }
+        let phase = self.machine.phase
+        if phase == .connecting {
+            self.attemptFailed(generation: generation, self.linkError ?? "connection closed during the handshake")
+            return
+        }
+        guard phase == .open || phase == .closing else { return }
+        let reason: DisconnectReason
+        if let close = self.receivedClose {
+            reason = .serverClosed(code: close.code, reason: close.reason)
+        } else if let error = self.linkError {
+            reason = .error(error)
+        } else {
+            reason = .error("connection ended without a close frame")
+        }
+        self.teardown()
+        self.input("disconnected", reason: reason.description) { m, now in try m.disconnected(reason, now: now) }
+    }
+}

@@ -1,0 +1,96 @@
+import Logging
+import NIOCore
+import NIOWebSocket
+import WSBridgeCore
+
+/// Frames from the upstream, channel errors, and the close handshake (RFC 6455 §5.5.1, §7).
+extension UpstreamLink {
+    func receivedMessage(_ kind: UpstreamMessage.Kind, _ data: ByteBuffer, generation: Int) {
+        guard generation == self.generation else { return }
+        self.heartbeat?.received(now: Self.now())
+        self.messagesIn += 1
+        self.bytesIn += UInt64(data.readableBytes)
+        let message = UpstreamMessage(kind: kind, data: data, receivedAtMillis: WallClock.millisecondsSinceEpoch())
+        if self.logger.logLevel <= .trace {
+            self.logger.trace("message \(kind == .text ? "text" : "binary") \(data.readableBytes) bytes: \(message.preview)")
+        }
+        self.emit(.message(message))
+    }
+
+    func received(_ frame: WebSocketFrame, generation: Int) {
+        guard generation == self.generation else { return }
+        let now = Self.now()
+        switch frame.opcode {
+        case .ping:
+            self.heartbeat?.received(now: now)
+            if !self.sentClose {
+                let pong = WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData)
+                self.channel?.writeAndFlush(pong, promise: nil)
+            }
+        case .pong:
+            var data = frame.unmaskedData
+            let payload: UInt64? = data.readableBytes == 8 ? data.readInteger(as: UInt64.self) : nil
+            if let rtt = self.heartbeat?.receivedPong(payload: payload, now: now) {
+                self.logger.debug("heartbeat rtt \(rtt.short)", metadata: ["heartbeat.rtt_ms": "\(Double(rtt.nanoseconds) / 1e6)"])
+                self.emit(.roundTrip(rtt))
+            }
+        case .connectionClose:
+            self.heartbeat?.received(now: now)
+            var data = frame.unmaskedData
+            let code = data.readableBytes >= 2 ? data.readInteger(as: UInt16.self) : nil
+            let reason = data.readString(length: data.readableBytes) ?? ""
+            // Only the first close frame counts; a peer must not send another.
+            if self.receivedClose == nil { self.receivedClose = (code, reason) }
+            if !self.sentClose {
+                // Echo the close (RFC 6455 §5.5.1), then wait for the server to end TCP.
+                self.sendClose(code: code ?? 1000, reason: "")
+            }
+        default:
+            break
+        }
+    }
+
+    func channelError(_ error: any Error, generation: Int) {
+        guard generation == self.generation else { return }
+        let description: String
+        var closeCode: UInt16 = 0
+        switch error {
+        case let e as UpstreamProtocolError:
+            description = e.description
+            closeCode = e.closeCode
+        case NIOWebSocketError.invalidFrameLength:
+            description = "upstream sent a frame larger than upstream.max_message_size (\(self.configuration.upstream.maxMessageSize) bytes)"
+        case let e as NIOWebSocketError:
+            description = "upstream violated the WebSocket protocol: \(e)"
+        default:
+            description = UpstreamConnector.describe(error)
+        }
+        self.logger.warning("upstream error: \(description)")
+        self.lastError = description
+        if self.linkError == nil { self.linkError = description }
+        if error is NIOWebSocketError {
+            // NIO's WebSocketProtocolErrorHandler already sent the close frame and closes the channel.
+            self.sentClose = true
+        } else if closeCode != 0 && !self.sentClose && self.machine.phase == .open {
+            self.sendClose(code: closeCode, reason: "")
+        }
+        self.channel?.close(promise: nil)
+    }
+
+    func sendClose(code: UInt16, reason: String) {
+        guard let channel = self.channel, !self.sentClose else { return }
+        self.sentClose = true
+        var buffer = channel.allocator.buffer(capacity: 2 + reason.utf8.count)
+        buffer.writeInteger(code)
+        buffer.writeString(String(reason.utf8.prefix(123)) ?? "")
+        let frame = WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: .random(), data: buffer)
+        channel.writeAndFlush(frame, promise: nil)
+        let generation = self.generation
+        self.closeTimer?.cancel()
+        self.closeTimer = self.eventLoop.assumeIsolated().scheduleTask(in: Self.closeTimeout) {
+            guard generation == self.generation else { return }
+            self.logger.info("server did not end the connection after the close handshake; closing it")
+            self.channel?.close(promise: nil)
+        }
+    }
+}

@@ -1,0 +1,241 @@
+/// The `result` objects of successful replies, one type per op (docs/protocol.md).
+
+/// `status`: the link, its counters, the send queue and the local plane.
+public struct StatusReport: Sendable, Equatable {
+    public struct Queue: Sendable, Equatable {
+        public var messages: Int
+        public var bytes: Int
+        public var maxMessages: Int
+        public var maxBytes: Int
+
+        public init(messages: Int, bytes: Int, maxMessages: Int, maxBytes: Int) {
+            self.messages = messages
+            self.bytes = bytes
+            self.maxMessages = maxMessages
+            self.maxBytes = maxBytes
+        }
+    }
+
+    public struct Close: Sendable, Equatable {
+        public var code: UInt16?
+        public var reason: String
+        /// `server`, `user` or `error`.
+        public var by: String
+
+        public init(code: UInt16?, reason: String, by: String) {
+            self.code = code
+            self.reason = reason
+            self.by = by
+        }
+    }
+
+    public var state: String
+    /// When the link entered `state`, ms since the Unix epoch.
+    public var since: Int64
+    public var url: String
+    public var reconnects: Int
+    public var failedAttempts: Int
+    public var rttMillis: Double?
+    public var subprotocol: String?
+    public var compression: Bool
+    public var messagesIn: UInt64
+    public var bytesIn: UInt64
+    public var messagesOut: UInt64
+    public var bytesOut: UInt64
+    public var subscribers: Int
+    public var clients: Int
+    public var seq: UInt64
+    public var drops: UInt64
+    public var queue: Queue
+    public var lastError: String?
+    public var lastClose: Close?
+    public var retryInMillis: Int64?
+    public var version: String
+
+    public init(
+        state: String, since: Int64, url: String, reconnects: Int, failedAttempts: Int, rttMillis: Double?, subprotocol: String?,
+        compression: Bool, messagesIn: UInt64, bytesIn: UInt64, messagesOut: UInt64, bytesOut: UInt64, subscribers: Int, clients: Int,
+        seq: UInt64, drops: UInt64, queue: Queue, lastError: String?, lastClose: Close?, retryInMillis: Int64?,
+        version: String = WSBridgeVersion.current
+    ) {
+        self.state = state
+        self.since = since
+        self.url = url
+        self.reconnects = reconnects
+        self.failedAttempts = failedAttempts
+        self.rttMillis = rttMillis
+        self.subprotocol = subprotocol
+        self.compression = compression
+        self.messagesIn = messagesIn
+        self.bytesIn = bytesIn
+        self.messagesOut = messagesOut
+        self.bytesOut = bytesOut
+        self.subscribers = subscribers
+        self.clients = clients
+        self.seq = seq
+        self.drops = drops
+        self.queue = queue
+        self.lastError = lastError
+        self.lastClose = lastClose
+        self.retryInMillis = retryInMillis
+        self.version = version
+    }
+
+    public var json: JSONValue {
+        func n(_ v: some BinaryInteger) -> JSONValue { .number(JSONNumber(v)) }
+        var fields: [(String, JSONValue)] = [
+            ("state", .string(self.state)),
+            ("since", n(self.since)),
+            ("url", .string(self.url)),
+            ("reconnects", n(self.reconnects)),
+            ("failed_attempts", n(self.failedAttempts)),
+            ("rtt_ms", self.rttMillis.map { .number(JSONNumber(($0 * 1000).rounded() / 1000)) } ?? .null),
+            ("subprotocol", self.subprotocol.map { .string($0) } ?? .null),
+            ("compression", .bool(self.compression)),
+            ("messages_in", n(self.messagesIn)),
+            ("bytes_in", n(self.bytesIn)),
+            ("messages_out", n(self.messagesOut)),
+            ("bytes_out", n(self.bytesOut)),
+            ("subscribers", n(self.subscribers)),
+            ("clients", n(self.clients)),
+            ("seq", n(self.seq)),
+            ("drops", n(self.drops)),
+            (
+                "queue",
+                [
+                    "messages": n(self.queue.messages), "bytes": n(self.queue.bytes),
+                    "max_messages": n(self.queue.maxMessages), "max_bytes": n(self.queue.maxBytes),
+                ]
+            ),
+            ("last_error", self.lastError.map { .string($0) } ?? .null),
+            ("version", .string(self.version)),
+        ]
+        if let close = self.lastClose {
+            fields.append(("last_close", ["code": close.code.map { n($0) } ?? .null, "reason": .string(close.reason), "by": .string(close.by)]))
+        } else {
+            fields.append(("last_close", .null))
+        }
+        if let retry = self.retryInMillis { fields.append(("retry_in_ms", n(retry))) }
+        return .object(fields)
+    }
+
+    /// Reads a status result; fields a daemon did not send read as zero or absent.
+    public init(json s: JSONValue) {
+        func int(_ key: String) -> Int { s[key]?.intValue ?? 0 }
+        func u64(_ key: String) -> UInt64 { s[key]?.uint64Value ?? 0 }
+        let q = s["queue"]
+        let close: Close? = s["last_close"].flatMap { c in
+            guard case .object = c else { return nil }
+            return Close(code: c["code"]?.intValue.map { UInt16(clamping: $0) }, reason: c["reason"]?.stringValue ?? "", by: c["by"]?.stringValue ?? "?")
+        }
+        self.init(
+            state: s["state"]?.stringValue ?? "?",
+            since: Int64(int("since")),
+            url: s["url"]?.stringValue ?? "?",
+            reconnects: int("reconnects"),
+            failedAttempts: int("failed_attempts"),
+            rttMillis: s["rtt_ms"]?.doubleValue,
+            subprotocol: s["subprotocol"]?.stringValue,
+            compression: s["compression"]?.boolValue ?? false,
+            messagesIn: u64("messages_in"),
+            bytesIn: u64("bytes_in"),
+            messagesOut: u64("messages_out"),
+            bytesOut: u64("bytes_out"),
+            subscribers: int("subscribers"),
+            clients: int("clients"),
+            seq: u64("seq"),
+            drops: u64("drops"),
+            queue: Queue(
+                messages: q?["messages"]?.intValue ?? 0,
+                bytes: q?["bytes"]?.intValue ?? 0,
+                maxMessages: q?["max_messages"]?.intValue ?? 0,
+                maxBytes: q?["max_bytes"]?.intValue ?? 0
+            ),
+            lastError: s["last_error"]?.stringValue,
+            lastClose: close,
+            retryInMillis: s["retry_in_ms"]?.intValue.map(Int64.init),
+            version: s["version"]?.stringValue ?? "?"
+        )
+    }
+}
+
+/// `subscribe` and `unsubscribe`.
+public struct SubscribeResult: Sendable, Equatable {
+    public var subscribed: Bool
+    /// The last sequence number sent so far (`subscribe` only).
+    public var seq: UInt64?
+    public var filter: Filter?
+
+    public init(subscribed: Bool, seq: UInt64? = nil, filter: Filter? = nil) {
+        self.subscribed = subscribed
+        self.seq = seq
+        self.filter = filter
+    }
+
+    public var json: JSONValue {
+        var fields: [(String, JSONValue)] = [("subscribed", .bool(self.subscribed))]
+        if let seq { fields.append(("seq", .number(JSONNumber(seq)))) }
+        if let filter { fields.append(("filter", filter.json)) }
+        return .object(fields)
+    }
+
+    public init(json: JSONValue) {
+        let filter = json["filter"].flatMap { f in f["field"]?.stringValue.map { Filter(field: $0, equals: f["equals"]) } }
+        self.init(subscribed: json["subscribed"]?.boolValue ?? false, seq: json["seq"]?.uint64Value, filter: filter)
+    }
+}
+
+/// `send`: sent now, or queued until the link opens.
+public enum SendResult: Sendable, Equatable {
+    case sent
+    /// `depth` messages wait, this one included; `state` is the link's.
+    case queued(depth: Int, state: String)
+
+    public var json: JSONValue {
+        switch self {
+        case .sent: ["status": "sent"]
+        case .queued(let depth, let state): ["status": "queued", "queued": .number(JSONNumber(depth)), "state": .string(state)]
+        }
+    }
+
+    public init?(json: JSONValue) {
+        switch json["status"]?.stringValue {
+        case "sent": self = .sent
+        case "queued": self = .queued(depth: json["queued"]?.intValue ?? 0, state: json["state"]?.stringValue ?? "?")
+        default: return nil
+        }
+    }
+}
+
+/// `close`, `connect` and `reconnect`: the link's state once the request was taken.
+public struct LinkStateResult: Sendable, Equatable {
+    public var state: String
+
+    public init(state: String) {
+        self.state = state
+    }
+
+    public var json: JSONValue { ["state": .string(self.state)] }
+
+    public init(json: JSONValue) {
+        self.init(state: json["state"]?.stringValue ?? "?")
+    }
+}
+
+/// `request`: the first upstream message after the send that matched.
+public struct RequestResult: Sendable, Equatable {
+    public var seq: UInt64
+    public var payload: JSONValue
+
+    public init(seq: UInt64, payload: JSONValue) {
+        self.seq = seq
+        self.payload = payload
+    }
+
+    public var json: JSONValue { ["seq": .number(JSONNumber(self.seq)), "kind": "text", "json": self.payload] }
+
+    public init?(json: JSONValue) {
+        guard let seq = json["seq"]?.uint64Value, let payload = json["json"] else { return nil }
+        self.init(seq: seq, payload: payload)
+    }
+}

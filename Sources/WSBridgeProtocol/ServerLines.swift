@@ -1,0 +1,234 @@
+/// The lines the daemon writes to its clients (docs/protocol.md), one type each. The daemon
+/// builds them with `json`, clients read them with `ServerLine.decode`: the keys are spelled here
+/// only. (Message lines are written by a byte-level encoder for speed; `MessageLine` reads them,
+/// and a test holds the two to the same schema.)
+public enum ServerLine: Sendable, Equatable {
+    case hello(Hello)
+    case message(MessageLine)
+    case state(StateLine)
+    case dropped(DroppedLine)
+    case gap(GapLine)
+    case reply(ReplyLine)
+
+    /// Reads a line; nil when its `type` is unknown (a newer daemon may add types) or it is malformed.
+    public static func decode(_ json: JSONValue) -> ServerLine? {
+        switch json["type"]?.stringValue {
+        case Hello.type: Hello(json: json).map(ServerLine.hello)
+        case MessageLine.type: MessageLine(json: json).map(ServerLine.message)
+        case StateLine.type: StateLine(json: json).map(ServerLine.state)
+        case DroppedLine.type: DroppedLine(json: json).map(ServerLine.dropped)
+        case GapLine.type: GapLine(json: json).map(ServerLine.gap)
+        case ReplyLine.type: ReplyLine(json: json).map(ServerLine.reply)
+        default: nil
+        }
+    }
+}
+
+/// The first line on every connection.
+public struct Hello: Sendable, Equatable {
+    public static let type = "hello"
+    public var protocolVersion: Int
+    public var version: String
+    public var state: String
+    public var seq: UInt64
+    public var subscribed: Bool
+    public var write: Bool
+
+    public init(protocolVersion: Int = WireProtocol.version, version: String = WSBridgeVersion.current, state: String, seq: UInt64, subscribed: Bool, write: Bool) {
+        self.protocolVersion = protocolVersion
+        self.version = version
+        self.state = state
+        self.seq = seq
+        self.subscribed = subscribed
+        self.write = write
+    }
+
+    public var json: JSONValue {
+        [
+            "type": .string(Self.type), "protocol": .number(JSONNumber(self.protocolVersion)), "version": .string(self.version),
+            "state": .string(self.state), "seq": .number(JSONNumber(self.seq)), "subscribed": .bool(self.subscribed), "write": .bool(self.write),
+        ]
+    }
+
+    public init?(json: JSONValue) {
+        guard json["type"]?.stringValue == Self.type, let p = json["protocol"]?.intValue, let seq = json["seq"]?.uint64Value else { return nil }
+        self.init(
+            protocolVersion: p,
+            version: json["version"]?.stringValue ?? "",
+            state: json["state"]?.stringValue ?? "",
+            seq: seq,
+            subscribed: json["subscribed"]?.boolValue ?? false,
+            write: json["write"]?.boolValue ?? false
+        )
+    }
+}
+
+/// One upstream message. `data` holds a text payload, or a binary one in base64; with
+/// `local.inline_json` a JSON text payload comes as `json` instead.
+public struct MessageLine: Sendable, Equatable {
+    public static let type = "message"
+    public enum Kind: String, Sendable { case text, binary }
+    public var seq: UInt64
+    /// Receive time, milliseconds since the Unix epoch.
+    public var ts: Int64
+    public var kind: Kind
+    public var data: String?
+    public var inlineJSON: JSONValue?
+
+    public init(seq: UInt64, ts: Int64, kind: Kind, data: String?, inlineJSON: JSONValue? = nil) {
+        self.seq = seq
+        self.ts = ts
+        self.kind = kind
+        self.data = data
+        self.inlineJSON = inlineJSON
+    }
+
+    public var json: JSONValue {
+        var fields: [(String, JSONValue)] = [
+            ("type", .string(Self.type)), ("seq", .number(JSONNumber(self.seq))), ("ts", .number(JSONNumber(self.ts))), ("kind", .string(self.kind.rawValue)),
+        ]
+        if let inline = self.inlineJSON { fields.append(("json", inline)) } else { fields.append(("data", .string(self.data ?? ""))) }
+        return .object(fields)
+    }
+
+    public init?(json: JSONValue) {
+        guard json["type"]?.stringValue == Self.type, let seq = json["seq"]?.uint64Value, let kind = json["kind"]?.stringValue.flatMap(Kind.init) else {
+            return nil
+        }
+        self.init(seq: seq, ts: Int64(json["ts"]?.intValue ?? 0), kind: kind, data: json["data"]?.stringValue, inlineJSON: json["json"])
+    }
+
+    /// The byte-level encoder's pieces, in order: `{"type":"message","seq":` N `,"ts":` MILLIS,
+    /// then one of the kind pieces, the payload, and `}` + newline.
+    public static let head: StaticString = #"{"type":"message","seq":"#
+    public static let tsKey: StaticString = #","ts":"#
+    public static let textData: StaticString = #","kind":"text","data":"#
+    public static let textJSON: StaticString = #","kind":"text","json":"#
+    public static let binaryData: StaticString = #","kind":"binary","data":""#
+    public static let tail: StaticString = "}\n"
+}
+
+/// The link changed state; `reason` says why and who caused it.
+public struct StateLine: Sendable, Equatable {
+    public static let type = "state"
+    public var state: String
+    public var reason: String
+    public var ts: Int64
+
+    public init(state: String, reason: String, ts: Int64) {
+        self.state = state
+        self.reason = reason
+        self.ts = ts
+    }
+
+    public var json: JSONValue {
+        ["type": .string(Self.type), "state": .string(self.state), "reason": .string(self.reason), "ts": .number(JSONNumber(self.ts))]
+    }
+
+    public init?(json: JSONValue) {
+        guard json["type"]?.stringValue == Self.type, let state = json["state"]?.stringValue else { return nil }
+        self.init(state: state, reason: json["reason"]?.stringValue ?? "", ts: Int64(json["ts"]?.intValue ?? 0))
+    }
+}
+
+/// This subscriber fell behind and lost messages `from`...`to` (inclusive).
+public struct DroppedLine: Sendable, Equatable {
+    public static let type = "dropped"
+    public static let reasonText = "this subscriber fell behind by more than local.subscriber_queue messages or local.subscriber_queue_bytes bytes"
+    public var count: UInt64
+    public var from: UInt64
+    public var to: UInt64
+    public var reason: String
+
+    public init(count: UInt64, from: UInt64, to: UInt64, reason: String = DroppedLine.reasonText) {
+        self.count = count
+        self.from = from
+        self.to = to
+        self.reason = reason
+    }
+
+    public var json: JSONValue {
+        [
+            "type": .string(Self.type), "count": .number(JSONNumber(self.count)), "from": .number(JSONNumber(self.from)),
+            "to": .number(JSONNumber(self.to)), "reason": .string(self.reason),
+        ]
+    }
+
+    public init?(json: JSONValue) {
+        guard json["type"]?.stringValue == Self.type, let count = json["count"]?.uint64Value, let from = json["from"]?.uint64Value,
+            let to = json["to"]?.uint64Value
+        else { return nil }
+        self.init(count: count, from: from, to: to, reason: json["reason"]?.stringValue ?? "")
+    }
+}
+
+/// After `subscribe` with `since`: messages `from`...`to` are no longer buffered.
+public struct GapLine: Sendable, Equatable {
+    public static let type = "gap"
+    public var from: UInt64
+    public var to: UInt64
+    public var reason: String
+
+    public init(from: UInt64, to: UInt64, reason: String) {
+        self.from = from
+        self.to = to
+        self.reason = reason
+    }
+
+    public var json: JSONValue {
+        ["type": .string(Self.type), "from": .number(JSONNumber(self.from)), "to": .number(JSONNumber(self.to)), "reason": .string(self.reason)]
+    }
+
+    public init?(json: JSONValue) {
+        guard json["type"]?.stringValue == Self.type, let from = json["from"]?.uint64Value, let to = json["to"]?.uint64Value else { return nil }
+        self.init(from: from, to: to, reason: json["reason"]?.stringValue ?? "")
+    }
+}
+
+/// The answer to a request: `result` when `ok`, else `error`.
+public struct ReplyLine: Sendable, Equatable {
+    public static let type = "reply"
+    public var id: JSONValue?
+    public var outcome: Result<JSONValue, ProtocolError>
+
+    public init(id: JSONValue?, _ outcome: Result<JSONValue, ProtocolError>) {
+        self.id = id
+        self.outcome = outcome
+    }
+
+    public static func ok(id: JSONValue?, _ result: JSONValue = .object([])) -> ReplyLine { ReplyLine(id: id, .success(result)) }
+
+    public var json: JSONValue {
+        switch self.outcome {
+        case .success(let result):
+            return ["type": .string(Self.type), "id": self.id ?? .null, "ok": true, "result": result]
+        case .failure(let error):
+            return [
+                "type": .string(Self.type), "id": self.id ?? .null, "ok": false,
+                "error": ["code": .string(error.code.rawValue), "message": .string(error.message)],
+            ]
+        }
+    }
+
+    /// The error's code is kept as sent: a newer daemon's code this client does not know reads as `internal`.
+    public init?(json: JSONValue) {
+        guard json["type"]?.stringValue == Self.type, let ok = json["ok"]?.boolValue else { return nil }
+        let id = json["id"].flatMap { $0 == .null ? nil : $0 }
+        if ok {
+            self.init(id: id, .success(json["result"] ?? .null))
+        } else {
+            let code = json.value(at: "error.code")?.stringValue.flatMap(ErrorCode.init) ?? .internalError
+            let message = json.value(at: "error.message")?.stringValue ?? "request failed"
+            self.init(id: id, .failure(ProtocolError(code, message, id: id)))
+        }
+    }
+}
+
+extension JSONValue {
+    /// The value as a UInt64 when it is a whole number >= 0 that fits.
+    public var uint64Value: UInt64? {
+        guard case .number(let n) = self else { return nil }
+        if let u = UInt64(n.text) { return u }
+        return n.intValue.flatMap { $0 >= 0 ? UInt64($0) : nil }
+    }
+}

@@ -1,0 +1,27 @@
+import NIOCore
+import Testing
+import WSBridgeProtocol
+
+@testable import WSBridgeDaemon
+
+/// The byte-level message encoder (the hot path) writes exactly the schema `MessageLine` reads.
+@Suite struct MessageLineEncoderTests {
+    @Test func encodedLinesDecodeAsMessageLines() throws {
+        let allocator = ByteBufferAllocator()
+        let text = UpstreamMessage(kind: .text, data: ByteBuffer(string: "say \"hi\"\n\u{1}é"), receivedAtMillis: 1_795_313_566_992)
+        var line = MessageLineEncoder.message(seq: 42, text, inlineJSON: false, parsed: nil, allocator: allocator)
+        #expect(line.readableBytesView.last == UInt8(ascii: "\n"))
+        let decoded = MessageLine(json: try JSONValue.parse(line.readString(length: line.readableBytes - 1)!))
+        #expect(decoded == MessageLine(seq: 42, ts: 1_795_313_566_992, kind: .text, data: "say \"hi\"\n\u{1}é"))
+
+        let binary = UpstreamMessage(kind: .binary, data: ByteBuffer(bytes: [0, 1, 2, 255]), receivedAtMillis: 7)
+        var b = MessageLineEncoder.message(seq: UInt64.max, binary, inlineJSON: false, parsed: nil, allocator: allocator)
+        #expect(MessageLine(json: try JSONValue.parse(b.readString(length: b.readableBytes - 1)!)) == MessageLine(seq: .max, ts: 7, kind: .binary, data: "AAEC/w=="))
+
+        let payload = #"{"n":1234567890123456789}"#
+        let json = UpstreamMessage(kind: .text, data: ByteBuffer(string: payload), receivedAtMillis: 1)
+        var i = MessageLineEncoder.message(seq: 1, json, inlineJSON: true, parsed: try JSONValue.parse(payload), allocator: allocator)
+        let inline = MessageLine(json: try JSONValue.parse(i.readString(length: i.readableBytes - 1)!))
+        #expect(inline?.inlineJSON == (try JSONValue.parse(payload)))
+    }
+}
