@@ -24,6 +24,7 @@ let package = Package(
         .package(url: "https://github.com/swift-extras/swift-extras-base64.git", from: "1.2.0"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
     ],
     targets: [
         // libsystemd (sd_notify, sd_listen_fds, sd_journal_sendv) through pkg-config.
@@ -34,8 +35,6 @@ let package = Package(
         ),
         // Linux constants and macros Glibc does not export: rtnetlink, SO_PEERCRED.
         .target(name: "CWSBridgeLinux"),
-        // zlib's raw deflate for permessage-deflate (RFC 7692); zlib.h macros need C wrappers.
-        .target(name: "CWSBridgeZlib", linkerSettings: [.linkedLibrary("z")]),
         // The versioned NDJSON protocol shared by the daemon and the CLI.
         .target(
             name: "WSBridgeProtocol",
@@ -59,7 +58,6 @@ let package = Package(
                 "WSBridgeProtocol",
                 "CSystemd",
                 "CWSBridgeLinux",
-                "CWSBridgeZlib",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -72,6 +70,7 @@ let package = Package(
                 .product(name: "ExtrasBase64", package: "swift-extras-base64"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "CompressNIO", package: "compress-nio"),
             ],
             swiftSettings: strict
         ),
@@ -155,6 +154,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "CompressNIO", package: "compress-nio"),
             ],
             exclude: ["Golden"],
             swiftSettings: strict

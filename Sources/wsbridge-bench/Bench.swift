@@ -15,7 +15,7 @@ struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "wsbridge-bench",
         abstract: "wsbridged's benchmarks, each side by side with its baselines in one run.",
-        subcommands: [Fanout.self, Pressure.self, DropCost.self],
+        subcommands: [Fanout.self, Pressure.self, DropCost.self, DeflateCost.self],
         defaultSubcommand: Fanout.self
     )
 }
@@ -87,7 +87,8 @@ struct Fanout: AsyncParsableCommand {
         print("| --- | ---: | ---: | ---: |")
         print("| baseline: plain WebSocket client | \(Int(baseline)) | \(Int(baseline)) | 100 % |")
         print("| wsbridged → 1 subscriber | \(Int(single)) | \(Int(single)) | \(Int(single / baseline * 100)) % |")
-        print("| wsbridged → \(self.subscribers) subscribers | \(Int(fanout)) | \(Int(fanout * Double(self.subscribers))) | \(Int(fanout / baseline * 100)) % |")
+        print(
+            "| wsbridged → \(self.subscribers) subscribers | \(Int(fanout)) | \(Int(fanout * Double(self.subscribers))) | \(Int(fanout / baseline * 100)) % |")
         print("idle RSS \(idleRSS) KiB; with \(self.subscribers) idle subscribers \(rssWith) KiB (\(String(format: "%.1f", perSubscriberKiB)) KiB each)")
     }
 

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Readers in separate processes, flat out, default configuration: wsbridged against the Python
@@ -88,7 +88,9 @@ struct Pressure: AsyncParsableCommand {
         print("| scenario | deliveries/s | per reader msgs/s | lost |")
         print("| --- | ---: | ---: | ---: |")
         for (scenario, rs) in zip(scenarios, results) {
-            print("| \(scenario.name) | \(Self.spread(rs.map(\.deliveriesPerSecond))) | \(Self.spread(rs.map(\.perReader))) | \(Self.spread(rs.map(\.lostPercent), unit: " %")) |")
+            print(
+                "| \(scenario.name) | \(Self.spread(rs.map(\.deliveriesPerSecond))) | \(Self.spread(rs.map(\.perReader))) | \(Self.spread(rs.map(\.lostPercent), unit: " %")) |"
+            )
         }
         let median = results.map { Self.median($0.map(\.deliveriesPerSecond)) }
         let perReader = results.map { Self.median($0.map(\.perReader)) }

@@ -1,3 +1,4 @@
+import CompressNIO
 import NIOCore
 import NIOEmbedded
 import NIOWebSocket
@@ -19,16 +20,19 @@ import WSBridgeCore
         let handler = UpstreamFrameHandler(
             callbacks: .init(
                 message: { kind, data in recorder.events.append("message \(kind == .text ? "text" : "binary") \(String(buffer: data))") },
-                control: { frame in recorder.events.append(frame.opcode == .connectionClose ? "control close" : frame.opcode == .ping ? "control ping" : "control other") },
+                control: { frame in
+                    recorder.events.append(frame.opcode == .connectionClose ? "control close" : frame.opcode == .ping ? "control ping" : "control other")
+                },
                 error: { error in
                     let e = error as? UpstreamProtocolError
                     recorder.events.append("error \(e?.closeCode ?? 0) \(error)")
                 }
             ),
-            maxMessageSize: maxMessageSize,
-            deflate: deflate
+            maxMessageSize: maxMessageSize
         )
-        let channel = EmbeddedChannel(handler: handler)
+        // With compression, as in a live link: the deflate handler in front of the frame handler.
+        let handlers: [any ChannelHandler] = deflate.map { [PerMessageDeflateHandler(deflate: $0, maxMessageSize: maxMessageSize), handler] } ?? [handler]
+        let channel = EmbeddedChannel(handlers: handlers)
         return (channel, recorder)
     }
 
@@ -71,13 +75,14 @@ import WSBridgeCore
         #expect(r.events.first?.hasPrefix("error 1007 ") == true, "\(r.events)")
     }
 
-    @Test(arguments: [
-        (frame(.text, [0x41], rsv2: true), "RSV2/RSV3"),
-        (frame(.text, [0x41], rsv1: true), "RSV1 set but permessage-deflate was not negotiated"),
-        (frame(.continuation, [0x41]), "continuation frame without a message"),
-        (frame(.ping, [1], fin: false), "fragmented control frame"),
-        (close(nil, [0x03]), "1-byte body"),
-    ] as [(WebSocketFrame, String)])
+    @Test(
+        arguments: [
+            (frame(.text, [0x41], rsv2: true), "RSV2/RSV3"),
+            (frame(.text, [0x41], rsv1: true), "RSV1 set but permessage-deflate was not negotiated"),
+            (frame(.continuation, [0x41]), "continuation frame without a message"),
+            (frame(.ping, [1], fin: false), "fragmented control frame"),
+            (close(nil, [0x03]), "1-byte body"),
+        ] as [(WebSocketFrame, String)])
     func protocolViolationsAre1002(_ frame: WebSocketFrame, _ mentions: String) throws {
         let (channel, r) = try Self.channel()
         var frame = frame
@@ -144,31 +149,28 @@ import WSBridgeCore
     }
 }
 
-import CWSBridgeZlib
-
 @Suite struct PerMessageDeflateWindowTests {
     /// Inflates raw deflate data with a window of `bits`; nil when it needs a larger window.
     /// The output goes out 64 bytes at a time, so back-references must come from zlib's window
     /// (with one big output buffer zlib copies from the buffer and never checks the window).
     static func inflate(_ data: ByteBuffer, windowBits bits: Int32) -> String? {
-        guard let stream = cwsb_inflater_new(bits) else { return nil }
-        defer { cwsb_zstream_free(stream) }
-        let input = Array(data.readableBytesView) + [0x00, 0x00, 0xFF, 0xFF]
+        guard let inflater = try? ZlibDecompressor(algorithm: .deflate, windowSize: bits) else { return nil }
+        var input = ByteBuffer(bytes: Array(data.readableBytesView) + [0x00, 0x00, 0xFF, 0xFF])
         var result: [UInt8] = []
-        var offset = 0
         while true {
-            var chunk = [UInt8](repeating: 0, count: 64)
-            var consumed = 0
-            var produced = 0
-            let status = input.withUnsafeBufferPointer { i in
-                chunk.withUnsafeMutableBufferPointer { o in
-                    cwsb_zstream_process(stream, i.baseAddress! + offset, i.count - offset, o.baseAddress, o.count, &consumed, &produced)
-                }
+            var chunk = ByteBufferAllocator().buffer(capacity: 64)
+            do {
+                try inflater.inflate(from: &input, to: &chunk)
+                result += chunk.readableBytesView
+                break
+            } catch let error as CompressNIOError where error == .bufferOverflow {
+                result += chunk.readableBytesView
+            } catch let error as CompressNIOError where error == .inputBufferOverflow {
+                result += chunk.readableBytesView
+                break
+            } catch {
+                return nil  // "invalid distance too far back": the window was too small
             }
-            guard status >= 0 else { return nil }
-            offset += consumed
-            result += chunk.prefix(produced)
-            if produced == 0 && (offset == input.count || consumed == 0) { break }
         }
         return String(decoding: result, as: UTF8.self)
     }
@@ -188,7 +190,8 @@ import CWSBridgeZlib
         // Repeats 200 bytes apart (an 8-bit window may use them) and 255 bytes apart (at the edge
         // of an 8-bit window): whatever zlib references, a 256-byte window must follow it.
         // Repeats 300 apart are out of reach: using them would break an 8-bit window.
-        let text = String(repeating: Self.random(200, seed: 1), count: 6) + String(repeating: Self.random(255, seed: 2), count: 6)
+        let text =
+            String(repeating: Self.random(200, seed: 1), count: 6) + String(repeating: Self.random(255, seed: 2), count: 6)
             + String(repeating: Self.random(300, seed: 3), count: 6)
         var eight = DeflateParameters()
         eight.clientMaxWindowBits = 8
@@ -265,7 +268,8 @@ import CWSBridgeZlib
     @Test func validTextSplitAnywhereAndOtherFramesPassUnchanged() throws {
         let (channel, sink) = try Self.channel()
         let text = Array("κόσμε ".utf8) + Array(String(repeating: "y", count: 300).utf8)
-        let stream = Self.frame(0x1, Array(text.prefix(7)), fin: false) + Self.frame(0x9, [1, 2])
+        let stream =
+            Self.frame(0x1, Array(text.prefix(7)), fin: false) + Self.frame(0x9, [1, 2])
             + Self.frame(0x0, Array(text.dropFirst(7))) + Self.frame(0x2, [0xFF, 0xFE, 0xED])
             + Self.frame(0x1 | 0x40, [0xFF, 0x00])  // compressed text: checked after inflating
         for byte in stream {

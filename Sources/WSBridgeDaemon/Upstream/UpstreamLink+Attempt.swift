@@ -40,8 +40,8 @@ extension UpstreamLink {
     private func connect(_ connector: UpstreamConnector, generation: Int) {
         let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
         let maxMessageSize = self.configuration.upstream.maxMessageSize
-        let attemptFutures = connector.connect(on: self.eventLoop) { channel, deflate in
-            let handler = UpstreamFrameHandler(
+        let attemptFutures = connector.connect(on: self.eventLoop) { channel in
+            UpstreamFrameHandler(
                 callbacks: .init(
                     message: { kind, data in bound.value.receivedMessage(kind, data, generation: generation) },
                     control: { frame in bound.value.received(frame, generation: generation) },
@@ -49,12 +49,9 @@ extension UpstreamLink {
                     writable: { bound.value.becameWritable(generation: generation) }
                 ),
                 maxMessageSize: maxMessageSize,
-                deflate: try deflate.map { try PerMessageDeflate(parameters: $0) },
                 // The connector puts a TextStreamValidator in front of the frame decoder.
                 textCheckedUpstream: true
             )
-            if generation == bound.value.generation { bound.value.frameHandler = handler }
-            return handler
         }
         attemptFutures.channel.assumeIsolated().whenSuccess { channel in
             guard generation == self.generation else {
@@ -85,6 +82,7 @@ extension UpstreamLink {
         self.connectTimer = nil
         self.channel = handshake.channel
         self.subprotocol = handshake.subprotocol
+        self.compression = handshake.deflate != nil
         var details: [String] = []
         if let p = handshake.subprotocol { details.append("subprotocol \(p)") }
         if handshake.deflate != nil { details.append("permessage-deflate") }

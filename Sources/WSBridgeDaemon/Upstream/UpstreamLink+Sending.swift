@@ -30,23 +30,8 @@ extension UpstreamLink {
     /// channel is writable (a slow upstream fills the bounded queue, not NIO's buffer).
     func write(_ message: UpstreamMessage, flush: Bool = true) -> Bool {
         guard self.machine.phase == .open, !self.sentClose, let channel = self.channel, channel.isWritable else { return false }
-        var data = message.data
-        var compressed = false
-        if let deflate = self.frameHandler?.deflate {
-            do {
-                data = try deflate.compress(message.data, allocator: channel.allocator)
-                compressed = true
-            } catch {
-                self.logger.error("cannot compress an outbound message: \(error); sending it uncompressed")
-            }
-        }
-        let frame = WebSocketFrame(
-            fin: true,
-            rsv1: compressed,
-            opcode: message.kind == .text ? .text : .binary,
-            maskKey: .random(),
-            data: data
-        )
+        // With permessage-deflate, PerMessageDeflateHandler compresses it on the way out.
+        let frame = WebSocketFrame(fin: true, opcode: message.kind == .text ? .text : .binary, maskKey: .random(), data: message.data)
         self.messagesOut += 1
         self.bytesOut += UInt64(message.data.readableBytes)
         if flush {

@@ -28,7 +28,7 @@ extension UpstreamLink {
             failures: self.machine.failures,
             rttMillis: self.heartbeat?.roundTripTime.map { Double($0.nanoseconds) / 1e6 },
             subprotocol: self.subprotocol,
-            compression: self.frameHandler?.deflate != nil,
+            compression: self.compression,
             messagesIn: self.messagesIn,
             bytesIn: self.bytesIn,
             messagesOut: self.messagesOut,

@@ -29,8 +29,8 @@ public final class UpstreamLink: LinkControl {
     var generation = 0
     var channel: (any Channel)?
     var subprotocol: String?
-    /// The open link's frame handler (for permessage-deflate on sends).
-    var frameHandler: UpstreamFrameHandler?
+    /// permessage-deflate was negotiated on the open link (its handler compresses sends).
+    var compression = false
     var heartbeatTimer: Scheduled<Void>?
     var retryTimer: Scheduled<Void>?
     var connectTimer: Scheduled<Void>?
@@ -207,7 +207,7 @@ public final class UpstreamLink: LinkControl {
         self.channel?.close(promise: nil)
         self.channel = nil
         self.subprotocol = nil
-        self.frameHandler = nil
+        self.compression = false
     }
 
     func stopHeartbeat() {

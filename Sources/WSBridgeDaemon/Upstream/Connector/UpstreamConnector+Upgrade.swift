@@ -13,7 +13,7 @@ extension UpstreamConnector {
         to channel: any Channel,
         sslContext: NIOSSLContext?,
         handshake: EventLoopPromise<Handshake>,
-        makeFrameHandler: @escaping @Sendable (any Channel, DeflateParameters?) throws -> UpstreamFrameHandler
+        makeFrameHandler: @escaping @Sendable (any Channel) throws -> UpstreamFrameHandler
     ) throws {
         let sync = channel.pipeline.syncOperations
         if let sslContext {
@@ -59,7 +59,11 @@ extension UpstreamConnector {
                     }
                     // The status recorder only matters for a refused upgrade; it must not see frames.
                     channel.pipeline.syncOperations.removeHandler(name: "wsb.status", promise: nil)
-                    try channel.pipeline.syncOperations.addHandler(makeFrameHandler(channel, deflate))
+                    if let deflate {
+                        let compression = try PerMessageDeflate(parameters: deflate)
+                        try channel.pipeline.syncOperations.addHandler(PerMessageDeflateHandler(deflate: compression, maxMessageSize: maxMessageSize))
+                    }
+                    try channel.pipeline.syncOperations.addHandler(makeFrameHandler(channel))
                     // UTF-8 checked as bytes arrive, in front of NIO's whole-frame decoder.
                     let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
                     try channel.pipeline.syncOperations.addHandler(TextStreamValidator(), position: .before(decoder))
@@ -115,7 +119,6 @@ final class ResponseStatusRecorder: ChannelInboundHandler, RemovableChannelHandl
         }
     }
 }
-
 
 extension UpstreamConnector {
     /// The SNI / verification name: `tls.server_name`, else the URL's host unless it is an IP literal.

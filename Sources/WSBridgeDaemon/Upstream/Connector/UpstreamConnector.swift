@@ -11,7 +11,7 @@ import WSBridgeCore
 import WSBridgeProtocol
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Opens one upstream WebSocket connection: TCP (optionally through an HTTP CONNECT or SOCKS5
@@ -51,7 +51,7 @@ struct UpstreamConnector: Sendable {
     /// `handshake` once the upgrade succeeded.
     func connect(
         on eventLoop: any EventLoop,
-        makeFrameHandler: @escaping @Sendable (any Channel, DeflateParameters?) throws -> UpstreamFrameHandler
+        makeFrameHandler: @escaping @Sendable (any Channel) throws -> UpstreamFrameHandler
     ) -> (channel: EventLoopFuture<any Channel>, handshake: EventLoopFuture<Handshake>) {
         let handshake = eventLoop.makePromise(of: Handshake.self)
         let sslContext = self.sslContext

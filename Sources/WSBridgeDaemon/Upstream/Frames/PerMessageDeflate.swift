@@ -1,113 +1,124 @@
-import CWSBridgeZlib
+import CompressNIO
 import NIOCore
 import WSBridgeCore
 
-/// The compression contexts of one link with permessage-deflate (RFC 7692). Loop-confined.
-final class PerMessageDeflate {
-    enum Failure: Error, CustomStringConvertible {
+/// The compression contexts of one link with permessage-deflate (RFC 7692): raw deflate through
+/// CompressNIO's zlib streams. Confined to the link's event loop.
+public final class PerMessageDeflate {
+    public enum Failure: Error, CustomStringConvertible {
         case tooLarge(limit: Int)
-        case corrupt(Int32)
-        case noMemory
+        case corrupt(String)
 
-        var description: String {
+        public var description: String {
             switch self {
             case .tooLarge(let limit):
                 "upstream sent a compressed message larger than upstream.max_message_size (\(limit) bytes) once inflated"
-            case .corrupt(let code):
-                "upstream sent invalid permessage-deflate data (zlib error \(code)); if this repeats, set upstream.compression = false"
-            case .noMemory:
-                "out of memory for permessage-deflate"
+            case .corrupt(let what):
+                "upstream sent invalid permessage-deflate data (\(what)); if this repeats, set upstream.compression = false"
             }
         }
     }
 
-    let parameters: DeflateParameters
-    private let inflater: OpaquePointer
-    private let deflater: OpaquePointer
-    private static let tail: [UInt8] = [0x00, 0x00, 0xFF, 0xFF]
+    public let parameters: DeflateParameters
+    private let inflater: ZlibDecompressor
+    private let deflater: ZlibCompressor
+    /// RFC 7692 §7.2.2: the receiver appends 00 00 FF FF to each message before inflating.
+    /// One buffer, owned here (so zlib reads it in place), rewound for each message.
+    private var tail: ByteBuffer
+    /// The last message's inflated size: the next output buffer starts that big (messages on
+    /// one link tend to be alike), so it is allocated once and not grown.
+    private var lastInflated = 0
 
-    init(parameters: DeflateParameters) throws {
+    public init(parameters: DeflateParameters) throws {
         self.parameters = parameters
+        self.inflater = try ZlibDecompressor(algorithm: .deflate, windowSize: 15)
+        self.tail = ByteBuffer(bytes: [0x00, 0x00, 0xFF, 0xFF])
         // zlib's raw deflate has no 8-bit window, so client_max_window_bits=8 compresses with 9.
         // That stays within what the server's 256-byte window can follow: zlib never emits a
         // distance beyond w_size - MIN_LOOKAHEAD = 512 - 262 = 250 bytes (a unit test checks it).
-        guard let inflater = cwsb_inflater_new(15) else { throw Failure.noMemory }
-        guard let deflater = cwsb_deflater_new(Int32(max(parameters.clientMaxWindowBits, 9)), 6) else {
-            cwsb_zstream_free(inflater)
-            throw Failure.noMemory
-        }
-        self.inflater = inflater
-        self.deflater = deflater
-    }
-
-    deinit {
-        cwsb_zstream_free(self.inflater)
-        cwsb_zstream_free(self.deflater)
+        self.deflater = try ZlibCompressor(
+            algorithm: .deflate,
+            configuration: ZlibConfiguration(windowSize: Int32(max(parameters.clientMaxWindowBits, 9)), compressionLevel: 6, memoryLevel: 8)
+        )
     }
 
     /// Inflates one message, refusing to produce more than `limit` bytes.
-    func decompress(_ input: ByteBuffer, limit: Int, allocator: ByteBufferAllocator) throws -> ByteBuffer {
-        var output = allocator.buffer(capacity: min(max(input.readableBytes * 4, 256), limit + 1))
-        var ended = try input.withUnsafeReadableBytes { bytes in
-            try Self.run(self.inflater, bytes, into: &output, limit: limit)
+    public func decompress(_ input: ByteBuffer, limit: Int, allocator: ByteBufferAllocator) throws -> ByteBuffer {
+        var output = allocator.buffer(capacity: min(max(input.readableBytes * 4, self.lastInflated + 64, 256), limit + 1))
+        var input = input
+        if input.readableBytes > 0 { try self.inflate(&input, into: &output, limit: limit) }
+        guard input.readableBytes == 0 else {
+            throw Failure.corrupt("\(input.readableBytes) bytes after the final deflate block")
         }
-        if !ended {
-            ended = try Self.tail.withUnsafeBytes { bytes in
-                try Self.run(self.inflater, bytes, into: &output, limit: limit)
-            }
+        self.tail.moveReaderIndex(to: 0)
+        try self.inflate(&self.tail, into: &output, limit: limit)
+        // The tail is left unread only when the message ended the deflate stream (a final
+        // block): the next message starts a new one.
+        if self.tail.readableBytes > 0 || self.parameters.serverNoContextTakeover {
+            try self.inflater.reset()
         }
-        if ended || self.parameters.serverNoContextTakeover { cwsb_zstream_reset(self.inflater) }
+        self.lastInflated = output.readableBytes
         return output
     }
 
+    /// Feeds `input` until zlib has used all it can and written all it has, growing `output`.
+    private func inflate(_ input: inout ByteBuffer, into output: inout ByteBuffer, limit: Int) throws {
+        while true {
+            if output.writableBytes < 512 {
+                // Room for at least as much again (at least 4 KiB): large messages grow by doubling.
+                output.reserveCapacity(minimumWritableBytes: min(max(output.readableBytes, 4096), 1 << 20))
+            }
+            do {
+                try self.inflater.inflate(from: &input, to: &output)
+                break
+            } catch let error as CompressNIOError where error == .bufferOverflow {
+                // The output is full: grow it and go on (bounded by the limit below).
+            } catch let error as CompressNIOError where error == .inputBufferOverflow {
+                break  // every byte used and nothing more to write
+            } catch let error as CompressNIOError where error == .corruptData {
+                throw Failure.corrupt("not a valid deflate stream")
+            } catch {
+                throw Failure.corrupt("\(error)")
+            }
+            if output.readableBytes > limit { throw Failure.tooLarge(limit: limit) }
+        }
+        if output.readableBytes > limit { throw Failure.tooLarge(limit: limit) }
+    }
+
     /// Deflates one message (without the trailing 00 00 FF FF, as RFC 7692 §7.2.1 says).
-    func compress(_ input: ByteBuffer, allocator: ByteBufferAllocator) throws -> ByteBuffer {
-        var output = allocator.buffer(capacity: input.readableBytes / 2 + 64)
-        _ = try input.withUnsafeReadableBytes { bytes in
-            try Self.run(self.deflater, bytes, into: &output, limit: Int.max)
+    public func compress(_ input: ByteBuffer, allocator: ByteBufferAllocator) throws -> ByteBuffer {
+        var input = input
+        if input.readableBytes == 0 {
+            // Never hand zlib a buffer without storage.
+            input = allocator.buffer(capacity: 1)
+        }
+        // Sized for what JSON usually compresses to, grown only when zlib fills it: a buffer as
+        // big as deflateBound would mostly stay empty while the frame waits to be written.
+        var output = allocator.buffer(capacity: min(self.deflater.maxSize(from: input), max(input.readableBytes / 2 + 64, 256)))
+        while true {
+            do {
+                try self.deflater.deflate(from: &input, to: &output, flush: .sync)
+            } catch let error as CompressNIOError where error == .bufferOverflow && input.readableBytes == 0 {
+                // No progress was possible: everything was already written (or an empty
+                // message right after a sync flush, which writes nothing).
+                break
+            }
+            // Done once zlib used all input and did not fill the output (nothing left pending).
+            if input.readableBytes == 0 && output.writableBytes > 0 { break }
+            output.reserveCapacity(minimumWritableBytes: max(output.capacity, 256))
         }
         if output.readableBytes >= 4 {
             output.moveWriterIndex(to: output.writerIndex - 4)
         } else if output.readableBytes == 0 {
-            // zlib had nothing to flush (an empty message right after a sync flush). An empty
-            // payload would make the peer's appended 00 00 FF FF a stored block of 0xFF00 bytes
-            // that swallows the next message; RFC 7692 §7.2.3.6: an empty block is the byte 0x00.
+            // An empty payload would make the peer's appended 00 00 FF FF a stored block of
+            // 0xFF00 bytes that swallows the next message; RFC 7692 §7.2.3.6: an empty block is
+            // the byte 0x00.
             output.writeInteger(UInt8(0))
         }
-        if self.parameters.clientNoContextTakeover { cwsb_zstream_reset(self.deflater) }
+        if self.parameters.clientNoContextTakeover { try self.deflater.reset() }
         return output
     }
-
-    /// Feeds all of `input` with sync flushes until zlib has nothing more to write.
-    /// Returns true when the deflate stream ended (a final block).
-    private static func run(_ stream: OpaquePointer, _ input: UnsafeRawBufferPointer, into output: inout ByteBuffer, limit: Int) throws -> Bool {
-        var offset = 0
-        while true {
-            output.reserveCapacity(minimumWritableBytes: 4096)
-            let available = output.writableBytes
-            var consumed = 0
-            var produced = 0
-            var status: Int32 = 0
-            output.writeWithUnsafeMutableBytes(minimumWritableBytes: 0) { out in
-                let next = input.baseAddress.map { $0.assumingMemoryBound(to: UInt8.self) + offset }
-                status = cwsb_zstream_process(
-                    stream,
-                    next,
-                    input.count - offset,
-                    out.baseAddress!.assumingMemoryBound(to: UInt8.self),
-                    out.count,
-                    &consumed,
-                    &produced
-                )
-                return produced
-            }
-            if status < 0 { throw Failure.corrupt(status) }
-            offset += consumed
-            if output.readableBytes > limit { throw Failure.tooLarge(limit: limit) }
-            if status == 1 { return true }
-            // Everything is flushed once the input is used up and zlib left output room.
-            if offset >= input.count && (produced < available || status == 2) { return false }
-            if consumed == 0 && produced == 0 { throw Failure.corrupt(-5) }
-        }
-    }
 }
+
+@available(*, unavailable)
+extension PerMessageDeflate: Sendable {}

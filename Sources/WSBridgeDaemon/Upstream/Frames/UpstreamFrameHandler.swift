@@ -16,9 +16,10 @@ struct UpstreamProtocolError: Error, CustomStringConvertible {
     }
 }
 
-/// The last handler of an upstream channel: reassembles messages from frames, inflates
-/// permessage-deflate, validates (RSV bits, UTF-8 of text, size), and hands whole messages and
-/// control frames to the link driver. Confined to the channel's event loop.
+/// The last handler of an upstream channel: reassembles messages from frames, validates (RSV
+/// bits, UTF-8 of text, size), and hands whole messages and control frames to the link driver.
+/// Compressed messages reach it already inflated (`PerMessageDeflateHandler`, in front of it).
+/// Confined to the channel's event loop.
 final class UpstreamFrameHandler: ChannelInboundHandler {
     typealias InboundIn = WebSocketFrame
     typealias OutboundOut = WebSocketFrame
@@ -38,8 +39,7 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
     private let maxMessageSize: Int
     /// A `TextStreamValidator` in front checks uncompressed text as it arrives: not again here.
     private let textCheckedUpstream: Bool
-    let deflate: PerMessageDeflate?
-    private var pending: (kind: UpstreamMessage.Kind, compressed: Bool, data: ByteBuffer)?
+    private var pending: (kind: UpstreamMessage.Kind, data: ByteBuffer)?
     /// UTF-8 state of the uncompressed text message being reassembled: bad bytes fail the
     /// fragment that carries them.
     private var utf8 = UTF8Validator()
@@ -47,10 +47,9 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
     /// After the server's close frame, data frames are ignored (RFC 6455 §5.5.1).
     private var closeReceived = false
 
-    init(callbacks: Callbacks, maxMessageSize: Int, deflate: PerMessageDeflate?, textCheckedUpstream: Bool = false) {
+    init(callbacks: Callbacks, maxMessageSize: Int, textCheckedUpstream: Bool = false) {
         self.callbacks = callbacks
         self.maxMessageSize = maxMessageSize
-        self.deflate = deflate
         self.textCheckedUpstream = textCheckedUpstream
     }
 
@@ -58,7 +57,7 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         guard !self.failed else { return }
         let frame = Self.unwrapInboundIn(data)
         do {
-            try self.handle(frame, allocator: context.channel.allocator)
+            try self.handle(frame)
         } catch {
             self.failed = true
             self.pending = nil
@@ -66,13 +65,14 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         }
     }
 
-    private func handle(_ frame: WebSocketFrame, allocator: ByteBufferAllocator) throws {
+    private func handle(_ frame: WebSocketFrame) throws {
         if frame.rsv2 || frame.rsv3 {
             throw UpstreamProtocolError.violation("reserved bits RSV2/RSV3 set")
         }
         switch frame.opcode {
         case .text, .binary:
-            if frame.rsv1 && self.deflate == nil {
+            if frame.rsv1 {
+                // A negotiated compressed message was inflated in front of this handler.
                 throw UpstreamProtocolError.violation("RSV1 set but permessage-deflate was not negotiated")
             }
             guard self.pending == nil else {
@@ -81,15 +81,15 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
             let kind: UpstreamMessage.Kind = frame.opcode == .text ? .text : .binary
             if self.closeReceived { return }
             if frame.fin {
-                try self.deliver(kind, compressed: frame.rsv1, frame.unmaskedData, validated: self.textCheckedUpstream && !frame.rsv1, allocator: allocator)
+                try self.deliver(kind, frame.unmaskedData, validated: self.textCheckedUpstream)
             } else {
                 try self.checkSize(frame.length)
                 let data = frame.unmaskedData
-                if kind == .text && !frame.rsv1 && !self.textCheckedUpstream {
+                if kind == .text && !self.textCheckedUpstream {
                     self.utf8 = UTF8Validator()
                     try self.validate(data, complete: false)
                 }
-                self.pending = (kind, frame.rsv1, data)
+                self.pending = (kind, data)
             }
         case .continuation:
             if frame.rsv1 { throw UpstreamProtocolError.violation("RSV1 set on a continuation frame") }
@@ -99,12 +99,12 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
             self.pending = nil
             try self.checkSize(pending.data.readableBytes + frame.length)
             var more = frame.unmaskedData
-            if pending.kind == .text && !pending.compressed && !self.textCheckedUpstream {
+            if pending.kind == .text && !self.textCheckedUpstream {
                 try self.validate(more, complete: frame.fin)
             }
             pending.data.writeBuffer(&more)
             if frame.fin {
-                try self.deliver(pending.kind, compressed: pending.compressed, pending.data, validated: !pending.compressed, allocator: allocator)
+                try self.deliver(pending.kind, pending.data, validated: true)
             } else {
                 self.pending = pending
             }
@@ -125,20 +125,9 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         if size > self.maxMessageSize { throw UpstreamProtocolError.tooLarge(self.maxMessageSize) }
     }
 
-    /// `validated`: an uncompressed text message whose fragments were checked as they came.
-    private func deliver(_ kind: UpstreamMessage.Kind, compressed: Bool, _ data: ByteBuffer, validated: Bool, allocator: ByteBufferAllocator) throws {
-        var payload = data
-        if compressed, let deflate = self.deflate {
-            do {
-                payload = try deflate.decompress(data, limit: self.maxMessageSize, allocator: allocator)
-            } catch PerMessageDeflate.Failure.tooLarge {
-                throw UpstreamProtocolError.tooLarge(self.maxMessageSize)
-            } catch {
-                throw UpstreamProtocolError(closeCode: 1007, description: "\(error)")
-            }
-        } else {
-            try self.checkSize(payload.readableBytes)
-        }
+    /// `validated`: a text message whose bytes were checked as they came.
+    private func deliver(_ kind: UpstreamMessage.Kind, _ payload: ByteBuffer, validated: Bool) throws {
+        try self.checkSize(payload.readableBytes)
         if kind == .text && !validated {
             self.utf8 = UTF8Validator()
             try self.validate(payload, complete: true)
