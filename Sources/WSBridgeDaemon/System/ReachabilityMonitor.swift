@@ -6,7 +6,7 @@ import NIOPosix
 import WSBridgeCore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Watches whether a route to the upstream host exists: kernel rtnetlink events (link,
@@ -41,7 +41,16 @@ public final class ReachabilityMonitor: Sendable {
     private let wakeFDs: (read: Int32, write: Int32)
     private let thread: NIOLockedValueBox<NIOThreadPool?> = .init(nil)
 
-    public init(host: String, pollInterval: Duration, logger: Logger) {
+    /// poll(2), or a stand-in that fails (tests: a failing poll must not end the monitor).
+    typealias Poll = @Sendable (UnsafeMutablePointer<pollfd>, nfds_t, Int32) -> Int32
+    private let pollEvents: Poll
+
+    public convenience init(host: String, pollInterval: Duration, logger: Logger) {
+        self.init(host: host, pollInterval: pollInterval, logger: logger, poll: { Glibc.poll($0, $1, $2) })
+    }
+
+    init(host: String, pollInterval: Duration, logger: Logger, poll: @escaping Poll) {
+        self.pollEvents = poll
         self.host = NIOLockedValueBox(host)
         self.pollInterval = pollInterval
         self.logger = logger
@@ -165,7 +174,10 @@ public final class ReachabilityMonitor: Sendable {
                 pollfd(fd: netlink, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: self.wakeFDs.read, events: Int16(POLLIN), revents: 0),
             ]
-            let n = poll(&fds, 2, timeoutMs)
+            let n = self.pollEvents(&fds, 2, timeoutMs)
+            // Checked on every turn, not only when the wake pipe is seen: a poll that keeps
+            // failing must not keep the monitor (and the daemon's stop) waiting.
+            if self.stopping.withLockedValue({ $0 }) { return }
             if n < 0 && errno != EINTR {
                 // Never silently: say so, and keep checking at the poll interval.
                 self.logger.error(
