@@ -146,9 +146,13 @@ private struct Reader {
                     guard Self.isToken(name) else {
                         throw self.error("upstream.headers.\(name)", h[name], "invalid header name: use letters, digits and - only")
                     }
-                    let reserved = ["host", "upgrade", "connection", "sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions", "sec-websocket-protocol"]
+                    let reserved = [
+                        "host", "upgrade", "connection", "sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions", "sec-websocket-protocol",
+                    ]
                     guard !reserved.contains(name.lowercased()) else {
-                        throw self.error("upstream.headers.\(name)", h[name], "this header is set by wsbridged itself; use upstream.subprotocols / upstream.compression instead")
+                        throw self.error(
+                            "upstream.headers.\(name)", h[name],
+                            "this header is set by wsbridged itself; use upstream.subprotocols / upstream.compression instead")
                     }
                     guard !value.contains("\r") && !value.contains("\n") else {
                         throw self.error("upstream.headers.\(name)", nil, "header values must not contain line breaks")
@@ -161,7 +165,9 @@ private struct Reader {
                 guard let a = v.array else { throw self.error("upstream.subprotocols", v, "must be an array of strings, e.g. [\"v1.chat\"]") }
                 config.upstream.subprotocols = try a.map { (item: any TOMLValueConvertible) throws(ConfigurationError) -> String in
                     let s = try self.string(item, "upstream.subprotocols")
-                    guard Self.isToken(s) else { throw self.error("upstream.subprotocols", item, "a subprotocol must be an HTTP token (letters, digits, !#$%&'*+-.^_`|~)") }
+                    guard Self.isToken(s) else {
+                        throw self.error("upstream.subprotocols", item, "a subprotocol must be an HTTP token (letters, digits, !#$%&'*+-.^_`|~)")
+                    }
                     return s
                 }
             }
@@ -265,7 +271,8 @@ private struct Reader {
                 config.local.clientOutputBytes = try self.int(v, "local.client_output_bytes", in: 4096...(1 << 30), "a byte count from 4096 to 1073741824")
             }
             if let v = l["max_pending_requests"] {
-                config.local.maxPendingRequests = try self.int(v, "local.max_pending_requests", in: 0...100_000, "a request count from 0 (no requests) to 100000")
+                config.local.maxPendingRequests = try self.int(
+                    v, "local.max_pending_requests", in: 0...100_000, "a request count from 0 (no requests) to 100000")
             }
             if let v = l["max_pending_requests_total"] {
                 config.local.maxPendingRequestsTotal = try self.int(
@@ -364,9 +371,10 @@ private struct Reader {
     }
 
     static func isToken(_ s: String) -> Bool {
-        !s.isEmpty && s.utf8.allSatisfy { c in
-            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
-                || "!#$%&'*+-.^_`|~".utf8.contains(c)
-        }
+        !s.isEmpty
+            && s.utf8.allSatisfy { c in
+                (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
+                    || "!#$%&'*+-.^_`|~".utf8.contains(c)
+            }
     }
 }

@@ -25,12 +25,20 @@ public struct UTF8Validator: Sendable, Equatable {
                 self.upper = 0xBF
                 switch byte {
                 case 0xC2...0xDF: self.remaining = 1
-                case 0xE0: self.remaining = 2; self.lower = 0xA0
+                case 0xE0:
+                    self.remaining = 2
+                    self.lower = 0xA0
                 case 0xE1...0xEC, 0xEE...0xEF: self.remaining = 2
-                case 0xED: self.remaining = 2; self.upper = 0x9F
-                case 0xF0: self.remaining = 3; self.lower = 0x90
+                case 0xED:
+                    self.remaining = 2
+                    self.upper = 0x9F
+                case 0xF0:
+                    self.remaining = 3
+                    self.lower = 0x90
                 case 0xF1...0xF3: self.remaining = 3
-                case 0xF4: self.remaining = 3; self.upper = 0x8F
+                case 0xF4:
+                    self.remaining = 3
+                    self.upper = 0x8F
                 default: return false
                 }
             } else {

@@ -189,7 +189,8 @@ struct JSONParser {
                 case UInt8(ascii: "u"):
                     var scalar = try self.hex4()
                     if (0xD800...0xDBFF).contains(scalar) {
-                        guard self.index + 1 < self.bytes.count, self.bytes[self.index] == UInt8(ascii: "\\"), self.bytes[self.index + 1] == UInt8(ascii: "u") else {
+                        guard self.index + 1 < self.bytes.count, self.bytes[self.index] == UInt8(ascii: "\\"), self.bytes[self.index + 1] == UInt8(ascii: "u")
+                        else {
                             throw self.fail("lone high surrogate in \\u escape")
                         }
                         self.index += 2

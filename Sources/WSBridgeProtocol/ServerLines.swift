@@ -34,7 +34,9 @@ public struct Hello: Sendable, Equatable {
     public var subscribed: Bool
     public var write: Bool
 
-    public init(protocolVersion: Int = WireProtocol.version, version: String = WSBridgeVersion.current, state: String, seq: UInt64, subscribed: Bool, write: Bool) {
+    public init(
+        protocolVersion: Int = WireProtocol.version, version: String = WSBridgeVersion.current, state: String, seq: UInt64, subscribed: Bool, write: Bool
+    ) {
         self.protocolVersion = protocolVersion
         self.version = version
         self.state = state

@@ -164,7 +164,9 @@ public struct Request: Sendable, Equatable {
         func fail(_ code: ErrorCode, _ message: String) -> ProtocolError { ProtocolError(code, message, id: id) }
         if let v = json["v"] {
             guard v.intValue == WireProtocol.version else {
-                throw fail(.badVersion, "protocol version \(v.serialized) is not supported: this daemon speaks version \(WireProtocol.version); upgrade the client or omit \"v\"")
+                throw fail(
+                    .badVersion,
+                    "protocol version \(v.serialized) is not supported: this daemon speaks version \(WireProtocol.version); upgrade the client or omit \"v\"")
             }
         }
         guard let opValue = json["op"] else {

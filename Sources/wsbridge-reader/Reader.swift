@@ -4,7 +4,7 @@ import NIOCore
 import NIOPosix
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A benchmark subscriber in its own process: opens N connections to a bridge's Unix socket,
@@ -61,7 +61,7 @@ struct Reader: ParsableCommand {
                 do {
                     channels.append(try bootstrap.connect(unixDomainSocketPath: self.socket).wait())
                     break
-                } catch where attempt < 500 {
+                } catch  where attempt < 500 {
                     attempt += 1
                     usleep(10_000)
                 }
@@ -84,8 +84,8 @@ struct Reader: ParsableCommand {
         }
         let t = state.withLockedValue { $0 }
         emit(
-            #"{"connections":\#(self.connections),"messages":\#(t.messages),"lost":\#(t.lost),"gaps":\#(t.gaps),"ended":\#(t.ended),"# +
-            #""first_ns":\#(t.firstNanos),"last_ns":\#(t.lastNanos)}"#
+            #"{"connections":\#(self.connections),"messages":\#(t.messages),"lost":\#(t.lost),"gaps":\#(t.gaps),"ended":\#(t.ended),"#
+                + #""first_ns":\#(t.firstNanos),"last_ns":\#(t.lastNanos)}"#
         )
         for c in channels { try? c.close().wait() }
     }

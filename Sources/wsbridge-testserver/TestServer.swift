@@ -7,7 +7,7 @@ import NIOTLS
 import NIOWebSocket
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A loopback WebSocket server for the demo, tests and benchmarks.
@@ -107,7 +107,9 @@ struct TestServer: ParsableCommand {
                                 let s = state.value
                                 let auth = head.headers.first(name: "Authorization") ?? "-"
                                 let offered = head.headers[canonicalForm: "Sec-WebSocket-Protocol"].map(String.init)
-                                Output.line("upgrade path=\(head.uri) authorization=\(auth) protocols=\(offered.joined(separator: ",")) ua=\(head.headers.first(name: "User-Agent") ?? "-")")
+                                Output.line(
+                                    "upgrade path=\(head.uri) authorization=\(auth) protocols=\(offered.joined(separator: ",")) ua=\(head.headers.first(name: "User-Agent") ?? "-")"
+                                )
                                 if s.refuse { return nil }
                                 var headers = HTTPHeaders()
                                 if let chosen = offered.first(where: { subprotocols.contains($0) }) {
@@ -120,7 +122,8 @@ struct TestServer: ParsableCommand {
                             channel.eventLoop.makeCompletedFuture {
                                 channel.pipeline.syncOperations.removeHandler(name: "refuser", promise: nil)
                                 try channel.pipeline.syncOperations.addHandler(
-                                    NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 100_000, maxAccumulatedFrameSize: maxFrame)
+                                    NIOWebSocketFrameAggregator(
+                                        minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 100_000, maxAccumulatedFrameSize: maxFrame)
                                 )
                                 try channel.pipeline.syncOperations.addHandler(ServerConnectionHandler(state: state))
                             }

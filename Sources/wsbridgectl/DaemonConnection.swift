@@ -1,7 +1,7 @@
 import WSBridgeProtocol
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A blocking connection to wsbridged's socket: sends request lines, reads reply lines.
@@ -47,7 +47,8 @@ final class DaemonConnection {
             switch e {
             case ENOENT, ECONNREFUSED:
                 throw ConnectError(
-                    description: "wsbridged is not running (nothing listens on \(path)): start it with `systemctl start wsbridged`, or point --socket at its socket",
+                    description:
+                        "wsbridged is not running (nothing listens on \(path)): start it with `systemctl start wsbridged`, or point --socket at its socket",
                     exitCode: 69
                 )
             case EACCES, EPERM:

@@ -3,7 +3,7 @@ import ExtrasBase64
 import WSBridgeProtocol
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 struct Send: ParsableCommand {

@@ -2,7 +2,7 @@ import ArgumentParser
 import WSBridgeProtocol
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 struct Status: ParsableCommand {

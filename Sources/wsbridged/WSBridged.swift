@@ -3,11 +3,11 @@ import Logging
 import ServiceLifecycle
 import UnixSignals
 import WSBridgeCore
-import WSBridgeProtocol
 import WSBridgeDaemon
+import WSBridgeProtocol
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @main

@@ -6,12 +6,12 @@ import WSBridgeProtocol
 /// daemon, echoing through its socket. No case may fail; the close-handshake and UTF-8 cases
 /// this project fixed must be OK (docs/conformance.md explains what remains NON-STRICT).
 @Suite(.serialized) struct AutobahnTests {
-    static let suite = "\(Paths.root)/.autobahn/py27/bin/python"
+    static let suite = "\(Paths.root)/.build/autobahn/py27/bin/python"
     /// A release build (scripts/test makes one): a debug daemon needs over 15 minutes here.
     static let bin = ProcessInfo.processInfo.environment["WSBRIDGE_RELEASE_BIN_DIR"] ?? "\(Paths.root)/.build/release"
 
     @Test(
-        .enabled(if: FileManager.default.isExecutableFile(atPath: suite), "needs the suite: scripts/setup installs it into .autobahn"),
+        .enabled(if: FileManager.default.isExecutableFile(atPath: suite), "needs the suite: scripts/setup installs it into .build/autobahn"),
         .enabled(if: FileManager.default.isExecutableFile(atPath: "\(bin)/wsbridged"), "needs a release build of wsbridged")
     )
     func shortFormHasNoFailedCase() async throws {

@@ -86,12 +86,14 @@ import WSBridgeProtocol
     func permissionDeniedHasItsOwnExitCode() async throws {
         let f = try await DaemonFixture(extraConfig: "mode = \"0600\"")
         try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: f.dir.path)
-        let r = try run("/usr/bin/setpriv", ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", Self.ctl, "--socket", f.socket, "status"], allowFailure: true)
+        let r = try run(
+            "/usr/bin/setpriv", ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", Self.ctl, "--socket", f.socket, "status"], allowFailure: true)
         #expect(r.status == 77)
         #expect(r.output.contains("permission denied"))
         // With the socket open to all, nobody may read but not write.
         try FileManager.default.setAttributes([.posixPermissions: 0o666], ofItemAtPath: f.socket)
-        let forbidden = try run("/usr/bin/setpriv", ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", Self.ctl, "--socket", f.socket, "send", "x"], allowFailure: true)
+        let forbidden = try run(
+            "/usr/bin/setpriv", ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", Self.ctl, "--socket", f.socket, "send", "x"], allowFailure: true)
         #expect(forbidden.status == 77)
         #expect(forbidden.output.contains("(forbidden)"))
     }

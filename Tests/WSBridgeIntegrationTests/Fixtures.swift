@@ -16,7 +16,7 @@ enum Paths {
 
     static let python: String = {
         if let p = ProcessInfo.processInfo.environment["WSBRIDGE_PYTHON"], !p.isEmpty { return p }
-        return "\(root)/.venv/bin/python"
+        return "\(root)/.build/venv/bin/python"
     }()
 
     static var pythonPeer: String { "\(root)/Tests/peers/ws_server.py" }
@@ -100,8 +100,8 @@ func spawnAndWait(
     let cArgs = argv.map { strdup($0) } + [nil]
     let cEnv = env.map { strdup($0) } + [nil]
     defer {
-        cArgs.forEach { free($0) }
-        cEnv.forEach { free($0) }
+        for arg in cArgs { free(arg) }
+        for entry in cEnv { free(entry) }
     }
     let rc = posix_spawn(&pid, program, &actions, nil, cArgs, cEnv)
     close(inPipe[0])
@@ -163,10 +163,11 @@ final class UpstreamServer: Sendable {
 
     init(_ kind: Kind, arguments: [String] = [], wrapper: [String] = []) async throws {
         self.kind = kind
-        let command: [String] = switch kind {
-        case .nio: wrapper + [Paths.testServer] + arguments
-        case .python: wrapper + [Paths.python, "-u", Paths.pythonPeer] + arguments
-        }
+        let command: [String] =
+            switch kind {
+            case .nio: wrapper + [Paths.testServer] + arguments
+            case .python: wrapper + [Paths.python, "-u", Paths.pythonPeer] + arguments
+            }
         self.process = try ManagedProcess(command[0], Array(command.dropFirst()), name: "upstream-\(kind)")
         guard let line = await self.process.stdout.wait(timeout: .seconds(30), { $0.hasPrefix("listening ") }),
             let port = Int(line.dropFirst("listening ".count))
@@ -208,7 +209,8 @@ struct TestCertificates: Sendable {
         let openssl = "/usr/bin/openssl"
         self.caCert = dir.file("ca.pem")
         let caKey = dir.file("ca.key")
-        try run(openssl, ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", caKey, "-out", self.caCert, "-days", "2", "-subj", "/CN=wsbridge test CA"])
+        try run(
+            openssl, ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", caKey, "-out", self.caCert, "-days", "2", "-subj", "/CN=wsbridge test CA"])
         let ca = (self.caCert, caKey)
         (self.serverCert, self.serverKey) = try Self.issue(
             ca: ca,
@@ -227,7 +229,9 @@ struct TestCertificates: Sendable {
         (self.clientCert, self.clientKey) = try Self.issue(ca: ca, in: dir, "client", "/CN=wsbridge client", "extendedKeyUsage=clientAuth\n")
     }
 
-    private static func issue(ca: (cert: String, key: String), in dir: TemporaryDirectory, _ name: String, _ subject: String, _ ext: String) throws -> (String, String) {
+    private static func issue(ca: (cert: String, key: String), in dir: TemporaryDirectory, _ name: String, _ subject: String, _ ext: String) throws -> (
+        String, String
+    ) {
         let openssl = "/usr/bin/openssl"
         let key = dir.file("\(name).key")
         let csr = dir.file("\(name).csr")

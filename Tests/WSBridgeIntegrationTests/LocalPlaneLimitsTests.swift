@@ -53,7 +53,7 @@ import WSBridgeProtocol
         let f = try await DaemonFixture(extraConfig: "max_clients = 3")
         let a = try await f.client(name: "a")
         let others = [try await f.client(name: "b"), try await f.client(name: "c")]
-        defer { others.forEach { $0.close() } }
+        defer { for other in others { other.close() } }
         // socat exits when the daemon closes the connection.
         let refused = try ManagedProcess("/usr/bin/socat", ["-", "UNIX-CONNECT:\(f.socket)"], name: "refused")
         defer { refused.stop() }

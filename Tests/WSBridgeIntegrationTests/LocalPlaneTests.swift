@@ -171,7 +171,10 @@ import WSBridgeProtocol
         #expect(await c.reply("ok")?["ok"] == true)
         let errors = c.lines.lines.compactMap { try? JSONValue.parse($0) }.filter { $0["ok"] == false }
         let codes = errors.compactMap { $0.value(at: "error.code")?.stringValue }
-        #expect(codes == ["invalid_json", "invalid_utf8", "line_too_long", "unknown_op", "missing_field", "missing_field", "wrong_type", "bad_version", "not_an_object"])
+        #expect(
+            codes == [
+                "invalid_json", "invalid_utf8", "line_too_long", "unknown_op", "missing_field", "missing_field", "wrong_type", "bad_version", "not_an_object",
+            ])
         for e in errors {
             #expect((e.value(at: "error.message")?.stringValue?.count ?? 0) > 20)
         }

@@ -16,7 +16,9 @@ import WSBridgeProtocol
 
         let binary = UpstreamMessage(kind: .binary, data: ByteBuffer(bytes: [0, 1, 2, 255]), receivedAtMillis: 7)
         var b = MessageLineEncoder.message(seq: UInt64.max, binary, inlineJSON: false, parsed: nil, allocator: allocator)
-        #expect(MessageLine(json: try JSONValue.parse(b.readString(length: b.readableBytes - 1)!)) == MessageLine(seq: .max, ts: 7, kind: .binary, data: "AAEC/w=="))
+        #expect(
+            MessageLine(json: try JSONValue.parse(b.readString(length: b.readableBytes - 1)!)) == MessageLine(seq: .max, ts: 7, kind: .binary, data: "AAEC/w==")
+        )
 
         let payload = #"{"n":1234567890123456789}"#
         let json = UpstreamMessage(kind: .text, data: ByteBuffer(string: payload), receivedAtMillis: 1)

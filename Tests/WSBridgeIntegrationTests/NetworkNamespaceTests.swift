@@ -81,7 +81,10 @@ struct NetworkNamespaceTests {
             poll_interval = "30s"
             """
         )
-        let daemon = try ManagedProcess(net.wrapper(net.client)[0], Array(net.wrapper(net.client).dropFirst()) + [Paths.daemon, "--config", config, "--log-level", "debug", "--socket", dir.file("d.sock")], name: "wsbridged")
+        let daemon = try ManagedProcess(
+            net.wrapper(net.client)[0],
+            Array(net.wrapper(net.client).dropFirst()) + [Paths.daemon, "--config", config, "--log-level", "debug", "--socket", dir.file("d.sock")],
+            name: "wsbridged")
         guard await daemon.stderr.wait(containing: "-> open") != nil else {
             daemon.stop()
             throw TestFailure("daemon did not open: \(daemon.stderr.text)")
@@ -93,7 +96,10 @@ struct NetworkNamespaceTests {
         let net = try NamespacePair()
         let dir = try TemporaryDirectory()
         let (server, daemon) = try await self.start(net, dir: dir)
-        defer { daemon.stop(); _ = server }
+        defer {
+            daemon.stop()
+            _ = server
+        }
 
         let down = daemon.stderr.count
         try net.clientLink(up: false)
@@ -121,7 +127,10 @@ struct NetworkNamespaceTests {
         let net = try NamespacePair()
         let dir = try TemporaryDirectory()
         let (server, daemon) = try await self.start(net, dir: dir)
-        defer { daemon.stop(); _ = server }
+        defer {
+            daemon.stop()
+            _ = server
+        }
         let config = dir.file("wsbridged.toml")
         let text = try String(contentsOfFile: config, encoding: .utf8)
         try text.replacingOccurrences(of: "ws://\(net.serverAddress):", with: "ws://169.254.99.1:").write(toFile: config, atomically: true, encoding: .utf8)
@@ -136,7 +145,10 @@ struct NetworkNamespaceTests {
         let net = try NamespacePair()
         let dir = try TemporaryDirectory()
         let (server, daemon) = try await self.start(net, dir: dir)
-        defer { daemon.stop(); _ = server }
+        defer {
+            daemon.stop()
+            _ = server
+        }
         let mark = daemon.stderr.count
         // A second address on the client's interface: the route stays, the connection may not.
         try run(NamespacePair.ip, ["-n", net.client, "addr", "add", "169.254.78.2/30", "dev", "veth-c"])
@@ -149,7 +161,10 @@ struct NetworkNamespaceTests {
         let net = try NamespacePair()
         let dir = try TemporaryDirectory()
         let (server, daemon) = try await self.start(net, dir: dir)
-        defer { daemon.stop(); _ = server }
+        defer {
+            daemon.stop()
+            _ = server
+        }
         // Let a heartbeat round trip complete first.
         #expect(await daemon.stderr.wait(containing: "heartbeat rtt") != nil)
 

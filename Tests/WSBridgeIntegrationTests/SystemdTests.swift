@@ -14,7 +14,9 @@ final class DatagramListener: Sendable {
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, socklen_t(MemoryLayout<Int32>.size))
         var addr = unixAddress(path)
-        let r = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        let r = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
         guard r == 0 else { throw TestFailure("cannot bind \(path): \(String(cString: strerror(errno)))") }
         self.fd = fd
         self.path = path
@@ -82,9 +84,10 @@ final class DatagramListener: Sendable {
         env["WSBRIDGE_MAN_DIR"] = ProcessInfo.processInfo.environment["WSBRIDGE_MAN_DIR"] ?? "\(Paths.root)/.build/plugins/GenerateManual/outputs"
         let install = try run("\(Paths.root)/scripts/install", [], environment: env, directory: Paths.root, allowFailure: true)
         #expect(install.status == 0, "\(install.output)")
-        for file in ["bin/wsbridged", "bin/wsbridgectl", "share/man/man8/wsbridged.8", "share/man/man1/wsbridgectl.1",
-            "share/bash-completion/completions/wsbridgectl", "etc/wsbridge/wsbridged.toml", "units/wsbridged.socket"]
-        {
+        for file in [
+            "bin/wsbridged", "bin/wsbridgectl", "share/man/man8/wsbridged.8", "share/man/man1/wsbridgectl.1",
+            "share/bash-completion/completions/wsbridgectl", "etc/wsbridge/wsbridged.toml", "units/wsbridged.socket",
+        ] {
             #expect(FileManager.default.fileExists(atPath: prefix.file(file)), "\(file) not installed")
         }
 

@@ -12,7 +12,9 @@ import WSBridgeProtocol
     @Test func everyLineTypeRoundTrips() throws {
         let hello = Hello(state: "open", seq: 41, subscribed: true, write: false)
         try self.roundTrip(.hello(hello), hello.json)
-        #expect(hello.json.serialized == #"{"type":"hello","protocol":1,"version":"\#(WSBridgeVersion.current)","state":"open","seq":41,"subscribed":true,"write":false}"#)
+        #expect(
+            hello.json.serialized
+                == #"{"type":"hello","protocol":1,"version":"\#(WSBridgeVersion.current)","state":"open","seq":41,"subscribed":true,"write":false}"#)
 
         let message = MessageLine(seq: UInt64.max, ts: 1_795_313_566_992, kind: .text, data: "{\"px\":1.5}")
         try self.roundTrip(.message(message), message.json)

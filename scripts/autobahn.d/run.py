@@ -123,7 +123,7 @@ async def main():
     parser.add_argument("--bin", required=True)
     parser.add_argument("--python27", required=True)
     parser.add_argument("--cases", default="1-7,9,10")
-    parser.add_argument("--reports", default="reports")
+    parser.add_argument("--reports", default=".build/autobahn-reports")
     parser.add_argument("--json")
     args = parser.parse_args()
 

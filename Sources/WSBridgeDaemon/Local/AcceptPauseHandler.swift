@@ -1,7 +1,7 @@
 import NIOCore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Stops accepting for a while when accept(2) fails for want of resources (out of file

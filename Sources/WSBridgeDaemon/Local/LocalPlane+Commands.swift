@@ -120,7 +120,8 @@ enum RequestDecoding {
         switch input {
         case .tooLong(let limit):
             return .failure(
-                ProtocolError(.lineTooLong, "request line longer than local.max_line (\(limit) bytes): it was discarded up to its newline; send smaller requests")
+                ProtocolError(
+                    .lineTooLong, "request line longer than local.max_line (\(limit) bytes): it was discarded up to its newline; send smaller requests")
             )
         case .line(let line):
             if line.readableBytes == 0 { return nil }

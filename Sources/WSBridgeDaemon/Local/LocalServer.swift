@@ -5,7 +5,7 @@ import NIOPosix
 import WSBridgeCore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The Unix socket local programs connect to: binds (replacing a stale socket file, never a live

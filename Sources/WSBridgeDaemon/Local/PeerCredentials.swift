@@ -5,7 +5,7 @@ import NIOPosix
 import WSBridgeCore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Who is on the other end of a Unix socket (SO_PEERCRED), and what they may do.

@@ -8,7 +8,7 @@ import WSBridgeCore
 import WSBridgeProtocol
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// wsbridged as a ServiceLifecycle `Service`: starts the bridge and the local socket, tells
@@ -101,7 +101,8 @@ public final class DaemonService: Service, Sendable {
         let logger = self.logger
         let environment = self.environment
         let reachHost = UpstreamConnector.proxy(for: configuration, environment: environment)?.host ?? configuration.upstream.url.host
-        let monitor = configuration.reachability.enabled
+        let monitor =
+            configuration.reachability.enabled
             ? ReachabilityMonitor(host: reachHost, pollInterval: configuration.reachability.pollInterval, logger: logger) : nil
         // Name resolution and NSS lookups block: done on the thread pool, not on the loop.
         let (networkAvailable, policy) = try await NIOThreadPool.singleton.runIfActive {
@@ -195,7 +196,10 @@ public final class DaemonService: Service, Sendable {
             configuration: configuration
         )
         self.running.withLockedValue { $0 = running }
-        for waiter in self.started.withLockedValue({ w in defer { w = [] }; return w }) { waiter.resume() }
+        for waiter in self.started.withLockedValue({ w in
+            defer { w = [] }
+            return w
+        }) { waiter.resume() }
         return ServerHandle(channel: channel, boundPath: activated.isEmpty ? configuration.local.socket : nil, running: running)
     }
 

@@ -5,7 +5,7 @@ import CWSBridgeLinux
 import Logging
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A readable stderr log handler: `TIME LEVEL message {key=value ...}`, one line per entry.

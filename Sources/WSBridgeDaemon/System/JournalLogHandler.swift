@@ -2,7 +2,7 @@ import CSystemd
 import Logging
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A swift-log handler that writes structured journald entries through `sd_journal_sendv`:
@@ -50,9 +50,10 @@ public struct JournalLogHandler: LogHandler {
 
     /// `upstream.url` → `UPSTREAM_URL`: journald field names are A-Z, 0-9 and _, not starting with _.
     static func fieldName(_ key: String) -> String {
-        var name = String(key.uppercased().map { c -> Character in
-            (c.isASCII && (c.isLetter || c.isNumber)) ? c : "_"
-        })
+        var name = String(
+            key.uppercased().map { c -> Character in
+                (c.isASCII && (c.isLetter || c.isNumber)) ? c : "_"
+            })
         while name.hasPrefix("_") { name.removeFirst() }
         if name.isEmpty || name.first!.isNumber { name = "F" + name }
         return String(name.prefix(64))

@@ -2,7 +2,7 @@ import CSystemd
 import CWSBridgeLinux
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The parts of libsystemd the daemon uses: readiness and status notification, the watchdog,

@@ -4,7 +4,7 @@ import CSystemd
 import CWSBridgeLinux
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Wall-clock time for message timestamps (not for timers: those use the monotonic clock).

@@ -20,10 +20,12 @@ struct OutboundQueue {
     mutating func append(_ message: UpstreamMessage) -> String? {
         let size = message.data.readableBytes
         if self.messages.count >= self.maxMessages {
-            return "the outbound queue is full (\(self.messages.count) of queue.max_messages = \(self.maxMessages) messages wait for the link to open or for the upstream to take them); retry later or raise queue.max_messages"
+            return
+                "the outbound queue is full (\(self.messages.count) of queue.max_messages = \(self.maxMessages) messages wait for the link to open or for the upstream to take them); retry later or raise queue.max_messages"
         }
         if self.bytes + size > self.maxBytes {
-            return "the outbound queue is full (\(self.bytes) bytes waiting + \(size) > queue.max_bytes = \(self.maxBytes)); retry later or raise queue.max_bytes"
+            return
+                "the outbound queue is full (\(self.bytes) bytes waiting + \(size) > queue.max_bytes = \(self.maxBytes)); retry later or raise queue.max_bytes"
         }
         self.messages.append(message)
         self.bytes += size

@@ -7,7 +7,7 @@ import NIOSSL
 import WSBridgeCore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Makes each attempt's `UpstreamConnector` on a thread pool, never on the event loop: reads the

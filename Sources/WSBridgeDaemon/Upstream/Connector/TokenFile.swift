@@ -1,8 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
-
 import WSBridgeCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Reads the bearer token file at each connect. The token itself never appears in errors or logs.
 enum TokenFile {

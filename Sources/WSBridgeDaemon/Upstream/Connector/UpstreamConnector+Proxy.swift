@@ -1,6 +1,6 @@
 import NIOCore
-import NIOHTTP1
 import NIOExtras
+import NIOHTTP1
 import NIOSOCKS
 import WSBridgeCore
 
