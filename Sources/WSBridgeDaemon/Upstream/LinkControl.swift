@@ -1,4 +1,5 @@
 import WSBridgeCore
+import WSBridgeProtocol
 
 /// What the local plane may ask of the upstream link, and read from it. The link is the one
 /// source of truth for its phase, round-trip time and counters: nothing else keeps a copy.
@@ -8,7 +9,8 @@ protocol LinkControl: AnyObject {
     var roundTripTime: Duration? { get }
     /// The URL of the live link, or of the next attempt when none is live.
     var url: UpstreamURL { get }
-    var status: LinkStatus { get }
+    /// The link's part of `status` (the plane adds its own counters).
+    var status: StatusReport { get }
     /// Sends now, or queues (bounded) until the link opens.
     func submit(_ message: UpstreamMessage) -> SendOutcome
     func connect()

@@ -46,26 +46,3 @@ public enum SendOutcome: Sendable, Equatable {
     case queued(depth: Int)
     case rejected(String)
 }
-
-/// A snapshot of the link for `status`.
-public struct LinkStatus: Sendable {
-    public var phase: String
-    public var sinceMillis: Int64
-    public var url: String
-    public var lastClose: (code: UInt16?, reason: String, by: String)?
-    public var lastError: String?
-    public var reconnects: Int
-    public var failures: Int
-    public var rttMillis: Double?
-    public var subprotocol: String?
-    public var compression: Bool
-    public var messagesIn: UInt64
-    public var bytesIn: UInt64
-    public var messagesOut: UInt64
-    public var bytesOut: UInt64
-    public var queuedMessages: Int
-    public var queuedBytes: Int
-    public var queueMaxMessages: Int
-    public var queueMaxBytes: Int
-    public var retryInMillis: Int64?
-}

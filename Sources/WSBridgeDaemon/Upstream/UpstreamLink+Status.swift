@@ -1,31 +1,30 @@
 import Logging
 import NIOCore
 import WSBridgeCore
+import WSBridgeProtocol
 
-/// The snapshot `status` reports: the link is the one source of truth for it.
+/// The snapshot `status` reports: the link is the one source of truth for its part; the plane
+/// adds its own counters (subscribers, clients, seq, drops).
 extension UpstreamLink {
-    var status: LinkStatus {
-        let close: (UInt16?, String, String)? = self.machine.lastDisconnect.map { reason in
+    var status: StatusReport {
+        let close: StatusReport.Close? = self.machine.lastDisconnect.map { reason in
             switch reason {
-            case .serverClosed(let code, let r): (code, r, "server")
-            case .userClosed(let code, let r): (code, r, "user")
-            case .error(let e): (nil, e, "error")
-            case .heartbeatTimeout: (nil, reason.description, "error")
-            case .networkLost: (nil, reason.description, "error")
+            case .serverClosed(let code, let r): StatusReport.Close(code: code, reason: r, by: "server")
+            case .userClosed(let code, let r): StatusReport.Close(code: code, reason: r, by: "user")
+            case .error(let e): StatusReport.Close(code: nil, reason: e, by: "error")
+            case .heartbeatTimeout, .networkLost: StatusReport.Close(code: nil, reason: reason.description, by: "error")
             }
         }
         var retryIn: Int64?
         if let at = self.machine.retryAt {
             retryIn = max(0, (at - Self.now()).nanoseconds / 1_000_000)
         }
-        return LinkStatus(
-            phase: self.machine.phase.rawValue,
-            sinceMillis: self.phaseSinceWall,
+        return StatusReport(
+            state: self.machine.phase.rawValue,
+            since: self.phaseSinceWall,
             url: "\(self.url)",
-            lastClose: close,
-            lastError: self.lastError,
             reconnects: self.machine.reconnects,
-            failures: self.machine.failures,
+            failedAttempts: self.machine.failures,
             rttMillis: self.heartbeat?.roundTripTime.map { Double($0.nanoseconds) / 1e6 },
             subprotocol: self.subprotocol,
             compression: self.compression,
@@ -33,10 +32,18 @@ extension UpstreamLink {
             bytesIn: self.bytesIn,
             messagesOut: self.messagesOut,
             bytesOut: self.bytesOut,
-            queuedMessages: self.outbound.count,
-            queuedBytes: self.outbound.bytes,
-            queueMaxMessages: self.outbound.maxMessages,
-            queueMaxBytes: self.outbound.maxBytes,
+            subscribers: 0,
+            clients: 0,
+            seq: 0,
+            drops: 0,
+            queue: .init(
+                messages: self.outbound.count,
+                bytes: self.outbound.bytes,
+                maxMessages: self.outbound.maxMessages,
+                maxBytes: self.outbound.maxBytes
+            ),
+            lastError: self.lastError,
+            lastClose: close,
             retryInMillis: retryIn
         )
     }
