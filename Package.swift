@@ -6,6 +6,13 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
+// The message path's targets skip the runtime exclusivity checks in release builds: every
+// mutation of a class's stored property otherwise costs a swift_beginAccess (a thread-local
+// access set), a fifth of the daemon's time per message under load (perf, docs/performance.md).
+// Debug builds, which run the tests, keep the checks; Swift 6 strict concurrency keeps the data
+// race checks at compile time either way.
+let hotPath: [SwiftSetting] = strict + [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+
 let package = Package(
     name: "wsbridge",
     platforms: [.macOS(.v14)],
@@ -25,6 +32,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
     ],
     targets: [
         // libsystemd (sd_notify, sd_listen_fds, sd_journal_sendv) through pkg-config.
@@ -39,7 +47,7 @@ let package = Package(
         .target(
             name: "WSBridgeProtocol",
             dependencies: [.product(name: "ExtrasBase64", package: "swift-extras-base64")],
-            swiftSettings: strict
+            swiftSettings: hotPath
         ),
         // Pure logic: configuration, state machines, backoff, heartbeat. No I/O.
         .target(
@@ -48,7 +56,7 @@ let package = Package(
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ],
-            swiftSettings: strict
+            swiftSettings: hotPath
         ),
         // The I/O: NIO channels, upstream link driver, reachability, logging, systemd glue.
         .target(
@@ -72,7 +80,7 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "CompressNIO", package: "compress-nio"),
             ],
-            swiftSettings: strict
+            swiftSettings: hotPath
         ),
         .executableTarget(
             name: "wsbridged",
@@ -113,6 +121,10 @@ let package = Package(
         .executableTarget(
             name: "wsbridge-reader",
             dependencies: [
+                "WSBridgeCore",
+                "WSBridgeDaemon",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -120,7 +132,8 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // Fan-out benchmark: wsbridged against a plain WebSocket client on the same generator.
+        // The benchmarks: the suite (every scenario against its baselines), the raw-copy baseline,
+        // and micro-benchmarks of the drop path and permessage-deflate.
         .executableTarget(
             name: "wsbridge-bench",
             dependencies: [

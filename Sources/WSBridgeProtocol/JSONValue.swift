@@ -191,6 +191,96 @@ public enum JSONWriter {
         emit("\"")
     }
 
+    /// Per byte: how many bytes its escape adds (0: written as it is; 1: `\"`, `\\`, `\n`,
+    /// `\r`, `\t`; 5: `\u00XX` for the other control characters).
+    private static let escapeExtra: [UInt8] = (0..<256).map { c in
+        switch c {
+        case 0x22, 0x5C, 0x0A, 0x0D, 0x09: 1
+        case 0..<0x20: 5
+        default: 0
+        }
+    }
+
+    /// The length of `bytes` written as a JSON string, quotes included (see `writeEscaped`).
+    public static func escapedCount(utf8 bytes: UnsafeRawBufferPointer) -> Int {
+        guard let base = bytes.baseAddress else { return 2 }
+        return Self.escapeExtra.withUnsafeBufferPointer { extra in
+            var n = bytes.count + 2
+            for i in 0..<bytes.count {
+                n &+= Int(extra[Int(base.load(fromByteOffset: i, as: UInt8.self))])
+            }
+            return n
+        }
+    }
+
+    /// Writes `bytes` (valid UTF-8) as a JSON string into `out`, which holds at least
+    /// `escapedCount(utf8:)` bytes; returns the bytes written. The hot path's form of
+    /// `writeString`: one pass, no closure per run, for a ByteBuffer's `writeWithUnsafeMutableBytes`.
+    public static func writeEscaped(utf8 bytes: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) -> Int {
+        guard let dst = out.baseAddress else { return 0 }
+        var o = 0
+        dst.storeBytes(of: UInt8(ascii: "\""), toByteOffset: 0, as: UInt8.self)
+        o = 1
+        if let src = bytes.baseAddress {
+            Self.escapeExtra.withUnsafeBufferPointer { extra in
+                var runStart = 0
+                for i in 0..<bytes.count {
+                    let c = src.load(fromByteOffset: i, as: UInt8.self)
+                    if extra[Int(c)] == 0 { continue }
+                    if runStart < i {
+                        (dst + o).copyMemory(from: src + runStart, byteCount: i - runStart)
+                        o += i - runStart
+                    }
+                    runStart = i + 1
+                    dst.storeBytes(of: UInt8(ascii: "\\"), toByteOffset: o, as: UInt8.self)
+                    let second: UInt8
+                    switch c {
+                    case UInt8(ascii: "\""): second = UInt8(ascii: "\"")
+                    case UInt8(ascii: "\\"): second = UInt8(ascii: "\\")
+                    case 0x0A: second = UInt8(ascii: "n")
+                    case 0x0D: second = UInt8(ascii: "r")
+                    case 0x09: second = UInt8(ascii: "t")
+                    default:
+                        let hex: StaticString = "0123456789abcdef"
+                        dst.storeBytes(of: UInt8(ascii: "u"), toByteOffset: o + 1, as: UInt8.self)
+                        dst.storeBytes(of: UInt8(ascii: "0"), toByteOffset: o + 2, as: UInt8.self)
+                        dst.storeBytes(of: UInt8(ascii: "0"), toByteOffset: o + 3, as: UInt8.self)
+                        dst.storeBytes(of: hex.utf8Start[Int(c >> 4)], toByteOffset: o + 4, as: UInt8.self)
+                        dst.storeBytes(of: hex.utf8Start[Int(c & 0xF)], toByteOffset: o + 5, as: UInt8.self)
+                        o += 6
+                        continue
+                    }
+                    dst.storeBytes(of: second, toByteOffset: o + 1, as: UInt8.self)
+                    o += 2
+                }
+                if runStart < bytes.count {
+                    (dst + o).copyMemory(from: src + runStart, byteCount: bytes.count - runStart)
+                    o += bytes.count - runStart
+                }
+            }
+        }
+        dst.storeBytes(of: UInt8(ascii: "\""), toByteOffset: o, as: UInt8.self)
+        return o + 1
+    }
+
+    /// Writes an unsigned integer's decimal digits into `out` (at least 20 bytes); returns how many.
+    @inlinable
+    public static func writeDigits(_ value: UInt64, into out: UnsafeMutableRawBufferPointer) -> Int {
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes of scratch, right to left
+        return withUnsafeMutableBytes(of: &digits) { scratch -> Int in
+            var v = value
+            var i = scratch.count
+            repeat {
+                i -= 1
+                scratch[i] = UInt8(ascii: "0") + UInt8(v % 10)
+                v /= 10
+            } while v > 0
+            let n = scratch.count - i
+            UnsafeMutableRawBufferPointer(rebasing: out[0..<n]).copyMemory(from: UnsafeRawBufferPointer(rebasing: scratch[i...]))
+            return n
+        }
+    }
+
     public static func writeInteger(_ i: some BinaryInteger, into out: inout [UInt8]) {
         out.append(contentsOf: String(i).utf8)
     }

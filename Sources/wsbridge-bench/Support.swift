@@ -3,6 +3,10 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A child process with line-oriented stdout and a stdin for commands.
 final class Child: Sendable {
     let process: Process
@@ -71,62 +75,13 @@ final class Child: Sendable {
     }
 }
 
-/// N raw subscribers on the daemon's socket, counting message lines.
-final class Subscribers: Sendable {
-    private let channels: [any Channel]
-    private let counters: [NIOLockedValueBox<Int>]
-
-    private init(channels: [any Channel], counters: [NIOLockedValueBox<Int>]) {
-        self.channels = channels
-        self.counters = counters
-    }
-
-    static func connect(count: Int, path: String, group: any EventLoopGroup) async throws -> Subscribers {
-        var channels: [any Channel] = []
-        var counters: [NIOLockedValueBox<Int>] = []
-        for _ in 0..<count {
-            let counter = NIOLockedValueBox(-1)  // the hello line is not a message
-            let channel = try await ClientBootstrap(group: group)
-                .channelInitializer { ch in
-                    ch.eventLoop.makeCompletedFuture { try ch.pipeline.syncOperations.addHandler(LineCounter(counter: counter)) }
-                }
-                .connect(unixDomainSocketPath: path).get()
-            channels.append(channel)
-            counters.append(counter)
-        }
-        return Subscribers(channels: channels, counters: counters)
-    }
-
-    /// Waits until every subscriber counted `n` more lines than at the start of its run.
-    func waitForAll(_ n: Int) async {
-        while self.counters.contains(where: { $0.withLockedValue { $0 } < n }) {
-            try? await Task.sleep(for: .milliseconds(1))
-        }
-        for c in self.counters { c.withLockedValue { $0 -= n } }
-    }
-
-    func close() async {
-        for c in self.channels { try? await c.close() }
-    }
-}
-
-/// Counts newline-terminated lines without decoding them.
-final class LineCounter: ChannelInboundHandler, Sendable {
-    typealias InboundIn = ByteBuffer
-    private let counter: NIOLockedValueBox<Int>
-
-    init(counter: NIOLockedValueBox<Int>) {
-        self.counter = counter
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let buffer = Self.unwrapInboundIn(data)
-        let n = buffer.withUnsafeReadableBytes { bytes in bytes.reduce(0) { $0 + ($1 == 0x0A ? 1 : 0) } }
-        self.counter.withLockedValue { $0 += n }
-    }
-}
-
 struct BenchError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
+}
+
+/// One line to stdout at once (progress lines must not wait in a buffer).
+func emitLine(_ line: String) {
+    var text = line + "\n"
+    text.withUTF8 { bytes in _ = write(1, bytes.baseAddress, bytes.count) }
 }

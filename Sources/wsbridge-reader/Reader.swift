@@ -1,7 +1,11 @@
 import ArgumentParser
+import Histogram
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import WSBridgeCore
+import WSBridgeDaemon
 
 #if canImport(Glibc)
     import Glibc
@@ -19,7 +23,7 @@ struct Reader: ParsableCommand {
     )
 
     @Option(help: "The bridge's Unix socket.")
-    var socket: String
+    var socket: String = ""
 
     @Option(help: "Connections to open.")
     var connections = 1
@@ -36,7 +40,14 @@ struct Reader: ParsableCommand {
     @Option(help: "Sleep this many microseconds after each line (a slow subscriber).")
     var slowUs = 0
 
+    @Option(help: "Read the generator itself over WebSocket (the no-bridge baseline) instead of a bridge's socket.")
+    var upstream: String?
+
     func run() throws {
+        if let upstream {
+            try self.runDirect(upstream)
+            return
+        }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { try? group.syncShutdownGracefully() }
         let state = NIOLockedValueBox(Totals())
@@ -83,15 +94,74 @@ struct Reader: ParsableCommand {
             watchdog.cancel()
         }
         let t = state.withLockedValue { $0 }
-        emit(
-            #"{"connections":\#(self.connections),"messages":\#(t.messages),"lost":\#(t.lost),"gaps":\#(t.gaps),"ended":\#(t.ended),"#
-                + #""first_ns":\#(t.firstNanos),"last_ns":\#(t.lastNanos)}"#
-        )
+        emit(t.json(connections: self.connections))
         for c in channels { try? c.close().wait() }
     }
 }
 
+extension Reader {
+    /// One plain WebSocket client (wsbridged's own link, no local plane) on the generator.
+    func runDirect(_ url: String) throws {
+        var configuration = Configuration()
+        configuration.upstream.url = try UpstreamURL(parsing: url)
+        configuration.upstream.compression = false
+        configuration.reachability.enabled = false
+        configuration.proxy.useEnvironment = false
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { try? group.syncShutdownGracefully() }
+        let totals = NIOLockedValueBox(Totals())
+        let finished = group.next().makePromise(of: Void.self)
+        var logger = Logger(label: "wsbridge-reader")
+        logger.logLevel = .critical
+        let link = try UpstreamLinkHandle.make(
+            configuration: configuration,
+            networkAvailable: true,
+            environment: [:],
+            eventLoop: group.next(),
+            logger: logger,
+            onEvent: { event in
+                switch event {
+                case .state(.open, _):
+                    emit("ready")
+                case .message(let message):
+                    let now = monotonicNanos()
+                    let ended = message.data.withUnsafeReadableBytes { bytes -> Bool in
+                        if LineCounter.find(Array("__end__".utf8), in: bytes) != nil { return true }
+                        // `{"t":` + 20 digits (10^19 + ns) + `,"i":` + 11 digits (10^10 + index).
+                        let sent = LineCounter.number(at: 5, in: bytes) &- LineCounter.timeBias
+                        let index = LineCounter.number(at: 30, in: bytes) &- 10_000_000_000
+                        totals.withLockedValue { t in
+                            t.messages += 1
+                            if t.lines > 0, index > UInt64(t.lines) { t.gaps += Int(index) - t.lines }
+                            t.lines = Int(index) + 1
+                            if now > sent { _ = t.latency.record((now - sent) / 1000) }
+                            if t.firstNanos == 0 { t.firstNanos = now }
+                            t.lastNanos = now
+                        }
+                        return false
+                    }
+                    if ended {
+                        totals.withLockedValue {
+                            $0.ended = 1
+                            $0.messages += 1
+                        }
+                        finished.succeed(())
+                    }
+                default:
+                    break
+                }
+            }
+        ).wait()
+        link.connect()
+        try finished.futureResult.wait()
+        emit(totals.withLockedValue { $0 }.json(connections: 1))
+        try? link.shutdown().wait()
+    }
+}
+
 struct Totals {
+    /// Upstream send → read here, in microseconds (the generator stamps each message).
+    var latency = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
     var lines = 0
     var messages = 0
     /// Messages the bridge reported dropped, and seq jumps it did not report.
@@ -100,6 +170,17 @@ struct Totals {
     var ended = 0
     var firstNanos: UInt64 = 0
     var lastNanos: UInt64 = 0
+}
+
+extension Totals {
+    /// The result line the benchmark reads.
+    func json(connections: Int) -> String {
+        let l = self.latency
+        let p = l.totalCount > 0 ? [l.valueAtPercentile(50), l.valueAtPercentile(99), l.valueAtPercentile(99.9), l.max] : [0, 0, 0, 0]
+        return #"{"connections":\#(connections),"messages":\#(self.messages),"lost":\#(self.lost),"gaps":\#(self.gaps),"ended":\#(self.ended),"#
+            + #""first_ns":\#(self.firstNanos),"last_ns":\#(self.lastNanos),"latency_count":\#(l.totalCount),"#
+            + #""p50_us":\#(p[0]),"p99_us":\#(p[1]),"p999_us":\#(p[2]),"max_us":\#(p[3])}"#
+    }
 }
 
 /// One line to stdout, unbuffered (the benchmark waits for it).
@@ -127,6 +208,9 @@ final class LineCounter: ChannelInboundHandler {
     private var partial: [UInt8] = []
     private var lastSeq: UInt64?
     private var local = Totals()
+    /// This read's latencies, recorded under the lock once per read.
+    private var latencies: [UInt64] = []
+    private var now: UInt64 = 0
 
     init(end: [UInt8], slowMicroseconds: Int, totals: NIOLockedValueBox<Totals>, connections: Int, finished: EventLoopPromise<Void>) {
         self.end = end
@@ -139,6 +223,7 @@ final class LineCounter: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = Self.unwrapInboundIn(data)
         var ended = false
+        self.now = monotonicNanos()
         buffer.withUnsafeReadableBytes { bytes in
             var start = 0
             while let nl = bytes[start...].firstIndex(of: 0x0A) {
@@ -153,10 +238,13 @@ final class LineCounter: ChannelInboundHandler {
             }
             self.partial.append(contentsOf: bytes[start...])
         }
-        let now = monotonicNanos()
+        let now = self.now
         let delta = self.local
         self.local = Totals()
+        let latencies = self.latencies
+        self.latencies.removeAll(keepingCapacity: true)
         let done = self.totals.withLockedValue { t -> Bool in
+            for l in latencies { _ = t.latency.record(l) }
             t.lines += delta.lines
             t.messages += delta.messages
             t.lost += delta.lost
@@ -173,6 +261,9 @@ final class LineCounter: ChannelInboundHandler {
     private static let droppedType = Array(#""type":"dropped""#.utf8)
     private static let countKey = Array(#""count":"#.utf8)
     private static let toKey = Array(#""to":"#.utf8)
+    /// The generator's send time inside the escaped payload: `\"t\":` + 10^19 + ns.
+    private static let timeKey = Array(#"\"t\":"#.utf8)
+    static let timeBias: UInt64 = 10_000_000_000_000_000_000
 
     /// Returns true for the end marker.
     private func line(_ line: UnsafeRawBufferPointer) -> Bool {
@@ -184,6 +275,10 @@ final class LineCounter: ChannelInboundHandler {
             self.local.messages += 1
             if let last = self.lastSeq, seq > last + 1 { self.local.gaps += Int(seq - last - 1) }
             self.lastSeq = seq
+            if let at = Self.find(Self.timeKey, in: line) {
+                let sent = Self.number(at: at + Self.timeKey.count, in: line) &- Self.timeBias
+                if sent > 0, sent < Self.timeBias, self.now > sent { self.latencies.append((self.now - sent) / 1000) }
+            }
             return Self.find(self.end, in: line) != nil
         }
         if Self.find(Self.droppedType, in: line) != nil {

@@ -126,6 +126,9 @@ struct TestServer: ParsableCommand {
                                         minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 100_000, maxAccumulatedFrameSize: maxFrame)
                                 )
                                 try channel.pipeline.syncOperations.addHandler(ServerConnectionHandler(state: state))
+                                // The benchmark generator writes encoded frames in front of the encoder.
+                                let encoder = try channel.pipeline.syncOperations.handler(type: WebSocketFrameEncoder.self)
+                                try channel.pipeline.syncOperations.addHandler(FloodWriter(), position: .before(encoder))
                             }
                         }
                     )

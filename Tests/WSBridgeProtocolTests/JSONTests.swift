@@ -45,3 +45,38 @@ import WSBridgeProtocol
         #expect(throws: JSONParseError.self) { try JSONValue.parse(deep) }
     }
 }
+
+/// The hot path's one-pass string escape writes exactly what `writeString` writes, in exactly the
+/// length `escapedCount` promised.
+@Suite struct JSONEscapeTests {
+    @Test func oneEscapePassMatchesTheRunWriter() {
+        var seed: UInt32 = 7
+        var samples: [[UInt8]] = [[], Array("plain".utf8), Array("q\"b\\n\n\r\t\u{1}\u{1f}é€😀".utf8)]
+        for length in [1, 2, 17, 300] {
+            samples.append(
+                (0..<length).map { _ in
+                    seed = seed &* 1_103_515_245 &+ 12345
+                    // ASCII with every control character, quotes and backslashes well represented.
+                    return UInt8((seed >> 16) % 0x80)
+                }
+            )
+        }
+        for bytes in samples {
+            var expected: [UInt8] = []
+            bytes.withUnsafeBytes { JSONWriter.writeString(utf8: $0, into: &expected) }
+            let count = bytes.withUnsafeBytes { JSONWriter.escapedCount(utf8: $0) }
+            var out = [UInt8](repeating: 0, count: count)
+            let written = bytes.withUnsafeBytes { input in out.withUnsafeMutableBytes { JSONWriter.writeEscaped(utf8: input, into: $0) } }
+            #expect(written == count)
+            #expect(out == expected, "\(bytes)")
+        }
+    }
+
+    @Test func digits() {
+        for value: UInt64 in [0, 7, 10, 99, 1_795_313_566_992, .max] {
+            var out = [UInt8](repeating: 0, count: 20)
+            let n = out.withUnsafeMutableBytes { JSONWriter.writeDigits(value, into: $0) }
+            #expect(String(decoding: out.prefix(n), as: UTF8.self) == String(value))
+        }
+    }
+}

@@ -7,33 +7,61 @@ import WSBridgeProtocol
 enum MessageLineEncoder {
     /// `{"type":"message","seq":N,"ts":MILLIS,"kind":"text","data":"..."}` + newline.
     /// With `inlineJSON`, a text payload that is JSON goes in `"json"` instead of `"data"`.
+    /// Sized exactly before it is written (the escaped length is counted first): one allocation,
+    /// one pass over the payload, no closure per run.
     static func message(seq: UInt64, _ message: UpstreamMessage, inlineJSON: Bool, parsed: JSONValue?, allocator: ByteBufferAllocator) -> ByteBuffer {
-        // Written straight into the buffer all subscribers will share: one copy of the payload.
-        var out = allocator.buffer(capacity: message.data.readableBytes + 96)
-        out.writeStaticString(MessageLine.head)
-        out.writeString(String(seq))
-        out.writeStaticString(MessageLine.tsKey)
-        out.writeString(String(message.receivedAtMillis))
-        switch message.kind {
-        case .text:
-            if inlineJSON, let parsed {
-                out.writeStaticString(MessageLine.textJSON)
-                var json: [UInt8] = []
-                parsed.write(into: &json)
-                out.writeBytes(json)
-            } else {
-                out.writeStaticString(MessageLine.textData)
-                message.data.withUnsafeReadableBytes { payload in
-                    JSONWriter.writeString(utf8: payload) { out.writeBytes($0) }
-                }
-            }
-        case .binary:
-            out.writeStaticString(MessageLine.binaryData)
-            out.writeBytes(Base64.encodeToBytes(bytes: message.data.readableBytesView))
-            out.writeStaticString("\"")
+        var inline: [UInt8]?
+        if message.kind == .text, inlineJSON, let parsed {
+            var json: [UInt8] = []
+            parsed.write(into: &json)
+            inline = json
         }
-        out.writeStaticString(MessageLine.tail)
-        return out
+        return message.data.withUnsafeReadableBytes { payload -> ByteBuffer in
+            let payloadLength: Int
+            switch message.kind {
+            case .text: payloadLength = inline?.count ?? JSONWriter.escapedCount(utf8: payload)
+            case .binary: payloadLength = Base64.encodedLength(payload.count)
+            }
+            var out = allocator.buffer(capacity: payloadLength + 96)
+            if message.kind == .text, inline == nil {
+                // The common case in one write: every piece copied straight into the buffer.
+                out.writeWithUnsafeMutableBytes(minimumWritableBytes: payloadLength + 96) { dst in
+                    var o = 0
+                    func put(_ s: StaticString) {
+                        (dst.baseAddress! + o).copyMemory(from: s.utf8Start, byteCount: s.utf8CodeUnitCount)
+                        o += s.utf8CodeUnitCount
+                    }
+                    put(MessageLine.head)
+                    o += JSONWriter.writeDigits(seq, into: UnsafeMutableRawBufferPointer(rebasing: dst[o...]))
+                    put(MessageLine.tsKey)
+                    o += JSONWriter.writeDigits(UInt64(max(0, message.receivedAtMillis)), into: UnsafeMutableRawBufferPointer(rebasing: dst[o...]))
+                    put(MessageLine.textData)
+                    o += JSONWriter.writeEscaped(utf8: payload, into: UnsafeMutableRawBufferPointer(rebasing: dst[o...]))
+                    put(MessageLine.tail)
+                    return o
+                }
+                return out
+            }
+            out.writeStaticString(MessageLine.head)
+            Self.writeDigits(seq, into: &out)
+            out.writeStaticString(MessageLine.tsKey)
+            Self.writeDigits(UInt64(max(0, message.receivedAtMillis)), into: &out)
+            switch message.kind {
+            case .text:
+                out.writeStaticString(MessageLine.textJSON)
+                out.writeBytes(inline ?? [])
+            case .binary:
+                out.writeStaticString(MessageLine.binaryData)
+                out.writeBytes(Base64.encodeToBytes(bytes: payload))
+                out.writeStaticString("\"")
+            }
+            out.writeStaticString(MessageLine.tail)
+            return out
+        }
+    }
+
+    private static func writeDigits(_ value: UInt64, into out: inout ByteBuffer) {
+        out.writeWithUnsafeMutableBytes(minimumWritableBytes: 20) { JSONWriter.writeDigits(value, into: $0) }
     }
 
     /// Any JSON value as one line.
@@ -45,4 +73,9 @@ enum MessageLineEncoder {
         buffer.writeBytes(out)
         return buffer
     }
+}
+
+extension Base64 {
+    /// Padded base64's length for `count` bytes.
+    static func encodedLength(_ count: Int) -> Int { (count + 2) / 3 * 4 }
 }

@@ -46,7 +46,8 @@ extension UpstreamLink {
                     message: { kind, data in bound.value.receivedMessage(kind, data, generation: generation) },
                     control: { frame in bound.value.received(frame, generation: generation) },
                     error: { error in bound.value.channelError(error, generation: generation) },
-                    writable: { bound.value.becameWritable(generation: generation) }
+                    writable: { bound.value.becameWritable(generation: generation) },
+                    readComplete: { bound.value.readComplete() }
                 ),
                 maxMessageSize: maxMessageSize,
                 // The connector puts a TextStreamValidator in front of the frame decoder.

@@ -7,14 +7,28 @@ import WSBridgeCore
 extension UpstreamLink {
     func receivedMessage(_ kind: UpstreamMessage.Kind, _ data: ByteBuffer, generation: Int) {
         guard generation == self.generation else { return }
-        self.heartbeat?.received(now: Self.now())
+        // The clocks are read once per socket read, not per message: a read of 64 KiB can hold
+        // hundreds of messages, all received at the same moment.
+        let receivedAt: Int64
+        if let at = self.readWallMillis {
+            receivedAt = at
+        } else {
+            receivedAt = WallClock.millisecondsSinceEpoch()
+            self.readWallMillis = receivedAt
+            self.heartbeat?.received(now: Self.now())
+        }
         self.messagesIn += 1
         self.bytesIn += UInt64(data.readableBytes)
-        let message = UpstreamMessage(kind: kind, data: data, receivedAtMillis: WallClock.millisecondsSinceEpoch())
+        let message = UpstreamMessage(kind: kind, data: data, receivedAtMillis: receivedAt)
         if self.logger.logLevel <= .trace {
             self.logger.trace("message \(kind == .text ? "text" : "binary") \(data.readableBytes) bytes: \(message.preview)")
         }
         self.emit(.message(message))
+    }
+
+    /// The socket read that brought the last messages is done: the next read reads the clocks.
+    func readComplete() {
+        self.readWallMillis = nil
     }
 
     func received(_ frame: WebSocketFrame, generation: Int) {

@@ -46,6 +46,8 @@ public final class UpstreamLink: LinkControl {
     var outbound: OutboundQueue
     var phaseSinceWall = WallClock.millisecondsSinceEpoch()
     var messagesIn: UInt64 = 0
+    /// The wall-clock receive time of the socket read being handled (nil between reads).
+    var readWallMillis: Int64?
     var bytesIn: UInt64 = 0
     var messagesOut: UInt64 = 0
     var bytesOut: UInt64 = 0

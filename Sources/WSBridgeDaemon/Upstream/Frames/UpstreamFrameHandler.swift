@@ -33,6 +33,8 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         var error: (any Error) -> Void
         /// The channel became writable again (sends that waited can go now).
         var writable: () -> Void = {}
+        /// A read from the socket has been handled (the messages it held were delivered).
+        var readComplete: () -> Void = {}
     }
 
     private let callbacks: Callbacks
@@ -170,6 +172,11 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         self.callbacks.error(error)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        self.callbacks.readComplete()
+        context.fireChannelReadComplete()
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {

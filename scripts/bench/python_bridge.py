@@ -6,7 +6,7 @@ with a seq, one bounded queue per subscriber that drops its oldest line when ful
 writer task per subscriber. `--simple` is the bridge as most would first write it (an
 asyncio.Queue and a write per line); the default batches: one write of everything queued.
 
-Usage: bench-python-bridge.py [--simple] ws://127.0.0.1:PORT/ /path/to/socket [QUEUE]
+Usage: python_bridge.py [--simple] ws://127.0.0.1:PORT/ /path/to/socket [QUEUE]
 """
 
 import asyncio
@@ -35,7 +35,7 @@ class Subscriber:
         self.ready.set()
 
     async def write_loop(self):
-        while True:
+        while not self.writer.is_closing():
             await self.ready.wait()
             self.ready.clear()
             lines = list(self.queue)
@@ -55,7 +55,7 @@ class SimpleSubscriber:
         self.queue.put_nowait(line)
 
     async def write_loop(self):
-        while True:
+        while not self.writer.is_closing():
             self.writer.write(await self.queue.get())
             await self.writer.drain()
 
@@ -68,6 +68,8 @@ async def serve(reader, writer):
     try:
         while await reader.read(65536):
             pass
+    except ConnectionError:
+        pass
     finally:
         subscribers.discard(sub)
         task.cancel()

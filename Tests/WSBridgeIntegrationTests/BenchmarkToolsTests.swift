@@ -1,0 +1,51 @@
+import Foundation
+import Testing
+import WSBridgeProtocol
+
+/// The benchmark's own parts must be right before their figures mean anything: the generator's
+/// pre-encoded frames pass through wsbridged as valid messages, in order, stamped; the raw-copy
+/// baseline writes the lines a bridge would; the reader counts them and their latency.
+@Suite struct BenchmarkToolsTests {
+    @Test func theGeneratorsFramesArriveInOrderAndStamped() async throws {
+        let f = try await DaemonFixture()
+        let subscriber = try await f.client()
+        let mark = f.server.mark
+        f.server.command("flood 3000 200")
+        #expect(await f.server.event("flood done 3000", from: mark) != nil)
+        guard await subscriber.lines.wait(containing: "__end__") != nil else {
+            Issue.record("no end marker: \(subscriber.lines.lines.suffix(3))")
+            return
+        }
+        let messages = subscriber.messages.compactMap(MessageLine.init(json:))
+        #expect(messages.count == 3001)
+        var index = 0
+        for message in messages.dropLast() {
+            // {"t":10^19 + ns,"i":10^10 + index,"p":"x…"}, 200 bytes, valid JSON.
+            let payload = try JSONValue.parse(message.data ?? "")
+            #expect(message.data?.utf8.count == 200)
+            #expect(payload["i"]?.intValue == 10_000_000_000 + index)
+            guard case .number(let t)? = payload["t"] else {
+                Issue.record("no send time in \(message.data ?? "")")
+                return
+            }
+            #expect(t.text.utf8.count == 20 && (UInt64(t.text) ?? 0) > 10_000_000_000_000_000_000)
+            index += 1
+        }
+        #expect(messages.last?.data == #"{"end":"__end__"}"#)
+    }
+
+    @Test func theRawCopyBaselineWritesWhatTheReaderCounts() async throws {
+        let dir = try TemporaryDirectory()
+        let socket = dir.file("raw.sock")
+        let copy = try ManagedProcess(
+            "\(Paths.bin)/wsbridge-bench", ["raw-copy", "--socket", socket, "--connections", "2", "--messages", "5000"], name: "raw-copy")
+        defer { copy.stop() }
+        #expect(await copy.stdout.wait(containing: "listening") != nil)
+        let reader = try ManagedProcess("\(Paths.bin)/wsbridge-reader", ["--socket", socket, "--connections", "2"], name: "reader")
+        defer { reader.stop() }
+        let result = await reader.stdout.wait(containing: "\"messages\"")
+        let json = try JSONValue.parse(result ?? "{}")
+        #expect(json["messages"]?.intValue == 2 * 5001, "\(result ?? "no result")")
+        #expect(json["lost"]?.intValue == 0 && json["gaps"]?.intValue == 0 && json["ended"]?.intValue == 2)
+    }
+}
