@@ -21,6 +21,9 @@ struct Suite: AsyncParsableCommand {
     @Option(help: "The wsbridged to measure (default: the one in --bin), e.g. an older build to compare.")
     var daemon: String?
 
+    @Option(help: "Another wsbridged build (e.g. an older commit's) measured beside this one in every wsbridged scenario.")
+    var baselineDaemon: String?
+
     @Option(help: "Python with `websockets`.")
     var python = ".build/venv/bin/python"
 
@@ -30,7 +33,7 @@ struct Suite: AsyncParsableCommand {
     @Option(help: "Runs of every scenario.")
     var runs = 5
 
-    @Option(help: "Deliveries per flat-out run (messages × subscribers).")
+    @Option(help: "Deliveries per flat-out run at 100 B (messages × subscribers); a tenth at 4 KiB, a third for the Python bridge.")
     var deliveries = 1_000_000
 
     @Option(help: "Seconds of the idle measurement.")
@@ -41,6 +44,7 @@ struct Suite: AsyncParsableCommand {
 
     enum Bridge: String {
         case wsbridged
+        case wsbridgedBaseline = "wsbridged (baseline build)"
         case python = "Python bridge"
         case rawCopy = "raw copy"
         case direct = "direct"
@@ -93,7 +97,8 @@ struct Suite: AsyncParsableCommand {
         defer { generator.stop() }
         let port = Int(try await generator.waitLine { $0.hasPrefix("listening ") }.dropFirst(10))!
         let env = Environment(
-            bin: self.bin, daemon: self.daemon ?? "\(self.bin)/wsbridged", python: self.python, scripts: self.scripts, dir: dir, port: port,
+            bin: self.bin, daemon: self.daemon ?? "\(self.bin)/wsbridged", baselineDaemon: self.baselineDaemon ?? "", python: self.python,
+            scripts: self.scripts, dir: dir, port: port,
             generator: generator)
 
         var scenarios: [Scenario] = []
@@ -120,14 +125,24 @@ struct Suite: AsyncParsableCommand {
                 Scenario(group: "stalled", bridge: .wsbridged, subscribers: 99, stalled: 1),
             ]
         }
+        if self.baselineDaemon != nil {
+            scenarios = scenarios.flatMap { s -> [Scenario] in
+                guard s.bridge == .wsbridged else { return [s] }
+                var twin = s
+                twin.bridge = .wsbridgedBaseline
+                return [s, twin]
+            }
+        }
         var samples = [[Sample]](repeating: [], count: scenarios.count)
         for run in 1...max(1, self.runs) where !scenarios.isEmpty {
             for (i, scenario) in scenarios.enumerated() {
+                let began = ContinuousClock.now
                 let s = try await env.measure(scenario, deliveries: self.deliveries, run: run)
                 samples[i].append(s)
                 emitLine(
                     "run \(run) \(scenario.group): \(scenario.name): \(Format.human(s.deliveriesPerSecond)) deliveries/s, "
-                        + "\(String(format: "%.1f", s.lostPercent)) % lost, p99 \(Format.ms(s.p99))"
+                        + "\(String(format: "%.1f", s.lostPercent)) % lost, p99 \(Format.ms(s.p99)) "
+                        + "[\(String(format: "%.1f", (ContinuousClock.now - began).seconds)) s]"
                 )
             }
         }
@@ -146,6 +161,7 @@ struct Suite: AsyncParsableCommand {
 struct Environment {
     var bin: String
     var daemon: String
+    var baselineDaemon: String
     /// A process's CPU time so far (user + system), from /proc/PID/stat.
     static func cpuSeconds(_ pid: Int32) -> Double {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return 0 }
@@ -182,11 +198,18 @@ struct Environment {
     /// One run: a fresh bridge, fresh readers, one flood (or the raw copy's own writes).
     func measure(_ scenario: Suite.Scenario, deliveries: Int, run: Int) async throws -> Suite.Sample {
         let socket = "\(self.dir)/r\(run)-\(scenario.group)-\(scenario.bridge.rawValue.filter(\.isLetter))-\(scenario.subscribers).sock"
-        let messages = scenario.rate > 0 ? scenario.messages : max(2000, deliveries / max(1, scenario.subscribers + scenario.stalled))
+        // Sized so that every flat-out run takes about a second: a tenth of the deliveries at
+        // 4 KiB, a third through the Python bridge.
+        var budget = deliveries
+        if scenario.size > 1024 { budget /= 10 }
+        if scenario.bridge == .python { budget /= 3 }
+        let messages = scenario.rate > 0 ? scenario.messages : max(2000, budget / max(1, scenario.subscribers + scenario.stalled))
         var bridge: Child?
         switch scenario.bridge {
         case .wsbridged:
             bridge = try Child(self.daemon, ["--config", try self.wsbridgedConfig(socket: socket)])
+        case .wsbridgedBaseline:
+            bridge = try Child(self.baselineDaemon, ["--config", try self.wsbridgedConfig(socket: socket)])
         case .python:
             bridge = try Child(self.python, ["\(self.scripts)/python_bridge.py", "--simple", self.url, socket])
         case .rawCopy:
@@ -197,7 +220,7 @@ struct Environment {
         case .direct:
             bridge = nil
         }
-        if scenario.bridge == .wsbridged || scenario.bridge == .python {
+        if scenario.bridge == .wsbridged || scenario.bridge == .wsbridgedBaseline || scenario.bridge == .python {
             _ = try await self.generator.waitLine { $0.hasPrefix("connected ") }
         }
         if scenario.bridge != .direct {
@@ -247,7 +270,8 @@ struct Environment {
         if scenario.bridge != .rawCopy { _ = try await self.generator.waitLine(seconds: 600) { $0.hasPrefix("flood done") } }
         let cpu = bridge.map { Self.cpuSeconds($0.pid) } ?? 0
         for s in stalled { s.closeInput() }
-        for child in (bridge.map { [$0] } ?? []) + readers + stalled { await child.stopAndWait() }
+        if let bridge { await bridge.stopAndWait(kill: scenario.bridge == .python || scenario.bridge == .rawCopy) }
+        for child in readers + stalled { await child.stopAndWait(kill: true) }
         if scenario.bridge != .rawCopy {
             _ = try await self.generator.waitLine(seconds: 60) { $0.hasPrefix("disconnected 0") }
         }

@@ -25,7 +25,8 @@ extension Environment {
         try await Task.sleep(for: .seconds(2))  // let start-up settle; this is the measurement's baseline
         let before = try Self.contextSwitches(daemon.pid)
         try await Task.sleep(for: .seconds(seconds))
-        let wakeups = try Self.contextSwitches(daemon.pid) - before
+        // Per thread: a thread that started meanwhile counts from 0; one that ended is not seen.
+        let wakeups = try Self.contextSwitches(daemon.pid).reduce(0) { $0 + $1.value - (before[$1.key] ?? 0) }
         let rss = try Self.rss(daemon.pid)
         let count = 500
         let idle = try Child("\(self.bin)/wsbridge-reader", ["--socket", socket, "--connections", "\(count)", "--stall"])
@@ -89,16 +90,19 @@ extension Environment {
         return Recovery(interval: 1, deadline: 1, backoffBase: 0.1, detection: detection, reopen: reopen)
     }
 
-    static func contextSwitches(_ pid: Int32) throws -> Int {
+    /// Each thread's context switches so far (voluntary and not): every wakeup is one.
+    static func contextSwitches(_ pid: Int32) throws -> [String: Int] {
         let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")
-        var total = 0
+        var counts: [String: Int] = [:]
         for task in tasks {
+            var total = 0
             let status = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)) ?? ""
             for line in status.split(separator: "\n") where line.hasPrefix("voluntary_ctxt_switches") || line.hasPrefix("nonvoluntary_ctxt_switches") {
                 total += Int(line.split(separator: "\t").last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "") ?? 0
             }
+            counts[task] = total
         }
-        return total
+        return counts
     }
 
     static func rss(_ pid: Int32) throws -> Int {
@@ -165,7 +169,8 @@ struct Report {
                     + "\(Format.spread(s.map { $0.bytesPerSecond / 1e6 }) { String(format: "%.0f", $0) }) | "
                     + "\(Format.spread(s.map(\.lostPercent)) { String(format: "%.1f %%", $0) }) | "
                     + "\(Format.spread(s.map(\.p50), Format.ms)) | \(Format.spread(s.map(\.p99), Format.ms)) | "
-                    + (scenario.bridge == .wsbridged || scenario.bridge == .python ? Format.spread(s.map(\.cpuPerMessage)) { String(format: "%.2f", $0) } : "")
+                    + (scenario.bridge == .wsbridged || scenario.bridge == .wsbridgedBaseline || scenario.bridge == .python
+                        ? Format.spread(s.map(\.cpuPerMessage)) { String(format: "%.2f", $0) } : "")
                     + " |"
             )
         }
@@ -198,6 +203,16 @@ struct Report {
             let some = self.median("stalled", .wsbridged, 99, stalled: 1, { $0.deliveriesPerSecond / 99 })
         {
             Swift.print(String(format: "- 99 reading + 1 stalled / 100 reading, per reader: %.0f %% (target within 10 %%)", some / all * 100))
+        }
+        for (i, scenario) in self.scenarios.enumerated() where scenario.bridge == .wsbridgedBaseline {
+            let this = self.samples[i - 1]
+            let base = self.samples[i]
+            let what = "\(scenario.group) \(scenario.rate > 0 ? "\(scenario.rate) msg/s" : "\(scenario.size) B") \(scenario.subscribers) subs"
+            let deliveries = Format.median(this.map(\.deliveriesPerSecond)) / max(Format.median(base.map(\.deliveriesPerSecond)), 1)
+            let cpu = Format.median(this.map(\.cpuPerMessage)) / max(Format.median(base.map(\.cpuPerMessage)), 1e-9)
+            Swift.print(
+                "- \(what)\(scenario.readers == .python ? ", Python readers" : ""): this build / baseline build: "
+                    + String(format: "deliveries %.2f×, CPU per message %.2f×", deliveries, cpu))
         }
         if let idle = self.idle {
             Swift.print(

@@ -65,8 +65,12 @@ final class Child: Sendable {
         if self.process.isRunning { kill(self.process.processIdentifier, SIGTERM) }
     }
 
-    /// SIGTERM, then waits (SIGKILL after 10 s) so the next run starts on a quiet machine.
-    func stopAndWait() async {
+    /// SIGTERM (or SIGKILL at once), then waits (SIGKILL after 10 s) so the next run starts on a
+    /// quiet machine. Children inherit this process's blocked signals (the Swift runtime's threads
+    /// block them), so a child that does not read them from a signalfd, as wsbridged does, never
+    /// sees the SIGTERM: the baselines are killed outright.
+    func stopAndWait(kill now: Bool = false) async {
+        if now, self.process.isRunning { kill(self.process.processIdentifier, SIGKILL) }
         self.stop()
         for i in 0..<2000 where self.process.isRunning {
             if i == 1000 { kill(self.process.processIdentifier, SIGKILL) }
