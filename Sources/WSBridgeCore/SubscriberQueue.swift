@@ -42,38 +42,27 @@ public struct SubscriberQueue<Line> {
         case line(Line)
     }
 
+    /// Order, seq and size of a queued message: kept apart from its line, so looking at the next
+    /// entry (and dropping the oldest) touches no reference count. Only moving a line in and out
+    /// does, once each.
     @usableFromInline
-    struct Message {
+    struct Meta {
         @usableFromInline var order: UInt64
         @usableFromInline var seq: UInt64
         @usableFromInline var bytes: Int
-        @usableFromInline var line: Line
 
         @usableFromInline
-        init(order: UInt64, seq: UInt64, bytes: Int, line: Line) {
+        init(order: UInt64, seq: UInt64, bytes: Int) {
             self.order = order
             self.seq = seq
             self.bytes = bytes
-            self.line = line
         }
     }
 
-    @usableFromInline
-    struct Control {
-        @usableFromInline var order: UInt64
-        @usableFromInline var bytes: Int
-        @usableFromInline var line: Line
-
-        @usableFromInline
-        init(order: UInt64, bytes: Int, line: Line) {
-            self.order = order
-            self.bytes = bytes
-            self.line = line
-        }
-    }
-
-    @usableFromInline var messages = Deque<Message>()
-    @usableFromInline var controls = Deque<Control>()
+    @usableFromInline var messageMeta = Deque<Meta>()
+    @usableFromInline var messageLines = Deque<Line>()
+    @usableFromInline var controlMeta = Deque<Meta>()
+    @usableFromInline var controlLines = Deque<Line>()
     @usableFromInline var nextOrder: UInt64 = 0
     @usableFromInline var pendingDrop: Drop?
 
@@ -90,17 +79,17 @@ public struct SubscriberQueue<Line> {
     }
 
     @inlinable
-    public var messageCount: Int { self.messages.count }
+    public var messageCount: Int { self.messageMeta.count }
     @inlinable
-    public var controlCount: Int { self.controls.count }
+    public var controlCount: Int { self.controlMeta.count }
     @inlinable
-    public var isEmpty: Bool { self.messages.isEmpty && self.controls.isEmpty && self.pendingDrop == nil }
+    public var isEmpty: Bool { self.messageMeta.isEmpty && self.controlMeta.isEmpty && self.pendingDrop == nil }
 
     /// Whether one more message of `bytes` would pass a limit (the driver writes out what the
     /// socket takes before it lets the queue drop).
     @inlinable
     public func wouldOverflow(adding bytes: Int) -> Bool {
-        self.messages.count + 1 > self.limits.messages || self._messageBytes + bytes > self.limits.bytes
+        self.messageMeta.count + 1 > self.limits.messages || self._messageBytes + bytes > self.limits.bytes
     }
 
     /// Queues an upstream message. Drops the oldest messages while the queue is over its limits,
@@ -109,7 +98,8 @@ public struct SubscriberQueue<Line> {
     @inlinable
     @discardableResult
     public mutating func appendMessage(_ line: Line, bytes: Int, seq: UInt64) -> Int {
-        self.messages.append(Message(order: self.nextOrder, seq: seq, bytes: bytes, line: line))
+        self.messageMeta.append(Meta(order: self.nextOrder, seq: seq, bytes: bytes))
+        self.messageLines.append(line)
         self.nextOrder &+= 1
         self._messageBytes += bytes
         return self.trimToLimits()
@@ -118,7 +108,8 @@ public struct SubscriberQueue<Line> {
     /// Queues a reply or notice. Never dropped.
     @inlinable
     public mutating func appendControl(_ line: Line, bytes: Int) {
-        self.controls.append(Control(order: self.nextOrder, bytes: bytes, line: line))
+        self.controlMeta.append(Meta(order: self.nextOrder, seq: 0, bytes: bytes))
+        self.controlLines.append(line)
         self.nextOrder &+= 1
         self._controlBytes += bytes
     }
@@ -129,10 +120,11 @@ public struct SubscriberQueue<Line> {
     @discardableResult
     public mutating func trimToLimits() -> Int {
         var dropped = 0
-        while self.messages.count > 1,
-            self.messages.count > self.limits.messages || self._messageBytes > self.limits.bytes
+        while self.messageMeta.count > 1,
+            self.messageMeta.count > self.limits.messages || self._messageBytes > self.limits.bytes
         {
-            let oldest = self.messages.removeFirst()
+            let oldest = self.messageMeta.removeFirst()
+            self.messageLines.removeFirst()
             self._messageBytes -= oldest.bytes
             dropped += 1
             if var drop = self.pendingDrop {
@@ -149,8 +141,8 @@ public struct SubscriberQueue<Line> {
     /// The size of what `next()` returns: a line's bytes, 0 for a pending notice, nil when empty.
     @inlinable
     public var nextSize: Int? {
-        let message = self.messages.first
-        if let control = self.controls.first, message == nil || control.order < message!.order { return control.bytes }
+        let message = self.messageMeta.first
+        if let control = self.controlMeta.first, message == nil || control.order < message!.order { return control.bytes }
         if self.pendingDrop != nil { return 0 }
         return message?.bytes
     }
@@ -159,28 +151,29 @@ public struct SubscriberQueue<Line> {
     /// the next message (or last, when no message is left).
     @inlinable
     public mutating func next() -> Output? {
-        let message = self.messages.first
-        let control = self.controls.first
-        if let control, message == nil || control.order < message!.order {
-            self.controls.removeFirst()
+        let message = self.messageMeta.first
+        if let control = self.controlMeta.first, message == nil || control.order < message!.order {
+            self.controlMeta.removeFirst()
             self._controlBytes -= control.bytes
-            return .line(control.line)
+            return .line(self.controlLines.removeFirst())
         }
         if let drop = self.pendingDrop {
             self.pendingDrop = nil
             return .dropped(drop)
         }
         guard let message else { return nil }
-        self.messages.removeFirst()
+        self.messageMeta.removeFirst()
         self._messageBytes -= message.bytes
-        return .line(message.line)
+        return .line(self.messageLines.removeFirst())
     }
 
     /// Forgets everything queued (the client is gone).
     @inlinable
     public mutating func removeAll() {
-        self.messages.removeAll()
-        self.controls.removeAll()
+        self.messageMeta.removeAll()
+        self.messageLines.removeAll()
+        self.controlMeta.removeAll()
+        self.controlLines.removeAll()
         self.pendingDrop = nil
         self._messageBytes = 0
         self._controlBytes = 0
