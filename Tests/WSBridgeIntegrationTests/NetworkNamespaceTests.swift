@@ -60,10 +60,17 @@ final class NamespacePair: Sendable {
     deinit { self.remove() }
 }
 
-/// Real network faults: an interface going down and up, and a half-open link.
-@Suite(.serialized, .enabled(if: NamespacePair.available, "needs root and iproute2 (network namespaces)"))
-struct NetworkNamespaceTests {
-    func start(_ net: NamespacePair, dir: TemporaryDirectory) async throws -> (UpstreamServer, ManagedProcess) {
+/// A namespace pair with the test server in one namespace and wsbridged (connected, `open`) in
+/// the other; the daemon is stopped and the namespaces deleted when the value goes.
+final class NetnsDaemon: Sendable {
+    let net: NamespacePair
+    let dir: TemporaryDirectory
+    let server: UpstreamServer
+    let daemon: ManagedProcess
+
+    init() async throws {
+        let net = try NamespacePair()
+        let dir = try TemporaryDirectory()
         let server = try await UpstreamServer(.nio, arguments: ["--host", net.serverAddress], wrapper: net.wrapper(net.server))
         let config = try dir.write(
             "wsbridged.toml",
@@ -89,17 +96,21 @@ struct NetworkNamespaceTests {
             daemon.stop()
             throw TestFailure("daemon did not open: \(daemon.stderr.text)")
         }
-        return (server, daemon)
+        (self.net, self.dir, self.server, self.daemon) = (net, dir, server, daemon)
     }
 
+    deinit {
+        self.daemon.stop()
+    }
+}
+
+/// Real network faults: an interface going down and up, and a half-open link.
+@Suite(.serialized, .enabled(if: NamespacePair.available, "needs root and iproute2 (network namespaces)"))
+struct NetworkNamespaceTests {
     @Test func linkDownWaitsWithoutAttemptsAndLinkUpReconnectsAtOnce() async throws {
-        let net = try NamespacePair()
-        let dir = try TemporaryDirectory()
-        let (server, daemon) = try await self.start(net, dir: dir)
-        defer {
-            daemon.stop()
-            _ = server
-        }
+        let f = try await NetnsDaemon()
+        defer { withExtendedLifetime(f) {} }  // the daemon and namespaces live to the test's end
+        let (net, daemon) = (f.net, f.daemon)
 
         let down = daemon.stderr.count
         try net.clientLink(up: false)
@@ -124,13 +135,9 @@ struct NetworkNamespaceTests {
     /// A reload that changes upstream.url moves the route check to the new host (it was fixed
     /// at start): here the new host has no route inside the client's namespace.
     @Test func aReloadMovesTheReachabilityCheckToTheNewHost() async throws {
-        let net = try NamespacePair()
-        let dir = try TemporaryDirectory()
-        let (server, daemon) = try await self.start(net, dir: dir)
-        defer {
-            daemon.stop()
-            _ = server
-        }
+        let f = try await NetnsDaemon()
+        defer { withExtendedLifetime(f) {} }  // the daemon and namespaces live to the test's end
+        let (net, dir, daemon) = (f.net, f.dir, f.daemon)
         let config = dir.file("wsbridged.toml")
         let text = try String(contentsOfFile: config, encoding: .utf8)
         try text.replacingOccurrences(of: "ws://\(net.serverAddress):", with: "ws://169.254.99.1:").write(toFile: config, atomically: true, encoding: .utf8)
@@ -142,13 +149,9 @@ struct NetworkNamespaceTests {
     }
 
     @Test func aNetworkChangeWhileConnectedChecksTheLinkAtOnce() async throws {
-        let net = try NamespacePair()
-        let dir = try TemporaryDirectory()
-        let (server, daemon) = try await self.start(net, dir: dir)
-        defer {
-            daemon.stop()
-            _ = server
-        }
+        let f = try await NetnsDaemon()
+        defer { withExtendedLifetime(f) {} }  // the daemon and namespaces live to the test's end
+        let (net, daemon) = (f.net, f.daemon)
         let mark = daemon.stderr.count
         // A second address on the client's interface: the route stays, the connection may not.
         try run(NamespacePair.ip, ["-n", net.client, "addr", "add", "169.254.78.2/30", "dev", "veth-c"])
@@ -158,13 +161,9 @@ struct NetworkNamespaceTests {
     }
 
     @Test func halfOpenLinkIsDetectedByTheHeartbeat() async throws {
-        let net = try NamespacePair()
-        let dir = try TemporaryDirectory()
-        let (server, daemon) = try await self.start(net, dir: dir)
-        defer {
-            daemon.stop()
-            _ = server
-        }
+        let f = try await NetnsDaemon()
+        defer { withExtendedLifetime(f) {} }  // the daemon and namespaces live to the test's end
+        let (net, daemon) = (f.net, f.daemon)
         // Let a heartbeat round trip complete first.
         #expect(await daemon.stderr.wait(containing: "heartbeat rtt") != nil)
 
