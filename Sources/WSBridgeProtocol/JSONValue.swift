@@ -150,45 +150,20 @@ extension JSONValue {
 
 /// Low-level JSON writing, shared with the daemon's hot path (message lines).
 public enum JSONWriter {
-    static let hex: [UInt8] = Array("0123456789abcdef".utf8)
-
     public static func writeString(_ s: String, into out: inout [UInt8]) {
         var s = s
         s.withUTF8 { writeString(utf8: UnsafeRawBufferPointer($0), into: &out) }
     }
 
-    /// Writes a JSON string from bytes that are valid UTF-8 (the caller checked).
+    /// Writes a JSON string from bytes that are valid UTF-8 (the caller checked): the same one
+    /// pass as the daemon's message lines (`escapedCount`, then `writeEscaped`).
     public static func writeString(utf8 bytes: UnsafeRawBufferPointer, into out: inout [UInt8]) {
-        Self.writeString(utf8: bytes) { out.append(contentsOf: $0) }
-    }
-
-    /// Writes a JSON string from bytes that are valid UTF-8 (the caller checked), handing the
-    /// output to `append` in runs: unescaped stretches of the input are passed through as they
-    /// are, so a sink such as a ByteBuffer receives them without an intermediate copy.
-    public static func writeString(utf8 bytes: UnsafeRawBufferPointer, append: (UnsafeRawBufferPointer) -> Void) {
-        func emit(_ literal: StaticString) {
-            append(UnsafeRawBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+        let start = out.count
+        let count = Self.escapedCount(utf8: bytes)
+        out.append(contentsOf: repeatElement(0, count: count))
+        out.withUnsafeMutableBytes { all in
+            _ = Self.writeEscaped(utf8: bytes, into: UnsafeMutableRawBufferPointer(rebasing: all[start...]))
         }
-        emit("\"")
-        var runStart = 0
-        for i in 0..<bytes.count {
-            let c = bytes[i]
-            guard c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") else { continue }
-            if runStart < i { append(UnsafeRawBufferPointer(rebasing: bytes[runStart..<i])) }
-            runStart = i + 1
-            switch c {
-            case UInt8(ascii: "\""): emit("\\\"")
-            case UInt8(ascii: "\\"): emit("\\\\")
-            case 0x0A: emit("\\n")
-            case 0x0D: emit("\\r")
-            case 0x09: emit("\\t")
-            default:
-                let escape: [UInt8] = [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(c >> 4)], hex[Int(c & 0xF)]]
-                escape.withUnsafeBytes(append)
-            }
-        }
-        if runStart < bytes.count { append(UnsafeRawBufferPointer(rebasing: bytes[runStart...])) }
-        emit("\"")
     }
 
     /// Per byte: how many bytes its escape adds (0: written as it is; 1: `\"`, `\\`, `\n`,

@@ -46,8 +46,8 @@ import WSBridgeProtocol
     }
 }
 
-/// The hot path's one-pass string escape writes exactly what `writeString` writes, in exactly the
-/// length `escapedCount` promised.
+/// The one-pass string escape writes exactly what JSON's rules say (checked against a plain
+/// per-byte reference written here), in exactly the length `escapedCount` promised.
 @Suite struct JSONEscapeTests {
     @Test func oneEscapePassMatchesTheRunWriter() {
         var seed: UInt32 = 7
@@ -62,14 +62,34 @@ import WSBridgeProtocol
             )
         }
         for bytes in samples {
-            var expected: [UInt8] = []
-            bytes.withUnsafeBytes { JSONWriter.writeString(utf8: $0, into: &expected) }
+            let expected = Self.reference(bytes)
+            var viaWriter: [UInt8] = []
+            bytes.withUnsafeBytes { JSONWriter.writeString(utf8: $0, into: &viaWriter) }
+            #expect(viaWriter == expected)
             let count = bytes.withUnsafeBytes { JSONWriter.escapedCount(utf8: $0) }
             var out = [UInt8](repeating: 0, count: count)
             let written = bytes.withUnsafeBytes { input in out.withUnsafeMutableBytes { JSONWriter.writeEscaped(utf8: input, into: $0) } }
             #expect(written == count)
             #expect(out == expected, "\(bytes)")
         }
+    }
+
+    /// `"`, `\\` and the short escapes by name, other control characters as \u00XX, the rest as is.
+    static func reference(_ bytes: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = [0x22]
+        for c in bytes {
+            switch c {
+            case 0x22: out += Array(#"\""#.utf8)
+            case 0x5C: out += Array(#"\\"#.utf8)
+            case 0x0A: out += Array(#"\n"#.utf8)
+            case 0x0D: out += Array(#"\r"#.utf8)
+            case 0x09: out += Array(#"\t"#.utf8)
+            case 0..<0x20: out += Array("\\u00".utf8) + Array(String(c, radix: 16).leftPadded(2).utf8)
+            default: out.append(c)
+            }
+        }
+        out.append(0x22)
+        return out
     }
 
     @Test func digits() {
@@ -79,4 +99,8 @@ import WSBridgeProtocol
             #expect(String(decoding: out.prefix(n), as: UTF8.self) == String(value))
         }
     }
+}
+
+extension String {
+    fileprivate func leftPadded(_ width: Int) -> String { String(repeating: "0", count: max(0, width - self.count)) + self }
 }
