@@ -65,7 +65,7 @@ import WSBridgeCore
         let uid = getuid()
         let gid = getgid()
         let groups = try await cache.groups(uid: uid, gid: gid, on: loop).get()
-        #expect(groups == PeerCredentials.groups(uid: uid, primary: gid))
+        #expect(groups == PeerCredentials.groups(uid: uid, primary: gid) ?? [])
         #expect(cache.lookups == 1)
         _ = try await cache.groups(uid: uid, gid: gid, on: loop).get()
         #expect(cache.lookups == 1)

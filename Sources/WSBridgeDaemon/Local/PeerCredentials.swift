@@ -48,14 +48,15 @@ struct PeerCredentials: Sendable, Equatable {
 
     /// The user's primary and supplementary groups. Blocking (NSS: files, sssd, LDAP): call it
     /// off the event loop, through `GroupCache`.
-    static func groups(uid: uid_t, primary: gid_t) -> Set<gid_t> {
+    /// nil when the lookup itself failed (out of descriptors, say): not an answer to keep.
+    static func groups(uid: uid_t, primary: gid_t) -> Set<gid_t>? {
         var result: Set<gid_t> = [primary]
         var passwd = passwd()
         var entry: UnsafeMutablePointer<passwd>?
         var buffer = [CChar](repeating: 0, count: 16384)
-        guard getpwuid_r(uid, &passwd, &buffer, buffer.count, &entry) == 0, entry != nil, let name = passwd.pw_name else {
-            return result
-        }
+        guard getpwuid_r(uid, &passwd, &buffer, buffer.count, &entry) == 0 else { return nil }
+        // A user NSS does not know has only its primary group.
+        guard entry != nil, let name = passwd.pw_name else { return result }
         var count: Int32 = 64
         var list = [gid_t](repeating: 0, count: Int(count))
         if getgrouplist(name, primary, &list, &count) == -1 {
@@ -123,8 +124,9 @@ final class GroupCache: Sendable {
         let lifetime = self.lifetime
         let capacity = self.capacity
         return self.pool.runIfActive(eventLoop: eventLoop) {
-            let groups = PeerCredentials.groups(uid: uid, primary: gid)
             self.lookupCount.withLockedValue { $0 += 1 }
+            // A failed lookup is not cached: the primary group serves this once.
+            guard let groups = PeerCredentials.groups(uid: uid, primary: gid) else { return [gid] }
             self.entries.withLockedValue { entries in
                 if entries.count >= capacity {
                     let now = NIODeadline.now()
