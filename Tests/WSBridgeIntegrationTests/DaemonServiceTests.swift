@@ -67,7 +67,7 @@ import WSBridgeProtocol
         await group.triggerGracefulShutdown()
         try await running.value
         #expect(await client.lines.wait(containing: #""state":"stopped""#) != nil, "\(client.lines.text)")
-        #expect(await client.lines.waitForEnd())
+        #expect(await client.waitForHangUp())
         #expect(!FileManager.default.fileExists(atPath: configuration.local.socket))
     }
 
@@ -79,6 +79,8 @@ import WSBridgeProtocol
         let service = DaemonService(configuration: configuration, environment: [:], logger: Self.logger, load: { configuration })
         let group = ServiceGroup(services: [service], logger: Self.logger)
         await #expect(throws: DaemonService.StartFailure.self) { try await group.run() }
+        // A waiter learns that the start failed instead of waiting forever.
+        #expect(await service.waitUntilStarted() == false)
         do {
             try await ServiceGroup(services: [service], logger: Self.logger).run()
             Issue.record("the daemon started on a regular file")

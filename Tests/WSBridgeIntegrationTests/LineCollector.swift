@@ -104,14 +104,6 @@ final class LineCollector: Sendable {
         return found
     }
 
-    var isClosed: Bool { self.state.withLock { $0.closed } }
-
-    /// Waits for the end of the stream; true when it came, false on timeout.
-    func waitForEnd(timeout: Duration = .seconds(20)) async -> Bool {
-        _ = await self.wait(timeout: timeout) { _ in false }
-        return self.isClosed
-    }
-
     func wait(from: Int = 0, timeout: Duration = .seconds(20), containing text: String) async -> String? {
         await self.wait(from: from, timeout: timeout) { $0.contains(text) }
     }

@@ -27,7 +27,8 @@ public final class DaemonService: Service, Sendable {
     let logger: Logger
     let load: @Sendable () throws -> Configuration
     let running = NIOLockedValueBox<Running?>(nil)
-    private let started = NIOLockedValueBox<[CheckedContinuation<Void, Never>]>([])
+    /// Whether the start succeeded (nil while starting), and who waits to know.
+    private let started = NIOLockedValueBox<(outcome: Bool?, waiters: [CheckedContinuation<Bool, Never>])>((nil, []))
 
     /// The live parts, once started.
     struct Running: Sendable {
@@ -65,6 +66,7 @@ public final class DaemonService: Service, Sendable {
         do {
             server = try await self.start(on: group.next())
         } catch {
+            self.settleStart(false)
             try? await group.shutdownGracefully()
             throw error
         }
@@ -75,16 +77,25 @@ public final class DaemonService: Service, Sendable {
         try? await group.shutdownGracefully()
     }
 
-    /// Waits until the daemon listens and is ready (for in-process tests).
-    public func waitUntilStarted() async {
+    /// Waits until the daemon listens and is ready (true), or its start failed (false).
+    @discardableResult
+    public func waitUntilStarted() async -> Bool {
         await withCheckedContinuation { continuation in
-            let ready = self.running.withLockedValue { $0 != nil }
-            if ready {
-                continuation.resume()
-            } else {
-                self.started.withLockedValue { $0.append(continuation) }
+            let outcome = self.started.withLockedValue { state -> Bool? in
+                if state.outcome == nil { state.waiters.append(continuation) }
+                return state.outcome
             }
+            if let outcome { continuation.resume(returning: outcome) }
         }
+    }
+
+    private func settleStart(_ outcome: Bool) {
+        let waiters = self.started.withLockedValue { state -> [CheckedContinuation<Bool, Never>] in
+            state.outcome = outcome
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: outcome) }
     }
 
     // MARK: - Start
@@ -196,10 +207,7 @@ public final class DaemonService: Service, Sendable {
             configuration: configuration
         )
         self.running.withLockedValue { $0 = running }
-        for waiter in self.started.withLockedValue({ w in
-            defer { w = [] }
-            return w
-        }) { waiter.resume() }
+        self.settleStart(true)
         return ServerHandle(channel: channel, boundPath: activated.isEmpty ? configuration.local.socket : nil, running: running)
     }
 
