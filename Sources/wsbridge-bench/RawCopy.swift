@@ -29,14 +29,24 @@ struct RawCopy: ParsableCommand {
     @Option(help: "Payload size in bytes.")
     var size = 100
 
+    @Option(
+        help: """
+            Messages per second (0: flat out). At a rate, every millisecond the lines due by then \
+            are encoded with the time of writing as their send stamp (as the generator does) and \
+            written to every reader: the latency floor of these readers on this machine.
+            """
+    )
+    var rate = 0
+
     func run() throws {
-        let batches = Self.encode(messages: self.messages, size: self.size)
+        let batches = self.rate > 0 ? [] : Self.encode(messages: self.messages, size: self.size)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { try? group.syncShutdownGracefully() }
         let loop = group.next()
         let expected = self.connections
         let (hub, allDone) = try loop.submit {
             let hub = Hub(batches: batches, expected: expected, eventLoop: loop)
+            if self.rate > 0 { hub.paced = Paced(messages: self.messages, size: self.size, rate: self.rate) }
             return (NIOLoopBound(hub, eventLoop: loop), hub.allDone.futureResult)
         }.wait()
         let server = try ServerBootstrap(group: group)
@@ -57,13 +67,8 @@ struct RawCopy: ParsableCommand {
     static func encode(messages: Int, size: Int) -> [ByteBuffer] {
         var batches: [ByteBuffer] = []
         var batch = ByteBuffer()
-        let pad = String(repeating: "x", count: max(0, size - 48))
         for seq in 1...(messages + 1) {
-            let payload =
-                seq <= messages
-                ? #"{\"t\":10000000000000000000,\"i\":1\#(String(seq - 1).leftPadded(10)),\"p\":\"\#(pad)\"}"#
-                : #"{\"end\":\"__end__\"}"#
-            batch.writeString(#"{"type":"message","seq":\#(seq),"ts":1795313566992,"kind":"text","data":"\#(payload)"}"# + "\n")
+            batch.writeString(Self.line(seq: seq, of: messages, size: size, stamp: 0))
             if batch.readableBytes >= 64 * 1024 {
                 batches.append(batch)
                 batch = ByteBuffer()
@@ -71,6 +76,57 @@ struct RawCopy: ParsableCommand {
         }
         if batch.readableBytes > 0 { batches.append(batch) }
         return batches
+    }
+}
+
+extension RawCopy {
+    /// Message line `seq` (of `messages`, then the end marker), sent at CLOCK_MONOTONIC `stamp` ns.
+    static func line(seq: Int, of messages: Int, size: Int, stamp: UInt64) -> String {
+        let pad = String(repeating: "x", count: max(0, size - 48))
+        let payload =
+            seq <= messages
+            ? #"{\"t\":1\#(String(stamp).leftPadded(19)),\"i\":1\#(String(seq - 1).leftPadded(10)),\"p\":\"\#(pad)\"}"#
+            : #"{\"end\":\"__end__\"}"#
+        return #"{"type":"message","seq":\#(seq),"ts":1795313566992,"kind":"text","data":"\#(payload)"}"# + "\n"
+    }
+
+    static func now() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+}
+
+/// At a fixed rate: every millisecond, the lines due by then, stamped now, to every reader.
+private struct Paced {
+    let messages: Int
+    let size: Int
+    let rate: Int
+    var sent = 0
+    var started: UInt64 = 0
+
+    init(messages: Int, size: Int, rate: Int) {
+        self.messages = messages
+        self.size = size
+        self.rate = rate
+    }
+
+    /// The batch due now (the end marker with the last one), or nil when all was sent.
+    mutating func due() -> ByteBuffer? {
+        guard self.sent <= self.messages else { return nil }
+        let now = RawCopy.now()
+        if self.started == 0 { self.started = now }
+        let due = min(self.messages, Int(Double(now - self.started) / 1e9 * Double(self.rate)) + 1)
+        var batch = ByteBuffer()
+        while self.sent < due {
+            self.sent += 1
+            batch.writeString(RawCopy.line(seq: self.sent, of: self.messages, size: self.size, stamp: now))
+        }
+        if self.sent == self.messages {
+            self.sent += 1
+            batch.writeString(RawCopy.line(seq: self.sent, of: self.messages, size: self.size, stamp: now))
+        }
+        return batch
     }
 }
 
@@ -91,14 +147,34 @@ private final class Hub {
     init(batches: [ByteBuffer], expected: Int, eventLoop: any EventLoop) {
         self.batches = batches
         self.expected = expected
+        self.eventLoop = eventLoop
         self.allDone = eventLoop.makePromise()
     }
+
+    var paced: Paced?
+    private let eventLoop: any EventLoop
 
     func joined(_ feeder: Feeder) {
         self.feeders.append(feeder)
         if self.feeders.count == self.expected {
-            for f in self.feeders { f.start() }
+            if self.paced != nil {
+                self.tick()
+            } else {
+                for f in self.feeders { f.start() }
+            }
         }
+    }
+
+    /// Paced: one batch to every reader each millisecond (NIO buffers it if a reader is behind).
+    private func tick() {
+        guard let batch = self.paced?.due() else {
+            for f in self.feeders { f.finishPaced() }
+            return
+        }
+        if batch.readableBytes > 0 {
+            for f in self.feeders { f.writePaced(batch) }
+        }
+        self.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(1)) { self.tick() }
     }
 
     func feederFinished() {
@@ -141,6 +217,18 @@ private final class Feeder: ChannelInboundHandler {
             self.next += 1
         }
         context.flush()
+    }
+
+    func writePaced(_ batch: ByteBuffer) {
+        self.context?.writeAndFlush(Self.wrapOutboundOut(batch), promise: nil)
+    }
+
+    /// Done once everything written is in the kernel.
+    func finishPaced() {
+        guard let context = self.context else { return self.hub.feederFinished() }
+        context.writeAndFlush(Self.wrapOutboundOut(context.channel.allocator.buffer(capacity: 0))).assumeIsolated().whenComplete { _ in
+            self.hub.feederFinished()
+        }
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {

@@ -117,6 +117,7 @@ struct Suite: AsyncParsableCommand {
                 Scenario(group: "rate", bridge: .wsbridged, subscribers: 100, rate: 10_000, seconds: 3, readers: .python),
                 Scenario(group: "rate", bridge: .python, subscribers: 100, rate: 10_000, seconds: 3),
                 Scenario(group: "rate", bridge: .python, subscribers: 100, rate: 10_000, seconds: 3, readers: .python),
+                Scenario(group: "rate", bridge: .rawCopy, subscribers: 100, rate: 10_000, seconds: 3),
             ]
         }
         if self.groups.contains("stalled") {
@@ -215,7 +216,10 @@ struct Environment {
         case .rawCopy:
             bridge = try Child(
                 "\(self.bin)/wsbridge-bench",
-                ["raw-copy", "--socket", socket, "--connections", "\(scenario.subscribers)", "--messages", "\(messages)", "--size", "\(scenario.size)"]
+                [
+                    "raw-copy", "--socket", socket, "--connections", "\(scenario.subscribers)", "--messages", "\(messages)", "--size",
+                    "\(scenario.size)", "--rate", "\(scenario.rate)",
+                ]
             )
         case .direct:
             bridge = nil

@@ -199,6 +199,9 @@ struct Report {
                 "- 10k msg/s × 100: wsbridged p99 \(Format.ms(p99)) with Swift readers (target < 1 ms), \(Format.ms(py)) with Python readers (target < 5 ms), \(String(format: "%.2f", lost)) % lost (target 0)"
             )
         }
+        if let floor = self.median("rate", .rawCopy, 100, \.p99) {
+            Swift.print("- 10k msg/s × 100: raw copy p99 \(Format.ms(floor)) (the same readers fed by one process with no upstream: the floor on this machine)")
+        }
         if let all = self.median("stalled", .wsbridged, 100, { $0.deliveriesPerSecond / 100 }),
             let some = self.median("stalled", .wsbridged, 99, stalled: 1, { $0.deliveriesPerSecond / 99 })
         {
