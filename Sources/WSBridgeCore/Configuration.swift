@@ -14,6 +14,7 @@ public struct Configuration: Sendable, Equatable {
     public var queue = Queue()
     public var access = Access()
     public var log = Log()
+    public var metrics = Metrics()
 
     public init() {}
 
@@ -129,6 +130,44 @@ public struct Configuration: Sendable, Equatable {
         public var writeUIDs: [UInt32] = []
         public var writeGroups: [String] = []
         public init() {}
+    }
+
+    /// The optional HTTP endpoint serving `/metrics` (the `metrics` op works without it).
+    public struct Metrics: Sendable, Equatable {
+        /// Where to listen; nil (the default) serves no HTTP at all.
+        public var listen: HostPort?
+        /// HTTP connections at once; one more is closed at once.
+        public var maxConnections = 16
+        public init() {}
+    }
+
+    /// `HOST:PORT` or `[IPv6]:PORT`; port 0 picks a free one.
+    public struct HostPort: Sendable, Equatable, CustomStringConvertible {
+        public var host: String
+        public var port: Int
+
+        public init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
+
+        public init?(parsing text: String) {
+            let host: Substring
+            let port: Substring
+            if text.hasPrefix("[") {
+                guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else { return nil }
+                host = text[text.index(after: text.startIndex)..<close]
+                port = text[text.index(close, offsetBy: 2)...]
+            } else {
+                guard let colon = text.lastIndex(of: ":"), !text[..<colon].contains(":") else { return nil }
+                host = text[..<colon]
+                port = text[text.index(after: colon)...]
+            }
+            guard !host.isEmpty, let p = Int(port), (0...65535).contains(p) else { return nil }
+            self.init(host: String(host), port: p)
+        }
+
+        public var description: String { self.host.contains(":") ? "[\(self.host)]:\(self.port)" : "\(self.host):\(self.port)" }
     }
 
     public struct Log: Sendable, Equatable {

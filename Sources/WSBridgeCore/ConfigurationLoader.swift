@@ -112,6 +112,7 @@ private struct Reader {
         "queue": ["max_messages", "max_bytes"],
         "access": ["write_uids", "write_groups"],
         "log": ["level"],
+        "metrics": ["listen", "max_connections"],
     ]
 
     mutating func read(_ root: TOMLTable) throws(ConfigurationError) -> Configuration {
@@ -313,6 +314,22 @@ private struct Reader {
                 throw self.error("log.level", v, "one of \(Configuration.LogLevel.allCases.map(\.rawValue).joined(separator: ", "))")
             }
             config.log.level = level
+        }
+        if let m = t("metrics") {
+            if let v = m["listen"] {
+                let s = try self.string(v, "metrics.listen")
+                if !s.isEmpty {
+                    guard let address = Configuration.HostPort(parsing: s) else {
+                        throw self.error(
+                            "metrics.listen", v,
+                            "must be \"HOST:PORT\" or \"[IPv6]:PORT\", such as \"127.0.0.1:9464\" (empty: no HTTP endpoint)")
+                    }
+                    config.metrics.listen = address
+                }
+            }
+            if let v = m["max_connections"] {
+                config.metrics.maxConnections = try self.int(v, "metrics.max_connections", in: 1...1024, "a whole number from 1 to 1024")
+            }
         }
         return config
     }

@@ -222,6 +222,22 @@ public struct LinkStateResult: Sendable, Equatable {
     }
 }
 
+/// `metrics`: the daemon's metrics in the Prometheus text exposition format (version 0.0.4).
+public struct MetricsResult: Sendable, Equatable {
+    public static let format = "prometheus-text-0.0.4"
+    public var text: String
+
+    public init(text: String) {
+        self.text = text
+    }
+
+    public var json: JSONValue { ["format": .string(Self.format), "text": .string(self.text)] }
+
+    public init(json: JSONValue) {
+        self.init(text: json["text"]?.stringValue ?? "")
+    }
+}
+
 /// `request`: the first upstream message after the send that matched.
 public struct RequestResult: Sendable, Equatable {
     public var seq: UInt64

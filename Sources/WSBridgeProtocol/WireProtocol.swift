@@ -9,12 +9,12 @@ public enum WireProtocol {
 
 /// Operations a client may request.
 public enum Op: String, Sendable, CaseIterable {
-    case subscribe, unsubscribe, send, status, close, connect, reconnect, request
+    case subscribe, unsubscribe, send, status, metrics, close, connect, reconnect, request
 
     /// Whether the op changes the link (needs write permission).
     public var writes: Bool {
         switch self {
-        case .subscribe, .unsubscribe, .status: false
+        case .subscribe, .unsubscribe, .status, .metrics: false
         case .send, .close, .connect, .reconnect, .request: true
         }
     }
@@ -120,6 +120,7 @@ public enum Command: Sendable, Equatable {
     case unsubscribe
     case send(Payload)
     case status
+    case metrics
     case close(code: UInt16, reason: String)
     case connect
     case reconnect
@@ -131,6 +132,7 @@ public enum Command: Sendable, Equatable {
         case .unsubscribe: .unsubscribe
         case .send: .send
         case .status: .status
+        case .metrics: .metrics
         case .close: .close
         case .connect: .connect
         case .reconnect: .reconnect
@@ -189,6 +191,8 @@ public struct Request: Sendable, Equatable {
             command = .unsubscribe
         case .status:
             command = .status
+        case .metrics:
+            command = .metrics
         case .connect:
             command = .connect
         case .reconnect:

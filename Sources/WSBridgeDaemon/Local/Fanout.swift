@@ -10,6 +10,7 @@ import WSBridgeProtocol
 final class Fanout: UpstreamEventSink {
     private var configuration: Configuration.Local
     private let status: SystemdStatus
+    let metrics: DaemonMetrics
     private let allocator = ByteBufferAllocator()
 
     private(set) var clients: [Int: LocalClient] = [:]
@@ -22,9 +23,10 @@ final class Fanout: UpstreamEventSink {
     private var ring: ReplayRing
     var pending = PendingRequests()
 
-    init(configuration: Configuration.Local, status: SystemdStatus) {
+    init(configuration: Configuration.Local, status: SystemdStatus, metrics: DaemonMetrics = DaemonMetrics()) {
         self.configuration = configuration
         self.status = status
+        self.metrics = metrics
         self.ring = ReplayRing(maxMessages: configuration.replay, maxBytes: configuration.replayBytes)
     }
 
@@ -71,6 +73,7 @@ final class Fanout: UpstreamEventSink {
 
     func countDrops(_ n: Int) {
         self.drops += UInt64(n)
+        self.metrics.dropped(n, .subscriberQueueFull)
     }
 
     // MARK: - Link events

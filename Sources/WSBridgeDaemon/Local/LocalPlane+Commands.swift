@@ -57,6 +57,8 @@ extension LocalPlane {
             self.ok(client, id, SubscribeResult(subscribed: false).json)
         case .status:
             self.ok(client, id, self.statusReport().json)
+        case .metrics:
+            self.ok(client, id, MetricsResult(text: String(decoding: self.metricsText(), as: UTF8.self)).json)
         case .send(let payload):
             switch link.submit(Self.message(payload)) {
             case .sent: self.ok(client, id, SendResult.sent.json)

@@ -1,3 +1,4 @@
+import WSBridgeCore
 import WSBridgeProtocol
 
 extension LocalPlane {
@@ -10,5 +11,23 @@ extension LocalPlane {
         report.seq = self.fanout.seq
         report.drops = self.fanout.drops
         return report
+    }
+}
+
+extension LocalPlane {
+    /// The metrics in the Prometheus text format, the gauges set from the live state now.
+    func metricsText() -> [UInt8] {
+        let report = self.statusReport()
+        let snapshot = DaemonMetrics.Snapshot(
+            phase: ConnectionPhase(rawValue: report.state) ?? .idle,
+            secondsInPhase: max(0, Double(WallClock.millisecondsSinceEpoch() - report.since) / 1000),
+            queueMessages: report.queue.messages,
+            queueBytes: report.queue.bytes,
+            subscribers: report.subscribers,
+            clients: report.clients,
+            seq: report.seq,
+            traffic: .init(messagesIn: report.messagesIn, bytesIn: report.bytesIn, messagesOut: report.messagesOut, bytesOut: report.bytesOut)
+        )
+        return self.fanout.metrics.render(snapshot)
     }
 }

@@ -12,6 +12,7 @@ final class Bridge {
     let link: UpstreamLink
     let plane: LocalPlane
     let fanout: Fanout
+    let metrics: DaemonMetrics
 
     init(
         configuration: Configuration,
@@ -23,7 +24,9 @@ final class Bridge {
         logger: Logger
     ) {
         let status = SystemdStatus()
-        self.fanout = Fanout(configuration: configuration.local, status: status)
+        let metrics = DaemonMetrics()
+        self.metrics = metrics
+        self.fanout = Fanout(configuration: configuration.local, status: status, metrics: metrics)
         self.link = UpstreamLink(
             configuration: configuration,
             networkAvailable: networkAvailable,
@@ -31,7 +34,8 @@ final class Bridge {
             eventLoop: eventLoop,
             logger: logger,
             connectors: connectors,
-            events: self.fanout
+            events: self.fanout,
+            metrics: metrics
         )
         self.plane = LocalPlane(
             configuration: configuration,

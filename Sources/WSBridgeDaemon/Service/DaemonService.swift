@@ -105,6 +105,8 @@ public final class DaemonService: Service, Sendable {
         /// The path this process bound (and so removes when it stops); nil when systemd passed it.
         var boundPath: String?
         var running: Running
+        /// The HTTP metrics endpoint, when `metrics.listen` is set.
+        var metrics: (any Channel)?
     }
 
     private func start(on eventLoop: any EventLoop) async throws -> ServerHandle {
@@ -172,6 +174,20 @@ public final class DaemonService: Service, Sendable {
             Systemd.notify("STATUS=cannot listen on \(configuration.local.socket): \(error)")
             throw StartFailure(exitCode: 69, description: "cannot listen on \(configuration.local.socket): \(error)")  // EX_UNAVAILABLE
         }
+        var metricsChannel: (any Channel)?
+        if let address = configuration.metrics.listen {
+            do {
+                metricsChannel = try await MetricsServer.start(configuration.metrics, address: address, eventLoop: eventLoop, plane: plane, logger: logger)
+            } catch {
+                let problem = "cannot serve metrics on \(address) (metrics.listen): \(error); choose a free local address, or leave metrics.listen empty"
+                logger.critical("\(problem)")
+                _ = try? await link.shutdown().get()
+                try? await channel.close()
+                if activated.isEmpty { unlink(configuration.local.socket) }
+                Systemd.notify("STATUS=\(problem)")
+                throw StartFailure(exitCode: 69, description: problem)
+            }
+        }
 
         monitor?.start(
             initial: networkAvailable,
@@ -208,7 +224,7 @@ public final class DaemonService: Service, Sendable {
         )
         self.running.withLockedValue { $0 = running }
         self.settleStart(true)
-        return ServerHandle(channel: channel, boundPath: activated.isEmpty ? configuration.local.socket : nil, running: running)
+        return ServerHandle(channel: channel, boundPath: activated.isEmpty ? configuration.local.socket : nil, running: running, metrics: metricsChannel)
     }
 
     static func resolvePolicy(_ access: Configuration.Access, logger: Logger) -> AccessPolicy {
@@ -235,6 +251,7 @@ public final class DaemonService: Service, Sendable {
         let flushTimeout = eventLoop.scheduleTask(in: .seconds(2)) {}
         _ = try? await flushed.or(flushTimeout.futureResult).get()
         try? await server.channel.close()
+        try? await server.metrics?.close()
         if let path = server.boundPath { unlink(path) }
         running.monitor?.stop()
         self.running.withLockedValue { $0 = nil }

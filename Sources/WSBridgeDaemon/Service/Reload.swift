@@ -54,6 +54,7 @@ extension DaemonService {
             restart.append("reachability")
         }
         if old.log != new.log { restart.append("log.level") }
+        if old.metrics != new.metrics { restart.append("metrics") }
         if !restart.isEmpty {
             logger.warning("reload: \(restart.joined(separator: ", ")) changed but apply only after a restart (systemctl restart wsbridged)")
         }

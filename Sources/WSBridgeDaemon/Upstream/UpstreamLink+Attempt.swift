@@ -88,7 +88,9 @@ extension UpstreamLink {
         if let p = handshake.subprotocol { details.append("subprotocol \(p)") }
         if handshake.deflate != nil { details.append("permessage-deflate") }
         let reason = details.isEmpty ? "connected" : "connected (\(details.joined(separator: ", ")))"
+        let reconnects = self.machine.reconnects
         self.input("connected", reason: reason) { m, now in try m.connectSucceeded(now: now) }
+        if self.machine.reconnects > reconnects { self.metrics.reconnected(after: self.lostBecause) }
         guard self.machine.phase == .open else { return }
         self.flushOutbound()
         self.heartbeat = HeartbeatStateMachine(
@@ -104,6 +106,7 @@ extension UpstreamLink {
         self.teardown()
         self.lastError = description
         self.logger.warning("connect failed: \(description)")
+        self.metrics.attemptFailed()
         self.input("connectFailed", reason: description) { m, now in try m.connectFailed(.error(description), now: now) }
     }
 

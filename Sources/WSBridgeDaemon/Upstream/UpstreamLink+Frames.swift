@@ -46,6 +46,7 @@ extension UpstreamLink {
             let payload: UInt64? = data.readableBytes == 8 ? data.readInteger(as: UInt64.self) : nil
             if let rtt = self.heartbeat?.receivedPong(payload: payload, now: now) {
                 self.logger.debug("heartbeat rtt \(rtt.short)", metadata: ["heartbeat.rtt_ms": "\(Double(rtt.nanoseconds) / 1e6)"])
+                self.metrics.roundTrip(rtt)
                 self.emit(.roundTrip(rtt))
             }
         case .connectionClose:

@@ -15,6 +15,7 @@ extension UpstreamLink {
             return .sent
         }
         if let problem = self.outbound.append(message) {
+            self.metrics.dropped(1, .outboundQueueFull)
             return .rejected(problem)
         }
         return .queued(depth: self.outbound.count)

@@ -23,6 +23,7 @@ public final class UpstreamLink: LinkControl {
     private let events: any UpstreamEventSink
     /// Reads the token and builds the TLS context off the loop (cached).
     let connectors: ConnectorFactory
+    let metrics: DaemonMetrics
 
     private(set) var machine: Machine
     var heartbeat: HeartbeatStateMachine?
@@ -46,6 +47,8 @@ public final class UpstreamLink: LinkControl {
     var outbound: OutboundQueue
     var phaseSinceWall = WallClock.millisecondsSinceEpoch()
     var messagesIn: UInt64 = 0
+    /// Why the last open link ended (not a later failed attempt): the reconnect's metric label.
+    var lostBecause: DisconnectReason?
     /// The wall-clock receive time of the socket read being handled (nil between reads).
     var readWallMillis: Int64?
     var bytesIn: UInt64 = 0
@@ -63,8 +66,10 @@ public final class UpstreamLink: LinkControl {
         eventLoop: any EventLoop,
         logger: Logger,
         connectors: ConnectorFactory,
-        events: any UpstreamEventSink
+        events: any UpstreamEventSink,
+        metrics: DaemonMetrics = DaemonMetrics()
     ) {
+        self.metrics = metrics
         self.eventLoop = eventLoop
         self.configuration = configuration
         self.environment = environment
@@ -156,6 +161,7 @@ public final class UpstreamLink: LinkControl {
             self.stopHeartbeat()
         }
         if before != after {
+            if before == .open || before == .closing { self.lostBecause = self.machine.lastDisconnect }
             self.phaseSinceWall = WallClock.millisecondsSinceEpoch()
             var metadata: Logger.Metadata = ["state.from": "\(before.rawValue)", "state.to": "\(after.rawValue)", "reason": "\(reason)"]
             if after == .open, let p = self.subprotocol { metadata["upstream.subprotocol"] = "\(p)" }

@@ -1,0 +1,229 @@
+import Foundation
+import Testing
+import WSBridgeDaemon
+import WSBridgeProtocol
+
+/// The metrics: `wsbridgectl metrics` (the socket op) and the HTTP endpoint, fetched with curl
+/// and parsed by prometheus_client's parser (Tests/peers/prom_parse.py), against a real daemon.
+@Suite struct MetricsTests {
+    struct Parsed {
+        var families: [String: String]
+        var samples: [String: Double]
+
+        subscript(_ key: String) -> Double? { self.samples[key] }
+    }
+
+    /// Parses with the reference parser; fails the test on text it rejects.
+    static func parse(_ text: String) throws -> Parsed {
+        let r = try spawnAndWait(Paths.python, ["\(Paths.root)/Tests/peers/prom_parse.py"], stdin: text)
+        guard r.status == 0, let json = try? JSONValue.parse(r.stdout) else {
+            throw TestFailure("prometheus_client rejected the text: \(r.stderr)\n\(text)")
+        }
+        var families: [String: String] = [:]
+        if case .object(let f)? = json["families"] {
+            for (name, type) in f { families[name] = type.stringValue }
+        }
+        var samples: [String: Double] = [:]
+        if case .object(let s)? = json["samples"] {
+            for (key, value) in s {
+                if case .number(let n) = value { samples[key] = Double(n.text) }
+            }
+        }
+        return Parsed(families: families, samples: samples)
+    }
+
+    static func ctl(_ arguments: [String], socket: String) throws -> (status: Int32, out: String, err: String) {
+        let r = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket] + arguments)
+        return (r.status, r.stdout, r.stderr)
+    }
+
+    static func metrics(_ socket: String) throws -> Parsed {
+        let r = try Self.ctl(["metrics"], socket: socket)
+        guard r.status == 0 else { throw TestFailure("wsbridgectl metrics exited \(r.status): \(r.err)") }
+        return try Self.parse(r.out)
+    }
+
+    /// `curl -s -i`: the status line, the headers and the body.
+    static func curl(_ arguments: [String]) throws -> (status: Int32, head: String, body: String) {
+        let r = try spawnAndWait("/usr/bin/curl", ["-s", "-i", "--max-time", "20"] + arguments)
+        let parts = r.stdout.components(separatedBy: "\r\n\r\n")
+        return (r.status, parts.first ?? "", parts.dropFirst().joined(separator: "\r\n\r\n"))
+    }
+
+    /// Polls (the event is a heartbeat, a reconnect...) until `check` holds.
+    static func eventually(_ socket: String, _ check: (Parsed) -> Bool) async throws -> Parsed {
+        var last = try Self.metrics(socket)
+        for _ in 0..<400 where !check(last) {
+            try await Task.sleep(for: .milliseconds(50))
+            last = try Self.metrics(socket)
+        }
+        return last
+    }
+
+    static func httpPort(_ daemon: ManagedProcess) async throws -> Int {
+        let prefix = "serving metrics on http://127.0.0.1:"
+        guard let line = await daemon.stderr.wait(containing: prefix), let start = line.range(of: prefix),
+            let port = Int(line[start.upperBound...].prefix(while: \.isNumber))
+        else { throw TestFailure("no metrics endpoint in the log: \(daemon.stderr.text)") }
+        return port
+    }
+
+    @Test func theSocketOpAndTheHTTPEndpointServeEveryFamilyParsably() async throws {
+        let f = try await DaemonFixture(
+            extraConfig: """
+                [heartbeat]
+                interval = "200ms"
+                [metrics]
+                listen = "127.0.0.1:0"
+                """
+        )
+        let subscriber = try await f.client()
+        #expect(try Self.ctl(["send", "one"], socket: f.socket).out == "sent\n")
+        #expect(await f.server.event("message one") != nil)
+        f.server.command("burst 25 100")
+        #expect(await subscriber.lines.wait(containing: "\"seq\":25,") != nil)
+
+        // A heartbeat answered: the round-trip histogram has a sample.
+        let m = try await Self.eventually(f.socket) { ($0["wsbridge_heartbeat_rtt_seconds_count{}"] ?? 0) >= 1 }
+        for family in DaemonMetrics.families {
+            // prometheus_client names a counter family without its _total suffix.
+            let name = family.type == "counter" ? String(family.name.dropLast("_total".count)) : family.name
+            #expect(m.families[name] == family.type, "family \(family.name) missing or mistyped: \(m.families)")
+        }
+        let status = StatusReport(json: try JSONValue.parse(try Self.ctl(["status", "--json"], socket: f.socket).out))
+        #expect(m["wsbridge_upstream_messages_total{direction=in}"] == Double(status.messagesIn))
+        #expect(m["wsbridge_upstream_messages_total{direction=in}"].map { $0 >= 25 } == true)
+        #expect(m["wsbridge_upstream_bytes_total{direction=in}"] == Double(status.bytesIn))
+        #expect(m["wsbridge_upstream_messages_total{direction=out}"] == 1)
+        #expect(m["wsbridge_upstream_bytes_total{direction=out}"] == 3)
+        #expect(m["wsbridge_link_state{state=open}"] == 1)
+        for phase in ["idle", "connecting", "closing", "waitingForNetwork", "backingOff", "stopped"] {
+            #expect(m["wsbridge_link_state{state=\(phase)}"] == 0)
+        }
+        #expect(m["wsbridge_subscribers{}"] == 1)
+        // The subscriber and the wsbridgectl asking.
+        #expect(m["wsbridge_clients{}"] == 2)
+        #expect(m["wsbridge_last_seq{}"] == Double(status.seq))
+        #expect(m["wsbridge_connect_failures_total{}"] == 0)
+        #expect(m["wsbridge_outbound_queue_messages{}"] == 0)
+        #expect((m["wsbridge_link_state_seconds{}"] ?? -1) >= 0)
+
+        // The same registry over HTTP, with the format's content type.
+        let port = try await Self.httpPort(f.daemon)
+        let http = try Self.curl(["http://127.0.0.1:\(port)/metrics"])
+        #expect(http.status == 0 && http.head.hasPrefix("HTTP/1.1 200"), "\(http.head)")
+        #expect(http.head.lowercased().contains("content-type: text/plain; version=0.0.4; charset=utf-8"))
+        let overHTTP = try Self.parse(http.body)
+        #expect(overHTTP.families == m.families)
+        #expect(overHTTP["wsbridge_upstream_messages_total{direction=out}"] == 1)
+        // A query string is fine (some scrapers add one); HEAD has no body.
+        #expect(try Self.curl(["http://127.0.0.1:\(port)/metrics?x=1"]).head.hasPrefix("HTTP/1.1 200"))
+        let head = try Self.curl(["-I", "http://127.0.0.1:\(port)/metrics"])
+        #expect(head.head.hasPrefix("HTTP/1.1 200") && head.body.isEmpty)
+
+        // Anything else says what is served.
+        let missing = try Self.curl(["http://127.0.0.1:\(port)/"])
+        #expect(missing.head.hasPrefix("HTTP/1.1 404") && missing.body.contains("/metrics"), "\(missing)")
+        let post = try Self.curl(["-X", "POST", "--data", "x", "http://127.0.0.1:\(port)/metrics"])
+        #expect(post.head.hasPrefix("HTTP/1.1 405") && post.head.contains("Allow: GET, HEAD"), "\(post)")
+        // And the daemon serves on.
+        #expect(try Self.curl(["http://127.0.0.1:\(port)/metrics"]).head.hasPrefix("HTTP/1.1 200"))
+    }
+
+    @Test func reconnectsFailuresAndDropsAreCountedByReason() async throws {
+        let f = try await DaemonFixture(
+            extraConfig: """
+                subscriber_queue = 2
+                [queue]
+                max_messages = 1
+                """
+        )
+        // Lost without a close frame, two refused attempts, then open again.
+        f.server.command("refuse on")
+        f.server.command("drop")
+        _ = try await Self.eventually(f.socket) { ($0["wsbridge_connect_failures_total{}"] ?? 0) >= 2 }
+        f.server.command("refuse off")
+        var m = try await Self.eventually(f.socket) { $0["wsbridge_reconnects_total{reason=error}"] == 1 }
+        #expect(m["wsbridge_reconnects_total{reason=error}"] == 1)
+        #expect(m["wsbridge_link_state{state=open}"] == 1)
+        // Closed by the server with a close frame.
+        f.server.command("close 1001 going away")
+        m = try await Self.eventually(f.socket) { $0["wsbridge_reconnects_total{reason=server_closed}"] == 1 }
+        #expect(m["wsbridge_reconnects_total{reason=server_closed}"] == 1)
+        #expect(m["wsbridge_reconnects_total{reason=error}"] == 1)
+
+        // A subscriber that reads nothing: its queue of 2 overflows.
+        let stalled = try await f.client(reading: false, name: "stalled")
+        _ = stalled
+        f.server.command("flood 20000 1000")
+        #expect(await f.server.event("flood done") != nil)
+        // Every message fanned out (20,000 and the end marker): no drop can follow.
+        m = try await Self.eventually(f.socket) { $0["wsbridge_last_seq{}"] == 20001 }
+        #expect((m["wsbridge_dropped_messages_total{reason=subscriber_queue_full}"] ?? 0) > 0)
+        let status = StatusReport(json: try JSONValue.parse(try Self.ctl(["status", "--json"], socket: f.socket).out))
+        #expect(m["wsbridge_dropped_messages_total{reason=subscriber_queue_full}"] == Double(status.drops))
+
+        // The link closed by the user: one send waits in the queue of 1, the next is refused.
+        #expect(try Self.ctl(["close"], socket: f.socket).status == 0)
+        #expect(try Self.ctl(["send", "queued"], socket: f.socket).status == 0)
+        #expect(try Self.ctl(["send", "refused"], socket: f.socket).status != 0)
+        m = try Self.metrics(f.socket)
+        #expect(m["wsbridge_dropped_messages_total{reason=outbound_queue_full}"] == 1)
+        #expect(m["wsbridge_outbound_queue_messages{}"] == 1)
+        #expect(m["wsbridge_outbound_queue_bytes{}"] == 6)
+        #expect(m["wsbridge_link_state{state=idle}"] == 1)
+    }
+
+    @Test func theEndpointTakesAtMostMaxConnections() async throws {
+        let f = try await DaemonFixture(
+            extraConfig: """
+                [metrics]
+                listen = "127.0.0.1:0"
+                max_connections = 1
+                """
+        )
+        let port = try await Self.httpPort(f.daemon)
+        // One idle connection holds the only place...
+        let holder = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(holder) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(holder, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        #expect(connected == 0)
+        // ...so the next is closed without an answer (curl: empty reply, exit 52).
+        var refused = try Self.curl(["http://127.0.0.1:\(port)/metrics"])
+        for _ in 0..<100 where refused.status == 0 {
+            // The holder may not have been accepted yet: try until it has.
+            try await Task.sleep(for: .milliseconds(20))
+            refused = try Self.curl(["http://127.0.0.1:\(port)/metrics"])
+        }
+        // 52: an empty reply; 56: reset while reading. Either way no answer.
+        #expect(refused.status == 52 || refused.status == 56, "\(refused)")
+        close(holder)
+        var served = try Self.curl(["http://127.0.0.1:\(port)/metrics"])
+        for _ in 0..<100 where served.status != 0 {
+            try await Task.sleep(for: .milliseconds(20))
+            served = try Self.curl(["http://127.0.0.1:\(port)/metrics"])
+        }
+        #expect(served.head.hasPrefix("HTTP/1.1 200"))
+    }
+
+    @Test func everyFamilyIsDocumented() throws {
+        let docs = try String(contentsOfFile: "\(Paths.root)/docs/metrics.md", encoding: .utf8)
+        for family in DaemonMetrics.families {
+            #expect(docs.contains("| `\(family.name)` | \(family.type) |"), "docs/metrics.md does not describe \(family.name)")
+        }
+    }
+
+    @Test func aBadListenAddressIsAConfigurationErrorThatSaysWhatIsAccepted() throws {
+        let dir = try TemporaryDirectory()
+        let config = try dir.write("bad.toml", "[metrics]\nlisten = \"9464\"\n")
+        let r = try spawnAndWait(Paths.daemon, ["--check-config", "--config", config])
+        #expect(r.status != 0)
+        #expect(r.stderr.contains("metrics.listen") && r.stderr.contains("127.0.0.1:9464"), "\(r.stderr)")
+    }
+}
