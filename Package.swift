@@ -55,6 +55,7 @@ let package = Package(
         .target(
             name: "WSBridgeCore",
             dependencies: [
+                "WSBridgeProtocol",
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ],

@@ -1,4 +1,5 @@
 import TOMLKit
+import WSBridgeProtocol
 
 /// Reads `wsbridged.toml` into a validated `Configuration`.
 ///
@@ -119,13 +120,17 @@ private struct Reader {
         var config = Configuration()
         for key in root.keys.sorted() {
             guard let allowed = Self.sections[key] else {
-                throw self.error(key, nil, "unknown section; known sections: \(Self.sections.keys.sorted().joined(separator: ", "))")
+                throw self.error(
+                    key, nil,
+                    "unknown section\(Self.didYouMean(key, Self.sections.keys)); known sections: \(Self.sections.keys.sorted().joined(separator: ", "))")
             }
             guard let table = root[key]?.table else {
                 throw self.error(key, root[key], "must be a table: write it as [\(key)]")
             }
             for sub in table.keys where !allowed.contains(sub) {
-                throw self.error("\(key).\(sub)", table[sub], "unknown key; known keys in [\(key)]: \(allowed.sorted().joined(separator: ", "))")
+                throw self.error(
+                    "\(key).\(sub)", table[sub],
+                    "unknown key\(Self.didYouMean(sub, allowed)); known keys in [\(key)]: \(allowed.sorted().joined(separator: ", "))")
             }
         }
         let t = { (name: String) -> TOMLTable? in root[name]?.table }
@@ -136,7 +141,10 @@ private struct Reader {
                 do {
                     config.upstream.url = try UpstreamURL(parsing: s)
                 } catch {
-                    throw self.error("upstream.url", v, error.description)
+                    // Never echo a password back: the value is shown with credentials masked.
+                    throw ConfigurationError(
+                        file: self.fileName, line: self.lines.line(of: "upstream.url"), key: "upstream.url", value: "\"\(UpstreamURL.redacted(s))\"",
+                        problem: error.description)
                 }
             }
             if let v = u["headers"] {
@@ -239,6 +247,10 @@ private struct Reader {
                 config.local.socket = socket
             }
             if let v = l["mode"] {
+                if let n = v.int {
+                    // TOML reads 660 as the decimal number 660, not as permissions.
+                    throw self.error("local.mode", v, "write the permissions as a string in quotes: mode = \"0\(n)\"")
+                }
                 let s = try self.string(v, "local.mode")
                 guard let mode = UInt32(s, radix: 8), mode <= 0o777, s.count >= 3 else {
                     throw self.error("local.mode", v, "an octal permission string such as \"0660\" or \"0600\"")
@@ -332,6 +344,12 @@ private struct Reader {
             }
         }
         return config
+    }
+
+    /// ` (did you mean "x"?)` for the closest known name (at most a third of it mistyped), or "".
+    static func didYouMean(_ name: String, _ known: some Collection<String>) -> String {
+        guard let best = Suggestion.closest(to: name, in: known) else { return "" }
+        return " (did you mean \"\(best)\"?)"
     }
 
     func string(_ v: any TOMLValueConvertible, _ key: String) throws(ConfigurationError) -> String {

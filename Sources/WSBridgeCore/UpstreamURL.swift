@@ -33,6 +33,8 @@ public struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
 
     public enum ParseError: Error, Equatable, CustomStringConvertible {
         case scheme(String)
+        /// No `scheme://` at all: the text as written.
+        case missingScheme(String)
         case host
         case port(String)
         case credentials
@@ -41,6 +43,8 @@ public struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
             switch self {
             case .scheme(let s):
                 "unsupported scheme '\(s)': use ws:// or wss://"
+            case .missingScheme(let text):
+                "no scheme in '\(text)': write ws://\(text) (or wss://\(text) for TLS)"
             case .host:
                 "missing host: write it as ws://HOST[:PORT]/PATH"
             case .port(let p):
@@ -51,9 +55,17 @@ public struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// `text` with any `user:password@` in front of the host replaced by `***@`, for messages.
+    public static func redacted(_ text: String) -> String {
+        let schemeEnd = text.firstRange(of: "://")?.upperBound ?? text.startIndex
+        let authorityEnd = text[schemeEnd...].firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? text.endIndex
+        guard let at = text[schemeEnd..<authorityEnd].lastIndex(of: "@") else { return text }
+        return String(text[..<schemeEnd]) + "***" + String(text[at...])
+    }
+
     public init(parsing text: String) throws(ParseError) {
         let parts = text.split(separator: "://", maxSplits: 1, omittingEmptySubsequences: false)
-        guard parts.count == 2 else { throw .scheme(text) }
+        guard parts.count == 2 else { throw .missingScheme(Self.redacted(text)) }
         let schemeText = parts[0].lowercased()
         guard let scheme = Scheme(rawValue: schemeText) else { throw .scheme(schemeText) }
         var rest = parts[1]

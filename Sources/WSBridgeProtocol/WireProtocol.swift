@@ -214,7 +214,8 @@ public struct Request: Sendable, Equatable {
             guard let match = try fields.filter("match", required: true) else { throw fail(.missingField, "missing \"match\"") }
             let seconds = try fields.number("timeout") ?? 10
             guard seconds > 0, seconds <= 3600 else {
-                throw fail(.invalidValue, "\"timeout\" must be between 0 and 3600 seconds, got \(seconds)")
+                let got = seconds == seconds.rounded() && abs(seconds) < 1e15 ? String(Int64(seconds)) : "\(seconds)"
+                throw fail(.invalidValue, "\"timeout\" must be more than 0 and at most 3600 seconds, got \(got)")
             }
             command = .request(payload, match: match, timeout: .nanoseconds(Int64(seconds * 1e9)))
         }

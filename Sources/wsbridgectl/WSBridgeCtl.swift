@@ -18,6 +18,37 @@ struct WSBridgeCtl: ParsableCommand {
 
     /// Lets `--socket` and `--json` also stand before the subcommand.
     @OptionGroup var global: GlobalOptions
+
+    /// A mistyped subcommand would otherwise be taken as an argument of the default one
+    /// (`status`) and reported as "Unexpected argument": name the command it is close to.
+    static func main() {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        let names = Self.configuration.subcommands.map { $0._commandName }
+        if let word = Self.commandWord(arguments), !names.contains(word), let best = Suggestion.closest(to: word, in: names) {
+            Output.error("unknown command '\(word)': did you mean '\(best)'? (wsbridgectl --help lists the commands)")
+            Self.exit(withError: ExitCode(64))
+        }
+        Self.main(arguments)
+    }
+
+    /// The first word that is neither an option nor an option's value.
+    static func commandWord(_ arguments: [String]) -> String? {
+        var i = 0
+        while i < arguments.count {
+            let a = arguments[i]
+            if a == "--" { return nil }
+            if a == "--socket" || a == "--instance" {
+                i += 2
+                continue
+            }
+            if a.hasPrefix("-") {
+                i += 1
+                continue
+            }
+            return a
+        }
+        return nil
+    }
 }
 
 struct GlobalOptions: ParsableArguments {

@@ -57,7 +57,7 @@ struct WSBridged: AsyncParsableCommand {
             do {
                 configuration.upstream.url = try UpstreamURL(parsing: url)
             } catch {
-                throw ConfigurationError(file: "--url", key: "upstream.url", value: url, problem: error.description)
+                throw ConfigurationError(file: "--url", key: "upstream.url", value: UpstreamURL.redacted(url), problem: error.description)
             }
         }
         if let socket = self.socket {

@@ -138,7 +138,7 @@ import WSBridgeCore
         .init(toml: "[backoff]\nbase = 10\ncap = 5", key: "backoff.cap", line: 3, mentions: "at least backoff.base"),
         .init(toml: "[reachability]\npoll_interval = true", key: "reachability.poll_interval", line: 2, mentions: "duration"),
         .init(toml: "[local]\nmode = \"rw\"", key: "local.mode", line: 2, mentions: "octal"),
-        .init(toml: "[local]\nmode = 660", key: "local.mode", line: 2, mentions: "must be a string"),
+        .init(toml: "[local]\nmode = 660", key: "local.mode", line: 2, mentions: "mode = \"0660\""),
         .init(toml: "[local]\nsocket = \"relative.sock\"", key: "local.socket", line: 2, mentions: "absolute path"),
         .init(toml: "[log]\nlevel = \"loud\"", key: "log.level", line: 2, mentions: "trace, debug, info"),
         .init(toml: "[heartbeat]\nintervall = 5", key: "heartbeat.intervall", line: 2, mentions: "known keys in [heartbeat]: deadline, interval, text"),
@@ -249,6 +249,48 @@ import WSBridgeCore
         } catch {
             #expect(error.key == key)
             #expect(error.description.contains(mentions), "\(error)")
+        }
+    }
+}
+
+// Friendly errors (issue 11).
+extension ConfigurationLoaderTests {
+    @Test func aMistypedKeyOrSectionGetsTheClosestKnownName() {
+        let key = self.failure("[local]\nsubscriber_qeue = 5\n")
+        #expect(key?.description.contains(#"unknown key (did you mean "subscriber_queue"?)"#) == true, "\(String(describing: key))")
+        let section = self.failure("[upstrem]\nurl = \"ws://h/\"\n")
+        #expect(section?.description.contains(#"unknown section (did you mean "upstream"?)"#) == true, "\(String(describing: section))")
+        // Nothing close: no guess, only the list.
+        let far = self.failure("[local]\ncolour = 1\n")
+        #expect(far?.description.contains("did you mean") == false)
+        #expect(far?.description.contains("known keys in [local]") == true)
+    }
+
+    @Test func anUnquotedModeIsAnsweredWithTheQuotedOne() {
+        let error = self.failure("[local]\nmode = 660\n")
+        #expect(error?.key == "local.mode")
+        #expect(error?.description.contains(#"mode = "0660""#) == true, "\(String(describing: error))")
+    }
+
+    @Test func aURLWithoutSchemeSaysWhatToWrite() {
+        let error = self.failure("[upstream]\nurl = \"127.0.0.1:18765\"\n")
+        #expect(error?.description.contains("write ws://127.0.0.1:18765 (or wss://127.0.0.1:18765 for TLS)") == true, "\(String(describing: error))")
+    }
+
+    @Test func credentialsInAURLAreNeverEchoedBack() {
+        let error = self.failure("[upstream]\nurl = \"wss://bob:hunter2@feed.example.test/x\"\n")
+        #expect(error?.description.contains("hunter2") == false, "\(String(describing: error))")
+        #expect(error?.description.contains("wss://***@feed.example.test/x") == true)
+        #expect(UpstreamURL.redacted("ws://h/a@b") == "ws://h/a@b")
+        #expect(UpstreamURL.redacted("ws://u:p@h:1?q=a@b") == "ws://***@h:1?q=a@b")
+    }
+
+    @Test func theMetricsEndpointAddress() throws {
+        #expect(try self.load("[metrics]\nlisten = \"127.0.0.1:9464\"\n").metrics.listen == .init(host: "127.0.0.1", port: 9464))
+        #expect(try self.load("[metrics]\nlisten = \"[::1]:0\"\n").metrics.listen == .init(host: "::1", port: 0))
+        #expect(try self.load("[metrics]\nlisten = \"\"\n").metrics.listen == nil)
+        for bad in ["9464", "::1:9464", "host:99999", ":9464"] {
+            #expect(self.failure("[metrics]\nlisten = \"\(bad)\"\n")?.key == "metrics.listen", "\(bad)")
         }
     }
 }

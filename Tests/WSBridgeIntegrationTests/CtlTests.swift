@@ -98,6 +98,14 @@ import WSBridgeProtocol
         #expect(forbidden.output.contains("(forbidden)"))
     }
 
+    @Test func aMistypedCommandGetsTheClosestOne() throws {
+        let r = try self.ctl(["stauts"], socket: "/nonexistent.sock")
+        #expect(r.status == 64)
+        #expect(r.err.contains("unknown command 'stauts': did you mean 'status'?"), "\(r.err)")
+        // Options and their values before it are skipped.
+        #expect(try self.ctl(["--json", "metrcs"], socket: "/nonexistent.sock").err.contains("did you mean 'metrics'?"))
+    }
+
     @Test func usageErrorsExit64() throws {
         let r = try self.ctl(["send", "--binary", "text"], socket: nil)
         #expect(r.status == 64)

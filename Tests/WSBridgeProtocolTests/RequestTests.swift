@@ -53,7 +53,7 @@ import WSBridgeProtocol
         (#"{"op":"close","code":1006}"#, .invalidValue, "3000-4999"),
         (#"{"op":"close","reason":5}"#, .wrongType, "must be a string"),
         (#"{"op":"request","text":"q"}"#, .missingField, "missing \"match\""),
-        (#"{"op":"request","text":"q","match":{"field":"id"},"timeout":0}"#, .invalidValue, "between 0 and 3600"),
+        (#"{"op":"request","text":"q","match":{"field":"id"},"timeout":0}"#, .invalidValue, "more than 0 and at most 3600 seconds, got 0"),
         (#"{"op":"status","id":[1]}"#, .wrongType, "\"id\" must be a string or a number"),
     ])
     func invalidRequestsSayWhatToFix(_ line: String, _ code: ErrorCode, _ mentions: String) {
@@ -105,5 +105,15 @@ import WSBridgeProtocol
                 #expect(error.message.contains(mentions), "\(error.message)")
             }
         }
+    }
+}
+
+@Suite struct SuggestionTests {
+    @Test func theClosestNameWithinAThirdOfTheLength() {
+        #expect(Suggestion.closest(to: "stauts", in: ["status", "send", "tail"]) == "status")
+        #expect(Suggestion.closest(to: "subscriber_qeue", in: ["subscriber_queue", "subscriber_queue_bytes"]) == "subscriber_queue")
+        #expect(Suggestion.closest(to: "SEND", in: ["status", "send"]) == "send")
+        #expect(Suggestion.closest(to: "frobnicate", in: ["status", "send"]) == nil)
+        #expect(Suggestion.closest(to: "x", in: ["status"]) == nil)
     }
 }
