@@ -17,8 +17,10 @@ public enum ConnectionPhase: String, Sendable, Equatable, CaseIterable {
 public enum DisconnectReason: Sendable, Equatable, CustomStringConvertible {
     /// The server sent a close frame (code nil when the frame carried none) or ended the connection.
     case serverClosed(code: UInt16?, reason: String)
-    /// Our own close, acknowledged or timed out.
+    /// Our own close, asked for by a user (`close`, `reconnect`), acknowledged or timed out.
     case userClosed(code: UInt16, reason: String)
+    /// The daemon closed the link itself because it is stopping (code 1001).
+    case daemonStopped
     /// A connection, TLS, handshake or protocol error.
     case error(String)
     /// No pong nor any frame within the heartbeat deadline.
@@ -33,6 +35,8 @@ public enum DisconnectReason: Sendable, Equatable, CustomStringConvertible {
             return reason.isEmpty ? "server closed (code \(c))" : "server closed (code \(c), \"\(reason)\")"
         case .userClosed(let code, let reason):
             return reason.isEmpty ? "closed by user (code \(code))" : "closed by user (code \(code), \"\(reason)\")"
+        case .daemonStopped:
+            return "closed by the daemon: wsbridged is stopping (code 1001)"
         case .error(let message):
             return message
         case .heartbeatTimeout(let silence):
@@ -47,6 +51,7 @@ public enum DisconnectReason: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .serverClosed: "server"
         case .userClosed: "user"
+        case .daemonStopped: "daemon"
         case .error, .heartbeatTimeout, .networkLost: "error"
         }
     }

@@ -212,10 +212,11 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
             self.enter(.idle, now: now)
             return .none
         case .closing(.reconnect):
-            self.lastDisconnect = reason
+            // We sent the close: whatever the server answered, the user asked for it.
+            self.lastDisconnect = .userClosed(code: 1000, reason: "reconnect requested")
             return self.attempt(now: now)
         case .closing(.shutdown):
-            self.lastDisconnect = reason
+            self.lastDisconnect = .daemonStopped
             self.enter(.stopped, now: now)
             return .none
         case .idle, .connecting, .waitingForNetwork, .backingOff, .stopped:

@@ -41,9 +41,15 @@ struct Status: ParsableCommand {
         rows.append(("subscribers", "\(s.subscribers) (\(s.clients) clients)"))
         rows.append(("dropped", "\(s.drops) messages (slow subscribers)"))
         rows.append(("last seq", "\(s.seq)"))
-        let width = rows.map(\.0.count).max() ?? 0
+        // One width for every call, whichever optional rows this one has.
+        let width = Self.labels.map(\.count).max() ?? 0
         return rows.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }.joined(separator: "\n")
     }
+
+    static let labels = [
+        "state", "upstream", "next attempt", "rtt", "subprotocol", "compression", "reconnects", "failed attempts", "last close", "last error",
+        "messages in", "messages out", "send queue", "subscribers", "dropped", "last seq",
+    ]
 
     static func bytes(_ n: UInt64) -> String {
         if n < 1024 { return "\(n) B" }

@@ -230,6 +230,9 @@ typealias Machine = ConnectionStateMachine<MaxGenerator>
         #expect(try m.reconnectRequested(now: t(2)) == .sendClose(code: 1000, reason: "reconnect requested"))
         #expect(m.phase == .closing)
         #expect(try m.disconnected(.serverClosed(code: 1000, reason: ""), now: t(2.1)) == .connect(attempt: 1))
+        // The server's echo ended the connection, but the user closed it.
+        #expect(m.lastDisconnect == .userClosed(code: 1000, reason: "reconnect requested"))
+        #expect(m.lastDisconnect?.initiator == "user")
         #expect(try m.connectSucceeded(now: t(2.2)) == .none)
         #expect(m.reconnects == 1)
     }
@@ -269,6 +272,9 @@ typealias Machine = ConnectionStateMachine<MaxGenerator>
         #expect(m.phase == .closing)
         #expect(try m.disconnected(.serverClosed(code: 1001, reason: ""), now: t(3.1)) == .none)
         #expect(m.phase == .stopped)
+        #expect(m.lastDisconnect == .daemonStopped)
+        #expect(m.lastDisconnect?.initiator == "daemon")
+        #expect(m.lastDisconnect?.description == "closed by the daemon: wsbridged is stopping (code 1001)")
     }
 
     @Test func shutdownFromEveryOtherState() throws {

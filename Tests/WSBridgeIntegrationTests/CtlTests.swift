@@ -19,8 +19,11 @@ import WSBridgeProtocol
         let f = try await DaemonFixture()
         let status = try self.ctl(["status"], socket: f.socket)
         #expect(status.status == 0, "\(status.err)")
-        #expect(status.out.contains("state         open since"))
-        #expect(status.out.contains("upstream      \(f.server.url)"))
+        // Labels padded to the longest possible one ("failed attempts"), the same in every call.
+        #expect(status.out.contains("state            open since"), "\(status.out)")
+        #expect(status.out.contains("upstream         \(f.server.url)"))
+        // Its own connection is not counted.
+        #expect(status.out.contains("subscribers      0 (0 clients)"), "\(status.out)")
 
         let json = try self.ctl(["status", "--json"], socket: f.socket)
         #expect((try? JSONValue.parse(json.out.trimmingCharacters(in: .whitespacesAndNewlines)))?["state"] == "open")
@@ -36,7 +39,7 @@ import WSBridgeProtocol
         #expect(await f.daemon.stderr.wait(containing: "-> idle") != nil)
         let queued = try self.ctl(["send", "later"], socket: f.socket)
         #expect(queued.out.hasPrefix("queued (1 waiting"))
-        #expect(try self.ctl(["status"], socket: f.socket).out.contains("last close    by user, code 4002: ctl says so"))
+        #expect(try self.ctl(["status"], socket: f.socket).out.contains("last close       by user, code 4002: ctl says so"))
         #expect(try self.ctl(["connect"], socket: f.socket).status == 0)
         #expect(await f.server.event("message later") != nil)
         #expect(try self.ctl(["reconnect"], socket: f.socket).status == 0)

@@ -225,16 +225,24 @@ import WSBridgeProtocol
         let f = try await DaemonFixture()
         let c = try await f.client()
         c.send("{\"id\":\"x\",\"op\":\"close\",\"code\":4001,\"reason\":\"maintenance\"}")
-        #expect(await c.lines.wait(containing: "\"state\":\"idle\"") != nil)
+        // Who closed: the user, though the server's echoed close frame ended the connection.
+        let idle = await c.lines.wait(containing: "\"state\":\"idle\"")
+        #expect(idle?.contains(#"closed by user (code 4001, \"maintenance\")"#) == true, "\(idle ?? "no idle line")")
         c.send("{\"id\":\"st\",\"op\":\"status\"}")
         let s = await c.reply("st")
         #expect(s?.value(at: "result.last_close.code") == 4001)
         #expect(s?.value(at: "result.last_close.by") == "user")
+        // (From a mark: the hello line names the state too.)
+        let connectMark = c.lines.count
         c.send("{\"id\":\"c\",\"op\":\"connect\"}")
-        #expect(await c.lines.wait(containing: "\"state\":\"open\"") != nil)
-        c.send("{\"id\":\"rc\",\"op\":\"reconnect\"}")
+        #expect(await c.lines.wait(from: connectMark, containing: "\"type\":\"state\",\"state\":\"open\"") != nil)
         let mark = c.lines.count
-        #expect(await c.lines.wait(from: mark, containing: "\"state\":\"open\"") != nil)
+        c.send("{\"id\":\"rc\",\"op\":\"reconnect\"}")
+        let connecting = await c.lines.wait(from: mark, containing: "\"state\":\"connecting\"")
+        #expect(connecting?.contains("closed by user (code 1000") == true, "\(c.lines.lines.suffix(6))")
+        #expect(await c.lines.wait(from: mark, containing: "\"type\":\"state\",\"state\":\"open\"") != nil)
+        c.send("{\"id\":\"st2\",\"op\":\"status\"}")
+        #expect(await c.reply("st2")?.value(at: "result.last_close.by") == "user")
     }
 }
 

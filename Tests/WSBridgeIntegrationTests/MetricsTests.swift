@@ -101,8 +101,8 @@ import WSBridgeProtocol
             #expect(m["wsbridge_link_state{state=\(phase)}"] == 0)
         }
         #expect(m["wsbridge_subscribers{}"] == 1)
-        // The subscriber and the wsbridgectl asking.
-        #expect(m["wsbridge_clients{}"] == 2)
+        // The subscriber; the wsbridgectl asking does not count.
+        #expect(m["wsbridge_clients{}"] == 1)
         #expect(m["wsbridge_last_seq{}"] == Double(status.seq))
         #expect(m["wsbridge_connect_failures_total{}"] == 0)
         #expect(m["wsbridge_outbound_queue_messages{}"] == 0)

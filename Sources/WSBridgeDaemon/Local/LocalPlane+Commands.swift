@@ -56,9 +56,9 @@ extension LocalPlane {
             self.setSubscription(client, subscribed: false, filter: nil)
             self.ok(client, id, SubscribeResult(subscribed: false).json)
         case .status:
-            self.ok(client, id, self.statusReport().json)
+            self.ok(client, id, self.statusReport(askedBy: client).json)
         case .metrics:
-            self.ok(client, id, MetricsResult(text: String(decoding: self.metricsText(), as: UTF8.self)).json)
+            self.ok(client, id, MetricsResult(text: String(decoding: self.metricsText(askedBy: client), as: UTF8.self)).json)
         case .send(let payload):
             switch link.submit(Self.message(payload)) {
             case .sent: self.ok(client, id, SendResult.sent.json)

@@ -4,10 +4,12 @@ import WSBridgeProtocol
 extension LocalPlane {
     /// The `status` reply: the link's own snapshot (the one source of truth for link state) with
     /// the fan-out's counters.
-    func statusReport() -> StatusReport {
+    /// `asker`: the client asking. A control connection (not subscribed, like wsbridgectl's) is
+    /// not counted among the clients; a subscriber asking is one, and counts.
+    func statusReport(askedBy asker: LocalClient? = nil) -> StatusReport {
         var report = self.link.status
         report.subscribers = self.fanout.subscriberCount
-        report.clients = self.fanout.clientCount
+        report.clients = self.fanout.clientCount - (asker.map { $0.subscribed ? 0 : 1 } ?? 0)
         report.seq = self.fanout.seq
         report.drops = self.fanout.drops
         return report
@@ -16,8 +18,8 @@ extension LocalPlane {
 
 extension LocalPlane {
     /// The metrics in the Prometheus text format, the gauges set from the live state now.
-    func metricsText() -> [UInt8] {
-        let report = self.statusReport()
+    func metricsText(askedBy asker: LocalClient? = nil) -> [UInt8] {
+        let report = self.statusReport(askedBy: asker)
         let snapshot = DaemonMetrics.Snapshot(
             phase: ConnectionPhase(rawValue: report.state) ?? .idle,
             secondsInPhase: max(0, Double(WallClock.millisecondsSinceEpoch() - report.since) / 1000),

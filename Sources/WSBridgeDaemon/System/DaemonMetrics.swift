@@ -27,6 +27,7 @@ public final class DaemonMetrics: Sendable {
         switch reason {
         case .serverClosed: "server_closed"
         case .userClosed: "user"
+        case .daemonStopped: "daemon"
         case .error: "error"
         case .heartbeatTimeout: "heartbeat_timeout"
         case .networkLost: "network_lost"
@@ -64,7 +65,7 @@ public final class DaemonMetrics: Sendable {
         ("wsbridge_outbound_queue_messages", "gauge", "Messages queued to send upstream while the link is not open."),
         ("wsbridge_outbound_queue_bytes", "gauge", "Bytes queued to send upstream while the link is not open."),
         ("wsbridge_subscribers", "gauge", "Local clients subscribed to upstream messages."),
-        ("wsbridge_clients", "gauge", "Local clients connected, subscribed or not (the one asking for metrics included)."),
+        ("wsbridge_clients", "gauge", "Local clients connected, subscribed or not (not the one asking for metrics)."),
         ("wsbridge_link_state", "gauge", "1 for the link's current state, 0 for the others (label state)."),
         ("wsbridge_link_state_seconds", "gauge", "Seconds the link has been in its current state."),
         ("wsbridge_last_seq", "gauge", "The sequence number of the last upstream message fanned out."),
@@ -99,7 +100,7 @@ public final class DaemonMetrics: Sendable {
         }
         self.drops = drops
         var reconnects: [String: CoreMetrics.Counter] = [:]
-        for reason in ["server_closed", "user", "error", "heartbeat_timeout", "network_lost", "unknown"] {
+        for reason in ["server_closed", "user", "daemon", "error", "heartbeat_timeout", "network_lost", "unknown"] {
             reconnects[reason] = CoreMetrics.Counter(label: "wsbridge_reconnects_total", dimensions: [("reason", reason)], factory: factory)
         }
         self.reconnects = reconnects

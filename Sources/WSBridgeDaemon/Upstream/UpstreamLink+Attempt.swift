@@ -127,6 +127,10 @@ extension UpstreamLink {
             reason = .error("connection ended without a close frame")
         }
         self.teardown()
-        self.input("disconnected", reason: reason.description) { m, now in try m.disconnected(reason, now: now) }
+        // Who closed: the machine knows (a close we sent is the user's or the daemon's, whatever
+        // the server answered), so the state line says what it recorded.
+        self.input("disconnected", reason: self.machine.lastDisconnect?.description ?? reason.description) { m, now in
+            try m.disconnected(reason, now: now)
+        }
     }
 }

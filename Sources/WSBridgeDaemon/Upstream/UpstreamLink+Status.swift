@@ -7,10 +7,12 @@ import WSBridgeProtocol
 /// adds its own counters (subscribers, clients, seq, drops).
 extension UpstreamLink {
     var status: StatusReport {
-        let close: StatusReport.Close? = self.machine.lastDisconnect.map { reason in
+        // The last link that was open and ended; failed attempts show in last_error instead.
+        let close: StatusReport.Close? = self.lostBecause.map { reason in
             switch reason {
             case .serverClosed(let code, let r): StatusReport.Close(code: code, reason: r, by: "server")
             case .userClosed(let code, let r): StatusReport.Close(code: code, reason: r, by: "user")
+            case .daemonStopped: StatusReport.Close(code: 1001, reason: "wsbridged is stopping", by: "daemon")
             case .error(let e): StatusReport.Close(code: nil, reason: e, by: "error")
             case .heartbeatTimeout, .networkLost: StatusReport.Close(code: nil, reason: reason.description, by: "error")
             }

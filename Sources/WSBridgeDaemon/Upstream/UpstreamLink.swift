@@ -142,7 +142,8 @@ public final class UpstreamLink: LinkControl {
 
     // MARK: - Driving the machine
 
-    func input(_ name: String, reason: String, _ body: (inout Machine, MonotonicInstant) throws -> Machine.Action) {
+    /// `reason` is read after the machine took the input (it may describe what the machine recorded).
+    func input(_ name: String, reason: @autoclosure () -> String, _ body: (inout Machine, MonotonicInstant) throws -> Machine.Action) {
         let before = self.machine.phase
         let action: Machine.Action
         do {
@@ -163,10 +164,10 @@ public final class UpstreamLink: LinkControl {
         if before != after {
             if before == .open || before == .closing { self.lostBecause = self.machine.lastDisconnect }
             self.phaseSinceWall = WallClock.millisecondsSinceEpoch()
-            var metadata: Logger.Metadata = ["state.from": "\(before.rawValue)", "state.to": "\(after.rawValue)", "reason": "\(reason)"]
+            var metadata: Logger.Metadata = ["state.from": "\(before.rawValue)", "state.to": "\(after.rawValue)", "reason": "\(reason())"]
             if after == .open, let p = self.subprotocol { metadata["upstream.subprotocol"] = "\(p)" }
-            self.logger.notice("state \(before.rawValue) -> \(after.rawValue): \(reason)", metadata: metadata)
-            self.emit(.state(after, reason: reason))
+            self.logger.notice("state \(before.rawValue) -> \(after.rawValue): \(reason())", metadata: metadata)
+            self.emit(.state(after, reason: reason()))
             if after == .stopped { self.stopped.succeed(()) }
         }
     }
