@@ -9,6 +9,41 @@ import Testing
         #expect(output.contains("configuration OK"))
     }
 
+    @Test func eachFailedAttemptIsOneLogLineSayingWhatComesNext() async throws {
+        let dir = try TemporaryDirectory()
+        // A port nothing listens on: bind one, note it, close it.
+        let server = try await UpstreamServer(.nio)
+        let port = server.port
+        server.process.stop()
+        let config = try dir.write(
+            "refused.toml",
+            """
+            [upstream]
+            url = "ws://127.0.0.1:\(port)/"
+            [backoff]
+            base = "20ms"
+            cap = "40ms"
+            [reachability]
+            enabled = false
+            [local]
+            socket = "\(dir.file("d.sock"))"
+            """
+        )
+        // At the default level (info), as an operator runs it.
+        let daemon = try ManagedProcess(Paths.daemon, ["--config", config], name: "wsbridged")
+        defer { daemon.stop() }
+        #expect(await daemon.stderr.wait(containing: "connect failed (attempt 3)") != nil, "\(daemon.stderr.text)")
+        let lines = daemon.stderr.lines
+        let failures = lines.filter { $0.contains("connect failed") }
+        #expect(failures.count >= 3)
+        for line in failures.prefix(3) {
+            #expect(line.contains("connection refused; retrying in "), "\(line)")
+        }
+        // Nothing else per attempt: no "connecting", "retrying" or retry-cycle state lines.
+        #expect(!lines.contains { $0.contains("connecting (attempt") || $0.contains(" retrying in") && !$0.contains("connect failed") }, "\(lines)")
+        #expect(!lines.contains { $0.contains("connecting -> backingOff") || $0.contains("backingOff -> connecting") }, "\(lines)")
+    }
+
     @Test func checkConfigExplainsAnError() throws {
         let dir = try TemporaryDirectory()
         let path = try dir.write("bad.toml", "[upstream]\nurl = \"wss://feed.test/\"\n\n[heartbeat]\ninterval = \"soon\"\n")

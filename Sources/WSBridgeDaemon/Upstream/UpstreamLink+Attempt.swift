@@ -13,7 +13,9 @@ extension UpstreamLink {
         self.linkError = nil
         self.attemptURL = self.configuration.upstream.url
         self.emit(.attempt(number: attempt))
-        self.logger.info("connecting (attempt \(attempt))", metadata: ["attempt": "\(attempt)"])
+        self.attemptNumber = attempt
+        // At debug: a failing attempt is logged once, as a warning saying what comes next.
+        self.logger.debug("connecting (attempt \(attempt))", metadata: ["attempt": "\(attempt)"])
         if self.configuration.tls.insecure && self.configuration.upstream.url.isTLS {
             self.logger.warning("tls.insecure = true: the upstream's certificate is NOT verified; anyone on the path can read and change this link")
         }
@@ -105,9 +107,25 @@ extension UpstreamLink {
         guard generation == self.generation, self.machine.phase == .connecting else { return }
         self.teardown()
         self.lastError = description
-        self.logger.warning("connect failed: \(description)")
         self.metrics.attemptFailed()
         self.input("connectFailed", reason: description) { m, now in try m.connectFailed(.error(description), now: now) }
+        // One line per failed attempt: what failed, and what happens next.
+        let next: String
+        switch self.machine.phase {
+        case .backingOff:
+            let wait = self.machine.retryAt.map { max(.zero, $0 - Self.now()) } ?? .zero
+            next = "retrying in \(wait.short)"
+        case .waitingForNetwork:
+            next = "waiting for the network to come back"
+        case .idle:
+            next = "giving up after backoff.max_attempts = \(self.configuration.backoff.maxAttempts) attempts; `wsbridgectl connect` tries again"
+        default:
+            next = "now \(self.machine.phase.rawValue)"
+        }
+        self.logger.warning(
+            "connect failed (attempt \(self.attemptNumber)): \(description); \(next)",
+            metadata: ["attempt": "\(self.attemptNumber)", "error": "\(description)"]
+        )
     }
 
     func channelClosed(generation: Int) {

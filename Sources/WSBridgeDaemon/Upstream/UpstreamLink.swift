@@ -47,6 +47,8 @@ public final class UpstreamLink: LinkControl {
     var outbound: OutboundQueue
     var phaseSinceWall = WallClock.millisecondsSinceEpoch()
     var messagesIn: UInt64 = 0
+    /// The number of the current (or last) connection attempt, for the log.
+    var attemptNumber = 0
     /// Why the last open link ended (not a later failed attempt): the reconnect's metric label.
     var lostBecause: DisconnectReason?
     /// The wall-clock receive time of the socket read being handled (nil between reads).
@@ -166,7 +168,9 @@ public final class UpstreamLink: LinkControl {
             self.phaseSinceWall = WallClock.millisecondsSinceEpoch()
             var metadata: Logger.Metadata = ["state.from": "\(before.rawValue)", "state.to": "\(after.rawValue)", "reason": "\(reason())"]
             if after == .open, let p = self.subprotocol { metadata["upstream.subprotocol"] = "\(p)" }
-            self.logger.notice("state \(before.rawValue) -> \(after.rawValue): \(reason())", metadata: metadata)
+            // Retry cycles (connecting <-> backingOff) at debug: each failure is one warning already.
+            let cycling = (before == .connecting && after == .backingOff) || (before == .backingOff && after == .connecting)
+            self.logger.log(level: cycling ? .debug : .notice, "state \(before.rawValue) -> \(after.rawValue): \(reason())", metadata: metadata)
             self.emit(.state(after, reason: reason()))
             if after == .stopped { self.stopped.succeed(()) }
         }
@@ -180,7 +184,7 @@ public final class UpstreamLink: LinkControl {
             self.startAttempt(attempt)
         case .scheduleRetry(let delay, let attempt):
             let generation = self.generation
-            self.logger.info(
+            self.logger.debug(
                 "retrying in \(delay.short) (attempt \(attempt))",
                 metadata: ["backoff.delay_ms": "\(delay.nanoseconds / 1_000_000)", "backoff.attempt": "\(attempt)"]
             )
