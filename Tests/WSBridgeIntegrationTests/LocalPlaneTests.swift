@@ -196,6 +196,23 @@ import WSBridgeProtocol
         c.send(#"{"id":"r2","op":"request","text":"{\"rid\":8}","match":{"field":"rid","equals":99},"timeout":0.3}"#)
         let timeout = await c.reply("r2")
         #expect(timeout?.value(at: "error.code") == "timeout")
+
+        // The link closed: answered at once (the timeout is 60 s), and nothing is queued.
+        c.send(#"{"id":"x","op":"close"}"#)
+        _ = await c.reply("x")
+        #expect(await c.lines.wait(containing: "\"state\":\"idle\"") != nil)
+        let mark = f.server.mark
+        c.send(#"{"id":"r3","op":"request","text":"{\"rid\":9}","match":{"field":"rid","equals":9},"timeout":60}"#)
+        let down = await c.reply("r3", timeout: .seconds(10))
+        #expect(down?.value(at: "error.code") == "not_connected")
+        #expect(down?.value(at: "error.message")?.stringValue?.contains("the upstream link is idle, so the request was not sent") == true)
+        c.send(#"{"id":"st","op":"status"}"#)
+        #expect(await c.reply("st")?.value(at: "result.queue.messages") == 0)
+        c.send(#"{"id":"c","op":"connect"}"#)
+        _ = await c.reply("c")
+        c.send(#"{"id":"s","op":"send","text":"after"}"#)
+        #expect(await f.server.event("message after", from: mark) != nil)
+        #expect(f.server.process.stdout.lines.contains { $0.contains("\"rid\":9") } == false)
     }
 
     @Test func subscribeWithFilterAndSinceReportsGaps() async throws {

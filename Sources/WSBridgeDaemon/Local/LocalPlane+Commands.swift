@@ -80,6 +80,18 @@ extension LocalPlane {
     }
 
     private func request(_ payload: Payload, match: Filter, timeout: Duration, id: JSONValue?, from client: LocalClient) {
+        // An answer cannot come while the link is down: say so now, and send nothing (a queued
+        // request would go out later with nobody waiting for its answer).
+        guard self.link.phase == .open else {
+            let phase = self.link.phase
+            let next = phase == .idle ? "`wsbridgectl connect` opens it" : "retry once status says open"
+            self.reply(
+                client,
+                ProtocolError(
+                    .notConnected, "the upstream link is \(phase.rawValue), so the request was not sent: \(next); `send` queues a message instead", id: id)
+            )
+            return
+        }
         let local = self.configuration.local
         let mine = self.fanout.pending.count(of: client)
         guard mine < local.maxPendingRequests, self.fanout.pending.count < local.maxPendingRequestsTotal else {
