@@ -23,7 +23,7 @@ struct Tail: ParsableCommand {
         do {
             let result = try connection.request("subscribe", fields, unsubscribeFirst: false)
             let filterNote = self.filter.map { ", only \($0)" } ?? ""
-            Output.error("following \(self.global.socketPath) from seq \(SubscribeResult(json: result).seq ?? 0)\(filterNote); Ctrl-C ends")
+            Output.error(Self.following(self.global.socketPath, last: SubscribeResult(json: result).seq ?? 0, since: self.since) + "\(filterNote); Ctrl-C ends")
         } catch let error as DaemonConnection.RequestError {
             Output.error(error.description)
             throw ExitCode(error.exitCode)
@@ -54,6 +54,13 @@ struct Tail: ParsableCommand {
         }
         Output.error("wsbridged closed the connection")
         throw ExitCode(69)
+    }
+
+    /// Where the output starts: after `since` (what is still buffered is replayed first), or
+    /// with the next message.
+    static func following(_ socket: String, last: UInt64, since: UInt64?) -> String {
+        guard let since, since < last else { return "following \(socket): new messages from seq \(last + 1)" }
+        return "following \(socket): replaying from seq \(since + 1) (as far as still buffered) up to \(last), then new messages"
     }
 
     static func notice(_ line: ServerLine) -> String? {

@@ -59,13 +59,20 @@ import WSBridgeProtocol
         let json = try ManagedProcess(Self.ctl, ["--socket", f.socket, "tail", "--json", "--since", "0"], name: "tail-json")
         defer { json.stop() }
         // Each says on stderr once it is subscribed.
-        #expect(await tail.stderr.wait(containing: "following \(f.socket) from seq 0, only n=3") != nil)
+        #expect(await tail.stderr.wait(containing: "following \(f.socket): new messages from seq 1, only n=3") != nil)
         #expect(await json.stderr.wait(containing: "following") != nil)
         f.server.command("burst 5")
         let line = await tail.stdout.wait(containing: "\"n\":3")
         #expect(line?.hasPrefix("{\"n\":3,") == true)
         #expect(await json.stdout.wait(containing: "\"seq\":5,") != nil)
         #expect(tail.stdout.lines.count == 1)
+
+        // --since 2 with seq 5 the last: says it replays from 3, and does.
+        let resumed = try ManagedProcess(Self.ctl, ["--socket", f.socket, "tail", "--json", "--since", "2"], name: "tail-since")
+        defer { resumed.stop() }
+        #expect(await resumed.stderr.wait(containing: "replaying from seq 3 (as far as still buffered) up to 5, then new messages") != nil)
+        #expect(await resumed.stdout.wait(containing: "\"seq\":5,") != nil)
+        #expect(resumed.stdout.lines.first?.contains("\"seq\":3,") == true, "\(resumed.stdout.lines)")
     }
 
     @Test func requestPrintsTheMatchingAnswer() async throws {
