@@ -44,6 +44,33 @@ import Testing
         #expect(!lines.contains { $0.contains("connecting -> backingOff") || $0.contains("backingOff -> connecting") }, "\(lines)")
     }
 
+    @Test func socketProblemsNameTheLimitThePathAndTheWayOut() throws {
+        let dir = try TemporaryDirectory()
+        let long = dir.file(String(repeating: "s", count: 120) + ".sock")
+        let tooLong = try spawnAndWait(Paths.daemon, ["--url", "ws://127.0.0.1:1/", "--socket", long])
+        #expect(tooLong.status == 69)
+        #expect(tooLong.stderr.contains("a Unix socket path holds at most 107 (108 with its terminating NUL)"), "\(tooLong.stderr)")
+
+        // As nobody: a folder it may not write in, and the default /run path.
+        let closed = dir.file("closed")
+        #expect(mkdir(closed, 0o555) == 0)
+        // The binary must be reachable for nobody; where it is not (a private checkout), skip.
+        let probe = try spawnAndWait("/usr/bin/setpriv", ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", Paths.daemon, "--version"])
+        guard probe.status == 0 else { return }
+        let denied = try spawnAndWait(
+            "/usr/bin/setpriv",
+            ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", Paths.daemon, "--url", "ws://127.0.0.1:1/", "--socket", "\(closed)/d.sock"]
+        )
+        #expect(denied.status == 69)
+        #expect(
+            denied.stderr.contains("cannot create the socket \(closed)/d.sock: permission denied; user nobody may not write in \(closed)"), "\(denied.stderr)")
+        let runDefault = try spawnAndWait(
+            "/usr/bin/setpriv", ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", Paths.daemon, "--url", "ws://127.0.0.1:1/"]
+        )
+        #expect(runDefault.status == 69)
+        #expect(runDefault.stderr.contains("Not running as root: pass --socket"), "\(runDefault.stderr)")
+    }
+
     @Test func checkConfigExplainsAnError() throws {
         let dir = try TemporaryDirectory()
         let path = try dir.write("bad.toml", "[upstream]\nurl = \"wss://feed.test/\"\n\n[heartbeat]\ninterval = \"soon\"\n")

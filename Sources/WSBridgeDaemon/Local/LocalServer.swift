@@ -17,6 +17,13 @@ enum LocalServer {
 
     /// Makes `path` free to bind: a live daemon there is an error; a dead socket file is removed.
     static func prepare(path: String) throws(BindError) {
+        let limit = MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1
+        guard path.utf8.count <= limit else {
+            throw BindError(
+                description:
+                    "the socket path \(path) is \(path.utf8.count) bytes; a Unix socket path holds at most \(limit) (108 with its terminating NUL): choose a shorter local.socket or --socket"
+            )
+        }
         var st = stat()
         guard lstat(path, &st) == 0 else {
             if errno == ENOENT {
@@ -34,10 +41,6 @@ enum LocalServer {
         defer { close(fd) }
         var addr = sockaddr_un()
         addr.sun_family = sa_family_t(AF_UNIX)
-        let capacity = MemoryLayout.size(ofValue: addr.sun_path)
-        guard path.utf8.count < capacity else {
-            throw BindError(description: "socket path \(path) is longer than \(capacity - 1) bytes; choose a shorter local.socket")
-        }
         withUnsafeMutableBytes(of: &addr.sun_path) { raw in
             raw.copyBytes(from: path.utf8)
             raw[path.utf8.count] = 0
@@ -62,8 +65,40 @@ enum LocalServer {
         var st = stat()
         if stat(dir, &st) == 0 { return }
         if mkdir(dir, 0o755) != 0 && errno != EEXIST {
-            throw BindError(description: "cannot create \(dir): \(String(cString: strerror(errno)))")
+            let problem = String(cString: strerror(errno))
+            let code = errno
+            let parent = dir.lastIndex(of: "/").map { String(dir[..<$0]) }.flatMap { $0.isEmpty ? "/" : $0 } ?? "."
+            throw BindError(description: "cannot create the socket's directory \(dir): \(problem)\(Self.permissionHint(code, dir: parent))")
         }
+    }
+
+    /// For a permission error: who we are, and what to do instead.
+    static func permissionHint(_ code: Int32, dir: String) -> String {
+        guard code == EACCES || code == EPERM else { return "" }
+        let uid = getuid()
+        let user = getpwuid(uid).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "uid \(uid)"
+        var hint = "; user \(user) may not write in \(dir)"
+        if uid != 0 && dir.hasPrefix("/run") {
+            let runtime = getenv("XDG_RUNTIME_DIR").map { String(cString: $0) } ?? "/tmp"
+            hint +=
+                ". Not running as root: pass --socket \(runtime)/wsbridged.sock (and the same --socket to wsbridgectl), or run it under systemd (wsbridged.service has RuntimeDirectory=wsbridged)"
+        } else {
+            hint += ": choose a writable local.socket or --socket"
+        }
+        return hint
+    }
+
+    /// A bind error, said with the path and what to do.
+    static func explain(_ error: any Error, path: String) -> any Error {
+        if let io = error as? IOError, io.errnoCode == EACCES || io.errnoCode == EPERM {
+            let dir = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
+            return BindError(
+                description: "cannot create the socket \(path): permission denied\(Self.permissionHint(io.errnoCode, dir: dir.isEmpty ? "/" : dir))")
+        }
+        if let io = error as? IOError {
+            return BindError(description: "cannot create the socket \(path): \(String(cString: strerror(io.errnoCode)))")
+        }
+        return error
     }
 
     /// Applies `local.mode` and `local.group` to the bound socket.
@@ -140,7 +175,12 @@ enum LocalServer {
             return try await bootstrap.withBoundSocket(fd).get()
         }
         try Self.prepare(path: path)
-        let channel = try await bootstrap.bind(unixDomainSocketPath: path).get()
+        let channel: any Channel
+        do {
+            channel = try await bootstrap.bind(unixDomainSocketPath: path).get()
+        } catch {
+            throw Self.explain(error, path: path)
+        }
         try Self.applyPermissions(path: path, local: configuration.local)
         logger.notice("listening on \(path)", metadata: ["local.socket": "\(path)"])
         return channel
