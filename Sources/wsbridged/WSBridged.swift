@@ -89,6 +89,12 @@ struct WSBridged: AsyncParsableCommand {
             throw ExitCode(78)  // EX_CONFIG
         }
         if self.checkConfig {
+            do {
+                try DaemonService.checkFiles(configuration)
+            } catch {
+                Self.printError("wsbridged: \(self.config ?? Self.defaultConfigPath): \(error)")
+                throw ExitCode(78)  // EX_CONFIG
+            }
             print("\(self.config ?? Self.defaultConfigPath): configuration OK (upstream \(configuration.upstream.url))")
             return
         }

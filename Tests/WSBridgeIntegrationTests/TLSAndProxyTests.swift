@@ -42,7 +42,45 @@ import WSBridgeDaemon
         defer { Task { await link.shutdown() } }
         link.handle.connect()
         let failed = await link.state(.backingOff)
-        #expect(failed?.lowercased().contains("certificate") == true, "\(link.events.text)")
+        // Said as what is wrong and which setting fixes it, not as BoringSSL's error stack.
+        #expect(failed?.contains("the server's certificate is not trusted for localhost") == true, "\(link.events.text)")
+        #expect(failed?.contains("set tls.ca_file") == true)
+        #expect(failed?.contains("handshake.cc") == false)
+    }
+
+    @Test func theWrongSchemeForThePortSaysWhichToUse() async throws {
+        // ws:// to a TLS port.
+        let tlsServer = try await self.tlsServer()
+        let plainLink = try await LinkHarness(try LinkHarness.configuration(url: "ws://localhost:\(tlsServer.port)/"))
+        defer { Task { await plainLink.shutdown() } }
+        plainLink.handle.connect()
+        let toTLS = await plainLink.state(.backingOff)
+        #expect(toTLS?.contains("use wss:// in upstream.url") == true, "\(plainLink.events.text)")
+
+        // wss:// to a plain port.
+        let plainServer = try await UpstreamServer(.nio)
+        var config = try LinkHarness.configuration(url: "wss://localhost:\(plainServer.port)/")
+        config.tls.caFile = self.certs.caCert
+        let tlsLink = try await LinkHarness(config)
+        defer { Task { await tlsLink.shutdown() } }
+        tlsLink.handle.connect()
+        let toPlain = await tlsLink.state(.backingOff)
+        #expect(toPlain?.contains("the server did not answer TLS") == true && toPlain?.contains("use ws://") == true, "\(tlsLink.events.text)")
+    }
+
+    @Test func checkConfigLoadsTheTLSFilesAndNamesTheOneThatFails() throws {
+        let missing = try self.dir.write("missing.toml", "[upstream]\nurl = \"wss://localhost/\"\n[tls]\nca_file = \"\(self.dir.file("nope.pem"))\"\n")
+        let r = try spawnAndWait(Paths.daemon, ["--check-config", "--config", missing])
+        #expect(r.status == 78)
+        #expect(r.stderr.contains("tls.ca_file \(self.dir.file("nope.pem")): no such file or directory"), "\(r.stderr)")
+
+        let notPEM = try self.dir.write("notpem.toml", "[upstream]\nurl = \"wss://localhost/\"\n[tls]\nca_file = \"\(missing)\"\n")
+        let bad = try spawnAndWait(Paths.daemon, ["--check-config", "--config", notPEM])
+        #expect(bad.status == 78)
+        #expect(bad.stderr.contains("tls.ca_file \(missing): cannot read a PEM certificate from it"), "\(bad.stderr)")
+
+        let good = try self.dir.write("good.toml", "[upstream]\nurl = \"wss://localhost/\"\n[tls]\nca_file = \"\(self.certs.caCert)\"\n")
+        #expect(try spawnAndWait(Paths.daemon, ["--check-config", "--config", good]).status == 0)
     }
 
     @Test func insecureSkipsVerification() async throws {

@@ -16,6 +16,12 @@ import WSBridgeProtocol
 /// `reload()`, and on graceful shutdown (SIGTERM/SIGINT, handled by the `ServiceGroup`) closes
 /// the upstream with 1001, flushes every subscriber and removes its socket.
 public final class DaemonService: Service, Sendable {
+    /// What `--check-config` checks beyond the file itself: the TLS files load (a missing
+    /// tls.ca_file must not pass the check and fail at the first connection).
+    public static func checkFiles(_ configuration: Configuration) throws {
+        try ConnectorFactory.check(configuration)
+    }
+
     /// The daemon could not start; `exitCode` is what the process should exit with.
     public struct StartFailure: Error, CustomStringConvertible {
         public var exitCode: Int32

@@ -93,6 +93,8 @@ final class ConnectorFactory: Sendable {
         let context: NIOSSLContext
         do {
             context = try Self.build(tls)
+        } catch let failure as UpstreamConnector.Failure {
+            throw failure
         } catch {
             throw UpstreamConnector.Failure(description: "TLS setup failed: \(error). Check tls.ca_file, tls.cert_file and tls.key_file")
         }
@@ -105,15 +107,42 @@ final class ConnectorFactory: Sendable {
         var config = TLSConfiguration.makeClientConfiguration()
         config.minimumTLSVersion = .tlsv12
         if let ca = tls.caFile {
-            config.additionalTrustRoots = [.file(ca)]
+            config.additionalTrustRoots = [.certificates(try Self.load("tls.ca_file", ca, "a PEM certificate") { try NIOSSLCertificate.fromPEMFile($0) })]
         }
         if let cert = tls.certFile, let key = tls.keyFile {
-            config.certificateChain = try NIOSSLCertificate.fromPEMFile(cert).map { .certificate($0) }
-            config.privateKey = .privateKey(try NIOSSLPrivateKey(file: key, format: .pem))
+            config.certificateChain = try Self.load("tls.cert_file", cert, "a PEM certificate chain") { try NIOSSLCertificate.fromPEMFile($0) }.map {
+                .certificate($0)
+            }
+            config.privateKey = .privateKey(try Self.load("tls.key_file", key, "a PEM private key") { try NIOSSLPrivateKey(file: $0, format: .pem) })
         }
         if tls.insecure {
             config.certificateVerification = .none
         }
         return try NIOSSLContext(configuration: config)
+    }
+
+    /// Loads one TLS file, or says which setting names it and what is wrong with it.
+    private static func load<T>(_ setting: String, _ path: String, _ what: String, _ body: (String) throws -> T) throws -> T {
+        guard access(path, R_OK) == 0 else {
+            throw UpstreamConnector.Failure(description: "\(setting) \(path): \(String(cString: strerror(errno)).lowercased())")
+        }
+        do {
+            let value = try body(path)
+            if let list = value as? [NIOSSLCertificate], list.isEmpty {
+                throw UpstreamConnector.Failure(description: "\(setting) \(path): no certificate in it; it must hold \(what)")
+            }
+            return value
+        } catch let failure as UpstreamConnector.Failure {
+            throw failure
+        } catch {
+            throw UpstreamConnector.Failure(description: "\(setting) \(path): cannot read \(what) from it (\(error))")
+        }
+    }
+
+    /// What `--check-config` checks beyond the file's syntax: the TLS files load.
+    static func check(_ configuration: Configuration) throws {
+        if configuration.upstream.url.isTLS || configuration.tls.caFile != nil || configuration.tls.certFile != nil {
+            _ = try Self.build(configuration.tls)
+        }
     }
 }

@@ -98,7 +98,9 @@ extension UpstreamConnector {
                     channel.close(promise: nil)
                 }
             case .failure(let error):
-                handshake.fail(error as? Failure ?? Failure(description: "WebSocket handshake failed: \(error)"))
+                handshake.fail(
+                    error as? Failure ?? Failure(description: UpstreamConnector.describeHandshake(error, tls: url.isTLS, name: self.tls.serverName ?? url.host))
+                )
                 channel.close(promise: nil)
             }
         }
