@@ -152,19 +152,9 @@ private struct Reader {
                 var headers: [Configuration.Upstream.Header] = []
                 for name in h.keys.sorted() {
                     let value = try self.string(h[name]!, "upstream.headers.\(name)")
-                    guard Self.isToken(name) else {
-                        throw self.error("upstream.headers.\(name)", h[name], "invalid header name: use letters, digits and - only")
-                    }
-                    let reserved = [
-                        "host", "upgrade", "connection", "sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions", "sec-websocket-protocol",
-                    ]
-                    guard !reserved.contains(name.lowercased()) else {
-                        throw self.error(
-                            "upstream.headers.\(name)", h[name],
-                            "this header is set by wsbridged itself; use upstream.subprotocols / upstream.compression instead")
-                    }
-                    guard !value.contains("\r") && !value.contains("\n") else {
-                        throw self.error("upstream.headers.\(name)", nil, "header values must not contain line breaks")
+                    if let problem = Self.headerProblem(name: name, value: value) {
+                        // A bad value is not echoed: it may be a secret.
+                        throw self.error("upstream.headers.\(name)", problem.nameIsBad ? h[name] : nil, problem.text)
                     }
                     headers.append(.init(name: name, value: value))
                 }
@@ -346,6 +336,19 @@ private struct Reader {
         return config
     }
 
+    /// What is wrong with a header, if anything (the same rules for the file and `--header`).
+    static func headerProblem(name: String, value: String) -> (text: String, nameIsBad: Bool)? {
+        guard Self.isToken(name) else { return ("invalid header name: use letters, digits and - only", true) }
+        let reserved = [
+            "host", "upgrade", "connection", "sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions", "sec-websocket-protocol",
+        ]
+        guard !reserved.contains(name.lowercased()) else {
+            return ("this header is set by wsbridged itself; use upstream.subprotocols / upstream.compression instead", true)
+        }
+        guard !value.contains("\r") && !value.contains("\n") else { return ("header values must not contain line breaks", false) }
+        return nil
+    }
+
     /// ` (did you mean "x"?)` for the closest known name (at most a third of it mistyped), or "".
     static func didYouMean(_ name: String, _ known: some Collection<String>) -> String {
         guard let best = Suggestion.closest(to: name, in: known) else { return "" }
@@ -411,5 +414,49 @@ private struct Reader {
                 (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
                     || "!#$%&'*+-.^_`|~".utf8.contains(c)
             }
+    }
+}
+
+/// The daemon's command-line flags that stand for settings, checked by the same rules as the
+/// file (`wsbridged --url ... -H 'Authorization: Bearer x' --ca-file ...` needs no file).
+public enum CommandLineSettings {
+    /// `--header "Name: value"`.
+    public static func header(_ text: String) throws(ConfigurationError) -> Configuration.Upstream.Header {
+        guard let colon = text.firstIndex(of: ":") else {
+            throw ConfigurationError(
+                file: "--header", key: "upstream.headers", value: nil, problem: "write it as \"Name: value\", such as -H 'Authorization: Bearer TOKEN'")
+        }
+        let name = text[..<colon].trimmingSpaces()
+        let value = text[text.index(after: colon)...].trimmingSpaces()
+        if let problem = Reader.headerProblem(name: name, value: value) {
+            throw ConfigurationError(file: "--header", key: "upstream.headers.\(name)", value: problem.nameIsBad ? name : nil, problem: problem.text)
+        }
+        return .init(name: name, value: value)
+    }
+
+    /// `--subprotocol NAME`.
+    public static func subprotocol(_ text: String) throws(ConfigurationError) -> String {
+        guard Reader.isToken(text) else {
+            throw ConfigurationError(
+                file: "--subprotocol", key: "upstream.subprotocols", value: text,
+                problem: "a subprotocol must be an HTTP token (letters, digits, !#$%&'*+-.^_`|~)")
+        }
+        return text
+    }
+
+    /// `--proxy URL`.
+    public static func proxy(_ text: String) throws(ConfigurationError) -> ProxyURL {
+        guard let url = ProxyURL(parsing: text) else {
+            throw ConfigurationError(file: "--proxy", key: "proxy.url", value: text, problem: "use http://HOST:PORT (HTTP CONNECT) or socks5://HOST:PORT")
+        }
+        return url
+    }
+
+    /// `--token-file`, `--ca-file`: an absolute path (or ./relative, from the working directory).
+    public static func path(_ text: String, flag: String, key: String) throws(ConfigurationError) -> String {
+        guard text.hasPrefix("/") || text.hasPrefix(".") else {
+            throw ConfigurationError(file: flag, key: key, value: text, problem: "must be a path starting with / or ./")
+        }
+        return text
     }
 }

@@ -33,6 +33,26 @@ struct WSBridged: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Local Unix socket path (overrides local.socket).", valueName: "path"))
     var socket: String?
 
+    @Option(
+        name: [.customShort("H"), .long],
+        help: ArgumentHelp("An HTTP header for the upgrade request, \"Name: value\" (repeatable; added to upstream.headers).", valueName: "header"))
+    var header: [String] = []
+
+    @Option(name: .long, help: ArgumentHelp("A subprotocol to offer (repeatable; replaces upstream.subprotocols).", valueName: "name"))
+    var subprotocol: [String] = []
+
+    @Option(name: .long, help: ArgumentHelp("File holding a bearer token, read at every connect (overrides auth.token_file).", valueName: "path"))
+    var tokenFile: String?
+
+    @Option(name: .long, help: ArgumentHelp("CA certificate (PEM) to trust for wss:// (overrides tls.ca_file).", valueName: "path"))
+    var caFile: String?
+
+    @Flag(name: .long, help: "Do not verify the server's certificate (tls.insecure; for tests only).")
+    var insecure = false
+
+    @Option(name: .long, help: ArgumentHelp("Proxy, http://HOST:PORT (CONNECT) or socks5://HOST:PORT (overrides proxy.url).", valueName: "url"))
+    var proxy: String?
+
     @Option(name: .long, help: ArgumentHelp("Log level (overrides log.level): trace, debug, info, notice, warning, error, critical.", valueName: "level"))
     var logLevel: String?
 
@@ -60,6 +80,20 @@ struct WSBridged: AsyncParsableCommand {
                 throw ConfigurationError(file: "--url", key: "upstream.url", value: UpstreamURL.redacted(url), problem: error.description)
             }
         }
+        for header in self.header {
+            let parsed = try CommandLineSettings.header(header)
+            configuration.upstream.headers.removeAll { $0.name.lowercased() == parsed.name.lowercased() }
+            configuration.upstream.headers.append(parsed)
+        }
+        if !self.subprotocol.isEmpty {
+            configuration.upstream.subprotocols = try self.subprotocol.map { (s: String) throws(ConfigurationError) -> String in
+                try CommandLineSettings.subprotocol(s)
+            }
+        }
+        if let path = self.tokenFile { configuration.auth.tokenFile = try CommandLineSettings.path(path, flag: "--token-file", key: "auth.token_file") }
+        if let path = self.caFile { configuration.tls.caFile = try CommandLineSettings.path(path, flag: "--ca-file", key: "tls.ca_file") }
+        if self.insecure { configuration.tls.insecure = true }
+        if let proxy = self.proxy { configuration.proxy.url = try CommandLineSettings.proxy(proxy) }
         if let socket = self.socket {
             guard socket.hasPrefix("/") || socket.hasPrefix(".") else {
                 throw ConfigurationError(file: "--socket", key: "local.socket", value: socket, problem: "must be a path")

@@ -71,6 +71,35 @@ import Testing
         #expect(runDefault.stderr.contains("Not running as root: pass --socket"), "\(runDefault.stderr)")
     }
 
+    @Test func flagsStandForTheCommonSettingsWithoutAFile() async throws {
+        let dir = try TemporaryDirectory()
+        let server = try await UpstreamServer(.nio)
+        let base = ["--url", server.url, "--socket", dir.file("d.sock")]
+        let flags = base + ["-H", "Authorization: Bearer flag-token", "--subprotocol", "v2.feed", "--subprotocol", "v1.feed"]
+        let daemon = try ManagedProcess(Paths.daemon, flags, name: "wsbridged")
+        defer { daemon.stop() }
+        #expect(await server.event("upgrade path=/ authorization=Bearer flag-token protocols=v2.feed,v1.feed") != nil, "\(server.process.stdout.text)")
+        daemon.stop()
+
+        // --token-file: read at the connect, like auth.token_file.
+        let token = try dir.write("token", "from-file\n")
+        let withToken = try ManagedProcess(Paths.daemon, base + ["--token-file", token], name: "wsbridged-token")
+        defer { withToken.stop() }
+        #expect(await server.event("upgrade path=/ authorization=Bearer from-file") != nil, "\(server.process.stdout.text)")
+
+        // Each flag is checked by the file's rules, and says what it wants.
+        let badHeader = try spawnAndWait(Paths.daemon, ["--url", server.url, "--check-config", "-H", "NoColon"])
+        #expect(badHeader.status == 78 && badHeader.stderr.contains("--header") && badHeader.stderr.contains("\"Name: value\""), "\(badHeader.stderr)")
+        let reserved = try spawnAndWait(Paths.daemon, ["--url", server.url, "--check-config", "-H", "Upgrade: h2c"])
+        #expect(reserved.status == 78 && reserved.stderr.contains("set by wsbridged itself"), "\(reserved.stderr)")
+        let badProxy = try spawnAndWait(Paths.daemon, ["--url", server.url, "--check-config", "--proxy", "ftp://p:1"])
+        #expect(badProxy.status == 78 && badProxy.stderr.contains("socks5://HOST:PORT"), "\(badProxy.stderr)")
+        let badCA = try spawnAndWait(Paths.daemon, ["--url", "wss://localhost/", "--check-config", "--ca-file", dir.file("nope.pem")])
+        #expect(badCA.status == 78 && badCA.stderr.contains("tls.ca_file \(dir.file("nope.pem")): no such file"), "\(badCA.stderr)")
+        let insecure = try spawnAndWait(Paths.daemon, ["--url", "wss://localhost/", "--check-config", "--insecure"])
+        #expect(insecure.status == 0, "\(insecure.stderr)")
+    }
+
     @Test func checkConfigExplainsAnError() throws {
         let dir = try TemporaryDirectory()
         let path = try dir.write("bad.toml", "[upstream]\nurl = \"wss://feed.test/\"\n\n[heartbeat]\ninterval = \"soon\"\n")
