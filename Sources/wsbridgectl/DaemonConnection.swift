@@ -6,6 +6,14 @@ import WSBridgeProtocol
 
 /// A blocking connection to wsbridged's socket: sends request lines, reads reply lines.
 final class DaemonConnection {
+    /// The unit that serves `path`: wsbridged@NAME for /run/wsbridged/NAME.sock, else wsbridged.
+    static func unit(for path: String) -> String {
+        let prefix = "/run/wsbridged/"
+        guard path.hasPrefix(prefix), path.hasSuffix(".sock") else { return "wsbridged" }
+        let name = path.dropFirst(prefix.count).dropLast(".sock".count)
+        return name.isEmpty || name == "wsbridged" || name.contains("/") ? "wsbridged" : "wsbridged@\(name)"
+    }
+
     struct ConnectError: Error, CustomStringConvertible {
         var description: String
         var exitCode: Int32
@@ -48,7 +56,7 @@ final class DaemonConnection {
             case ENOENT, ECONNREFUSED:
                 throw ConnectError(
                     description:
-                        "wsbridged is not running (nothing listens on \(path)): start it with `systemctl start wsbridged`, or point --socket at its socket",
+                        "wsbridged is not running (nothing listens on \(path)): start it with `systemctl start \(Self.unit(for: path))`, or point --socket at its socket",
                     exitCode: 69
                 )
             case EACCES, EPERM:

@@ -59,11 +59,27 @@ struct GlobalOptions: ParsableArguments {
     )
     var socket: String?
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp("A wsbridged@NAME instance: its socket, /run/wsbridged/NAME.sock (instead of --socket).", valueName: "name")
+    )
+    var instance: String?
+
     @Flag(name: .long, help: "Print the daemon's JSON instead of readable text.")
     var json = false
 
+    func validate() throws {
+        if let instance {
+            guard !instance.isEmpty, !instance.contains("/"), instance != ".", instance != ".." else {
+                throw ValidationError("--instance takes the NAME of wsbridged@NAME (no slashes); for a path, use --socket")
+            }
+            if self.socket != nil { throw ValidationError("--instance and --socket both name a socket: give one") }
+        }
+    }
+
     var socketPath: String {
         if let socket { return socket }
+        if let instance { return "/run/wsbridged/\(instance).sock" }
         if let env = Environment.value("WSBRIDGE_SOCKET"), !env.isEmpty { return env }
         return WireProtocol.defaultSocket
     }

@@ -108,6 +108,16 @@ import WSBridgeProtocol
         #expect(forbidden.output.contains("(forbidden)"))
     }
 
+    @Test func instanceNamesTheTemplatesSocket() throws {
+        // No daemon there: the message names the socket and the instance's unit.
+        let r = try self.ctl(["--instance", "feed-\(getpid())", "status"], socket: nil)
+        #expect(r.status == 69)
+        #expect(r.err.contains("nothing listens on /run/wsbridged/feed-\(getpid()).sock"), "\(r.err)")
+        #expect(r.err.contains("systemctl start wsbridged@feed-\(getpid())"), "\(r.err)")
+        #expect(try self.ctl(["--instance", "a/b", "status"], socket: nil).status == 64)
+        #expect(try self.ctl(["--instance", "x", "status"], socket: "/tmp/y.sock").err.contains("give one"))
+    }
+
     @Test func aMistypedCommandGetsTheClosestOne() throws {
         let r = try self.ctl(["stauts"], socket: "/nonexistent.sock")
         #expect(r.status == 64)
