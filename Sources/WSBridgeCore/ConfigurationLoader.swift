@@ -199,7 +199,9 @@ private struct Reader {
                 let s = try self.string(v, "proxy.url")
                 if !s.isEmpty {
                     guard let url = ProxyURL(parsing: s) else {
-                        throw self.error("proxy.url", v, "use http://HOST:PORT (HTTP CONNECT) or socks5://HOST:PORT")
+                        throw ConfigurationError(
+                            file: self.fileName, line: self.lines.line(of: "proxy.url"), key: "proxy.url", value: "\"\(UpstreamURL.redacted(s))\"",
+                            problem: "use http://[USER:PASSWORD@]HOST:PORT (HTTP CONNECT) or socks5://[USER:PASSWORD@]HOST:PORT")
                     }
                     config.proxy.url = url
                 }
@@ -447,7 +449,8 @@ public enum CommandLineSettings {
     /// `--proxy URL`.
     public static func proxy(_ text: String) throws(ConfigurationError) -> ProxyURL {
         guard let url = ProxyURL(parsing: text) else {
-            throw ConfigurationError(file: "--proxy", key: "proxy.url", value: text, problem: "use http://HOST:PORT (HTTP CONNECT) or socks5://HOST:PORT")
+            throw ConfigurationError(
+                file: "--proxy", key: "proxy.url", value: UpstreamURL.redacted(text), problem: "use http://HOST:PORT (HTTP CONNECT) or socks5://HOST:PORT")
         }
         return url
     }

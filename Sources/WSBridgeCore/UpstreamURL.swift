@@ -109,13 +109,20 @@ public struct ProxyURL: Sendable, Equatable, CustomStringConvertible {
     public var kind: Kind
     public var host: String
     public var port: Int
+    /// From `user:password@` (percent-decoded): HTTP Basic Proxy-Authorization, or SOCKS5
+    /// username/password (RFC 1929). Never part of `description`.
+    public var username: String?
+    public var password: String?
 
-    public init(kind: Kind, host: String, port: Int) {
+    public init(kind: Kind, host: String, port: Int, username: String? = nil, password: String? = nil) {
         self.kind = kind
         self.host = host
         self.port = port
+        self.username = username
+        self.password = password
     }
 
+    /// The proxy's address, without credentials (for logs and messages).
     public var description: String {
         "\(self.kind == .httpConnect ? "http" : "socks5")://\(self.host):\(self.port)"
     }
@@ -137,9 +144,46 @@ public struct ProxyURL: Sendable, Equatable, CustomStringConvertible {
             return nil
         }
         if let slash = rest.firstIndex(of: "/") { rest = rest[..<slash] }
-        if let at = rest.lastIndex(of: "@") { rest = rest[rest.index(after: at)...] }
+        var username: String?
+        var password: String?
+        if let at = rest.lastIndex(of: "@") {
+            let userinfo = rest[..<at]
+            if let colon = userinfo.firstIndex(of: ":") {
+                username = Self.percentDecoded(userinfo[..<colon])
+                password = Self.percentDecoded(userinfo[userinfo.index(after: colon)...])
+            } else {
+                username = Self.percentDecoded(userinfo)
+            }
+            guard username != nil, userinfo.firstIndex(of: ":") == nil || password != nil else { return nil }
+            rest = rest[rest.index(after: at)...]
+        }
         guard let url = try? UpstreamURL(parsing: "ws://\(rest)/") else { return nil }
-        self.init(kind: kind, host: url.host, port: rest.contains(":") && !rest.hasSuffix("]") ? url.port : defaultPort)
+        self.init(
+            kind: kind, host: url.host, port: rest.contains(":") && !rest.hasSuffix("]") ? url.port : defaultPort, username: username, password: password)
+    }
+
+    /// `%XX` decoded as UTF-8; nil when an escape is malformed or the result is not UTF-8.
+    static func percentDecoded(_ text: Substring) -> String? {
+        var bytes: [UInt8] = []
+        var it = Array(text.utf8)[...]
+        while let b = it.popFirst() {
+            guard b == UInt8(ascii: "%") else {
+                bytes.append(b)
+                continue
+            }
+            guard it.count >= 2, let hi = Self.hex(it.popFirst()!), let lo = Self.hex(it.popFirst()!) else { return nil }
+            bytes.append(hi << 4 | lo)
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func hex(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 
     /// Chooses the proxy from the conventional environment variables for a given upstream, or nil.

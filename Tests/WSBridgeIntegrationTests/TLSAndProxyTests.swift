@@ -154,7 +154,7 @@ import WSBridgeDaemon
 
     // MARK: - HTTP CONNECT proxy (Debian's tinyproxy)
 
-    func startTinyproxy() async throws -> (ManagedProcess, Int, String) {
+    func startTinyproxy(basicAuth: String? = nil) async throws -> (ManagedProcess, Int, String) {
         let port = try freePort()
         let log = self.dir.file("tinyproxy.log")
         let conf = try self.dir.write(
@@ -167,6 +167,7 @@ import WSBridgeDaemon
             LogFile "\(log)"
             Allow 127.0.0.1
             MaxClients 10
+            \(basicAuth.map { "BasicAuth \($0)" } ?? "")
 
             """
         )
@@ -174,6 +175,48 @@ import WSBridgeDaemon
         // tinyproxy logs to stderr in the foreground; it is ready once it accepts connections.
         try await waitUntilListening(port: port)
         return (proxy, port, log)
+    }
+
+    @Test func httpProxyCredentialsAreSentAsBasicAuthorization() async throws {
+        let (proxy, port, log) = try await self.startTinyproxy(basicAuth: "feeduser s3cret")
+        defer { proxy.stop() }
+        let server = try await self.tlsServer()
+        // Without credentials the proxy answers 407, and the failure says so.
+        var refused = try self.config(server)
+        refused.proxy.url = ProxyURL(parsing: "http://127.0.0.1:\(port)")
+        let denied = try await LinkHarness(refused)
+        defer { Task { await denied.shutdown() } }
+        denied.handle.connect()
+        let failed = await denied.state(.backingOff)
+        #expect(failed?.contains("HTTP 407 Proxy Authentication Required: it wants credentials") == true, "\(denied.events.text)")
+        await denied.shutdown()
+
+        // With them (percent-encoded in the URL, as curl takes them), it carries the link.
+        var config = try self.config(server)
+        config.proxy.url = ProxyURL(parsing: "http://feeduser:s3cr%65t@127.0.0.1:\(port)")
+        #expect(config.proxy.url?.password == "s3cret")
+        #expect(config.proxy.url?.description.contains("s3cr") == false)
+        let link = try await LinkHarness(config)
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        #expect(await link.state(.open) != nil, "\(link.events.text)")
+        let logged = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        #expect(logged.contains("CONNECT localhost:\(server.port)"), "\(logged)")
+        #expect(!link.events.text.contains("s3cret"))
+    }
+
+    @Test func anIPv6UpstreamIsBracketedInCONNECT() async throws {
+        let (proxy, port, log) = try await self.startTinyproxy()
+        defer { proxy.stop() }
+        let server = try await UpstreamServer(.nio, arguments: ["--host", "::1"])
+        var config = try LinkHarness.configuration(url: "ws://[::1]:\(server.port)/v6")
+        config.proxy.url = ProxyURL(kind: .httpConnect, host: "127.0.0.1", port: port)
+        let link = try await LinkHarness(config)
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        #expect(await link.state(.open) != nil, "\(link.events.text)")
+        let logged = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        #expect(logged.contains("CONNECT [::1]:\(server.port)"), "\(logged)")
     }
 
     @Test(arguments: ["config", "environment"])

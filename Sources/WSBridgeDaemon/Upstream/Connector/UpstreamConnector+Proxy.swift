@@ -1,3 +1,4 @@
+import ExtrasBase64
 import NIOCore
 import NIOExtras
 import NIOHTTP1
@@ -14,10 +15,18 @@ extension UpstreamConnector {
         let tunnel = channel.eventLoop.makePromise(of: Void.self)
         let encoder = HTTPRequestEncoder()
         let decoder = ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes))
+        var headers = HTTPHeaders()
+        if let user = self.proxy?.username {
+            // RFC 7617 Basic, as curl and browsers send it for http://user:password@proxy.
+            let credentials = Array("\(user):\(self.proxy?.password ?? "")".utf8)
+            headers.add(name: "Proxy-Authorization", value: "Basic \(Base64.encodeToString(bytes: credentials))")
+        }
+        // An IPv6 literal is bracketed in CONNECT's authority (RFC 9110 §9.3.6, RFC 3986).
+        let host = self.upstream.url.host
         let connect = NIOHTTP1ProxyConnectHandler(
-            targetHost: self.upstream.url.host,
+            targetHost: host.contains(":") ? "[\(host)]" : host,
             targetPort: self.upstream.url.port,
-            headers: HTTPHeaders(),
+            headers: headers,
             deadline: .now() + .nanoseconds(self.upstream.connectTimeout.nanoseconds),
             promise: tunnel
         )
@@ -29,7 +38,16 @@ extension UpstreamConnector {
         tunnel.futureResult.whenComplete { result in
             switch result {
             case .failure(let error):
-                handshake.fail(Failure(description: "HTTP CONNECT through proxy \(proxy.map(\.description) ?? "") failed: \(error)"))
+                let via = proxy.map(\.description) ?? ""
+                if "\(error)".contains("Proxy Authentication Required") {
+                    let fix =
+                        proxy?.username == nil
+                        ? "it wants credentials: give them in the proxy URL, http://USER:PASSWORD@HOST:PORT (percent-encode special characters)"
+                        : "it refused the user name and password in the proxy URL"
+                    handshake.fail(Failure(description: "the proxy \(via) answered HTTP 407 Proxy Authentication Required: \(fix)"))
+                } else {
+                    handshake.fail(Failure(description: "HTTP CONNECT through proxy \(via) failed: \(error)"))
+                }
                 channel.close(promise: nil)
             case .success:
                 channel.pipeline.removeHandler(name: "wsb.proxy.encoder").flatMap {
