@@ -205,6 +205,44 @@ import WSBridgeDaemon
         #expect(!link.events.text.contains("s3cret"))
     }
 
+    @Test func socks5CredentialsAreSentAsUsernamePassword() async throws {
+        let port = try freePort()
+        let proxy = try ManagedProcess("/usr/bin/microsocks", ["-i", "127.0.0.1", "-p", "\(port)", "-u", "feeduser", "-P", "s3cret"], name: "microsocks")
+        defer { proxy.stop() }
+        try await waitUntilListening(port: port)
+        let server = try await self.tlsServer()
+
+        // A wrong password: said as the proxy's refusal, not a silent fallback.
+        var wrong = try self.config(server)
+        wrong.proxy.url = ProxyURL(parsing: "socks5://feeduser:nope@127.0.0.1:\(port)")
+        let refused = try await LinkHarness(wrong)
+        defer { Task { await refused.shutdown() } }
+        refused.handle.connect()
+        let failed = await refused.state(.backingOff)
+        #expect(failed?.contains("the SOCKS5 proxy refused the user name and password") == true, "\(refused.events.text)")
+        await refused.shutdown()
+
+        // No credentials against a proxy that wants them: the proxy's answer, said.
+        var none = try self.config(server)
+        none.proxy.url = ProxyURL(parsing: "socks5://127.0.0.1:\(port)")
+        let anonymous = try await LinkHarness(none)
+        defer { Task { await anonymous.shutdown() } }
+        anonymous.handle.connect()
+        #expect(await anonymous.state(.backingOff) != nil, "\(anonymous.events.text)")
+        await anonymous.shutdown()
+
+        var config = try self.config(server)
+        config.proxy.url = ProxyURL(parsing: "socks5://feeduser:s3cret@127.0.0.1:\(port)")
+        let link = try await LinkHarness(config)
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        #expect(await link.state(.open) != nil, "\(link.events.text)")
+        #expect(try await link.send("via authenticated socks"))
+        #expect(await link.events.wait(containing: "message text via authenticated socks") != nil)
+        let logged = await proxy.stderr.wait(timeout: .seconds(5)) { $0.contains("connected to localhost:\(server.port)") }
+        #expect(logged != nil, "\(proxy.stderr.text)")
+    }
+
     @Test func anIPv6UpstreamIsBracketedInCONNECT() async throws {
         let (proxy, port, log) = try await self.startTinyproxy()
         defer { proxy.stop() }

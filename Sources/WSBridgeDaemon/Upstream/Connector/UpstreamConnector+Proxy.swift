@@ -68,11 +68,27 @@ extension UpstreamConnector {
         then next: @escaping @Sendable (any Channel) -> Void
     ) throws {
         let established = channel.eventLoop.makePromise(of: Void.self)
+        let proxy = self.proxy
+        if let user = proxy?.username {
+            // NIOSOCKS offers no authentication: RFC 1929 by our own handler.
+            let socks = SOCKS5AuthClientHandler(
+                host: self.upstream.url.host, port: self.upstream.url.port, username: user, password: proxy?.password ?? "", promise: established)
+            try channel.pipeline.syncOperations.addHandler(socks)
+            established.futureResult.whenComplete { result in
+                switch result {
+                case .failure(let error):
+                    handshake.fail(error as? Failure ?? Failure(description: "SOCKS5 proxy \(proxy.map(\.description) ?? "") failed: \(error)"))
+                    channel.close(promise: nil)
+                case .success:
+                    next(channel)
+                }
+            }
+            return
+        }
         let socks = SOCKSClientHandler(targetAddress: .domain(self.upstream.url.host, port: self.upstream.url.port))
         let waiter = SOCKSEstablishedHandler(promise: established)
         try channel.pipeline.syncOperations.addHandler(socks)
         try channel.pipeline.syncOperations.addHandler(waiter, name: "wsb.socks.waiter")
-        let proxy = self.proxy
         established.futureResult.whenComplete { result in
             switch result {
             case .failure(let error):
