@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import WSBridgeProtocol
 
 /// The `wsbridged` executable as an operator runs it.
 @Suite struct DaemonProcessTests {
@@ -42,6 +43,14 @@ import Testing
         // Nothing else per attempt: no "connecting", "retrying" or retry-cycle state lines.
         #expect(!lines.contains { $0.contains("connecting (attempt") || $0.contains(" retrying in") && !$0.contains("connect failed") }, "\(lines)")
         #expect(!lines.contains { $0.contains("connecting -> backingOff") || $0.contains("backingOff -> connecting") }, "\(lines)")
+
+        // The link never opened: status has a last error, and no "last close".
+        let status = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", dir.file("d.sock"), "status", "--json"])
+        let report = StatusReport(json: try JSONValue.parse(status.stdout))
+        #expect(report.lastClose == nil, "\(status.stdout)")
+        #expect(report.lastError?.contains("connection refused") == true, "\(status.stdout)")
+        let table = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", dir.file("d.sock"), "status"])
+        #expect(!table.stdout.contains("last close"), "\(table.stdout)")
     }
 
     @Test func socketProblemsNameTheLimitThePathAndTheWayOut() throws {
