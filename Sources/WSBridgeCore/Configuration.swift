@@ -28,6 +28,14 @@ public struct Configuration: Sendable, Equatable {
         public var connectTimeout: Duration = .seconds(10)
         /// false: start idle, and connect only on a `connect` request.
         public var connectOnStart = true
+        /// Tried in turn after the primary `url` fails (each failed attempt moves to the next,
+        /// with the same backoff); headers, token and TLS settings apply to each.
+        public var fallbackURLs: [UpstreamURL] = []
+        /// While on a fallback, go back to the primary after this long (nil: stay until it fails).
+        public var failbackAfter: Duration? = nil
+
+        /// The primary, then the fallbacks.
+        public var urls: [UpstreamURL] { [self.url] + self.fallbackURLs }
 
         public init() {}
 

@@ -98,7 +98,9 @@ private struct Reader {
     }
 
     static let sections: [String: Set<String>] = [
-        "upstream": ["url", "headers", "subprotocols", "compression", "max_message_size", "connect_timeout", "connect_on_start"],
+        "upstream": [
+            "url", "headers", "subprotocols", "compression", "max_message_size", "connect_timeout", "connect_on_start", "fallback_urls", "failback_after",
+        ],
         "auth": ["token_file"],
         "tls": ["ca_file", "cert_file", "key_file", "server_name", "insecure"],
         "proxy": ["url", "use_environment"],
@@ -176,6 +178,23 @@ private struct Reader {
             }
             if let v = u["connect_timeout"] { config.upstream.connectTimeout = try self.duration(v, "upstream.connect_timeout") }
             if let v = u["connect_on_start"] { config.upstream.connectOnStart = try self.bool(v, "upstream.connect_on_start") }
+            if let v = u["fallback_urls"] {
+                guard let a = v.array else { throw self.error("upstream.fallback_urls", v, "must be a list of URLs: [\"wss://backup.example/ws\"]") }
+                config.upstream.fallbackURLs = try a.map { (item: any TOMLValueConvertible) throws(ConfigurationError) -> UpstreamURL in
+                    let s = try self.string(item, "upstream.fallback_urls")
+                    do {
+                        return try UpstreamURL(parsing: s)
+                    } catch {
+                        throw ConfigurationError(
+                            file: self.fileName, line: self.lines.line(of: "upstream.fallback_urls"), key: "upstream.fallback_urls",
+                            value: "\"\(UpstreamURL.redacted(s))\"", problem: "\(error)")
+                    }
+                }
+            }
+            if let v = u["failback_after"] {
+                let s = v.string
+                config.upstream.failbackAfter = s == "" ? nil : try self.duration(v, "upstream.failback_after")
+            }
         }
         if let a = t("auth"), let v = a["token_file"] {
             config.auth.tokenFile = try self.path(v, "auth.token_file")

@@ -293,4 +293,21 @@ extension ConfigurationLoaderTests {
             #expect(self.failure("[metrics]\nlisten = \"\(bad)\"\n")?.key == "metrics.listen", "\(bad)")
         }
     }
+
+    @Test func fallbackURLsAndFailback() throws {
+        let config = try self.load(
+            """
+            [upstream]
+            url = "wss://primary.example/ws"
+            fallback_urls = ["wss://backup1.example/ws", "ws://127.0.0.1:9000/"]
+            failback_after = "10m"
+            """
+        )
+        #expect(config.upstream.urls.map(\.description) == ["wss://primary.example/ws", "wss://backup1.example/ws", "ws://127.0.0.1:9000/"])
+        #expect(config.upstream.failbackAfter == .seconds(600))
+        let bad = self.failure("[upstream]\nfallback_urls = [\"wss://u:hunter2@b.example/\"]\n")
+        #expect(bad?.key == "upstream.fallback_urls")
+        #expect(bad?.description.contains("hunter2") == false, "\(String(describing: bad))")
+        #expect(self.failure("[upstream]\nfallback_urls = \"wss://b/\"\n")?.description.contains("must be a list") == true)
+    }
 }

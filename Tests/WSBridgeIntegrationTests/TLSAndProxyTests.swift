@@ -322,17 +322,42 @@ import WSBridgeDaemon
 
 /// A port that was free a moment ago (bound to 0 and released).
 func freePort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    addr.sin_port = 0
-    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
-    guard bound == 0 else { throw TestFailure("bind failed") }
-    _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-    return Int(UInt16(bigEndian: addr.sin_port))
+    let reserved = try ReservedPort()
+    defer { reserved.release() }
+    return reserved.port
+}
+
+/// A loopback port bound but not listening: connecting to it is refused, and no other test can
+/// take it until `release()` (a port merely freed can be reused at once by a parallel test).
+final class ReservedPort: Sendable {
+    let port: Int
+    private let fd: Int32
+
+    init() throws {
+        let (fd, port) = try Self.bindEphemeral()
+        self.fd = fd
+        self.port = port
+    }
+
+    func release() {
+        close(self.fd)
+    }
+
+    private static func bindEphemeral() throws -> (Int32, Int) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
+        guard bound == 0 else {
+            close(fd)
+            throw TestFailure("bind failed")
+        }
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        return (fd, Int(UInt16(bigEndian: addr.sin_port)))
+    }
 }
 
 /// Waits until something accepts TCP connections on 127.0.0.1:port (a readiness probe).

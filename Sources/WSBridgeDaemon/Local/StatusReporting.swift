@@ -28,7 +28,9 @@ extension LocalPlane {
             subscribers: report.subscribers,
             clients: report.clients,
             seq: report.seq,
-            traffic: .init(messagesIn: report.messagesIn, bytesIn: report.bytesIn, messagesOut: report.messagesOut, bytesOut: report.bytesOut)
+            traffic: .init(messagesIn: report.messagesIn, bytesIn: report.bytesIn, messagesOut: report.messagesOut, bytesOut: report.bytesOut),
+            urls: self.configuration.upstream.urls.map(\.description),
+            liveURL: report.state == ConnectionPhase.open.rawValue ? report.url : nil
         )
         return self.fanout.metrics.render(snapshot)
     }

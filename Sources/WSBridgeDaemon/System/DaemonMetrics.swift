@@ -70,6 +70,7 @@ public final class DaemonMetrics: Sendable {
         ("wsbridge_link_state_seconds", "gauge", "Seconds the link has been in its current state."),
         ("wsbridge_last_seq", "gauge", "The sequence number of the last upstream message fanned out."),
         ("wsbridge_heartbeat_rtt_seconds", "histogram", "Heartbeat round trips: ping sent to pong received."),
+        ("wsbridge_upstream_url", "gauge", "1 for the upstream URL the open link uses, 0 for the other configured ones (labels url, role)."),
     ]
 
     /// Upper bounds of the round-trip histogram's buckets.
@@ -153,6 +154,9 @@ public final class DaemonMetrics: Sendable {
         var clients: Int
         var seq: UInt64
         var traffic: Traffic
+        /// The configured URLs, primary first, and the one the open link uses.
+        var urls: [String] = []
+        var liveURL: String?
     }
 
     /// The Prometheus text format (version 0.0.4), with the gauges set from `snapshot`.
@@ -175,6 +179,11 @@ public final class DaemonMetrics: Sendable {
             gauge.record(phase == snapshot.phase ? 1 : 0)
         }
         self.stateSeconds.record(snapshot.secondsInPhase)
+        for (i, url) in snapshot.urls.enumerated() {
+            // The registry returns the series it already has for the same labels.
+            CoreMetrics.Gauge(label: "wsbridge_upstream_url", dimensions: [("url", url), ("role", i == 0 ? "primary" : "fallback")], factory: self.factory)
+                .record(url == snapshot.liveURL ? 1 : 0)
+        }
         self.lastSeq.record(Double(snapshot.seq))
         return self.registry.emitToBuffer()
     }

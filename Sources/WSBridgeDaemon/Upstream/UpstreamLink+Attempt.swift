@@ -11,12 +11,18 @@ extension UpstreamLink {
         self.receivedClose = nil
         self.sentClose = false
         self.linkError = nil
-        self.attemptURL = self.configuration.upstream.url
+        let urls = self.configuration.upstream.urls
+        if self.urlIndex >= urls.count { self.urlIndex = 0 }
+        let url = urls[self.urlIndex]
+        self.attemptURL = url
+        // The same settings (headers, token, TLS) for whichever URL this attempt uses.
+        var attemptConfiguration = self.configuration
+        attemptConfiguration.upstream.url = url
         self.emit(.attempt(number: attempt))
         self.attemptNumber = attempt
         // At debug: a failing attempt is logged once, as a warning saying what comes next.
         self.logger.debug("connecting (attempt \(attempt))", metadata: ["attempt": "\(attempt)"])
-        if self.configuration.tls.insecure && self.configuration.upstream.url.isTLS {
+        if self.configuration.tls.insecure && url.isTLS {
             self.logger.warning("tls.insecure = true: the upstream's certificate is NOT verified; anyone on the path can read and change this link")
         }
         let timeout = self.configuration.upstream.connectTimeout
@@ -27,7 +33,7 @@ extension UpstreamLink {
             )
         }
         // The token and TLS files are read off the event loop; the TLS context is cached.
-        self.connectors.prepare(configuration: self.configuration, environment: self.environment, on: self.eventLoop)
+        self.connectors.prepare(configuration: attemptConfiguration, environment: self.environment, on: self.eventLoop)
             .assumeIsolated().whenComplete { result in
                 switch result {
                 case .success(let connector):
@@ -94,6 +100,7 @@ extension UpstreamLink {
         self.input("connected", reason: reason) { m, now in try m.connectSucceeded(now: now) }
         if self.machine.reconnects > reconnects { self.metrics.reconnected(after: self.lostBecause) }
         guard self.machine.phase == .open else { return }
+        self.scheduleFailback()
         self.flushOutbound()
         self.heartbeat = HeartbeatStateMachine(
             interval: self.configuration.heartbeat.interval,
@@ -108,6 +115,10 @@ extension UpstreamLink {
         self.teardown()
         self.lastError = description
         self.metrics.attemptFailed()
+        // With fallbacks, each failed attempt moves to the next URL (the backoff is the same).
+        let urls = self.configuration.upstream.urls
+        let failedURL = self.attemptURL ?? self.configuration.upstream.url
+        if urls.count > 1 { self.urlIndex = (self.urlIndex + 1) % urls.count }
         self.input("connectFailed", reason: description) { m, now in try m.connectFailed(.error(description), now: now) }
         // One line per failed attempt: what failed, and what happens next.
         let next: String
@@ -122,8 +133,10 @@ extension UpstreamLink {
         default:
             next = "now \(self.machine.phase.rawValue)"
         }
+        let target = urls.count > 1 ? " to \(failedURL)" : ""
+        let then = urls.count > 1 && self.machine.phase == .backingOff ? ", to \(urls[self.urlIndex])" : ""
         self.logger.warning(
-            "connect failed (attempt \(self.attemptNumber)): \(description); \(next)",
+            "connect failed (attempt \(self.attemptNumber)\(target)): \(description); \(next)\(then)",
             metadata: ["attempt": "\(self.attemptNumber)", "error": "\(description)"]
         )
     }
@@ -149,6 +162,22 @@ extension UpstreamLink {
         // the server answered), so the state line says what it recorded.
         self.input("disconnected", reason: self.machine.lastDisconnect?.description ?? reason.description) { m, now in
             try m.disconnected(reason, now: now)
+        }
+    }
+
+    /// Open on a fallback with `upstream.failback_after` set: after that long, back to the primary
+    /// (a reconnect; if the primary still fails, the next attempt moves on through the list).
+    func scheduleFailback() {
+        self.failbackTimer?.cancel()
+        self.failbackTimer = nil
+        guard self.urlIndex != 0, let after = self.configuration.upstream.failbackAfter else { return }
+        let generation = self.generation
+        self.failbackTimer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(after.nanoseconds)) {
+            guard generation == self.generation, self.machine.phase == .open, self.urlIndex != 0 else { return }
+            self.logger.notice(
+                "going back to the primary \(self.configuration.upstream.url) after \(after.short) on \(self.url) (upstream.failback_after)")
+            self.urlIndex = 0
+            self.reconnect()
         }
     }
 }

@@ -49,6 +49,10 @@ public final class UpstreamLink: LinkControl {
     var messagesIn: UInt64 = 0
     /// The number of the current (or last) connection attempt, for the log.
     var attemptNumber = 0
+    /// Which of `upstream.urls` (the primary, then the fallbacks) the next attempt uses.
+    var urlIndex = 0
+    /// While on a fallback: the return to the primary (`upstream.failback_after`).
+    var failbackTimer: Scheduled<Void>?
     /// Why the last open link ended (not a later failed attempt): the reconnect's metric label.
     var lostBecause: DisconnectReason?
     /// The wall-clock receive time of the socket read being handled (nil between reads).
@@ -133,6 +137,7 @@ public final class UpstreamLink: LinkControl {
     /// Applies a reloaded configuration to what can change on a live link.
     func update(configuration: Configuration) {
         self.configuration = configuration
+        if self.urlIndex >= configuration.upstream.urls.count { self.urlIndex = 0 }
         self.outbound.maxMessages = configuration.queue.maxMessages
         self.outbound.maxBytes = configuration.queue.maxBytes
         self.machine.updateSettings(.init(backoff: configuration.backoff.policy, maxAttempts: configuration.backoff.maxAttempts))

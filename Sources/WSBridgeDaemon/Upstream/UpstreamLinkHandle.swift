@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import WSBridgeCore
+import WSBridgeProtocol
 
 /// The thread-safe face of an `UpstreamLink`: every call hops to the link's event loop.
 public struct UpstreamLinkHandle: Sendable {
@@ -52,6 +53,12 @@ public struct UpstreamLinkHandle: Sendable {
     public func send(_ message: UpstreamMessage) -> EventLoopFuture<Bool> {
         let link = self.link
         return self.eventLoop.submit { link.value.send(message) }
+    }
+
+    /// The link's part of `status` (tests).
+    public func status() -> EventLoopFuture<StatusReport> {
+        let link = self.link
+        return self.eventLoop.submit { link.value.status }
     }
 
     /// Closes with 1001 and completes once the link is stopped.

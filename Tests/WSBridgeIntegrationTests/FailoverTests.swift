@@ -1,0 +1,62 @@
+import NIOCore
+import Testing
+import WSBridgeCore
+import WSBridgeDaemon
+import WSBridgeProtocol
+
+/// upstream.fallback_urls and upstream.failback_after, against real servers on loopback.
+@Suite struct FailoverTests {
+    @Test func aFailingPrimaryMovesToTheFallbackAndBackWhenItReturns() async throws {
+        // The primary refuses the WebSocket upgrade (a server that is there but unwell).
+        let primary = try await UpstreamServer(.nio)
+        primary.command("refuse on")
+        let primaryPort = primary.port
+        let fallback = try await UpstreamServer(.nio)
+
+        var config = try LinkHarness.configuration(url: "ws://127.0.0.1:\(primaryPort)/primary")
+        config.upstream.fallbackURLs = [try UpstreamURL(parsing: "ws://127.0.0.1:\(fallback.port)/fallback")]
+        config.upstream.failbackAfter = .milliseconds(300)
+        config.upstream.headers = [.init(name: "Authorization", value: "Bearer per-url")]
+        let link = try await LinkHarness(config)
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+
+        // Attempt 1 fails on the primary, attempt 2 opens on the fallback, with the same headers.
+        #expect(await link.state(.open) != nil, "\(link.events.text)")
+        #expect(await fallback.event("upgrade path=/fallback authorization=Bearer per-url") != nil)
+        #expect(try await link.handle.status().get().url == "ws://127.0.0.1:\(fallback.port)/fallback")
+
+        // The primary recovers: after failback_after on the fallback, the link goes back to it.
+        let mark = link.mark
+        let serverMark = primary.mark
+        primary.command("refuse off")
+        #expect(
+            await primary.event("upgrade path=/primary authorization=Bearer per-url", from: serverMark, timeout: .seconds(30)) != nil, "\(link.events.text)")
+        #expect(await link.state(.open, from: mark) != nil)
+        #expect(try await link.handle.status().get().url == "ws://127.0.0.1:\(primaryPort)/primary")
+    }
+
+    @Test func everyURLFailingGoesRoundTheListWithTheSameBackoff() async throws {
+        let a = try ReservedPort()
+        let b = try ReservedPort()
+        defer {
+            a.release()
+            b.release()
+        }
+        let (portA, portB) = (a.port, b.port)
+        var config = try LinkHarness.configuration(url: "ws://127.0.0.1:\(portA)/")
+        config.upstream.fallbackURLs = [try UpstreamURL(parsing: "ws://127.0.0.1:\(portB)/")]
+        let link = try await LinkHarness(config)
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        // attempt 1 -> A, 2 -> B, 3 -> A: each failure says which it was, and schedules one
+        // backoff retry (the same policy, counting every failure).
+        let failed = await link.events.wait(count: 3) { $0.hasPrefix("state backingOff:") }
+        #expect(failed.count == 3)
+        for (line, port) in zip(failed, [portA, portB, portA]) {
+            #expect(line.contains("cannot connect to 127.0.0.1:\(port)"), "\(line)")
+        }
+        let retries = link.events.lines.filter { $0.hasPrefix("retry ") }.prefix(3).map { $0.split(separator: " ").prefix(2).joined(separator: " ") }
+        #expect(retries == ["retry 2", "retry 3", "retry 4"], "\(link.events.text)")
+    }
+}
