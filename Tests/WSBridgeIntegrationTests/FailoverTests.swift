@@ -15,7 +15,6 @@ import WSBridgeProtocol
 
         var config = try LinkHarness.configuration(url: "ws://127.0.0.1:\(primaryPort)/primary")
         config.upstream.fallbackURLs = [try UpstreamURL(parsing: "ws://127.0.0.1:\(fallback.port)/fallback")]
-        config.upstream.failbackAfter = .milliseconds(300)
         config.upstream.headers = [.init(name: "Authorization", value: "Bearer per-url")]
         let link = try await LinkHarness(config)
         defer { Task { await link.shutdown() } }
@@ -26,14 +25,25 @@ import WSBridgeProtocol
         #expect(await fallback.event("upgrade path=/fallback authorization=Bearer per-url") != nil)
         #expect(try await link.handle.status().get().url == "ws://127.0.0.1:\(fallback.port)/fallback")
 
-        // The primary recovers: after failback_after on the fallback, the link goes back to it.
+        // The primary recovers, and failback_after is set (as a reload would): after it, the
+        // link goes back to the primary. (Set only now, so the check above cannot race it; if
+        // the first try back came before the server read "refuse off", the next one succeeds.)
         let mark = link.mark
         let serverMark = primary.mark
         primary.command("refuse off")
+        config.upstream.failbackAfter = .milliseconds(300)
+        link.handle.update(configuration: config)
         #expect(
             await primary.event("upgrade path=/primary authorization=Bearer per-url", from: serverMark, timeout: .seconds(30)) != nil, "\(link.events.text)")
         #expect(await link.state(.open, from: mark) != nil)
-        #expect(try await link.handle.status().get().url == "ws://127.0.0.1:\(primaryPort)/primary")
+        // Open on the primary (polled: a first try back may have lost to "refuse off").
+        let primaryURL = "ws://127.0.0.1:\(primaryPort)/primary"
+        var status = try await link.handle.status().get()
+        for _ in 0..<200 where status.url != primaryURL || status.state != "open" {
+            try await Task.sleep(for: .milliseconds(50))
+            status = try await link.handle.status().get()
+        }
+        #expect(status.url == primaryURL && status.state == "open", "\(link.events.text)")
     }
 
     @Test func everyURLFailingGoesRoundTheListWithTheSameBackoff() async throws {

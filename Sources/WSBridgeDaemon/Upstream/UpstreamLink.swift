@@ -138,6 +138,8 @@ public final class UpstreamLink: LinkControl {
     func update(configuration: Configuration) {
         self.configuration = configuration
         if self.urlIndex >= configuration.upstream.urls.count { self.urlIndex = 0 }
+        // A changed upstream.failback_after applies to the link open now.
+        if self.machine.phase == .open { self.scheduleFailback() }
         self.outbound.maxMessages = configuration.queue.maxMessages
         self.outbound.maxBytes = configuration.queue.maxBytes
         self.machine.updateSettings(.init(backoff: configuration.backoff.policy, maxAttempts: configuration.backoff.maxAttempts))
