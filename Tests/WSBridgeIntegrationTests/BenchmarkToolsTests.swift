@@ -34,41 +34,36 @@ import WSBridgeProtocol
         #expect(messages.last?.data == #"{"end":"__end__"}"#)
     }
 
-    @Test func theRawCopyBaselineWritesWhatTheReaderCounts() async throws {
+    /// `raw-copy` with `options` to 2 reader connections in one wsbridge-reader: its JSON result.
+    func rawCopyToOneReader(_ options: [String]) async throws -> JSONValue {
         let dir = try TemporaryDirectory()
         let socket = dir.file("raw.sock")
-        let copy = try ManagedProcess(
-            "\(Paths.bin)/wsbridge-bench", ["raw-copy", "--socket", socket, "--connections", "2", "--messages", "5000"], name: "raw-copy")
+        let copy = try ManagedProcess("\(Paths.bin)/wsbridge-bench", ["raw-copy", "--socket", socket, "--connections", "2"] + options, name: "raw-copy")
         defer { copy.stop() }
         #expect(await copy.stdout.wait(containing: "listening") != nil)
         let reader = try ManagedProcess("\(Paths.bin)/wsbridge-reader", ["--socket", socket, "--connections", "2"], name: "reader")
         defer { reader.stop() }
         let result = await reader.stdout.wait(containing: "\"messages\"")
-        let json = try JSONValue.parse(result ?? "{}")
-        #expect(json["messages"]?.intValue == 2 * 5001, "\(result ?? "no result")")
+        return try JSONValue.parse(result ?? "{}")
+    }
+
+    @Test func theRawCopyBaselineWritesWhatTheReaderCounts() async throws {
+        let json = try await self.rawCopyToOneReader(["--messages", "5000"])
+        #expect(json["messages"]?.intValue == 2 * 5001, "\(json.serialized)")
         #expect(json["lost"]?.intValue == 0 && json["gaps"]?.intValue == 0 && json["ended"]?.intValue == 2)
         // Flat out, the lines carry no send time: the reader records no latency.
         #expect(json["latency_count"]?.intValue == 0)
     }
 
     @Test func theRawCopyBaselineAtARateStampsEachLineWhenItIsWritten() async throws {
-        let dir = try TemporaryDirectory()
-        let socket = dir.file("paced.sock")
-        let copy = try ManagedProcess(
-            "\(Paths.bin)/wsbridge-bench", ["raw-copy", "--socket", socket, "--connections", "2", "--messages", "300", "--rate", "3000"], name: "raw-copy")
-        defer { copy.stop() }
-        #expect(await copy.stdout.wait(containing: "listening") != nil)
-        let reader = try ManagedProcess("\(Paths.bin)/wsbridge-reader", ["--socket", socket, "--connections", "2"], name: "reader")
-        defer { reader.stop() }
-        let result = await reader.stdout.wait(containing: "\"messages\"")
-        let json = try JSONValue.parse(result ?? "{}")
-        #expect(json["messages"]?.intValue == 2 * 301, "\(result ?? "no result")")
+        let json = try await self.rawCopyToOneReader(["--messages", "300", "--rate", "3000"])
+        #expect(json["messages"]?.intValue == 2 * 301, "\(json.serialized)")
         #expect(json["lost"]?.intValue == 0 && json["gaps"]?.intValue == 0 && json["ended"]?.intValue == 2)
         // Every message has a real send time: its latency is recorded.
         #expect(json["latency_count"]?.intValue == 2 * 300)
         // 300 messages at 3000/s are spread over about 100 ms, not written in one burst.
         let first = json["first_ns"]?.intValue ?? 0
         let last = json["last_ns"]?.intValue ?? 0
-        #expect(last - first >= 50_000_000, "\(result ?? "")")
+        #expect(last - first >= 50_000_000, "\(json.serialized)")
     }
 }

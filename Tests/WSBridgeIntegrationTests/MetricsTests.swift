@@ -155,10 +155,10 @@ import WSBridgeProtocol
         // A subscriber that reads nothing: its queue of 2 overflows.
         let stalled = try await f.client(reading: false, name: "stalled")
         _ = stalled
-        f.server.command("flood 20000 1000")
+        f.server.command("flood 2000 1000")
         #expect(await f.server.event("flood done") != nil)
-        // Every message fanned out (20,000 and the end marker): no drop can follow.
-        m = try await Self.eventually(f.socket) { $0["wsbridge_last_seq{}"] == 20001 }
+        // Every message fanned out (2,000 and the end marker): no drop can follow.
+        m = try await Self.eventually(f.socket) { $0["wsbridge_last_seq{}"] == 2001 }
         #expect((m["wsbridge_dropped_messages_total{reason=subscriber_queue_full}"] ?? 0) > 0)
         let status = StatusReport(json: try JSONValue.parse(try Self.ctl(["status", "--json"], socket: f.socket).out))
         #expect(m["wsbridge_dropped_messages_total{reason=subscriber_queue_full}"] == Double(status.drops))
