@@ -35,6 +35,9 @@ public final class DaemonMetrics: Sendable {
         }
     }
 
+    /// Every label `reconnectReason` gives, so each series exists (at 0) from the start.
+    static let reconnectReasons = ["server_closed", "user", "daemon", "error", "heartbeat_timeout", "network_lost", "unknown"]
+
     let registry: PrometheusCollectorRegistry
     private let factory: DescribedMetricsFactory
 
@@ -101,7 +104,7 @@ public final class DaemonMetrics: Sendable {
         }
         self.drops = drops
         var reconnects: [String: CoreMetrics.Counter] = [:]
-        for reason in ["server_closed", "user", "daemon", "error", "heartbeat_timeout", "network_lost", "unknown"] {
+        for reason in Self.reconnectReasons {
             reconnects[reason] = CoreMetrics.Counter(label: "wsbridge_reconnects_total", dimensions: [("reason", reason)], factory: factory)
         }
         self.reconnects = reconnects
@@ -137,11 +140,12 @@ public final class DaemonMetrics: Sendable {
     }
 
     func dropped(_ count: Int, _ reason: DropReason) {
-        self.drops[reason]!.increment(by: Int64(count))
+        self.drops[reason]?.increment(by: Int64(count))
     }
 
     func reconnected(after reason: DisconnectReason?) {
-        self.reconnects[Self.reconnectReason(reason)]!.increment()
+        // A reason without its own series (a new case not yet listed) counts as "unknown".
+        (self.reconnects[Self.reconnectReason(reason)] ?? self.reconnects["unknown"])?.increment()
     }
 
     /// The live state the gauges show, read on the daemon's loop just before a render.
