@@ -165,6 +165,7 @@ let package = Package(
         .testTarget(
             name: "WSBridgeIntegrationTests",
             dependencies: [
+                "CWSBridgeLinux",
                 "WSBridgeCore",
                 "WSBridgeDaemon",
                 "WSBridgeProtocol",

@@ -129,7 +129,20 @@ public struct Configuration: Sendable, Equatable {
     public struct Queue: Sendable, Equatable {
         public var maxMessages = 1000
         public var maxBytes = 16 << 20
+        /// The directory of the durable outbound spool (nil: the queue lives in memory only).
+        public var spool: String? = nil
+        public var fsync = FsyncPolicy.always
         public init() {}
+    }
+
+    /// When a queued send counts as stored (and is answered `queued`).
+    public enum FsyncPolicy: String, Sendable, CaseIterable {
+        /// Written and fdatasync'd: survives a crash of the machine. Sends arriving together
+        /// share one fdatasync.
+        case always
+        /// Written to the file: survives a crash or kill of the daemon; fdatasync'd within a
+        /// second, so a power loss can take the last second of sends.
+        case batch
     }
 
     /// Who may send, close, connect, reconnect and request (others may subscribe and read status).

@@ -112,7 +112,7 @@ private struct Reader {
             "max_clients", "client_output_bytes", "max_pending_requests", "max_pending_requests_total", "filter_max_bytes",
             "filter_max_depth",
         ],
-        "queue": ["max_messages", "max_bytes"],
+        "queue": ["max_messages", "max_bytes", "spool", "fsync"],
         "access": ["write_uids", "write_groups"],
         "log": ["level"],
         "metrics": ["listen", "max_connections"],
@@ -315,6 +315,24 @@ private struct Reader {
             }
             if let v = q["max_bytes"] {
                 config.queue.maxBytes = try self.int(v, "queue.max_bytes", in: 0...(1 << 34), "a byte count from 0")
+            }
+            if let v = q["spool"] {
+                let s = try self.string(v, "queue.spool")
+                guard s.isEmpty || s.hasPrefix("/") else {
+                    throw self.error(
+                        "queue.spool", v, "must be an absolute directory path such as \"/var/lib/wsbridged/spool\", or \"\" to keep the queue in memory only")
+                }
+                config.queue.spool = s.isEmpty ? nil : s
+            }
+            if let v = q["fsync"] {
+                let s = try self.string(v, "queue.fsync")
+                guard let policy = Configuration.FsyncPolicy(rawValue: s.lowercased()) else {
+                    throw self.error(
+                        "queue.fsync", v,
+                        "must be \"always\" (each queued send is fdatasync'd before it is answered) or \"batch\" (written at once, fdatasync'd within a second)"
+                    )
+                }
+                config.queue.fsync = policy
             }
         }
         if let a = t("access") {

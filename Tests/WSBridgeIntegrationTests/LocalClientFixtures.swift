@@ -38,7 +38,8 @@ final class SocketClient: Sendable {
     func sendRaw(_ bytes: [UInt8]) {
         var offset = 0
         while offset < bytes.count {
-            let n = bytes[offset...].withUnsafeBytes { write(self.fd, $0.baseAddress, $0.count) }
+            // MSG_NOSIGNAL: a daemon that died (or was killed) must not take the test runner with it.
+            let n = bytes[offset...].withUnsafeBytes { Glibc.send(self.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if n <= 0 { return }
             offset += n
         }

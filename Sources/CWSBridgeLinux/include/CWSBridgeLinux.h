@@ -2,6 +2,7 @@
 #define CWSBRIDGE_LINUX_H
 
 #include <stdint.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 /// Linux's `struct ucred` (which Glibc's Swift module does not export), for SO_PEERCRED
@@ -33,5 +34,10 @@ int cwsb_route_exists(int family, const uint8_t *address);
 /// CLOCK_BOOTTIME and CLOCK_MONOTONIC in nanoseconds (their difference grows across suspend).
 uint64_t cwsb_boottime_ns(void);
 uint64_t cwsb_monotonic_ns(void);
+
+/// CRC-32C (Castagnoli, the iSCSI polynomial 0x1EDC6F41 reflected), continuing from `crc`
+/// (0 to start). The outbound spool checks each record with it. SSE4.2's crc32 instruction
+/// where the CPU has it, else a table. cwsb_crc32c(0, "123456789", 9) == 0xE3069283.
+uint32_t cwsb_crc32c(uint32_t crc, const void *data, size_t length);
 
 #endif

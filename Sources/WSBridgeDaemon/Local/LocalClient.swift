@@ -44,6 +44,14 @@ final class LocalClient: ChannelDuplexHandler {
     private var readHeldBack = false
     private var backlog = CircularBuffer<LocalLine>()
     private var closing = false
+    /// Replies in request order: a send waiting for the spool holds a slot (nil until
+    /// answered), and every later reply waits behind it. Counted in the output bound.
+    private var held = CircularBuffer<ByteBuffer?>()
+    /// The ticket of `held.first`.
+    private var heldBase = 0
+    private var heldBytes = 0
+    /// What an unanswered slot counts against `local.client_output_bytes`.
+    private static let slotBytes = 64
 
     init(id: Int, credentials: PeerCredentials?, groups: Set<UInt32>, mayWrite: Bool, plane: LocalPlane, limits: Configuration.Local) {
         self.id = id
@@ -153,11 +161,50 @@ final class LocalClient: ChannelDuplexHandler {
 
     // MARK: - Output
 
-    /// Queues a reply or notice: never dropped.
+    /// Queues a reply or notice: never dropped. Behind a held reply it waits its turn.
     func send(_ line: ByteBuffer) {
         guard !self.closing else { return }
+        if !self.held.isEmpty {
+            self.held.append(line)
+            self.heldBytes += line.readableBytes
+            self.checkOutput()
+            return
+        }
+        self.output(line)
+    }
+
+    /// Reserves the place of a reply that comes later (`fillReply`).
+    func holdReply() -> Int {
+        self.held.append(nil)
+        self.heldBytes += Self.slotBytes
+        self.checkOutput()
+        return self.heldBase + self.held.count - 1
+    }
+
+    /// Puts a held reply in its place, and sends every reply that no longer waits.
+    func fillReply(_ ticket: Int, _ line: ByteBuffer) {
+        let index = ticket - self.heldBase
+        guard index >= 0, index < self.held.count, self.held[self.held.index(self.held.startIndex, offsetBy: index)] == nil else { return }
+        self.held[self.held.index(self.held.startIndex, offsetBy: index)] = line
+        self.heldBytes += line.readableBytes - Self.slotBytes
+        while let first = self.held.first, let line = first {
+            self.held.removeFirst()
+            self.heldBase += 1
+            self.heldBytes -= line.readableBytes
+            if !self.closing { self.output(line) }
+        }
+        if let context = self.context { self.resumeIfDrained(context) }
+    }
+
+    private func output(_ line: ByteBuffer) {
         self.queue.appendControl(line, bytes: line.readableBytes)
-        if self.queue.controlBytes > self.outputLimit {
+        self.checkOutput()
+        self.scheduleDrain()
+    }
+
+    /// Stops reading requests past the output bound; disconnects past twice it.
+    private func checkOutput() {
+        if self.queue.controlBytes + self.heldBytes > self.outputLimit {
             if self.queue.controlBytes > 2 * self.outputLimit {
                 self.plane.disconnect(
                     self,
@@ -215,7 +262,12 @@ final class LocalClient: ChannelDuplexHandler {
             wrote = true
         }
         if wrote { context.flush() }
-        if self.outputFull, self.queue.controlBytes <= self.outputLimit / 2 {
+        self.resumeIfDrained(context)
+    }
+
+    /// Reads requests again once half the output bound drained.
+    private func resumeIfDrained(_ context: ChannelHandlerContext) {
+        if self.outputFull, self.queue.controlBytes + self.heldBytes <= self.outputLimit / 2 {
             self.outputFull = false
             if !self.throttled { self.resumeReading(context) }
         }

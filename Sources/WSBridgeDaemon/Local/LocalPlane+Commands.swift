@@ -60,10 +60,15 @@ extension LocalPlane {
         case .metrics:
             self.ok(client, id, MetricsResult(text: String(decoding: self.metricsText(askedBy: client), as: UTF8.self)).json)
         case .send(let payload):
-            switch link.submit(Self.message(payload)) {
-            case .sent: self.ok(client, id, SendResult.sent.json)
-            case .queued(let depth): self.ok(client, id, SendResult.queued(depth: depth, state: link.phase.rawValue).json)
-            case .rejected(let problem): self.reply(client, ProtocolError(.queueFull, problem, id: id))
+            let outcome = link.submit(Self.message(payload))
+            if case .spooling(let stored) = outcome {
+                // Answered once the spool has it; later replies to this client wait their turn.
+                let ticket = client.holdReply()
+                stored.assumeIsolated().whenSuccess { outcome in
+                    client.fillReply(ticket, self.sendReply(outcome, id: id))
+                }
+            } else {
+                client.send(self.sendReply(outcome, id: id))
             }
         case .close(let code, let reason):
             link.close(code: code, reason: reason)
@@ -113,10 +118,30 @@ extension LocalPlane {
         }
         // Listen first, so a fast answer cannot be missed.
         self.fanout.pending.insert(PendingRequests.Entry(client: client, id: id, match: match, timer: timer), key: key)
-        if case .rejected(let problem) = self.link.submit(Self.message(payload)) {
+        switch self.link.submit(Self.message(payload)) {
+        case .rejected(let problem):
             self.fanout.pending.remove(key)
             self.reply(client, ProtocolError(.queueFull, problem, id: id))
+        case .spooling(let stored):
+            stored.assumeIsolated().whenSuccess { outcome in
+                guard case .rejected(let problem) = outcome, self.fanout.pending.remove(key) != nil else { return }
+                self.reply(client, ProtocolError(.queueFull, problem, id: id))
+            }
+        case .sent, .queued:
+            break
         }
+    }
+
+    /// The reply line to a `send`.
+    private func sendReply(_ outcome: SendOutcome, id: JSONValue?) -> ByteBuffer {
+        let json: JSONValue
+        switch outcome {
+        case .sent: json = ReplyLine.ok(id: id, SendResult.sent.json).json
+        case .queued(let depth): json = ReplyLine.ok(id: id, SendResult.queued(depth: depth, state: self.link.phase.rawValue).json).json
+        case .rejected(let problem): json = ProtocolError(.queueFull, problem, id: id).reply
+        case .spooling: json = ProtocolError(.internalError, "bug: a send was answered before the spool stored it", id: id).reply
+        }
+        return MessageLineEncoder.line(json, allocator: self.allocator)
     }
 
     private static func message(_ payload: Payload) -> UpstreamMessage {

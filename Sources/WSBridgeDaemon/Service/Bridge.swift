@@ -21,7 +21,8 @@ final class Bridge {
         environment: [String: String],
         connectors: ConnectorFactory,
         eventLoop: any EventLoop,
-        logger: Logger
+        logger: Logger,
+        spool: (Spool, Spool.Restored)? = nil
     ) {
         let status = SystemdStatus()
         let metrics = DaemonMetrics()
@@ -35,7 +36,8 @@ final class Bridge {
             logger: logger,
             connectors: connectors,
             events: self.fanout,
-            metrics: metrics
+            metrics: metrics,
+            spool: spool
         )
         self.plane = LocalPlane(
             configuration: configuration,

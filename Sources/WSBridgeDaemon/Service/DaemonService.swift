@@ -44,6 +44,8 @@ public final class DaemonService: Service, Sendable {
         var monitor: ReachabilityMonitor?
         var connectors: ConnectorFactory
         var configuration: Configuration
+        /// The durable outbound spool, when `queue.spool` is set.
+        var spool: Spool?
     }
 
     /// `load` re-reads the configuration for a reload; a failure keeps the running one.
@@ -127,6 +129,20 @@ public final class DaemonService: Service, Sendable {
         let (networkAvailable, policy) = try await NIOThreadPool.singleton.runIfActive {
             (monitor?.routeExists() ?? true, Self.resolvePolicy(configuration.access, logger: logger))
         }
+        // The spool is read (and cleaned of a torn tail) before anything can be queued.
+        var spool: (Spool, Spool.Restored)?
+        if let directory = configuration.queue.spool {
+            do {
+                spool = try await NIOThreadPool.singleton.runIfActive {
+                    try Spool.open(directory: directory, fsync: configuration.queue.fsync, eventLoop: eventLoop, logger: logger)
+                }
+            } catch {
+                logger.critical("\(error)")
+                Systemd.notify("STATUS=\(error)")
+                throw StartFailure(exitCode: 73, description: "\(error)")  // EX_CANTCREAT
+            }
+        }
+        let openedSpool = spool
         let connectors = ConnectorFactory()
         let bridge = try await eventLoop.submit {
             NIOLoopBound(
@@ -137,7 +153,8 @@ public final class DaemonService: Service, Sendable {
                     environment: environment,
                     connectors: connectors,
                     eventLoop: eventLoop,
-                    logger: logger
+                    logger: logger,
+                    spool: openedSpool
                 ),
                 eventLoop: eventLoop
             )
@@ -177,6 +194,7 @@ public final class DaemonService: Service, Sendable {
             logger.critical("cannot listen on the local socket: \(error)")
             // The link never connected; stopping it settles its promises before it goes.
             _ = try? await link.shutdown().get()
+            if let s = openedSpool?.0 { _ = try? await s.close().get() }
             Systemd.notify("STATUS=cannot listen on \(configuration.local.socket): \(error)")
             throw StartFailure(exitCode: 69, description: "cannot listen on \(configuration.local.socket): \(error)")  // EX_UNAVAILABLE
         }
@@ -188,6 +206,8 @@ public final class DaemonService: Service, Sendable {
                 let problem = "cannot serve metrics on \(address) (metrics.listen): \(error); choose a free local address, or leave metrics.listen empty"
                 logger.critical("\(problem)")
                 _ = try? await link.shutdown().get()
+                if let s = openedSpool?.0 { _ = try? await s.close().get() }
+                if let s = openedSpool?.0 { _ = try? await s.close().get() }
                 try? await channel.close()
                 if activated.isEmpty { unlink(configuration.local.socket) }
                 Systemd.notify("STATUS=\(problem)")
@@ -226,7 +246,8 @@ public final class DaemonService: Service, Sendable {
             link: link,
             monitor: monitor,
             connectors: connectors,
-            configuration: configuration
+            configuration: configuration,
+            spool: openedSpool?.0
         )
         self.running.withLockedValue { $0 = running }
         self.settleStart(true)
@@ -260,6 +281,8 @@ public final class DaemonService: Service, Sendable {
         try? await server.metrics?.close()
         if let path = server.boundPath { unlink(path) }
         running.monitor?.stop()
+        // What is still queued stays in the spool for the next start.
+        if let spool = running.spool { _ = try? await spool.close().get() }
         self.running.withLockedValue { $0 = nil }
         self.logger.notice("stopped")
     }

@@ -4,21 +4,45 @@ import NIOWebSocket
 import WSBridgeCore
 
 /// Sends: now when the link is open and writable, else into the bounded outbound queue, which
-/// is flushed in order when the link opens or becomes writable again.
+/// is flushed in order when the link opens or becomes writable again. With `queue.spool` set,
+/// a queued send is stored in the spool before it is answered and joins the queue (in order)
+/// once stored; a stored message leaves the spool once the socket took it.
 extension UpstreamLink {
     /// Sends a message on the open link, or queues it (bounded) until the link opens.
     func submit(_ message: UpstreamMessage) -> SendOutcome {
         if self.stopping {
             return .rejected("wsbridged is shutting down; the message was not sent")
         }
-        if self.outbound.isEmpty, self.write(message) {
+        if self.outbound.isIdle, self.write(message) {
             return .sent
         }
-        if let problem = self.outbound.append(message) {
+        guard let spool = self.spool else {
+            if let problem = self.outbound.append(message) {
+                self.metrics.dropped(1, .outboundQueueFull)
+                return .rejected(problem)
+            }
+            return .queued(depth: self.outbound.count)
+        }
+        let size = message.data.readableBytes
+        if let problem = self.outbound.reserve(size) {
             self.metrics.dropped(1, .outboundQueueFull)
             return .rejected(problem)
         }
-        return .queued(depth: self.outbound.count)
+        self.lastSpoolID += 1
+        let id = self.lastSpoolID
+        // The spool answers in order, so messages join the queue in the order they were sent.
+        let stored = spool.append(Spool.Entry(id: id, kind: message.kind, data: message.data)).assumeIsolated()
+        return .spooling(
+            stored.map { () -> SendOutcome in
+                self.outbound.commit(message, spoolID: id)
+                let depth = self.outbound.count
+                self.flushOutbound()
+                return .queued(depth: depth)
+            }.recover { error in
+                self.outbound.release(size)
+                return .rejected("\(error)")
+            }.nonisolated()
+        )
     }
 
     /// Sends a message if the link is open. Returns false when it is not.
@@ -29,16 +53,16 @@ extension UpstreamLink {
     /// Writes a message now if it may go now: the link is open, no close frame has been sent
     /// (RFC 6455 §5.5.1: no data after it; the message waits for the next connection), and the
     /// channel is writable (a slow upstream fills the bounded queue, not NIO's buffer).
-    func write(_ message: UpstreamMessage, flush: Bool = true) -> Bool {
+    func write(_ message: UpstreamMessage, flush: Bool = true, promise: EventLoopPromise<Void>? = nil) -> Bool {
         guard self.machine.phase == .open, !self.sentClose, let channel = self.channel, channel.isWritable else { return false }
         // With permessage-deflate, PerMessageDeflateHandler compresses it on the way out.
         let frame = WebSocketFrame(fin: true, opcode: message.kind == .text ? .text : .binary, maskKey: .random(), data: message.data)
         self.messagesOut += 1
         self.bytesOut += UInt64(message.data.readableBytes)
         if flush {
-            channel.writeAndFlush(frame, promise: nil)
+            channel.writeAndFlush(frame, promise: promise)
         } else {
-            channel.write(frame, promise: nil)
+            channel.write(frame, promise: promise)
         }
         return true
     }
@@ -46,13 +70,61 @@ extension UpstreamLink {
     /// Sends what waited, in order, with one flush, while the link takes it.
     func flushOutbound() {
         var count = 0
-        while let message = self.outbound.first, self.write(message, flush: false) {
+        while let entry = self.outbound.first {
+            if entry.spoolID == 0 {
+                guard self.write(entry.message, flush: false) else { break }
+            } else {
+                // Watched until the socket took it: then it leaves the spool. If the connection
+                // dies first, it goes back to the front of the queue.
+                let promise = self.eventLoop.makePromise(of: Void.self)
+                guard self.write(entry.message, flush: false, promise: promise) else {
+                    promise.succeed(())  // unused
+                    break
+                }
+                self.watchSpooled(entry, promise.futureResult)
+            }
             _ = self.outbound.removeFirst()
             count += 1
         }
         guard count > 0 else { return }
         self.channel?.flush()
         self.logger.debug("sent \(count) queued message(s)", metadata: ["queue.left": "\(self.outbound.count)"])
+    }
+
+    private func watchSpooled(_ entry: OutboundQueue.Entry, _ written: EventLoopFuture<Void>) {
+        let generation = self.generation
+        self.inFlight.append((entry, generation))
+        written.assumeIsolated().whenComplete { result in
+            switch result {
+            case .success:
+                guard let first = self.inFlight.first, first.entry.spoolID == entry.spoolID else { return }
+                self.inFlight.removeFirst()
+                self.noteDelivered(entry.spoolID)
+            case .failure:
+                // Writes complete in order: this one and every later one of its connection
+                // were not written. They go first on the next connection, in order.
+                var back: [OutboundQueue.Entry] = []
+                while let first = self.inFlight.first, first.generation == generation {
+                    back.append(first.entry)
+                    self.inFlight.removeFirst()
+                }
+                if !back.isEmpty {
+                    self.outbound.restore(back, atFront: true)
+                    self.logger.info("\(back.count) spooled message(s) were not written before the connection ended: queued again")
+                }
+            }
+        }
+    }
+
+    /// Tells the spool, once per event-loop tick, how far the upstream has taken its messages.
+    private func noteDelivered(_ id: UInt64) {
+        let first = self.deliveredThrough == nil
+        self.deliveredThrough = max(self.deliveredThrough ?? 0, id)
+        guard first else { return }
+        self.eventLoop.assumeIsolated().execute {
+            if let through = self.deliveredThrough { self.spool?.delivered(through: through) }
+            self.deliveredThrough = nil
+        }
     }
 
     func becameWritable(generation: Int) {

@@ -45,6 +45,14 @@ public final class UpstreamLink: LinkControl {
     /// after a reload changed `upstream.url` for the next one.
     var attemptURL: UpstreamURL?
     var outbound: OutboundQueue
+    /// The durable spool (`queue.spool`), when set: queued sends are stored there first.
+    let spool: Spool?
+    /// The id of the last message given to the spool.
+    var lastSpoolID: UInt64 = 0
+    /// Spooled messages handed to the connection and not yet taken by its socket.
+    var inFlight = CircularBuffer<(entry: OutboundQueue.Entry, generation: Int)>()
+    /// The highest spooled id the socket took in this tick (reported to the spool once per tick).
+    var deliveredThrough: UInt64?
     var phaseSinceWall = WallClock.millisecondsSinceEpoch()
     var messagesIn: UInt64 = 0
     /// The number of the current (or last) connection attempt, for the log.
@@ -73,7 +81,8 @@ public final class UpstreamLink: LinkControl {
         logger: Logger,
         connectors: ConnectorFactory,
         events: any UpstreamEventSink,
-        metrics: DaemonMetrics = DaemonMetrics()
+        metrics: DaemonMetrics = DaemonMetrics(),
+        spool: (Spool, Spool.Restored)? = nil
     ) {
         self.metrics = metrics
         self.eventLoop = eventLoop
@@ -86,6 +95,15 @@ public final class UpstreamLink: LinkControl {
         self.connectors = connectors
         self.stopped = eventLoop.makePromise()
         self.outbound = OutboundQueue(maxMessages: configuration.queue.maxMessages, maxBytes: configuration.queue.maxBytes)
+        self.spool = spool?.0
+        if let restored = spool?.1 {
+            // What the last run left queued goes first, even if the bounds have shrunk since.
+            let entries = restored.entries.map { e in
+                OutboundQueue.Entry(message: UpstreamMessage(kind: e.kind, data: e.data, receivedAtMillis: 0), spoolID: e.id)
+            }
+            self.outbound.restore(entries, atFront: false)
+            self.lastSpoolID = restored.lastID
+        }
         self.machine = Machine(
             settings: .init(backoff: configuration.backoff.policy, maxAttempts: configuration.backoff.maxAttempts),
             networkAvailable: networkAvailable,
@@ -142,6 +160,7 @@ public final class UpstreamLink: LinkControl {
         if self.machine.phase == .open { self.scheduleFailback() }
         self.outbound.maxMessages = configuration.queue.maxMessages
         self.outbound.maxBytes = configuration.queue.maxBytes
+        self.spool?.setFsync(configuration.queue.fsync)
         self.machine.updateSettings(.init(backoff: configuration.backoff.policy, maxAttempts: configuration.backoff.maxAttempts))
         if self.heartbeat != nil {
             self.heartbeat?.update(interval: configuration.heartbeat.interval, deadline: configuration.heartbeat.deadline, now: Self.now())

@@ -1,0 +1,256 @@
+import Foundation
+import Testing
+import WSBridgeProtocol
+
+/// The durable outbound spool with real daemons: sends queued while the upstream is down
+/// survive `kill -9` (and a graceful restart), a kill in the middle of a stream of writes, a
+/// torn tail and a damaged record; a `queued` reply comes only after the spool write (and its
+/// fdatasync, under "always"), checked with strace.
+@Suite struct SpoolTests {
+    /// A daemon (named `name`: its socket and config) whose upstream is `url` and whose spool
+    /// is `dir/spool`. Returns once it listens.
+    static func daemon(
+        _ dir: TemporaryDirectory, _ name: String, url: String, fsync: String = "always", extra: String = "", wrapper: [String] = []
+    ) async throws -> (ManagedProcess, socket: String) {
+        let socket = dir.file("\(name).sock")
+        let config = try dir.write(
+            "\(name).toml",
+            """
+            [upstream]
+            url = "\(url)"
+            [backoff]
+            base = "50ms"
+            cap = "200ms"
+            [reachability]
+            enabled = false
+            [local]
+            socket = "\(socket)"
+            [queue]
+            spool = "\(dir.file("spool"))"
+            fsync = "\(fsync)"
+            \(extra)
+            """
+        )
+        let command = wrapper + [Paths.daemon, "--config", config, "--log-level", "debug"]
+        let daemon = try ManagedProcess(command[0], Array(command.dropFirst()), name: name)
+        guard await daemon.stderr.wait(containing: "listening on") != nil else {
+            throw TestFailure("\(name) did not start: \(daemon.stderr.text)")
+        }
+        return (daemon, socket)
+    }
+
+    static func client(_ socket: String) async throws -> SocketClient {
+        let c = try SocketClient(path: socket)
+        guard await c.lines.wait(containing: "\"type\":\"hello\"") != nil else { throw TestFailure("no hello") }
+        return c
+    }
+
+    /// Sends `texts` pipelined and returns the replies, in the order they came.
+    static func send(_ texts: [String], over client: SocketClient) async -> [JSONValue] {
+        for (i, text) in texts.enumerated() {
+            client.send(#"{"id":"s\#(i)","op":"send","text":"\#(text)"}"#)
+        }
+        let lines = await client.lines.wait(count: texts.count) { $0.contains("\"type\":\"reply\"") }
+        return lines.compactMap { try? JSONValue.parse($0) }
+    }
+
+    static func kill9(_ daemon: ManagedProcess) async {
+        daemon.signal(SIGKILL)
+        _ = await daemon.waitForExit()
+    }
+
+    static func spoolSize(_ dir: TemporaryDirectory) -> Int {
+        (try? FileManager.default.attributesOfItem(atPath: dir.file("spool/outbound.log"))[.size] as? Int) ?? -1
+    }
+
+    /// Waits until every spooled message went upstream and the file is back to its header.
+    static func waitForEmptySpool(_ dir: TemporaryDirectory) async -> Bool {
+        for _ in 0..<400 where Self.spoolSize(dir) != 16 {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return Self.spoolSize(dir) == 16
+    }
+
+    /// Starts an upstream and a daemon on the spool, waits for `count` messages, then proves
+    /// nothing more came: a sentinel sent now must be the next message. Returns the texts.
+    static func deliver(_ dir: TemporaryDirectory, count: Int, fsync: String = "always") async throws -> (texts: [String], log: String) {
+        let server = try await UpstreamServer(.nio, arguments: ["--no-echo"])
+        let (daemon, socket) = try await Self.daemon(dir, "after", url: server.url, fsync: fsync)
+        defer { daemon.stop() }
+        let got = await server.process.stdout.wait(count: count) { $0.hasPrefix("message ") }
+        #expect(got.count == count, "\(daemon.stderr.text)")
+        #expect(await Self.waitForEmptySpool(dir), "spool size \(Self.spoolSize(dir))")
+        let client = try await Self.client(socket)
+        let reply = await Self.send(["sentinel"], over: client)
+        #expect(reply.first?["result"]?["status"] == "sent")
+        _ = await server.event("message sentinel")
+        let all = server.process.stdout.lines.filter { $0.hasPrefix("message ") }.map { String($0.dropFirst("message ".count)) }
+        #expect(all.last == "sentinel")
+        return (Array(all.dropLast()), daemon.stderr.text)
+    }
+
+    @Test(arguments: ["always", "batch"])
+    func twoHundredQueuedSendsSurviveKill9AndArriveOnceInOrder(fsync: String) async throws {
+        let dir = try TemporaryDirectory()
+        let down = try ReservedPort()
+        defer { down.release() }
+        let (first, socket) = try await Self.daemon(dir, "before", url: "ws://127.0.0.1:\(down.port)/", fsync: fsync)
+        let client = try await Self.client(socket)
+        let texts = (1...200).map { "m\($0)" }
+        let replies = await Self.send(texts, over: client)
+        #expect(replies.count == 200)
+        #expect(replies.allSatisfy { $0["result"]?["status"] == "queued" })
+        #expect(replies.map { $0["result"]?["queued"]?.intValue } == (1...200).map { Optional($0) })
+        await Self.kill9(first)
+
+        let (delivered, log) = try await Self.deliver(dir, count: 200, fsync: fsync)
+        #expect(delivered == texts)
+        #expect(log.contains("spool: 200 queued message(s)"))
+    }
+
+    @Test func aKillInTheMiddleOfAStreamOfWritesLosesNothingAnswered() async throws {
+        let dir = try TemporaryDirectory()
+        let down = try ReservedPort()
+        defer { down.release() }
+        let (first, socket) = try await Self.daemon(
+            dir, "before", url: "ws://127.0.0.1:\(down.port)/", fsync: "always", extra: "max_messages = 100000")
+        let client = try await Self.client(socket)
+        let total = 20_000
+        // Written from another thread: the kill comes while the daemon is still reading them.
+        let writer = Task.detached {
+            for i in 1...total { client.send(#"{"id":"s\#(i)","op":"send","text":"k\#(i)"}"#) }
+        }
+        _ = await client.lines.wait(count: 300, timeout: .seconds(60)) { $0.contains("\"status\":\"queued\"") }
+        await Self.kill9(first)
+        await writer.value
+        let answered = client.lines.lines.filter { $0.contains("\"status\":\"queued\"") }.count
+        #expect(answered >= 300)
+        #expect(answered < total, "the kill came after every send was answered: the test proves nothing")
+
+        // What arrives is k1, k2, ... with no gap and no repeat, and covers every answered send.
+        let server = try await UpstreamServer(.nio, arguments: ["--no-echo"])
+        let (second, socket2) = try await Self.daemon(dir, "after", url: server.url)
+        defer { second.stop() }
+        #expect(await Self.waitForEmptySpool(dir))
+        let probe = try await Self.client(socket2)
+        _ = await Self.send(["sentinel"], over: probe)
+        _ = await server.event("message sentinel", timeout: .seconds(60))
+        let all = server.process.stdout.lines.filter { $0.hasPrefix("message ") }.map { String($0.dropFirst("message ".count)) }
+        let delivered = Array(all.dropLast())
+        #expect(delivered == (0..<delivered.count).map { "k\($0 + 1)" })
+        #expect(delivered.count >= answered)
+    }
+
+    /// Fills a spool with m1...m200 through a daemon killed with -9, and returns the file.
+    static func spoolOf200(_ dir: TemporaryDirectory) async throws -> Data {
+        let down = try ReservedPort()
+        defer { down.release() }
+        let (first, socket) = try await Self.daemon(dir, "before", url: "ws://127.0.0.1:\(down.port)/")
+        let client = try await Self.client(socket)
+        let replies = await Self.send((1...200).map { "m\($0)" }, over: client)
+        #expect(replies.count == 200)
+        await Self.kill9(first)
+        return try Data(contentsOf: URL(fileURLWithPath: dir.file("spool/outbound.log")))
+    }
+
+    @Test func aTornTailIsCutAndLoggedAndTheRestArrives() async throws {
+        let dir = try TemporaryDirectory()
+        let file = try await Self.spoolOf200(dir)
+        // A write cut short: the last record loses its last 3 bytes.
+        try file.dropLast(3).write(to: URL(fileURLWithPath: dir.file("spool/outbound.log")))
+        let (delivered, log) = try await Self.deliver(dir, count: 199)
+        #expect(delivered == (1...199).map { "m\($0)" })
+        #expect(log.contains("truncated at offset \(file.count - (17 + 4)), dropping 18 byte(s)"), "\(log)")
+    }
+
+    @Test func aDamagedRecordIsSkippedAndLoggedAndTheRestArrives() async throws {
+        let dir = try TemporaryDirectory()
+        var file = try await Self.spoolOf200(dir)
+        // Records m1...m9 are 19 bytes, m10...m99 20, m100 21: flip a bit in m100's payload.
+        let m100 = 16 + 9 * 19 + 90 * 20
+        file[m100 + 17] ^= 0x01
+        try file.write(to: URL(fileURLWithPath: dir.file("spool/outbound.log")))
+        let (delivered, log) = try await Self.deliver(dir, count: 199)
+        #expect(delivered == (1...200).filter { $0 != 100 }.map { "m\($0)" })
+        #expect(log.contains("skipped a damaged record at offset \(m100)"), "\(log)")
+    }
+
+    @Test func aGracefulRestartKeepsTheQueueWithinItsBounds() async throws {
+        let dir = try TemporaryDirectory()
+        let down = try ReservedPort()
+        defer { down.release() }
+        let (first, socket) = try await Self.daemon(dir, "before", url: "ws://127.0.0.1:\(down.port)/", extra: "max_messages = 3")
+        let client = try await Self.client(socket)
+        let replies = await Self.send(["a", "b", "c", "d"], over: client)
+        #expect(replies.prefix(3).allSatisfy { $0["result"]?["status"] == "queued" })
+        #expect(replies.last?["error"]?["code"] == "queue_full")
+        // The spool holds the three (read by an independent reader).
+        #expect(try Self.spoolRecords(dir).map(\.payload) == ["a", "b", "c"])
+        first.signal(SIGTERM)
+        #expect(await first.waitForExit() == 0)
+        let (delivered, _) = try await Self.deliver(dir, count: 3)
+        #expect(delivered == ["a", "b", "c"])
+    }
+
+    @Test func aSecondDaemonOnTheSameSpoolIsToldAndExits() async throws {
+        let dir = try TemporaryDirectory()
+        let down = try ReservedPort()
+        defer { down.release() }
+        let (first, _) = try await Self.daemon(dir, "before", url: "ws://127.0.0.1:\(down.port)/")
+        defer { first.stop() }
+        let config = try dir.write(
+            "second.toml",
+            "[upstream]\nurl = \"ws://127.0.0.1:\(down.port)/\"\n[local]\nsocket = \"\(dir.file("second.sock"))\"\n[queue]\nspool = \"\(dir.file("spool"))\"\n"
+        )
+        let second = try ManagedProcess(Paths.daemon, ["--config", config], name: "second")
+        #expect(await second.waitForExit() == 73)
+        #expect(second.stderr.text.contains("is in use by another wsbridged: give each instance its own queue.spool"))
+    }
+
+    struct Record: Decodable {
+        var kind: String
+        var id: UInt64
+        var payload: String
+    }
+
+    /// The spool's records, as Tests/peers/spool_read.py (its own CRC-32C) reads them.
+    static func spoolRecords(_ dir: TemporaryDirectory) throws -> [Record] {
+        struct File: Decodable { var records: [Record] }
+        let r = try spawnAndWait(Paths.python, ["\(Paths.root)/Tests/peers/spool_read.py", dir.file("spool/outbound.log")])
+        guard r.status == 0 else { throw TestFailure("spool_read.py: \(r.stderr)") }
+        return try JSONDecoder().decode(File.self, from: Data(r.stdout.utf8)).records
+    }
+
+    /// Under strace: the reply `queued` is written only after the record's pwrite, and with
+    /// "always" after its fdatasync too; with "batch" no fdatasync stands in between.
+    @Test(arguments: ["always", "batch"])
+    func queuedIsAnsweredOnlyOnceTheSpoolHasTheMessage(fsync: String) async throws {
+        let dir = try TemporaryDirectory()
+        let down = try ReservedPort()
+        defer { down.release() }
+        let trace = dir.file("strace.log")
+        let (daemon, socket) = try await Self.daemon(
+            dir, "traced", url: "ws://127.0.0.1:\(down.port)/", fsync: fsync,
+            wrapper: ["/usr/bin/strace", "-f", "-s", "4096", "-e", "trace=pwrite64,fdatasync,write,writev", "-o", trace]
+        )
+        let client = try await Self.client(socket)
+        let replies = await Self.send(["probe-\(fsync)"], over: client)
+        #expect(replies.first?["result"]?["status"] == "queued")
+        // The record is in the file, as an independent reader sees it.
+        #expect(try Self.spoolRecords(dir).map(\.payload) == ["probe-\(fsync)"])
+        // strace's first line names the daemon's pid; strace itself would only detach on SIGTERM.
+        let traced = try String(contentsOfFile: trace, encoding: .utf8)
+        if let pid = traced.split(separator: " ", maxSplits: 1).first.flatMap({ Int32($0) }) { kill(pid, SIGTERM) }
+        _ = await daemon.waitForExit()
+        let lines = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n").map(String.init)
+        guard let written = lines.firstIndex(where: { $0.contains("pwrite64(") && $0.contains("probe-\(fsync)") }),
+            let answered = lines.firstIndex(where: { ($0.contains("write(") || $0.contains("writev(")) && $0.contains("\\\"status\\\":\\\"queued\\\"") })
+        else {
+            Issue.record("no spool write or no reply in the trace:\n\(lines.suffix(40).joined(separator: "\n"))")
+            return
+        }
+        #expect(written < answered)
+        let synced = lines[written..<answered].contains { $0.contains("fdatasync") && $0.contains("= 0") }
+        #expect(synced == (fsync == "always"), "\(lines[written...answered].joined(separator: "\n"))")
+    }
+}
