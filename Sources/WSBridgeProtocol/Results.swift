@@ -7,12 +7,31 @@ public struct StatusReport: Sendable, Equatable {
         public var bytes: Int
         public var maxMessages: Int
         public var maxBytes: Int
+        /// The durable spool, when `queue.spool` is set.
+        public var spool: Spool?
 
-        public init(messages: Int, bytes: Int, maxMessages: Int, maxBytes: Int) {
+        public init(messages: Int, bytes: Int, maxMessages: Int, maxBytes: Int, spool: Spool? = nil) {
             self.messages = messages
             self.bytes = bytes
             self.maxMessages = maxMessages
             self.maxBytes = maxBytes
+            self.spool = spool
+        }
+    }
+
+    public struct Spool: Sendable, Equatable {
+        public var directory: String
+        public var fsync: String
+        /// The spool file's size now.
+        public var fileBytes: Int
+        /// fdatasyncs since the daemon started.
+        public var fsyncs: UInt64
+
+        public init(directory: String, fsync: String, fileBytes: Int, fsyncs: UInt64) {
+            self.directory = directory
+            self.fsync = fsync
+            self.fileBytes = fileBytes
+            self.fsyncs = fsyncs
         }
     }
 
@@ -105,6 +124,9 @@ public struct StatusReport: Sendable, Equatable {
                 [
                     "messages": n(self.queue.messages), "bytes": n(self.queue.bytes),
                     "max_messages": n(self.queue.maxMessages), "max_bytes": n(self.queue.maxBytes),
+                    "spool": self.queue.spool.map { sp in
+                        ["directory": .string(sp.directory), "fsync": .string(sp.fsync), "file_bytes": n(sp.fileBytes), "fsyncs": n(sp.fsyncs)]
+                    } ?? .null,
                 ]
             ),
             ("last_error", self.lastError.map { .string($0) } ?? .null),
@@ -149,7 +171,15 @@ public struct StatusReport: Sendable, Equatable {
                 messages: q?["messages"]?.intValue ?? 0,
                 bytes: q?["bytes"]?.intValue ?? 0,
                 maxMessages: q?["max_messages"]?.intValue ?? 0,
-                maxBytes: q?["max_bytes"]?.intValue ?? 0
+                maxBytes: q?["max_bytes"]?.intValue ?? 0,
+                spool: q?["spool"]?["directory"]?.stringValue.map { directory in
+                    Spool(
+                        directory: directory,
+                        fsync: q?["spool"]?["fsync"]?.stringValue ?? "?",
+                        fileBytes: q?["spool"]?["file_bytes"]?.intValue ?? 0,
+                        fsyncs: q?["spool"]?["fsyncs"]?.uint64Value ?? 0
+                    )
+                }
             ),
             lastError: s["last_error"]?.stringValue,
             lastClose: close,

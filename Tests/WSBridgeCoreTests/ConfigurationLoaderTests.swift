@@ -226,8 +226,18 @@ import WSBridgeCore
         #expect(c.local.filterMaxDepth == 4)
         #expect(c.queue.maxMessages == 5)
         #expect(c.queue.maxBytes == 100)
+        #expect(c.queue.spool == nil)
+        #expect(c.queue.fsync == .always)
         #expect(c.access.writeUIDs == [1000, 1001])
         #expect(c.access.writeGroups == ["wsbridge"])
+    }
+
+    @Test func theSpoolIsOffUnlessADirectoryIsGiven() throws {
+        let on = try self.loader.load(text: "[queue]\nspool = \"/var/lib/wsbridged/spool\"\nfsync = \"batch\"\n")
+        #expect(on.queue.spool == "/var/lib/wsbridged/spool")
+        #expect(on.queue.fsync == .batch)
+        let off = try self.loader.load(text: "[queue]\nspool = \"\"\n")
+        #expect(off.queue.spool == nil)
     }
 
     @Test(arguments: [
@@ -241,6 +251,9 @@ import WSBridgeCore
         ("[access]\nwrite_uids = 1000", "access.write_uids", "array of user ids"),
         ("[access]\nwrite_uids = [\"root\"]", "access.write_uids", "numeric user id"),
         ("[access]\nwrite_groups = [1]", "access.write_groups", "must be a string"),
+        ("[queue]\nspool = \"var/lib/wsbridged\"", "queue.spool", "absolute directory path"),
+        ("[queue]\nspool = 1", "queue.spool", "must be a string"),
+        ("[queue]\nfsync = \"sometimes\"", "queue.fsync", "\"always\" (each queued send is fdatasync'd"),
     ])
     func errors(_ text: String, _ key: String, _ mentions: String) {
         do {

@@ -26,7 +26,15 @@ final class SocketClient: Sendable {
 
     func startReading() {
         let lines = self.lines
-        self.handle.readabilityHandler = { h in lines.append(h.availableData) }
+        // read(2), not `availableData`: Foundation traps on ECONNRESET (a daemon killed while
+        // this client's requests were unread); here that reads as the end of the stream.
+        self.handle.readabilityHandler = { h in
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let n = read(h.fileDescriptor, &chunk, chunk.count)
+            if n < 0 && (errno == EINTR || errno == EAGAIN) { return }
+            if n <= 0 { h.readabilityHandler = nil }
+            lines.append(n > 0 ? Data(chunk[0..<n]) : Data())
+        }
     }
 
     func send(_ line: String) {

@@ -62,6 +62,9 @@ final class ManagedProcess: Sendable {
             self.signal(SIGKILL)
             _ = await self.exits.wait(timeout: .seconds(5), containing: "exit")
         }
+        // The exit can be seen before the last output is read: wait for both pipes' EOF.
+        _ = await self.stderr.wait(timeout: .seconds(5)) { _ in false }
+        _ = await self.stdout.wait(timeout: .seconds(5)) { _ in false }
         return self.process.terminationStatus
     }
 

@@ -185,7 +185,9 @@ import WSBridgeProtocol
         let port = try await Self.httpPort(f.daemon)
         // One idle connection holds the only place...
         let holder = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(holder) }
+        // Closed once: a second close(2) would close whatever descriptor took the number since.
+        var holderOpen = true
+        defer { if holderOpen { close(holder) } }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -204,6 +206,7 @@ import WSBridgeProtocol
         // 52: an empty reply; 56: reset while reading. Either way no answer.
         #expect(refused.status == 52 || refused.status == 56, "\(refused)")
         close(holder)
+        holderOpen = false
         var served = try Self.curl(["http://127.0.0.1:\(port)/metrics"])
         for _ in 0..<100 where served.status != 0 {
             try await Task.sleep(for: .milliseconds(20))

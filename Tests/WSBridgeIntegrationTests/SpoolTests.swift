@@ -78,7 +78,7 @@ import WSBridgeProtocol
         let (daemon, socket) = try await Self.daemon(dir, "after", url: server.url, fsync: fsync)
         defer { daemon.stop() }
         let got = await server.process.stdout.wait(count: count) { $0.hasPrefix("message ") }
-        #expect(got.count == count, "\(daemon.stderr.text)")
+        #expect(got.count == count, "upstream port \(server.port): \(server.process.stdout.text)\n\(server.process.stderr.text)\n\(daemon.stderr.text)")
         #expect(await Self.waitForEmptySpool(dir), "spool size \(Self.spoolSize(dir))")
         let client = try await Self.client(socket)
         let reply = await Self.send(["sentinel"], over: client)

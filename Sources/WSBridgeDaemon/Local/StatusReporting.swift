@@ -28,7 +28,11 @@ extension LocalPlane {
             subscribers: report.subscribers,
             clients: report.clients,
             seq: report.seq,
-            traffic: .init(messagesIn: report.messagesIn, bytesIn: report.bytesIn, messagesOut: report.messagesOut, bytesOut: report.bytesOut),
+            traffic: .init(
+                messagesIn: report.messagesIn, bytesIn: report.bytesIn, messagesOut: report.messagesOut, bytesOut: report.bytesOut,
+                spoolFsyncs: report.queue.spool?.fsyncs ?? 0
+            ),
+            spoolFileBytes: report.queue.spool?.fileBytes ?? 0,
             urls: self.configuration.upstream.urls.map(\.description),
             liveURL: report.state == ConnectionPhase.open.rawValue ? report.url : nil
         )

@@ -57,6 +57,8 @@ public final class DaemonMetrics: Sendable {
     private let states: [ConnectionPhase: CoreMetrics.Gauge]
     private let stateSeconds: CoreMetrics.Gauge
     private let lastSeq: CoreMetrics.Gauge
+    private let spoolFileBytes: CoreMetrics.Gauge
+    private let spoolFsyncs: CoreMetrics.Counter
 
     /// The metric families: name, type, help. The docs table is checked against this list.
     public static let families: [(name: String, type: String, help: String)] = [
@@ -73,6 +75,8 @@ public final class DaemonMetrics: Sendable {
         ("wsbridge_link_state_seconds", "gauge", "Seconds the link has been in its current state."),
         ("wsbridge_last_seq", "gauge", "The sequence number of the last upstream message fanned out."),
         ("wsbridge_heartbeat_rtt_seconds", "histogram", "Heartbeat round trips: ping sent to pong received."),
+        ("wsbridge_spool_file_bytes", "gauge", "Size of the durable spool's file (queue.spool; 0 when it is off)."),
+        ("wsbridge_spool_fsyncs_total", "counter", "fdatasyncs of the durable spool (queued sends that arrive together share one)."),
         ("wsbridge_upstream_url", "gauge", "1 for the upstream URL the open link uses, 0 for the other configured ones (labels url, role)."),
     ]
 
@@ -119,6 +123,8 @@ public final class DaemonMetrics: Sendable {
         self.states = states
         self.stateSeconds = CoreMetrics.Gauge(label: "wsbridge_link_state_seconds", factory: factory)
         self.lastSeq = CoreMetrics.Gauge(label: "wsbridge_last_seq", factory: factory)
+        self.spoolFileBytes = CoreMetrics.Gauge(label: "wsbridge_spool_file_bytes", factory: factory)
+        self.spoolFsyncs = CoreMetrics.Counter(label: "wsbridge_spool_fsyncs_total", factory: factory)
     }
 
     /// The link's message and byte counts at the last render.
@@ -129,6 +135,7 @@ public final class DaemonMetrics: Sendable {
         var bytesIn: UInt64 = 0
         var messagesOut: UInt64 = 0
         var bytesOut: UInt64 = 0
+        var spoolFsyncs: UInt64 = 0
     }
 
     func attemptFailed() {
@@ -158,6 +165,7 @@ public final class DaemonMetrics: Sendable {
         var clients: Int
         var seq: UInt64
         var traffic: Traffic
+        var spoolFileBytes = 0
         /// The configured URLs, primary first, and the one the open link uses.
         var urls: [String] = []
         var liveURL: String?
@@ -175,6 +183,8 @@ public final class DaemonMetrics: Sendable {
         self.bytesIn.increment(by: gain(now.bytesIn, before.bytesIn))
         self.messagesOut.increment(by: gain(now.messagesOut, before.messagesOut))
         self.bytesOut.increment(by: gain(now.bytesOut, before.bytesOut))
+        self.spoolFsyncs.increment(by: gain(now.spoolFsyncs, before.spoolFsyncs))
+        self.spoolFileBytes.record(snapshot.spoolFileBytes)
         self.queueMessages.record(snapshot.queueMessages)
         self.queueBytes.record(snapshot.queueBytes)
         self.subscribers.record(snapshot.subscribers)

@@ -42,7 +42,11 @@ extension UpstreamLink {
                 messages: self.outbound.count,
                 bytes: self.outbound.bytes,
                 maxMessages: self.outbound.maxMessages,
-                maxBytes: self.outbound.maxBytes
+                maxBytes: self.outbound.maxBytes,
+                spool: self.spool.map { spool in
+                    let (bytes, fsyncs) = spool.fileStatistics
+                    return .init(directory: spool.directory, fsync: self.configuration.queue.fsync.rawValue, fileBytes: bytes, fsyncs: fsyncs)
+                }
             ),
             lastError: self.lastError,
             lastClose: close,
