@@ -10,7 +10,8 @@ import WSBridgeProtocol
     /// A daemon (named `name`: its socket and config) whose upstream is `url` and whose spool
     /// is `dir/spool`. Returns once it listens.
     static func daemon(
-        _ dir: TemporaryDirectory, _ name: String, url: String, fsync: String = "always", extra: String = "", wrapper: [String] = []
+        _ dir: TemporaryDirectory, _ name: String, url: String, fsync: String = "always", extra: String = "", wrapper: [String] = [],
+        spool: String? = nil
     ) async throws -> (ManagedProcess, socket: String) {
         let socket = dir.file("\(name).sock")
         let config = try dir.write(
@@ -26,7 +27,7 @@ import WSBridgeProtocol
             [local]
             socket = "\(socket)"
             [queue]
-            spool = "\(dir.file("spool"))"
+            spool = "\(spool ?? dir.file("spool"))"
             fsync = "\(fsync)"
             \(extra)
             """
@@ -47,10 +48,11 @@ import WSBridgeProtocol
 
     /// Sends `texts` pipelined and returns the replies, in the order they came.
     static func send(_ texts: [String], over client: SocketClient) async -> [JSONValue] {
+        let from = client.lines.count
         for (i, text) in texts.enumerated() {
             client.send(#"{"id":"s\#(i)","op":"send","text":"\#(text)"}"#)
         }
-        let lines = await client.lines.wait(count: texts.count) { $0.contains("\"type\":\"reply\"") }
+        let lines = await client.lines.wait(count: texts.count, from: from) { $0.contains("\"type\":\"reply\"") }
         return lines.compactMap { try? JSONValue.parse($0) }
     }
 
@@ -59,27 +61,31 @@ import WSBridgeProtocol
         _ = await daemon.waitForExit()
     }
 
-    static func spoolSize(_ dir: TemporaryDirectory) -> Int {
-        (try? FileManager.default.attributesOfItem(atPath: dir.file("spool/outbound.log"))[.size] as? Int) ?? -1
+    static func spoolSize(_ spool: String) -> Int {
+        (try? FileManager.default.attributesOfItem(atPath: spool + "/outbound.log")[.size] as? Int) ?? -1
     }
 
-    /// Waits until every spooled message went upstream and the file is back to its header.
-    static func waitForEmptySpool(_ dir: TemporaryDirectory) async -> Bool {
-        for _ in 0..<400 where Self.spoolSize(dir) != 16 {
+    /// Waits (polling the file: no event says so) until every spooled message went upstream
+    /// and the file is back to its header.
+    static func waitForEmptySpool(_ spool: String) async -> Bool {
+        for _ in 0..<400 where Self.spoolSize(spool) != 16 {
             try? await Task.sleep(for: .milliseconds(50))
         }
-        return Self.spoolSize(dir) == 16
+        return Self.spoolSize(spool) == 16
     }
 
     /// Starts an upstream and a daemon on the spool, waits for `count` messages, then proves
     /// nothing more came: a sentinel sent now must be the next message. Returns the texts.
-    static func deliver(_ dir: TemporaryDirectory, count: Int, fsync: String = "always") async throws -> (texts: [String], log: String) {
+    static func deliver(
+        _ dir: TemporaryDirectory, count: Int, fsync: String = "always", spool: String? = nil
+    ) async throws -> (texts: [String], log: String) {
+        let spool = spool ?? dir.file("spool")
         let server = try await UpstreamServer(.nio, arguments: ["--no-echo"])
-        let (daemon, socket) = try await Self.daemon(dir, "after", url: server.url, fsync: fsync)
+        let (daemon, socket) = try await Self.daemon(dir, "after", url: server.url, fsync: fsync, spool: spool)
         defer { daemon.stop() }
         let got = await server.process.stdout.wait(count: count) { $0.hasPrefix("message ") }
         #expect(got.count == count, "upstream port \(server.port): \(server.process.stdout.text)\n\(server.process.stderr.text)\n\(daemon.stderr.text)")
-        #expect(await Self.waitForEmptySpool(dir), "spool size \(Self.spoolSize(dir))")
+        #expect(await Self.waitForEmptySpool(spool), "spool size \(Self.spoolSize(spool))")
         let client = try await Self.client(socket)
         let reply = await Self.send(["sentinel"], over: client)
         #expect(reply.first?["result"]?["status"] == "sent")
@@ -131,7 +137,7 @@ import WSBridgeProtocol
         let server = try await UpstreamServer(.nio, arguments: ["--no-echo"])
         let (second, socket2) = try await Self.daemon(dir, "after", url: server.url)
         defer { second.stop() }
-        #expect(await Self.waitForEmptySpool(dir))
+        #expect(await Self.waitForEmptySpool(dir.file("spool")))
         let probe = try await Self.client(socket2)
         _ = await Self.send(["sentinel"], over: probe)
         _ = await server.event("message sentinel", timeout: .seconds(60))
@@ -207,6 +213,44 @@ import WSBridgeProtocol
         #expect(second.stderr.text.contains("is in use by another wsbridged: give each instance its own queue.spool"))
     }
 
+    /// A full disk: the send that does not fit is refused with the reason, the file keeps
+    /// exactly the sends answered `queued` (no partial record), and those are delivered.
+    @Test(.enabled(if: geteuid() == 0, "needs root to mount a small tmpfs"))
+    func aFullDiskRefusesTheSendAndKeepsWhatWasQueued() async throws {
+        let dir = try TemporaryDirectory()
+        let small = dir.file("small")
+        try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: false)
+        let mounted = try spawnAndWait("/bin/mount", ["-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", small])
+        guard mounted.status == 0 else { throw TestFailure("mount: \(mounted.stderr)") }
+        defer { _ = try? spawnAndWait("/bin/umount", ["-l", small]) }
+        let spool = small + "/spool"
+        let down = try ReservedPort()
+        defer { down.release() }
+        let (first, socket) = try await Self.daemon(dir, "before", url: "ws://127.0.0.1:\(down.port)/", extra: "max_messages = 1000", spool: spool)
+        let client = try await Self.client(socket)
+        let chunk = String(repeating: "z", count: 3000)
+        var accepted: [String] = []
+        var refusal: JSONValue?
+        for i in 1...100 {
+            let reply = await Self.send(["\(i)-\(chunk)"], over: client).first
+            if reply?["result"]?["status"] == "queued" {
+                accepted.append("\(i)-\(chunk)")
+            } else {
+                refusal = reply
+                break
+            }
+        }
+        #expect(accepted.count > 5 && accepted.count < 30, "\(accepted.count) sends fitted in 64 KiB")
+        #expect(refusal?["error"]?["code"] == "queue_full")
+        let message = refusal?["error"]?["message"]?.stringValue ?? ""
+        #expect(message.contains("No space left on device") && message.contains("it was not queued"), "\(message)")
+        // The file holds exactly the accepted sends: the refused batch was cut off again.
+        #expect(try Self.spoolRecords(dir, spool: spool).map(\.payload) == accepted)
+        await Self.kill9(first)
+        let (delivered, _) = try await Self.deliver(dir, count: accepted.count, spool: spool)
+        #expect(delivered == accepted)
+    }
+
     struct Record: Decodable {
         var kind: String
         var id: UInt64
@@ -214,9 +258,10 @@ import WSBridgeProtocol
     }
 
     /// The spool's records, as Tests/peers/spool_read.py (its own CRC-32C) reads them.
-    static func spoolRecords(_ dir: TemporaryDirectory) throws -> [Record] {
+    static func spoolRecords(_ dir: TemporaryDirectory, spool: String? = nil) throws -> [Record] {
         struct File: Decodable { var records: [Record] }
-        let r = try spawnAndWait(Paths.python, ["\(Paths.root)/Tests/peers/spool_read.py", dir.file("spool/outbound.log")])
+        let file = (spool ?? dir.file("spool")) + "/outbound.log"
+        let r = try spawnAndWait(Paths.python, ["\(Paths.root)/Tests/peers/spool_read.py", file])
         guard r.status == 0 else { throw TestFailure("spool_read.py: \(r.stderr)") }
         return try JSONDecoder().decode(File.self, from: Data(r.stdout.utf8)).records
     }

@@ -178,9 +178,19 @@ final class Spool: Sendable {
             do {
                 try Self.rewrite(&writer, path: path)
             } catch {
-                Glibc.close(writer.fd)
-                Glibc.close(lockFD)
-                throw error
+                // No room for a second copy (a full disk): keep the file, cut off its torn tail
+                // in place (which needs no space), and append after it. Delivered and skipped
+                // records stay and are passed over again at the next start.
+                let keep = contents.truncatedAt?.offset ?? fileSize
+                guard fileSize >= SpoolFormat.headerSize, ftruncate(fd, off_t(keep)) == 0 else {
+                    Glibc.close(writer.fd)
+                    Glibc.close(lockFD)
+                    throw error
+                }
+                logger.warning("spool: could not rewrite \(path) (\(error)); kept it as it is, cut at offset \(keep)")
+                writer.size = keep
+                writer.deliveredThrough = contents.deliveredThrough
+                writer.deliveredInFile = contents.deliveredThrough
             }
         }
         let spool = Spool(directory: directory, fsync: fsync, eventLoop: eventLoop, logger: logger, writer: writer)
