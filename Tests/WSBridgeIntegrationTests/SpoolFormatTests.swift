@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import Synchronization
 import Testing
 import WSBridgeCore
 
@@ -112,6 +113,24 @@ import WSBridgeCore
         try Spool.open(directory: dir, fsync: fsync, eventLoop: loop, logger: Logger(label: "test"))
     }
 
+    /// Appends and waits until the spool reports the entry stored.
+    static func store(_ spool: Spool, _ entry: Spool.Entry) async throws {
+        let outcome: Spool.Failure?? = await withCheckedContinuation { continuation in
+            let once = Mutex<CheckedContinuation<Spool.Failure??, Never>?>(continuation)
+            spool.whenStored { stored in
+                guard stored.through >= entry.id,
+                    let c = once.withLock({ c in
+                        defer { c = nil }
+                        return c
+                    })
+                else { return }
+                c.resume(returning: .some(stored.failure))
+            }
+            spool.append(entry)
+        }
+        if case .some(.some(let failure)) = outcome { throw failure }
+    }
+
     static func size(_ path: String) -> Int {
         (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? -1
     }
@@ -124,7 +143,7 @@ import WSBridgeCore
         var (spool, restored) = try Self.open(spoolDir, loop, fsync: fsync)
         #expect(restored.entries.isEmpty)
         for id in UInt64(1)...50 {
-            try await spool.append(.init(id: id, kind: id % 2 == 0 ? .binary : .text, data: ByteBuffer(string: "m\(id)"))).get()
+            try await Self.store(spool, .init(id: id, kind: id % 2 == 0 ? .binary : .text, data: ByteBuffer(string: "m\(id)")))
         }
         spool.delivered(through: 20)
         try await spool.close().get()
@@ -152,7 +171,7 @@ import WSBridgeCore
         // would hold all of it.
         var maxSize = 0
         for id in UInt64(1)...640 {
-            try await spool.append(.init(id: id, kind: .text, data: payload)).get()
+            try await Self.store(spool, .init(id: id, kind: .text, data: payload))
             if id > 1 { spool.delivered(through: id - 1) }
             maxSize = max(maxSize, spool.fileStatistics.bytes)
         }

@@ -29,20 +29,28 @@ extension UpstreamLink {
             return .rejected(problem)
         }
         self.lastSpoolID += 1
-        let id = self.lastSpoolID
-        // The spool answers in order, so messages join the queue in the order they were sent.
-        let stored = spool.append(Spool.Entry(id: id, kind: message.kind, data: message.data)).assumeIsolated()
-        return .spooling(
-            stored.map { () -> SendOutcome in
-                self.outbound.commit(message, spoolID: id)
-                let depth = self.outbound.count
-                self.flushOutbound()
-                return .queued(depth: depth)
-            }.recover { error in
-                self.outbound.release(size)
-                return .rejected("\(error)")
-            }.nonisolated()
-        )
+        let promise = self.eventLoop.makePromise(of: SendOutcome.self)
+        self.spooling.append(PendingSpoolWrite(id: self.lastSpoolID, message: message, promise: promise))
+        spool.append(Spool.Entry(id: self.lastSpoolID, kind: message.kind, data: message.data))
+        return .spooling(promise.futureResult)
+    }
+
+    /// The spool stored (or refused) the sends up to `stored.through`: they join the queue in
+    /// the order they were sent, are answered, and go out if the link takes them.
+    func spoolStored(_ stored: Spool.Stored) {
+        var committed = false
+        while let first = self.spooling.first, first.id <= stored.through {
+            self.spooling.removeFirst()
+            if let failure = stored.failure {
+                self.outbound.release(first.message.data.readableBytes)
+                first.promise.succeed(.rejected(failure.description))
+            } else {
+                self.outbound.commit(first.message, spoolID: first.id)
+                committed = true
+                first.promise.succeed(.queued(depth: self.outbound.count))
+            }
+        }
+        if committed { self.flushOutbound() }
     }
 
     /// Sends a message if the link is open. Returns false when it is not.

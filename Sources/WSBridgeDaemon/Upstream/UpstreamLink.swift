@@ -53,6 +53,8 @@ public final class UpstreamLink: LinkControl {
     var inFlight = CircularBuffer<(entry: OutboundQueue.Entry, generation: Int)>()
     /// The highest spooled id the socket took in this tick (reported to the spool once per tick).
     var deliveredThrough: UInt64?
+    /// Sends the spool is writing: they join the queue, in order, once it has them.
+    var spooling = CircularBuffer<PendingSpoolWrite>()
     var phaseSinceWall = WallClock.millisecondsSinceEpoch()
     var messagesIn: UInt64 = 0
     /// The number of the current (or last) connection attempt, for the log.
@@ -110,6 +112,11 @@ public final class UpstreamLink: LinkControl {
             now: Self.now(),
             generator: SystemRandomNumberGenerator()
         )
+        if let spool = self.spool {
+            // Told once per batch; the link lives as long as the daemon's loop.
+            let bound = NIOLoopBound(self, eventLoop: eventLoop)
+            spool.whenStored { stored in bound.value.spoolStored(stored) }
+        }
     }
 
     static func now() -> MonotonicInstant {
@@ -259,3 +266,10 @@ public final class UpstreamLink: LinkControl {
 
 @available(*, unavailable)
 extension UpstreamLink: Sendable {}
+
+/// A send the spool is writing, answered once it is stored.
+struct PendingSpoolWrite {
+    var id: UInt64
+    var message: UpstreamMessage
+    var promise: EventLoopPromise<SendOutcome>
+}

@@ -38,6 +38,13 @@ final class Spool: Sendable {
         var description: String
     }
 
+    /// What became of the appends up to `through` (every earlier one has been reported):
+    /// stored, or, with `failure`, refused and not in the file. Reported once per batch.
+    struct Stored: Sendable {
+        var through: UInt64
+        var failure: Failure?
+    }
+
     /// What `open` found in the spool, to queue again in order.
     struct Restored {
         var entries: [Entry]
@@ -60,6 +67,8 @@ final class Spool: Sendable {
 
     private struct Shared {
         var ops: [Op] = []
+        /// Told of each batch, on the event loop.
+        var onStored: (@Sendable (Stored) -> Void)?
         var draining = false
         var policy: Configuration.FsyncPolicy
         var syncScheduled = false
@@ -68,7 +77,7 @@ final class Spool: Sendable {
     }
 
     private enum Op {
-        case append(Entry, EventLoopPromise<Void>)
+        case append(Entry)
         case delivered(UInt64)
         case sync
         case close(EventLoopPromise<Void>)
@@ -222,12 +231,15 @@ final class Spool: Sendable {
 
     // MARK: - The loop's side
 
-    /// Stores a message; the future succeeds once it is in the file as `queue.fsync` defines
-    /// it, or fails (and the file does not hold it).
-    func append(_ entry: Entry) -> EventLoopFuture<Void> {
-        let promise = self.eventLoop.makePromise(of: Void.self)
-        self.enqueue(.append(entry, promise))
-        return promise.futureResult
+    /// Sets what is told, on the event loop, once appends are in the file as `queue.fsync`
+    /// defines it (or were refused): once per batch, in order.
+    func whenStored(_ handler: (@Sendable (Stored) -> Void)?) {
+        self.shared.withLockedValue { $0.onStored = handler }
+    }
+
+    /// Stores a message (ids must rise); `whenStored`'s handler says when it is stored.
+    func append(_ entry: Entry) {
+        self.enqueue(.append(entry))
     }
 
     /// Every message with an id up to `id` went upstream: it need not be replayed.
@@ -284,11 +296,16 @@ final class Spool: Sendable {
         }
         for op in ops {
             switch op {
-            case .append(_, let p): p.fail(Failure(description: "the spool is closed (\(why))"))
+            case .append(let e): self.report(Stored(through: e.id, failure: Failure(description: "the spool is closed (\(why))")))
             case .close(let p): p.succeed(())
             case .delivered, .sync: break
             }
         }
+    }
+
+    private func report(_ stored: Stored) {
+        guard let handler = self.shared.withLockedValue({ $0.onStored }) else { return }
+        self.eventLoop.execute { handler(stored) }
     }
 
     // MARK: - The writer thread
@@ -301,11 +318,12 @@ final class Spool: Sendable {
                 return (s.ops, s.policy)
             }
             if ops.isEmpty { return }
-            let (size, fsyncs, scheduleSync) = self.writer.withLockedValue { w in self.process(ops, policy: policy, &w) }
+            let (size, fsyncs, scheduleSync, stored) = self.writer.withLockedValue { w in self.process(ops, policy: policy, &w) }
             self.shared.withLockedValue { s in
                 s.fileBytes = size
                 s.fsyncs += fsyncs
             }
+            if let stored { self.report(stored) }
             if scheduleSync { self.scheduleBatchSync() }
         }
     }
@@ -323,27 +341,28 @@ final class Spool: Sendable {
     }
 
     /// One batch: appends (and at most one delivered record) in one write, then the fsync the
-    /// policy asks for, then the answers. Returns the file size, fdatasyncs done, and whether
-    /// a batch fdatasync is due.
-    private func process(_ ops: [Op], policy: Configuration.FsyncPolicy, _ w: inout Writer) -> (Int, UInt64, Bool) {
-        var appends: [(Entry, EventLoopPromise<Void>)] = []
+    /// policy asks for. Returns the file size, fdatasyncs done, whether a batch fdatasync is
+    /// due, and what to report of the appends.
+    private func process(_ ops: [Op], policy: Configuration.FsyncPolicy, _ w: inout Writer) -> (Int, UInt64, Bool, Stored?) {
+        var appends: [Entry] = []
         var deliveredThrough: UInt64 = 0
         var syncAsked = false
         var closes: [EventLoopPromise<Void>] = []
         for op in ops {
             switch op {
-            case .append(let e, let p): appends.append((e, p))
+            case .append(let e): appends.append(e)
             case .delivered(let id): deliveredThrough = max(deliveredThrough, id)
             case .sync: syncAsked = true
             case .close(let p): closes.append(p)
             }
         }
         var fsyncs: UInt64 = 0
+        let through = appends.last?.id
         guard w.fd >= 0 else {
-            for (_, p) in appends { p.fail(Failure(description: "the spool is closed (wsbridged is stopping)")) }
             for p in closes { p.succeed(()) }
-            return (w.size, 0, false)
+            return (w.size, 0, false, through.map { Stored(through: $0, failure: Failure(description: "the spool is closed (wsbridged is stopping)")) })
         }
+        var refused: Failure?
         // Delivered messages leave the live list; their record is written only if some stay.
         w.deliveredThrough = max(w.deliveredThrough, deliveredThrough)
         while let first = w.live.first, first.entry.id <= w.deliveredThrough {
@@ -358,7 +377,7 @@ final class Spool: Sendable {
         } else if deliveredNews || !appends.isEmpty {
             var batch = ByteBuffer()
             if deliveredNews { SpoolFormat.write(kind: .delivered, id: w.deliveredThrough, payload: nil, into: &batch) }
-            for (e, _) in appends {
+            for e in appends {
                 SpoolFormat.write(kind: e.kind == .binary ? .binary : .text, id: e.id, payload: e.data, into: &batch)
             }
             let before = w.size
@@ -379,15 +398,14 @@ final class Spool: Sendable {
                 // Undo the batch, so the file never holds what was refused.
                 _ = ftruncate(w.fd, off_t(before))
                 self.logger.error("spool: \(failure); \(appends.count) send(s) refused")
-                let answer = Failure(
+                refused = Failure(
                     description: "the message could not be stored in the spool (\(failure)); it was not queued: free space in \(self.directory), then retry"
                 )
-                for (_, p) in appends { p.fail(answer) }
                 appends = []
             } else {
                 w.size += batch.readableBytes
                 w.deliveredInFile = w.deliveredThrough
-                for (e, _) in appends {
+                for e in appends {
                     let live = Live(entry: e, encodedBytes: SpoolFormat.recordOverhead + e.data.readableBytes)
                     w.live.append(live)
                     w.liveBytes += live.encodedBytes
@@ -411,14 +429,13 @@ final class Spool: Sendable {
                 self.logger.error("spool: cannot fdatasync \(self.path): \(Self.describe(errno))")
             }
         }
-        for (_, p) in appends { p.succeed(()) }
         if !closes.isEmpty {
             Glibc.close(w.fd)
             Glibc.close(w.lockFD)
             w.fd = -1
             for p in closes { p.succeed(()) }
         }
-        return (w.size, fsyncs, w.dirty && closes.isEmpty)
+        return (w.size, fsyncs, w.dirty && closes.isEmpty, through.map { Stored(through: $0, failure: refused) })
     }
 
     private func truncate(_ w: inout Writer, to size: Int) {
