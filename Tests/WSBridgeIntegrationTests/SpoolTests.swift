@@ -213,6 +213,28 @@ import WSBridgeProtocol
         #expect(second.stderr.text.contains("is in use by another wsbridged: give each instance its own queue.spool"))
     }
 
+    /// Replies stay in request order: a `status` pipelined behind a spooled `send` waits for it
+    /// (answered at once, it would overtake the send's reply, which needs the writer thread).
+    @Test func repliesStayInRequestOrderBehindASpooledSend() async throws {
+        let dir = try TemporaryDirectory()
+        let down = try ReservedPort()
+        defer { down.release() }
+        let (daemon, socket) = try await Self.daemon(dir, "ordered", url: "ws://127.0.0.1:\(down.port)/")
+        defer { daemon.stop() }
+        let client = try await Self.client(socket)
+        var batch = ""
+        for i in 0..<50 {
+            batch += #"{"id":"send\#(i)","op":"send","text":"o\#(i)"}"# + "\n" + #"{"id":"status\#(i)","op":"status"}"# + "\n"
+        }
+        client.sendRaw(Array(batch.utf8))
+        let replies = await client.lines.wait(count: 100) { $0.contains("\"type\":\"reply\"") }
+        let ids = replies.compactMap { (try? JSONValue.parse($0))?["id"]?.stringValue }
+        #expect(ids == (0..<50).flatMap { ["send\($0)", "status\($0)"] })
+        // Each status already counts the send before it.
+        let depths = replies.compactMap { (try? JSONValue.parse($0))?["result"]?["queue"]?["messages"]?.intValue }
+        #expect(depths == Array(1...50))
+    }
+
     /// A full disk: the send that does not fit is refused with the reason, the file keeps
     /// exactly the sends answered `queued` (no partial record), and those are delivered.
     @Test(.enabled(if: geteuid() == 0, "needs root to mount a small tmpfs"))

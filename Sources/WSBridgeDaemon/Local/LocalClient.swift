@@ -183,6 +183,12 @@ final class LocalClient: ChannelDuplexHandler {
 
     /// Puts a held reply in its place, and sends every reply that no longer waits.
     func fillReply(_ ticket: Int, _ line: ByteBuffer) {
+        guard self.context != nil else {
+            // Gone while the spool wrote: nobody to answer.
+            self.held.removeAll()
+            self.heldBytes = 0
+            return
+        }
         let index = ticket - self.heldBase
         guard index >= 0, index < self.held.count, self.held[self.held.index(self.held.startIndex, offsetBy: index)] == nil else { return }
         self.held[self.held.index(self.held.startIndex, offsetBy: index)] = line

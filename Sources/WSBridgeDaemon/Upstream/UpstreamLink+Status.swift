@@ -39,8 +39,9 @@ extension UpstreamLink {
             seq: 0,
             drops: 0,
             queue: .init(
-                messages: self.outbound.count,
-                bytes: self.outbound.bytes,
+                // Sends the spool is still writing count: they are queued once it has them.
+                messages: self.outbound.count + self.outbound.reserved,
+                bytes: self.outbound.bytes + self.outbound.reservedBytes,
                 maxMessages: self.outbound.maxMessages,
                 maxBytes: self.outbound.maxBytes,
                 spool: self.spool.map { spool in

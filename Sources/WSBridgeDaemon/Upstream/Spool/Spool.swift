@@ -263,6 +263,9 @@ final class Spool: Sendable {
         self.enqueue(.close(promise))
         let pool = self.pool
         return promise.futureResult.flatMap {
+            // Every report is on its way to the loop by now; the handler (and the link it
+            // holds) is let go.
+            self.whenStored(nil)
             let done = self.eventLoop.makePromise(of: Void.self)
             pool.shutdownGracefully { _ in done.succeed(()) }
             return done.futureResult
