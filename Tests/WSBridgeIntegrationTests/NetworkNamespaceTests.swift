@@ -67,16 +67,21 @@ final class NetnsDaemon: Sendable {
     let dir: TemporaryDirectory
     let server: UpstreamServer
     let daemon: ManagedProcess
+    /// With `fallbackInClient`: an upstream on the client namespace's loopback, the fallback URL.
+    let fallback: UpstreamServer?
 
-    init() async throws {
+    init(fallbackInClient: Bool = false) async throws {
         let net = try NamespacePair()
         let dir = try TemporaryDirectory()
         let server = try await UpstreamServer(.nio, arguments: ["--host", net.serverAddress], wrapper: net.wrapper(net.server))
+        let fallback = fallbackInClient ? try await UpstreamServer(.nio, arguments: ["--host", "127.0.0.1"], wrapper: net.wrapper(net.client)) : nil
+        let fallbackURLs = fallback.map { "fallback_urls = [\"ws://127.0.0.1:\($0.port)/\"]" } ?? ""
         let config = try dir.write(
             "wsbridged.toml",
             """
             [upstream]
             url = "ws://\(net.serverAddress):\(server.port)/"
+            \(fallbackURLs)
             connect_timeout = "2s"
             [heartbeat]
             interval = "1s"
@@ -96,7 +101,7 @@ final class NetnsDaemon: Sendable {
             daemon.stop()
             throw TestFailure("daemon did not open: \(daemon.stderr.text)")
         }
-        (self.net, self.dir, self.server, self.daemon) = (net, dir, server, daemon)
+        (self.net, self.dir, self.server, self.daemon, self.fallback) = (net, dir, server, daemon, fallback)
     }
 
     deinit {
@@ -130,6 +135,20 @@ struct NetworkNamespaceTests {
         let elapsed = ContinuousClock.now - started
         print("measure: link up -> open in \(elapsed)")
         #expect(!daemon.stderr.lines[up...].contains { $0.contains("-> backingOff") })
+    }
+
+    /// With failover, one URL with a route is enough: when the primary's interface goes down,
+    /// the link does not wait for the network (the fallback on loopback still has a route) but
+    /// moves to the fallback.
+    @Test func aFallbackWithARouteKeepsTheLinkTryingWhenThePrimaryLosesItsRoute() async throws {
+        let f = try await NetnsDaemon(fallbackInClient: true)
+        defer { withExtendedLifetime(f) {} }  // the daemon and namespaces live to the test's end
+        let (net, daemon) = (f.net, f.daemon)
+        let mark = daemon.stderr.count
+        try net.clientLink(up: false)
+        #expect(await f.fallback?.event("connected") != nil, "\(daemon.stderr.text)")
+        #expect(await daemon.stderr.wait(from: mark, containing: "-> open") != nil, "\(daemon.stderr.text)")
+        #expect(!daemon.stderr.lines[mark...].contains { $0.contains("waitingForNetwork") }, "\(daemon.stderr.text)")
     }
 
     /// A reload that changes upstream.url moves the route check to the new host (it was fixed

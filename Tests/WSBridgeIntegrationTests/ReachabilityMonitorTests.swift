@@ -35,7 +35,7 @@ final class RecordingLogHandler: LogHandler, Sendable {
         let (polls, continuation) = AsyncStream.makeStream(of: Int.self)
         let recorder = RecordingLogHandler()
         let monitor = ReachabilityMonitor(
-            host: "127.0.0.1",
+            hosts: ["127.0.0.1"],
             pollInterval: .milliseconds(20),
             logger: Logger(label: "test", factory: { _ in recorder }),
             poll: { _, _, _ in

@@ -121,10 +121,11 @@ public final class DaemonService: Service, Sendable {
         let configuration = self.initial
         let logger = self.logger
         let environment = self.environment
-        let reachHost = UpstreamConnector.proxy(for: configuration, environment: environment)?.host ?? configuration.upstream.url.host
         let monitor =
             configuration.reachability.enabled
-            ? ReachabilityMonitor(host: reachHost, pollInterval: configuration.reachability.pollInterval, logger: logger) : nil
+            ? ReachabilityMonitor(
+                hosts: ReachabilityMonitor.hosts(for: configuration, environment: environment), pollInterval: configuration.reachability.pollInterval,
+                logger: logger) : nil
         // Name resolution and NSS lookups block: done on the thread pool, not on the loop.
         let (networkAvailable, policy) = try await NIOThreadPool.singleton.runIfActive {
             (monitor?.routeExists() ?? true, Self.resolvePolicy(configuration.access, logger: logger))

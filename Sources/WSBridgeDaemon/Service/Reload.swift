@@ -27,10 +27,7 @@ extension DaemonService {
             if next.tls != running.configuration.tls || next.upstream.url != running.configuration.upstream.url {
                 running.connectors.forgetTLS()
             }
-            if let monitor = running.monitor {
-                let host = UpstreamConnector.proxy(for: next, environment: environment)?.host ?? next.upstream.url.host
-                monitor.update(host: host)
-            }
+            running.monitor?.update(hosts: ReachabilityMonitor.hosts(for: next, environment: environment))
             let bridge = running.bridge
             try await running.eventLoop.submit { bridge.value.update(configuration: next, policy: policy) }.get()
             self.running.withLockedValue { $0?.configuration = next }

@@ -9,7 +9,8 @@ import WSBridgeCore
     import Glibc
 #endif
 
-/// Watches whether a route to the upstream host exists: kernel rtnetlink events (link,
+/// Watches whether a route to an upstream host exists (any of them: the primary, the
+/// fallbacks, or the proxy they go through): kernel rtnetlink events (link,
 /// address and route changes) wake it at once, and a slow poll catches anything missed. It also
 /// notices suspend/resume (CLOCK_BOOTTIME jumping ahead of CLOCK_MONOTONIC).
 ///
@@ -33,8 +34,8 @@ public final class ReachabilityMonitor: Sendable {
         }
     }
 
-    /// Changes on a reload that changes the upstream or proxy host.
-    private let host: NIOLockedValueBox<String>
+    /// Changes on a reload that changes the upstream URLs or the proxy.
+    private let hosts: NIOLockedValueBox<[String]>
     private let stopping = NIOLockedValueBox(false)
     private let pollInterval: Duration
     private let logger: Logger
@@ -45,13 +46,13 @@ public final class ReachabilityMonitor: Sendable {
     typealias Poll = @Sendable (UnsafeMutablePointer<pollfd>, nfds_t, Int32) -> Int32
     private let pollEvents: Poll
 
-    public convenience init(host: String, pollInterval: Duration, logger: Logger) {
-        self.init(host: host, pollInterval: pollInterval, logger: logger, poll: { Glibc.poll($0, $1, $2) })
+    public convenience init(hosts: [String], pollInterval: Duration, logger: Logger) {
+        self.init(hosts: hosts, pollInterval: pollInterval, logger: logger, poll: { Glibc.poll($0, $1, $2) })
     }
 
-    init(host: String, pollInterval: Duration, logger: Logger, poll: @escaping Poll) {
+    init(hosts: [String], pollInterval: Duration, logger: Logger, poll: @escaping Poll) {
         self.pollEvents = poll
-        self.host = NIOLockedValueBox(host)
+        self.hosts = NIOLockedValueBox(hosts)
         self.pollInterval = pollInterval
         self.logger = logger
         var fds: [Int32] = [-1, -1]
@@ -68,24 +69,37 @@ public final class ReachabilityMonitor: Sendable {
         if self.wakeFDs.write >= 0 { close(self.wakeFDs.write) }
     }
 
-    /// Whether a route to the host exists now. Blocking (may resolve a name): call off the event loop.
+    /// Whether a route to any watched host exists now (with failover, one reachable URL is
+    /// enough to keep trying). Blocking (may resolve names): call off the event loop.
     public func routeExists() -> Bool {
-        Self.routeExists(host: self.host.withLockedValue { $0 })
+        self.hosts.withLockedValue { $0 }.contains { Self.routeExists(host: $0) }
     }
 
-    /// The host whose route is watched.
-    public var watchedHost: String { self.host.withLockedValue { $0 } }
+    /// The hosts whose routes are watched.
+    public var watchedHosts: [String] { self.hosts.withLockedValue { $0 } }
 
-    /// Watches another host from now on (a reload changed upstream.url or the proxy), checking
-    /// its route at once.
-    public func update(host: String) {
-        let changed = self.host.withLockedValue { old -> Bool in
-            defer { old = host }
-            return old != host
+    /// Watches other hosts from now on (a reload changed the upstream URLs or the proxy),
+    /// checking their routes at once.
+    public func update(hosts: [String]) {
+        let changed = self.hosts.withLockedValue { old -> Bool in
+            defer { old = hosts }
+            return old != hosts
         }
         guard changed else { return }
-        self.logger.info("reachability: now watching the route to \(host)")
+        self.logger.info("reachability: now watching the route to \(hosts.joined(separator: ", "))")
         self.wake()
+    }
+
+    /// The hosts whose routes matter: each upstream URL's, or the proxy's it goes through.
+    static func hosts(for configuration: Configuration, environment: [String: String]) -> [String] {
+        var hosts: [String] = []
+        for url in configuration.upstream.urls {
+            var c = configuration
+            c.upstream.url = url
+            let host = UpstreamConnector.proxy(for: c, environment: environment)?.host ?? url.host
+            if !hosts.contains(host) { hosts.append(host) }
+        }
+        return hosts
     }
 
     private func wake() {
