@@ -24,17 +24,22 @@ final class SocketClient: Sendable {
         if reading { self.startReading() }
     }
 
+    /// Reads on a thread of its own, blocked in read(2) until EOF or an error (ECONNRESET from
+    /// a killed daemon reads as the end). No dispatch source: libdispatch can crash when a
+    /// descriptor it watches is closed under it. The thread holds the client, so the descriptor
+    /// stays open until the reading has ended.
     func startReading() {
         let lines = self.lines
-        // read(2), not `availableData`: Foundation traps on ECONNRESET (a daemon killed while
-        // this client's requests were unread); here that reads as the end of the stream.
-        self.handle.readabilityHandler = { h in
+        Thread {
             var chunk = [UInt8](repeating: 0, count: 65536)
-            let n = read(h.fileDescriptor, &chunk, chunk.count)
-            if n < 0 && (errno == EINTR || errno == EAGAIN) { return }
-            if n <= 0 { h.readabilityHandler = nil }
-            lines.append(n > 0 ? Data(chunk[0..<n]) : Data())
-        }
+            while true {
+                let n = read(self.fd, &chunk, chunk.count)
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { break }
+                lines.append(Data(chunk[0..<n]))
+            }
+            lines.append(Data())
+        }.start()
     }
 
     func send(_ line: String) {
@@ -78,13 +83,9 @@ final class SocketClient: Sendable {
         }.value
     }
 
+    /// Shuts the connection down (the reading thread then sees the end).
     func close() {
-        self.handle.readabilityHandler = nil
         shutdown(self.fd, Int32(SHUT_RDWR))
-    }
-
-    deinit {
-        self.handle.readabilityHandler = nil
     }
 }
 
