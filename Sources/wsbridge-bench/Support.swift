@@ -27,18 +27,28 @@ final class Child: Sendable {
         self.input = inp.fileHandleForWriting
         let lines = self.lines
         let partial = self.partial
-        out.fileHandleForReading.readabilityHandler = { h in
-            let data = h.availableData
-            partial.withLockedValue { buf in
-                buf.append(data)
-                while let nl = buf.firstIndex(of: 0x0A) {
-                    let line = String(decoding: buf[buf.startIndex..<nl], as: UTF8.self)
-                    buf.removeSubrange(buf.startIndex...nl)
-                    lines.withLockedValue { $0.append(line) }
+        // A blocking reader thread until EOF, not a readability handler: libdispatch can crash
+        // when a descriptor it watches goes away under it.
+        let output = out.fileHandleForReading
+        let reader = Thread {
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let n = read(output.fileDescriptor, &chunk, chunk.count)
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { break }
+                let data = Data(chunk[0..<n])
+                partial.withLockedValue { buf in
+                    buf.append(data)
+                    while let nl = buf.firstIndex(of: 0x0A) {
+                        let line = String(decoding: buf[buf.startIndex..<nl], as: UTF8.self)
+                        buf.removeSubrange(buf.startIndex...nl)
+                        lines.withLockedValue { $0.append(line) }
+                    }
                 }
             }
         }
         try p.run()
+        reader.start()
     }
 
     var pid: Int32 { self.process.processIdentifier }

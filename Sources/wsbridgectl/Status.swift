@@ -39,7 +39,11 @@ struct Status: ParsableCommand {
         rows.append(("messages out", "\(s.messagesOut) (\(Self.bytes(s.bytesOut)))"))
         rows.append(("send queue", "\(s.queue.messages)/\(s.queue.maxMessages) messages, \(Self.bytes(UInt64(s.queue.bytes)))"))
         if let spool = s.queue.spool {
-            rows.append(("spool", "\(spool.directory) (fsync \(spool.fsync)), \(Self.bytes(UInt64(spool.fileBytes))), \(spool.fsyncs) fdatasyncs"))
+            rows.append(
+                (
+                    "spool",
+                    "\(spool.directory) (fsync \(spool.fsync)), \(Self.bytes(UInt64(spool.fileBytes))), \(spool.fsyncs) fdatasync\(spool.fsyncs == 1 ? "" : "s")"
+                ))
         }
         rows.append(("subscribers", "\(s.subscribers) (\(s.clients) clients)"))
         rows.append(("dropped", "\(s.drops) messages (slow subscribers)"))
