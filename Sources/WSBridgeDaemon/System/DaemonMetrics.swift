@@ -102,25 +102,26 @@ public final class DaemonMetrics: Sendable {
         self.bytesOut = CoreMetrics.Counter(label: "wsbridge_upstream_bytes_total", dimensions: [("direction", "out")], factory: factory)
         self.failedAttempts = CoreMetrics.Counter(label: "wsbridge_connect_failures_total", factory: factory)
         self.roundTripTimer = CoreMetrics.Timer(label: "wsbridge_heartbeat_rtt_seconds", factory: factory)
-        var drops: [DropReason: CoreMetrics.Counter] = [:]
-        for reason in DropReason.allCases {
-            drops[reason] = CoreMetrics.Counter(label: "wsbridge_dropped_messages_total", dimensions: [("reason", reason.rawValue)], factory: factory)
-        }
-        self.drops = drops
-        var reconnects: [String: CoreMetrics.Counter] = [:]
-        for reason in Self.reconnectReasons {
-            reconnects[reason] = CoreMetrics.Counter(label: "wsbridge_reconnects_total", dimensions: [("reason", reason)], factory: factory)
-        }
-        self.reconnects = reconnects
+        // One series per label value, made up front (a render shows them all, zero or not).
+        self.drops = Dictionary(
+            uniqueKeysWithValues: DropReason.allCases.map {
+                ($0, CoreMetrics.Counter(label: "wsbridge_dropped_messages_total", dimensions: [("reason", $0.rawValue)], factory: factory))
+            }
+        )
+        self.reconnects = Dictionary(
+            uniqueKeysWithValues: Self.reconnectReasons.map {
+                ($0, CoreMetrics.Counter(label: "wsbridge_reconnects_total", dimensions: [("reason", $0)], factory: factory))
+            }
+        )
         self.queueMessages = CoreMetrics.Gauge(label: "wsbridge_outbound_queue_messages", factory: factory)
         self.queueBytes = CoreMetrics.Gauge(label: "wsbridge_outbound_queue_bytes", factory: factory)
         self.subscribers = CoreMetrics.Gauge(label: "wsbridge_subscribers", factory: factory)
         self.clients = CoreMetrics.Gauge(label: "wsbridge_clients", factory: factory)
-        var states: [ConnectionPhase: CoreMetrics.Gauge] = [:]
-        for phase in ConnectionPhase.allCases {
-            states[phase] = CoreMetrics.Gauge(label: "wsbridge_link_state", dimensions: [("state", phase.rawValue)], factory: factory)
-        }
-        self.states = states
+        self.states = Dictionary(
+            uniqueKeysWithValues: ConnectionPhase.allCases.map {
+                ($0, CoreMetrics.Gauge(label: "wsbridge_link_state", dimensions: [("state", $0.rawValue)], factory: factory))
+            }
+        )
         self.stateSeconds = CoreMetrics.Gauge(label: "wsbridge_link_state_seconds", factory: factory)
         self.lastSeq = CoreMetrics.Gauge(label: "wsbridge_last_seq", factory: factory)
         self.spoolFileBytes = CoreMetrics.Gauge(label: "wsbridge_spool_file_bytes", factory: factory)

@@ -11,7 +11,8 @@ protocol LinkControl: AnyObject {
     var url: UpstreamURL { get }
     /// The link's part of `status` (the plane adds its own counters).
     var status: StatusReport { get }
-    /// Sends now, or queues (bounded) until the link opens.
+    /// Sends now, or queues (bounded) until the link opens; with the spool on, `.spooling`
+    /// says the outcome follows once the message is stored.
     func submit(_ message: UpstreamMessage) -> SendOutcome
     func connect()
     func reconnect()

@@ -177,7 +177,7 @@ final class Spool: Sendable {
         }
         var writer = Writer(fd: fd, lockFD: lockFD, size: fileSize)
         for m in contents.messages {
-            let entry = Entry(id: m.id, kind: m.kind == .binary ? .binary : .text, data: m.payload)
+            let entry = Entry(id: m.id, kind: m.kind.message, data: m.payload)
             writer.live.append(Live(entry: entry, encodedBytes: SpoolFormat.recordOverhead + m.payload.readableBytes))
             writer.liveBytes += SpoolFormat.recordOverhead + m.payload.readableBytes
         }
@@ -376,12 +376,13 @@ final class Spool: Sendable {
         if w.live.isEmpty && appends.isEmpty {
             if deliveredNews && w.size > SpoolFormat.headerSize {
                 self.truncate(&w, to: SpoolFormat.headerSize)
+                self.logger.debug("spool: everything queued went upstream; \(self.path) is cut back to its header")
             }
         } else if deliveredNews || !appends.isEmpty {
             var batch = ByteBuffer()
             if deliveredNews { SpoolFormat.write(kind: .delivered, id: w.deliveredThrough, payload: nil, into: &batch) }
             for e in appends {
-                SpoolFormat.write(kind: e.kind == .binary ? .binary : .text, id: e.id, payload: e.data, into: &batch)
+                SpoolFormat.write(kind: .init(e.kind), id: e.id, payload: e.data, into: &batch)
             }
             let before = w.size
             var failure: String?
@@ -456,7 +457,7 @@ final class Spool: Sendable {
         var file = SpoolFormat.header()
         for live in w.live {
             let e = live.entry
-            SpoolFormat.write(kind: e.kind == .binary ? .binary : .text, id: e.id, payload: e.data, into: &file)
+            SpoolFormat.write(kind: .init(e.kind), id: e.id, payload: e.data, into: &file)
         }
         let tmp = path + ".tmp"
         let fd = Glibc.open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)

@@ -23,6 +23,13 @@ enum SpoolFormat {
         case text = 1
         case binary = 2
         case delivered = 3
+
+        init(_ kind: UpstreamMessage.Kind) {
+            self = kind == .binary ? .binary : .text
+        }
+
+        /// The message kind of a text or binary record.
+        var message: UpstreamMessage.Kind { self == .binary ? .binary : .text }
     }
 
     static func header() -> ByteBuffer {
