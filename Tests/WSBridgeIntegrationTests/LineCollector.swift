@@ -28,6 +28,25 @@ final class LineCollector: Sendable {
         self.name = name
     }
 
+    /// Collects what `fd` yields, read on a thread of its own blocked in read(2), until EOF or an
+    /// error (ECONNRESET from a killed daemon reads as the end); then the collector is closed.
+    /// No dispatch source: libdispatch can crash when a descriptor it watches is closed under
+    /// it. The thread holds `owner` (whatever closes `fd`), so the descriptor stays open until
+    /// the reading has ended.
+    func follow(_ fd: Int32, holding owner: any Sendable) {
+        Thread {
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let n = read(fd, &chunk, chunk.count)
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { break }
+                self.append(Data(chunk[0..<n]))
+            }
+            self.append(Data())
+            withExtendedLifetime(owner) {}
+        }.start()
+    }
+
     var lines: [String] { self.state.withLock { $0.lines } }
     var count: Int { self.state.withLock { $0.lines.count } }
     var text: String { self.lines.joined(separator: "\n") }

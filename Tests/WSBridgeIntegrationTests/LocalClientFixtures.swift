@@ -24,22 +24,9 @@ final class SocketClient: Sendable {
         if reading { self.startReading() }
     }
 
-    /// Reads on a thread of its own, blocked in read(2) until EOF or an error (ECONNRESET from
-    /// a killed daemon reads as the end). No dispatch source: libdispatch can crash when a
-    /// descriptor it watches is closed under it. The thread holds the client, so the descriptor
-    /// stays open until the reading has ended.
+    /// Reads on a thread of its own until the connection ends (`LineCollector.follow`).
     func startReading() {
-        let lines = self.lines
-        Thread {
-            var chunk = [UInt8](repeating: 0, count: 65536)
-            while true {
-                let n = read(self.fd, &chunk, chunk.count)
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else { break }
-                lines.append(Data(chunk[0..<n]))
-            }
-            lines.append(Data())
-        }.start()
+        self.lines.follow(self.fd, holding: self)
     }
 
     func send(_ line: String) {
@@ -109,6 +96,30 @@ func socatAsNobody(_ path: String) throws -> ManagedProcess {
     )
 }
 
+/// Writes `dir/NAME.toml` for a test daemon: quick backoff, no reachability monitor, its own
+/// socket. `upstream` lands in [upstream]; `extra` after the [local] keys (start it with a
+/// section header for another section). Returns the path.
+func writeDaemonConfig(
+    _ dir: TemporaryDirectory, _ name: String, url: String, socket: String, upstream: String = "", extra: String = ""
+) throws -> String {
+    try dir.write(
+        "\(name).toml",
+        """
+        [upstream]
+        url = "\(url)"
+        \(upstream)
+        [backoff]
+        base = "50ms"
+        cap = "200ms"
+        [reachability]
+        enabled = false
+        [local]
+        socket = "\(socket)"
+        \(extra)
+        """
+    )
+}
+
 /// A daemon process with its own socket and an upstream test server, both on loopback.
 final class DaemonFixture: Sendable {
     let dir: TemporaryDirectory
@@ -123,21 +134,7 @@ final class DaemonFixture: Sendable {
         self.server = try await UpstreamServer(serverKind, arguments: serverArguments)
         self.serverPort = self.server.port
         self.socket = self.dir.file("wsbridged.sock")
-        let config = try self.dir.write(
-            "wsbridged.toml",
-            """
-            [upstream]
-            url = "\(self.server.url)"
-            [backoff]
-            base = "50ms"
-            cap = "200ms"
-            [reachability]
-            enabled = false
-            [local]
-            socket = "\(self.socket)"
-            \(extraConfig)
-            """
-        )
+        let config = try writeDaemonConfig(self.dir, "wsbridged", url: self.server.url, socket: self.socket, extra: extraConfig)
         let command = launcher + [Paths.daemon, "--config", config, "--log-level", "debug"]
         self.daemon = try ManagedProcess(command[0], Array(command.dropFirst()), name: "wsbridged")
         guard await self.daemon.stderr.wait(containing: "-> open") != nil else {

@@ -33,19 +33,9 @@ final class ManagedProcess: Sendable {
         process.standardInput = input
         let stdout = LineCollector(name: "\(label).stdout")
         let stderr = LineCollector(name: "\(label).stderr")
-        // A blocking reader thread per pipe, until EOF: no dispatch source (see SocketClient).
-        for (handle, collector) in [(out.fileHandleForReading, stdout), (err.fileHandleForReading, stderr)] {
-            Thread {
-                var chunk = [UInt8](repeating: 0, count: 65536)
-                while true {
-                    let n = read(handle.fileDescriptor, &chunk, chunk.count)
-                    if n < 0 && errno == EINTR { continue }
-                    guard n > 0 else { break }
-                    collector.append(Data(chunk[0..<n]))
-                }
-                collector.append(Data())
-            }.start()
-        }
+        // A reader thread per pipe, until EOF (`LineCollector.follow`).
+        stdout.follow(out.fileHandleForReading.fileDescriptor, holding: out.fileHandleForReading)
+        stderr.follow(err.fileHandleForReading.fileDescriptor, holding: err.fileHandleForReading)
         let exits = LineCollector(name: "\(label).exit")
         self.exits = exits
         process.terminationHandler = { p in exits.append(Data("exit \(p.terminationStatus)\n".utf8)) }
