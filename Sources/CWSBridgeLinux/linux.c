@@ -18,6 +18,10 @@ _Static_assert(sizeof(((struct ucred *)0)->uid) == sizeof(uint32_t), "uid_t is 3
 
 int cwsb_so_peercred(void) { return SO_PEERCRED; }
 
+int cwsb_contains(const void *haystack, size_t haystack_length, const void *needle, size_t needle_length) {
+    return memmem(haystack, haystack_length, needle, needle_length) != NULL;
+}
+
 int cwsb_rtnetlink_open(void) {
     int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
     if (fd < 0) {

@@ -1,3 +1,5 @@
+import WSBridgeProtocol
+
 /// The daemon's typed configuration, as read from `wsbridged.toml` and command-line overrides.
 ///
 /// Every field has the default that `etc/wsbridged.toml` documents; `ConfigurationLoader`
@@ -33,6 +35,12 @@ public struct Configuration: Sendable, Equatable {
         public var fallbackURLs: [UpstreamURL] = []
         /// While on a fallback, go back to the primary after this long (nil: stay until it fails).
         public var failbackAfter: Duration? = nil
+        /// Sent first, in order, on every open (docs/sessions.md): a login, a resume.
+        public var onOpen: [OpeningMessage] = []
+        /// The link counts as open only once an upstream message matches (nil: at the upgrade).
+        public var readyWhen: Filter? = nil
+        /// How long after the upgrade a message may take to match `readyWhen`.
+        public var readyTimeout: Duration = .seconds(10)
 
         /// The primary, then the fallbacks.
         public var urls: [UpstreamURL] { [self.url] + self.fallbackURLs }
@@ -122,6 +130,11 @@ public struct Configuration: Sendable, Equatable {
         public var filterMaxDepth = 16
         /// Put a text payload that is JSON inline (`"json": {...}`) instead of as a string.
         public var inlineJSON = false
+        /// Sticky keys one client may hold, keys in all, and their bytes in all (key, text and
+        /// leave text).
+        public var stickyKeysPerClient = 64
+        public var stickyKeys = 1024
+        public var stickyBytes = 1 << 20
         public init() {}
     }
 

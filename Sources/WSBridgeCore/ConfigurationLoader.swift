@@ -100,6 +100,7 @@ private struct Reader {
     static let sections: [String: Set<String>] = [
         "upstream": [
             "url", "headers", "subprotocols", "compression", "max_message_size", "connect_timeout", "connect_on_start", "fallback_urls", "failback_after",
+            "on_open", "ready_when", "ready_timeout",
         ],
         "auth": ["token_file"],
         "tls": ["ca_file", "cert_file", "key_file", "server_name", "insecure"],
@@ -110,7 +111,7 @@ private struct Reader {
         "local": [
             "socket", "mode", "group", "max_line", "subscriber_queue", "subscriber_queue_bytes", "replay", "replay_bytes", "inline_json",
             "max_clients", "client_output_bytes", "max_pending_requests", "max_pending_requests_total", "filter_max_bytes",
-            "filter_max_depth",
+            "filter_max_depth", "sticky_keys_per_client", "sticky_keys", "sticky_bytes",
         ],
         "queue": ["max_messages", "max_bytes", "spool", "fsync"],
         "access": ["write_uids", "write_groups"],
@@ -195,6 +196,32 @@ private struct Reader {
                 let s = v.string
                 config.upstream.failbackAfter = s == "" ? nil : try self.duration(v, "upstream.failback_after")
             }
+            if let v = u["on_open"] {
+                guard let a = v.array else {
+                    throw self.error("upstream.on_open", v, "must be a list of texts: ['{\"op\":\"auth\",\"token\":\"${token}\"}']")
+                }
+                config.upstream.onOpen = try a.map { (item: any TOMLValueConvertible) throws(ConfigurationError) -> OpeningMessage in
+                    let s = try self.string(item, "upstream.on_open")
+                    guard !s.isEmpty else { throw self.error("upstream.on_open", item, "an opening message must not be empty") }
+                    do throws(PlaceholderError) {
+                        return try OpeningMessage(parsing: s)
+                    } catch {
+                        throw self.error("upstream.on_open", item, error.description)
+                    }
+                }
+            }
+            if let v = u["ready_when"] {
+                let s = try self.string(v, "upstream.ready_when")
+                if !s.isEmpty {
+                    let filter = Filter(parsing: s)
+                    guard !filter.field.isEmpty, !filter.path.contains(where: { $0.key.isEmpty }) else {
+                        throw self.error(
+                            "upstream.ready_when", v, "must be FIELD=VALUE or FIELD, as in tail --filter: \"type=authed\" or \"result.session\"")
+                    }
+                    config.upstream.readyWhen = filter
+                }
+            }
+            if let v = u["ready_timeout"] { config.upstream.readyTimeout = try self.duration(v, "upstream.ready_timeout") }
         }
         if let a = t("auth"), let v = a["token_file"] {
             config.auth.tokenFile = try self.path(v, "auth.token_file")
@@ -308,6 +335,16 @@ private struct Reader {
             if let v = l["filter_max_depth"] {
                 config.local.filterMaxDepth = try self.int(v, "local.filter_max_depth", in: 1...1024, "a component count from 1 to 1024")
             }
+            if let v = l["sticky_keys_per_client"] {
+                config.local.stickyKeysPerClient = try self.int(
+                    v, "local.sticky_keys_per_client", in: 0...100_000, "a key count from 0 (no sticky sends) to 100000")
+            }
+            if let v = l["sticky_keys"] {
+                config.local.stickyKeys = try self.int(v, "local.sticky_keys", in: 0...1_000_000, "a key count from 0 (no sticky sends) to 1000000")
+            }
+            if let v = l["sticky_bytes"] {
+                config.local.stickyBytes = try self.int(v, "local.sticky_bytes", in: 0...(1 << 30), "a byte count from 0 to 1073741824")
+            }
         }
         if let q = t("queue") {
             if let v = q["max_messages"] {
@@ -355,6 +392,9 @@ private struct Reader {
                 throw self.error("log.level", v, "one of \(Configuration.LogLevel.allCases.map(\.rawValue).joined(separator: ", "))")
             }
             config.log.level = level
+        }
+        if config.upstream.onOpen.contains(where: \.usesToken) && config.auth.tokenFile == nil {
+            throw self.error("upstream.on_open", nil, "${token} needs auth.token_file: set it to the file holding the token")
         }
         if let m = t("metrics") {
             if let v = m["listen"] {

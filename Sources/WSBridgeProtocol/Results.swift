@@ -35,6 +35,27 @@ public struct StatusReport: Sendable, Equatable {
         }
     }
 
+    /// The session the daemon restores on every open (docs/sessions.md).
+    public struct Session: Sendable, Equatable {
+        /// `upstream.on_open`: how many opening messages go first on every open.
+        public var openingMessages: Int
+        /// `upstream.ready_when` as `FIELD=VALUE`, when set.
+        public var readyWhen: String?
+        /// `waiting` while the link is up and no message matched `ready_when` yet, else `ready`
+        /// (the link is open) or `down`.
+        public var ready: String
+        public var stickyKeys: Int
+        public var stickyBytes: Int
+
+        public init(openingMessages: Int, readyWhen: String?, ready: String, stickyKeys: Int, stickyBytes: Int) {
+            self.openingMessages = openingMessages
+            self.readyWhen = readyWhen
+            self.ready = ready
+            self.stickyKeys = stickyKeys
+            self.stickyBytes = stickyBytes
+        }
+    }
+
     public struct Close: Sendable, Equatable {
         public var code: UInt16?
         public var reason: String
@@ -65,8 +86,14 @@ public struct StatusReport: Sendable, Equatable {
     public var clients: Int
     public var seq: UInt64
     public var drops: UInt64
+    /// The stream `seq` counts in: new whenever seq starts again (a daemon restart).
+    public var stream: String
     public var queue: Queue
+    public var session: Session?
     public var lastError: String?
+    /// Why the last attempt failed: `error`, or `not_ready` (no message matched
+    /// `upstream.ready_when` within `upstream.ready_timeout`).
+    public var lastErrorReason: String?
     public var lastClose: Close?
     public var retryInMillis: Int64?
     public var version: String
@@ -74,8 +101,8 @@ public struct StatusReport: Sendable, Equatable {
     public init(
         state: String, since: Int64, url: String, reconnects: Int, failedAttempts: Int, rttMillis: Double?, subprotocol: String?,
         compression: Bool, messagesIn: UInt64, bytesIn: UInt64, messagesOut: UInt64, bytesOut: UInt64, subscribers: Int, clients: Int,
-        seq: UInt64, drops: UInt64, queue: Queue, lastError: String?, lastClose: Close?, retryInMillis: Int64?,
-        version: String = WSBridgeVersion.current
+        seq: UInt64, drops: UInt64, stream: String = "", queue: Queue, session: Session? = nil, lastError: String?, lastErrorReason: String? = nil,
+        lastClose: Close?, retryInMillis: Int64?, version: String = WSBridgeVersion.current
     ) {
         self.state = state
         self.since = since
@@ -93,8 +120,11 @@ public struct StatusReport: Sendable, Equatable {
         self.clients = clients
         self.seq = seq
         self.drops = drops
+        self.stream = stream
         self.queue = queue
+        self.session = session
         self.lastError = lastError
+        self.lastErrorReason = lastErrorReason
         self.lastClose = lastClose
         self.retryInMillis = retryInMillis
         self.version = version
@@ -118,6 +148,7 @@ public struct StatusReport: Sendable, Equatable {
             ("subscribers", n(self.subscribers)),
             ("clients", n(self.clients)),
             ("seq", n(self.seq)),
+            ("stream", .string(self.stream)),
             ("drops", n(self.drops)),
             (
                 "queue",
@@ -129,7 +160,17 @@ public struct StatusReport: Sendable, Equatable {
                     } ?? .null,
                 ]
             ),
+            (
+                "session",
+                self.session.map { se in
+                    [
+                        "opening_messages": n(se.openingMessages), "ready_when": se.readyWhen.map { .string($0) } ?? .null,
+                        "ready": .string(se.ready), "sticky_keys": n(se.stickyKeys), "sticky_bytes": n(se.stickyBytes),
+                    ]
+                } ?? .null
+            ),
             ("last_error", self.lastError.map { .string($0) } ?? .null),
+            ("last_error_reason", self.lastErrorReason.map { .string($0) } ?? .null),
             ("version", .string(self.version)),
         ]
         if let close = self.lastClose {
@@ -146,6 +187,10 @@ public struct StatusReport: Sendable, Equatable {
         func int(_ key: String) -> Int { s[key]?.intValue ?? 0 }
         func u64(_ key: String) -> UInt64 { s[key]?.uint64Value ?? 0 }
         let q = s["queue"]
+        let se = s["session"].flatMap { v -> JSONValue? in
+            guard case .object = v else { return nil }
+            return v
+        }
         let close: Close? = s["last_close"].flatMap { c in
             guard case .object = c else { return nil }
             return Close(code: c["code"]?.intValue.map { UInt16(clamping: $0) }, reason: c["reason"]?.stringValue ?? "", by: c["by"]?.stringValue ?? "?")
@@ -167,6 +212,7 @@ public struct StatusReport: Sendable, Equatable {
             clients: int("clients"),
             seq: u64("seq"),
             drops: u64("drops"),
+            stream: s["stream"]?.stringValue ?? "",
             queue: Queue(
                 messages: q?["messages"]?.intValue ?? 0,
                 bytes: q?["bytes"]?.intValue ?? 0,
@@ -181,7 +227,13 @@ public struct StatusReport: Sendable, Equatable {
                     )
                 }
             ),
+            session: se.map { se in
+                Session(
+                    openingMessages: se["opening_messages"]?.intValue ?? 0, readyWhen: se["ready_when"]?.stringValue,
+                    ready: se["ready"]?.stringValue ?? "?", stickyKeys: se["sticky_keys"]?.intValue ?? 0, stickyBytes: se["sticky_bytes"]?.intValue ?? 0)
+            },
             lastError: s["last_error"]?.stringValue,
+            lastErrorReason: s["last_error_reason"]?.stringValue,
             lastClose: close,
             retryInMillis: s["retry_in_ms"]?.intValue.map(Int64.init),
             version: s["version"]?.stringValue ?? "?"
@@ -194,24 +246,28 @@ public struct SubscribeResult: Sendable, Equatable {
     public var subscribed: Bool
     /// The last sequence number sent so far (`subscribe` only).
     public var seq: UInt64?
+    /// The stream `seq` counts in (`subscribe` only).
+    public var stream: String?
     public var filter: Filter?
 
-    public init(subscribed: Bool, seq: UInt64? = nil, filter: Filter? = nil) {
+    public init(subscribed: Bool, seq: UInt64? = nil, stream: String? = nil, filter: Filter? = nil) {
         self.subscribed = subscribed
         self.seq = seq
+        self.stream = stream
         self.filter = filter
     }
 
     public var json: JSONValue {
         var fields: [(String, JSONValue)] = [("subscribed", .bool(self.subscribed))]
         if let seq { fields.append(("seq", .number(JSONNumber(seq)))) }
+        if let stream { fields.append(("stream", .string(stream))) }
         if let filter { fields.append(("filter", filter.json)) }
         return .object(fields)
     }
 
     public init(json: JSONValue) {
         let filter = json["filter"].flatMap { f in f["field"]?.stringValue.map { Filter(field: $0, equals: f["equals"]) } }
-        self.init(subscribed: json["subscribed"]?.boolValue ?? false, seq: json["seq"]?.uint64Value, filter: filter)
+        self.init(subscribed: json["subscribed"]?.boolValue ?? false, seq: json["seq"]?.uint64Value, stream: json["stream"]?.stringValue, filter: filter)
     }
 }
 
@@ -220,20 +276,169 @@ public enum SendResult: Sendable, Equatable {
     case sent
     /// `depth` messages wait, this one included; `state` is the link's.
     case queued(depth: Int, state: String)
+    /// A sticky send (`"sticky": KEY`).
+    case sticky(StickyResult)
 
     public var json: JSONValue {
         switch self {
         case .sent: ["status": "sent"]
         case .queued(let depth, let state): ["status": "queued", "queued": .number(JSONNumber(depth)), "state": .string(state)]
+        case .sticky(let r):
+            [
+                "status": .string(r.status.rawValue), "state": .string(r.state),
+                "sticky": ["key": .string(r.key), "scope": .string(r.scope.rawValue), "holders": .number(JSONNumber(r.holders))],
+            ]
         }
     }
 
     public init?(json: JSONValue) {
+        if let sticky = json["sticky"], let key = sticky["key"]?.stringValue {
+            guard let status = json["status"]?.stringValue.flatMap(StickyResult.Status.init) else { return nil }
+            self = .sticky(
+                StickyResult(
+                    status: status, key: key, scope: sticky["scope"]?.stringValue.flatMap(StickyScope.init) ?? .client,
+                    holders: sticky["holders"]?.intValue ?? 1, state: json["state"]?.stringValue ?? "?"))
+            return
+        }
         switch json["status"]?.stringValue {
         case "sent": self = .sent
         case "queued": self = .queued(depth: json["queued"]?.intValue ?? 0, state: json["state"]?.stringValue ?? "?")
         default: return nil
         }
+    }
+}
+
+/// What a sticky send did.
+public struct StickyResult: Sendable, Equatable {
+    public enum Status: String, Sendable {
+        /// Sent upstream now (a new key, or a new text for a key only this client holds).
+        case sent
+        /// The link is not open: it goes first thing after the next open (and every one after).
+        case queued
+        /// Already held with the same text: nothing sent, this client holds it too.
+        case held
+    }
+    public var status: Status
+    public var key: String
+    public var scope: StickyScope
+    /// Clients (and the daemon, for scope daemon) holding the key now.
+    public var holders: Int
+    /// The link's state.
+    public var state: String
+
+    public init(status: Status, key: String, scope: StickyScope, holders: Int, state: String) {
+        self.status = status
+        self.key = key
+        self.scope = scope
+        self.holders = holders
+        self.state = state
+    }
+}
+
+/// `sticky`: the registered keys, in the order they go out after every open.
+public struct StickyListResult: Sendable, Equatable {
+    public struct Holder: Sendable, Equatable {
+        public var scope: StickyScope
+        /// The registering process (for scope daemon: the one that registered it).
+        public var pid: Int32?
+        public var uid: UInt32?
+        /// When this holder registered, ms since the Unix epoch.
+        public var since: Int64
+
+        public init(scope: StickyScope, pid: Int32?, uid: UInt32?, since: Int64) {
+            self.scope = scope
+            self.pid = pid
+            self.uid = uid
+            self.since = since
+        }
+    }
+    public struct Key: Sendable, Equatable {
+        public var key: String
+        public var bytes: Int
+        /// The registered text (binary payloads as `[N bytes]`), cut to 200 bytes.
+        public var preview: String
+        public var onUnstick: Bool
+        /// When the key was first registered, ms since the Unix epoch.
+        public var since: Int64
+        public var holders: [Holder]
+
+        public init(key: String, bytes: Int, preview: String, onUnstick: Bool, since: Int64, holders: [Holder]) {
+            self.key = key
+            self.bytes = bytes
+            self.preview = preview
+            self.onUnstick = onUnstick
+            self.since = since
+            self.holders = holders
+        }
+    }
+    public var keys: [Key]
+
+    public init(keys: [Key]) {
+        self.keys = keys
+    }
+
+    public var json: JSONValue {
+        func n(_ v: some BinaryInteger) -> JSONValue { .number(JSONNumber(v)) }
+        return [
+            "keys": .array(
+                self.keys.map { k in
+                    [
+                        "key": .string(k.key), "bytes": n(k.bytes), "preview": .string(k.preview), "on_unstick": .bool(k.onUnstick), "since": n(k.since),
+                        "holders": .array(
+                            k.holders.map { h in
+                                [
+                                    "scope": .string(h.scope.rawValue), "pid": h.pid.map { n($0) } ?? .null, "uid": h.uid.map { n($0) } ?? .null,
+                                    "since": n(h.since),
+                                ]
+                            }),
+                    ]
+                })
+        ]
+    }
+
+    public init(json: JSONValue) {
+        guard case .array(let items)? = json["keys"] else {
+            self.init(keys: [])
+            return
+        }
+        self.init(
+            keys: items.map { k in
+                let holders: [Holder]
+                if case .array(let hs)? = k["holders"] {
+                    holders = hs.map { h in
+                        Holder(
+                            scope: h["scope"]?.stringValue.flatMap(StickyScope.init) ?? .client, pid: h["pid"]?.intValue.map { Int32(clamping: $0) },
+                            uid: h["uid"]?.uint64Value.map { UInt32(clamping: $0) }, since: Int64(h["since"]?.intValue ?? 0))
+                    }
+                } else {
+                    holders = []
+                }
+                return Key(
+                    key: k["key"]?.stringValue ?? "", bytes: k["bytes"]?.intValue ?? 0, preview: k["preview"]?.stringValue ?? "",
+                    onUnstick: k["on_unstick"]?.boolValue ?? false, since: Int64(k["since"]?.intValue ?? 0), holders: holders)
+            })
+    }
+}
+
+/// `unstick`: whether the key went (its last holder let go) and what was sent upstream.
+public struct UnstickResult: Sendable, Equatable {
+    public var key: String
+    /// Holders left; 0 when the key went.
+    public var holders: Int
+    /// `sent` (the leave text went upstream), `none` (no leave text, or the key is still held),
+    /// or `skipped` (the link is not open: the next connection never had the key).
+    public var leave: String
+
+    public init(key: String, holders: Int, leave: String) {
+        self.key = key
+        self.holders = holders
+        self.leave = leave
+    }
+
+    public var json: JSONValue { ["key": .string(self.key), "holders": .number(JSONNumber(self.holders)), "leave": .string(self.leave)] }
+
+    public init(json: JSONValue) {
+        self.init(key: json["key"]?.stringValue ?? "", holders: json["holders"]?.intValue ?? 0, leave: json["leave"]?.stringValue ?? "none")
     }
 }
 

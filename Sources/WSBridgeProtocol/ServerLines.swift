@@ -31,16 +31,20 @@ public struct Hello: Sendable, Equatable {
     public var version: String
     public var state: String
     public var seq: UInt64
+    /// The stream `seq` counts in: new whenever seq starts again (a daemon restart).
+    public var stream: String
     public var subscribed: Bool
     public var write: Bool
 
     public init(
-        protocolVersion: Int = WireProtocol.version, version: String = WSBridgeVersion.current, state: String, seq: UInt64, subscribed: Bool, write: Bool
+        protocolVersion: Int = WireProtocol.version, version: String = WSBridgeVersion.current, state: String, seq: UInt64, stream: String,
+        subscribed: Bool, write: Bool
     ) {
         self.protocolVersion = protocolVersion
         self.version = version
         self.state = state
         self.seq = seq
+        self.stream = stream
         self.subscribed = subscribed
         self.write = write
     }
@@ -48,7 +52,8 @@ public struct Hello: Sendable, Equatable {
     public var json: JSONValue {
         [
             "type": .string(Self.type), "protocol": .number(JSONNumber(self.protocolVersion)), "version": .string(self.version),
-            "state": .string(self.state), "seq": .number(JSONNumber(self.seq)), "subscribed": .bool(self.subscribed), "write": .bool(self.write),
+            "state": .string(self.state), "seq": .number(JSONNumber(self.seq)), "stream": .string(self.stream), "subscribed": .bool(self.subscribed),
+            "write": .bool(self.write),
         ]
     }
 
@@ -59,6 +64,7 @@ public struct Hello: Sendable, Equatable {
             version: json["version"]?.stringValue ?? "",
             state: json["state"]?.stringValue ?? "",
             seq: seq,
+            stream: json["stream"]?.stringValue ?? "",
             subscribed: json["subscribed"]?.boolValue ?? false,
             write: json["write"]?.boolValue ?? false
         )
@@ -164,26 +170,50 @@ public struct DroppedLine: Sendable, Equatable {
     }
 }
 
-/// After `subscribe` with `since`: messages `from`...`to` are no longer buffered.
+/// After `subscribe` with `since`: what this consumer will not receive, said before the replay.
+/// `reason` is a stable code: `not_buffered` (messages `from`...`to` left the replay ring) or
+/// `restarted` (the daemon started a new stream since the consumer's `since`: sequence numbers
+/// began again at 1, and `next` is where this stream's delivery starts). `message` says it in words.
 public struct GapLine: Sendable, Equatable {
     public static let type = "gap"
-    public var from: UInt64
-    public var to: UInt64
+    public static let notBuffered = "not_buffered"
+    public static let restarted = "restarted"
+    /// The stream the seq numbers of this line (`from`, `to`, `next`) belong to.
+    public var stream: String
     public var reason: String
+    /// The missing range (`not_buffered`); nil for `restarted`.
+    public var from: UInt64?
+    public var to: UInt64?
+    /// The seq of the next line this consumer gets in `stream` (the first replayed, or the next new one).
+    public var next: UInt64
+    /// `restarted`: the `since` the consumer asked for, in its old stream.
+    public var since: UInt64?
+    public var message: String
 
-    public init(from: UInt64, to: UInt64, reason: String) {
+    public init(stream: String, reason: String, from: UInt64? = nil, to: UInt64? = nil, next: UInt64, since: UInt64? = nil, message: String) {
+        self.stream = stream
+        self.reason = reason
         self.from = from
         self.to = to
-        self.reason = reason
+        self.next = next
+        self.since = since
+        self.message = message
     }
 
     public var json: JSONValue {
-        ["type": .string(Self.type), "from": .number(JSONNumber(self.from)), "to": .number(JSONNumber(self.to)), "reason": .string(self.reason)]
+        func n(_ v: UInt64?) -> JSONValue { v.map { .number(JSONNumber($0)) } ?? .null }
+        var fields: [(String, JSONValue)] = [("type", .string(Self.type)), ("stream", .string(self.stream)), ("reason", .string(self.reason))]
+        if self.from != nil || self.to != nil { fields += [("from", n(self.from)), ("to", n(self.to))] }
+        if let since = self.since { fields.append(("since", n(since))) }
+        fields += [("next", n(self.next)), ("message", .string(self.message))]
+        return .object(fields)
     }
 
     public init?(json: JSONValue) {
-        guard json["type"]?.stringValue == Self.type, let from = json["from"]?.uint64Value, let to = json["to"]?.uint64Value else { return nil }
-        self.init(from: from, to: to, reason: json["reason"]?.stringValue ?? "")
+        guard json["type"]?.stringValue == Self.type, let reason = json["reason"]?.stringValue, let next = json["next"]?.uint64Value else { return nil }
+        self.init(
+            stream: json["stream"]?.stringValue ?? "", reason: reason, from: json["from"]?.uint64Value, to: json["to"]?.uint64Value, next: next,
+            since: json["since"]?.uint64Value, message: json["message"]?.stringValue ?? "")
     }
 }
 

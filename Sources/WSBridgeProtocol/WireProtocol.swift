@@ -9,13 +9,13 @@ public enum WireProtocol {
 
 /// Operations a client may request.
 public enum Op: String, Sendable, CaseIterable {
-    case subscribe, unsubscribe, send, status, metrics, close, connect, reconnect, request
+    case subscribe, unsubscribe, send, status, metrics, close, connect, reconnect, request, sticky, unstick
 
     /// Whether the op changes the link (needs write permission).
     public var writes: Bool {
         switch self {
-        case .subscribe, .unsubscribe, .status, .metrics: false
-        case .send, .close, .connect, .reconnect, .request: true
+        case .subscribe, .unsubscribe, .status, .metrics, .sticky: false
+        case .send, .close, .connect, .reconnect, .request, .unstick: true
         }
     }
 }
@@ -39,6 +39,12 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case tooManyClients = "too_many_clients"
     case tooManyRequests = "too_many_requests"
     case outputNotRead = "output_not_read"
+    /// A sticky key is held by another client with a different text (or only by others).
+    case stickyConflict = "sticky_conflict"
+    /// A sticky registration would pass `local.sticky_*`.
+    case stickyLimit = "sticky_limit"
+    /// `unstick` named a key nobody holds.
+    case unknownKey = "unknown_key"
     case internalError = "internal"
 }
 
@@ -95,6 +101,21 @@ public struct Filter: Sendable, Equatable {
 
     public static func == (a: Filter, b: Filter) -> Bool { a.field == b.field && a.equals == b.equals }
 
+    /// `FIELD=VALUE` or `FIELD` (the syntax of `wsbridgectl tail --filter` and
+    /// `upstream.ready_when`): VALUE is read as JSON when it is JSON (`7`, `true`, `"x"`), else
+    /// as text.
+    public init(parsing text: String) {
+        guard let eq = text.firstIndex(of: "=") else {
+            self.init(field: text, equals: nil)
+            return
+        }
+        let raw = String(text[text.index(after: eq)...])
+        self.init(field: String(text[..<eq]), equals: (try? JSONValue.parse(raw)) ?? .string(raw))
+    }
+
+    /// The filter as `FIELD=VALUE` text (VALUE in JSON), for messages.
+    public var text: String { self.equals.map { "\(self.field)=\($0.serialized)" } ?? self.field }
+
     public var json: JSONValue {
         if let equals { return ["field": .string(self.field), "equals": equals] }
         return ["field": .string(self.field)]
@@ -114,11 +135,38 @@ public struct RequestLimits: Sendable, Equatable {
     }
 }
 
+/// How long a sticky send lasts: until its client disconnects, or until `unstick`.
+public enum StickyScope: String, Sendable, Equatable, CaseIterable {
+    case client, daemon
+}
+
+/// `"sticky": KEY` on a send: the message goes again after every reconnect.
+public struct StickyOptions: Sendable, Equatable {
+    public var key: String
+    public var scope: StickyScope
+    /// Sent once when the key goes (its last holder leaves or unsticks it): an unsubscribe.
+    public var onUnstick: String?
+
+    public init(key: String, scope: StickyScope = .client, onUnstick: String? = nil) {
+        self.key = key
+        self.scope = scope
+        self.onUnstick = onUnstick
+    }
+
+    /// Longest key, in bytes.
+    public static let maxKeyBytes = 256
+}
+
 /// A validated request.
 public enum Command: Sendable, Equatable {
-    case subscribe(filter: Filter?, since: UInt64?)
+    /// `stream`: the stream the consumer's `since` belongs to (from `hello`, `status` or a `gap`).
+    case subscribe(filter: Filter?, since: UInt64?, stream: String?)
     case unsubscribe
-    case send(Payload)
+    case send(Payload, sticky: StickyOptions?)
+    /// Lists the sticky keys.
+    case sticky
+    /// `scope` nil: this client's own hold if it has one, else the daemon-scope hold.
+    case unstick(key: String, text: String?, scope: StickyScope?)
     case status
     case metrics
     case close(code: UInt16, reason: String)
@@ -137,6 +185,8 @@ public enum Command: Sendable, Equatable {
         case .connect: .connect
         case .reconnect: .reconnect
         case .request: .request
+        case .sticky: .sticky
+        case .unstick: .unstick
         }
     }
 }
@@ -186,7 +236,11 @@ public struct Request: Sendable, Equatable {
         case .subscribe:
             let filter = try fields.filter("filter", required: false)
             let since = try fields.unsigned("since")
-            command = .subscribe(filter: filter, since: since)
+            let stream = try fields.string("stream")
+            if stream != nil && since == nil {
+                throw fail(.missingField, "\"stream\" goes with \"since\": give the last seq you received in that stream")
+            }
+            command = .subscribe(filter: filter, since: since, stream: stream)
         case .unsubscribe:
             command = .unsubscribe
         case .status:
@@ -198,7 +252,12 @@ public struct Request: Sendable, Equatable {
         case .reconnect:
             command = .reconnect
         case .send:
-            command = .send(try fields.payload())
+            command = .send(try fields.payload(), sticky: try fields.sticky())
+        case .sticky:
+            command = .sticky
+        case .unstick:
+            guard let key = try fields.string("key") else { throw fail(.missingField, "unstick needs \"key\": the sticky key to remove") }
+            command = .unstick(key: key, text: try fields.string("text"), scope: try fields.scope())
         case .close:
             let code = try fields.unsigned("code").map { UInt16(clamping: $0) } ?? 1000
             guard code == 1000 || code == 1001 || (3000...4999).contains(code) else {
@@ -269,6 +328,31 @@ private struct FieldReader {
         case (_?, _?):
             throw self.fail(.invalidValue, "give either \"text\" or \"binary\", not both")
         }
+    }
+
+    /// `"scope": "client" | "daemon"`, or nil.
+    func scope() throws(ProtocolError) -> StickyScope? {
+        guard let s = try self.string("scope") else { return nil }
+        guard let scope = StickyScope(rawValue: s) else {
+            throw self.fail(
+                .invalidValue,
+                "\"scope\" must be \"client\" (ends with this connection, the default) or \"daemon\" (lasts until unstick), not \"\(s)\"")
+        }
+        return scope
+    }
+
+    /// `"sticky": KEY` with optional `"scope"` and `"on_unstick"`, or nil for a plain send.
+    func sticky() throws(ProtocolError) -> StickyOptions? {
+        guard let key = try self.string("sticky") else {
+            if self.json["scope"] != nil || self.json["on_unstick"] != nil {
+                throw self.fail(.missingField, "\"scope\" and \"on_unstick\" go with \"sticky\": name the key, as in \"sticky\":\"trades\"")
+            }
+            return nil
+        }
+        guard !key.isEmpty, key.utf8.count <= StickyOptions.maxKeyBytes else {
+            throw self.fail(.invalidValue, "\"sticky\" must be a key of 1 to \(StickyOptions.maxKeyBytes) bytes, such as \"trades.BTC\"")
+        }
+        return StickyOptions(key: key, scope: try self.scope() ?? .client, onUnstick: try self.string("on_unstick"))
     }
 
     /// `{"field": "a.b", "equals": <any JSON>}`; `equals` may be left out (the field must exist).

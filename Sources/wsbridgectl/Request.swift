@@ -19,7 +19,7 @@ struct Request: ParsableCommand {
     var timeout: Double = 10
 
     func run() throws {
-        let filter = FieldMatch.parse(self.match)
+        let filter = Filter(parsing: self.match)
         let result = try self.global.run(
             "request",
             [("text", .string(self.text)), ("match", filter.json), ("timeout", .number(JSONNumber(self.timeout)))]

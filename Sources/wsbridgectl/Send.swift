@@ -6,12 +6,19 @@ import WSBridgeProtocol
     import Glibc
 #endif
 
+extension StickyScope: ExpressibleByArgument {}
+
 struct Send: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Send a message upstream (queued while the link is down).",
         discussion: """
             With TEXT, sends it as one text message. Without, reads standard input: each line is \
             one text message, or with --binary the whole input is one binary message.
+
+            With --sticky KEY the message is also sent again after every reconnect (after the \
+            opening messages), until the key is released. Scope client (the default) holds it while \
+            this command runs: it waits until interrupted (Ctrl-C), and the key goes with it. Scope \
+            daemon keeps it until `wsbridgectl unstick KEY` (across restarts when queue.spool is set).
             """
     )
 
@@ -20,6 +27,15 @@ struct Send: ParsableCommand {
     @Flag(help: "Send standard input as one binary message.")
     var binary = false
 
+    @Option(help: ArgumentHelp("Send it again after every reconnect, under this key.", valueName: "key"))
+    var sticky: String?
+
+    @Option(help: ArgumentHelp("How long a sticky send lasts: client (while this command runs) or daemon (until unstick).", valueName: "scope"))
+    var scope: StickyScope?
+
+    @Option(name: .customLong("on-unstick"), help: ArgumentHelp("Text sent once when the sticky key goes (an unsubscribe).", valueName: "text"))
+    var onUnstick: String?
+
     @Argument(help: "The text to send (words are joined with spaces).")
     var text: [String] = []
 
@@ -27,6 +43,20 @@ struct Send: ParsableCommand {
         if self.binary && !self.text.isEmpty {
             throw ValidationError("--binary reads standard input; leave out TEXT")
         }
+        if self.sticky == nil && (self.scope != nil || self.onUnstick != nil) {
+            throw ValidationError("--scope and --on-unstick go with --sticky KEY")
+        }
+        if self.sticky != nil && self.text.isEmpty && !self.binary {
+            throw ValidationError("--sticky needs the TEXT to send (or --binary with standard input)")
+        }
+    }
+
+    /// The request fields that make it sticky.
+    var stickyFields: [(String, JSONValue)] {
+        guard let sticky else { return [] }
+        var fields: [(String, JSONValue)] = [("sticky", .string(sticky)), ("scope", .string((self.scope ?? .client).rawValue))]
+        if let onUnstick { fields.append(("on_unstick", .string(onUnstick))) }
+        return fields
     }
 
     func run() throws {
@@ -39,7 +69,14 @@ struct Send: ParsableCommand {
         }
         do {
             if !payloads.isEmpty {
-                self.report(try connection.request("send", payloads))
+                self.report(try connection.request("send", payloads + self.stickyFields))
+                if self.sticky != nil && (self.scope ?? .client) == .client {
+                    // The key lasts as long as this connection: hold it until interrupted.
+                    Output.error("holding sticky key \(self.sticky ?? ""); Ctrl-C releases it")
+                    while try connection.readRawLine() != nil {}
+                    Output.error("wsbridged closed the connection: the sticky key is gone")
+                    throw ExitCode(69)
+                }
                 return
             }
             // One message per line of standard input.
@@ -60,6 +97,13 @@ struct Send: ParsableCommand {
             Output.line(result.serialized)
         } else if case .queued(let depth, let state)? = SendResult(json: result) {
             Output.line("queued (\(depth) waiting; link is \(state))")
+        } else if case .sticky(let r)? = SendResult(json: result) {
+            let holders = r.holders == 1 ? "1 holder" : "\(r.holders) holders"
+            switch r.status {
+            case .sent: Output.line("sent; sticky key \(r.key) (scope \(r.scope.rawValue), \(holders)) goes again after every reconnect")
+            case .queued: Output.line("sticky key \(r.key) (scope \(r.scope.rawValue), \(holders)) goes when the link opens (link is \(r.state))")
+            case .held: Output.line("sticky key \(r.key) is already held with this text: shared (\(holders)); nothing sent")
+            }
         } else {
             Output.line("sent")
         }

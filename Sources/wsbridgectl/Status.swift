@@ -35,6 +35,13 @@ struct Status: ParsableCommand {
             rows.append(("last close", "by \(close.by), code \(code)\(close.reason.isEmpty ? "" : ": \(close.reason)")"))
         }
         if let e = s.lastError { rows.append(("last error", e)) }
+        if let se = s.session, se.openingMessages > 0 || se.readyWhen != nil || se.stickyKeys > 0 {
+            var parts: [String] = []
+            if se.openingMessages > 0 { parts.append("\(se.openingMessages) opening message\(se.openingMessages == 1 ? "" : "s")") }
+            if let gate = se.readyWhen { parts.append("ready when \(gate) (\(se.ready))") }
+            parts.append("\(se.stickyKeys) sticky key\(se.stickyKeys == 1 ? "" : "s") (\(Self.bytes(UInt64(se.stickyBytes))))")
+            rows.append(("session", parts.joined(separator: ", ")))
+        }
         rows.append(("messages in", "\(s.messagesIn) (\(Self.bytes(s.bytesIn)))"))
         rows.append(("messages out", "\(s.messagesOut) (\(Self.bytes(s.bytesOut)))"))
         rows.append(("send queue", "\(s.queue.messages)/\(s.queue.maxMessages) messages, \(Self.bytes(UInt64(s.queue.bytes)))"))
@@ -47,14 +54,14 @@ struct Status: ParsableCommand {
         }
         rows.append(("subscribers", "\(s.subscribers) (\(s.clients) clients)"))
         rows.append(("dropped", "\(s.drops) messages (slow subscribers)"))
-        rows.append(("last seq", "\(s.seq)"))
+        rows.append(("last seq", "\(s.seq) (stream \(s.stream))"))
         // One width for every call, whichever optional rows this one has.
         let width = Self.labels.map(\.count).max() ?? 0
         return rows.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }.joined(separator: "\n")
     }
 
     static let labels = [
-        "state", "upstream", "next attempt", "rtt", "subprotocol", "compression", "reconnects", "failed attempts", "last close", "last error",
+        "state", "upstream", "next attempt", "rtt", "subprotocol", "compression", "reconnects", "failed attempts", "last close", "last error", "session",
         "messages in", "messages out", "send queue", "subscribers", "dropped", "last seq",
     ]
 

@@ -9,8 +9,15 @@ struct Tail: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
+    func validate() throws {
+        if self.stream != nil && self.since == nil { throw ValidationError("--stream goes with --since: the last seq you saw in that stream") }
+    }
+
     @Option(help: "Resume after this sequence number (buffered messages are replayed; missing ones are reported).")
     var since: UInt64?
+
+    @Option(help: ArgumentHelp("The stream --since counts in (printed when tail starts): a restarted daemon is reported, not skipped.", valueName: "id"))
+    var stream: String?
 
     @Option(help: ArgumentHelp("Only messages whose JSON FIELD (a dotted path) equals VALUE, or has FIELD at all.", valueName: "field[=value]"))
     var filter: String?
@@ -19,11 +26,14 @@ struct Tail: ParsableCommand {
         let connection = try self.global.connect()
         var fields: [(String, JSONValue)] = []
         if let since { fields.append(("since", .number(JSONNumber(since)))) }
-        if let filter { fields.append(("filter", FieldMatch.parse(filter).json)) }
+        if let stream { fields.append(("stream", .string(stream))) }
+        if let filter { fields.append(("filter", Filter(parsing: filter).json)) }
         do {
-            let result = try connection.request("subscribe", fields, unsubscribeFirst: false)
+            let result = SubscribeResult(json: try connection.request("subscribe", fields, unsubscribeFirst: false))
             let filterNote = self.filter.map { ", only \($0)" } ?? ""
-            Output.error(Self.following(self.global.socketPath, last: SubscribeResult(json: result).seq ?? 0, since: self.since) + "\(filterNote); Ctrl-C ends")
+            let restarted = self.since.map { since in self.stream.map { $0 != result.stream } ?? (since > (result.seq ?? 0)) } ?? false
+            let start = Self.following(self.global.socketPath, last: result.seq ?? 0, since: restarted ? nil : self.since)
+            Output.error(start + " (stream \(result.stream ?? "?"))\(filterNote); Ctrl-C ends")
         } catch let error as DaemonConnection.RequestError {
             Output.error(error.description)
             throw ExitCode(error.exitCode)
@@ -67,19 +77,11 @@ struct Tail: ParsableCommand {
         switch line {
         case .state(let s): "link \(s.state): \(s.reason)"
         case .dropped(let d): "dropped \(d.count) messages (seq \(d.from)-\(d.to)): this reader fell behind"
-        case .gap(let g): "messages \(g.from)-\(g.to) are no longer buffered"
+        case .gap(let g):
+            g.reason == GapLine.restarted
+                ? "wsbridged restarted: what followed seq \(g.since.map(String.init) ?? "?") in the old stream is lost; now stream \(g.stream) from seq \(g.next)"
+                : "messages \(g.from.map(String.init) ?? "?")-\(g.to.map(String.init) ?? "?") are no longer buffered (\(g.reason))"
         case .hello, .message, .reply: nil
         }
-    }
-}
-
-/// `FIELD=VALUE` or `FIELD`: VALUE is read as JSON when it is JSON (`7`, `true`, `"x"`), else as text.
-enum FieldMatch {
-    static func parse(_ text: String) -> Filter {
-        guard let eq = text.firstIndex(of: "=") else { return Filter(field: text, equals: nil) }
-        let field = String(text[..<eq])
-        let raw = String(text[text.index(after: eq)...])
-        let value = (try? JSONValue.parse(raw)) ?? .string(raw)
-        return Filter(field: field, equals: value)
     }
 }

@@ -12,7 +12,7 @@ struct WSBridgeCtl: ParsableCommand {
             not running, 77 permission denied.
             """,
         version: WSBridgeVersion.current,
-        subcommands: [Status.self, Metrics.self, Send.self, Close.self, Connect.self, Reconnect.self, Tail.self, Request.self],
+        subcommands: [Status.self, Metrics.self, Send.self, Sticky.self, Unstick.self, Close.self, Connect.self, Reconnect.self, Tail.self, Request.self],
         defaultSubcommand: Status.self
     )
 

@@ -134,7 +134,7 @@ import WSBridgeProtocol
 
     static let goldenCommands: [[String]] = [
         ["--help"], ["status", "--help"], ["metrics", "--help"], ["send", "--help"], ["close", "--help"], ["connect", "--help"],
-        ["reconnect", "--help"], ["tail", "--help"], ["request", "--help"],
+        ["reconnect", "--help"], ["tail", "--help"], ["request", "--help"], ["sticky", "--help"], ["unstick", "--help"],
     ]
 
     @Test(arguments: Self.goldenCommands)
@@ -154,7 +154,7 @@ import WSBridgeProtocol
     func shellCompletionsNameEverySubcommand(_ shell: String) throws {
         let r = try self.ctl(["--generate-completion-script", shell], socket: nil)
         #expect(r.status == 0)
-        for sub in ["status", "metrics", "send", "close", "connect", "reconnect", "tail", "request"] {
+        for sub in ["status", "metrics", "send", "sticky", "unstick", "close", "connect", "reconnect", "tail", "request"] {
             #expect(r.out.contains(sub))
         }
     }

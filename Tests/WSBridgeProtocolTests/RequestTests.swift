@@ -19,14 +19,24 @@ import WSBridgeProtocol
 
     @Test func everyOpDecodes() throws {
         #expect(try self.decode(#"{"op":"status","id":1}"#) == Request(id: 1, command: .status))
-        #expect(try self.decode(#"{"op":"subscribe"}"#).command == .subscribe(filter: nil, since: nil))
+        #expect(try self.decode(#"{"op":"subscribe"}"#).command == .subscribe(filter: nil, since: nil, stream: nil))
         #expect(
             try self.decode(#"{"op":"subscribe","filter":{"field":"data.sym","equals":"X"},"since":12}"#).command
-                == .subscribe(filter: Filter(field: "data.sym", equals: "X"), since: 12)
+                == .subscribe(filter: Filter(field: "data.sym", equals: "X"), since: 12, stream: nil)
         )
         #expect(try self.decode(#"{"op":"unsubscribe","id":"a"}"#) == Request(id: "a", command: .unsubscribe))
-        #expect(try self.decode(#"{"op":"send","text":"hi"}"#).command == .send(.text("hi")))
-        #expect(try self.decode(#"{"op":"send","binary":"AAEC"}"#).command == .send(.binary([0, 1, 2])))
+        #expect(try self.decode(#"{"op":"send","text":"hi"}"#).command == .send(.text("hi"), sticky: nil))
+        #expect(try self.decode(#"{"op":"send","binary":"AAEC"}"#).command == .send(.binary([0, 1, 2]), sticky: nil))
+        #expect(
+            try self.decode(#"{"op":"subscribe","since":7,"stream":"00ab"}"#).command == .subscribe(filter: nil, since: 7, stream: "00ab"))
+        #expect(
+            try self.decode(#"{"op":"send","text":"sub","sticky":"t","scope":"daemon","on_unstick":"unsub"}"#).command
+                == .send(.text("sub"), sticky: StickyOptions(key: "t", scope: .daemon, onUnstick: "unsub")))
+        #expect(try self.decode(#"{"op":"send","text":"sub","sticky":"t"}"#).command == .send(.text("sub"), sticky: StickyOptions(key: "t")))
+        #expect(try self.decode(#"{"op":"sticky"}"#).command == .sticky)
+        #expect(try self.decode(#"{"op":"unstick","key":"t"}"#).command == .unstick(key: "t", text: nil, scope: nil))
+        #expect(
+            try self.decode(#"{"op":"unstick","key":"t","text":"bye","scope":"daemon"}"#).command == .unstick(key: "t", text: "bye", scope: .daemon))
         #expect(try self.decode(#"{"op":"close"}"#).command == .close(code: 1000, reason: ""))
         #expect(try self.decode(#"{"op":"close","code":4001,"reason":"bye"}"#).command == .close(code: 4001, reason: "bye"))
         #expect(try self.decode(#"{"op":"connect"}"#).command == .connect)
@@ -91,7 +101,7 @@ import WSBridgeProtocol
         #expect(Filter(field: "a.0.b", equals: nil).path[1].index == 0)
         let limits = RequestLimits(filterMaxBytes: 16, filterMaxDepth: 3)
         let ok = try Request.decode(JSONValue.parse(#"{"op":"subscribe","filter":{"field":"a.b.c"}}"#), limits: limits)
-        #expect(ok.command == .subscribe(filter: Filter(field: "a.b.c", equals: nil), since: nil))
+        #expect(ok.command == .subscribe(filter: Filter(field: "a.b.c", equals: nil), since: nil, stream: nil))
         for (line, mentions) in [
             (#"{"op":"subscribe","filter":{"field":"a.b.c.d"}}"#, "at most 3 (local.filter_max_depth)"),
             (#"{"op":"subscribe","filter":{"field":"abcdefghijklmnopq"}}"#, "at most 16 bytes (local.filter_max_bytes)"),

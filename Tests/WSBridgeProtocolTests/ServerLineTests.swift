@@ -10,11 +10,12 @@ import WSBridgeProtocol
     }
 
     @Test func everyLineTypeRoundTrips() throws {
-        let hello = Hello(state: "open", seq: 41, subscribed: true, write: false)
+        let hello = Hello(state: "open", seq: 41, stream: "00000000deadbeef", subscribed: true, write: false)
         try self.roundTrip(.hello(hello), hello.json)
         #expect(
             hello.json.serialized
-                == #"{"type":"hello","protocol":1,"version":"\#(WSBridgeVersion.current)","state":"open","seq":41,"subscribed":true,"write":false}"#)
+                == #"{"type":"hello","protocol":1,"version":"\#(WSBridgeVersion.current)","state":"open","seq":41,"stream":"00000000deadbeef","subscribed":true,"write":false}"#
+        )
 
         let message = MessageLine(seq: UInt64.max, ts: 1_795_313_566_992, kind: .text, data: "{\"px\":1.5}")
         try self.roundTrip(.message(message), message.json)
@@ -25,8 +26,23 @@ import WSBridgeProtocol
         try self.roundTrip(.state(state), state.json)
         let dropped = DroppedLine(count: 120, from: 2001, to: 2120)
         try self.roundTrip(.dropped(dropped), dropped.json)
-        let gap = GapLine(from: 3, to: 5, reason: "no longer buffered")
+        let gap = GapLine(stream: "s1", reason: GapLine.notBuffered, from: 3, to: 5, next: 6, message: "no longer buffered")
         try self.roundTrip(.gap(gap), gap.json)
+        #expect(gap.json.serialized == #"{"type":"gap","stream":"s1","reason":"not_buffered","from":3,"to":5,"next":6,"message":"no longer buffered"}"#)
+        let restarted = GapLine(stream: "s2", reason: GapLine.restarted, next: 1, since: 729, message: "restarted")
+        try self.roundTrip(.gap(restarted), restarted.json)
+        #expect(restarted.json.serialized == #"{"type":"gap","stream":"s2","reason":"restarted","since":729,"next":1,"message":"restarted"}"#)
+        let sticky = ReplyLine.ok(id: 8, SendResult.sticky(StickyResult(status: .held, key: "k", scope: .daemon, holders: 2, state: "open")).json)
+        try self.roundTrip(.reply(sticky), sticky.json)
+        if case .success(let result) = sticky.outcome {
+            #expect(SendResult(json: result) == .sticky(StickyResult(status: .held, key: "k", scope: .daemon, holders: 2, state: "open")))
+        }
+        let list = StickyListResult(keys: [
+            .init(key: "k", bytes: 9, preview: "sub", onUnstick: true, since: 5, holders: [.init(scope: .client, pid: 42, uid: 1000, since: 6)])
+        ])
+        #expect(StickyListResult(json: try JSONValue.parse(list.json.serialized)) == list)
+        let unstick = UnstickResult(key: "k", holders: 0, leave: "sent")
+        #expect(UnstickResult(json: unstick.json) == unstick)
 
         let ok = ReplyLine.ok(id: 7, SendResult.queued(depth: 2, state: "connecting").json)
         try self.roundTrip(.reply(ok), ok.json)
@@ -50,6 +66,11 @@ import WSBridgeProtocol
             lastClose: .init(code: 1001, reason: "bye", by: "server"), retryInMillis: 12
         )
         #expect(StatusReport(json: try JSONValue.parse(status.json.serialized)) == status)
+        var withSession = status
+        withSession.stream = "0123456789abcdef"
+        withSession.session = .init(openingMessages: 2, readyWhen: "type=\"authed\"", ready: "waiting", stickyKeys: 3, stickyBytes: 40)
+        withSession.lastErrorReason = "not_ready"
+        #expect(StatusReport(json: try JSONValue.parse(withSession.json.serialized)) == withSession)
         let noClose = StatusReport(json: try JSONValue.parse(#"{"state":"idle","last_close":null,"rtt_ms":null}"#))
         #expect(noClose.lastClose == nil && noClose.rttMillis == nil && noClose.state == "idle")
 

@@ -14,6 +14,10 @@ struct cwsb_ucred {
     uint32_t gid;
 };
 
+/// glibc's memmem (a GNU extension Glibc's Swift module does not export): whether `needle`
+/// occurs in `haystack`.
+int cwsb_contains(const void *haystack, size_t haystack_length, const void *needle, size_t needle_length);
+
 /// SO_PEERCRED's value on this architecture (the C macro: 17 on x86 and arm, 21 on powerpc,
 /// 18 on mips).
 int cwsb_so_peercred(void);

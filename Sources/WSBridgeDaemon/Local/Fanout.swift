@@ -19,6 +19,8 @@ final class Fanout: UpstreamEventSink {
     /// How many subscribers have a filter (the payload is parsed only when one does).
     private var filtered = 0
     private(set) var seq: UInt64 = 0
+    /// The stream `seq` counts in: new at every start, since seq starts again at 1.
+    let stream: String = Fanout.newStreamID()
     private(set) var drops: UInt64 = 0
     private var ring: ReplayRing
     var pending = PendingRequests()
@@ -128,15 +130,40 @@ final class Fanout: UpstreamEventSink {
 
     // MARK: - Replay
 
-    /// Resends buffered messages after `since`; what is no longer buffered is reported as a gap.
-    func replay(to client: LocalClient, since: UInt64) {
-        guard since < self.seq else { return }
+    /// A stream id: 16 hex digits, random.
+    static func newStreamID() -> String {
+        let hex = String(UInt64.random(in: .min ... .max), radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
+    /// Whether `since` in `stream` (nil: unknown) cannot belong to this stream: another stream,
+    /// or a seq this stream has not reached (the consumer counted in an earlier run).
+    func restarted(since: UInt64, stream: String?) -> Bool {
+        if let stream { return stream != self.stream }
+        return since > self.seq
+    }
+
+    /// Resends buffered messages after `since` (in `stream`, when the consumer said). What is no
+    /// longer buffered is reported as a `not_buffered` gap; a `since` from an earlier stream as
+    /// a `restarted` gap, then this stream from its start (as far as still buffered).
+    func replay(to client: LocalClient, since: UInt64, stream: String?) {
+        var since = since
         let oldest = self.ring.oldestSeq ?? (self.seq + 1)
+        if self.restarted(since: since, stream: stream) {
+            let was = stream.map { "stream \($0)" } ?? "an earlier stream"
+            let gap = GapLine(
+                stream: self.stream, reason: GapLine.restarted, next: min(oldest, self.seq + 1), since: since,
+                message:
+                    "wsbridged restarted: seq \(since) was counted in \(was), and this daemon's stream \(self.stream) began again at seq 1; what followed seq \(since) there is lost, and delivery goes on from this stream's start"
+            )
+            client.send(MessageLineEncoder.line(gap.json, allocator: self.allocator))
+            since = 0
+        }
+        guard since < self.seq else { return }
         if since + 1 < oldest {
             let gap = GapLine(
-                from: since + 1,
-                to: oldest - 1,
-                reason:
+                stream: self.stream, reason: GapLine.notBuffered, from: since + 1, to: oldest - 1, next: oldest,
+                message:
                     "no longer buffered: the replay ring keeps the last \(self.configuration.replay) messages (local.replay) up to \(self.configuration.replayBytes) bytes (local.replay_bytes)"
             )
             client.send(MessageLineEncoder.line(gap.json, allocator: self.allocator))

@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import WSBridgeCore
 import WSBridgeProtocol
@@ -48,10 +49,19 @@ extension LocalPlane {
         let id = request.id
         let link = self.link
         switch request.command {
-        case .subscribe(let filter, let since):
+        case .subscribe(let filter, let since, let stream):
+            if let since, let stream, stream == self.fanout.stream, since > self.fanout.seq {
+                self.reply(
+                    client,
+                    ProtocolError(
+                        .invalidValue,
+                        "\"since\" \(since) is beyond the last seq \(self.fanout.seq) of stream \(stream): give the last seq you received in it",
+                        id: id))
+                return
+            }
             self.setSubscription(client, subscribed: true, filter: filter)
-            self.ok(client, id, SubscribeResult(subscribed: true, seq: self.fanout.seq, filter: filter).json)
-            if let since { self.fanout.replay(to: client, since: since) }
+            self.ok(client, id, SubscribeResult(subscribed: true, seq: self.fanout.seq, stream: self.fanout.stream, filter: filter).json)
+            if let since { self.fanout.replay(to: client, since: since, stream: stream) }
         case .unsubscribe:
             self.setSubscription(client, subscribed: false, filter: nil)
             self.ok(client, id, SubscribeResult(subscribed: false).json)
@@ -59,7 +69,13 @@ extension LocalPlane {
             self.ok(client, id, self.statusReport(askedBy: client).json)
         case .metrics:
             self.ok(client, id, MetricsResult(text: String(decoding: self.metricsText(askedBy: client), as: UTF8.self)).json)
-        case .send(let payload):
+        case .send(let payload, let sticky?):
+            self.stick(sticky, payload, id: id, from: client)
+        case .sticky:
+            self.ok(client, id, self.session.list.json)
+        case .unstick(let key, let text, let scope):
+            self.unstick(key, leave: text, scope: scope, id: id, from: client)
+        case .send(let payload, nil):
             let outcome = link.submit(Self.message(payload))
             if case .spooling(let stored) = outcome {
                 // Answered once the spool has it; later replies to this client wait their turn.
@@ -132,6 +148,88 @@ extension LocalPlane {
         }
     }
 
+    // MARK: - Sticky sends
+
+    /// Registers a sticky send; its text goes now if the link is open, else after the next open.
+    private func stick(_ options: StickyOptions, _ payload: Payload, id: JSONValue?, from client: LocalClient) {
+        let registered = self.session.register(options, payload: payload, client: client.id, pid: client.credentials?.pid, uid: client.credentials?.uid)
+        let outcome: StickyRegistry.Registered
+        let holders: Int
+        switch registered {
+        case .failure(var error):
+            error.id = id
+            self.reply(client, error)
+            return
+        case .success(let r):
+            (outcome, holders) = r
+        }
+        let status: StickyResult.Status
+        if outcome.sends {
+            status = self.link.sendSession(UpstreamSession.message(payload)) ? .sent : .queued
+        } else {
+            status = .held
+        }
+        self.logger.debug(
+            "sticky key \(options.key): \(outcome) (\(status.rawValue))",
+            metadata: ["client.id": "\(client.id)", "sticky.key": "\(options.key)", "sticky.scope": "\(options.scope.rawValue)"])
+        let result = StickyResult(status: status, key: options.key, scope: options.scope, holders: holders, state: self.link.phase.rawValue)
+        let line = MessageLineEncoder.line(ReplyLine.ok(id: id, SendResult.sticky(result).json).json, allocator: self.allocator)
+        self.replyOnceStored(client, line, id: id, persist: options.scope == .daemon)
+    }
+
+    private func unstick(_ key: String, leave: String?, scope: StickyScope?, id: JSONValue?, from client: LocalClient) {
+        let hadDaemonHold = self.session.registry.entry(key)?.holds.contains { $0.holder == .daemon } ?? false
+        let result: UnstickResult
+        switch self.session.release(key: key, client: client.id, scope: scope, leave: leave) {
+        case .failure(var error):
+            error.id = id
+            self.reply(client, error)
+            return
+        case .success(.stillHeld(let holders)):
+            result = UnstickResult(key: key, holders: holders, leave: "none")
+        case .success(.removed(let text)):
+            result = UnstickResult(key: key, holders: 0, leave: self.sendLeave(text))
+        }
+        let stillDaemon = self.session.registry.entry(key)?.holds.contains { $0.holder == .daemon } ?? false
+        let line = MessageLineEncoder.line(ReplyLine.ok(id: id, result.json).json, allocator: self.allocator)
+        self.replyOnceStored(client, line, id: id, persist: hadDaemonHold && !stillDaemon)
+    }
+
+    /// A client's keys go with it; the leave texts of keys nobody holds any more go upstream.
+    func releaseSticky(of client: LocalClient) {
+        for message in self.session.clientGone(client.id) {
+            if !self.link.sendSession(message) {
+                self.logger.debug("a sticky key's leave text was not sent: the link is not open, and the next connection never had the key")
+            }
+        }
+    }
+
+    /// `sent`, `none` or `skipped` (the link is not open: the next connection never had the key).
+    private func sendLeave(_ text: String?) -> String {
+        guard let text else { return "none" }
+        return self.link.sendSession(UpstreamSession.message(.text(text))) ? "sent" : "skipped"
+    }
+
+    /// Sends `line` now, or, for a change to a daemon-scope key with `queue.spool` set, once the
+    /// key file is on disk (later replies to this client wait their turn).
+    private func replyOnceStored(_ client: LocalClient, _ line: ByteBuffer, id: JSONValue?, persist: Bool) {
+        guard persist, let stored = self.session.persist() else {
+            client.send(line)
+            return
+        }
+        let ticket = client.holdReply()
+        stored.assumeIsolated().whenComplete { result in
+            switch result {
+            case .success:
+                client.fillReply(ticket, line)
+            case .failure(let error):
+                let problem = ProtocolError(
+                    .internalError, "the daemon-scope sticky keys could not be stored (\(error)): the change holds until wsbridged stops, not after", id: id)
+                client.fillReply(ticket, MessageLineEncoder.line(problem.reply, allocator: self.allocator))
+            }
+        }
+    }
+
     /// The reply line to a `send`.
     private func sendReply(_ outcome: SendOutcome, id: JSONValue?) -> ByteBuffer {
         let json: JSONValue
@@ -145,10 +243,7 @@ extension LocalPlane {
     }
 
     private static func message(_ payload: Payload) -> UpstreamMessage {
-        switch payload {
-        case .text(let t): UpstreamMessage(kind: .text, data: ByteBuffer(string: t), receivedAtMillis: 0)
-        case .binary(let b): UpstreamMessage(kind: .binary, data: ByteBuffer(bytes: b), receivedAtMillis: 0)
-        }
+        UpstreamSession.message(payload)
     }
 }
 

@@ -15,6 +15,8 @@ final class LocalPlane {
     let logger: Logger
     let link: any LinkControl
     let fanout: Fanout
+    /// The sticky keys (and the rest of the session the link restores on every open).
+    let session: UpstreamSession
     private let status: SystemdStatus
     let allocator = ByteBufferAllocator()
     private var nextClientID = 0
@@ -26,6 +28,7 @@ final class LocalPlane {
         policy: AccessPolicy,
         link: any LinkControl,
         fanout: Fanout,
+        session: UpstreamSession,
         status: SystemdStatus,
         eventLoop: any EventLoop,
         logger: Logger
@@ -34,6 +37,7 @@ final class LocalPlane {
         self.policy = policy
         self.link = link
         self.fanout = fanout
+        self.session = session
         self.status = status
         self.eventLoop = eventLoop
         self.logger = logger
@@ -100,7 +104,8 @@ final class LocalPlane {
             self.refusedSinceLog = 0
         }
         self.fanout.insert(client)
-        let hello = Hello(state: self.link.phase.rawValue, seq: self.fanout.seq, subscribed: client.subscribed, write: client.mayWrite)
+        let hello = Hello(
+            state: self.link.phase.rawValue, seq: self.fanout.seq, stream: self.fanout.stream, subscribed: client.subscribed, write: client.mayWrite)
         client.send(MessageLineEncoder.line(hello.json, allocator: self.allocator))
         self.statusChanged()
         self.logger.debug(
@@ -111,6 +116,7 @@ final class LocalPlane {
 
     func removed(_ client: LocalClient) {
         guard self.fanout.remove(client) else { return }
+        self.releaseSticky(of: client)
         self.statusChanged()
         self.logger.debug("client disconnected", metadata: ["client.id": "\(client.id)"])
     }

@@ -12,6 +12,7 @@ extension LocalPlane {
         report.clients = self.fanout.clientCount - (asker.map { $0.subscribed ? 0 : 1 } ?? 0)
         report.seq = self.fanout.seq
         report.drops = self.fanout.drops
+        report.stream = self.fanout.stream
         return report
     }
 }

@@ -5,6 +5,8 @@ import WSBridgeCore
 /// The daemon's parts on one event loop, built in dependency order and with no cycles:
 ///
 ///     Fanout  <-(events)-  UpstreamLink  <-(LinkControl)-  LocalPlane -> Fanout
+///                               |                         |
+///                               +----> UpstreamSession <--+
 ///
 /// The fan-out is the link's event sink; the link knows nothing else of the plane; the plane
 /// is given the link's control interface and the fan-out at `init`. Confined to the loop.
@@ -12,6 +14,7 @@ final class Bridge {
     let link: UpstreamLink
     let plane: LocalPlane
     let fanout: Fanout
+    let session: UpstreamSession
     let metrics: DaemonMetrics
 
     init(
@@ -22,12 +25,15 @@ final class Bridge {
         connectors: ConnectorFactory,
         eventLoop: any EventLoop,
         logger: Logger,
-        spool: (Spool, Spool.Restored)? = nil
+        spool: (Spool, Spool.Restored)? = nil,
+        sticky: (StickyStore, [StickyRegistry.Entry])? = nil
     ) {
         let status = SystemdStatus()
         let metrics = DaemonMetrics()
         self.metrics = metrics
         self.fanout = Fanout(configuration: configuration.local, status: status, metrics: metrics)
+        self.session = UpstreamSession(
+            configuration: configuration, store: sticky?.0, restored: sticky?.1 ?? [], eventLoop: eventLoop, logger: logger)
         self.link = UpstreamLink(
             configuration: configuration,
             networkAvailable: networkAvailable,
@@ -37,13 +43,15 @@ final class Bridge {
             connectors: connectors,
             events: self.fanout,
             metrics: metrics,
-            spool: spool
+            spool: spool,
+            session: self.session
         )
         self.plane = LocalPlane(
             configuration: configuration,
             policy: policy,
             link: self.link,
             fanout: self.fanout,
+            session: self.session,
             status: status,
             eventLoop: eventLoop,
             logger: logger

@@ -144,6 +144,19 @@ public final class DaemonService: Service, Sendable {
             }
         }
         let openedSpool = spool
+        // Daemon-scope sticky keys live beside the spool, which created and locked the directory.
+        var sticky: (StickyStore, [StickyRegistry.Entry])?
+        if let directory = configuration.queue.spool {
+            do {
+                sticky = try await NIOThreadPool.singleton.runIfActive { try StickyStore.open(directory: directory) }
+            } catch {
+                logger.critical("\(error)")
+                Systemd.notify("STATUS=\(error)")
+                if let s = openedSpool?.0 { _ = try? await s.close().get() }
+                throw StartFailure(exitCode: 73, description: "\(error)")  // EX_CANTCREAT
+            }
+        }
+        let openedSticky = sticky
         let connectors = ConnectorFactory()
         let bridge = try await eventLoop.submit {
             NIOLoopBound(
@@ -155,7 +168,8 @@ public final class DaemonService: Service, Sendable {
                     connectors: connectors,
                     eventLoop: eventLoop,
                     logger: logger,
-                    spool: openedSpool
+                    spool: openedSpool,
+                    sticky: openedSticky
                 ),
                 eventLoop: eventLoop
             )
@@ -196,6 +210,7 @@ public final class DaemonService: Service, Sendable {
             // The link never connected; stopping it settles its promises before it goes.
             _ = try? await link.shutdown().get()
             if let s = openedSpool?.0 { _ = try? await s.close().get() }
+            openedSticky?.0.close()
             Systemd.notify("STATUS=cannot listen on \(configuration.local.socket): \(error)")
             throw StartFailure(exitCode: 69, description: "cannot listen on \(configuration.local.socket): \(error)")  // EX_UNAVAILABLE
         }
@@ -208,7 +223,7 @@ public final class DaemonService: Service, Sendable {
                 logger.critical("\(problem)")
                 _ = try? await link.shutdown().get()
                 if let s = openedSpool?.0 { _ = try? await s.close().get() }
-                if let s = openedSpool?.0 { _ = try? await s.close().get() }
+                openedSticky?.0.close()
                 try? await channel.close()
                 if activated.isEmpty { unlink(configuration.local.socket) }
                 Systemd.notify("STATUS=\(problem)")
@@ -284,6 +299,7 @@ public final class DaemonService: Service, Sendable {
         running.monitor?.stop()
         // What is still queued stays in the spool for the next start.
         if let spool = running.spool { _ = try? await spool.close().get() }
+        _ = try? await eventLoop.submit { bridge.value.session.close() }.get()
         self.running.withLockedValue { $0 = nil }
         self.logger.notice("stopped")
     }

@@ -45,7 +45,7 @@ public final class DaemonMetrics: Sendable {
     private let bytesIn: CoreMetrics.Counter
     private let messagesOut: CoreMetrics.Counter
     private let bytesOut: CoreMetrics.Counter
-    private let failedAttempts: CoreMetrics.Counter
+    private let failedAttempts: [AttemptFailure.Kind: CoreMetrics.Counter]
     private let roundTripTimer: CoreMetrics.Timer
     private let drops: [DropReason: CoreMetrics.Counter]
     private let reconnects: [String: CoreMetrics.Counter]
@@ -65,7 +65,7 @@ public final class DaemonMetrics: Sendable {
         ("wsbridge_upstream_messages_total", "counter", "WebSocket messages, by direction: in (from the upstream) and out (sent upstream)."),
         ("wsbridge_upstream_bytes_total", "counter", "Payload bytes of those messages, by direction."),
         ("wsbridge_reconnects_total", "counter", "Links opened again after one was lost, by the reason it was lost."),
-        ("wsbridge_connect_failures_total", "counter", "Connection attempts that failed before the link opened."),
+        ("wsbridge_connect_failures_total", "counter", "Connection attempts that failed before the link opened, by reason (error, not_ready)."),
         ("wsbridge_dropped_messages_total", "counter", "Messages dropped, by reason (subscriber_queue_full, outbound_queue_full)."),
         ("wsbridge_outbound_queue_messages", "gauge", "Messages queued to send upstream while the link is not open."),
         ("wsbridge_outbound_queue_bytes", "gauge", "Bytes queued to send upstream while the link is not open."),
@@ -100,7 +100,11 @@ public final class DaemonMetrics: Sendable {
         self.messagesOut = CoreMetrics.Counter(label: "wsbridge_upstream_messages_total", dimensions: [("direction", "out")], factory: factory)
         self.bytesIn = CoreMetrics.Counter(label: "wsbridge_upstream_bytes_total", dimensions: [("direction", "in")], factory: factory)
         self.bytesOut = CoreMetrics.Counter(label: "wsbridge_upstream_bytes_total", dimensions: [("direction", "out")], factory: factory)
-        self.failedAttempts = CoreMetrics.Counter(label: "wsbridge_connect_failures_total", factory: factory)
+        self.failedAttempts = Dictionary(
+            uniqueKeysWithValues: AttemptFailure.Kind.allCases.map {
+                ($0, CoreMetrics.Counter(label: "wsbridge_connect_failures_total", dimensions: [("reason", $0.rawValue)], factory: factory))
+            }
+        )
         self.roundTripTimer = CoreMetrics.Timer(label: "wsbridge_heartbeat_rtt_seconds", factory: factory)
         // One series per label value, made up front (a render shows them all, zero or not).
         self.drops = Dictionary(
@@ -139,8 +143,8 @@ public final class DaemonMetrics: Sendable {
         var spoolFsyncs: UInt64 = 0
     }
 
-    func attemptFailed() {
-        self.failedAttempts.increment()
+    func attemptFailed(_ kind: AttemptFailure.Kind) {
+        self.failedAttempts[kind]?.increment()
     }
 
     func roundTrip(_ rtt: Duration) {

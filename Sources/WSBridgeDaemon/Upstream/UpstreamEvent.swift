@@ -51,3 +51,15 @@ public enum UpstreamEvent: Sendable {
     /// An upstream message.
     case message(UpstreamMessage)
 }
+
+/// The last thing that went wrong with the link or an attempt: `status`'s `last_error` and
+/// `last_error_reason`, and the `reason` label of `wsbridge_connect_failures_total`.
+struct AttemptFailure {
+    enum Kind: String, CaseIterable, Sendable {
+        case error
+        /// No upstream message matched `upstream.ready_when` within `upstream.ready_timeout`.
+        case notReady = "not_ready"
+    }
+    var description: String
+    var kind: Kind = .error
+}

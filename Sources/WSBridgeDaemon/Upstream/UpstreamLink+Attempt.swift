@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import WSBridgeCore
+import WSBridgeProtocol
 
 /// One connection attempt: the connector (token and TLS prepared off the loop), the connect
 /// timeout, the handshake, and what ends it.
@@ -72,17 +73,21 @@ extension UpstreamLink {
                 self.channelClosed(generation: generation)
             }
         }
+        // Read for this connection only, for `${token}` in the opening messages; never kept.
+        let token = connector.token
         attemptFutures.handshake.assumeIsolated().whenComplete { result in
             switch result {
             case .success(let handshake):
-                self.handshakeSucceeded(handshake, generation: generation)
+                self.handshakeSucceeded(handshake, generation: generation, token: token)
             case .failure(let error):
                 self.attemptFailed(generation: generation, "\(error)")
             }
         }
     }
 
-    func handshakeSucceeded(_ handshake: UpstreamConnector.Handshake, generation: Int) {
+    /// The upgrade is done: the opening messages go first; then, with a ready gate, the link
+    /// waits (still `connecting`) for a message matching `upstream.ready_when`, else it opens.
+    func handshakeSucceeded(_ handshake: UpstreamConnector.Handshake, generation: Int, token: String?) {
         guard generation == self.generation, self.machine.phase == .connecting else {
             handshake.channel.close(promise: nil)
             return
@@ -92,15 +97,57 @@ extension UpstreamLink {
         self.channel = handshake.channel
         self.subprotocol = handshake.subprotocol
         self.compression = handshake.deflate != nil
+        let reason = self.connectedReason
+        // Only their count is logged: they may carry the token.
+        let opening = self.session.opened(token: token)
+        for message in opening { self.writeSession(message, flush: false) }
+        if !opening.isEmpty {
+            self.channel?.flush()
+            self.logger.debug("sent \(opening.count) opening message(s) (upstream.on_open)")
+        }
+        guard let gate = self.session.readyWhen else {
+            self.opened(generation: generation, reason: reason)
+            return
+        }
+        let timeout = self.session.readyTimeout
+        self.logger.info(
+            "\(reason); waiting for an upstream message matching upstream.ready_when = \"\(gate.text)\"",
+            metadata: ["upstream.ready_when": "\(gate.text)"])
+        self.connectTimer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
+            guard generation == self.generation, self.session.waiting else { return }
+            self.attemptFailed(generation: generation, AttemptFailure(description: self.session.notReadyDetail(after: timeout), kind: .notReady))
+        }
+    }
+
+    /// `connected`, with the subprotocol and permessage-deflate when negotiated.
+    private var connectedReason: String {
         var details: [String] = []
-        if let p = handshake.subprotocol { details.append("subprotocol \(p)") }
-        if handshake.deflate != nil { details.append("permessage-deflate") }
-        let reason = details.isEmpty ? "connected" : "connected (\(details.joined(separator: ", ")))"
+        if let p = self.subprotocol { details.append("subprotocol \(p)") }
+        if self.compression { details.append("permessage-deflate") }
+        return details.isEmpty ? "connected" : "connected (\(details.joined(separator: ", ")))"
+    }
+
+    /// A message matched `upstream.ready_when`: the link opens.
+    func becameReady(generation: Int) {
+        guard generation == self.generation, self.machine.phase == .connecting else { return }
+        self.connectTimer?.cancel()
+        self.connectTimer = nil
+        self.opened(generation: generation, reason: "\(self.connectedReason), ready (\(self.session.readyWhen?.text ?? "?"))")
+    }
+
+    /// The link is open for local clients: sticky sends, then the queue, then new sends.
+    private func opened(generation: Int, reason: String) {
         let reconnects = self.machine.reconnects
         self.input("connected", reason: reason) { m, now in try m.connectSucceeded(now: now) }
         if self.machine.reconnects > reconnects { self.metrics.reconnected(after: self.lostBecause) }
         guard self.machine.phase == .open else { return }
         self.scheduleFailback()
+        let sticky = self.session.becameReady()
+        for message in sticky { self.writeSession(message, flush: false) }
+        if !sticky.isEmpty {
+            self.channel?.flush()
+            self.logger.debug("sent \(sticky.count) sticky message(s)")
+        }
         self.flushOutbound()
         self.heartbeat = HeartbeatStateMachine(
             interval: self.configuration.heartbeat.interval,
@@ -111,10 +158,16 @@ extension UpstreamLink {
     }
 
     func attemptFailed(generation: Int, _ description: String) {
+        self.attemptFailed(generation: generation, AttemptFailure(description: description))
+    }
+
+    func attemptFailed(generation: Int, _ failure: AttemptFailure) {
         guard generation == self.generation, self.machine.phase == .connecting else { return }
+        let description = failure.description
         self.teardown()
-        self.lastError = description
-        self.metrics.attemptFailed()
+        self.session.ended()
+        self.lastError = failure
+        self.metrics.attemptFailed(failure.kind)
         // With fallbacks, each failed attempt moves to the next URL (the backoff is the same).
         let urls = self.configuration.upstream.urls
         let failedURL = self.attemptURL ?? self.configuration.upstream.url
@@ -137,7 +190,7 @@ extension UpstreamLink {
         let then = urls.count > 1 && self.machine.phase == .backingOff ? ", to \(urls[self.urlIndex])" : ""
         self.logger.warning(
             "connect failed (attempt \(self.attemptNumber)\(target)): \(description); \(next)\(then)",
-            metadata: ["attempt": "\(self.attemptNumber)", "error": "\(description)"]
+            metadata: ["attempt": "\(self.attemptNumber)", "error": "\(description)", "reason": "\(failure.kind.rawValue)"]
         )
     }
 
@@ -145,7 +198,11 @@ extension UpstreamLink {
         guard generation == self.generation else { return }
         let phase = self.machine.phase
         if phase == .connecting {
-            self.attemptFailed(generation: generation, self.linkError ?? "connection closed during the handshake")
+            let during = self.session.waiting ? "while waiting for upstream.ready_when" : "during the handshake"
+            let closed = self.receivedClose.map { c in
+                "the server closed the connection \(during) (code \(c.code.map(String.init) ?? "none")\(c.reason.isEmpty ? "" : ": \(c.reason)"))"
+            }
+            self.attemptFailed(generation: generation, self.linkError ?? closed ?? "connection closed \(during)")
             return
         }
         guard phase == .open || phase == .closing else { return }

@@ -24,11 +24,15 @@ extension UpstreamLink {
             self.logger.trace("message \(kind == .text ? "text" : "binary") \(data.readableBytes) bytes: \(message.preview)")
         }
         self.emit(.message(message))
+        // Fanned out first, then the session sees it: the message that makes the link ready
+        // reaches subscribers before the `open` state line.
+        if self.session.observes, self.session.observe(message) { self.becameReady(generation: generation) }
     }
 
     /// The socket read that brought the last messages is done: the next read reads the clocks.
     func readComplete() {
         self.readWallMillis = nil
+        if self.session.observes { self.session.readComplete() }
     }
 
     func received(_ frame: WebSocketFrame, generation: Int) {
@@ -81,7 +85,7 @@ extension UpstreamLink {
             description = UpstreamConnector.describe(error)
         }
         self.logger.warning("upstream error: \(description)")
-        self.lastError = description
+        self.lastError = AttemptFailure(description: description)
         if self.linkError == nil { self.linkError = description }
         if error is NIOWebSocketError {
             // NIO's WebSocketProtocolErrorHandler already sent the close frame and closes the channel.

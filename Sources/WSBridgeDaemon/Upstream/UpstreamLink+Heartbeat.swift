@@ -51,7 +51,7 @@ extension UpstreamLink {
         }
         // Dead link: no close handshake is possible; drop TCP and reconnect.
         let reason = DisconnectReason.heartbeatTimeout(silence: silence)
-        self.lastError = reason.description
+        self.lastError = AttemptFailure(description: reason.description)
         self.logger.warning("upstream dead: \(reason)")
         self.teardown()
         self.input("heartbeatTimeout", reason: reason.description) { m, now in try m.disconnected(reason, now: now) }

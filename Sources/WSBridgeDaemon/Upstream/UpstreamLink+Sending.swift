@@ -75,6 +75,31 @@ extension UpstreamLink {
         return true
     }
 
+    /// Writes a session message (an opening or sticky send) on the connection, open or still
+    /// waiting to be ready, whether or not the channel is writable: they are few and bounded
+    /// (`upstream.on_open`, `local.sticky_bytes`), and must go ahead of the queue. False when
+    /// there is no connection to write to, or a close frame was sent.
+    @discardableResult
+    func writeSession(_ message: UpstreamMessage, flush: Bool = true) -> Bool {
+        guard !self.sentClose, let channel = self.channel else { return false }
+        let frame = WebSocketFrame(fin: true, opcode: message.kind == .text ? .text : .binary, maskKey: .random(), data: message.data)
+        self.messagesOut += 1
+        self.bytesOut += UInt64(message.data.readableBytes)
+        if flush {
+            channel.writeAndFlush(frame, promise: nil)
+        } else {
+            channel.write(frame, promise: nil)
+        }
+        return true
+    }
+
+    /// A sticky send (or its leave text) from the local plane: written now if the link is
+    /// open, ahead of any queued sends; false when it is not (it goes after the next open).
+    func sendSession(_ message: UpstreamMessage) -> Bool {
+        guard self.machine.phase == .open, !self.stopping else { return false }
+        return self.writeSession(message)
+    }
+
     /// Sends what waited, in order, with one flush, while the link takes it.
     func flushOutbound() {
         var count = 0

@@ -49,7 +49,9 @@ extension UpstreamLink {
                     return .init(directory: spool.directory, fsync: self.configuration.queue.fsync.rawValue, fileBytes: bytes, fsyncs: fsyncs)
                 }
             ),
-            lastError: self.lastError,
+            session: self.session.status(open: self.machine.phase == .open),
+            lastError: self.lastError?.description,
+            lastErrorReason: self.lastError?.kind.rawValue,
             lastClose: close,
             retryInMillis: retryIn
         )

@@ -24,6 +24,8 @@ public final class UpstreamLink: LinkControl {
     /// Reads the token and builds the TLS context off the loop (cached).
     let connectors: ConnectorFactory
     let metrics: DaemonMetrics
+    /// What is restored on every open: opening messages, the ready gate, sticky sends.
+    let session: UpstreamSession
 
     private(set) var machine: Machine
     var heartbeat: HeartbeatStateMachine?
@@ -34,12 +36,14 @@ public final class UpstreamLink: LinkControl {
     var compression = false
     var heartbeatTimer: Scheduled<Void>?
     var retryTimer: Scheduled<Void>?
+    /// The attempt's deadline: `upstream.connect_timeout` until the upgrade, then
+    /// `upstream.ready_timeout` while the session waits for `ready_when`.
     var connectTimer: Scheduled<Void>?
     var closeTimer: Scheduled<Void>?
     var receivedClose: (code: UInt16?, reason: String)?
     var sentClose = false
     var linkError: String?
-    var lastError: String?
+    var lastError: AttemptFailure?
     private let stopped: EventLoopPromise<Void>
     /// The URL of the current (or last) attempt: what `status` shows while it is live, even
     /// after a reload changed `upstream.url` for the next one.
@@ -84,9 +88,11 @@ public final class UpstreamLink: LinkControl {
         connectors: ConnectorFactory,
         events: any UpstreamEventSink,
         metrics: DaemonMetrics = DaemonMetrics(),
-        spool: (Spool, Spool.Restored)? = nil
+        spool: (Spool, Spool.Restored)? = nil,
+        session: UpstreamSession? = nil
     ) {
         self.metrics = metrics
+        self.session = session ?? UpstreamSession(configuration: configuration, eventLoop: eventLoop, logger: logger)
         self.eventLoop = eventLoop
         self.configuration = configuration
         self.environment = environment
@@ -168,6 +174,7 @@ public final class UpstreamLink: LinkControl {
         self.outbound.maxMessages = configuration.queue.maxMessages
         self.outbound.maxBytes = configuration.queue.maxBytes
         self.spool?.setFsync(configuration.queue.fsync)
+        self.session.update(configuration: configuration)
         self.machine.updateSettings(.init(backoff: configuration.backoff.policy, maxAttempts: configuration.backoff.maxAttempts))
         if self.heartbeat != nil {
             self.heartbeat?.update(interval: configuration.heartbeat.interval, deadline: configuration.heartbeat.deadline, now: Self.now())
@@ -196,6 +203,7 @@ public final class UpstreamLink: LinkControl {
         if after != .open && after != .closing {
             self.stopHeartbeat()
         }
+        if after != .connecting && after != .open && after != .closing { self.session.ended() }
         if before != after {
             if before == .open || before == .closing { self.lostBecause = self.machine.lastDisconnect }
             self.phaseSinceWall = WallClock.millisecondsSinceEpoch()

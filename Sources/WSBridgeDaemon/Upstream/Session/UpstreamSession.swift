@@ -1,0 +1,242 @@
+import Logging
+import NIOCore
+import WSBridgeCore
+import WSBridgeProtocol
+
+/// The session the daemon restores on every open, for every local client (docs/sessions.md):
+///
+/// 1. the opening messages (`upstream.on_open`), placeholders filled in at that moment;
+/// 2. the ready gate (`upstream.ready_when`): the link counts as open only once an upstream
+///    message matches;
+/// 3. the sticky sends local clients registered, in the order their keys were first registered;
+///
+/// then the link flushes its queued sends and takes new ones. The link asks for each step
+/// (`opening`, `observe`, `becameReady`); the local plane registers and releases sticky keys.
+/// It holds neither: each hands it what it needs. Confined to the link's event loop.
+final class UpstreamSession {
+    private var settings: Configuration.Upstream
+    private(set) var registry: StickyRegistry
+    private var lastValues: LastValues
+    /// Keeps the daemon-scope keys across restarts (with `queue.spool`).
+    private let store: StickyStore?
+    private let eventLoop: any EventLoop
+    private let logger: Logger
+    /// The link is up and waits for a message matching `ready_when`.
+    private(set) var waiting = false
+    /// The last upstream message while waiting: shown when the wait fails.
+    private var lastSeen: ByteBuffer?
+
+    init(
+        configuration: Configuration, store: StickyStore? = nil, restored: [StickyRegistry.Entry] = [], eventLoop: any EventLoop, logger: Logger
+    ) {
+        self.settings = configuration.upstream
+        self.registry = StickyRegistry(limits: Self.limits(configuration.local))
+        self.registry.restore(restored)
+        self.lastValues = LastValues(paths: configuration.upstream.onOpen.flatMap(\.lastPaths))
+        self.store = store
+        self.eventLoop = eventLoop
+        self.logger = logger
+        if !restored.isEmpty {
+            logger.notice("restored \(self.registry.count) daemon-scope sticky key(s) from \(store?.path ?? "the spool directory")")
+        }
+    }
+
+    private static func limits(_ local: Configuration.Local) -> StickyRegistry.Limits {
+        .init(keysPerClient: local.stickyKeysPerClient, keys: local.stickyKeys, bytes: local.stickyBytes)
+    }
+
+    func update(configuration: Configuration) {
+        if configuration.upstream.onOpen.flatMap(\.lastPaths) != self.settings.onOpen.flatMap(\.lastPaths) {
+            let old = self.lastValues.values
+            self.lastValues = LastValues(paths: configuration.upstream.onOpen.flatMap(\.lastPaths))
+            // Values already seen for paths that stay are kept.
+            self.lastValues.keep(old)
+        }
+        self.settings = configuration.upstream
+        self.registry.limits = Self.limits(configuration.local)
+    }
+
+    var readyWhen: Filter? { self.settings.readyWhen }
+    var readyTimeout: Duration { self.settings.readyTimeout }
+
+    // MARK: - The link's side
+
+    /// Whether the link must show this session each upstream message.
+    var observes: Bool { self.waiting || !self.lastValues.isEmpty }
+
+    /// The opening messages for a link that just upgraded, and, with a ready gate, the start of
+    /// the wait. `token`: the content of `auth.token_file` read for this connection.
+    func opened(token: String?) -> [UpstreamMessage] {
+        self.lastValues.resolve()
+        self.waiting = self.settings.readyWhen != nil
+        self.lastSeen = nil
+        let values = self.lastValues.values
+        return self.settings.onOpen.map { template in
+            UpstreamMessage(kind: .text, data: ByteBuffer(string: template.render(token: token, last: { values[$0] })), receivedAtMillis: 0)
+        }
+    }
+
+    /// An upstream message. Returns true when it is the one that makes a waiting link ready.
+    func observe(_ message: UpstreamMessage) -> Bool {
+        guard message.kind == .text else {
+            if self.waiting { self.lastSeen = message.data }
+            return false
+        }
+        if !self.lastValues.isEmpty { self.lastValues.observe(message.data) }
+        guard self.waiting, let gate = self.settings.readyWhen else { return false }
+        self.lastSeen = message.data
+        guard let json = try? JSONValue.parse(message.data.readableBytesView), gate.matches(json) else { return false }
+        return true
+    }
+
+    /// The socket read is done: the last values are settled once per read, not per message.
+    func readComplete() {
+        self.lastValues.resolve()
+    }
+
+    /// The link is open (ready): the sticky sends, in registration order.
+    func becameReady() -> [UpstreamMessage] {
+        self.waiting = false
+        self.lastSeen = nil
+        return self.registry.ordered.map { Self.message($0.payload) }
+    }
+
+    /// The link went down (or the attempt failed).
+    func ended() {
+        self.waiting = false
+        self.lastSeen = nil
+        self.lastValues.resolve()
+    }
+
+    /// Why a wait failed, with the last upstream message's first 200 bytes.
+    func notReadyDetail(after timeout: Duration) -> String {
+        let gate = self.settings.readyWhen?.text ?? "?"
+        let last: String
+        if let seen = self.lastSeen {
+            var preview = seen
+            let bytes = preview.readBytes(length: min(200, preview.readableBytes)) ?? []
+            let text = String(decoding: bytes, as: UTF8.self)
+            last = "the last upstream message was \(text.debugDescription)\(seen.readableBytes > 200 ? " (first 200 of \(seen.readableBytes) bytes)" : "")"
+        } else {
+            last = "no upstream message arrived"
+        }
+        return "not ready: no upstream message matched upstream.ready_when = \"\(gate)\" within \(timeout.short) (upstream.ready_timeout); \(last)"
+    }
+
+    // MARK: - The local plane's side
+
+    /// Registers a sticky send. The result says whether its text is due upstream now.
+    func register(_ options: StickyOptions, payload: Payload, client: Int, pid: Int32?, uid: UInt32?) -> Result<
+        (StickyRegistry.Registered, holders: Int), ProtocolError
+    > {
+        let holder: StickyRegistry.Holder = options.scope == .daemon ? .daemon : .client(client)
+        let result = self.registry.register(
+            key: options.key, payload: payload, onUnstick: options.onUnstick, holder: holder, pid: pid, uid: uid,
+            nowMillis: WallClock.millisecondsSinceEpoch())
+        switch result {
+        case .success(let r):
+            return .success(r)
+        case .failure(let error):
+            return .failure(Self.describe(error, key: options.key))
+        }
+    }
+
+    /// Lets go of a key. `.removed(leave)` means the key went and `leave` is due upstream.
+    func release(key: String, client: Int, scope: StickyScope?, leave: String?) -> Result<StickyRegistry.Released, ProtocolError> {
+        switch self.registry.release(key: key, client: client, scope: scope, leave: leave) {
+        case .success(let r):
+            return .success(r)
+        case .failure(.unknownKey):
+            let known = self.registry.ordered.map(\.key)
+            let hint = Suggestion.closest(to: key, in: known).map { " (did you mean \"\($0)\"?)" } ?? ""
+            return .failure(ProtocolError(.unknownKey, "no sticky key \"\(key)\"\(hint): `wsbridgectl sticky` lists them"))
+        case .failure(.notHolder(let hold)):
+            return .failure(
+                ProtocolError(
+                    .stickyConflict,
+                    "sticky key \"\(key)\" is held by \(Self.who(hold)) with scope client, not by this connection: it goes when that client unsticks it or disconnects"
+                ))
+        }
+    }
+
+    /// A client went: the leave texts of the keys that went with it, in registration order.
+    func clientGone(_ client: Int) -> [UpstreamMessage] {
+        self.registry.clientGone(client).compactMap { gone in gone.leave.map { Self.message(.text($0)) } }
+    }
+
+    /// Stores the daemon-scope keys (with `queue.spool`); nil when there is no store.
+    func persist() -> EventLoopFuture<Void>? {
+        guard let store = self.store else { return nil }
+        let saved = store.save(self.registry.daemonScoped, on: self.eventLoop)
+        saved.whenFailure { [logger] error in logger.error("cannot store the daemon-scope sticky keys: \(error)") }
+        return saved
+    }
+
+    var hasStore: Bool { self.store != nil }
+
+    func close() {
+        self.store?.close()
+    }
+
+    /// `status`'s session part; `open` is whether the link is open.
+    func status(open: Bool) -> StatusReport.Session {
+        StatusReport.Session(
+            openingMessages: self.settings.onOpen.count,
+            readyWhen: self.settings.readyWhen?.text,
+            ready: self.waiting ? "waiting" : open ? "ready" : "down",
+            stickyKeys: self.registry.count,
+            stickyBytes: self.registry.bytes
+        )
+    }
+
+    /// The `sticky` op's answer.
+    var list: StickyListResult {
+        StickyListResult(
+            keys: self.registry.ordered.map { e in
+                let preview: String
+                switch e.payload {
+                case .text(let t): preview = t.utf8.count <= 200 ? t : String(decoding: t.utf8.prefix(200), as: UTF8.self) + "…"
+                case .binary(let b): preview = "[\(b.count) bytes, binary]"
+                }
+                return .init(
+                    key: e.key, bytes: e.bytes, preview: preview, onUnstick: e.onUnstick != nil, since: e.sinceMillis,
+                    holders: e.holds.map { .init(scope: $0.holder.scope, pid: $0.pid, uid: $0.uid, since: $0.sinceMillis) })
+            })
+    }
+
+    static func message(_ payload: Payload) -> UpstreamMessage {
+        switch payload {
+        case .text(let t): UpstreamMessage(kind: .text, data: ByteBuffer(string: t), receivedAtMillis: 0)
+        case .binary(let b): UpstreamMessage(kind: .binary, data: ByteBuffer(bytes: b), receivedAtMillis: 0)
+        }
+    }
+
+    private static func who(_ hold: StickyRegistry.Hold) -> String {
+        switch hold.holder {
+        case .daemon: "the daemon (scope daemon, registered by pid \(hold.pid.map(String.init) ?? "?"))"
+        case .client: "pid \(hold.pid.map(String.init) ?? "?") (uid \(hold.uid.map(String.init) ?? "?"))"
+        }
+    }
+
+    private static func describe(_ error: StickyRegistry.RegisterError, key: String) -> ProtocolError {
+        switch error {
+        case .conflict(let hold):
+            return ProtocolError(
+                .stickyConflict,
+                "sticky key \"\(key)\" is held by \(Self.who(hold)) with a different text: send the same text to share it, or use another key")
+        case .tooManyForClient(let limit):
+            return ProtocolError(
+                .stickyLimit, "this client already holds local.sticky_keys_per_client = \(limit) sticky keys: unstick one, or raise the setting")
+        case .tooManyKeys(let limit):
+            return ProtocolError(.stickyLimit, "local.sticky_keys = \(limit) sticky keys are registered in all: unstick some, or raise the setting")
+        case .tooManyBytes(let limit, let used, let needed):
+            return ProtocolError(
+                .stickyLimit,
+                "sticky keys hold \(used) of local.sticky_bytes = \(limit) bytes and this one needs \(needed): unstick some, send less, or raise the setting"
+            )
+        }
+    }
+}
+
+@available(*, unavailable)
+extension UpstreamSession: Sendable {}

@@ -1,0 +1,158 @@
+import Testing
+import WSBridgeCore
+import WSBridgeProtocol
+
+@Suite struct OpeningMessageTests {
+    @Test func fillsTokenAndLastValues() throws {
+        let m = try OpeningMessage(parsing: #"{"op":"auth","token":"${token}"}"#)
+        #expect(m.usesToken)
+        #expect(m.render(token: "s3cret", last: { _ in nil }) == #"{"op":"auth","token":"s3cret"}"#)
+        let resume = try OpeningMessage(parsing: #"{"op":"resume","after":${last:offset},"ch":${last:data.channel}}"#)
+        #expect(resume.lastPaths == ["offset", "data.channel"])
+        #expect(resume.render(token: nil, last: { _ in nil }) == #"{"op":"resume","after":null,"ch":null}"#)
+        let values = ["offset": "18446744073709551616", "data.channel": #""btc""#]
+        #expect(resume.render(token: nil, last: { values[$0] }) == #"{"op":"resume","after":18446744073709551616,"ch":"btc"}"#)
+    }
+
+    @Test func literalDollarsStay() throws {
+        let m = try OpeningMessage(parsing: "price $5, $${token} stays, ${token}")
+        #expect(m.render(token: "T", last: { _ in nil }) == "price $5, ${token} stays, T")
+        #expect(try OpeningMessage(parsing: "plain").parts == [.literal("plain")])
+    }
+
+    @Test func badPlaceholdersSayWhatToWrite() {
+        #expect(throws: PlaceholderError.self) { try OpeningMessage(parsing: "${tokn}") }
+        do {
+            _ = try OpeningMessage(parsing: "${tokn}")
+        } catch {
+            #expect(error.description.contains("did you mean ${token}?"))
+        }
+        do {
+            _ = try OpeningMessage(parsing: "${lsat:offset}")
+        } catch {
+            #expect(error.description.contains("did you mean ${last:PATH}?"))
+        }
+        do {
+            _ = try OpeningMessage(parsing: "${last:}")
+        } catch {
+            #expect(error.description.contains("needs a dotted path"))
+        }
+        do {
+            _ = try OpeningMessage(parsing: "${token")
+        } catch {
+            #expect(error.description.contains("not closed"))
+        }
+    }
+
+    @Test func configurationReadsTheSessionKeys() throws {
+        let loader = ConfigurationLoader(fileName: "s.toml")
+        let config = try loader.load(
+            text: """
+                [upstream]
+                on_open = ['{"op":"auth","token":"${token}"}', '{"op":"resume","after":${last:offset}}']
+                ready_when = "type=authed"
+                ready_timeout = "3s"
+                [auth]
+                token_file = "/run/credentials/token"
+                [local]
+                sticky_keys_per_client = 8
+                sticky_keys = 100
+                sticky_bytes = 4096
+                """)
+        #expect(config.upstream.onOpen.count == 2)
+        #expect(config.upstream.readyWhen == Filter(field: "type", equals: "authed"))
+        #expect(config.upstream.readyTimeout == .seconds(3))
+        #expect(config.local.stickyKeysPerClient == 8 && config.local.stickyKeys == 100 && config.local.stickyBytes == 4096)
+    }
+
+    @Test func configurationErrorsNameTheLine() {
+        let loader = ConfigurationLoader(fileName: "s.toml")
+        do {
+            _ = try loader.load(text: "[upstream]\nurl = \"ws://h/\"\non_open = ['{\"t\":\"${tokn}\"}']\n")
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.description.hasPrefix("s.toml:3: upstream.on_open"))
+            #expect(error.description.contains("did you mean ${token}?"))
+        }
+        do {
+            _ = try loader.load(text: "[upstream]\non_open = ['${token}']\n")
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.description.contains("${token} needs auth.token_file"))
+        }
+        do {
+            _ = try loader.load(text: "[upstream]\nready_when = \"=x\"\n")
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.description.contains("s.toml:2: upstream.ready_when"))
+        }
+    }
+}
+
+@Suite struct StickyRegistryTests {
+    var registry = StickyRegistry(limits: .init(keysPerClient: 2, keys: 3, bytes: 100))
+
+    mutating func register(_ key: String, _ text: String, _ holder: StickyRegistry.Holder, leave: String? = nil) -> Result<
+        (StickyRegistry.Registered, holders: Int), StickyRegistry.RegisterError
+    > {
+        self.registry.register(key: key, payload: .text(text), onUnstick: leave, holder: holder, pid: 7, uid: 1000, nowMillis: 1)
+    }
+
+    @Test mutating func sharedKeysSendOnceAndLeaveWithTheLastHolder() throws {
+        #expect(try self.register("trades", "sub t", .client(1), leave: "unsub t").get() == (.added, 1))
+        #expect(try self.register("trades", "sub t", .client(2)).get() == (.joined, 2))
+        #expect(try self.register("trades", "sub t", .client(2)).get() == (.unchanged, 2))
+        #expect(try self.register("own", "sub o", .client(1)).get() == (.added, 1))
+        #expect(self.registry.ordered.map(\.key) == ["trades", "own"])
+        // Client 1 goes: its own key leaves, the shared one stays with client 2.
+        let gone = self.registry.clientGone(1)
+        #expect(gone.map(\.key) == ["own"])
+        #expect(self.registry.entry("trades")?.holds.map(\.holder) == [.client(2)])
+        #expect(try self.registry.release(key: "trades", client: 2, scope: nil, leave: nil).get() == .removed(leave: "unsub t"))
+        #expect(self.registry.isEmpty && self.registry.bytes == 0)
+    }
+
+    @Test mutating func aDifferentTextIsAConflictUnlessOnlyThisHolderHasIt() throws {
+        _ = try self.register("k", "v1", .client(1)).get()
+        #expect(try self.register("k", "v2", .client(1)).get() == (.replaced, 1))
+        #expect(self.registry.entry("k")?.payload == .text("v2"))
+        _ = try self.register("k", "v2", .client(2)).get()
+        guard case .failure(.conflict(let hold)) = self.register("k", "v3", .client(1)) else {
+            Issue.record("expected a conflict")
+            return
+        }
+        #expect(hold.holder == .client(2) && hold.pid == 7)
+    }
+
+    @Test mutating func boundsHold() throws {
+        _ = try self.register("a", "1", .client(1)).get()
+        _ = try self.register("b", "2", .client(1)).get()
+        #expect(throws: StickyRegistry.RegisterError.tooManyForClient(limit: 2)) { try self.register("c", "3", .client(1)).get() }
+        _ = try self.register("c", "3", .daemon).get()
+        #expect(throws: StickyRegistry.RegisterError.tooManyKeys(limit: 3)) { try self.register("d", "4", .client(2)).get() }
+        _ = try self.registry.release(key: "c", client: 0, scope: .daemon, leave: nil).get()
+        #expect(throws: StickyRegistry.RegisterError.tooManyBytes(limit: 100, used: 4, needed: 101)) {
+            try self.register("d", String(repeating: "x", count: 100), .client(2)).get()
+        }
+    }
+
+    @Test mutating func releaseTakesTheClientsHoldThenTheDaemons() throws {
+        _ = try self.register("k", "v", .daemon).get()
+        _ = try self.register("k", "v", .client(5)).get()
+        #expect(try self.registry.release(key: "k", client: 5, scope: nil, leave: nil).get() == .stillHeld(holders: 1))
+        #expect(try self.registry.release(key: "k", client: 9, scope: nil, leave: "bye").get() == .removed(leave: "bye"))
+        #expect(throws: StickyRegistry.ReleaseError.unknownKey) { try self.registry.release(key: "k", client: 9, scope: nil, leave: nil).get() }
+        _ = try self.register("c", "v", .client(5)).get()
+        guard case .failure(.notHolder) = self.registry.release(key: "c", client: 6, scope: nil, leave: nil) else {
+            Issue.record("another client's key must not be released")
+            return
+        }
+    }
+
+    @Test mutating func restoredDaemonKeysGoFirst() throws {
+        var other = StickyRegistry(limits: .init(keysPerClient: 1, keys: 1, bytes: 10))
+        other.restore([.restored(key: "kept", payload: .text("resubscribe"), onUnstick: nil, pid: 1, uid: 0, sinceMillis: 2)])
+        #expect(other.daemonScoped.map(\.key) == ["kept"])
+        #expect(other.bytes == "kept".utf8.count + "resubscribe".utf8.count)
+    }
+}
