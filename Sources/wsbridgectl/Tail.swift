@@ -33,7 +33,7 @@ struct Tail: ParsableCommand {
             let filterNote = self.filter.map { ", only \($0)" } ?? ""
             let restarted = self.since.map { since in self.stream.map { $0 != result.stream } ?? (since > (result.seq ?? 0)) } ?? false
             let start = Self.following(self.global.socketPath, last: result.seq ?? 0, since: restarted ? nil : self.since)
-            Output.error(start + " (stream \(result.stream ?? "?"))\(filterNote); Ctrl-C ends")
+            Output.error(start + "\(filterNote) (stream \(result.stream ?? "?")); Ctrl-C ends")
         } catch let error as DaemonConnection.RequestError {
             Output.error(error.description)
             throw ExitCode(error.exitCode)

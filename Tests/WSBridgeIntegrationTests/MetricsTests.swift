@@ -104,7 +104,7 @@ import WSBridgeProtocol
         // The subscriber; the wsbridgectl asking does not count.
         #expect(m["wsbridge_clients{}"] == 1)
         #expect(m["wsbridge_last_seq{}"] == Double(status.seq))
-        #expect(m["wsbridge_connect_failures_total{}"] == 0)
+        #expect(m["wsbridge_connect_failures_total{reason=error}"] == 0)
         #expect(m["wsbridge_outbound_queue_messages{}"] == 0)
         #expect((m["wsbridge_link_state_seconds{}"] ?? -1) >= 0)
 
@@ -141,7 +141,7 @@ import WSBridgeProtocol
         // Lost without a close frame, two refused attempts, then open again.
         f.server.command("refuse on")
         f.server.command("drop")
-        _ = try await Self.eventually(f.socket) { ($0["wsbridge_connect_failures_total{}"] ?? 0) >= 2 }
+        _ = try await Self.eventually(f.socket) { ($0["wsbridge_connect_failures_total{reason=error}"] ?? 0) >= 2 }
         f.server.command("refuse off")
         var m = try await Self.eventually(f.socket) { $0["wsbridge_reconnects_total{reason=error}"] == 1 }
         #expect(m["wsbridge_reconnects_total{reason=error}"] == 1)

@@ -125,9 +125,10 @@ final class ExchangeFeed {
     @Test func fiftyCutsLoseNothingAndRepeatNothing() async throws {
         let dir = try TemporaryDirectory()
         let feed = try await ExchangeFeed(dir, arguments: ["--rate", "300"])
-        let (daemon, socket) = try await Self.daemon(dir, feed: feed)
+        // The link opens once every key is registered: the first connection's subscriptions go
+        // together, as they do after every cut.
+        let (daemon, socket) = try await Self.daemon(dir, feed: feed, upstream: "connect_on_start = false")
         defer { daemon.stop() }
-        guard await daemon.stderr.wait(containing: "-> open") != nil else { throw TestFailure("no open: \(daemon.stderr.text)") }
         // Both apps subscribe (by connecting) before any subscription goes upstream.
         let app1 = try await Self.client(socket, name: "app1")
         let app2 = try await Self.client(socket, name: "app2")
@@ -136,6 +137,8 @@ final class ExchangeFeed {
         #expect(shared["result"]?["status"] == "held" && shared.value(at: "result.sticky.holders") == 2)
         _ = try await Self.stick(app1, id: "a1", key: "mine-a", channel: "a")
         _ = try await Self.stick(app2, id: "b2", key: "mine-b", channel: "b")
+        app1.send(#"{"id":"c","op":"connect"}"#)
+        _ = await app1.reply("c")
 
         /// Waits until app1 has messages of every channel after line `mark`.
         func flowing(after mark: Int) async -> Bool {
