@@ -190,6 +190,14 @@ public struct GapLine: Sendable, Equatable {
     public var since: UInt64?
     public var message: String
 
+    /// Whether a consumer's `since` (in `stream`, nil when it did not say) cannot belong to the
+    /// daemon's stream `current`, whose last seq is `last`: another stream, or a seq this one
+    /// has not reached (counted in an earlier run). The daemon answers it with `restarted`.
+    public static func isRestart(since: UInt64, stream: String?, current: String, last: UInt64) -> Bool {
+        if let stream { return stream != current }
+        return since > last
+    }
+
     public init(stream: String, reason: String, from: UInt64? = nil, to: UInt64? = nil, next: UInt64, since: UInt64? = nil, message: String) {
         self.stream = stream
         self.reason = reason

@@ -11,12 +11,7 @@ struct Status: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
-        let result = try self.global.run("status")
-        if self.global.json {
-            Output.line(result.serialized)
-            return
-        }
-        Output.line(Self.table(result))
+        try self.global.show("status", readable: Self.table)
     }
 
     static func table(_ json: JSONValue) -> String {

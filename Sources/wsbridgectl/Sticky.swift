@@ -10,16 +10,12 @@ struct Sticky: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
-        let result = try self.global.run("sticky")
-        if self.global.json {
-            Output.line(result.serialized)
-            return
-        }
-        let list = StickyListResult(json: result)
-        guard !list.keys.isEmpty else {
-            Output.line("no sticky keys")
-            return
-        }
+        try self.global.show("sticky", readable: Self.table)
+    }
+
+    static func table(_ json: JSONValue) -> String {
+        let list = StickyListResult(json: json)
+        guard !list.keys.isEmpty else { return "no sticky keys" }
         var rows: [[String]] = [["KEY", "SCOPE", "HOLDERS", "AGE", "BYTES", "TEXT"]]
         for k in list.keys {
             let scopes = Set(k.holders.map(\.scope.rawValue)).sorted().joined(separator: "+")
@@ -30,11 +26,9 @@ struct Sticky: ParsableCommand {
             rows.append([k.key, scopes, holders, String(Status.ago(Double(k.since)).dropLast(" ago".count)), "\(k.bytes)", k.preview])
         }
         let widths = (0..<5).map { i in rows.map { $0[i].count }.max() ?? 0 }
-        for row in rows {
-            var line = ""
-            for i in 0..<5 { line += row[i] + String(repeating: " ", count: widths[i] - row[i].count + 2) }
-            Output.line(line + row[5])
-        }
+        return rows.map { row in
+            (0..<5).map { i in row[i] + String(repeating: " ", count: widths[i] - row[i].count + 2) }.joined() + row[5]
+        }.joined(separator: "\n")
     }
 }
 
@@ -55,17 +49,14 @@ struct Unstick: ParsableCommand {
     func run() throws {
         var fields: [(String, JSONValue)] = [("key", .string(self.key))]
         if let text { fields.append(("text", .string(text))) }
-        let result = try self.global.run("unstick", fields)
-        if self.global.json {
-            Output.line(result.serialized)
-            return
-        }
-        let r = UnstickResult(json: result)
-        switch (r.holders, r.leave) {
-        case (let n, _) where n > 0: Output.line("released; \(r.key) is still held by \(n) other holder\(n == 1 ? "" : "s")")
-        case (_, "sent"): Output.line("\(r.key) removed; its leave text was sent")
-        case (_, "skipped"): Output.line("\(r.key) removed; the link is not open, so no leave text was needed")
-        default: Output.line("\(r.key) removed")
+        try self.global.show("unstick", fields) { result in
+            let r = UnstickResult(json: result)
+            switch (r.holders, r.leave) {
+            case (let n, _) where n > 0: return "released; \(r.key) is still held by \(n) other holder\(n == 1 ? "" : "s")"
+            case (_, "sent"): return "\(r.key) removed; its leave text was sent"
+            case (_, "skipped"): return "\(r.key) removed; the link is not open, so no leave text was needed"
+            default: return "\(r.key) removed"
+            }
         }
     }
 }

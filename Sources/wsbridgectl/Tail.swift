@@ -31,7 +31,10 @@ struct Tail: ParsableCommand {
         do {
             let result = SubscribeResult(json: try connection.request("subscribe", fields, unsubscribeFirst: false))
             let filterNote = self.filter.map { ", only \($0)" } ?? ""
-            let restarted = self.since.map { since in self.stream.map { $0 != result.stream } ?? (since > (result.seq ?? 0)) } ?? false
+            let restarted =
+                self.since.map { since in
+                    GapLine.isRestart(since: since, stream: self.stream, current: result.stream ?? "", last: result.seq ?? 0)
+                } ?? false
             let start = Self.following(self.global.socketPath, last: result.seq ?? 0, since: restarted ? nil : self.since)
             Output.error(start + "\(filterNote) (stream \(result.stream ?? "?")); Ctrl-C ends")
         } catch let error as DaemonConnection.RequestError {

@@ -100,6 +100,12 @@ struct GlobalOptions: ParsableArguments {
         Output.line(self.json ? result.serialized : "\(verb) (state: \(LinkStateResult(json: result).state))")
     }
 
+    /// Runs one request and prints its result: the daemon's JSON with --json, else `readable`'s text.
+    func show(_ op: String, _ fields: [(String, JSONValue)] = [], readable: (JSONValue) -> String) throws {
+        let result = try self.run(op, fields)
+        Output.line(self.json ? result.serialized : readable(result))
+    }
+
     /// Runs one request and returns its result, or exits with the daemon's error.
     func run(_ op: String, _ fields: [(String, JSONValue)] = []) throws -> JSONValue {
         let connection = try self.connect()

@@ -136,20 +136,13 @@ final class Fanout: UpstreamEventSink {
         return String(repeating: "0", count: 16 - hex.count) + hex
     }
 
-    /// Whether `since` in `stream` (nil: unknown) cannot belong to this stream: another stream,
-    /// or a seq this stream has not reached (the consumer counted in an earlier run).
-    func restarted(since: UInt64, stream: String?) -> Bool {
-        if let stream { return stream != self.stream }
-        return since > self.seq
-    }
-
     /// Resends buffered messages after `since` (in `stream`, when the consumer said). What is no
     /// longer buffered is reported as a `not_buffered` gap; a `since` from an earlier stream as
     /// a `restarted` gap, then this stream from its start (as far as still buffered).
     func replay(to client: LocalClient, since: UInt64, stream: String?) {
         var since = since
         let oldest = self.ring.oldestSeq ?? (self.seq + 1)
-        if self.restarted(since: since, stream: stream) {
+        if GapLine.isRestart(since: since, stream: stream, current: self.stream, last: self.seq) {
             let was = stream.map { "stream \($0)" } ?? "an earlier stream"
             let gap = GapLine(
                 stream: self.stream, reason: GapLine.restarted, next: min(oldest, self.seq + 1), since: since,
