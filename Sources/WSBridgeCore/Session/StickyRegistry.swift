@@ -135,9 +135,8 @@ public struct StickyRegistry: Sendable {
         }
         let holdsIt = entry.holds.contains { $0.holder == holder }
         if entry.payload != payload {
-            guard entry.holds.allSatisfy({ $0.holder == holder }) else {
-                return .failure(.conflict(entry.holds.first { $0.holder != holder }!))
-            }
+            // Only the key's one holder may change its text.
+            if let other = entry.holds.first(where: { $0.holder != holder }) { return .failure(.conflict(other)) }
         } else if !holdsIt, case .client(let id) = holder, self.keys(heldBy: id) >= self.limits.keysPerClient {
             return .failure(.tooManyForClient(limit: self.limits.keysPerClient))
         }

@@ -7,13 +7,16 @@ import WSBridgeProtocol
 ///
 /// Cheap per message: a message is only remembered (a reference to its buffer, no copy) when it
 /// contains the path's last key in quotes; once per socket read (`resolve`), the newest such
-/// message that really has the path is parsed. A read with very many candidates is resolved
-/// early, so the list stays bounded and the answer stays exact.
+/// message that really has the path is parsed. A read with very many candidates, or very large
+/// ones (a deflated upstream can inflate one read into many MiB), is resolved early: what is
+/// held stays bounded and the answer stays exact.
 struct LastValues {
     private let paths: [(path: String, components: [JSONValue.PathComponent], needle: [UInt8])]
     private var candidates: [ByteBuffer] = []
+    private var candidateBytes = 0
     private(set) var values: [String: String] = [:]
     static let maxCandidates = 256
+    static let maxCandidateBytes = 1 << 20
 
     init(paths: [String]) {
         var seen = Set<String>()
@@ -37,7 +40,8 @@ struct LastValues {
         }
         guard hit else { return }
         self.candidates.append(data)
-        if self.candidates.count >= Self.maxCandidates { self.resolve() }
+        self.candidateBytes += data.readableBytes
+        if self.candidates.count >= Self.maxCandidates || self.candidateBytes >= Self.maxCandidateBytes { self.resolve() }
     }
 
     /// Settles the values from the remembered messages, newest first.
@@ -54,5 +58,6 @@ struct LastValues {
             }
         }
         self.candidates.removeAll(keepingCapacity: true)
+        self.candidateBytes = 0
     }
 }
