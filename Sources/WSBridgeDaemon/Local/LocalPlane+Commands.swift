@@ -76,7 +76,7 @@ extension LocalPlane {
         case .unstick(let key, let text, let scope):
             self.unstick(key, leave: text, scope: scope, id: id, from: client)
         case .send(let payload, nil):
-            let outcome = link.submit(Self.message(payload))
+            let outcome = link.submit(UpstreamMessage(payload))
             if case .spooling(let stored) = outcome {
                 // Answered once the spool has it; later replies to this client wait their turn.
                 let ticket = client.holdReply()
@@ -134,7 +134,7 @@ extension LocalPlane {
         }
         // Listen first, so a fast answer cannot be missed.
         self.fanout.pending.insert(PendingRequests.Entry(client: client, id: id, match: match, timer: timer), key: key)
-        switch self.link.submit(Self.message(payload)) {
+        switch self.link.submit(UpstreamMessage(payload)) {
         case .rejected(let problem):
             self.fanout.pending.remove(key)
             self.reply(client, ProtocolError(.queueFull, problem, id: id))
@@ -165,7 +165,7 @@ extension LocalPlane {
         }
         let status: StickyResult.Status
         if outcome.sends {
-            status = self.link.sendSession(UpstreamSession.message(payload)) ? .sent : .queued
+            status = self.link.sendSession(UpstreamMessage(payload)) ? .sent : .queued
         } else {
             status = .held
         }
@@ -174,11 +174,10 @@ extension LocalPlane {
             metadata: ["client.id": "\(client.id)", "sticky.key": "\(options.key)", "sticky.scope": "\(options.scope.rawValue)"])
         let result = StickyResult(status: status, key: options.key, scope: options.scope, holders: holders, state: self.link.phase.rawValue)
         let line = MessageLineEncoder.line(ReplyLine.ok(id: id, SendResult.sticky(result).json).json, allocator: self.allocator)
-        self.replyOnceStored(client, line, id: id, persist: options.scope == .daemon)
+        self.replyOnceStored(client, line, id: id)
     }
 
     private func unstick(_ key: String, leave: String?, scope: StickyScope?, id: JSONValue?, from client: LocalClient) {
-        let hadDaemonHold = self.session.registry.entry(key)?.holds.contains { $0.holder == .daemon } ?? false
         let result: UnstickResult
         switch self.session.release(key: key, client: client.id, scope: scope, leave: leave) {
         case .failure(var error):
@@ -190,9 +189,8 @@ extension LocalPlane {
         case .success(.removed(let text)):
             result = UnstickResult(key: key, holders: 0, leave: self.sendLeave(text))
         }
-        let stillDaemon = self.session.registry.entry(key)?.holds.contains { $0.holder == .daemon } ?? false
         let line = MessageLineEncoder.line(ReplyLine.ok(id: id, result.json).json, allocator: self.allocator)
-        self.replyOnceStored(client, line, id: id, persist: hadDaemonHold && !stillDaemon)
+        self.replyOnceStored(client, line, id: id)
     }
 
     /// A client's keys go with it; the leave texts of keys nobody holds any more go upstream.
@@ -207,13 +205,13 @@ extension LocalPlane {
     /// `sent`, `none` or `skipped` (the link is not open: the next connection never had the key).
     private func sendLeave(_ text: String?) -> String {
         guard let text else { return "none" }
-        return self.link.sendSession(UpstreamSession.message(.text(text))) ? "sent" : "skipped"
+        return self.link.sendSession(UpstreamMessage(.text(text))) ? "sent" : "skipped"
     }
 
-    /// Sends `line` now, or, for a change to a daemon-scope key with `queue.spool` set, once the
-    /// key file is on disk (later replies to this client wait their turn).
-    private func replyOnceStored(_ client: LocalClient, _ line: ByteBuffer, id: JSONValue?, persist: Bool) {
-        guard persist, let stored = self.session.persist() else {
+    /// Sends `line` now, or, when the request changed the daemon-scope keys and `queue.spool` is
+    /// set, once the key file is on disk (later replies to this client wait their turn).
+    private func replyOnceStored(_ client: LocalClient, _ line: ByteBuffer, id: JSONValue?) {
+        guard let stored = self.session.persistChanges() else {
             client.send(line)
             return
         }
@@ -224,7 +222,9 @@ extension LocalPlane {
                 client.fillReply(ticket, line)
             case .failure(let error):
                 let problem = ProtocolError(
-                    .internalError, "the daemon-scope sticky keys could not be stored (\(error)): the change holds until wsbridged stops, not after", id: id)
+                    .internalError,
+                    "the daemon-scope sticky keys could not be stored (\(error)): the change holds until wsbridged stops, not after; free space or fix the permissions of queue.spool, then send it again",
+                    id: id)
                 client.fillReply(ticket, MessageLineEncoder.line(problem.reply, allocator: self.allocator))
             }
         }
@@ -240,10 +240,6 @@ extension LocalPlane {
         case .spooling: json = ProtocolError(.internalError, "bug: a send was answered before the spool stored it", id: id).reply
         }
         return MessageLineEncoder.line(json, allocator: self.allocator)
-    }
-
-    private static func message(_ payload: Payload) -> UpstreamMessage {
-        UpstreamSession.message(payload)
     }
 }
 

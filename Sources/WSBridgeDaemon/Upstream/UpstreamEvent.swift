@@ -1,5 +1,6 @@
 import NIOCore
 import WSBridgeCore
+import WSBridgeProtocol
 
 /// A message received from the upstream, reassembled from its frames.
 public struct UpstreamMessage: Sendable {
@@ -21,6 +22,14 @@ public struct UpstreamMessage: Sendable {
 }
 
 extension UpstreamMessage {
+    /// A message to send upstream, from a local client's payload (or a configured text).
+    init(_ payload: Payload) {
+        switch payload {
+        case .text(let t): self.init(kind: .text, data: ByteBuffer(string: t), receivedAtMillis: 0)
+        case .binary(let b): self.init(kind: .binary, data: ByteBuffer(bytes: b), receivedAtMillis: 0)
+        }
+    }
+
     /// The start of the payload for a trace log line: text (newlines as spaces) or hex.
     var preview: String {
         let limit = 120

@@ -114,7 +114,6 @@ extension UpstreamLink {
             "\(reason); waiting for an upstream message matching upstream.ready_when = \"\(gate.text)\"",
             metadata: ["upstream.ready_when": "\(gate.text)"])
         self.connectTimer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
-            guard generation == self.generation, self.session.waiting else { return }
             self.attemptFailed(generation: generation, AttemptFailure(description: self.session.notReadyDetail(after: timeout), kind: .notReady))
         }
     }
@@ -165,7 +164,6 @@ extension UpstreamLink {
         guard generation == self.generation, self.machine.phase == .connecting else { return }
         let description = failure.description
         self.teardown()
-        self.session.ended()
         self.lastError = failure
         self.metrics.attemptFailed(failure.kind)
         // With fallbacks, each failed attempt moves to the next URL (the backoff is the same).

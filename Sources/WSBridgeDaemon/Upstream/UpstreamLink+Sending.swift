@@ -62,7 +62,18 @@ extension UpstreamLink {
     /// (RFC 6455 §5.5.1: no data after it; the message waits for the next connection), and the
     /// channel is writable (a slow upstream fills the bounded queue, not NIO's buffer).
     func write(_ message: UpstreamMessage, flush: Bool = true, promise: EventLoopPromise<Void>? = nil) -> Bool {
-        guard self.machine.phase == .open, !self.sentClose, let channel = self.channel, channel.isWritable else { return false }
+        guard self.machine.phase == .open, self.channel?.isWritable == true else { return false }
+        return self.writeSession(message, flush: flush, promise: promise)
+    }
+
+    /// Writes on the connection, open or still waiting to be ready, whether or not the channel
+    /// is writable: what `write` sends once it checked, and the session's own messages (opening
+    /// and sticky sends), which are few and bounded (`upstream.on_open`, `local.sticky_bytes`)
+    /// and must go ahead of the queue. False when there is no connection to write to, or a
+    /// close frame was sent.
+    @discardableResult
+    func writeSession(_ message: UpstreamMessage, flush: Bool = true, promise: EventLoopPromise<Void>? = nil) -> Bool {
+        guard !self.sentClose, let channel = self.channel else { return false }
         // With permessage-deflate, PerMessageDeflateHandler compresses it on the way out.
         let frame = WebSocketFrame(fin: true, opcode: message.kind == .text ? .text : .binary, maskKey: .random(), data: message.data)
         self.messagesOut += 1
@@ -71,24 +82,6 @@ extension UpstreamLink {
             channel.writeAndFlush(frame, promise: promise)
         } else {
             channel.write(frame, promise: promise)
-        }
-        return true
-    }
-
-    /// Writes a session message (an opening or sticky send) on the connection, open or still
-    /// waiting to be ready, whether or not the channel is writable: they are few and bounded
-    /// (`upstream.on_open`, `local.sticky_bytes`), and must go ahead of the queue. False when
-    /// there is no connection to write to, or a close frame was sent.
-    @discardableResult
-    func writeSession(_ message: UpstreamMessage, flush: Bool = true) -> Bool {
-        guard !self.sentClose, let channel = self.channel else { return false }
-        let frame = WebSocketFrame(fin: true, opcode: message.kind == .text ? .text : .binary, maskKey: .random(), data: message.data)
-        self.messagesOut += 1
-        self.bytesOut += UInt64(message.data.readableBytes)
-        if flush {
-            channel.writeAndFlush(frame, promise: nil)
-        } else {
-            channel.write(frame, promise: nil)
         }
         return true
     }

@@ -203,7 +203,6 @@ public final class UpstreamLink: LinkControl {
         if after != .open && after != .closing {
             self.stopHeartbeat()
         }
-        if after != .connecting && after != .open && after != .closing { self.session.ended() }
         if before != after {
             if before == .open || before == .closing { self.lostBecause = self.machine.lastDisconnect }
             self.phaseSinceWall = WallClock.millisecondsSinceEpoch()
@@ -262,6 +261,7 @@ public final class UpstreamLink: LinkControl {
         self.channel = nil
         self.subprotocol = nil
         self.compression = false
+        self.session.ended()
     }
 
     func stopHeartbeat() {

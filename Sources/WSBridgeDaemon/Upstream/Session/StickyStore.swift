@@ -10,9 +10,9 @@ import WSBridgeProtocol
 
 /// Keeps the daemon-scope sticky keys in `sticky.json` beside the spool (`queue.spool`), so
 /// they survive a restart, a crash and `kill -9`. The whole file is replaced on every change
-/// (written to a temporary file, fdatasync'd, renamed, the directory fsync'd): a crash leaves
-/// the old file or the new one, never a mix. The writes run on a thread of their own, in the
-/// order they were asked for; the event loop never waits for the disk.
+/// (`DurableFile.replace`): a crash leaves the old file or the new one, never a mix. The writes
+/// run on a thread of their own, in the order they were asked for; the event loop never waits
+/// for the disk.
 final class StickyStore: Sendable {
     let path: String
     private let pool: NIOThreadPool
@@ -31,27 +31,27 @@ final class StickyStore: Sendable {
     /// earlier run kept. Blocking: call off the event loop.
     static func open(directory: String) throws(Failure) -> (StickyStore, [StickyRegistry.Entry]) {
         let path = directory + "/sticky.json"
-        let store = StickyStore(path: path)
-        if access(path, F_OK) != 0 && errno == ENOENT { return (store, []) }
+        guard access(path, F_OK) == 0 || errno != ENOENT else { return (StickyStore(path: path), []) }
+        let bytes: [UInt8]
         switch SmallFile.read(path: path, limit: 1 << 30) {
-        case .success(let bytes):
-            do {
-                return (store, try Self.decode(bytes))
-            } catch {
-                try? store.pool.syncShutdownGracefully()
-                throw Failure(description: "\(path) is damaged (\(error)): move it away to start without the daemon-scope sticky keys it held")
-            }
+        case .success(let b):
+            bytes = b
         case .failure(let problem):
-            try? store.pool.syncShutdownGracefully()
-            throw Failure(description: "cannot read \(path): \(problem)")
+            throw Failure(description: "cannot read \(path): \(problem); make it readable for the daemon's user, or move it away to start without its keys")
+        }
+        do {
+            return (StickyStore(path: path), try Self.decode(bytes))
+        } catch {
+            throw Failure(description: "\(path) is damaged (\(error)): move it away to start without the daemon-scope sticky keys it held")
         }
     }
 
-    /// Replaces the file with `entries`; the future succeeds once they are on disk.
-    func save(_ entries: [StickyRegistry.Entry], on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
-        let bytes = Self.encode(entries)
+    /// Replaces the file with `file` (from `encode`); the future succeeds once it is on disk.
+    func save(_ file: ByteBuffer, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
         let path = self.path
-        return self.pool.runIfActive(eventLoop: eventLoop) { () throws -> Void in try Self.replace(path: path, with: bytes) }
+        return self.pool.runIfActive(eventLoop: eventLoop) { () throws -> Void in
+            Glibc.close(try DurableFile.replace(path, with: file))
+        }
     }
 
     func close() {
@@ -60,7 +60,7 @@ final class StickyStore: Sendable {
 
     // MARK: - The file
 
-    static func encode(_ entries: [StickyRegistry.Entry]) -> [UInt8] {
+    static func encode(_ entries: [StickyRegistry.Entry]) -> ByteBuffer {
         let keys: [JSONValue] = entries.map { e in
             let hold = e.holds.first { $0.holder == .daemon }
             var fields: [(String, JSONValue)] = [("key", .string(e.key))]
@@ -75,7 +75,7 @@ final class StickyStore: Sendable {
             return .object(fields)
         }
         let root: JSONValue = ["version": 1, "keys": .array(keys)]
-        return Array((root.serialized + "\n").utf8)
+        return ByteBuffer(string: root.serialized + "\n")
     }
 
     struct DecodeError: Error, CustomStringConvertible {
@@ -99,37 +99,6 @@ final class StickyStore: Sendable {
             return .restored(
                 key: key, payload: payload, onUnstick: k["on_unstick"]?.stringValue, pid: k["pid"]?.intValue.map { Int32(clamping: $0) },
                 uid: k["uid"]?.uint64Value.map { UInt32(clamping: $0) }, sinceMillis: Int64(k["since"]?.intValue ?? 0))
-        }
-    }
-
-    private static func replace(path: String, with bytes: [UInt8]) throws(Failure) {
-        let tmp = path + ".tmp"
-        let fd = Glibc.open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw Failure(description: "cannot create \(tmp): \(String(cString: strerror(errno)))") }
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, bytes.count - done) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else {
-                let e = errno
-                Glibc.close(fd)
-                unlink(tmp)
-                throw Failure(description: "cannot write \(tmp): \(String(cString: strerror(e)))")
-            }
-            done += n
-        }
-        guard fdatasync(fd) == 0, rename(tmp, path) == 0 else {
-            let e = errno
-            Glibc.close(fd)
-            unlink(tmp)
-            throw Failure(description: "cannot replace \(path): \(String(cString: strerror(e)))")
-        }
-        Glibc.close(fd)
-        let directory = String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)])
-        let dirFD = Glibc.open(directory.isEmpty ? "/" : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dirFD >= 0 {
-            fsync(dirFD)
-            Glibc.close(dirFD)
         }
     }
 }

@@ -19,6 +19,11 @@ final class UpstreamSession {
     private var lastValues: LastValues
     /// Keeps the daemon-scope keys across restarts (with `queue.spool`).
     private let store: StickyStore?
+    /// The file content last handed to the store: a change that leaves it alone writes nothing.
+    private var storedFile: ByteBuffer
+    /// Changes waiting for the next write, which carries them all (one write at a time).
+    private var unsaved: [EventLoopPromise<Void>] = []
+    private var saving = false
     private let eventLoop: any EventLoop
     private let logger: Logger
     /// The link is up and waits for a message matching `ready_when`.
@@ -34,6 +39,7 @@ final class UpstreamSession {
         self.registry.restore(restored)
         self.lastValues = LastValues(paths: configuration.upstream.onOpen.flatMap(\.lastPaths))
         self.store = store
+        self.storedFile = StickyStore.encode(self.registry.daemonScoped)
         self.eventLoop = eventLoop
         self.logger = logger
         if !restored.isEmpty {
@@ -72,7 +78,7 @@ final class UpstreamSession {
         self.lastSeen = nil
         let values = self.lastValues.values
         return self.settings.onOpen.map { template in
-            UpstreamMessage(kind: .text, data: ByteBuffer(string: template.render(token: token, last: { values[$0] })), receivedAtMillis: 0)
+            UpstreamMessage(.text(template.render(token: token, last: { values[$0] })))
         }
     }
 
@@ -98,7 +104,7 @@ final class UpstreamSession {
     func becameReady() -> [UpstreamMessage] {
         self.waiting = false
         self.lastSeen = nil
-        return self.registry.ordered.map { Self.message($0.payload) }
+        return self.registry.ordered.map { UpstreamMessage($0.payload) }
     }
 
     /// The link went down (or the attempt failed).
@@ -120,7 +126,8 @@ final class UpstreamSession {
         } else {
             last = "no upstream message arrived"
         }
-        return "not ready: no upstream message matched upstream.ready_when = \"\(gate)\" within \(timeout.short) (upstream.ready_timeout); \(last)"
+        return
+            "not ready: no upstream message matched upstream.ready_when = \"\(gate)\" within \(timeout.short) (upstream.ready_timeout); \(last); check upstream.on_open (the login) against what the upstream answers, or raise upstream.ready_timeout"
     }
 
     // MARK: - The local plane's side
@@ -161,18 +168,41 @@ final class UpstreamSession {
 
     /// A client went: the leave texts of the keys that went with it, in registration order.
     func clientGone(_ client: Int) -> [UpstreamMessage] {
-        self.registry.clientGone(client).compactMap { gone in gone.leave.map { Self.message(.text($0)) } }
+        self.registry.clientGone(client).compactMap { gone in gone.leave.map { UpstreamMessage(.text($0)) } }
     }
 
-    /// Stores the daemon-scope keys (with `queue.spool`); nil when there is no store.
-    func persist() -> EventLoopFuture<Void>? {
-        guard let store = self.store else { return nil }
-        let saved = store.save(self.registry.daemonScoped, on: self.eventLoop)
-        saved.whenFailure { [logger] error in logger.error("cannot store the daemon-scope sticky keys: \(error)") }
-        return saved
+    /// Stores the daemon-scope keys if they changed (with `queue.spool`): the future succeeds
+    /// once the change is on disk; nil when there is nothing to store. Writes do not pile up:
+    /// one is on its way at a time, and the next carries every change made meanwhile.
+    func persistChanges() -> EventLoopFuture<Void>? {
+        guard self.store != nil else { return nil }
+        let file = StickyStore.encode(self.registry.daemonScoped)
+        guard file != self.storedFile else { return nil }
+        self.storedFile = file
+        let promise = self.eventLoop.makePromise(of: Void.self)
+        self.unsaved.append(promise)
+        if !self.saving { self.save() }
+        return promise.futureResult
     }
 
-    var hasStore: Bool { self.store != nil }
+    private func save() {
+        guard let store = self.store, !self.unsaved.isEmpty else {
+            self.saving = false
+            return
+        }
+        self.saving = true
+        let batch = self.unsaved
+        self.unsaved = []
+        store.save(self.storedFile, on: self.eventLoop).assumeIsolated().whenComplete { result in
+            if case .failure(let error) = result {
+                self.logger.error("cannot store the daemon-scope sticky keys in \(store.path): \(error)")
+                // Not on disk: the next change writes the whole file again, whatever it holds.
+                self.storedFile = ByteBuffer()
+            }
+            for promise in batch { promise.completeWith(result) }
+            self.save()
+        }
+    }
 
     func close() {
         self.store?.close()
@@ -202,13 +232,6 @@ final class UpstreamSession {
                     key: e.key, bytes: e.bytes, preview: preview, onUnstick: e.onUnstick != nil, since: e.sinceMillis,
                     holders: e.holds.map { .init(scope: $0.holder.scope, pid: $0.pid, uid: $0.uid, since: $0.sinceMillis) })
             })
-    }
-
-    static func message(_ payload: Payload) -> UpstreamMessage {
-        switch payload {
-        case .text(let t): UpstreamMessage(kind: .text, data: ByteBuffer(string: t), receivedAtMillis: 0)
-        case .binary(let b): UpstreamMessage(kind: .binary, data: ByteBuffer(bytes: b), receivedAtMillis: 0)
-        }
     }
 
     private static func who(_ hold: StickyRegistry.Hold) -> String {

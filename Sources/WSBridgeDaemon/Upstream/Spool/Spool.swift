@@ -386,7 +386,7 @@ final class Spool: Sendable {
             }
             let before = w.size
             var failure: String?
-            if let problem = Self.writeAll(w.fd, batch, at: before) {
+            if let problem = DurableFile.writeAll(w.fd, batch, at: before) {
                 failure = "cannot write \(self.path): \(problem)"
             } else if policy == .always {
                 if fdatasync(w.fd) == 0 {
@@ -459,26 +459,11 @@ final class Spool: Sendable {
             let e = live.entry
             SpoolFormat.write(kind: .init(e.kind), id: e.id, payload: e.data, into: &file)
         }
-        let tmp = path + ".tmp"
-        let fd = Glibc.open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw Failure(description: "cannot create \(tmp): \(Self.describe(errno))") }
-        if let problem = Self.writeAll(fd, file, at: 0) {
-            Glibc.close(fd)
-            unlink(tmp)
-            throw Failure(description: "cannot write \(tmp): \(problem)")
-        }
-        guard fdatasync(fd) == 0, rename(tmp, path) == 0 else {
-            let e = errno
-            Glibc.close(fd)
-            unlink(tmp)
-            throw Failure(description: "cannot replace \(path): \(Self.describe(e))")
-        }
-        // The rename itself is durable once the directory is.
-        let directory = String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)])
-        let dirFD = Glibc.open(directory.isEmpty ? "/" : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dirFD >= 0 {
-            fsync(dirFD)
-            Glibc.close(dirFD)
+        let fd: CInt
+        do {
+            fd = try DurableFile.replace(path, with: file)
+        } catch {
+            throw Failure(description: error.description)
         }
         Glibc.close(w.fd)
         w.fd = fd
@@ -487,24 +472,7 @@ final class Spool: Sendable {
         w.deliveredInFile = w.deliveredThrough
     }
 
-    /// nil once every byte is written.
-    private static func writeAll(_ fd: CInt, _ buffer: ByteBuffer, at offset: Int) -> String? {
-        buffer.withUnsafeReadableBytes { raw -> String? in
-            var done = 0
-            while done < raw.count {
-                guard let base = raw.baseAddress else { return nil }
-                let n = pwrite(fd, base + done, raw.count - done, off_t(offset + done))
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    return Self.describe(errno)
-                }
-                done += n
-            }
-            return nil
-        }
-    }
-
     static func describe(_ code: CInt) -> String {
-        String(cString: strerror(code))
+        DurableFile.describe(code)
     }
 }
