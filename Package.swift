@@ -43,7 +43,8 @@ let package = Package(
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
-        // Linux constants and macros Glibc does not export: rtnetlink, SO_PEERCRED.
+        // Linux constants and macros Glibc does not export (rtnetlink, SO_PEERCRED, memmem), the
+        // spool's CRC-32C, and the CLI's Unix-socket connect.
         .target(name: "CWSBridgeLinux"),
         // The versioned NDJSON protocol shared by the daemon and the CLI.
         .target(
@@ -102,6 +103,7 @@ let package = Package(
         .executableTarget(
             name: "wsbridgectl",
             dependencies: [
+                "CWSBridgeLinux",
                 "WSBridgeProtocol",
                 .product(name: "ExtrasBase64", package: "swift-extras-base64"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -6,6 +6,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <netinet/in.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <stddef.h>
@@ -17,6 +19,17 @@ _Static_assert(offsetof(struct cwsb_ucred, gid) == offsetof(struct ucred, gid), 
 _Static_assert(sizeof(((struct ucred *)0)->uid) == sizeof(uint32_t), "uid_t is 32 bits");
 
 int cwsb_so_peercred(void) { return SO_PEERCRED; }
+
+int cwsb_unix_connect(int fd, const char *path) {
+    struct sockaddr_un address = {.sun_family = AF_UNIX};
+    size_t length = strlen(path);
+    if (length >= sizeof(address.sun_path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(address.sun_path, path, length + 1);
+    return connect(fd, (const struct sockaddr *)&address, sizeof(address));
+}
 
 int cwsb_contains(const void *haystack, size_t haystack_length, const void *needle, size_t needle_length) {
     return memmem(haystack, haystack_length, needle, needle_length) != NULL;
@@ -142,3 +155,14 @@ static uint64_t clock_ns(clockid_t clock) {
 
 uint64_t cwsb_boottime_ns(void) { return clock_ns(CLOCK_BOOTTIME); }
 uint64_t cwsb_monotonic_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+
+int cwsb_route_exists_to(const struct sockaddr *address) {
+    switch (address->sa_family) {
+    case AF_INET:
+        return cwsb_route_exists(AF_INET, (const uint8_t *)&((const struct sockaddr_in *)address)->sin_addr);
+    case AF_INET6:
+        return cwsb_route_exists(AF_INET6, (const uint8_t *)&((const struct sockaddr_in6 *)address)->sin6_addr);
+    default:
+        return -EAFNOSUPPORT;
+    }
+}

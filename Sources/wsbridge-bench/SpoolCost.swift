@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import NIOConcurrencyHelpers
+import NIOCore
 import WSBridgeCore
 
 #if canImport(Glibc)
@@ -216,15 +217,7 @@ final class BlockingClient: Sendable {
 
     init(path: String) throws {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            raw.copyBytes(from: path.utf8)
-            raw[path.utf8.count] = 0
-        }
-        let r = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
+        let r = (try? SocketAddress(unixDomainSocketPath: path).withSockAddr { connect(fd, $0, socklen_t($1)) }) ?? -1
         guard r == 0 else {
             close(fd)
             throw BenchError("cannot connect to \(path)")

@@ -1,3 +1,4 @@
+import CWSBridgeLinux
 import WSBridgeProtocol
 
 #if canImport(Glibc)
@@ -35,24 +36,13 @@ final class DaemonConnection {
     init(path: String) throws {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw ConnectError(description: "cannot create a socket: \(String(cString: strerror(errno)))", exitCode: 71) }
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        let capacity = MemoryLayout.size(ofValue: addr.sun_path)
-        guard path.utf8.count < capacity else {
-            close(fd)
-            throw ConnectError(description: "socket path \(path) is too long", exitCode: 64)
-        }
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            raw.copyBytes(from: path.utf8)
-            raw[path.utf8.count] = 0
-        }
-        let r = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
+        let r = cwsb_unix_connect(fd, path)
         if r != 0 {
             let e = errno
             close(fd)
             switch e {
+            case ENAMETOOLONG:
+                throw ConnectError(description: "socket path \(path) is too long (a Unix socket path holds at most 107 bytes)", exitCode: 64)
             case ENOENT, ECONNREFUSED:
                 throw ConnectError(
                     description:

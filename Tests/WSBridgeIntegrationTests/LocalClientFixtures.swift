@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import WSBridgeProtocol
 
 /// A raw client of the daemon's Unix socket: lines in, JSON lines out, collected for awaiting.
@@ -10,10 +11,7 @@ final class SocketClient: Sendable {
     /// Connects; with `reading: false` the client never reads (a stalled subscriber).
     init(path: String, reading: Bool = true, name: String = "client") throws {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = unixAddress(path)
-        let r = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
+        let r = unixSocket(fd, path, connect)
         guard r == 0 else {
             Glibc.close(fd)
             throw TestFailure("cannot connect to \(path): \(String(cString: strerror(errno)))")
@@ -76,15 +74,13 @@ final class SocketClient: Sendable {
     }
 }
 
-/// A `sockaddr_un` for `path`.
-func unixAddress(_ path: String) -> sockaddr_un {
-    var addr = sockaddr_un()
-    addr.sun_family = sa_family_t(AF_UNIX)
-    withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-        raw.copyBytes(from: path.utf8)
-        raw[path.utf8.count] = 0
+/// `connect` or `bind` of `fd` to the Unix socket at `path`: 0, or -1 with errno set.
+func unixSocket(_ fd: Int32, _ path: String, _ call: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
+    guard let address = try? SocketAddress(unixDomainSocketPath: path) else {
+        errno = ENAMETOOLONG
+        return -1
     }
-    return addr
+    return address.withSockAddr { call(fd, $0, socklen_t($1)) }
 }
 
 /// Runs socat as user nobody (group nogroup, no other groups) against the socket at `path`.

@@ -321,8 +321,7 @@ import WSBridgeProtocol
         let path = dir.file("stale.sock")
         // A socket file nobody listens on, as a crashed daemon leaves it.
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = unixAddress(path)
-        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        _ = unixSocket(fd, path, bind)
         close(fd)
         #expect(FileManager.default.fileExists(atPath: path))
         let server = try await UpstreamServer(.nio)

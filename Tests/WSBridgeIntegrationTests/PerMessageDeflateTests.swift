@@ -124,16 +124,18 @@ import WSBridgeCore
         let rsv1Continuation = try self.error(after: [
             WebSocketFrame(fin: false, rsv1: true, opcode: .text, data: head), WebSocketFrame(fin: true, rsv1: true, opcode: .continuation, data: data),
         ])
-        #expect(rsv1Continuation?.closeCode == 1002)
+        #expect(rsv1Continuation?.closeCode == .protocolError)
         // Bigger than upstream.max_message_size once inflated: 1009.
         let big = try PerMessageDeflate(parameters: DeflateParameters()).compress(ByteBuffer(repeating: 0x41, count: 100_000), allocator: ByteBufferAllocator())
-        #expect(try self.error(after: [WebSocketFrame(fin: true, rsv1: true, opcode: .binary, data: big)], maxMessageSize: 65536)?.closeCode == 1009)
+        #expect(
+            try self.error(after: [WebSocketFrame(fin: true, rsv1: true, opcode: .binary, data: big)], maxMessageSize: 65536)?.closeCode == .messageTooLarge)
         // Compressed text that is not UTF-8: 1007; corrupt deflate data: 1007.
         let latin1 = try PerMessageDeflate(parameters: DeflateParameters()).compress(
             ByteBuffer(bytes: [0x63, 0x61, 0x66, 0xE9]), allocator: ByteBufferAllocator())
-        #expect(try self.error(after: [WebSocketFrame(fin: true, rsv1: true, opcode: .text, data: latin1)])?.closeCode == 1007)
+        #expect(try self.error(after: [WebSocketFrame(fin: true, rsv1: true, opcode: .text, data: latin1)])?.closeCode == .dataInconsistentWithMessage)
         #expect(
-            try self.error(after: [WebSocketFrame(fin: true, rsv1: true, opcode: .text, data: ByteBuffer(bytes: [0xFF, 0xFF, 0xFF, 0x00]))])?.closeCode == 1007)
+            try self.error(after: [WebSocketFrame(fin: true, rsv1: true, opcode: .text, data: ByteBuffer(bytes: [0xFF, 0xFF, 0xFF, 0x00]))])?.closeCode
+                == .dataInconsistentWithMessage)
         // The same bytes as binary are fine.
         #expect(try self.error(after: [WebSocketFrame(fin: true, rsv1: true, opcode: .binary, data: latin1)]) == nil)
     }

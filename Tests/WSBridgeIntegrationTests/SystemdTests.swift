@@ -13,10 +13,7 @@ final class DatagramListener: Sendable {
         let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, socklen_t(MemoryLayout<Int32>.size))
-        var addr = unixAddress(path)
-        let r = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
+        let r = unixSocket(fd, path, bind)
         guard r == 0 else { throw TestFailure("cannot bind \(path): \(String(cString: strerror(errno)))") }
         self.fd = fd
         self.path = path
@@ -232,10 +229,7 @@ final class DatagramListener: Sendable {
         let other = dir.file("other.sock")
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
-        var addr = unixAddress(other)
-        let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
+        let bound = unixSocket(fd, other, bind)
         #expect(bound == 0)
         try Self.config(server: server, socket: other, heartbeat: "30s").write(toFile: config, atomically: true, encoding: .utf8)
         daemon.signal(SIGHUP)

@@ -25,7 +25,7 @@ import WSBridgeCore
                 },
                 error: { error in
                     let e = error as? UpstreamProtocolError
-                    recorder.events.append("error \(e?.closeCode ?? 0) \(error)")
+                    recorder.events.append("error \(e.map { UInt16(webSocketErrorCode: $0.closeCode) } ?? 0) \(error)")
                 }
             ),
             maxMessageSize: maxMessageSize
@@ -215,7 +215,7 @@ import WSBridgeCore
             self.bytes += Array(Self.unwrapInboundIn(data).readableBytesView)
         }
         func errorCaught(context: ChannelHandlerContext, error: any Error) {
-            self.errors.append("\((error as? UpstreamProtocolError)?.closeCode ?? 0)")
+            self.errors.append("\((error as? UpstreamProtocolError).map { UInt16(webSocketErrorCode: $0.closeCode) } ?? 0)")
         }
     }
 

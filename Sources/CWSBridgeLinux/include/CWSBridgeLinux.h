@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <sys/socket.h>
 
 /// Linux's `struct ucred` (which Glibc's Swift module does not export), for SO_PEERCRED
 /// through getsockopt. linux.c checks at compile time that size and offsets match the C
@@ -17,6 +18,11 @@ struct cwsb_ucred {
 /// glibc's memmem (a GNU extension Glibc's Swift module does not export): whether `needle`
 /// occurs in `haystack`.
 int cwsb_contains(const void *haystack, size_t haystack_length, const void *needle, size_t needle_length);
+
+/// connect(2) of `fd` to the Unix socket at `path` (wsbridgectl, which does not link SwiftNIO;
+/// the daemon, benchmarks and tests use NIO's `SocketAddress(unixDomainSocketPath:)`).
+/// Returns 0, or -1 with errno set (ENAMETOOLONG when `path` does not fit in sun_path).
+int cwsb_unix_connect(int fd, const char *path);
 
 /// SO_PEERCRED's value on this architecture (the C macro: 17 on x86 and arm, 21 on powerpc,
 /// 18 on mips).
@@ -34,6 +40,10 @@ int cwsb_rtnetlink_drain(int fd);
 /// AF_INET or AF_INET6) with RTM_GETROUTE. Returns 1 when a usable unicast route exists,
 /// 0 when there is none (unreachable, no interface up), or -errno on failure.
 int cwsb_route_exists(int family, const uint8_t *address);
+
+/// cwsb_route_exists for the IPv4 or IPv6 address in `address` (a sockaddr_in or sockaddr_in6,
+/// as getaddrinfo and SwiftNIO's SocketAddress give it); -EAFNOSUPPORT for any other family.
+int cwsb_route_exists_to(const struct sockaddr *address);
 
 /// CLOCK_BOOTTIME and CLOCK_MONOTONIC in nanoseconds (their difference grows across suspend).
 uint64_t cwsb_boottime_ns(void);

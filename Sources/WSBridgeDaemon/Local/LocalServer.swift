@@ -17,11 +17,13 @@ enum LocalServer {
 
     /// Makes `path` free to bind: a live daemon there is an error; a dead socket file is removed.
     static func prepare(path: String) throws(BindError) {
-        let limit = MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1
-        guard path.utf8.count <= limit else {
+        let address: SocketAddress
+        do {
+            address = try SocketAddress(unixDomainSocketPath: path)
+        } catch {
             throw BindError(
                 description:
-                    "the socket path \(path) is \(path.utf8.count) bytes; a Unix socket path holds at most \(limit) (108 with its terminating NUL): choose a shorter local.socket or --socket"
+                    "the socket path \(path) is \(path.utf8.count) bytes; a Unix socket path holds at most 107 (108 with its terminating NUL): choose a shorter local.socket or --socket"
             )
         }
         var st = stat()
@@ -39,15 +41,7 @@ enum LocalServer {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw BindError(description: "socket(): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            raw.copyBytes(from: path.utf8)
-            raw[path.utf8.count] = 0
-        }
-        let connected = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
+        let connected = address.withSockAddr { connect(fd, $0, socklen_t($1)) }
         if connected == 0 {
             throw BindError(description: "another wsbridged is listening on \(path); stop it first, or give this one another --socket")
         }

@@ -109,46 +109,33 @@ public final class ReachabilityMonitor: Sendable {
     }
 
     static func routeExists(host: String) -> Bool {
-        var addresses: [(Int32, [UInt8])] = []
-        var v4 = in_addr()
-        var v6 = in6_addr()
-        if inet_pton(AF_INET, host, &v4) == 1 {
-            addresses.append((AF_INET, withUnsafeBytes(of: &v4) { Array($0) }))
-        } else if inet_pton(AF_INET6, host, &v6) == 1 {
-            addresses.append((AF_INET6, withUnsafeBytes(of: &v6) { Array($0) }))
-        } else {
-            var hints = addrinfo()
-            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-            var result: UnsafeMutablePointer<addrinfo>?
-            guard getaddrinfo(host, nil, &hints, &result) == 0, let first = result else {
-                // Name resolution failed: reachability is unknown; let connection attempts decide.
-                return true
-            }
-            defer { freeaddrinfo(first) }
-            var cursor: UnsafeMutablePointer<addrinfo>? = first
-            while let ai = cursor {
-                if ai.pointee.ai_family == AF_INET, let sa = ai.pointee.ai_addr {
-                    let bytes = sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { p in
-                        var a = p.pointee.sin_addr
-                        return withUnsafeBytes(of: &a) { Array($0) }
-                    }
-                    addresses.append((AF_INET, bytes))
-                } else if ai.pointee.ai_family == AF_INET6, let sa = ai.pointee.ai_addr {
-                    let bytes = sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { p in
-                        var a = p.pointee.sin6_addr
-                        return withUnsafeBytes(of: &a) { Array($0) }
-                    }
-                    addresses.append((AF_INET6, bytes))
+        // An error from the lookup itself is not evidence of "no route": only 0 is.
+        if let literal = try? SocketAddress(ipAddress: host, port: 0) {
+            return literal.withSockAddr { address, _ in cwsb_route_exists_to(address) } != 0
+        }
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var result: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, nil, &hints, &result) == 0, let first = result else {
+            // Name resolution failed: reachability is unknown; let connection attempts decide.
+            return true
+        }
+        defer { freeaddrinfo(first) }
+        var found = false
+        var cursor: UnsafeMutablePointer<addrinfo>? = first
+        while let ai = cursor {
+            if let address = ai.pointee.ai_addr {
+                let r = cwsb_route_exists_to(address)
+                if r == -EAFNOSUPPORT {
+                    cursor = ai.pointee.ai_next
+                    continue
                 }
-                cursor = ai.pointee.ai_next
+                found = true
+                if r != 0 { return true }
             }
+            cursor = ai.pointee.ai_next
         }
-        for (family, bytes) in addresses {
-            let r = bytes.withUnsafeBufferPointer { cwsb_route_exists(family, $0.baseAddress) }
-            // An error from the lookup itself is not evidence of "no route".
-            if r != 0 { return true }
-        }
-        return addresses.isEmpty
+        return !found
     }
 
     /// Starts watching. `initial` is the state the caller already knows.

@@ -56,7 +56,7 @@ extension UpstreamLink {
         case .connectionClose:
             self.heartbeat?.received(now: now)
             var data = frame.unmaskedData
-            let code = data.readableBytes >= 2 ? data.readInteger(as: UInt16.self) : nil
+            let code = data.readWebSocketErrorCode().map { UInt16(webSocketErrorCode: $0) }
             let reason = data.readString(length: data.readableBytes) ?? ""
             // Only the first close frame counts; a peer must not send another.
             if self.receivedClose == nil { self.receivedClose = (code, reason) }
@@ -72,7 +72,7 @@ extension UpstreamLink {
     func channelError(_ error: any Error, generation: Int) {
         guard generation == self.generation else { return }
         let description: String
-        var closeCode: UInt16 = 0
+        var closeCode: WebSocketErrorCode?
         switch error {
         case let e as UpstreamProtocolError:
             description = e.description
@@ -90,8 +90,8 @@ extension UpstreamLink {
         if error is NIOWebSocketError {
             // NIO's WebSocketProtocolErrorHandler already sent the close frame and closes the channel.
             self.sentClose = true
-        } else if closeCode != 0 && !self.sentClose && self.machine.phase == .open {
-            self.sendClose(code: closeCode, reason: "")
+        } else if let closeCode, !self.sentClose && self.machine.phase == .open {
+            self.sendClose(code: UInt16(webSocketErrorCode: closeCode), reason: "")
         }
         self.channel?.close(promise: nil)
     }

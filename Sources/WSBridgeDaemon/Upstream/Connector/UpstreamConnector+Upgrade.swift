@@ -127,7 +127,6 @@ extension UpstreamConnector {
     var serverHostname: String? {
         if let name = self.tls.serverName { return name }
         let host = self.upstream.url.host
-        if host.contains(":") || host.split(separator: ".").allSatisfy({ UInt8($0) != nil }) { return nil }
-        return host
+        return (try? SocketAddress(ipAddress: host, port: 0)) == nil ? host : nil
     }
 }

@@ -77,13 +77,13 @@ final class PerMessageDeflateHandler: ChannelDuplexHandler {
         } catch PerMessageDeflate.Failure.tooLarge {
             return self.fail(.tooLarge(self.maxMessageSize), context)
         } catch {
-            return self.fail(UpstreamProtocolError(closeCode: 1007, description: "\(error)"), context)
+            return self.fail(UpstreamProtocolError(closeCode: .dataInconsistentWithMessage, description: "\(error)"), context)
         }
         if opcode == .text {
             var utf8 = UTF8Validator()
             let valid = payload.withUnsafeReadableBytes { utf8.feed($0) } && utf8.isComplete
             guard valid else {
-                return self.fail(UpstreamProtocolError(closeCode: 1007, description: "upstream sent a text message that is not valid UTF-8"), context)
+                return self.fail(.invalidUTF8, context)
             }
         }
         context.fireChannelRead(Self.wrapInboundOut(WebSocketFrame(fin: true, opcode: opcode, data: payload)))

@@ -119,7 +119,7 @@ final class TextStreamValidator: ChannelInboundHandler {
             context.fireChannelRead(Self.wrapInboundOut(complete))
         }
         context.fireErrorCaught(
-            UpstreamProtocolError(closeCode: 1007, description: "upstream sent a text message that is not valid UTF-8")
+            UpstreamProtocolError.invalidUTF8
         )
     }
 }

@@ -4,16 +4,18 @@ import WSBridgeCore
 
 /// What an upstream broke, and the close code that says so (RFC 6455 §7.4.1).
 struct UpstreamProtocolError: Error, CustomStringConvertible {
-    var closeCode: UInt16
+    var closeCode: WebSocketErrorCode
     var description: String
 
     static func violation(_ what: String) -> Self {
-        Self(closeCode: 1002, description: "upstream violated the WebSocket protocol: \(what)")
+        Self(closeCode: .protocolError, description: "upstream violated the WebSocket protocol: \(what)")
     }
 
     static func tooLarge(_ limit: Int) -> Self {
-        Self(closeCode: 1009, description: "upstream sent a message larger than upstream.max_message_size (\(limit) bytes)")
+        Self(closeCode: .messageTooLarge, description: "upstream sent a message larger than upstream.max_message_size (\(limit) bytes)")
     }
+
+    static let invalidUTF8 = Self(closeCode: .dataInconsistentWithMessage, description: "upstream sent a text message that is not valid UTF-8")
 }
 
 /// The last handler of an upstream channel: reassembles messages from frames, validates (RSV
@@ -141,15 +143,16 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
     private func validate(_ data: ByteBuffer, complete: Bool) throws {
         let ok = data.withUnsafeReadableBytes { self.utf8.feed($0) }
         guard ok, !complete || self.utf8.isComplete else {
-            throw UpstreamProtocolError(closeCode: 1007, description: "upstream sent a text message that is not valid UTF-8")
+            throw UpstreamProtocolError.invalidUTF8
         }
     }
 
-    /// Close codes a peer may send (RFC 6455 §7.4.1, §7.4.2, and the IANA registry).
-    static func isValidCloseCode(_ code: UInt16) -> Bool {
+    /// Close codes a peer may send: those NIO names (1000-1003, 1007-1011), the registered
+    /// 1012-1014, and the application range (RFC 6455 §7.4.1, §7.4.2, the IANA registry).
+    static func mayBeSent(_ code: WebSocketErrorCode) -> Bool {
         switch code {
-        case 1000...1003, 1007...1014, 3000...4999: true
-        default: false
+        case .unknown(let raw): (1012...1014).contains(raw) || (3000...4999).contains(raw)
+        default: true
         }
     }
 
@@ -157,16 +160,16 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
     static func validateClose(_ body: ByteBuffer) throws {
         var body = body
         guard body.readableBytes != 0 else { return }
-        guard let code = body.readInteger(as: UInt16.self) else {
+        guard let code = body.readWebSocketErrorCode() else {
             throw UpstreamProtocolError.violation("a close frame with a 1-byte body (a close code takes 2)")
         }
-        guard Self.isValidCloseCode(code) else {
-            throw UpstreamProtocolError.violation("close code \(code) is not one a peer may send")
+        guard Self.mayBeSent(code) else {
+            throw UpstreamProtocolError.violation("close code \(UInt16(webSocketErrorCode: code)) is not one a peer may send")
         }
         var utf8 = UTF8Validator()
         let ok = body.withUnsafeReadableBytes { utf8.feed($0) } && utf8.isComplete
         guard ok else {
-            throw UpstreamProtocolError(closeCode: 1007, description: "upstream sent a close reason that is not valid UTF-8")
+            throw UpstreamProtocolError(closeCode: .dataInconsistentWithMessage, description: "upstream sent a close reason that is not valid UTF-8")
         }
     }
 
