@@ -8,37 +8,31 @@ import WSBridgeProtocol
 extension UpstreamLink {
     func startAttempt(_ attempt: Int) {
         self.teardown()
-        let generation = self.generation
-        self.receivedClose = nil
-        self.sentClose = false
-        self.linkError = nil
-        let urls = self.configuration.upstream.urls
-        if self.urlIndex >= urls.count { self.urlIndex = 0 }
-        let url = urls[self.urlIndex]
-        self.attemptURL = url
+        let generation = self.attempt.begin(number: attempt)
+        let url = self.failover.urlForAttempt(in: self.configuration.upstream.urls)
         // The same settings (headers, token, TLS) for whichever URL this attempt uses.
         var attemptConfiguration = self.configuration
         attemptConfiguration.upstream.url = url
         self.emit(.attempt(number: attempt))
-        self.attemptNumber = attempt
         // At debug: a failing attempt is logged once, as a warning saying what comes next.
         self.logger.debug("connecting (attempt \(attempt))", metadata: ["attempt": "\(attempt)"])
         if self.configuration.tls.insecure && url.isTLS {
             self.logger.warning("tls.insecure = true: the upstream's certificate is NOT verified; anyone on the path can read and change this link")
         }
         let timeout = self.configuration.upstream.connectTimeout
-        self.connectTimer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
-            self.attemptFailed(
-                generation: generation,
-                "timed out after \(timeout.short) waiting for TCP connect, TLS and the WebSocket upgrade (upstream.connect_timeout)"
-            )
-        }
+        self.attempt.setDeadline(
+            self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
+                self.attemptFailed(
+                    generation: generation,
+                    "timed out after \(timeout.short) waiting for TCP connect, TLS and the WebSocket upgrade (upstream.connect_timeout)"
+                )
+            })
         // The token and TLS files are read off the event loop; the TLS context is cached.
         self.connectors.prepare(configuration: attemptConfiguration, environment: self.environment, on: self.eventLoop)
             .assumeIsolated().whenComplete { result in
                 switch result {
                 case .success(let connector):
-                    guard generation == self.generation, self.machine.phase == .connecting else { return }
+                    guard self.attempt.isCurrent(generation), self.phase == .connecting else { return }
                     self.connect(connector, generation: generation)
                 case .failure(let error):
                     self.attemptFailed(generation: generation, "\(error)")
@@ -64,11 +58,11 @@ extension UpstreamLink {
             )
         }
         attemptFutures.channel.assumeIsolated().whenSuccess { channel in
-            guard generation == self.generation else {
+            guard self.attempt.isCurrent(generation) else {
                 channel.close(promise: nil)
                 return
             }
-            self.channel = channel
+            self.attempt.attach(channel)
             channel.closeFuture.assumeIsolated().whenComplete { _ in
                 self.channelClosed(generation: generation)
             }
@@ -88,21 +82,17 @@ extension UpstreamLink {
     /// The upgrade is done: the opening messages go first; then, with a ready gate, the link
     /// waits (still `connecting`) for a message matching `upstream.ready_when`, else it opens.
     func handshakeSucceeded(_ handshake: UpstreamConnector.Handshake, generation: Int, token: String?) {
-        guard generation == self.generation, self.machine.phase == .connecting else {
+        guard self.attempt.isCurrent(generation), self.phase == .connecting else {
             handshake.channel.close(promise: nil)
             return
         }
-        self.connectTimer?.cancel()
-        self.connectTimer = nil
-        self.channel = handshake.channel
-        self.subprotocol = handshake.subprotocol
-        self.compression = handshake.deflate != nil
+        self.attempt.upgraded(handshake.channel, subprotocol: handshake.subprotocol, compression: handshake.deflate != nil)
         let reason = self.connectedReason
         // Only their count is logged: they may carry the token.
         let opening = self.session.opened(token: token)
         for message in opening { self.writeSession(message, flush: false) }
         if !opening.isEmpty {
-            self.channel?.flush()
+            self.attempt.channel?.flush()
             self.logger.debug("sent \(opening.count) opening message(s) (upstream.on_open)")
         }
         guard let gate = self.session.readyWhen else {
@@ -113,24 +103,24 @@ extension UpstreamLink {
         self.logger.info(
             "\(reason); waiting for an upstream message matching upstream.ready_when = \"\(gate.text)\"",
             metadata: ["upstream.ready_when": "\(gate.text)"])
-        self.connectTimer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
-            self.attemptFailed(generation: generation, AttemptFailure(description: self.session.notReadyDetail(after: timeout), kind: .notReady))
-        }
+        self.attempt.setDeadline(
+            self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
+                self.attemptFailed(generation: generation, AttemptFailure(description: self.session.notReadyDetail(after: timeout), kind: .notReady))
+            })
     }
 
     /// `connected`, with the subprotocol and permessage-deflate when negotiated.
     private var connectedReason: String {
         var details: [String] = []
-        if let p = self.subprotocol { details.append("subprotocol \(p)") }
-        if self.compression { details.append("permessage-deflate") }
+        if let p = self.attempt.subprotocol { details.append("subprotocol \(p)") }
+        if self.attempt.compression { details.append("permessage-deflate") }
         return details.isEmpty ? "connected" : "connected (\(details.joined(separator: ", ")))"
     }
 
     /// A message matched `upstream.ready_when`: the link opens.
     func becameReady(generation: Int) {
-        guard generation == self.generation, self.machine.phase == .connecting else { return }
-        self.connectTimer?.cancel()
-        self.connectTimer = nil
+        guard self.attempt.isCurrent(generation), self.phase == .connecting else { return }
+        self.attempt.setDeadline(nil)
         self.opened(generation: generation, reason: "\(self.connectedReason), ready (\(self.session.readyWhen?.text ?? "?"))")
     }
 
@@ -144,16 +134,11 @@ extension UpstreamLink {
         let sticky = self.session.becameReady()
         for message in sticky { self.writeSession(message, flush: false) }
         if !sticky.isEmpty {
-            self.channel?.flush()
+            self.attempt.channel?.flush()
             self.logger.debug("sent \(sticky.count) sticky message(s)")
         }
         self.flushOutbound()
-        self.heartbeat = HeartbeatStateMachine(
-            interval: self.configuration.heartbeat.interval,
-            deadline: self.configuration.heartbeat.deadline,
-            now: Self.now()
-        )
-        self.runHeartbeat(generation: generation)
+        self.startHeartbeat(generation: generation)
     }
 
     func attemptFailed(generation: Int, _ description: String) {
@@ -161,15 +146,15 @@ extension UpstreamLink {
     }
 
     func attemptFailed(generation: Int, _ failure: AttemptFailure) {
-        guard generation == self.generation, self.machine.phase == .connecting else { return }
+        guard self.attempt.isCurrent(generation), self.phase == .connecting else { return }
         let description = failure.description
         self.teardown()
-        self.lastError = failure
+        self.attempt.failed(failure)
         self.metrics.attemptFailed(failure.kind)
         // With fallbacks, each failed attempt moves to the next URL (the backoff is the same).
         let urls = self.configuration.upstream.urls
-        let failedURL = self.attemptURL ?? self.configuration.upstream.url
-        if urls.count > 1 { self.urlIndex = (self.urlIndex + 1) % urls.count }
+        let failedURL = self.url
+        let nextURL = self.failover.attemptFailed(urls: urls)
         self.input("connectFailed", reason: description) { m, now in try m.connectFailed(.error(description), now: now) }
         // One line per failed attempt: what failed, and what happens next.
         let next: String
@@ -185,29 +170,29 @@ extension UpstreamLink {
             next = "now \(self.machine.phase.rawValue)"
         }
         let target = urls.count > 1 ? " to \(failedURL)" : ""
-        let then = urls.count > 1 && self.machine.phase == .backingOff ? ", to \(urls[self.urlIndex])" : ""
+        let then = nextURL.map { self.machine.phase == .backingOff ? ", to \($0)" : "" } ?? ""
         self.logger.warning(
-            "connect failed (attempt \(self.attemptNumber)\(target)): \(description); \(next)\(then)",
-            metadata: ["attempt": "\(self.attemptNumber)", "error": "\(description)", "reason": "\(failure.kind.rawValue)"]
+            "connect failed (attempt \(self.attempt.number)\(target)): \(description); \(next)\(then)",
+            metadata: ["attempt": "\(self.attempt.number)", "error": "\(description)", "reason": "\(failure.kind.rawValue)"]
         )
     }
 
     func channelClosed(generation: Int) {
-        guard generation == self.generation else { return }
+        guard self.attempt.isCurrent(generation) else { return }
         let phase = self.machine.phase
         if phase == .connecting {
             let during = self.session.waiting ? "while waiting for upstream.ready_when" : "during the handshake"
-            let closed = self.receivedClose.map { c in
+            let closed = self.attempt.receivedClose.map { c in
                 "the server closed the connection \(during) (code \(c.code.map(String.init) ?? "none")\(c.reason.isEmpty ? "" : ": \(c.reason)"))"
             }
-            self.attemptFailed(generation: generation, self.linkError ?? closed ?? "connection closed \(during)")
+            self.attemptFailed(generation: generation, self.attempt.error ?? closed ?? "connection closed \(during)")
             return
         }
         guard phase == .open || phase == .closing else { return }
         let reason: DisconnectReason
-        if let close = self.receivedClose {
+        if let close = self.attempt.receivedClose {
             reason = .serverClosed(code: close.code, reason: close.reason)
-        } else if let error = self.linkError {
+        } else if let error = self.attempt.error {
             reason = .error(error)
         } else {
             reason = .error("connection ended without a close frame")
@@ -223,16 +208,16 @@ extension UpstreamLink {
     /// Open on a fallback with `upstream.failback_after` set: after that long, back to the primary
     /// (a reconnect; if the primary still fails, the next attempt moves on through the list).
     func scheduleFailback() {
-        self.failbackTimer?.cancel()
-        self.failbackTimer = nil
-        guard self.urlIndex != 0, let after = self.configuration.upstream.failbackAfter else { return }
-        let generation = self.generation
-        self.failbackTimer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(after.nanoseconds)) {
-            guard generation == self.generation, self.machine.phase == .open, self.urlIndex != 0 else { return }
-            self.logger.notice(
-                "going back to the primary \(self.configuration.upstream.url) after \(after.short) on \(self.url) (upstream.failback_after)")
-            self.urlIndex = 0
-            self.reconnect()
-        }
+        self.failover.setFailback(nil)
+        guard self.failover.onFallback, let after = self.configuration.upstream.failbackAfter else { return }
+        let generation = self.attempt.generation
+        self.failover.setFailback(
+            self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(after.nanoseconds)) {
+                guard self.attempt.isCurrent(generation), self.phase == .open, self.failover.onFallback else { return }
+                self.logger.notice(
+                    "going back to the primary \(self.configuration.upstream.url) after \(after.short) on \(self.url) (upstream.failback_after)")
+                self.failover.backToPrimary()
+                self.reconnect()
+            })
     }
 }

@@ -27,31 +27,21 @@ extension UpstreamLink {
             url: "\(self.url)",
             reconnects: self.machine.reconnects,
             failedAttempts: self.machine.failures,
-            rttMillis: self.heartbeat?.roundTripTime.map { Double($0.nanoseconds) / 1e6 },
-            subprotocol: self.subprotocol,
-            compression: self.compression,
-            messagesIn: self.messagesIn,
-            bytesIn: self.bytesIn,
-            messagesOut: self.messagesOut,
-            bytesOut: self.bytesOut,
+            rttMillis: self.heartbeat.roundTripTime.map { Double($0.nanoseconds) / 1e6 },
+            subprotocol: self.attempt.subprotocol,
+            compression: self.attempt.compression,
+            messagesIn: self.counters.messagesIn,
+            bytesIn: self.counters.bytesIn,
+            messagesOut: self.counters.messagesOut,
+            bytesOut: self.counters.bytesOut,
             subscribers: 0,
             clients: 0,
             seq: 0,
             drops: 0,
-            queue: .init(
-                // Sends the spool is still writing count: they are queued once it has them.
-                messages: self.outbound.count + self.outbound.reserved,
-                bytes: self.outbound.bytes + self.outbound.reservedBytes,
-                maxMessages: self.outbound.maxMessages,
-                maxBytes: self.outbound.maxBytes,
-                spool: self.spool.map { spool in
-                    let (bytes, fsyncs) = spool.fileStatistics
-                    return .init(directory: spool.directory, fsync: self.configuration.queue.fsync.rawValue, fileBytes: bytes, fsyncs: fsyncs)
-                }
-            ),
+            queue: self.outbound.status(fsync: self.configuration.queue.fsync),
             session: self.session.status(open: self.machine.phase == .open),
-            lastError: self.lastError?.description,
-            lastErrorReason: self.lastError?.kind.rawValue,
+            lastError: self.attempt.lastFailure?.description,
+            lastErrorReason: self.attempt.lastFailure?.kind.rawValue,
             lastClose: close,
             retryInMillis: retryIn
         )

@@ -5,9 +5,13 @@ import WSBridgeCore
 
 /// Drives the upstream WebSocket: owns the connection and heartbeat state machines, performs
 /// their actions (connect, timers, close frames), and turns channel events back into inputs.
-/// This file: the state and the driver. Attempts (UpstreamLink+Attempt), frames and the close
-/// handshake (+Frames), the heartbeat (+Heartbeat), sends and the queue (+Sending) and the
-/// status snapshot (+Status) are extensions beside it.
+/// This file: the driver and its own state (the state machine, the retry timer, why the last
+/// link ended). The rest of its state lives in parts that keep it private to their own file
+/// and change it only through their methods: the current connection (`LinkAttempt`), the URL
+/// list (`Failover`), the queue and spool (`OutboundPath`, in +Sending), the heartbeat
+/// (`LinkHeartbeat`, in +Heartbeat) and the counters (`LinkCounters`). What the link does with
+/// them is in extensions beside it: attempts (+Attempt), frames and the close handshake
+/// (+Frames), the heartbeat (+Heartbeat), sends (+Sending) and the status snapshot (+Status).
 ///
 /// Confined to one event loop: every method runs there. Other threads use `UpstreamLinkHandle`.
 /// Each attempt gets a generation number; callbacks from an older attempt are ignored, so a
@@ -27,55 +31,26 @@ public final class UpstreamLink: LinkControl {
     /// What is restored on every open: opening messages, the ready gate, sticky sends.
     let session: UpstreamSession
 
+    // The parts, each with its state private to its own file.
+    /// The current connection: generation, channel, close flags, timers (LinkAttempt.swift).
+    let attempt = LinkAttempt()
+    /// Which URL the next attempt uses, and the return to the primary (Failover.swift).
+    var failover = Failover()
+    /// The queue, the spool and the sends on their way (UpstreamLink+Sending.swift).
+    let outbound: OutboundPath
+    /// Pings, the round trip and the pong deadline (UpstreamLink+Heartbeat.swift).
+    var heartbeat = LinkHeartbeat()
+    var counters = LinkCounters()
+
+    // The driver's own state: only this file changes it.
     private(set) var machine: Machine
-    var heartbeat: HeartbeatStateMachine?
-    var generation = 0
-    var channel: (any Channel)?
-    var subprotocol: String?
-    /// permessage-deflate was negotiated on the open link (its handler compresses sends).
-    var compression = false
-    var heartbeatTimer: Scheduled<Void>?
-    var retryTimer: Scheduled<Void>?
-    /// The attempt's deadline: `upstream.connect_timeout` until the upgrade, then
-    /// `upstream.ready_timeout` while the session waits for `ready_when`.
-    var connectTimer: Scheduled<Void>?
-    var closeTimer: Scheduled<Void>?
-    var receivedClose: (code: UInt16?, reason: String)?
-    var sentClose = false
-    var linkError: String?
-    var lastError: AttemptFailure?
+    private var retryTimer: Scheduled<Void>?
     private let stopped: EventLoopPromise<Void>
-    /// The URL of the current (or last) attempt: what `status` shows while it is live, even
-    /// after a reload changed `upstream.url` for the next one.
-    var attemptURL: UpstreamURL?
-    var outbound: OutboundQueue
-    /// The durable spool (`queue.spool`), when set: queued sends are stored there first.
-    let spool: Spool?
-    /// The id of the last message given to the spool.
-    var lastSpoolID: UInt64 = 0
-    /// Spooled messages handed to the connection and not yet taken by its socket.
-    var inFlight = CircularBuffer<(entry: OutboundQueue.Entry, generation: Int)>()
-    /// The highest spooled id the socket took in this tick (reported to the spool once per tick).
-    var deliveredThrough: UInt64?
-    /// Sends the spool is writing: they join the queue, in order, once it has them.
-    var spooling = CircularBuffer<PendingSpoolWrite>()
-    var phaseSinceWall = WallClock.millisecondsSinceEpoch()
-    var messagesIn: UInt64 = 0
-    /// The number of the current (or last) connection attempt, for the log.
-    var attemptNumber = 0
-    /// Which of `upstream.urls` (the primary, then the fallbacks) the next attempt uses.
-    var urlIndex = 0
-    /// While on a fallback: the return to the primary (`upstream.failback_after`).
-    var failbackTimer: Scheduled<Void>?
+    private(set) var phaseSinceWall = WallClock.millisecondsSinceEpoch()
     /// Why the last open link ended (not a later failed attempt): the reconnect's metric label.
-    var lostBecause: DisconnectReason?
-    /// The wall-clock receive time of the socket read being handled (nil between reads).
-    var readWallMillis: Int64?
-    var bytesIn: UInt64 = 0
-    var messagesOut: UInt64 = 0
-    var bytesOut: UInt64 = 0
+    private(set) var lostBecause: DisconnectReason?
     /// Set by `shutdown()`: no more sends are accepted.
-    var stopping = false
+    private(set) var stopping = false
     /// How long to wait for the server to end the TCP connection after a close handshake.
     static let closeTimeout: TimeAmount = .seconds(3)
 
@@ -102,23 +77,14 @@ public final class UpstreamLink: LinkControl {
         self.events = events
         self.connectors = connectors
         self.stopped = eventLoop.makePromise()
-        self.outbound = OutboundQueue(maxMessages: configuration.queue.maxMessages, maxBytes: configuration.queue.maxBytes)
-        self.spool = spool?.0
-        if let restored = spool?.1 {
-            // What the last run left queued goes first, even if the bounds have shrunk since.
-            let entries = restored.entries.map { e in
-                OutboundQueue.Entry(message: UpstreamMessage(kind: e.kind, data: e.data, receivedAtMillis: 0), spoolID: e.id)
-            }
-            self.outbound.restore(entries, atFront: false)
-            self.lastSpoolID = restored.lastID
-        }
+        self.outbound = OutboundPath(configuration: configuration, spool: spool, eventLoop: eventLoop, metrics: metrics, logger: logger)
         self.machine = Machine(
             settings: .init(backoff: configuration.backoff.policy, maxAttempts: configuration.backoff.maxAttempts),
             networkAvailable: networkAvailable,
             now: Self.now(),
             generator: SystemRandomNumberGenerator()
         )
-        if let spool = self.spool {
+        if let spool = spool?.0 {
             // Told once per batch; the link lives as long as the daemon's loop.
             let bound = NIOLoopBound(self, eventLoop: eventLoop)
             spool.whenStored { stored in bound.value.spoolStored(stored) }
@@ -132,8 +98,8 @@ public final class UpstreamLink: LinkControl {
     // MARK: - Inputs
 
     var phase: ConnectionPhase { self.machine.phase }
-    var roundTripTime: Duration? { self.heartbeat?.roundTripTime }
-    var url: UpstreamURL { self.attemptURL ?? self.configuration.upstream.url }
+    var roundTripTime: Duration? { self.heartbeat.roundTripTime }
+    var url: UpstreamURL { self.failover.attemptURL ?? self.configuration.upstream.url }
 
     func emit(_ event: UpstreamEvent) {
         self.events.upstreamLink(self, emitted: event)
@@ -168,18 +134,13 @@ public final class UpstreamLink: LinkControl {
     /// Applies a reloaded configuration to what can change on a live link.
     func update(configuration: Configuration) {
         self.configuration = configuration
-        if self.urlIndex >= configuration.upstream.urls.count { self.urlIndex = 0 }
+        self.failover.update(urls: configuration.upstream.urls)
         // A changed upstream.failback_after applies to the link open now.
         if self.machine.phase == .open { self.scheduleFailback() }
-        self.outbound.maxMessages = configuration.queue.maxMessages
-        self.outbound.maxBytes = configuration.queue.maxBytes
-        self.spool?.setFsync(configuration.queue.fsync)
+        self.outbound.update(configuration: configuration)
         self.session.update(configuration: configuration)
         self.machine.updateSettings(.init(backoff: configuration.backoff.policy, maxAttempts: configuration.backoff.maxAttempts))
-        if self.heartbeat != nil {
-            self.heartbeat?.update(interval: configuration.heartbeat.interval, deadline: configuration.heartbeat.deadline, now: Self.now())
-            self.runHeartbeat(generation: self.generation)
-        }
+        self.updateHeartbeat()
     }
 
     // MARK: - Driving the machine
@@ -201,13 +162,13 @@ public final class UpstreamLink: LinkControl {
             self.retryTimer = nil
         }
         if after != .open && after != .closing {
-            self.stopHeartbeat()
+            self.heartbeat.stop()
         }
         if before != after {
             if before == .open || before == .closing { self.lostBecause = self.machine.lastDisconnect }
             self.phaseSinceWall = WallClock.millisecondsSinceEpoch()
             var metadata: Logger.Metadata = ["state.from": "\(before.rawValue)", "state.to": "\(after.rawValue)", "reason": "\(reason())"]
-            if after == .open, let p = self.subprotocol { metadata["upstream.subprotocol"] = "\(p)" }
+            if after == .open, let p = self.attempt.subprotocol { metadata["upstream.subprotocol"] = "\(p)" }
             // Retry cycles (connecting <-> backingOff) at debug: each failure is one warning already.
             let cycling = (before == .connecting && after == .backingOff) || (before == .backingOff && after == .connecting)
             self.logger.log(level: cycling ? .debug : .notice, "state \(before.rawValue) -> \(after.rawValue): \(reason())", metadata: metadata)
@@ -223,7 +184,7 @@ public final class UpstreamLink: LinkControl {
         case .connect(let attempt):
             self.startAttempt(attempt)
         case .scheduleRetry(let delay, let attempt):
-            let generation = self.generation
+            let generation = self.attempt.generation
             self.logger.debug(
                 "retrying in \(delay.short) (attempt \(attempt))",
                 metadata: ["backoff.delay_ms": "\(delay.nanoseconds / 1_000_000)", "backoff.attempt": "\(attempt)"]
@@ -231,7 +192,7 @@ public final class UpstreamLink: LinkControl {
             self.emit(.retryScheduled(attempt: attempt, delay: delay))
             self.retryTimer?.cancel()
             self.retryTimer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(delay.nanoseconds)) {
-                guard generation == self.generation else { return }
+                guard self.attempt.isCurrent(generation) else { return }
                 self.retryTimer = nil
                 self.input("retry", reason: "backoff elapsed") { m, now in try m.retryTimerFired(now: now) }
             }
@@ -251,33 +212,11 @@ public final class UpstreamLink: LinkControl {
 
     /// Forgets the current attempt or link: later callbacks from it are ignored.
     func teardown() {
-        self.generation += 1
-        self.connectTimer?.cancel()
-        self.connectTimer = nil
-        self.closeTimer?.cancel()
-        self.closeTimer = nil
-        self.stopHeartbeat()
-        self.channel?.close(promise: nil)
-        self.channel = nil
-        self.subprotocol = nil
-        self.compression = false
+        self.attempt.end()
+        self.heartbeat.stop()
         self.session.ended()
     }
-
-    func stopHeartbeat() {
-        self.heartbeatTimer?.cancel()
-        self.heartbeatTimer = nil
-        self.heartbeat = nil
-    }
-
 }
 
 @available(*, unavailable)
 extension UpstreamLink: Sendable {}
-
-/// A send the spool is writing, answered once it is stored.
-struct PendingSpoolWrite {
-    var id: UInt64
-    var message: UpstreamMessage
-    var promise: EventLoopPromise<SendOutcome>
-}

@@ -1,0 +1,117 @@
+import NIOCore
+
+/// The link's current connection, from its first TCP byte to its end: the generation that
+/// tells its callbacks from an older attempt's, its channel and what the handshake negotiated,
+/// the close handshake's two flags, its deadline and close timers, and the clock of the socket
+/// read being handled. `end()` forgets it; `begin` starts the next one. The last failure is
+/// kept across attempts, for `status`. Confined to the link's event loop.
+final class LinkAttempt {
+    /// Bumped by `end()`: a callback carrying an older value belongs to a forgotten attempt.
+    private(set) var generation = 0
+    /// The number of the current (or last) connection attempt, for the log.
+    private(set) var number = 0
+    private(set) var channel: (any Channel)?
+    private(set) var subprotocol: String?
+    /// permessage-deflate was negotiated (its handler compresses sends).
+    private(set) var compression = false
+    /// The server's first close frame on this connection (later ones are ignored).
+    private(set) var receivedClose: (code: UInt16?, reason: String)?
+    /// A close frame was sent: no data may follow it (RFC 6455 §5.5.1).
+    private(set) var sentClose = false
+    /// The first error of this connection: what its end is reported as.
+    private(set) var error: String?
+    /// The last failure of any attempt or link (kept across attempts; `status` shows it).
+    private(set) var lastFailure: AttemptFailure?
+    /// `upstream.connect_timeout` until the upgrade, then `upstream.ready_timeout`.
+    private var deadline: Scheduled<Void>?
+    /// The wait for the server to end TCP after the close handshake.
+    private var closeTimer: Scheduled<Void>?
+    /// The wall-clock receive time of the socket read being handled (nil between reads).
+    private var readWallMillis: Int64?
+
+    func isCurrent(_ generation: Int) -> Bool { generation == self.generation }
+
+    /// Forgets the current connection: its timers stop, its channel closes, and its later
+    /// callbacks are ignored.
+    func end() {
+        self.generation += 1
+        self.setDeadline(nil)
+        self.closeTimer?.cancel()
+        self.closeTimer = nil
+        self.channel?.close(promise: nil)
+        self.channel = nil
+        self.subprotocol = nil
+        self.compression = false
+    }
+
+    /// Ends the current connection and starts attempt `number`; returns its generation.
+    func begin(number: Int) -> Int {
+        self.end()
+        self.number = number
+        self.receivedClose = nil
+        self.sentClose = false
+        self.error = nil
+        return self.generation
+    }
+
+    /// The channel of the connection being made (before the upgrade completes).
+    func attach(_ channel: any Channel) {
+        self.channel = channel
+    }
+
+    /// The upgrade completed on `channel`.
+    func upgraded(_ channel: any Channel, subprotocol: String?, compression: Bool) {
+        self.setDeadline(nil)
+        self.channel = channel
+        self.subprotocol = subprotocol
+        self.compression = compression
+    }
+
+    /// Replaces the attempt's deadline (nil: none).
+    func setDeadline(_ timer: Scheduled<Void>?) {
+        self.deadline?.cancel()
+        self.deadline = timer
+    }
+
+    func failed(_ failure: AttemptFailure) {
+        self.lastFailure = failure
+        if self.error == nil { self.error = failure.description }
+    }
+
+    /// Records the server's close frame (only the first counts: a peer must not send another).
+    func received(closeCode code: UInt16?, reason: String) {
+        if self.receivedClose == nil { self.receivedClose = (code, reason) }
+    }
+
+    /// Marks the close frame as sent (by us, or by NIO's protocol error handler). False if one
+    /// was sent already.
+    func closeSent() -> Bool {
+        guard !self.sentClose else { return false }
+        self.sentClose = true
+        return true
+    }
+
+    /// Waits for the server to end TCP after the close handshake, until `timer` fires.
+    func awaitEnd(_ timer: Scheduled<Void>) {
+        self.closeTimer?.cancel()
+        self.closeTimer = timer
+    }
+
+    /// The receive time of the messages of the current socket read, and whether this is the
+    /// read's first message (the clocks are read once per read, not per message: a 64 KiB read
+    /// can hold hundreds of messages, all received at the same moment).
+    func readTime() -> (millis: Int64, first: Bool) {
+        if let at = self.readWallMillis { return (at, false) }
+        let at = WallClock.millisecondsSinceEpoch()
+        self.readWallMillis = at
+        return (at, true)
+    }
+
+    /// The socket read is done: the next read reads the clocks again.
+    func readComplete() {
+        self.readWallMillis = nil
+    }
+}
+
+@available(*, unavailable)
+extension LinkAttempt: Sendable {}

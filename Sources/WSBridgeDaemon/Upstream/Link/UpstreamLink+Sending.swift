@@ -1,0 +1,244 @@
+import Logging
+import NIOCore
+import NIOWebSocket
+import WSBridgeCore
+import WSBridgeProtocol
+
+/// Sends: now when the link is open and writable, else into the bounded outbound queue, which
+/// is flushed in order when the link opens or becomes writable again. With `queue.spool` set,
+/// a queued send is stored in the spool before it is answered and joins the queue (in order)
+/// once stored; a stored message leaves the spool once the socket took it.
+extension UpstreamLink {
+    /// Sends a message on the open link, or queues it (bounded) until the link opens.
+    func submit(_ message: UpstreamMessage) -> SendOutcome {
+        if self.stopping {
+            return .rejected("wsbridged is shutting down; the message was not sent")
+        }
+        return self.outbound.submit(message, to: self)
+    }
+
+    /// The spool stored (or refused) the sends up to `stored.through`.
+    func spoolStored(_ stored: Spool.Stored) {
+        if self.outbound.stored(stored) { self.flushOutbound() }
+    }
+
+    /// Sends a message if the link is open. Returns false when it is not.
+    func send(_ message: UpstreamMessage) -> Bool {
+        self.write(message)
+    }
+
+    /// Writes a message now if it may go now: the link is open, no close frame has been sent
+    /// (RFC 6455 §5.5.1: no data after it; the message waits for the next connection), and the
+    /// channel is writable (a slow upstream fills the bounded queue, not NIO's buffer).
+    func write(_ message: UpstreamMessage, flush: Bool = true, promise: EventLoopPromise<Void>? = nil) -> Bool {
+        guard self.phase == .open, self.attempt.channel?.isWritable == true else { return false }
+        return self.writeSession(message, flush: flush, promise: promise)
+    }
+
+    /// Writes on the connection, open or still waiting to be ready, whether or not the channel
+    /// is writable: what `write` sends once it checked, and the session's own messages (opening
+    /// and sticky sends), which are few and bounded (`upstream.on_open`, `local.sticky_bytes`)
+    /// and must go ahead of the queue. False when there is no connection to write to, or a
+    /// close frame was sent.
+    @discardableResult
+    func writeSession(_ message: UpstreamMessage, flush: Bool = true, promise: EventLoopPromise<Void>? = nil) -> Bool {
+        guard !self.attempt.sentClose, let channel = self.attempt.channel else { return false }
+        // With permessage-deflate, PerMessageDeflateHandler compresses it on the way out.
+        let frame = WebSocketFrame(fin: true, opcode: message.kind == .text ? .text : .binary, maskKey: .random(), data: message.data)
+        self.counters.sent(bytes: message.data.readableBytes)
+        if flush {
+            channel.writeAndFlush(frame, promise: promise)
+        } else {
+            channel.write(frame, promise: promise)
+        }
+        return true
+    }
+
+    /// A sticky send (or its leave text) from the local plane: written now if the link is
+    /// open, ahead of any queued sends; false when it is not (it goes after the next open).
+    func sendSession(_ message: UpstreamMessage) -> Bool {
+        guard self.phase == .open, !self.stopping else { return false }
+        return self.writeSession(message)
+    }
+
+    /// Sends what waited, in order, with one flush, while the link takes it.
+    func flushOutbound() {
+        let count = self.outbound.flush(to: self)
+        guard count > 0 else { return }
+        self.attempt.channel?.flush()
+        self.logger.debug("sent \(count) queued message(s)", metadata: ["queue.left": "\(self.outbound.count)"])
+    }
+
+    func becameWritable(generation: Int) {
+        guard self.attempt.isCurrent(generation) else { return }
+        self.flushOutbound()
+    }
+}
+
+/// The link's outbound path: the bounded queue, the spool behind it, the sends the spool is
+/// still writing, and the spooled messages handed to a connection and not yet taken by its
+/// socket. Confined to the link's event loop.
+final class OutboundPath {
+    private var queue: OutboundQueue
+    /// The durable spool (`queue.spool`), when set: queued sends are stored there first.
+    private let spool: Spool?
+    /// The id of the last message given to the spool.
+    private var lastSpoolID: UInt64 = 0
+    /// Sends the spool is writing: they join the queue, in order, once it has them.
+    private var spooling = CircularBuffer<PendingSpoolWrite>()
+    /// Spooled messages handed to the connection and not yet taken by its socket.
+    private var inFlight = CircularBuffer<(entry: OutboundQueue.Entry, generation: Int)>()
+    /// The highest spooled id the socket took in this tick (reported to the spool once per tick).
+    private var deliveredThrough: UInt64?
+    private let eventLoop: any EventLoop
+    private let metrics: DaemonMetrics
+    private let logger: Logger
+
+    /// A send the spool is writing, answered once it is stored.
+    private struct PendingSpoolWrite {
+        var id: UInt64
+        var message: UpstreamMessage
+        var promise: EventLoopPromise<SendOutcome>
+    }
+
+    init(configuration: Configuration, spool: (Spool, Spool.Restored)?, eventLoop: any EventLoop, metrics: DaemonMetrics, logger: Logger) {
+        self.queue = OutboundQueue(maxMessages: configuration.queue.maxMessages, maxBytes: configuration.queue.maxBytes)
+        self.spool = spool?.0
+        self.eventLoop = eventLoop
+        self.metrics = metrics
+        self.logger = logger
+        if let restored = spool?.1 {
+            // What the last run left queued goes first, even if the bounds have shrunk since.
+            let entries = restored.entries.map { e in
+                OutboundQueue.Entry(message: UpstreamMessage(kind: e.kind, data: e.data, receivedAtMillis: 0), spoolID: e.id)
+            }
+            self.queue.restore(entries, atFront: false)
+            self.lastSpoolID = restored.lastID
+        }
+    }
+
+    var count: Int { self.queue.count }
+
+    func update(configuration: Configuration) {
+        self.queue.maxMessages = configuration.queue.maxMessages
+        self.queue.maxBytes = configuration.queue.maxBytes
+        self.spool?.setFsync(configuration.queue.fsync)
+    }
+
+    /// The queue's part of `status`. Sends the spool is still writing count: they are queued
+    /// once it has them.
+    func status(fsync: Configuration.FsyncPolicy) -> StatusReport.Queue {
+        StatusReport.Queue(
+            messages: self.queue.count + self.queue.reserved,
+            bytes: self.queue.bytes + self.queue.reservedBytes,
+            maxMessages: self.queue.maxMessages,
+            maxBytes: self.queue.maxBytes,
+            spool: self.spool.map { spool in
+                let (bytes, fsyncs) = spool.fileStatistics
+                return .init(directory: spool.directory, fsync: fsync.rawValue, fileBytes: bytes, fsyncs: fsyncs)
+            }
+        )
+    }
+
+    /// Writes `message` now when nothing waits and the link takes it; else queues it, through
+    /// the spool when there is one.
+    func submit(_ message: UpstreamMessage, to link: UpstreamLink) -> SendOutcome {
+        if self.queue.isIdle, link.write(message) {
+            return .sent
+        }
+        guard let spool = self.spool else {
+            if let problem = self.queue.append(message) {
+                self.metrics.dropped(1, .outboundQueueFull)
+                return .rejected(problem)
+            }
+            return .queued(depth: self.queue.count)
+        }
+        if let problem = self.queue.reserve(message.data.readableBytes) {
+            self.metrics.dropped(1, .outboundQueueFull)
+            return .rejected(problem)
+        }
+        self.lastSpoolID += 1
+        let promise = self.eventLoop.makePromise(of: SendOutcome.self)
+        self.spooling.append(PendingSpoolWrite(id: self.lastSpoolID, message: message, promise: promise))
+        spool.append(Spool.Entry(id: self.lastSpoolID, kind: message.kind, data: message.data))
+        return .spooling(promise.futureResult)
+    }
+
+    /// The spool stored (or refused) the sends up to `stored.through`: they join the queue in
+    /// the order they were sent and are answered. True when some joined (the link flushes).
+    func stored(_ stored: Spool.Stored) -> Bool {
+        var committed = false
+        while let first = self.spooling.first, first.id <= stored.through {
+            self.spooling.removeFirst()
+            if let failure = stored.failure {
+                self.queue.release(first.message.data.readableBytes)
+                first.promise.succeed(.rejected(failure.description))
+            } else {
+                self.queue.commit(first.message, spoolID: first.id)
+                committed = true
+                first.promise.succeed(.queued(depth: self.queue.count))
+            }
+        }
+        return committed
+    }
+
+    /// Writes what waited, in order and unflushed, while the link takes it; returns how many.
+    func flush(to link: UpstreamLink) -> Int {
+        var count = 0
+        while let entry = self.queue.first {
+            if entry.spoolID == 0 {
+                guard link.write(entry.message, flush: false) else { break }
+            } else {
+                // Watched until the socket took it: then it leaves the spool. If the connection
+                // dies first, it goes back to the front of the queue.
+                let promise = self.eventLoop.makePromise(of: Void.self)
+                guard link.write(entry.message, flush: false, promise: promise) else {
+                    promise.succeed(())  // unused
+                    break
+                }
+                self.watch(entry, promise.futureResult, generation: link.attempt.generation)
+            }
+            _ = self.queue.removeFirst()
+            count += 1
+        }
+        return count
+    }
+
+    private func watch(_ entry: OutboundQueue.Entry, _ written: EventLoopFuture<Void>, generation: Int) {
+        self.inFlight.append((entry, generation))
+        written.assumeIsolated().whenComplete { result in
+            switch result {
+            case .success:
+                guard let first = self.inFlight.first, first.entry.spoolID == entry.spoolID else { return }
+                self.inFlight.removeFirst()
+                self.noteDelivered(entry.spoolID)
+            case .failure:
+                // Writes complete in order: this one and every later one of its connection
+                // were not written. They go first on the next connection, in order.
+                var back: [OutboundQueue.Entry] = []
+                while let first = self.inFlight.first, first.generation == generation {
+                    back.append(first.entry)
+                    self.inFlight.removeFirst()
+                }
+                if !back.isEmpty {
+                    self.queue.restore(back, atFront: true)
+                    self.logger.info("\(back.count) spooled message(s) were not written before the connection ended: queued again")
+                }
+            }
+        }
+    }
+
+    /// Tells the spool, once per event-loop tick, how far the upstream has taken its messages.
+    private func noteDelivered(_ id: UInt64) {
+        let first = self.deliveredThrough == nil
+        self.deliveredThrough = max(self.deliveredThrough ?? 0, id)
+        guard first else { return }
+        self.eventLoop.assumeIsolated().execute {
+            if let through = self.deliveredThrough { self.spool?.delivered(through: through) }
+            self.deliveredThrough = nil
+        }
+    }
+}
+
+@available(*, unavailable)
+extension OutboundPath: Sendable {}
