@@ -164,6 +164,23 @@ let package = Package(
             dependencies: ["WSBridgeCore"],
             swiftSettings: strict
         ),
+        // Fast unit tests of the daemon's parts: EmbeddedChannel handlers and pure structs. No
+        // processes, sockets, namespaces or systemd tools (those are WSBridgeIntegrationTests).
+        .testTarget(
+            name: "WSBridgeDaemonTests",
+            dependencies: [
+                "CWSBridgeLinux",
+                "WSBridgeCore",
+                "WSBridgeDaemon",
+                "WSBridgeProtocol",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "WSBridgeIntegrationTests",
             dependencies: [

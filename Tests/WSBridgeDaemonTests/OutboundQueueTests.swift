@@ -1,0 +1,55 @@
+import NIOCore
+import Testing
+
+@testable import WSBridgeDaemon
+
+/// The bounded queue of sends made while the link is down.
+@Suite struct OutboundQueueTests {
+    static func message(_ text: String) -> UpstreamMessage {
+        UpstreamMessage(kind: .text, data: ByteBuffer(string: text), receivedAtMillis: 0)
+    }
+
+    static func texts(_ q: inout OutboundQueue) -> [String] {
+        var out: [String] = []
+        while let e = q.removeFirst() { out.append(String(buffer: e.message.data)) }
+        return out
+    }
+
+    @Test func boundsByMessagesAndBytesNameTheSettingToRaise() {
+        var q = OutboundQueue(maxMessages: 2, maxBytes: 10)
+        #expect(q.append(Self.message("12345")) == nil)
+        #expect(q.append(Self.message("123456"))?.contains("queue.max_bytes") == true)
+        #expect(q.append(Self.message("1234")) == nil)
+        #expect(q.append(Self.message("1"))?.contains("queue.max_messages") == true)
+        #expect(q.count == 2)
+        #expect(q.bytes == 9)
+        #expect(Self.texts(&q) == ["12345", "1234"])
+        #expect(q.bytes == 0)
+    }
+
+    @Test func reservationsCountUntilCommittedOrReleased() {
+        var q = OutboundQueue(maxMessages: 2, maxBytes: 100)
+        #expect(q.reserve(10) == nil)
+        #expect(!q.isIdle)
+        #expect(q.isEmpty)
+        #expect(q.reserve(10) == nil)
+        #expect(q.reserve(10) != nil, "a third reservation fits no bound of 2 messages")
+        q.commit(Self.message("0123456789"), spoolID: 7)
+        q.release(10)
+        #expect(q.reserved == 0)
+        #expect(q.isIdle == false)
+        #expect(q.first?.spoolID == 7)
+        _ = q.removeFirst()
+        #expect(q.isIdle)
+    }
+
+    @Test func restoredEntriesSkipTheBoundsAndGoFirstWhenPutBack() {
+        var q = OutboundQueue(maxMessages: 1, maxBytes: 4)
+        #expect(q.append(Self.message("c")) == nil)
+        let back = ["a", "b-longer-than-the-bound"].map { OutboundQueue.Entry(message: Self.message($0), spoolID: 0) }
+        q.restore(back, atFront: true)
+        q.restore([OutboundQueue.Entry(message: Self.message("d"), spoolID: 0)], atFront: false)
+        #expect(q.count == 4)
+        #expect(Self.texts(&q) == ["a", "b-longer-than-the-bound", "c", "d"])
+    }
+}
