@@ -65,8 +65,8 @@ final class Fanout: UpstreamEventSink {
             self.subscribers.removeAll { $0 === client }
             if client.filter != nil { self.filtered -= 1 }
         }
-        client.subscribed = subscribed
-        client.filter = subscribed ? filter : nil
+        client.subscription.subscribed = subscribed
+        client.subscription.filter = subscribed ? filter : nil
         if subscribed {
             self.subscribers.append(client)
             if filter != nil { self.filtered += 1 }
@@ -180,3 +180,14 @@ final class Fanout: UpstreamEventSink {
 
 @available(*, unavailable)
 extension Fanout: Sendable {}
+
+/// A client's subscription: whether it receives upstream messages, and through which filter.
+/// Its setters are private to this file, so only the fan-out changes it (in
+/// `setSubscription`), and its subscriber list cannot disagree with the clients' own state.
+final class Subscription {
+    fileprivate(set) var subscribed = true
+    fileprivate(set) var filter: Filter?
+}
+
+@available(*, unavailable)
+extension Subscription: Sendable {}

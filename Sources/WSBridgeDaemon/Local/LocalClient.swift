@@ -11,9 +11,9 @@ import WSBridgeProtocol
 /// `client_output_bytes`: past it the client's requests are no longer read (NIO `read` is held
 /// back, so the kernel's socket buffer fills and the client's writes block) until half of it
 /// drained; notices alone past twice it disconnect the client. Lines already read when reading
-/// stops wait in `backlog`, at most what one socket read brought. Fairness: a client gets at
-/// most `linesPerTurn` requests handled before its reading pauses briefly, so the upstream and
-/// the other clients are served in between (a flood of requests costs its sender the wait).
+/// stops wait in `backlog`, at most what one socket read brought. Replies keep request order
+/// (`ReplyOrder`), and a client's requests are paced (`RequestPacing`) so a flood of them
+/// costs its sender the wait, not the upstream or the other clients.
 final class LocalClient: ChannelDuplexHandler {
     typealias InboundIn = LocalLine
     typealias OutboundIn = ByteBuffer
@@ -26,32 +26,27 @@ final class LocalClient: ChannelDuplexHandler {
     var mayWrite: Bool
     private let plane: LocalPlane
     private var context: ChannelHandlerContext?
-    /// Changed only through `Fanout.setSubscription`, which keeps its subscriber list in step.
-    var subscribed = true
-    var filter: Filter?
+    /// Changed only by the fan-out (its setters are private to Fanout.swift), which keeps its
+    /// subscriber list in step.
+    let subscription = Subscription()
+    var subscribed: Bool { self.subscription.subscribed }
+    var filter: Filter? { self.subscription.filter }
 
     private var queue: SubscriberQueue<ByteBuffer>
     private var outputLimit: Int
     private var drainScheduled = false
     /// Requests are not read while the client has too much unread output, or after its turn.
     private var outputFull = false
-    private var throttled = false
-    private var readingPaused: Bool { self.outputFull || self.throttled }
-    /// Requests handled since the client's turn began.
-    private var handledInTurn = 0
-    private static let linesPerTurn = 128
+    private var pacing = RequestPacing()
+    /// The end of the pause after a turn (cancelled when the connection ends).
+    private var pauseTimer: Scheduled<Void>?
+    private var readingPaused: Bool { self.outputFull || self.pacing.paused }
     /// NIO asked to read while paused: read once resumed.
     private var readHeldBack = false
     private var backlog = CircularBuffer<LocalLine>()
     private var closing = false
-    /// Replies in request order: a send waiting for the spool holds a slot (nil until
-    /// answered), and every later reply waits behind it. Counted in the output bound.
-    private var held = CircularBuffer<ByteBuffer?>()
-    /// The ticket of `held.first`.
-    private var heldBase = 0
-    private var heldBytes = 0
-    /// What an unanswered slot counts against `local.client_output_bytes`.
-    private static let slotBytes = 64
+    /// Replies in request order (a send waiting for the spool holds its place).
+    private var replies = ReplyOrder()
 
     init(id: Int, credentials: PeerCredentials?, groups: Set<UInt32>, mayWrite: Bool, plane: LocalPlane, limits: Configuration.Local) {
         self.id = id
@@ -74,8 +69,11 @@ final class LocalClient: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         self.plane.removed(self)
+        self.pauseTimer?.cancel()
+        self.pauseTimer = nil
         self.queue.removeAll()
         self.backlog.removeAll()
+        self.replies.removeAll()
         self.context = nil
         context.fireChannelInactive()
     }
@@ -91,22 +89,17 @@ final class LocalClient: ChannelDuplexHandler {
 
     private func handle(_ line: LocalLine, _ context: ChannelHandlerContext) {
         self.plane.handle(line, from: self)
-        self.handledInTurn += 1
-        if self.handledInTurn >= Self.linesPerTurn, !self.throttled {
-            // A timer, not a task: NIO runs every queued task before it polls again, so only a
-            // timer lets the other clients' I/O go first.
-            self.throttled = true
-            context.eventLoop.assumeIsolated().scheduleTask(in: .microseconds(100)) {
-                self.throttled = false
-                self.handledInTurn = 0
+        if self.pacing.handled() {
+            self.pauseTimer = context.eventLoop.assumeIsolated().scheduleTask(in: RequestPacing.pause) {
+                self.pauseTimer = nil
+                self.pacing.pauseEnded()
                 if !self.outputFull { self.resumeReading(context) }
             }
         }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        // A client that sends a few requests now and then never waits: a turn is one read.
-        if !self.throttled { self.handledInTurn = 0 }
+        self.pacing.readComplete()
         context.fireChannelReadComplete()
     }
 
@@ -164,9 +157,7 @@ final class LocalClient: ChannelDuplexHandler {
     /// Queues a reply or notice: never dropped. Behind a held reply it waits its turn.
     func send(_ line: ByteBuffer) {
         guard !self.closing else { return }
-        if !self.held.isEmpty {
-            self.held.append(line)
-            self.heldBytes += line.readableBytes
+        guard let line = self.replies.add(line) else {
             self.checkOutput()
             return
         }
@@ -174,32 +165,20 @@ final class LocalClient: ChannelDuplexHandler {
     }
 
     /// Reserves the place of a reply that comes later (`fillReply`).
-    func holdReply() -> Int {
-        self.held.append(nil)
-        self.heldBytes += Self.slotBytes
+    func holdReply() -> ReplyOrder.Ticket {
+        let ticket = self.replies.hold()
         self.checkOutput()
-        return self.heldBase + self.held.count - 1
+        return ticket
     }
 
     /// Puts a held reply in its place, and sends every reply that no longer waits.
-    func fillReply(_ ticket: Int, _ line: ByteBuffer) {
-        guard self.context != nil else {
-            // Gone while the spool wrote: nobody to answer.
-            self.held.removeAll()
-            self.heldBytes = 0
-            return
+    func fillReply(_ ticket: ReplyOrder.Ticket, _ line: ByteBuffer) {
+        // Gone while the spool wrote: nobody to answer (the order was cleared).
+        guard let context = self.context else { return }
+        for line in self.replies.fill(ticket, with: line) where !self.closing {
+            self.output(line)
         }
-        let index = ticket - self.heldBase
-        guard index >= 0, index < self.held.count, self.held[self.held.index(self.held.startIndex, offsetBy: index)] == nil else { return }
-        self.held[self.held.index(self.held.startIndex, offsetBy: index)] = line
-        self.heldBytes += line.readableBytes - Self.slotBytes
-        while let first = self.held.first, let line = first {
-            self.held.removeFirst()
-            self.heldBase += 1
-            self.heldBytes -= line.readableBytes
-            if !self.closing { self.output(line) }
-        }
-        if let context = self.context { self.resumeIfDrained(context) }
+        self.resumeIfDrained(context)
     }
 
     private func output(_ line: ByteBuffer) {
@@ -210,7 +189,7 @@ final class LocalClient: ChannelDuplexHandler {
 
     /// Stops reading requests past the output bound; disconnects past twice it.
     private func checkOutput() {
-        if self.queue.controlBytes + self.heldBytes > self.outputLimit {
+        if self.queue.controlBytes + self.replies.bytes > self.outputLimit {
             if self.queue.controlBytes > 2 * self.outputLimit {
                 self.plane.disconnect(
                     self,
@@ -273,9 +252,9 @@ final class LocalClient: ChannelDuplexHandler {
 
     /// Reads requests again once half the output bound drained.
     private func resumeIfDrained(_ context: ChannelHandlerContext) {
-        if self.outputFull, self.queue.controlBytes + self.heldBytes <= self.outputLimit / 2 {
+        if self.outputFull, self.queue.controlBytes + self.replies.bytes <= self.outputLimit / 2 {
             self.outputFull = false
-            if !self.throttled { self.resumeReading(context) }
+            if !self.pacing.paused { self.resumeReading(context) }
         }
     }
 

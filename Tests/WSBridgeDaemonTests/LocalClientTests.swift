@@ -1,0 +1,66 @@
+import Logging
+import NIOCore
+import NIOEmbedded
+import Testing
+import WSBridgeCore
+
+@testable import WSBridgeDaemon
+
+/// A local client's handler on an EmbeddedChannel, with the daemon's real parts behind it (a
+/// `Bridge` on the embedded loop; its link is never connected).
+@Suite struct LocalClientTests {
+    /// Records the reads NIO is asked for, and whether the channel was still active then.
+    final class ReadRecorder: ChannelOutboundHandler {
+        typealias OutboundIn = ByteBuffer
+        var reads = 0
+
+        func read(context: ChannelHandlerContext) {
+            self.reads += 1
+            context.read()
+        }
+    }
+
+    /// A client whose turn ran out pauses, and is read again when the pause ends; one that
+    /// goes away during its pause leaves no timer behind (the pause's end does not hold it,
+    /// or act on its closed channel).
+    @Test func aClientGoneDuringItsPauseLeavesNoTimerBehind() throws {
+        let loop = EmbeddedEventLoop()
+        let bridge = Bridge(
+            configuration: Configuration(), policy: AccessPolicy(), networkAvailable: true, environment: [:],
+            connectors: ConnectorFactory(), eventLoop: loop, logger: Logger(label: "test"))
+        defer {
+            _ = bridge.link.shutdown()
+            loop.run()
+        }
+        // More requests in one read than a turn holds: the client pauses for RequestPacing.pause.
+        let lines = ByteBuffer(string: String(repeating: "{\"op\":\"status\"}\n", count: RequestPacing.linesPerTurn + 10))
+        func pausedClient() throws -> (EmbeddedChannel, ReadRecorder, LocalClient) {
+            let recorder = ReadRecorder()
+            let client = bridge.plane.makeClient(credentials: nil, groups: [])
+            let channel = EmbeddedChannel(loop: loop)
+            try channel.pipeline.syncOperations.addHandlers([recorder, ByteToMessageHandler(NDJSONLineDecoder(maxLine: 1024)), client])
+            try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+            try channel.writeInbound(lines)
+            // NIO asks to read again while the client is paused: held back until the pause ends.
+            channel.read()
+            return (channel, recorder, client)
+        }
+
+        let (staying, recorder, _) = try pausedClient()
+        #expect(recorder.reads == 0)
+        loop.advanceTime(by: .milliseconds(1))
+        #expect(recorder.reads == 1, "the pause ended and the held-back read went on")
+        _ = try staying.finish()
+
+        weak var gone: LocalClient?
+        do {
+            let (leaving, _, client) = try pausedClient()
+            gone = client
+            // Not `finish()`: it cancels every scheduled task, the pause's end too.
+            try leaving.close().wait()
+            loop.run()
+        }
+        #expect(gone == nil, "the pause's timer still holds the closed client")
+        loop.advanceTime(by: .milliseconds(1))
+    }
+}
