@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-import WSBridgeCore
+
+@testable import WSBridgeCore
 
 @Suite struct ConfigurationLoaderTests {
     let loader = ConfigurationLoader(fileName: "test.toml")
@@ -322,5 +323,23 @@ extension ConfigurationLoaderTests {
         #expect(bad?.key == "upstream.fallback_urls")
         #expect(bad?.description.contains("hunter2") == false, "\(String(describing: bad))")
         #expect(self.failure("[upstream]\nfallback_urls = \"wss://b/\"\n")?.description.contains("must be a list") == true)
+    }
+}
+
+// The known keys are the ones the section readers ask for (issue 18): no second list.
+extension ConfigurationLoaderTests {
+    @Test func everySectionRefusesAKeyItsReaderDoesNotRead() {
+        let sections = ConfigurationReader.readers.map { $0.name }
+        #expect(sections.count == 12)
+        for section in sections {
+            let error = self.failure("[\(section)]\nno_such_key = 1\n")
+            #expect(error?.key == "\(section).no_such_key", "\(String(describing: error))")
+            #expect(error?.description.contains("known keys in [\(section)]") == true)
+        }
+    }
+
+    @Test func theKnownKeysOfASectionAreExactlyWhatItsReaderAsksFor() {
+        let error = self.failure("[heartbeat]\nbogus = 1\n")
+        #expect(error?.description.contains("known keys in [heartbeat]: deadline, interval, text") == true, "\(String(describing: error))")
     }
 }

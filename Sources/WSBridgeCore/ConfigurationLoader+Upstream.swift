@@ -1,0 +1,93 @@
+import TOMLKit
+import WSBridgeProtocol
+
+/// The reader of [upstream], the largest section.
+extension ConfigurationReader {
+    /// [upstream]: the URL and its fallbacks, headers, subprotocols, compression, sizes and timeouts, the session.
+    func upstream(_ s: inout Section, _ config: inout Configuration) throws(ConfigurationError) {
+        if let v = s["url"] {
+            let s = try self.string(v, "upstream.url")
+            do {
+                config.upstream.url = try UpstreamURL(parsing: s)
+            } catch {
+                // Never echo a password back: the value is shown with credentials masked.
+                throw ConfigurationError(
+                    file: self.fileName, line: self.lines.line(of: "upstream.url"), key: "upstream.url", value: "\"\(UpstreamURL.redacted(s))\"",
+                    problem: error.description)
+            }
+        }
+        if let v = s["headers"] {
+            guard let h = v.table else { throw self.error("upstream.headers", v, "must be a table of \"Name\" = \"value\" strings") }
+            var headers: [Configuration.Upstream.Header] = []
+            for name in h.keys.sorted() {
+                let value = try self.string(h[name]!, "upstream.headers.\(name)")
+                if let problem = Self.headerProblem(name: name, value: value) {
+                    // A bad value is not echoed: it may be a secret.
+                    throw self.error("upstream.headers.\(name)", problem.nameIsBad ? h[name] : nil, problem.text)
+                }
+                headers.append(.init(name: name, value: value))
+            }
+            config.upstream.headers = headers
+        }
+        if let v = s["subprotocols"] {
+            guard let a = v.array else { throw self.error("upstream.subprotocols", v, "must be an array of strings, e.g. [\"v1.chat\"]") }
+            config.upstream.subprotocols = try a.map { (item: any TOMLValueConvertible) throws(ConfigurationError) -> String in
+                let s = try self.string(item, "upstream.subprotocols")
+                guard Self.isToken(s) else {
+                    throw self.error("upstream.subprotocols", item, "a subprotocol must be an HTTP token (letters, digits, !#$%&'*+-.^_`|~)")
+                }
+                return s
+            }
+        }
+        if let v = s["compression"] { config.upstream.compression = try self.bool(v, "upstream.compression") }
+        if let v = s["max_message_size"] {
+            config.upstream.maxMessageSize = try self.int(v, "upstream.max_message_size", in: 125...(1 << 30), "a byte count from 125 to 1073741824")
+        }
+        if let v = s["connect_timeout"] { config.upstream.connectTimeout = try self.duration(v, "upstream.connect_timeout") }
+        if let v = s["connect_on_start"] { config.upstream.connectOnStart = try self.bool(v, "upstream.connect_on_start") }
+        if let v = s["fallback_urls"] {
+            guard let a = v.array else { throw self.error("upstream.fallback_urls", v, "must be a list of URLs: [\"wss://backup.example/ws\"]") }
+            config.upstream.fallbackURLs = try a.map { (item: any TOMLValueConvertible) throws(ConfigurationError) -> UpstreamURL in
+                let s = try self.string(item, "upstream.fallback_urls")
+                do {
+                    return try UpstreamURL(parsing: s)
+                } catch {
+                    throw ConfigurationError(
+                        file: self.fileName, line: self.lines.line(of: "upstream.fallback_urls"), key: "upstream.fallback_urls",
+                        value: "\"\(UpstreamURL.redacted(s))\"", problem: "\(error)")
+                }
+            }
+        }
+        if let v = s["failback_after"] {
+            let s = v.string
+            config.upstream.failbackAfter = s == "" ? nil : try self.duration(v, "upstream.failback_after")
+        }
+        if let v = s["on_open"] {
+            guard let a = v.array else {
+                throw self.error("upstream.on_open", v, "must be a list of texts: ['{\"op\":\"auth\",\"token\":\"${token}\"}']")
+            }
+            config.upstream.onOpen = try a.map { (item: any TOMLValueConvertible) throws(ConfigurationError) -> OpeningMessage in
+                let s = try self.string(item, "upstream.on_open")
+                guard !s.isEmpty else { throw self.error("upstream.on_open", item, "an opening message must not be empty") }
+                do throws(PlaceholderError) {
+                    return try OpeningMessage(parsing: s)
+                } catch {
+                    throw self.error("upstream.on_open", item, error.description)
+                }
+            }
+        }
+        if let v = s["ready_when"] {
+            let s = try self.string(v, "upstream.ready_when")
+            if !s.isEmpty {
+                let filter = Filter(parsing: s)
+                guard !filter.field.isEmpty, !filter.path.contains(where: { $0.key.isEmpty }) else {
+                    throw self.error(
+                        "upstream.ready_when", v, "must be FIELD=VALUE or FIELD, as in tail --filter: \"type=authed\" or \"result.session\"")
+                }
+                config.upstream.readyWhen = filter
+            }
+        }
+        if let v = s["ready_timeout"] { config.upstream.readyTimeout = try self.duration(v, "upstream.ready_timeout") }
+
+    }
+}
