@@ -85,10 +85,10 @@ import WSBridgeProtocol
 
         // A heartbeat answered: the round-trip histogram has a sample.
         let m = try await Self.eventually(f.socket) { ($0["wsbridge_heartbeat_rtt_seconds_count{}"] ?? 0) >= 1 }
-        for family in DaemonMetrics.families {
+        for family in MetricFamily.allCases {
             // prometheus_client names a counter family without its _total suffix.
-            let name = family.type == "counter" ? String(family.name.dropLast("_total".count)) : family.name
-            #expect(m.families[name] == family.type, "family \(family.name) missing or mistyped: \(m.families)")
+            let name = family.type == .counter ? String(family.name.dropLast("_total".count)) : family.name
+            #expect(m.families[name] == family.type.rawValue, "family \(family.name) missing or mistyped: \(m.families)")
         }
         let status = StatusReport(json: try JSONValue.parse(try Self.ctl(["status", "--json"], socket: f.socket).out))
         #expect(m["wsbridge_upstream_messages_total{direction=in}"] == Double(status.messagesIn))
@@ -217,8 +217,14 @@ import WSBridgeProtocol
 
     @Test func everyFamilyIsDocumented() throws {
         let docs = try String(contentsOfFile: "\(Paths.root)/docs/metrics.md", encoding: .utf8)
-        for family in DaemonMetrics.families {
-            #expect(docs.contains("| `\(family.name)` | \(family.type) |"), "docs/metrics.md does not describe \(family.name)")
+        let rows = docs.split(separator: "\n").filter { $0.hasPrefix("| `wsbridge_") }
+        #expect(rows.count == MetricFamily.allCases.count, "docs/metrics.md has a row for a family the daemon does not export")
+        for family in MetricFamily.allCases {
+            let row = rows.first { $0.hasPrefix("| `\(family.name)` | \(family.type.rawValue) |") }
+            #expect(row != nil, "docs/metrics.md does not describe \(family.name) as a \(family.type.rawValue)")
+            for label in family.labels {
+                #expect(row?.contains("`\(label.name)`") == true, "docs/metrics.md: \(family.name) does not name its label \(label.name)")
+            }
         }
     }
 

@@ -37,6 +37,6 @@ extension LocalPlane {
             urls: self.configuration.upstream.urls.map(\.description),
             liveURL: report.state == ConnectionPhase.open.rawValue ? report.url : nil
         )
-        return self.fanout.metrics.render(snapshot)
+        return self.fanout.metrics.render(snapshot, since: &self.reportedTraffic)
     }
 }

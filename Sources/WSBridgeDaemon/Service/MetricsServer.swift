@@ -1,5 +1,4 @@
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -22,23 +21,20 @@ enum MetricsServer {
         plane: NIOLoopBound<LocalPlane>,
         logger: Logger
     ) async throws -> any Channel {
-        let connections = NIOLockedValueBox(0)
+        // Every connection is on `eventLoop` (the bootstrap's only loop): the count is bound to it.
+        let connections = NIOLoopBoundBox.makeBoxSendingValue(0, eventLoop: eventLoop)
         let limit = settings.maxConnections
         let channel = try await ServerBootstrap(group: eventLoop)
             .serverChannelOption(.backlog, value: 64)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let admitted = connections.withLockedValue { count in
-                        guard count < limit else { return false }
-                        count += 1
-                        return true
-                    }
-                    guard admitted else {
+                    guard connections.value < limit else {
                         channel.close(promise: nil)
                         return
                     }
-                    channel.closeFuture.whenComplete { _ in connections.withLockedValue { $0 -= 1 } }
+                    connections.value += 1
+                    channel.closeFuture.assumeIsolated().whenComplete { _ in connections.value -= 1 }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: .seconds(30)))
                     try channel.pipeline.syncOperations.addHandler(MetricsHTTPHandler(render: { plane.value.metricsText() }))

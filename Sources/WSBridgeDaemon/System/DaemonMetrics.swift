@@ -1,13 +1,12 @@
 import CoreMetrics
-import NIOConcurrencyHelpers
 import Prometheus
 import WSBridgeCore
 
 /// The daemon's metrics, recorded through swift-metrics' API into a Prometheus registry of its
 /// own (one per daemon: in-process tests never share counters, and nothing depends on the global
 /// `MetricsSystem`). `render()` gives the Prometheus text format for the `metrics` op and the
-/// HTTP endpoint. Every family is listed, with its help text, in `DaemonMetrics.families` and in
-/// docs/metrics.md.
+/// HTTP endpoint. Every family is described once, in `MetricFamily`, and in docs/metrics.md
+/// (checked against it).
 ///
 /// Rare events (a reconnect, a failed attempt, drops, a round trip) are recorded where they
 /// happen. The message and byte counters cost nothing per message: the link counts in plain
@@ -22,22 +21,6 @@ public final class DaemonMetrics: Sendable {
         case outboundQueueFull = "outbound_queue_full"
     }
 
-    /// Why the link was lost before a reconnect: the `reason` label of `wsbridge_reconnects_total`.
-    public static func reconnectReason(_ reason: DisconnectReason?) -> String {
-        switch reason {
-        case .serverClosed: "server_closed"
-        case .userClosed: "user"
-        case .daemonStopped: "daemon"
-        case .error: "error"
-        case .heartbeatTimeout: "heartbeat_timeout"
-        case .networkLost: "network_lost"
-        case nil: "unknown"
-        }
-    }
-
-    /// Every label `reconnectReason` gives, so each series exists (at 0) from the start.
-    static let reconnectReasons = ["server_closed", "user", "daemon", "error", "heartbeat_timeout", "network_lost", "unknown"]
-
     let registry: PrometheusCollectorRegistry
     private let factory: DescribedMetricsFactory
 
@@ -48,7 +31,7 @@ public final class DaemonMetrics: Sendable {
     private let failedAttempts: [AttemptFailure.Kind: CoreMetrics.Counter]
     private let roundTripTimer: CoreMetrics.Timer
     private let drops: [DropReason: CoreMetrics.Counter]
-    private let reconnects: [String: CoreMetrics.Counter]
+    private let reconnects: [ReconnectReason: CoreMetrics.Counter]
 
     private let queueMessages: CoreMetrics.Gauge
     private let queueBytes: CoreMetrics.Gauge
@@ -59,26 +42,6 @@ public final class DaemonMetrics: Sendable {
     private let lastSeq: CoreMetrics.Gauge
     private let spoolFileBytes: CoreMetrics.Gauge
     private let spoolFsyncs: CoreMetrics.Counter
-
-    /// The metric families: name, type, help. The docs table is checked against this list.
-    public static let families: [(name: String, type: String, help: String)] = [
-        ("wsbridge_upstream_messages_total", "counter", "WebSocket messages, by direction: in (from the upstream) and out (sent upstream)."),
-        ("wsbridge_upstream_bytes_total", "counter", "Payload bytes of those messages, by direction."),
-        ("wsbridge_reconnects_total", "counter", "Links opened again after one was lost, by the reason it was lost."),
-        ("wsbridge_connect_failures_total", "counter", "Connection attempts that failed before the link opened, by reason (error, not_ready)."),
-        ("wsbridge_dropped_messages_total", "counter", "Messages dropped, by reason (subscriber_queue_full, outbound_queue_full)."),
-        ("wsbridge_outbound_queue_messages", "gauge", "Messages queued to send upstream while the link is not open."),
-        ("wsbridge_outbound_queue_bytes", "gauge", "Bytes queued to send upstream while the link is not open."),
-        ("wsbridge_subscribers", "gauge", "Local clients subscribed to upstream messages."),
-        ("wsbridge_clients", "gauge", "Local clients connected, subscribed or not (not the one asking for metrics)."),
-        ("wsbridge_link_state", "gauge", "1 for the link's current state, 0 for the others (label state)."),
-        ("wsbridge_link_state_seconds", "gauge", "Seconds the link has been in its current state."),
-        ("wsbridge_last_seq", "gauge", "The sequence number of the last upstream message fanned out."),
-        ("wsbridge_heartbeat_rtt_seconds", "histogram", "Heartbeat round trips: ping sent to pong received."),
-        ("wsbridge_spool_file_bytes", "gauge", "Size of the durable spool's file (queue.spool; 0 when it is off)."),
-        ("wsbridge_spool_fsyncs_total", "counter", "fdatasyncs of the durable spool (queued sends that arrive together share one)."),
-        ("wsbridge_upstream_url", "gauge", "1 for the upstream URL the open link uses, 0 for the other configured ones (labels url, role)."),
-    ]
 
     /// Upper bounds of the round-trip histogram's buckets.
     static let roundTripBuckets: [Duration] = [
@@ -91,49 +54,38 @@ public final class DaemonMetrics: Sendable {
         let registry = PrometheusCollectorRegistry()
         let factory = DescribedMetricsFactory(
             registry: registry,
-            help: Dictionary(uniqueKeysWithValues: Self.families.map { ($0.name, $0.help) }),
-            durationBuckets: ["wsbridge_heartbeat_rtt_seconds": Self.roundTripBuckets]
+            help: Dictionary(uniqueKeysWithValues: MetricFamily.allCases.map { ($0.name, $0.help) }),
+            durationBuckets: [MetricFamily.heartbeatRTT.name: Self.roundTripBuckets]
         )
         self.registry = registry
         self.factory = factory
-        self.messagesIn = CoreMetrics.Counter(label: "wsbridge_upstream_messages_total", dimensions: [("direction", "in")], factory: factory)
-        self.messagesOut = CoreMetrics.Counter(label: "wsbridge_upstream_messages_total", dimensions: [("direction", "out")], factory: factory)
-        self.bytesIn = CoreMetrics.Counter(label: "wsbridge_upstream_bytes_total", dimensions: [("direction", "in")], factory: factory)
-        self.bytesOut = CoreMetrics.Counter(label: "wsbridge_upstream_bytes_total", dimensions: [("direction", "out")], factory: factory)
-        self.failedAttempts = Dictionary(
-            uniqueKeysWithValues: AttemptFailure.Kind.allCases.map {
-                ($0, CoreMetrics.Counter(label: "wsbridge_connect_failures_total", dimensions: [("reason", $0.rawValue)], factory: factory))
-            }
-        )
-        self.roundTripTimer = CoreMetrics.Timer(label: "wsbridge_heartbeat_rtt_seconds", factory: factory)
+        func counter(_ family: MetricFamily, _ value: String? = nil) -> CoreMetrics.Counter {
+            precondition(family.type == .counter)
+            return CoreMetrics.Counter(label: family.name, dimensions: value.map { [(family.labels[0].name, $0)] } ?? [], factory: factory)
+        }
+        func gauge(_ family: MetricFamily, _ value: String? = nil) -> CoreMetrics.Gauge {
+            precondition(family.type == .gauge)
+            return CoreMetrics.Gauge(label: family.name, dimensions: value.map { [(family.labels[0].name, $0)] } ?? [], factory: factory)
+        }
+        self.messagesIn = counter(.upstreamMessages, "in")
+        self.messagesOut = counter(.upstreamMessages, "out")
+        self.bytesIn = counter(.upstreamBytes, "in")
+        self.bytesOut = counter(.upstreamBytes, "out")
         // One series per label value, made up front (a render shows them all, zero or not).
-        self.drops = Dictionary(
-            uniqueKeysWithValues: DropReason.allCases.map {
-                ($0, CoreMetrics.Counter(label: "wsbridge_dropped_messages_total", dimensions: [("reason", $0.rawValue)], factory: factory))
-            }
-        )
-        self.reconnects = Dictionary(
-            uniqueKeysWithValues: Self.reconnectReasons.map {
-                ($0, CoreMetrics.Counter(label: "wsbridge_reconnects_total", dimensions: [("reason", $0)], factory: factory))
-            }
-        )
-        self.queueMessages = CoreMetrics.Gauge(label: "wsbridge_outbound_queue_messages", factory: factory)
-        self.queueBytes = CoreMetrics.Gauge(label: "wsbridge_outbound_queue_bytes", factory: factory)
-        self.subscribers = CoreMetrics.Gauge(label: "wsbridge_subscribers", factory: factory)
-        self.clients = CoreMetrics.Gauge(label: "wsbridge_clients", factory: factory)
-        self.states = Dictionary(
-            uniqueKeysWithValues: ConnectionPhase.allCases.map {
-                ($0, CoreMetrics.Gauge(label: "wsbridge_link_state", dimensions: [("state", $0.rawValue)], factory: factory))
-            }
-        )
-        self.stateSeconds = CoreMetrics.Gauge(label: "wsbridge_link_state_seconds", factory: factory)
-        self.lastSeq = CoreMetrics.Gauge(label: "wsbridge_last_seq", factory: factory)
-        self.spoolFileBytes = CoreMetrics.Gauge(label: "wsbridge_spool_file_bytes", factory: factory)
-        self.spoolFsyncs = CoreMetrics.Counter(label: "wsbridge_spool_fsyncs_total", factory: factory)
+        self.failedAttempts = Dictionary(uniqueKeysWithValues: AttemptFailure.Kind.allCases.map { ($0, counter(.connectFailures, $0.rawValue)) })
+        self.roundTripTimer = CoreMetrics.Timer(label: MetricFamily.heartbeatRTT.name, factory: factory)
+        self.drops = Dictionary(uniqueKeysWithValues: DropReason.allCases.map { ($0, counter(.droppedMessages, $0.rawValue)) })
+        self.reconnects = Dictionary(uniqueKeysWithValues: ReconnectReason.allCases.map { ($0, counter(.reconnects, $0.rawValue)) })
+        self.queueMessages = gauge(.outboundQueueMessages)
+        self.queueBytes = gauge(.outboundQueueBytes)
+        self.subscribers = gauge(.subscribers)
+        self.clients = gauge(.clients)
+        self.states = Dictionary(uniqueKeysWithValues: ConnectionPhase.allCases.map { ($0, gauge(.linkState, $0.rawValue)) })
+        self.stateSeconds = gauge(.linkStateSeconds)
+        self.lastSeq = gauge(.lastSeq)
+        self.spoolFileBytes = gauge(.spoolFileBytes)
+        self.spoolFsyncs = counter(.spoolFsyncs)
     }
-
-    /// The link's message and byte counts at the last render.
-    private let reported = NIOLockedValueBox(Traffic())
 
     struct Traffic: Sendable {
         var messagesIn: UInt64 = 0
@@ -156,8 +108,7 @@ public final class DaemonMetrics: Sendable {
     }
 
     func reconnected(after reason: DisconnectReason?) {
-        // A reason without its own series (a new case not yet listed) counts as "unknown".
-        (self.reconnects[Self.reconnectReason(reason)] ?? self.reconnects["unknown"])?.increment()
+        self.reconnects[ReconnectReason(reason)]?.increment()
     }
 
     /// The live state the gauges show, read on the daemon's loop just before a render.
@@ -176,13 +127,13 @@ public final class DaemonMetrics: Sendable {
         var liveURL: String?
     }
 
-    /// The Prometheus text format (version 0.0.4), with the gauges set from `snapshot`.
-    func render(_ snapshot: Snapshot) -> [UInt8] {
+    /// The Prometheus text format (version 0.0.4), with the gauges set from `snapshot` and the
+    /// counters advanced by what the link carried since `reported` (the counts at the last
+    /// render, kept by the caller on the daemon's loop, and updated here).
+    func render(_ snapshot: Snapshot, since reported: inout Traffic) -> [UInt8] {
         let now = snapshot.traffic
-        let before = self.reported.withLockedValue { last in
-            defer { last = now }
-            return last
-        }
+        let before = reported
+        reported = now
         func gain(_ a: UInt64, _ b: UInt64) -> Int64 { Int64(clamping: a >= b ? a - b : 0) }
         self.messagesIn.increment(by: gain(now.messagesIn, before.messagesIn))
         self.bytesIn.increment(by: gain(now.bytesIn, before.bytesIn))
@@ -200,8 +151,10 @@ public final class DaemonMetrics: Sendable {
         self.stateSeconds.record(snapshot.secondsInPhase)
         for (i, url) in snapshot.urls.enumerated() {
             // The registry returns the series it already has for the same labels.
-            CoreMetrics.Gauge(label: "wsbridge_upstream_url", dimensions: [("url", url), ("role", i == 0 ? "primary" : "fallback")], factory: self.factory)
-                .record(url == snapshot.liveURL ? 1 : 0)
+            CoreMetrics.Gauge(
+                label: MetricFamily.upstreamURL.name, dimensions: [("url", url), ("role", i == 0 ? "primary" : "fallback")], factory: self.factory
+            )
+            .record(url == snapshot.liveURL ? 1 : 0)
         }
         self.lastSeq.record(Double(snapshot.seq))
         return self.registry.emitToBuffer()

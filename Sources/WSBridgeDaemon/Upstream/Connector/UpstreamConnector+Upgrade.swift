@@ -84,19 +84,19 @@ extension UpstreamConnector {
         )
         configuration.leftOverBytesStrategy = .forwardBytes
         let upgraded = try sync.configureUpgradableHTTPClientPipeline(configuration: configuration)
+        // In front of the upgrade handler: it sees a refused upgrade's response head before the
+        // upgrade handler reports the refusal, so the error can quote the status.
         let status = ResponseStatusRecorder()
-        try sync.addHandler(status, name: "wsb.status")
-        upgraded.whenComplete { result in
+        let upgradeHandler = try sync.handler(type: NIOTypedHTTPClientUpgradeHandler<Handshake?>.self)
+        try sync.addHandler(status, name: "wsb.status", position: .before(upgradeHandler))
+        upgraded.assumeIsolated().whenComplete { result in
             switch result {
             case .success(let upgraded?):
                 handshake.succeed(upgraded)
             case .success(nil):
-                // Let the recorder see the response head (forwarded after the upgrade handler is removed).
-                channel.eventLoop.execute {
-                    let code = status.status.map { " (HTTP \($0.code) \($0.reasonPhrase))" } ?? ""
-                    handshake.fail(Failure(description: "server refused the WebSocket upgrade\(code): check upstream.url's path and the credentials"))
-                    channel.close(promise: nil)
-                }
+                let code = status.status.map { " (HTTP \($0.code) \($0.reasonPhrase))" } ?? ""
+                handshake.fail(Failure(description: "server refused the WebSocket upgrade\(code): check upstream.url's path and the credentials"))
+                channel.close(promise: nil)
             case .failure(let error):
                 handshake.fail(
                     error as? Failure ?? Failure(description: UpstreamConnector.describeHandshake(error, tls: url.isTLS, name: self.tls.serverName ?? url.host))
@@ -107,20 +107,23 @@ extension UpstreamConnector {
     }
 }
 
-/// Remembers the status of a refused upgrade's response, for the error message.
-final class ResponseStatusRecorder: ChannelInboundHandler, RemovableChannelHandler, Sendable {
+/// Remembers the status of a refused upgrade's response, for the error message. Confined to
+/// the channel's event loop.
+final class ResponseStatusRecorder: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPClientResponsePart
 
-    private let box = NIOLockedValueBox<HTTPResponseStatus?>(nil)
-
-    var status: HTTPResponseStatus? { self.box.withLockedValue { $0 } }
+    private(set) var status: HTTPResponseStatus?
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if case .head(let head) = Self.unwrapInboundIn(data) {
-            self.box.withLockedValue { $0 = head.status }
+            self.status = head.status
         }
+        context.fireChannelRead(data)
     }
 }
+
+@available(*, unavailable)
+extension ResponseStatusRecorder: Sendable {}
 
 extension UpstreamConnector {
     /// The SNI / verification name: `tls.server_name`, else the URL's host unless it is an IP literal.
