@@ -2,6 +2,7 @@
 #include "CWSBridgeLinux.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,6 +20,8 @@ _Static_assert(offsetof(struct cwsb_ucred, gid) == offsetof(struct ucred, gid), 
 _Static_assert(sizeof(((struct ucred *)0)->uid) == sizeof(uint32_t), "uid_t is 32 bits");
 
 int cwsb_so_peercred(void) { return SO_PEERCRED; }
+
+int cwsb_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
 
 int cwsb_unix_connect(int fd, const char *path) {
     struct sockaddr_un address = {.sun_family = AF_UNIX};

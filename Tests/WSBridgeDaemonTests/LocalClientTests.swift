@@ -26,7 +26,7 @@ import WSBridgeCore
     @Test func aClientGoneDuringItsPauseLeavesNoTimerBehind() throws {
         let loop = EmbeddedEventLoop()
         let bridge = Bridge(
-            configuration: Configuration(), policy: AccessPolicy(), networkAvailable: true, environment: [:],
+            configuration: Configuration(), policy: AccessPolicy(), networkAvailable: true,
             connectors: ConnectorFactory(), eventLoop: loop, logger: Logger(label: "test"))
         defer {
             _ = bridge.link.shutdown()

@@ -1,3 +1,4 @@
+import CWSBridgeLinux
 import Foundation
 
 /// Where the built executables and the project's tools are.
@@ -50,6 +51,14 @@ struct TestFailure: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
+/// Runs blocking work on a thread of its own, not on the cooperative pool (two threads on these
+/// machines: two blocked test bodies would starve every other test).
+func onThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(returning: body()) }
+    }
+}
+
 /// Runs a command to completion; throws with its output when it fails. stdout and stderr are
 /// merged into `output`.
 @discardableResult
@@ -80,7 +89,12 @@ func spawnAndWait(
     var inPipe: [Int32] = [-1, -1]
     var outPipe: [Int32] = [-1, -1]
     var errPipe: [Int32] = [-1, -1]
-    guard pipe(&inPipe) == 0, pipe(&outPipe) == 0, pipe(&errPipe) == 0 else { throw TestFailure("pipe failed") }
+    // Close-on-exec: a process another test spawns meanwhile must not inherit these ends (a
+    // long-lived daemon holding the write end would keep this read from ever seeing the end).
+    // The child's own copies (dup2 onto 0, 1 and 2) are not close-on-exec.
+    guard cwsb_pipe_cloexec(&inPipe) == 0, cwsb_pipe_cloexec(&outPipe) == 0, cwsb_pipe_cloexec(&errPipe) == 0 else {
+        throw TestFailure("pipe failed")
+    }
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }

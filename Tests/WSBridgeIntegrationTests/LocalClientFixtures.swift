@@ -56,16 +56,16 @@ final class SocketClient: Sendable {
         self.lines.lines.compactMap { try? JSONValue.parse($0) }.filter { $0["type"] == "message" }
     }
 
-    /// Waits (poll(2), off the test's executor) until the daemon has closed the connection: the
+    /// Waits (poll(2), on a thread of its own) until the daemon has closed the connection: the
     /// socket reports a hang-up. Does not depend on the readability handler seeing EOF.
     func waitForHangUp(timeout: Duration = .seconds(20)) async -> Bool {
         let fd = self.fd
         let ms = Int32(timeout.components.seconds * 1000)
-        return await Task.detached {
+        return await onThread {
             // No events asked for: poll returns only on a hang-up (the peer closed) or an error.
             var p = pollfd(fd: fd, events: 0, revents: 0)
             return poll(&p, 1, ms) == 1 && (p.revents & Int16(POLLHUP)) != 0
-        }.value
+        }
     }
 
     /// Shuts the connection down (the reading thread then sees the end).

@@ -56,4 +56,49 @@ final class RecordingLogHandler: LogHandler, Sendable {
         let errors = recorder.messages.withLock { $0 }.filter { $0.contains("reachability: poll failed") }
         #expect(!errors.isEmpty && errors[0].contains("Invalid argument"), "\(recorder.messages.withLock { $0 })")
     }
+
+    /// A reload's wake-up and a noise-only rtnetlink batch seen by the same poll: the new hosts'
+    /// route is checked at once, not a poll interval (an hour here) later. The noise is
+    /// injected: the stand-in marks the rtnetlink socket readable whenever the wake pipe is.
+    @Test func aWakeUpIsNotLostInTheSamePollAsRtnetlinkNoise() async throws {
+        let (changes, continuation) = AsyncStream.makeStream(of: Bool.self)
+        let monitor = ReachabilityMonitor(
+            hosts: ["127.0.0.1"],
+            pollInterval: .seconds(3600),
+            logger: Logger(label: "test"),
+            poll: { fds, count, timeout in
+                let n = Glibc.poll(fds, count, timeout)
+                if n > 0 && fds[1].revents != 0 {
+                    fds[0].revents = Int16(POLLIN)
+                    return 2
+                }
+                return n
+            }
+        )
+        // It starts believing there is no route; only a check can say otherwise.
+        monitor.start(initial: false, callbacks: .init(changed: { continuation.yield($0) }, resumed: { _ in }))
+        defer { monitor.stop() }
+        monitor.update(hosts: ["localhost"])
+        let first = await withTaskGroup(of: Bool?.self) { group in
+            group.addTask {
+                for await change in changes { return change }
+                return nil
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(30))
+                return nil
+            }
+            defer { group.cancelAll() }
+            return await group.next() ?? nil
+        }
+        #expect(first == true, "the route to the new host was not checked when the wake-up came")
+    }
+
+    @Test func noiseAloneSkipsTheCheckAndAnythingElseChecks() {
+        #expect(ReachabilityMonitor.checkReason(woken: false, netlinkChanges: 0) == nil)
+        #expect(ReachabilityMonitor.checkReason(woken: false, netlinkChanges: -EAGAIN) == nil)
+        #expect(ReachabilityMonitor.checkReason(woken: true, netlinkChanges: 0) == "host changed")
+        #expect(ReachabilityMonitor.checkReason(woken: false, netlinkChanges: 3) == "rtnetlink")
+        #expect(ReachabilityMonitor.checkReason(woken: false, netlinkChanges: nil) == "poll")
+    }
 }

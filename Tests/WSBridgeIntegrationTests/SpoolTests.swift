@@ -115,9 +115,11 @@ import WSBridgeProtocol
         let client = try SocketClient(path: socket, reading: false)
         let control = try await Self.client(socket)
         let total = 20_000
-        // Written from another thread: it blocks once the daemon stops reading.
-        let writer = Task.detached {
-            for i in 1...total { client.send(#"{"id":"s\#(i)","op":"send","text":"k\#(i)"}"#) }
+        // Written from a thread of its own: it blocks once the daemon stops reading.
+        let writer = Task {
+            await onThread {
+                for i in 1...total { client.send(#"{"id":"s\#(i)","op":"send","text":"k\#(i)"}"#) }
+            }
         }
         // Killed once some hundreds are queued (asked over another connection, one status
         // answered after another).

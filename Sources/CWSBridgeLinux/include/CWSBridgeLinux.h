@@ -24,6 +24,10 @@ int cwsb_contains(const void *haystack, size_t haystack_length, const void *need
 /// Returns 0, or -1 with errno set (ENAMETOOLONG when `path` does not fit in sun_path).
 int cwsb_unix_connect(int fd, const char *path);
 
+/// pipe2(fds, O_CLOEXEC) (a GNU call Glibc's Swift module does not export): a pipe whose ends
+/// a process spawned meanwhile by another thread does not inherit. 0, or -1 with errno.
+int cwsb_pipe_cloexec(int fds[2]);
+
 /// SO_PEERCRED's value on this architecture (the C macro: 17 on x86 and arm, 21 on powerpc,
 /// 18 on mips).
 int cwsb_so_peercred(void);

@@ -21,7 +21,6 @@ final class Bridge {
         configuration: Configuration,
         policy: AccessPolicy,
         networkAvailable: Bool,
-        environment: [String: String],
         connectors: ConnectorFactory,
         eventLoop: any EventLoop,
         logger: Logger,
@@ -37,7 +36,6 @@ final class Bridge {
         self.link = UpstreamLink(
             configuration: configuration,
             networkAvailable: networkAvailable,
-            environment: environment,
             eventLoop: eventLoop,
             logger: logger,
             connectors: connectors,

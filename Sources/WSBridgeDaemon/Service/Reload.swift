@@ -10,7 +10,7 @@ extension DaemonService {
     /// from the next connection; the TLS context is rebuilt). The reachability monitor follows a
     /// changed upstream or proxy host. A configuration that does not load keeps the running one.
     /// SIGHUP calls this; so may tests.
-    public func reload() async {
+    package func reload() async {
         guard let running = self.running.withLockedValue({ $0 }) else { return }
         Systemd.notify("RELOADING=1\nMONOTONIC_USEC=\(Systemd.monotonicMicroseconds())")
         let logger = self.logger
@@ -18,7 +18,6 @@ extension DaemonService {
             // Reading the file and resolving group names block: off the loop and off the
             // cooperative pool.
             let load = self.load
-            let environment = self.environment
             let (next, policy) = try await NIOThreadPool.singleton.runIfActive {
                 let next = try load()
                 return (next, Self.resolvePolicy(next.access, logger: logger))
@@ -27,7 +26,7 @@ extension DaemonService {
             if next.tls != running.configuration.tls || next.upstream.url != running.configuration.upstream.url {
                 running.connectors.forgetTLS()
             }
-            running.monitor?.update(hosts: ReachabilityMonitor.hosts(for: next, environment: environment))
+            running.monitor?.update(hosts: ReachabilityMonitor.hosts(for: next, connectors: running.connectors))
             let bridge = running.bridge
             try await running.eventLoop.submit { bridge.value.update(configuration: next, policy: policy) }.get()
             self.running.withLockedValue { $0?.configuration = next }

@@ -12,23 +12,23 @@ import Logging
 ///
 /// Metadata keys listed in `quiet` are left out of the line (they are constant per process,
 /// e.g. the upstream URL, and already in the startup line).
-public struct ConsoleLogHandler: LogHandler {
-    public var logLevel: Logger.Level
-    public var metadata: Logger.Metadata = [:]
-    public var metadataProvider: Logger.MetadataProvider?
+package struct ConsoleLogHandler: LogHandler {
+    package var logLevel: Logger.Level
+    package var metadata: Logger.Metadata = [:]
+    package var metadataProvider: Logger.MetadataProvider?
     private let quiet: Set<String>
 
-    public init(level: Logger.Level, quiet: Set<String> = ["upstream.url"]) {
+    package init(level: Logger.Level, quiet: Set<String> = ["upstream.url"]) {
         self.logLevel = level
         self.quiet = quiet
     }
 
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { self.metadata[key] }
         set { self.metadata[key] = newValue }
     }
 
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         var merged = self.metadata
         if let provided = self.metadataProvider?.get() { merged.merge(provided) { _, new in new } }
         if let extra = event.metadata { merged.merge(extra) { _, new in new } }

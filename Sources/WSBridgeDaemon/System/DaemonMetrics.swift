@@ -12,9 +12,9 @@ import WSBridgeCore
 /// happen. The message and byte counters cost nothing per message: the link counts in plain
 /// integers anyway, and each render adds what they gained since the last one. Gauges are set
 /// from the live state just before each render, so an idle daemon does no metrics work at all.
-public final class DaemonMetrics: Sendable {
+package final class DaemonMetrics: Sendable {
     /// Why a message was dropped.
-    public enum DropReason: String, CaseIterable, Sendable {
+    package enum DropReason: String, CaseIterable, Sendable {
         /// A subscriber fell behind by more than `local.subscriber_queue` / `_bytes`: its oldest messages went.
         case subscriberQueueFull = "subscriber_queue_full"
         /// A send was refused: the outbound queue (`queue.max_messages` / `max_bytes`) was full.
@@ -50,7 +50,7 @@ public final class DaemonMetrics: Sendable {
         .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10),
     ]
 
-    public init() {
+    package init() {
         let registry = PrometheusCollectorRegistry()
         let factory = DescribedMetricsFactory(
             registry: registry,

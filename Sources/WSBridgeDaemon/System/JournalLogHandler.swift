@@ -9,21 +9,21 @@ import Logging
 /// MESSAGE, PRIORITY, SYSLOG_IDENTIFIER, CODE_FILE/CODE_LINE/CODE_FUNC, and each metadata key
 /// as a field (`upstream.url` → `UPSTREAM_URL`). Used when JOURNAL_STREAM says stderr is the
 /// journal; if the journal cannot be reached, the entry goes to stderr instead.
-public struct JournalLogHandler: LogHandler {
-    public var logLevel: Logger.Level
-    public var metadata: Logger.Metadata = [:]
-    public var metadataProvider: Logger.MetadataProvider?
+package struct JournalLogHandler: LogHandler {
+    package var logLevel: Logger.Level
+    package var metadata: Logger.Metadata = [:]
+    package var metadataProvider: Logger.MetadataProvider?
     private let identifier: String
     private let fallback: ConsoleLogHandler
 
-    public init(identifier: String, level: Logger.Level) {
+    package init(identifier: String, level: Logger.Level) {
         self.identifier = identifier
         self.logLevel = level
         self.fallback = ConsoleLogHandler(level: level)
     }
 
     /// True when systemd connected stderr to the journal (JOURNAL_STREAM names stderr's device and inode).
-    public static var stderrIsJournal: Bool {
+    package static var stderrIsJournal: Bool {
         guard let value = getenv("JOURNAL_STREAM") else { return false }
         let parts = String(cString: value).split(separator: ":")
         guard parts.count == 2, let dev = UInt64(parts[0]), let ino = UInt64(parts[1]) else { return false }
@@ -32,7 +32,7 @@ public struct JournalLogHandler: LogHandler {
         return UInt64(st.st_dev) == dev && UInt64(st.st_ino) == ino
     }
 
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { self.metadata[key] }
         set { self.metadata[key] = newValue }
     }
@@ -59,7 +59,7 @@ public struct JournalLogHandler: LogHandler {
         return String(name.prefix(64))
     }
 
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         var merged = self.metadata
         if let provided = self.metadataProvider?.get() { merged.merge(provided) { _, new in new } }
         if let extra = event.metadata { merged.merge(extra) { _, new in new } }

@@ -3,7 +3,7 @@ import WSBridgeCore
 /// Every metric family the daemon exports, with its name, type, labels and help, written once:
 /// the registry's families, their `# HELP` lines, the series made up front (one per fixed label
 /// value) and the check of docs/metrics.md all come from here.
-public enum MetricFamily: String, CaseIterable, Sendable {
+package enum MetricFamily: String, CaseIterable, Sendable {
     case upstreamMessages = "wsbridge_upstream_messages_total"
     case upstreamBytes = "wsbridge_upstream_bytes_total"
     case reconnects = "wsbridge_reconnects_total"
@@ -21,19 +21,19 @@ public enum MetricFamily: String, CaseIterable, Sendable {
     case spoolFsyncs = "wsbridge_spool_fsyncs_total"
     case upstreamURL = "wsbridge_upstream_url"
 
-    public enum Kind: String, Sendable {
+    package enum Kind: String, Sendable {
         case counter, gauge, histogram
     }
 
     /// A label: its name, and its values when they are a fixed set (nil: open, such as a URL).
-    public struct Label: Sendable {
-        public var name: String
-        public var values: [String]?
+    package struct Label: Sendable {
+        package var name: String
+        package var values: [String]?
     }
 
-    public var name: String { self.rawValue }
+    package var name: String { self.rawValue }
 
-    public var type: Kind {
+    package var type: Kind {
         switch self {
         case .upstreamMessages, .upstreamBytes, .reconnects, .connectFailures, .droppedMessages, .spoolFsyncs: .counter
         case .heartbeatRTT: .histogram
@@ -41,7 +41,7 @@ public enum MetricFamily: String, CaseIterable, Sendable {
         }
     }
 
-    public var labels: [Label] {
+    package var labels: [Label] {
         switch self {
         case .upstreamMessages, .upstreamBytes: [Label(name: "direction", values: ["in", "out"])]
         case .reconnects: [Label(name: "reason", values: ReconnectReason.allCases.map(\.rawValue))]
@@ -53,7 +53,7 @@ public enum MetricFamily: String, CaseIterable, Sendable {
         }
     }
 
-    public var help: String {
+    package var help: String {
         switch self {
         case .upstreamMessages: "WebSocket messages, by direction: in (from the upstream) and out (sent upstream)."
         case .upstreamBytes: "Payload bytes of those messages, by direction."
@@ -76,7 +76,7 @@ public enum MetricFamily: String, CaseIterable, Sendable {
 }
 
 /// Why the link was lost before a reconnect: the `reason` label of `wsbridge_reconnects_total`.
-public enum ReconnectReason: String, CaseIterable, Sendable {
+package enum ReconnectReason: String, CaseIterable, Sendable {
     case serverClosed = "server_closed"
     case user
     case daemon

@@ -16,14 +16,14 @@ import WSBridgeCore
 ///
 /// Runs on one dedicated thread blocked in `poll(2)`, so an idle daemon has no wakeups from it
 /// beyond `reachability.poll_interval`.
-public final class ReachabilityMonitor: Sendable {
-    public struct Callbacks: Sendable {
-        public var changed: @Sendable (Bool) -> Void
+package final class ReachabilityMonitor: Sendable {
+    package struct Callbacks: Sendable {
+        package var changed: @Sendable (Bool) -> Void
         /// Links, addresses or routes changed while a route to the upstream still exists: the
         /// open connection may now be stale (a new address, another interface).
-        public var touched: @Sendable () -> Void
-        public var resumed: @Sendable (Duration) -> Void
-        public init(
+        package var touched: @Sendable () -> Void
+        package var resumed: @Sendable (Duration) -> Void
+        package init(
             changed: @escaping @Sendable (Bool) -> Void,
             touched: @escaping @Sendable () -> Void = {},
             resumed: @escaping @Sendable (Duration) -> Void
@@ -46,7 +46,7 @@ public final class ReachabilityMonitor: Sendable {
     typealias Poll = @Sendable (UnsafeMutablePointer<pollfd>, nfds_t, Int32) -> Int32
     private let pollEvents: Poll
 
-    public convenience init(hosts: [String], pollInterval: Duration, logger: Logger) {
+    package convenience init(hosts: [String], pollInterval: Duration, logger: Logger) {
         self.init(hosts: hosts, pollInterval: pollInterval, logger: logger, poll: { Glibc.poll($0, $1, $2) })
     }
 
@@ -71,16 +71,16 @@ public final class ReachabilityMonitor: Sendable {
 
     /// Whether a route to any watched host exists now (with failover, one reachable URL is
     /// enough to keep trying). Blocking (may resolve names): call off the event loop.
-    public func routeExists() -> Bool {
+    package func routeExists() -> Bool {
         self.hosts.withLockedValue { $0 }.contains { Self.routeExists(host: $0) }
     }
 
     /// The hosts whose routes are watched.
-    public var watchedHosts: [String] { self.hosts.withLockedValue { $0 } }
+    package var watchedHosts: [String] { self.hosts.withLockedValue { $0 } }
 
     /// Watches other hosts from now on (a reload changed the upstream URLs or the proxy),
     /// checking their routes at once.
-    public func update(hosts: [String]) {
+    package func update(hosts: [String]) {
         let changed = self.hosts.withLockedValue { old -> Bool in
             defer { old = hosts }
             return old != hosts
@@ -91,12 +91,12 @@ public final class ReachabilityMonitor: Sendable {
     }
 
     /// The hosts whose routes matter: each upstream URL's, or the proxy's it goes through.
-    static func hosts(for configuration: Configuration, environment: [String: String]) -> [String] {
+    static func hosts(for configuration: Configuration, connectors: ConnectorFactory) -> [String] {
         var hosts: [String] = []
         for url in configuration.upstream.urls {
             var c = configuration
             c.upstream.url = url
-            let host = UpstreamConnector.proxy(for: c, environment: environment)?.host ?? url.host
+            let host = connectors.proxy(for: c)?.host ?? url.host
             if !hosts.contains(host) { hosts.append(host) }
         }
         return hosts
@@ -139,7 +139,7 @@ public final class ReachabilityMonitor: Sendable {
     }
 
     /// Starts watching. `initial` is the state the caller already knows.
-    public func start(initial: Bool, callbacks: Callbacks) {
+    package func start(initial: Bool, callbacks: Callbacks) {
         let pool = NIOThreadPool(numberOfThreads: 1)
         pool.start()
         self.thread.withLockedValue { $0 = pool }
@@ -149,7 +149,7 @@ public final class ReachabilityMonitor: Sendable {
         }
     }
 
-    public func stop() {
+    package func stop() {
         self.stopping.withLockedValue { $0 = true }
         self.wake()
         let pool = self.thread.withLockedValue { p -> NIOThreadPool? in
@@ -186,18 +186,16 @@ public final class ReachabilityMonitor: Sendable {
                 )
                 _ = poll(nil, 0, timeoutMs)  // no descriptors: just the wait
             }
-            var why = "poll"
+            var woken = false
             if n > 0 && fds[1].revents != 0 {
                 if self.stopping.withLockedValue({ $0 }) { return }
                 var drain = [UInt8](repeating: 0, count: 64)
                 _ = read(self.wakeFDs.read, &drain, drain.count)
-                why = "host changed"
+                woken = true
             }
-            if n > 0 && fds[0].revents != 0 {
-                let changes = cwsb_rtnetlink_drain(netlink)
-                if changes == 0 || changes == -EAGAIN { continue }
-                why = "rtnetlink"
-            }
+            var netlinkChanges: Int32?
+            if n > 0 && fds[0].revents != 0 { netlinkChanges = cwsb_rtnetlink_drain(netlink) }
+            guard let why = Self.checkReason(woken: woken, netlinkChanges: netlinkChanges) else { continue }
             if let slept = suspend.observe(gap: Self.suspendOffset()) {
                 self.logger.info("reachability: system resumed after \(slept.short) of suspend")
                 callbacks.resumed(slept)
@@ -211,6 +209,16 @@ public final class ReachabilityMonitor: Sendable {
                 callbacks.touched()
             }
         }
+    }
+
+    /// Why this turn of the loop checks the route, or nil to skip the check: a batch of
+    /// rtnetlink messages with no link, address or route change in it (`netlinkChanges` 0, or
+    /// -EAGAIN when it was drained already) is noise, unless a wake-up (a reload's new hosts)
+    /// came in the same poll. A poll that timed out or failed (neither) is the slow poll.
+    static func checkReason(woken: Bool, netlinkChanges: Int32?) -> String? {
+        if woken { return "host changed" }
+        guard let changes = netlinkChanges else { return "poll" }
+        return changes == 0 || changes == -EAGAIN ? nil : "rtnetlink"
     }
 
     /// Time spent suspended since boot: CLOCK_BOOTTIME - CLOCK_MONOTONIC.

@@ -3,12 +3,12 @@
 #endif
 
 /// Reads small files (configuration, tokens) without Foundation.
-public enum SmallFile {
-    public struct Problem: Error, CustomStringConvertible {
-        public var description: String
+package enum SmallFile {
+    package struct Problem: Error, CustomStringConvertible {
+        package var description: String
     }
 
-    public static func read(path: String, limit: Int) -> Result<[UInt8], Problem> {
+    package static func read(path: String, limit: Int) -> Result<[UInt8], Problem> {
         guard let file = fopen(path, "re") else {
             return .failure(Problem(description: String(cString: strerror(errno))))
         }

@@ -3,18 +3,18 @@ import WSBridgeCore
 import WSBridgeProtocol
 
 /// A message received from the upstream, reassembled from its frames.
-public struct UpstreamMessage: Sendable {
-    public enum Kind: Sendable, Equatable {
+package struct UpstreamMessage: Sendable {
+    package enum Kind: Sendable, Equatable {
         case text
         case binary
     }
 
-    public var kind: Kind
-    public var data: ByteBuffer
+    package var kind: Kind
+    package var data: ByteBuffer
     /// Wall-clock receive time, milliseconds since the Unix epoch.
-    public var receivedAtMillis: Int64
+    package var receivedAtMillis: Int64
 
-    public init(kind: Kind, data: ByteBuffer, receivedAtMillis: Int64) {
+    package init(kind: Kind, data: ByteBuffer, receivedAtMillis: Int64) {
         self.kind = kind
         self.data = data
         self.receivedAtMillis = receivedAtMillis
@@ -48,7 +48,7 @@ extension UpstreamMessage {
 }
 
 /// What the upstream link reports to its observers (logs, local subscribers, tests).
-public enum UpstreamEvent: Sendable {
+package enum UpstreamEvent: Sendable {
     /// The link entered a new phase; `reason` says why (the close, error or request behind it).
     case state(ConnectionPhase, reason: String)
     /// A connection attempt started.

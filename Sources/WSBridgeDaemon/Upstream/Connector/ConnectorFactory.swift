@@ -47,9 +47,18 @@ final class ConnectorFactory: Sendable {
     private let cache = NIOLockedValueBox<CachedContext?>(nil)
     private let builds = NIOLockedValueBox(0)
     private let pool: NIOThreadPool
+    /// The daemon's environment: the proxy variables (`https_proxy`, `no_proxy`, ...) and
+    /// systemd's `CREDENTIALS_DIRECTORY`. The one place the daemon reads it.
+    let environment: [String: String]
 
-    init(pool: NIOThreadPool = .singleton) {
+    init(environment: [String: String] = [:], pool: NIOThreadPool = .singleton) {
+        self.environment = environment
         self.pool = pool
+    }
+
+    /// The proxy an attempt to `configuration.upstream.url` goes through, if any.
+    func proxy(for configuration: Configuration) -> ProxyURL? {
+        UpstreamConnector.proxy(for: configuration, environment: self.environment)
     }
 
     /// How many TLS contexts were built so far (tests check the cache with it).
@@ -61,17 +70,17 @@ final class ConnectorFactory: Sendable {
         self.cache.withLockedValue { $0 = nil }
     }
 
-    func prepare(configuration: Configuration, environment: [String: String], on eventLoop: any EventLoop) -> EventLoopFuture<UpstreamConnector> {
+    func prepare(configuration: Configuration, on eventLoop: any EventLoop) -> EventLoopFuture<UpstreamConnector> {
         self.pool.runIfActive(eventLoop: eventLoop) {
-            try self.make(configuration: configuration, environment: environment)
+            try self.make(configuration: configuration)
         }
     }
 
     /// Blocking: runs on the pool.
-    func make(configuration: Configuration, environment: [String: String]) throws -> UpstreamConnector {
+    func make(configuration: Configuration) throws -> UpstreamConnector {
         var token: String?
         if let path = configuration.auth.tokenFile {
-            switch TokenFile.read(path: path) {
+            switch TokenFile.read(path: path, credentialsDirectory: self.environment["CREDENTIALS_DIRECTORY"]) {
             case .success(let t): token = t
             case .failure(let error): throw error
             }
@@ -79,7 +88,7 @@ final class ConnectorFactory: Sendable {
         return UpstreamConnector(
             upstream: configuration.upstream,
             tls: configuration.tls,
-            proxy: UpstreamConnector.proxy(for: configuration, environment: environment),
+            proxy: self.proxy(for: configuration),
             token: token,
             sslContext: configuration.upstream.url.isTLS ? try self.context(for: configuration.tls) : nil
         )

@@ -14,12 +14,13 @@ enum TokenFile {
         }
     }
 
-    static func read(path configured: String) -> Result<String, ReadError> {
+    /// `credentialsDirectory`: systemd's `CREDENTIALS_DIRECTORY`, for a path that names it.
+    static func read(path configured: String, credentialsDirectory: String?) -> Result<String, ReadError> {
         var path = configured
         let credentials = "${CREDENTIALS_DIRECTORY}/"
         if path.hasPrefix(credentials) {
             // systemd's LoadCredential= puts the token there.
-            guard let dir = getenv("CREDENTIALS_DIRECTORY") else {
+            guard let dir = credentialsDirectory else {
                 return .failure(
                     ReadError(
                         path: configured,
@@ -27,7 +28,7 @@ enum TokenFile {
                     )
                 )
             }
-            path = String(cString: dir) + "/" + path.dropFirst(credentials.count)
+            path = dir + "/" + path.dropFirst(credentials.count)
         }
         let bytes: [UInt8]
         switch SmallFile.read(path: path, limit: 64 * 1024) {

@@ -84,19 +84,21 @@ extension UpstreamConnector {
         )
         configuration.leftOverBytesStrategy = .forwardBytes
         let upgraded = try sync.configureUpgradableHTTPClientPipeline(configuration: configuration)
-        // In front of the upgrade handler: it sees a refused upgrade's response head before the
-        // upgrade handler reports the refusal, so the error can quote the status.
-        let status = ResponseStatusRecorder()
-        let upgradeHandler = try sync.handler(type: NIOTypedHTTPClientUpgradeHandler<Handshake?>.self)
-        try sync.addHandler(status, name: "wsb.status", position: .before(upgradeHandler))
+        // After the upgrade handler: a refused upgrade's response head reaches it once the
+        // upgrade handler has reported the refusal and left the pipeline. The refusal is told
+        // when the recorder has seen the head (or the connection ended without one).
+        let status = ResponseStatusRecorder(eventLoop: channel.eventLoop)
+        try sync.addHandler(status, name: "wsb.status")
         upgraded.assumeIsolated().whenComplete { result in
             switch result {
             case .success(let upgraded?):
                 handshake.succeed(upgraded)
             case .success(nil):
-                let code = status.status.map { " (HTTP \($0.code) \($0.reasonPhrase))" } ?? ""
-                handshake.fail(Failure(description: "server refused the WebSocket upgrade\(code): check upstream.url's path and the credentials"))
-                channel.close(promise: nil)
+                status.status.assumeIsolated().whenSuccess { status in
+                    let code = status.map { " (HTTP \($0.code) \($0.reasonPhrase))" } ?? ""
+                    handshake.fail(Failure(description: "server refused the WebSocket upgrade\(code): check upstream.url's path and the credentials"))
+                    channel.close(promise: nil)
+                }
             case .failure(let error):
                 handshake.fail(
                     error as? Failure ?? Failure(description: UpstreamConnector.describeHandshake(error, tls: url.isTLS, name: self.tls.serverName ?? url.host))
@@ -107,18 +109,30 @@ extension UpstreamConnector {
     }
 }
 
-/// Remembers the status of a refused upgrade's response, for the error message. Confined to
-/// the channel's event loop.
+/// The status of a refused upgrade's response, for the error message: `status` completes
+/// with it once the head arrives, or with nil if the handler leaves the pipeline (an accepted
+/// upgrade removes it; so does the connection's end) without one. Confined to the channel's
+/// event loop.
 final class ResponseStatusRecorder: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPClientResponsePart
 
-    private(set) var status: HTTPResponseStatus?
+    private let seen: EventLoopPromise<HTTPResponseStatus?>
+
+    init(eventLoop: any EventLoop) {
+        self.seen = eventLoop.makePromise()
+    }
+
+    var status: EventLoopFuture<HTTPResponseStatus?> { self.seen.futureResult }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if case .head(let head) = Self.unwrapInboundIn(data) {
-            self.status = head.status
+            self.seen.succeed(head.status)
         }
-        context.fireChannelRead(data)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        // A second completion is ignored: the head's status stays.
+        self.seen.succeed(nil)
     }
 }
 

@@ -99,21 +99,20 @@ struct UpstreamConnector: Sendable {
     /// (not BoringSSL's error stack).
     /// `name`: the name the certificate is checked against (tls.server_name, else the URL's host).
     static func describeHandshake(_ error: any Error, tls: Bool, name: String = "") -> String {
-        let text = "\(error)"
-        if text.contains("CERTIFICATE_VERIFY_FAILED") {
+        switch TLSFailure(error) {
+        case .untrusted:
             return
                 "the server's certificate is not trusted for \(name) (TLS: CERTIFICATE_VERIFY_FAILED): if a private CA signed it, set tls.ca_file to that CA's certificate (PEM); if it does not name \(name), connect by a name it holds or set tls.server_name; tls.insecure = true skips the check, for tests only"
-        }
-        if text.contains("failedToValidateHostname") {
+        case .wrongName:
             return "the server's certificate does not name \(name): use a name it holds in upstream.url, or set tls.server_name to one"
-        }
-        if text.contains("CERTIFICATE_REQUIRED") || text.contains("SSLV3_ALERT_HANDSHAKE_FAILURE") {
-            return "the server refused the TLS handshake; if it wants a client certificate, set tls.cert_file and tls.key_file (TLS: \(Self.reasonCode(text)))"
-        }
-        if text.contains("WRONG_VERSION_NUMBER") || text.contains("eofDuringHandshake") || text.contains("EOF during handshake")
-            || text.contains("uncleanShutdown")
-        {
-            return "the server did not answer TLS (TLS: \(Self.reasonCode(text))): is this a plain port? use ws:// in upstream.url, or check the port"
+        case .refused(let reason):
+            return "the server refused the TLS handshake; if it wants a client certificate, set tls.cert_file and tls.key_file (TLS: \(reason))"
+        case .notTLS(let reason):
+            return "the server did not answer TLS (TLS: \(reason)): is this a plain port? use ws:// in upstream.url, or check the port"
+        case .other(let reason):
+            return "TLS handshake failed (\(reason)): check upstream.url's port and the tls settings"
+        case nil:
+            break
         }
         if !tls, error is HTTPParserError {
             return "the server's answer is not HTTP: if this port speaks TLS, use wss:// in upstream.url"
@@ -121,20 +120,7 @@ struct UpstreamConnector: Sendable {
         if !tls, let e = error as? ChannelError, e == .inappropriateOperationForState || e == .eof {
             return "the server closed the connection without an HTTP answer: if this port speaks TLS, use wss:// in upstream.url"
         }
-        if tls, error is NIOSSLError {
-            return "TLS handshake failed (\(Self.reasonCode(text))): check upstream.url's port and the tls settings"
-        }
-        return "WebSocket handshake failed: \(text)"
-    }
-
-    /// BoringSSL's reason (`CERTIFICATE_VERIFY_FAILED`) out of its error stack, or the error's text.
-    static func reasonCode(_ text: String) -> String {
-        for part in text.split(whereSeparator: { $0 == ":" || $0 == " " })
-        where part.count > 3 && part.allSatisfy({ $0.isUppercase || $0 == "_" || $0.isNumber }) {
-            if part.contains("_") && !part.hasPrefix("OPENSSL") { return String(part) }
-        }
-        if text.contains("eofDuringHandshake") || text.contains("EOF during handshake") { return "the connection closed during the handshake" }
-        return text
+        return "WebSocket handshake failed: \(error)"
     }
 
     static func describe(_ error: any Error) -> String {

@@ -4,12 +4,12 @@ import WSBridgeCore
 
 /// The compression contexts of one link with permessage-deflate (RFC 7692): raw deflate through
 /// CompressNIO's zlib streams. Confined to the link's event loop.
-public final class PerMessageDeflate {
-    public enum Failure: Error, CustomStringConvertible {
+package final class PerMessageDeflate {
+    package enum Failure: Error, CustomStringConvertible {
         case tooLarge(limit: Int)
         case corrupt(String)
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .tooLarge(let limit):
                 "upstream sent a compressed message larger than upstream.max_message_size (\(limit) bytes) once inflated"
@@ -19,7 +19,7 @@ public final class PerMessageDeflate {
         }
     }
 
-    public let parameters: DeflateParameters
+    package let parameters: DeflateParameters
     private let inflater: ZlibDecompressor
     private let deflater: ZlibCompressor
     /// RFC 7692 §7.2.2: the receiver appends 00 00 FF FF to each message before inflating.
@@ -29,7 +29,7 @@ public final class PerMessageDeflate {
     /// one link tend to be alike), so it is allocated once and not grown.
     private var lastInflated = 0
 
-    public init(parameters: DeflateParameters) throws {
+    package init(parameters: DeflateParameters) throws {
         self.parameters = parameters
         self.inflater = try ZlibDecompressor(algorithm: .deflate, windowSize: 15)
         self.tail = ByteBuffer(bytes: [0x00, 0x00, 0xFF, 0xFF])
@@ -43,7 +43,7 @@ public final class PerMessageDeflate {
     }
 
     /// Inflates one message, refusing to produce more than `limit` bytes.
-    public func decompress(_ input: ByteBuffer, limit: Int, allocator: ByteBufferAllocator) throws -> ByteBuffer {
+    package func decompress(_ input: ByteBuffer, limit: Int, allocator: ByteBufferAllocator) throws -> ByteBuffer {
         var output = allocator.buffer(capacity: min(max(input.readableBytes * 4, self.lastInflated + 64, 256), limit + 1))
         var input = input
         if input.readableBytes > 0 { try self.inflate(&input, into: &output, limit: limit) }
@@ -86,7 +86,7 @@ public final class PerMessageDeflate {
     }
 
     /// Deflates one message (without the trailing 00 00 FF FF, as RFC 7692 §7.2.1 says).
-    public func compress(_ input: ByteBuffer, allocator: ByteBufferAllocator) throws -> ByteBuffer {
+    package func compress(_ input: ByteBuffer, allocator: ByteBufferAllocator) throws -> ByteBuffer {
         var input = input
         if input.readableBytes == 0 {
             // Never hand zlib a buffer without storage.

@@ -85,7 +85,7 @@ struct OutboundQueue {
 }
 
 /// What became of a send.
-public enum SendOutcome: Sendable, Equatable {
+package enum SendOutcome: Sendable, Equatable {
     case sent
     /// Waiting for the link; `depth` messages are queued now, this one included.
     case queued(depth: Int)

@@ -28,7 +28,7 @@ extension UpstreamLink {
                 )
             })
         // The token and TLS files are read off the event loop; the TLS context is cached.
-        self.connectors.prepare(configuration: attemptConfiguration, environment: self.environment, on: self.eventLoop)
+        self.connectors.prepare(configuration: attemptConfiguration, on: self.eventLoop)
             .assumeIsolated().whenComplete { result in
                 switch result {
                 case .success(let connector):

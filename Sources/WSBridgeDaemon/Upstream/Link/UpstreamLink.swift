@@ -17,12 +17,11 @@ import WSBridgeCore
 /// Each attempt gets a generation number; callbacks from an older attempt are ignored, so a
 /// late handshake or close can never confuse the state machine. Its state is read by the local
 /// plane through `LinkControl`, and its events go to one `UpstreamEventSink`.
-public final class UpstreamLink: LinkControl {
-    public typealias Machine = ConnectionStateMachine<SystemRandomNumberGenerator>
+package final class UpstreamLink: LinkControl {
+    package typealias Machine = ConnectionStateMachine<SystemRandomNumberGenerator>
 
     let eventLoop: any EventLoop
     private(set) var configuration: Configuration
-    let environment: [String: String]
     let logger: Logger
     private let events: any UpstreamEventSink
     /// Reads the token and builds the TLS context off the loop (cached).
@@ -57,7 +56,6 @@ public final class UpstreamLink: LinkControl {
     init(
         configuration: Configuration,
         networkAvailable: Bool,
-        environment: [String: String],
         eventLoop: any EventLoop,
         logger: Logger,
         connectors: ConnectorFactory,
@@ -70,7 +68,6 @@ public final class UpstreamLink: LinkControl {
         self.session = session ?? UpstreamSession(configuration: configuration, eventLoop: eventLoop, logger: logger)
         self.eventLoop = eventLoop
         self.configuration = configuration
-        self.environment = environment
         var logger = logger
         logger[metadataKey: "upstream.url"] = "\(configuration.upstream.url)"
         self.logger = logger

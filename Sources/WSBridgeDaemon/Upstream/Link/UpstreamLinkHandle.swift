@@ -4,8 +4,8 @@ import WSBridgeCore
 import WSBridgeProtocol
 
 /// The thread-safe face of an `UpstreamLink`: every call hops to the link's event loop.
-public struct UpstreamLinkHandle: Sendable {
-    public let eventLoop: any EventLoop
+package struct UpstreamLinkHandle: Sendable {
+    package let eventLoop: any EventLoop
     let link: NIOLoopBound<UpstreamLink>
 
     init(link: NIOLoopBound<UpstreamLink>, eventLoop: any EventLoop) {
@@ -15,7 +15,7 @@ public struct UpstreamLinkHandle: Sendable {
 
     /// Creates a link on `eventLoop` whose events go to `onEvent` (tests and benchmarks; the
     /// daemon builds a `Bridge`). It starts `idle`; call `connect()`.
-    public static func make(
+    package static func make(
         configuration: Configuration,
         networkAvailable: Bool,
         environment: [String: String],
@@ -27,10 +27,9 @@ public struct UpstreamLinkHandle: Sendable {
             let link = UpstreamLink(
                 configuration: configuration,
                 networkAvailable: networkAvailable,
-                environment: environment,
                 eventLoop: eventLoop,
                 logger: logger,
-                connectors: ConnectorFactory(),
+                connectors: ConnectorFactory(environment: environment),
                 events: ClosureEventSink(onEvent)
             )
             return UpstreamLinkHandle(link: NIOLoopBound(link, eventLoop: eventLoop), eventLoop: eventLoop)
@@ -42,27 +41,27 @@ public struct UpstreamLinkHandle: Sendable {
         self.eventLoop.execute { body(link.value) }
     }
 
-    public func connect() { self.run { $0.connect() } }
-    public func reconnect() { self.run { $0.reconnect() } }
-    public func close(code: UInt16 = 1000, reason: String = "") { self.run { $0.close(code: code, reason: reason) } }
-    public func networkChanged(available: Bool) { self.run { $0.networkChanged(available: available) } }
-    public func checkLiveness(why: String) { self.run { $0.checkLiveness(why: why) } }
-    public func update(configuration: Configuration) { self.run { $0.update(configuration: configuration) } }
+    package func connect() { self.run { $0.connect() } }
+    package func reconnect() { self.run { $0.reconnect() } }
+    package func close(code: UInt16 = 1000, reason: String = "") { self.run { $0.close(code: code, reason: reason) } }
+    package func networkChanged(available: Bool) { self.run { $0.networkChanged(available: available) } }
+    package func checkLiveness(why: String) { self.run { $0.checkLiveness(why: why) } }
+    package func update(configuration: Configuration) { self.run { $0.update(configuration: configuration) } }
 
     /// Sends a message if the link is open; the future says whether it went out.
-    public func send(_ message: UpstreamMessage) -> EventLoopFuture<Bool> {
+    package func send(_ message: UpstreamMessage) -> EventLoopFuture<Bool> {
         let link = self.link
         return self.eventLoop.submit { link.value.send(message) }
     }
 
     /// The link's part of `status` (tests).
-    public func status() -> EventLoopFuture<StatusReport> {
+    package func status() -> EventLoopFuture<StatusReport> {
         let link = self.link
         return self.eventLoop.submit { link.value.status }
     }
 
     /// Closes with 1001 and completes once the link is stopped.
-    public func shutdown() -> EventLoopFuture<Void> {
+    package func shutdown() -> EventLoopFuture<Void> {
         let link = self.link
         return self.eventLoop.flatSubmit { link.value.shutdown() }
     }

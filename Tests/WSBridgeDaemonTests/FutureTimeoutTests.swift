@@ -1,0 +1,36 @@
+import NIOCore
+import NIOEmbedded
+import Synchronization
+import Testing
+
+@testable import WSBridgeDaemon
+
+/// `orTimeout`: whichever comes first, and no timer left armed after the future completed.
+@Suite struct FutureTimeoutTests {
+    @Test func theTimerIsCancelledOnceTheFutureCompletes() throws {
+        let loop = EmbeddedEventLoop()
+        let promise = loop.makePromise(of: Void.self)
+        let fired = Mutex(false)
+        let done = promise.futureResult.orTimeout(.seconds(5), onTimeout: { fired.withLock { $0 = true } })
+        promise.succeed(())
+        try done.wait()
+        loop.advanceTime(by: .seconds(10))
+        #expect(fired.withLock { $0 } == false, "the timeout still fired after the future completed")
+    }
+
+    @Test func theTimeoutCompletesAFutureThatDoesNot() throws {
+        let loop = EmbeddedEventLoop()
+        let promise = loop.makePromise(of: Void.self)
+        let fired = Mutex(false)
+        let completed = Mutex(false)
+        promise.futureResult.orTimeout(.seconds(5), onTimeout: { fired.withLock { $0 = true } }).whenComplete { _ in
+            completed.withLock { $0 = true }
+        }
+        loop.advanceTime(by: .seconds(4))
+        #expect(!completed.withLock { $0 })
+        loop.advanceTime(by: .seconds(1))
+        #expect(completed.withLock { $0 })
+        #expect(fired.withLock { $0 })
+        promise.succeed(())
+    }
+}
