@@ -28,11 +28,10 @@ import WSBridgeCore
                     recorder.events.append("error \(e.map { UInt16(webSocketErrorCode: $0.closeCode) } ?? 0) \(error)")
                 }
             ),
-            maxMessageSize: maxMessageSize
+            maxMessageSize: maxMessageSize,
+            deflate: deflate
         )
-        // With compression, as in a live link: the deflate handler in front of the frame handler.
-        let handlers: [any ChannelHandler] = deflate.map { [PerMessageDeflateHandler(deflate: $0, maxMessageSize: maxMessageSize), handler] } ?? [handler]
-        let channel = EmbeddedChannel(handlers: handlers)
+        let channel = EmbeddedChannel(handler: handler)
         return (channel, recorder)
     }
 

@@ -13,7 +13,7 @@ extension UpstreamConnector {
         to channel: any Channel,
         sslContext: NIOSSLContext?,
         handshake: EventLoopPromise<Handshake>,
-        makeFrameHandler: @escaping @Sendable (any Channel) throws -> UpstreamFrameHandler
+        makeFrameHandler: @escaping @Sendable (any Channel, PerMessageDeflate?) throws -> UpstreamFrameHandler
     ) throws {
         let sync = channel.pipeline.syncOperations
         if let sslContext {
@@ -59,11 +59,11 @@ extension UpstreamConnector {
                     }
                     // The status recorder only matters for a refused upgrade; it must not see frames.
                     channel.pipeline.syncOperations.removeHandler(name: "wsb.status", promise: nil)
-                    if let deflate {
-                        let compression = try PerMessageDeflate(parameters: deflate)
-                        try channel.pipeline.syncOperations.addHandler(PerMessageDeflateHandler(deflate: compression, maxMessageSize: maxMessageSize))
-                    }
-                    try channel.pipeline.syncOperations.addHandler(makeFrameHandler(channel))
+                    // With permessage-deflate: one context pair, the encoder compressing what goes
+                    // out and the frame handler inflating what comes in.
+                    let compression = try deflate.map { try PerMessageDeflate(parameters: $0) }
+                    if let compression { try channel.pipeline.syncOperations.addHandler(PerMessageDeflateEncoder(deflate: compression)) }
+                    try channel.pipeline.syncOperations.addHandler(makeFrameHandler(channel, compression))
                     // UTF-8 checked as bytes arrive, in front of NIO's whole-frame decoder.
                     let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
                     try channel.pipeline.syncOperations.addHandler(TextStreamValidator(), position: .before(decoder))

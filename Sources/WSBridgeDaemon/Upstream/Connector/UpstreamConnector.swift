@@ -51,7 +51,7 @@ struct UpstreamConnector: Sendable {
     /// `handshake` once the upgrade succeeded.
     func connect(
         on eventLoop: any EventLoop,
-        makeFrameHandler: @escaping @Sendable (any Channel) throws -> UpstreamFrameHandler
+        makeFrameHandler: @escaping @Sendable (any Channel, PerMessageDeflate?) throws -> UpstreamFrameHandler
     ) -> (channel: EventLoopFuture<any Channel>, handshake: EventLoopFuture<Handshake>) {
         let handshake = eventLoop.makePromise(of: Handshake.self)
         let sslContext = self.sslContext

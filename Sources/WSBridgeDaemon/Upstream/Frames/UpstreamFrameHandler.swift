@@ -18,9 +18,11 @@ struct UpstreamProtocolError: Error, CustomStringConvertible {
     static let invalidUTF8 = Self(closeCode: .dataInconsistentWithMessage, description: "upstream sent a text message that is not valid UTF-8")
 }
 
-/// The last handler of an upstream channel: reassembles messages from frames, validates (RSV
-/// bits, UTF-8 of text, size), and hands whole messages and control frames to the link driver.
-/// Compressed messages reach it already inflated (`PerMessageDeflateHandler`, in front of it).
+/// The last handler of an upstream channel: reassembles messages from frames, inflates the
+/// compressed ones (permessage-deflate, RFC 7692: RSV1 on a message's first frame), validates
+/// (RSV bits, UTF-8 of text, size, close frames), and hands whole messages and control frames
+/// to the link driver. The one place of the reassembly rules and of "no data after the
+/// server's close" (RFC 6455 §5.5.1); `PerMessageDeflateEncoder` only compresses what goes out.
 /// Confined to the channel's event loop.
 final class UpstreamFrameHandler: ChannelInboundHandler {
     typealias InboundIn = WebSocketFrame
@@ -41,20 +43,25 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
 
     private let callbacks: Callbacks
     private let maxMessageSize: Int
+    /// The negotiated permessage-deflate contexts (nil: not negotiated; RSV1 is then an error).
+    private let deflate: PerMessageDeflate?
     /// A `TextStreamValidator` in front checks uncompressed text as it arrives: not again here.
     private let textCheckedUpstream: Bool
-    private var pending: (kind: UpstreamMessage.Kind, data: ByteBuffer)?
+    /// The message being reassembled: its kind, its bytes so far, and whether it is compressed.
+    private var pending: (kind: UpstreamMessage.Kind, data: ByteBuffer, compressed: Bool)?
     /// UTF-8 state of the uncompressed text message being reassembled: bad bytes fail the
     /// fragment that carries them.
     private var utf8 = UTF8Validator()
     private var failed = false
+    private var allocator = ByteBufferAllocator()
     /// After the server's close frame, data frames are ignored (RFC 6455 §5.5.1).
     private var closeReceived = false
 
-    init(callbacks: Callbacks, maxMessageSize: Int, textCheckedUpstream: Bool = false) {
+    init(callbacks: Callbacks, maxMessageSize: Int, textCheckedUpstream: Bool = false, deflate: PerMessageDeflate? = nil) {
         self.callbacks = callbacks
         self.maxMessageSize = maxMessageSize
         self.textCheckedUpstream = textCheckedUpstream
+        self.deflate = deflate
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -75,8 +82,7 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         }
         switch frame.opcode {
         case .text, .binary:
-            if frame.rsv1 {
-                // A negotiated compressed message was inflated in front of this handler.
+            if frame.rsv1 && self.deflate == nil {
                 throw UpstreamProtocolError.violation("RSV1 set but permessage-deflate was not negotiated")
             }
             guard self.pending == nil else {
@@ -84,16 +90,18 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
             }
             let kind: UpstreamMessage.Kind = frame.opcode == .text ? .text : .binary
             if self.closeReceived { return }
+            let compressed = frame.rsv1
             if frame.fin {
-                try self.deliver(kind, frame.unmaskedData, validated: self.textCheckedUpstream)
+                try self.deliver(kind, frame.unmaskedData, compressed: compressed, validated: self.textCheckedUpstream)
             } else {
+                // A message's bytes so far, compressed or not, are bounded as they arrive.
                 try self.checkSize(frame.length)
                 let data = frame.unmaskedData
-                if kind == .text && !self.textCheckedUpstream {
+                if kind == .text && !compressed && !self.textCheckedUpstream {
                     self.utf8 = UTF8Validator()
                     try self.validate(data, complete: false)
                 }
-                self.pending = (kind, data)
+                self.pending = (kind, data, compressed)
             }
         case .continuation:
             if frame.rsv1 { throw UpstreamProtocolError.violation("RSV1 set on a continuation frame") }
@@ -103,12 +111,12 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
             self.pending = nil
             try self.checkSize(pending.data.readableBytes + frame.length)
             var more = frame.unmaskedData
-            if pending.kind == .text && !self.textCheckedUpstream {
+            if pending.kind == .text && !pending.compressed && !self.textCheckedUpstream {
                 try self.validate(more, complete: frame.fin)
             }
             pending.data.writeBuffer(&more)
             if frame.fin {
-                try self.deliver(pending.kind, pending.data, validated: true)
+                try self.deliver(pending.kind, pending.data, compressed: pending.compressed, validated: true)
             } else {
                 self.pending = pending
             }
@@ -129,10 +137,21 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         if size > self.maxMessageSize { throw UpstreamProtocolError.tooLarge(self.maxMessageSize) }
     }
 
-    /// `validated`: a text message whose bytes were checked as they came.
-    private func deliver(_ kind: UpstreamMessage.Kind, _ payload: ByteBuffer, validated: Bool) throws {
+    /// `validated`: an uncompressed text message whose bytes were checked as they came. A
+    /// compressed one is inflated (bounded by `upstream.max_message_size`) and checked whole.
+    private func deliver(_ kind: UpstreamMessage.Kind, _ payload: ByteBuffer, compressed: Bool, validated: Bool) throws {
+        var payload = payload
+        if compressed, let deflate = self.deflate {
+            do {
+                payload = try deflate.decompress(payload, limit: self.maxMessageSize, allocator: self.allocator)
+            } catch PerMessageDeflate.Failure.tooLarge {
+                throw UpstreamProtocolError.tooLarge(self.maxMessageSize)
+            } catch {
+                throw UpstreamProtocolError(closeCode: .dataInconsistentWithMessage, description: "\(error)")
+            }
+        }
         try self.checkSize(payload.readableBytes)
-        if kind == .text && !validated {
+        if kind == .text && (compressed || !validated) {
             self.utf8 = UTF8Validator()
             try self.validate(payload, complete: true)
         }
@@ -171,6 +190,10 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         guard ok else {
             throw UpstreamProtocolError(closeCode: .dataInconsistentWithMessage, description: "upstream sent a close reason that is not valid UTF-8")
         }
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.allocator = context.channel.allocator
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

@@ -43,7 +43,7 @@ extension UpstreamLink {
     private func connect(_ connector: UpstreamConnector, generation: Int) {
         let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
         let maxMessageSize = self.configuration.upstream.maxMessageSize
-        let attemptFutures = connector.connect(on: self.eventLoop) { channel in
+        let attemptFutures = connector.connect(on: self.eventLoop) { channel, deflate in
             UpstreamFrameHandler(
                 callbacks: .init(
                     message: { kind, data in bound.value.receivedMessage(kind, data, generation: generation) },
@@ -54,7 +54,8 @@ extension UpstreamLink {
                 ),
                 maxMessageSize: maxMessageSize,
                 // The connector puts a TextStreamValidator in front of the frame decoder.
-                textCheckedUpstream: true
+                textCheckedUpstream: true,
+                deflate: deflate
             )
         }
         attemptFutures.channel.assumeIsolated().whenSuccess { channel in
