@@ -1,17 +1,4 @@
-/// The externally visible phase of the upstream link, as logged, published and reported.
-public enum ConnectionPhase: String, Sendable, Equatable, CaseIterable {
-    /// Closed by the user (or given up after `backoff.max_attempts`): stays closed until asked to connect.
-    case idle
-    case connecting
-    case open
-    case closing
-    /// No route to the upstream host: waiting without spending attempts.
-    case waitingForNetwork
-    /// Sleeping before the next attempt.
-    case backingOff
-    /// The daemon is shutting down.
-    case stopped
-}
+import WSBridgeProtocol
 
 /// Why a link ended (or an attempt failed).
 public enum DisconnectReason: Sendable, Equatable, CustomStringConvertible {

@@ -1,3 +1,5 @@
+import WSBridgeProtocol
+
 /// The upstream link's lifecycle as a pure state machine.
 ///
 /// Each input is a `mutating func` that takes the time and returns the `Action` the driver must

@@ -29,7 +29,7 @@ public struct Hello: Sendable, Equatable {
     public static let type = "hello"
     public var protocolVersion: Int
     public var version: String
-    public var state: String
+    public var state: ConnectionPhase
     public var seq: UInt64
     /// The stream `seq` counts in: new whenever seq starts again (a daemon restart).
     public var stream: String
@@ -37,7 +37,7 @@ public struct Hello: Sendable, Equatable {
     public var write: Bool
 
     public init(
-        protocolVersion: Int = WireProtocol.version, version: String = WSBridgeVersion.current, state: String, seq: UInt64, stream: String,
+        protocolVersion: Int = WireProtocol.version, version: String = WSBridgeVersion.current, state: ConnectionPhase, seq: UInt64, stream: String,
         subscribed: Bool, write: Bool
     ) {
         self.protocolVersion = protocolVersion
@@ -52,7 +52,7 @@ public struct Hello: Sendable, Equatable {
     public var json: JSONValue {
         [
             "type": .string(Self.type), "protocol": .number(JSONNumber(self.protocolVersion)), "version": .string(self.version),
-            "state": .string(self.state), "seq": .number(JSONNumber(self.seq)), "stream": .string(self.stream), "subscribed": .bool(self.subscribed),
+            "state": self.state.wire, "seq": .number(JSONNumber(self.seq)), "stream": .string(self.stream), "subscribed": .bool(self.subscribed),
             "write": .bool(self.write),
         ]
     }
@@ -62,7 +62,7 @@ public struct Hello: Sendable, Equatable {
         self.init(
             protocolVersion: p,
             version: json["version"]?.stringValue ?? "",
-            state: json["state"]?.stringValue ?? "",
+            state: ConnectionPhase(wire: json["state"]?.stringValue),
             seq: seq,
             stream: json["stream"]?.stringValue ?? "",
             subscribed: json["subscribed"]?.boolValue ?? false,
@@ -119,22 +119,23 @@ public struct MessageLine: Sendable, Equatable {
 /// The link changed state; `reason` says why and who caused it.
 public struct StateLine: Sendable, Equatable {
     public static let type = "state"
-    public var state: String
+    public var state: ConnectionPhase
     public var reason: String
     public var ts: Int64
 
-    public init(state: String, reason: String, ts: Int64) {
+    public init(state: ConnectionPhase, reason: String, ts: Int64) {
         self.state = state
         self.reason = reason
         self.ts = ts
     }
 
     public var json: JSONValue {
-        ["type": .string(Self.type), "state": .string(self.state), "reason": .string(self.reason), "ts": .number(JSONNumber(self.ts))]
+        ["type": .string(Self.type), "state": self.state.wire, "reason": .string(self.reason), "ts": .number(JSONNumber(self.ts))]
     }
 
     public init?(json: JSONValue) {
-        guard json["type"]?.stringValue == Self.type, let state = json["state"]?.stringValue else { return nil }
+        guard json["type"]?.stringValue == Self.type, let name = json["state"]?.stringValue else { return nil }
+        let state = ConnectionPhase(wire: name)
         self.init(state: state, reason: json["reason"]?.stringValue ?? "", ts: Int64(json["ts"]?.intValue ?? 0))
     }
 }

@@ -6,6 +6,7 @@ import NIOCore
 import NIOPosix
 import WSBridgeCore
 import WSBridgeDaemon
+import WSBridgeProtocol
 
 #if canImport(Glibc)
     import Glibc

@@ -1,5 +1,6 @@
 import Testing
 import WSBridgeCore
+import WSBridgeProtocol
 
 typealias Machine = ConnectionStateMachine<MaxGenerator>
 

@@ -60,7 +60,7 @@ import WSBridgeProtocol
         loader.configuration.withLock { $0.queue.maxMessages = 9 }
         await service.reload()
         let kept = try await self.status(client, "kept")
-        #expect(kept.queue.maxMessages == 7 && kept.state == "open")
+        #expect(kept.queue.maxMessages == 7 && kept.state == .open)
 
         // Graceful shutdown: the upstream is closed, subscribers are told and see EOF, the
         // socket file is removed, and run() returns.

@@ -39,11 +39,11 @@ import WSBridgeProtocol
         // Open on the primary (polled: a first try back may have lost to "refuse off").
         let primaryURL = "ws://127.0.0.1:\(primaryPort)/primary"
         var status = try await link.handle.status().get()
-        for _ in 0..<200 where status.url != primaryURL || status.state != "open" {
+        for _ in 0..<200 where status.url != primaryURL || status.state != .open {
             try await Task.sleep(for: .milliseconds(50))
             status = try await link.handle.status().get()
         }
-        #expect(status.url == primaryURL && status.state == "open", "\(link.events.text)")
+        #expect(status.url == primaryURL && status.state == .open, "\(link.events.text)")
     }
 
     @Test func everyURLFailingGoesRoundTheListWithTheSameBackoff() async throws {

@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import WSBridgeCore
 import WSBridgeDaemon
+import WSBridgeProtocol
 
 /// An in-process `UpstreamLink` driven against a real server, its events recorded as lines:
 /// `state PHASE: REASON`, `attempt N`, `retry N DELAY`, `rtt DURATION`, `message text|binary PAYLOAD`.

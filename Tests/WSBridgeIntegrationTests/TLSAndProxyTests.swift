@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import WSBridgeCore
 import WSBridgeDaemon
+import WSBridgeProtocol
 
 /// wss with certificates made at test time, mutual TLS, SNI, and a real HTTP CONNECT proxy.
 @Suite(.serialized) struct TLSAndProxyTests {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import WSBridgeCore
 import WSBridgeDaemon
+import WSBridgeProtocol
 
 /// The upstream link against real servers on loopback: ours (SwiftNIO) and Python's `websockets`.
 @Suite(.serialized) struct UpstreamLinkTests {

@@ -10,7 +10,7 @@ import WSBridgeProtocol
     }
 
     @Test func everyLineTypeRoundTrips() throws {
-        let hello = Hello(state: "open", seq: 41, stream: "00000000deadbeef", subscribed: true, write: false)
+        let hello = Hello(state: .open, seq: 41, stream: "00000000deadbeef", subscribed: true, write: false)
         try self.roundTrip(.hello(hello), hello.json)
         #expect(
             hello.json.serialized
@@ -22,7 +22,7 @@ import WSBridgeProtocol
         let inline = MessageLine(seq: 2, ts: 3, kind: .text, data: nil, inlineJSON: ["px": .number(JSONNumber("1234567890123456789")!)])
         try self.roundTrip(.message(inline), inline.json)
 
-        let state = StateLine(state: "backingOff", reason: "server closed (code 1012)", ts: 5)
+        let state = StateLine(state: .backingOff, reason: "server closed (code 1012)", ts: 5)
         try self.roundTrip(.state(state), state.json)
         let dropped = DroppedLine(count: 120, from: 2001, to: 2120)
         try self.roundTrip(.dropped(dropped), dropped.json)
@@ -32,10 +32,10 @@ import WSBridgeProtocol
         let restarted = GapLine(stream: "s2", reason: GapLine.restarted, next: 1, since: 729, message: "restarted")
         try self.roundTrip(.gap(restarted), restarted.json)
         #expect(restarted.json.serialized == #"{"type":"gap","stream":"s2","reason":"restarted","since":729,"next":1,"message":"restarted"}"#)
-        let sticky = ReplyLine.ok(id: 8, SendResult.sticky(StickyResult(status: .held, key: "k", scope: .daemon, holders: 2, state: "open")).json)
+        let sticky = ReplyLine.ok(id: 8, SendResult.sticky(StickyResult(status: .held, key: "k", scope: .daemon, holders: 2, state: .open)).json)
         try self.roundTrip(.reply(sticky), sticky.json)
         if case .success(let result) = sticky.outcome {
-            #expect(SendResult(json: result) == .sticky(StickyResult(status: .held, key: "k", scope: .daemon, holders: 2, state: "open")))
+            #expect(SendResult(json: result) == .sticky(StickyResult(status: .held, key: "k", scope: .daemon, holders: 2, state: .open)))
         }
         let list = StickyListResult(keys: [
             .init(key: "k", bytes: 9, preview: "sub", onUnstick: true, since: 5, holders: [.init(scope: .client, pid: 42, uid: 1000, since: 6)])
@@ -44,7 +44,7 @@ import WSBridgeProtocol
         let unstick = UnstickResult(key: "k", holders: 0, leave: "sent")
         #expect(UnstickResult(json: unstick.json) == unstick)
 
-        let ok = ReplyLine.ok(id: 7, SendResult.queued(depth: 2, state: "connecting").json)
+        let ok = ReplyLine.ok(id: 7, SendResult.queued(depth: 2, state: .connecting).json)
         try self.roundTrip(.reply(ok), ok.json)
         let failed = ReplyLine(id: "q", .failure(ProtocolError(.queueFull, "full", id: "q")))
         try self.roundTrip(.reply(failed), failed.json)
@@ -60,7 +60,7 @@ import WSBridgeProtocol
 
     @Test func resultsRoundTrip() throws {
         let status = StatusReport(
-            state: "open", since: 1, url: "wss://example.test/x", reconnects: 2, failedAttempts: 3, rttMillis: 1.25, subprotocol: "v1",
+            state: .open, since: 1, url: "wss://example.test/x", reconnects: 2, failedAttempts: 3, rttMillis: 1.25, subprotocol: "v1",
             compression: true, messagesIn: 4, bytesIn: 5, messagesOut: 6, bytesOut: 7, subscribers: 8, clients: 9, seq: 10, drops: 11,
             queue: .init(messages: 1, bytes: 2, maxMessages: 3, maxBytes: 4), lastError: "e",
             lastClose: .init(code: 1001, reason: "bye", by: "server"), retryInMillis: 12
@@ -72,12 +72,12 @@ import WSBridgeProtocol
         withSession.lastErrorReason = "not_ready"
         #expect(StatusReport(json: try JSONValue.parse(withSession.json.serialized)) == withSession)
         let noClose = StatusReport(json: try JSONValue.parse(#"{"state":"idle","last_close":null,"rtt_ms":null}"#))
-        #expect(noClose.lastClose == nil && noClose.rttMillis == nil && noClose.state == "idle")
+        #expect(noClose.lastClose == nil && noClose.rttMillis == nil && noClose.state == .idle)
 
         let subscribed = SubscribeResult(subscribed: true, seq: 4, filter: Filter(field: "a.b", equals: 1))
         #expect(SubscribeResult(json: try JSONValue.parse(subscribed.json.serialized)) == subscribed)
         #expect(SendResult(json: SendResult.sent.json) == .sent)
-        #expect(LinkStateResult(json: LinkStateResult(state: "closing").json).state == "closing")
+        #expect(LinkStateResult(json: LinkStateResult(state: .closing).json).state == .closing)
         let answer = RequestResult(seq: 9, payload: ["id": 42])
         #expect(RequestResult(json: answer.json) == answer)
     }

@@ -85,7 +85,7 @@ final class Fanout: UpstreamEventSink {
         case .message(let message):
             self.publish(message)
         case .state(let phase, let reason):
-            let line = StateLine(state: phase.rawValue, reason: reason, ts: WallClock.millisecondsSinceEpoch())
+            let line = StateLine(state: phase, reason: reason, ts: WallClock.millisecondsSinceEpoch())
             let buffer = MessageLineEncoder.line(line.json, allocator: self.allocator)
             for client in self.subscribers {
                 client.send(buffer)

@@ -88,13 +88,13 @@ extension LocalPlane {
             }
         case .close(let code, let reason):
             link.close(code: code, reason: reason)
-            self.ok(client, id, LinkStateResult(state: link.phase.rawValue).json)
+            self.ok(client, id, LinkStateResult(state: link.phase).json)
         case .connect:
             link.connect()
-            self.ok(client, id, LinkStateResult(state: link.phase.rawValue).json)
+            self.ok(client, id, LinkStateResult(state: link.phase).json)
         case .reconnect:
             link.reconnect()
-            self.ok(client, id, LinkStateResult(state: link.phase.rawValue).json)
+            self.ok(client, id, LinkStateResult(state: link.phase).json)
         case .request(let payload, let match, let timeout):
             self.request(payload, match: match, timeout: timeout, id: id, from: client)
         }
@@ -172,7 +172,7 @@ extension LocalPlane {
         self.logger.debug(
             "sticky key \(options.key): \(outcome) (\(status.rawValue))",
             metadata: ["client.id": "\(client.id)", "sticky.key": "\(options.key)", "sticky.scope": "\(options.scope.rawValue)"])
-        let result = StickyResult(status: status, key: options.key, scope: options.scope, holders: holders, state: self.link.phase.rawValue)
+        let result = StickyResult(status: status, key: options.key, scope: options.scope, holders: holders, state: self.link.phase)
         let line = MessageLineEncoder.line(ReplyLine.ok(id: id, SendResult.sticky(result).json).json, allocator: self.allocator)
         self.replyOnceStored(client, line, id: id)
     }
@@ -235,7 +235,7 @@ extension LocalPlane {
         let json: JSONValue
         switch outcome {
         case .sent: json = ReplyLine.ok(id: id, SendResult.sent.json).json
-        case .queued(let depth): json = ReplyLine.ok(id: id, SendResult.queued(depth: depth, state: self.link.phase.rawValue).json).json
+        case .queued(let depth): json = ReplyLine.ok(id: id, SendResult.queued(depth: depth, state: self.link.phase).json).json
         case .rejected(let problem): json = ProtocolError(.queueFull, problem, id: id).reply
         case .spooling: json = ProtocolError(.internalError, "bug: a send was answered before the spool stored it", id: id).reply
         }

@@ -77,7 +77,7 @@ final class LocalPlane {
 
     /// Tells every client the daemon is stopping, flushes what each can take, and closes them.
     func shutdown() -> EventLoopFuture<Void> {
-        let line = StateLine(state: ConnectionPhase.stopped.rawValue, reason: "wsbridged is stopping", ts: WallClock.millisecondsSinceEpoch())
+        let line = StateLine(state: .stopped, reason: "wsbridged is stopping", ts: WallClock.millisecondsSinceEpoch())
         let notice = MessageLineEncoder.line(line.json, allocator: self.allocator)
         // The link's own `stopped` state line normally went out already.
         let stopped = self.link.phase == .stopped
@@ -107,7 +107,7 @@ final class LocalPlane {
         }
         self.fanout.insert(client)
         let hello = Hello(
-            state: self.link.phase.rawValue, seq: self.fanout.seq, stream: self.fanout.stream, subscribed: client.subscribed, write: client.mayWrite)
+            state: self.link.phase, seq: self.fanout.seq, stream: self.fanout.stream, subscribed: client.subscribed, write: client.mayWrite)
         client.send(MessageLineEncoder.line(hello.json, allocator: self.allocator))
         self.statusChanged()
         self.logger.debug(

@@ -22,7 +22,7 @@ extension LocalPlane {
     func metricsText(askedBy asker: LocalClient? = nil) -> [UInt8] {
         let report = self.statusReport(askedBy: asker)
         let snapshot = DaemonMetrics.Snapshot(
-            phase: ConnectionPhase(rawValue: report.state) ?? .idle,
+            phase: report.state,
             secondsInPhase: max(0, Double(WallClock.millisecondsSinceEpoch() - report.since) / 1000),
             queueMessages: report.queue.messages,
             queueBytes: report.queue.bytes,
@@ -35,7 +35,7 @@ extension LocalPlane {
             ),
             spoolFileBytes: report.queue.spool?.fileBytes ?? 0,
             urls: self.configuration.upstream.urls.map(\.description),
-            liveURL: report.state == ConnectionPhase.open.rawValue ? report.url : nil
+            liveURL: report.state == .open ? report.url : nil
         )
         return self.fanout.metrics.render(snapshot, since: &self.reportedTraffic)
     }

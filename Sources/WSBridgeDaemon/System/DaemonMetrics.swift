@@ -1,6 +1,7 @@
 import CoreMetrics
 import Prometheus
 import WSBridgeCore
+import WSBridgeProtocol
 
 /// The daemon's metrics, recorded through swift-metrics' API into a Prometheus registry of its
 /// own (one per daemon: in-process tests never share counters, and nothing depends on the global

@@ -1,4 +1,5 @@
 import WSBridgeCore
+import WSBridgeProtocol
 
 /// Every metric family the daemon exports, with its name, type, labels and help, written once:
 /// the registry's families, their `# HELP` lines, the series made up front (one per fixed label

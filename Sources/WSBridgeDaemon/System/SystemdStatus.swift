@@ -1,4 +1,5 @@
 import WSBridgeCore
+import WSBridgeProtocol
 
 /// The one-line STATUS= that `systemctl status` shows: "open wss://host, rtt 12 ms, 3
 /// subscribers". Sent when it changed (state, RTT or subscribers), never twice the same.

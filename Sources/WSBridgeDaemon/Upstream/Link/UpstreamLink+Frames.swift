@@ -2,6 +2,7 @@ import Logging
 import NIOCore
 import NIOWebSocket
 import WSBridgeCore
+import WSBridgeProtocol
 
 /// Frames from the upstream, channel errors, and the close handshake (RFC 6455 §5.5.1, §7).
 extension UpstreamLink {

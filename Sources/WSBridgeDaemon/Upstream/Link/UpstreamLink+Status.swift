@@ -22,7 +22,7 @@ extension UpstreamLink {
             retryIn = max(0, (at - Self.now()).nanoseconds / 1_000_000)
         }
         return StatusReport(
-            state: self.machine.phase.rawValue,
+            state: self.machine.phase,
             since: self.phaseSinceWall,
             url: "\(self.url)",
             reconnects: self.machine.reconnects,

@@ -2,6 +2,7 @@ import Logging
 import NIOCore
 import NIOWebSocket
 import WSBridgeCore
+import WSBridgeProtocol
 
 /// Drives the upstream WebSocket: owns the connection and heartbeat state machines, performs
 /// their actions (connect, timers, close frames), and turns channel events back into inputs.

@@ -1,0 +1,26 @@
+/// The externally visible phase of the upstream link, as logged, published and reported.
+public enum ConnectionPhase: String, Sendable, Equatable, CaseIterable {
+    /// Closed by the user (or given up after `backoff.max_attempts`): stays closed until asked to connect.
+    case idle
+    case connecting
+    case open
+    case closing
+    /// No route to the upstream host: waiting without spending attempts.
+    case waitingForNetwork
+    /// Sleeping before the next attempt.
+    case backingOff
+    /// The daemon is shutting down.
+    case stopped
+}
+
+extension ConnectionPhase: CustomStringConvertible {
+    public var description: String { self.rawValue }
+
+    /// The phase a line or result names. A name this build does not know (only a daemon of a
+    /// newer protocol version could send one) reads as `idle`.
+    public init(wire text: String?) {
+        self = text.flatMap(ConnectionPhase.init(rawValue:)) ?? .idle
+    }
+
+    var wire: JSONValue { .string(self.rawValue) }
+}
