@@ -35,14 +35,20 @@ import WSBridgeProtocol
         link.handle.update(configuration: config)
         #expect(
             await primary.event("upgrade path=/primary authorization=Bearer per-url", from: serverMark, timeout: .seconds(30)) != nil, "\(link.events.text)")
-        #expect(await link.state(.open, from: mark) != nil)
-        // Open on the primary (polled: a first try back may have lost to "refuse off").
+        // Open on the primary: the link's events say which URL each attempt used, so the open
+        // that follows an attempt to the primary is awaited (a first try back may have lost to
+        // "refuse off" and gone on to the fallback, which opens too).
         let primaryURL = "ws://127.0.0.1:\(primaryPort)/primary"
-        var status = try await link.handle.status().get()
-        for _ in 0..<200 where status.url != primaryURL || status.state != .open {
-            try await Task.sleep(for: .milliseconds(50))
-            status = try await link.handle.status().get()
+        var from = mark
+        var openOnPrimary = false
+        while !openOnPrimary, let opened = await link.events.wait(count: 1, from: from, { $0.hasPrefix("state open:") }).first {
+            let lines = link.events.lines
+            guard let index = lines[from...].firstIndex(of: opened) else { break }
+            openOnPrimary = lines[..<index].last { $0.hasPrefix("attempt ") }?.hasSuffix(" \(primaryURL)") == true
+            from = index + 1
         }
+        #expect(openOnPrimary, "\(link.events.text)")
+        let status = try await link.handle.status().get()
         #expect(status.url == primaryURL && status.state == .open, "\(link.events.text)")
     }
 

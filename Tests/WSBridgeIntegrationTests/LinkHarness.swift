@@ -26,7 +26,7 @@ final class LinkHarness: Sendable {
                 let line: String
                 switch event {
                 case .state(let phase, let reason): line = "state \(phase.rawValue): \(reason)"
-                case .attempt(let n): line = "attempt \(n)"
+                case .attempt(let n, let url): line = "attempt \(n) \(url)"
                 case .retryScheduled(let n, let delay): line = "retry \(n) \(delay.short)"
                 case .roundTrip(let rtt): line = "rtt \(rtt.short)"
                 case .message(let m):

@@ -51,13 +51,12 @@ import WSBridgeProtocol
     }
 
     /// Polls (the event is a heartbeat, a reconnect...) until `check` holds.
-    static func eventually(_ socket: String, _ check: (Parsed) -> Bool) async throws -> Parsed {
-        var last = try Self.metrics(socket)
-        for _ in 0..<400 where !check(last) {
-            try await Task.sleep(for: .milliseconds(50))
-            last = try Self.metrics(socket)
-        }
-        return last
+    /// The metrics once the daemon has logged `count` lines containing `text` (from `mark` on):
+    /// the event a value follows, awaited rather than polled.
+    static func after(_ f: DaemonFixture, _ text: String, count: Int = 1, from mark: Int = 0) async throws -> Parsed {
+        let seen = await f.daemon.stderr.wait(count: count, from: mark) { $0.contains(text) }
+        #expect(seen.count >= count, "the daemon did not log \(count) × \"\(text)\": \(f.daemon.stderr.text)")
+        return try Self.metrics(f.socket)
     }
 
     static func httpPort(_ daemon: ManagedProcess) async throws -> Int {
@@ -84,7 +83,8 @@ import WSBridgeProtocol
         #expect(await subscriber.lines.wait(containing: "\"seq\":25,") != nil)
 
         // A heartbeat answered: the round-trip histogram has a sample.
-        let m = try await Self.eventually(f.socket) { ($0["wsbridge_heartbeat_rtt_seconds_count{}"] ?? 0) >= 1 }
+        let m = try await Self.after(f, "heartbeat rtt")
+        #expect((m["wsbridge_heartbeat_rtt_seconds_count{}"] ?? 0) >= 1)
         for family in MetricFamily.allCases {
             // prometheus_client names a counter family without its _total suffix.
             let name = family.type == .counter ? String(family.name.dropLast("_total".count)) : family.name
@@ -140,25 +140,32 @@ import WSBridgeProtocol
         )
         // Lost without a close frame, two refused attempts, then open again.
         f.server.command("refuse on")
+        let lost = f.daemon.stderr.count
         f.server.command("drop")
-        _ = try await Self.eventually(f.socket) { ($0["wsbridge_connect_failures_total{reason=error}"] ?? 0) >= 2 }
+        var m = try await Self.after(f, "connect failed", count: 2, from: lost)
+        #expect((m["wsbridge_connect_failures_total{reason=error}"] ?? 0) >= 2)
         f.server.command("refuse off")
-        var m = try await Self.eventually(f.socket) { $0["wsbridge_reconnects_total{reason=error}"] == 1 }
+        m = try await Self.after(f, "state connecting -> open", from: lost)
         #expect(m["wsbridge_reconnects_total{reason=error}"] == 1)
         #expect(m["wsbridge_link_state{state=open}"] == 1)
         // Closed by the server with a close frame.
+        let closed = f.daemon.stderr.count
         f.server.command("close 1001 going away")
-        m = try await Self.eventually(f.socket) { $0["wsbridge_reconnects_total{reason=server_closed}"] == 1 }
+        m = try await Self.after(f, "state connecting -> open", from: closed)
         #expect(m["wsbridge_reconnects_total{reason=server_closed}"] == 1)
         #expect(m["wsbridge_reconnects_total{reason=error}"] == 1)
 
         // A subscriber that reads nothing: its queue of 2 overflows.
         let stalled = try await f.client(reading: false, name: "stalled")
         _ = stalled
+        // A reader sees the last message fanned out (its own queue may drop older ones).
+        let watcher = try await f.client(name: "watcher")
         f.server.command("flood 2000 1000")
         #expect(await f.server.event("flood done") != nil)
         // Every message fanned out (2,000 and the end marker): no drop can follow.
-        m = try await Self.eventually(f.socket) { $0["wsbridge_last_seq{}"] == 2001 }
+        #expect(await watcher.lines.wait(containing: "\"seq\":2001,") != nil)
+        m = try Self.metrics(f.socket)
+        #expect(m["wsbridge_last_seq{}"] == 2001)
         #expect((m["wsbridge_dropped_messages_total{reason=subscriber_queue_full}"] ?? 0) > 0)
         let status = StatusReport(json: try JSONValue.parse(try Self.ctl(["status", "--json"], socket: f.socket).out))
         #expect(m["wsbridge_dropped_messages_total{reason=subscriber_queue_full}"] == Double(status.drops))

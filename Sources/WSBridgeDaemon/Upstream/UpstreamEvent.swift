@@ -51,8 +51,8 @@ extension UpstreamMessage {
 package enum UpstreamEvent: Sendable {
     /// The link entered a new phase; `reason` says why (the close, error or request behind it).
     case state(ConnectionPhase, reason: String)
-    /// A connection attempt started.
-    case attempt(number: Int)
+    /// A connection attempt started, to `url` (one of `upstream.urls`).
+    case attempt(number: Int, url: UpstreamURL)
     /// A retry was scheduled after `delay`.
     case retryScheduled(attempt: Int, delay: Duration)
     /// A heartbeat ping was answered.

@@ -13,7 +13,7 @@ extension UpstreamLink {
         // The same settings (headers, token, TLS) for whichever URL this attempt uses.
         var attemptConfiguration = self.configuration
         attemptConfiguration.upstream.url = url
-        self.emit(.attempt(number: attempt))
+        self.emit(.attempt(number: attempt, url: url))
         // At debug: a failing attempt is logged once, as a warning saying what comes next.
         self.logger.debug("connecting (attempt \(attempt))", metadata: ["attempt": "\(attempt)"])
         if self.configuration.tls.insecure && url.isTLS {
