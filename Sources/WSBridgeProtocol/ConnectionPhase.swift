@@ -24,3 +24,9 @@ extension ConnectionPhase: CustomStringConvertible {
 
     var wire: JSONValue { .string(self.rawValue) }
 }
+
+extension ConnectionPhase: Codable {
+    public init(from decoder: any Decoder) throws {
+        self.init(wire: try? decoder.singleValueContainer().decode(String.self))
+    }
+}

@@ -1,13 +1,13 @@
 /// The `result` objects of successful replies, one type per op (docs/protocol.md).
 
 /// `subscribe` and `unsubscribe`.
-public struct SubscribeResult: Sendable, Equatable {
+public struct SubscribeResult: Sendable, Equatable, Codable {
     public var subscribed: Bool
     /// The last sequence number sent so far (`subscribe` only).
-    public var seq: UInt64?
+    @OmitNil public var seq: UInt64?
     /// The stream `seq` counts in (`subscribe` only).
-    public var stream: String?
-    public var filter: Filter?
+    @OmitNil public var stream: String?
+    @OmitNil public var filter: Filter?
 
     public init(subscribed: Bool, seq: UInt64? = nil, stream: String? = nil, filter: Filter? = nil) {
         self.subscribed = subscribed
@@ -16,17 +16,10 @@ public struct SubscribeResult: Sendable, Equatable {
         self.filter = filter
     }
 
-    public var json: JSONValue {
-        var fields: [(String, JSONValue)] = [("subscribed", .bool(self.subscribed))]
-        if let seq { fields.append(("seq", .number(JSONNumber(seq)))) }
-        if let stream { fields.append(("stream", .string(stream))) }
-        if let filter { fields.append(("filter", filter.json)) }
-        return .object(fields)
-    }
+    public var json: JSONValue { WireCoding.encode(self) }
 
-    public init(json: JSONValue) {
-        let filter = json["filter"].flatMap { f in f["field"]?.stringValue.map { Filter(field: $0, equals: f["equals"]) } }
-        self.init(subscribed: json["subscribed"]?.boolValue ?? false, seq: json["seq"]?.uint64Value, stream: json["stream"]?.stringValue, filter: filter)
+    public init(json: JSONValue) throws(WireDecodingError) {
+        self = try WireCoding.decode(Self.self, from: json)
     }
 }
 
@@ -38,38 +31,50 @@ public enum SendResult: Sendable, Equatable {
     /// A sticky send (`"sticky": KEY`).
     case sticky(StickyResult)
 
-    public var json: JSONValue {
-        switch self {
-        case .sent: ["status": "sent"]
-        case .queued(let depth, let state): ["status": "queued", "queued": .number(JSONNumber(depth)), "state": state.wire]
-        case .sticky(let r):
-            [
-                "status": .string(r.status.rawValue), "state": r.state.wire,
-                "sticky": ["key": .string(r.key), "scope": .string(r.scope.rawValue), "holders": .number(JSONNumber(r.holders))],
-            ]
+    /// The reply's one shape: `status`, the link's `state`, and `queued` or `sticky` as the
+    /// status calls for.
+    private struct Wire: Codable {
+        var status: String
+        @OmitNil var queued: Int?
+        var state: ConnectionPhase
+        @OmitNil var sticky: Sticky?
+
+        struct Sticky: Codable, Equatable, Sendable {
+            var key: String
+            var scope: StickyScope
+            var holders: Int
         }
     }
 
-    public init?(json: JSONValue) {
-        if let sticky = json["sticky"], let key = sticky["key"]?.stringValue {
-            guard let status = json["status"]?.stringValue.flatMap(StickyResult.Status.init) else { return nil }
-            self = .sticky(
-                StickyResult(
-                    status: status, key: key, scope: sticky["scope"]?.stringValue.flatMap(StickyScope.init) ?? .client,
-                    holders: sticky["holders"]?.intValue ?? 1, state: ConnectionPhase(wire: json["state"]?.stringValue)))
+    public var json: JSONValue {
+        switch self {
+        case .sent: WireCoding.encode(Wire(status: "sent", state: .open))
+        case .queued(let depth, let state): WireCoding.encode(Wire(status: "queued", queued: depth, state: state))
+        case .sticky(let r):
+            WireCoding.encode(Wire(status: r.status.rawValue, state: r.state, sticky: .init(key: r.key, scope: r.scope, holders: r.holders)))
+        }
+    }
+
+    public init(json: JSONValue) throws(WireDecodingError) {
+        let wire = try WireCoding.decode(Wire.self, from: json)
+        if let sticky = wire.sticky {
+            guard let status = StickyResult.Status(rawValue: wire.status) else {
+                throw WireDecodingError(path: "status", problem: "\"\(wire.status)\" is not a sticky send's status")
+            }
+            self = .sticky(StickyResult(status: status, key: sticky.key, scope: sticky.scope, holders: sticky.holders, state: wire.state))
             return
         }
-        switch json["status"]?.stringValue {
+        switch wire.status {
         case "sent": self = .sent
-        case "queued": self = .queued(depth: json["queued"]?.intValue ?? 0, state: ConnectionPhase(wire: json["state"]?.stringValue))
-        default: return nil
+        case "queued": self = .queued(depth: wire.queued ?? 0, state: wire.state)
+        default: throw WireDecodingError(path: "status", problem: "\"\(wire.status)\" is not a send's status")
         }
     }
 }
 
 /// What a sticky send did.
 public struct StickyResult: Sendable, Equatable {
-    public enum Status: String, Sendable {
+    public enum Status: String, Sendable, Codable {
         /// Sent upstream now (a new key, or a new text for a key only this client holds).
         case sent
         /// The link is not open: it goes first thing after the next open (and every one after).
@@ -95,8 +100,8 @@ public struct StickyResult: Sendable, Equatable {
 }
 
 /// `sticky`: the registered keys, in the order they go out after every open.
-public struct StickyListResult: Sendable, Equatable {
-    public struct Holder: Sendable, Equatable {
+public struct StickyListResult: Sendable, Equatable, Codable {
+    public struct Holder: Sendable, Equatable, Codable {
         public var scope: StickyScope
         /// The registering process (for scope daemon: the one that registered it).
         public var pid: Int32?
@@ -111,7 +116,7 @@ public struct StickyListResult: Sendable, Equatable {
             self.since = since
         }
     }
-    public struct Key: Sendable, Equatable {
+    public struct Key: Sendable, Equatable, Codable {
         public var key: String
         public var bytes: Int
         /// The registered text (binary payloads as `[N bytes]`), cut to 200 bytes.
@@ -136,51 +141,15 @@ public struct StickyListResult: Sendable, Equatable {
         self.keys = keys
     }
 
-    public var json: JSONValue {
-        func n(_ v: some BinaryInteger) -> JSONValue { .number(JSONNumber(v)) }
-        return [
-            "keys": .array(
-                self.keys.map { k in
-                    [
-                        "key": .string(k.key), "bytes": n(k.bytes), "preview": .string(k.preview), "on_unstick": .bool(k.onUnstick), "since": n(k.since),
-                        "holders": .array(
-                            k.holders.map { h in
-                                [
-                                    "scope": .string(h.scope.rawValue), "pid": h.pid.map { n($0) } ?? .null, "uid": h.uid.map { n($0) } ?? .null,
-                                    "since": n(h.since),
-                                ]
-                            }),
-                    ]
-                })
-        ]
-    }
+    public var json: JSONValue { WireCoding.encode(self) }
 
-    public init(json: JSONValue) {
-        guard case .array(let items)? = json["keys"] else {
-            self.init(keys: [])
-            return
-        }
-        self.init(
-            keys: items.map { k in
-                let holders: [Holder]
-                if case .array(let hs)? = k["holders"] {
-                    holders = hs.map { h in
-                        Holder(
-                            scope: h["scope"]?.stringValue.flatMap(StickyScope.init) ?? .client, pid: h["pid"]?.intValue.map { Int32(clamping: $0) },
-                            uid: h["uid"]?.uint64Value.map { UInt32(clamping: $0) }, since: Int64(h["since"]?.intValue ?? 0))
-                    }
-                } else {
-                    holders = []
-                }
-                return Key(
-                    key: k["key"]?.stringValue ?? "", bytes: k["bytes"]?.intValue ?? 0, preview: k["preview"]?.stringValue ?? "",
-                    onUnstick: k["on_unstick"]?.boolValue ?? false, since: Int64(k["since"]?.intValue ?? 0), holders: holders)
-            })
+    public init(json: JSONValue) throws(WireDecodingError) {
+        self = try WireCoding.decode(Self.self, from: json)
     }
 }
 
 /// `unstick`: whether the key went (its last holder let go) and what was sent upstream.
-public struct UnstickResult: Sendable, Equatable {
+public struct UnstickResult: Sendable, Equatable, Codable {
     public var key: String
     /// Holders left; 0 when the key went.
     public var holders: Int
@@ -194,58 +163,67 @@ public struct UnstickResult: Sendable, Equatable {
         self.leave = leave
     }
 
-    public var json: JSONValue { ["key": .string(self.key), "holders": .number(JSONNumber(self.holders)), "leave": .string(self.leave)] }
+    public var json: JSONValue { WireCoding.encode(self) }
 
-    public init(json: JSONValue) {
-        self.init(key: json["key"]?.stringValue ?? "", holders: json["holders"]?.intValue ?? 0, leave: json["leave"]?.stringValue ?? "none")
+    public init(json: JSONValue) throws(WireDecodingError) {
+        self = try WireCoding.decode(Self.self, from: json)
     }
 }
 
 /// `close`, `connect` and `reconnect`: the link's state once the request was taken.
-public struct LinkStateResult: Sendable, Equatable {
+public struct LinkStateResult: Sendable, Equatable, Codable {
     public var state: ConnectionPhase
 
     public init(state: ConnectionPhase) {
         self.state = state
     }
 
-    public var json: JSONValue { ["state": self.state.wire] }
+    public var json: JSONValue { WireCoding.encode(self) }
 
-    public init(json: JSONValue) {
-        self.init(state: ConnectionPhase(wire: json["state"]?.stringValue))
+    public init(json: JSONValue) throws(WireDecodingError) {
+        self = try WireCoding.decode(Self.self, from: json)
     }
 }
 
 /// `metrics`: the daemon's metrics in the Prometheus text exposition format (version 0.0.4).
-public struct MetricsResult: Sendable, Equatable {
-    public static let format = "prometheus-text-0.0.4"
+public struct MetricsResult: Sendable, Equatable, Codable {
+    public static let prometheusText = "prometheus-text-0.0.4"
+    public var format: String
     public var text: String
 
     public init(text: String) {
+        self.format = Self.prometheusText
         self.text = text
     }
 
-    public var json: JSONValue { ["format": .string(Self.format), "text": .string(self.text)] }
+    public var json: JSONValue { WireCoding.encode(self) }
 
-    public init(json: JSONValue) {
-        self.init(text: json["text"]?.stringValue ?? "")
+    public init(json: JSONValue) throws(WireDecodingError) {
+        self = try WireCoding.decode(Self.self, from: json)
     }
 }
 
 /// `request`: the first upstream message after the send that matched.
-public struct RequestResult: Sendable, Equatable {
+public struct RequestResult: Sendable, Equatable, Codable {
     public var seq: UInt64
+    /// Always `text` (a request's answer is a JSON text message).
+    public var kind: String
     public var payload: JSONValue
 
     public init(seq: UInt64, payload: JSONValue) {
         self.seq = seq
+        self.kind = "text"
         self.payload = payload
     }
 
-    public var json: JSONValue { ["seq": .number(JSONNumber(self.seq)), "kind": "text", "json": self.payload] }
+    enum CodingKeys: String, CodingKey {
+        case seq, kind
+        case payload = "json"
+    }
 
-    public init?(json: JSONValue) {
-        guard let seq = json["seq"]?.uint64Value, let payload = json["json"] else { return nil }
-        self.init(seq: seq, payload: payload)
+    public var json: JSONValue { WireCoding.encode(self) }
+
+    public init(json: JSONValue) throws(WireDecodingError) {
+        self = try WireCoding.decode(Self.self, from: json)
     }
 }

@@ -1,6 +1,6 @@
-/// The lines the daemon writes to its clients (docs/protocol.md), one type each. The daemon
-/// builds them with `json`, clients read them with `ServerLine.decode`: the keys are spelled here
-/// only. (Message lines are written by a byte-level encoder for speed; `MessageLine` reads them,
+/// The lines the daemon writes to its clients (docs/protocol.md), one type each. Each type's
+/// keys are its stored properties (or its `CodingKeys`), written once: the daemon builds a line
+/// with `json`, clients read it with `ServerLine.decode`, both through `WireCoding`. (Message lines are written by a byte-level encoder for speed; `MessageLine` reads them,
 /// and a test holds the two to the same schema.)
 public enum ServerLine: Sendable, Equatable {
     case hello(Hello)
@@ -25,8 +25,9 @@ public enum ServerLine: Sendable, Equatable {
 }
 
 /// The first line on every connection.
-public struct Hello: Sendable, Equatable {
+public struct Hello: Sendable, Equatable, Codable {
     public static let type = "hello"
+    public private(set) var type = Hello.type
     public var protocolVersion: Int
     public var version: String
     public var state: ConnectionPhase
@@ -49,39 +50,32 @@ public struct Hello: Sendable, Equatable {
         self.write = write
     }
 
-    public var json: JSONValue {
-        [
-            "type": .string(Self.type), "protocol": .number(JSONNumber(self.protocolVersion)), "version": .string(self.version),
-            "state": self.state.wire, "seq": .number(JSONNumber(self.seq)), "stream": .string(self.stream), "subscribed": .bool(self.subscribed),
-            "write": .bool(self.write),
-        ]
+    enum CodingKeys: String, CodingKey {
+        case type
+        case protocolVersion = "protocol"
+        case version, state, seq, stream, subscribed, write
     }
 
+    public var json: JSONValue { WireCoding.encode(self) }
+
     public init?(json: JSONValue) {
-        guard json["type"]?.stringValue == Self.type, let p = json["protocol"]?.intValue, let seq = json["seq"]?.uint64Value else { return nil }
-        self.init(
-            protocolVersion: p,
-            version: json["version"]?.stringValue ?? "",
-            state: ConnectionPhase(wire: json["state"]?.stringValue),
-            seq: seq,
-            stream: json["stream"]?.stringValue ?? "",
-            subscribed: json["subscribed"]?.boolValue ?? false,
-            write: json["write"]?.boolValue ?? false
-        )
+        guard json["type"]?.stringValue == Self.type, let hello = try? WireCoding.decode(Self.self, from: json) else { return nil }
+        self = hello
     }
 }
 
 /// One upstream message. `data` holds a text payload, or a binary one in base64; with
 /// `local.inline_json` a JSON text payload comes as `json` instead.
-public struct MessageLine: Sendable, Equatable {
+public struct MessageLine: Sendable, Equatable, Codable {
     public static let type = "message"
-    public enum Kind: String, Sendable { case text, binary }
+    public enum Kind: String, Sendable, Codable { case text, binary }
+    public private(set) var type = MessageLine.type
     public var seq: UInt64
     /// Receive time, milliseconds since the Unix epoch.
     public var ts: Int64
     public var kind: Kind
-    public var data: String?
-    public var inlineJSON: JSONValue?
+    @OmitNil public var data: String?
+    @OmitNil public var inlineJSON: JSONValue?
 
     public init(seq: UInt64, ts: Int64, kind: Kind, data: String?, inlineJSON: JSONValue? = nil) {
         self.seq = seq
@@ -91,19 +85,16 @@ public struct MessageLine: Sendable, Equatable {
         self.inlineJSON = inlineJSON
     }
 
-    public var json: JSONValue {
-        var fields: [(String, JSONValue)] = [
-            ("type", .string(Self.type)), ("seq", .number(JSONNumber(self.seq))), ("ts", .number(JSONNumber(self.ts))), ("kind", .string(self.kind.rawValue)),
-        ]
-        if let inline = self.inlineJSON { fields.append(("json", inline)) } else { fields.append(("data", .string(self.data ?? ""))) }
-        return .object(fields)
+    enum CodingKeys: String, CodingKey {
+        case type, seq, ts, kind, data
+        case inlineJSON = "json"
     }
 
+    public var json: JSONValue { WireCoding.encode(self) }
+
     public init?(json: JSONValue) {
-        guard json["type"]?.stringValue == Self.type, let seq = json["seq"]?.uint64Value, let kind = json["kind"]?.stringValue.flatMap(Kind.init) else {
-            return nil
-        }
-        self.init(seq: seq, ts: Int64(json["ts"]?.intValue ?? 0), kind: kind, data: json["data"]?.stringValue, inlineJSON: json["json"])
+        guard json["type"]?.stringValue == Self.type, let line = try? WireCoding.decode(Self.self, from: json) else { return nil }
+        self = line
     }
 
     /// The byte-level encoder's pieces, in order: `{"type":"message","seq":` N `,"ts":` MILLIS,
@@ -117,8 +108,9 @@ public struct MessageLine: Sendable, Equatable {
 }
 
 /// The link changed state; `reason` says why and who caused it.
-public struct StateLine: Sendable, Equatable {
+public struct StateLine: Sendable, Equatable, Codable {
     public static let type = "state"
+    public private(set) var type = StateLine.type
     public var state: ConnectionPhase
     public var reason: String
     public var ts: Int64
@@ -129,20 +121,18 @@ public struct StateLine: Sendable, Equatable {
         self.ts = ts
     }
 
-    public var json: JSONValue {
-        ["type": .string(Self.type), "state": self.state.wire, "reason": .string(self.reason), "ts": .number(JSONNumber(self.ts))]
-    }
+    public var json: JSONValue { WireCoding.encode(self) }
 
     public init?(json: JSONValue) {
-        guard json["type"]?.stringValue == Self.type, let name = json["state"]?.stringValue else { return nil }
-        let state = ConnectionPhase(wire: name)
-        self.init(state: state, reason: json["reason"]?.stringValue ?? "", ts: Int64(json["ts"]?.intValue ?? 0))
+        guard json["type"]?.stringValue == Self.type, let line = try? WireCoding.decode(Self.self, from: json) else { return nil }
+        self = line
     }
 }
 
 /// This subscriber fell behind and lost messages `from`...`to` (inclusive).
-public struct DroppedLine: Sendable, Equatable {
+public struct DroppedLine: Sendable, Equatable, Codable {
     public static let type = "dropped"
+    public private(set) var type = DroppedLine.type
     public static let reasonText = "this subscriber fell behind by more than local.subscriber_queue messages or local.subscriber_queue_bytes bytes"
     public var count: UInt64
     public var from: UInt64
@@ -156,18 +146,11 @@ public struct DroppedLine: Sendable, Equatable {
         self.reason = reason
     }
 
-    public var json: JSONValue {
-        [
-            "type": .string(Self.type), "count": .number(JSONNumber(self.count)), "from": .number(JSONNumber(self.from)),
-            "to": .number(JSONNumber(self.to)), "reason": .string(self.reason),
-        ]
-    }
+    public var json: JSONValue { WireCoding.encode(self) }
 
     public init?(json: JSONValue) {
-        guard json["type"]?.stringValue == Self.type, let count = json["count"]?.uint64Value, let from = json["from"]?.uint64Value,
-            let to = json["to"]?.uint64Value
-        else { return nil }
-        self.init(count: count, from: from, to: to, reason: json["reason"]?.stringValue ?? "")
+        guard json["type"]?.stringValue == Self.type, let line = try? WireCoding.decode(Self.self, from: json) else { return nil }
+        self = line
     }
 }
 
@@ -175,20 +158,21 @@ public struct DroppedLine: Sendable, Equatable {
 /// `reason` is a stable code: `not_buffered` (messages `from`...`to` left the replay ring) or
 /// `restarted` (the daemon started a new stream since the consumer's `since`: sequence numbers
 /// began again at 1, and `next` is where this stream's delivery starts). `message` says it in words.
-public struct GapLine: Sendable, Equatable {
+public struct GapLine: Sendable, Equatable, Codable {
     public static let type = "gap"
     public static let notBuffered = "not_buffered"
     public static let restarted = "restarted"
+    public private(set) var type = GapLine.type
     /// The stream the seq numbers of this line (`from`, `to`, `next`) belong to.
     public var stream: String
     public var reason: String
     /// The missing range (`not_buffered`); nil for `restarted`.
-    public var from: UInt64?
-    public var to: UInt64?
+    @OmitNil public var from: UInt64?
+    @OmitNil public var to: UInt64?
     /// The seq of the next line this consumer gets in `stream` (the first replayed, or the next new one).
     public var next: UInt64
     /// `restarted`: the `since` the consumer asked for, in its old stream.
-    public var since: UInt64?
+    @OmitNil public var since: UInt64?
     public var message: String
 
     /// Whether a consumer's `since` (in `stream`, nil when it did not say) cannot belong to the
@@ -209,20 +193,15 @@ public struct GapLine: Sendable, Equatable {
         self.message = message
     }
 
-    public var json: JSONValue {
-        func n(_ v: UInt64?) -> JSONValue { v.map { .number(JSONNumber($0)) } ?? .null }
-        var fields: [(String, JSONValue)] = [("type", .string(Self.type)), ("stream", .string(self.stream)), ("reason", .string(self.reason))]
-        if self.from != nil || self.to != nil { fields += [("from", n(self.from)), ("to", n(self.to))] }
-        if let since = self.since { fields.append(("since", n(since))) }
-        fields += [("next", n(self.next)), ("message", .string(self.message))]
-        return .object(fields)
+    enum CodingKeys: String, CodingKey {
+        case type, stream, reason, from, to, since, next, message
     }
 
+    public var json: JSONValue { WireCoding.encode(self) }
+
     public init?(json: JSONValue) {
-        guard json["type"]?.stringValue == Self.type, let reason = json["reason"]?.stringValue, let next = json["next"]?.uint64Value else { return nil }
-        self.init(
-            stream: json["stream"]?.stringValue ?? "", reason: reason, from: json["from"]?.uint64Value, to: json["to"]?.uint64Value, next: next,
-            since: json["since"]?.uint64Value, message: json["message"]?.stringValue ?? "")
+        guard json["type"]?.stringValue == Self.type, let line = try? WireCoding.decode(Self.self, from: json) else { return nil }
+        self = line
     }
 }
 
@@ -239,27 +218,38 @@ public struct ReplyLine: Sendable, Equatable {
 
     public static func ok(id: JSONValue?, _ result: JSONValue = .object([])) -> ReplyLine { ReplyLine(id: id, .success(result)) }
 
+    /// The line's one shape: `result` when `ok`, else `error`.
+    private struct Wire: Codable {
+        var type = ReplyLine.type
+        var id: JSONValue
+        var ok: Bool
+        @OmitNil var result: JSONValue?
+        @OmitNil var error: Failure?
+
+        struct Failure: Codable, Equatable, Sendable {
+            var code: String
+            var message: String
+        }
+    }
+
     public var json: JSONValue {
         switch self.outcome {
-        case .success(let result):
-            return ["type": .string(Self.type), "id": self.id ?? .null, "ok": true, "result": result]
-        case .failure(let error):
-            return [
-                "type": .string(Self.type), "id": self.id ?? .null, "ok": false,
-                "error": ["code": .string(error.code.rawValue), "message": .string(error.message)],
-            ]
+        case .success(let result): WireCoding.encode(Wire(id: self.id ?? .null, ok: true, result: result))
+        case .failure(let error): WireCoding.encode(Wire(id: self.id ?? .null, ok: false, error: .init(code: error.code.rawValue, message: error.message)))
         }
     }
 
     /// The error's code is kept as sent: a newer daemon's code this client does not know reads as `internal`.
     public init?(json: JSONValue) {
-        guard json["type"]?.stringValue == Self.type, let ok = json["ok"]?.boolValue else { return nil }
-        let id = json["id"].flatMap { $0 == .null ? nil : $0 }
-        if ok {
-            self.init(id: id, .success(json["result"] ?? .null))
+        guard json["type"]?.stringValue == Self.type, json["ok"]?.boolValue != nil, let wire = try? WireCoding.decode(Wire.self, from: json) else {
+            return nil
+        }
+        let id = wire.id == .null ? nil : wire.id
+        if wire.ok {
+            self.init(id: id, .success(wire.result ?? .null))
         } else {
-            let code = json.value(at: "error.code")?.stringValue.flatMap(ErrorCode.init) ?? .internalError
-            let message = json.value(at: "error.message")?.stringValue ?? "request failed"
+            let code = wire.error.flatMap { ErrorCode(rawValue: $0.code) } ?? .internalError
+            let message = wire.error?.message ?? "request failed"
             self.init(id: id, .failure(ProtocolError(code, message, id: id)))
         }
     }

@@ -1,6 +1,6 @@
 /// `status`: the link, its counters, the send queue and the local plane.
-public struct StatusReport: Sendable, Equatable {
-    public struct Queue: Sendable, Equatable {
+public struct StatusReport: Sendable, Equatable, Codable {
+    public struct Queue: Sendable, Equatable, Codable {
         public var messages: Int
         public var bytes: Int
         public var maxMessages: Int
@@ -17,7 +17,7 @@ public struct StatusReport: Sendable, Equatable {
         }
     }
 
-    public struct Spool: Sendable, Equatable {
+    public struct Spool: Sendable, Equatable, Codable {
         public var directory: String
         public var fsync: String
         /// The spool file's size now.
@@ -34,7 +34,7 @@ public struct StatusReport: Sendable, Equatable {
     }
 
     /// The session the daemon restores on every open (docs/sessions.md).
-    public struct Session: Sendable, Equatable {
+    public struct Session: Sendable, Equatable, Codable {
         /// `upstream.on_open`: how many opening messages go first on every open.
         public var openingMessages: Int
         /// `upstream.ready_when` as `FIELD=VALUE`, when set.
@@ -54,7 +54,7 @@ public struct StatusReport: Sendable, Equatable {
         }
     }
 
-    public struct Close: Sendable, Equatable {
+    public struct Close: Sendable, Equatable, Codable {
         public var code: UInt16?
         public var reason: String
         /// `server`, `user` or `error`.
@@ -93,7 +93,7 @@ public struct StatusReport: Sendable, Equatable {
     /// `upstream.ready_when` within `upstream.ready_timeout`).
     public var lastErrorReason: String?
     public var lastClose: Close?
-    public var retryInMillis: Int64?
+    @OmitNil public var retryInMillis: Int64?
     public var version: String
 
     public init(
@@ -128,113 +128,19 @@ public struct StatusReport: Sendable, Equatable {
         self.version = version
     }
 
-    public var json: JSONValue {
-        func n(_ v: some BinaryInteger) -> JSONValue { .number(JSONNumber(v)) }
-        var fields: [(String, JSONValue)] = [
-            ("state", self.state.wire),
-            ("since", n(self.since)),
-            ("url", .string(self.url)),
-            ("reconnects", n(self.reconnects)),
-            ("failed_attempts", n(self.failedAttempts)),
-            ("rtt_ms", self.rttMillis.map { .number(JSONNumber(($0 * 1000).rounded() / 1000)) } ?? .null),
-            ("subprotocol", self.subprotocol.map { .string($0) } ?? .null),
-            ("compression", .bool(self.compression)),
-            ("messages_in", n(self.messagesIn)),
-            ("bytes_in", n(self.bytesIn)),
-            ("messages_out", n(self.messagesOut)),
-            ("bytes_out", n(self.bytesOut)),
-            ("subscribers", n(self.subscribers)),
-            ("clients", n(self.clients)),
-            ("seq", n(self.seq)),
-            ("stream", .string(self.stream)),
-            ("drops", n(self.drops)),
-            (
-                "queue",
-                [
-                    "messages": n(self.queue.messages), "bytes": n(self.queue.bytes),
-                    "max_messages": n(self.queue.maxMessages), "max_bytes": n(self.queue.maxBytes),
-                    "spool": self.queue.spool.map { sp in
-                        ["directory": .string(sp.directory), "fsync": .string(sp.fsync), "file_bytes": n(sp.fileBytes), "fsyncs": n(sp.fsyncs)]
-                    } ?? .null,
-                ]
-            ),
-            (
-                "session",
-                self.session.map { se in
-                    [
-                        "opening_messages": n(se.openingMessages), "ready_when": se.readyWhen.map { .string($0) } ?? .null,
-                        "ready": .string(se.ready), "sticky_keys": n(se.stickyKeys), "sticky_bytes": n(se.stickyBytes),
-                    ]
-                } ?? .null
-            ),
-            ("last_error", self.lastError.map { .string($0) } ?? .null),
-            ("last_error_reason", self.lastErrorReason.map { .string($0) } ?? .null),
-            ("version", .string(self.version)),
-        ]
-        if let close = self.lastClose {
-            fields.append(("last_close", ["code": close.code.map { n($0) } ?? .null, "reason": .string(close.reason), "by": .string(close.by)]))
-        } else {
-            fields.append(("last_close", .null))
-        }
-        if let retry = self.retryInMillis { fields.append(("retry_in_ms", n(retry))) }
-        return .object(fields)
+    /// The keys in the order a reply lists them (the rest are the properties' names in snake_case).
+    enum CodingKeys: String, CodingKey {
+        case state, since, url, reconnects, failedAttempts
+        case rttMillis = "rtt_ms"
+        case subprotocol, compression, messagesIn, bytesIn, messagesOut, bytesOut, subscribers, clients, seq, stream, drops, queue, session
+        case lastError, lastErrorReason, version, lastClose
+        case retryInMillis = "retry_in_ms"
     }
 
+    public var json: JSONValue { WireCoding.encode(self) }
+
     /// Reads a status result; fields a daemon did not send read as zero or absent.
-    public init(json s: JSONValue) {
-        func int(_ key: String) -> Int { s[key]?.intValue ?? 0 }
-        func u64(_ key: String) -> UInt64 { s[key]?.uint64Value ?? 0 }
-        let q = s["queue"]
-        let se = s["session"].flatMap { v -> JSONValue? in
-            guard case .object = v else { return nil }
-            return v
-        }
-        let close: Close? = s["last_close"].flatMap { c in
-            guard case .object = c else { return nil }
-            return Close(code: c["code"]?.intValue.map { UInt16(clamping: $0) }, reason: c["reason"]?.stringValue ?? "", by: c["by"]?.stringValue ?? "?")
-        }
-        self.init(
-            state: ConnectionPhase(wire: s["state"]?.stringValue),
-            since: Int64(int("since")),
-            url: s["url"]?.stringValue ?? "?",
-            reconnects: int("reconnects"),
-            failedAttempts: int("failed_attempts"),
-            rttMillis: s["rtt_ms"]?.doubleValue,
-            subprotocol: s["subprotocol"]?.stringValue,
-            compression: s["compression"]?.boolValue ?? false,
-            messagesIn: u64("messages_in"),
-            bytesIn: u64("bytes_in"),
-            messagesOut: u64("messages_out"),
-            bytesOut: u64("bytes_out"),
-            subscribers: int("subscribers"),
-            clients: int("clients"),
-            seq: u64("seq"),
-            drops: u64("drops"),
-            stream: s["stream"]?.stringValue ?? "",
-            queue: Queue(
-                messages: q?["messages"]?.intValue ?? 0,
-                bytes: q?["bytes"]?.intValue ?? 0,
-                maxMessages: q?["max_messages"]?.intValue ?? 0,
-                maxBytes: q?["max_bytes"]?.intValue ?? 0,
-                spool: q?["spool"]?["directory"]?.stringValue.map { directory in
-                    Spool(
-                        directory: directory,
-                        fsync: q?["spool"]?["fsync"]?.stringValue ?? "?",
-                        fileBytes: q?["spool"]?["file_bytes"]?.intValue ?? 0,
-                        fsyncs: q?["spool"]?["fsyncs"]?.uint64Value ?? 0
-                    )
-                }
-            ),
-            session: se.map { se in
-                Session(
-                    openingMessages: se["opening_messages"]?.intValue ?? 0, readyWhen: se["ready_when"]?.stringValue,
-                    ready: se["ready"]?.stringValue ?? "?", stickyKeys: se["sticky_keys"]?.intValue ?? 0, stickyBytes: se["sticky_bytes"]?.intValue ?? 0)
-            },
-            lastError: s["last_error"]?.stringValue,
-            lastErrorReason: s["last_error_reason"]?.stringValue,
-            lastClose: close,
-            retryInMillis: s["retry_in_ms"]?.intValue.map(Int64.init),
-            version: s["version"]?.stringValue ?? "?"
-        )
+    public init(json: JSONValue) throws(WireDecodingError) {
+        self = try WireCoding.decode(Self.self, from: json)
     }
 }

@@ -116,9 +116,27 @@ public struct Filter: Sendable, Equatable {
     /// The filter as `FIELD=VALUE` text (VALUE in JSON), for messages.
     public var text: String { self.equals.map { "\(self.field)=\($0.serialized)" } ?? self.field }
 
-    public var json: JSONValue {
-        if let equals { return ["field": .string(self.field), "equals": equals] }
-        return ["field": .string(self.field)]
+    public var json: JSONValue { WireCoding.encode(self) }
+}
+
+extension Filter: Codable {
+    private enum CodingKeys: String, CodingKey {
+        case field, equals
+    }
+
+    /// `equals` is left out when the filter only asks for the field; `"equals": null` matches null.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        // Not `contains ? value : nil`: JSONValue takes the nil literal, as .null.
+        var equals: JSONValue?
+        if c.contains(.equals) { equals = try c.decode(JSONValue.self, forKey: .equals) }
+        self.init(field: try c.decode(String.self, forKey: .field), equals: equals)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(self.field, forKey: .field)
+        if let equals = self.equals { try c.encode(equals, forKey: .equals) }
     }
 }
 
@@ -136,7 +154,7 @@ public struct RequestLimits: Sendable, Equatable {
 }
 
 /// How long a sticky send lasts: until its client disconnects, or until `unstick`.
-public enum StickyScope: String, Sendable, Equatable, CaseIterable {
+public enum StickyScope: String, Sendable, Equatable, CaseIterable, Codable {
     case client, daemon
 }
 

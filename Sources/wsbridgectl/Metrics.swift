@@ -15,6 +15,6 @@ struct Metrics: ParsableCommand {
             Output.line(result.serialized)
             return
         }
-        Output.write(1, MetricsResult(json: result).text)
+        Output.write(1, try MetricsResult(json: result).text)
     }
 }

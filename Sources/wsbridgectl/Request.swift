@@ -27,7 +27,7 @@ struct Request: ParsableCommand {
         if self.global.json {
             Output.line(result.serialized)
         } else {
-            Output.line(RequestResult(json: result)?.payload.serialized ?? result.serialized)
+            Output.line((try? RequestResult(json: result))?.payload.serialized ?? result.serialized)
         }
     }
 }

@@ -95,9 +95,9 @@ struct Send: ParsableCommand {
     func report(_ result: JSONValue) {
         if self.global.json {
             Output.line(result.serialized)
-        } else if case .queued(let depth, let state)? = SendResult(json: result) {
+        } else if case .queued(let depth, let state)? = try? SendResult(json: result) {
             Output.line("queued (\(depth) waiting; link is \(state))")
-        } else if case .sticky(let r)? = SendResult(json: result) {
+        } else if case .sticky(let r)? = try? SendResult(json: result) {
             let holders = r.holders == 1 ? "1 holder" : "\(r.holders) holders"
             switch r.status {
             case .sent: Output.line("sent; sticky key \(r.key) (scope \(r.scope.rawValue), \(holders)) goes again after every reconnect")

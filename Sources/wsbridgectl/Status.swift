@@ -14,8 +14,8 @@ struct Status: ParsableCommand {
         try self.global.show("status", readable: Self.table)
     }
 
-    static func table(_ json: JSONValue) -> String {
-        let s = StatusReport(json: json)
+    static func table(_ json: JSONValue) throws -> String {
+        let s = try StatusReport(json: json)
         var rows: [(String, String)] = []
         rows.append(("state", "\(s.state) since \(Self.time(Double(s.since))) (\(Self.ago(Double(s.since))))"))
         rows.append(("upstream", s.url))

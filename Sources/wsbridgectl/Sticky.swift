@@ -13,8 +13,8 @@ struct Sticky: ParsableCommand {
         try self.global.show("sticky", readable: Self.table)
     }
 
-    static func table(_ json: JSONValue) -> String {
-        let list = StickyListResult(json: json)
+    static func table(_ json: JSONValue) throws -> String {
+        let list = try StickyListResult(json: json)
         guard !list.keys.isEmpty else { return "no sticky keys" }
         var rows: [[String]] = [["KEY", "SCOPE", "HOLDERS", "AGE", "BYTES", "TEXT"]]
         for k in list.keys {
@@ -50,7 +50,7 @@ struct Unstick: ParsableCommand {
         var fields: [(String, JSONValue)] = [("key", .string(self.key))]
         if let text { fields.append(("text", .string(text))) }
         try self.global.show("unstick", fields) { result in
-            let r = UnstickResult(json: result)
+            let r = try UnstickResult(json: result)
             switch (r.holders, r.leave) {
             case (let n, _) where n > 0: return "released; \(r.key) is still held by \(n) other holder\(n == 1 ? "" : "s")"
             case (_, "sent"): return "\(r.key) removed; its leave text was sent"

@@ -29,7 +29,7 @@ struct Tail: ParsableCommand {
         if let stream { fields.append(("stream", .string(stream))) }
         if let filter { fields.append(("filter", Filter(parsing: filter).json)) }
         do {
-            let result = SubscribeResult(json: try connection.request("subscribe", fields, unsubscribeFirst: false))
+            let result = try SubscribeResult(json: try connection.request("subscribe", fields, unsubscribeFirst: false))
             let filterNote = self.filter.map { ", only \($0)" } ?? ""
             let restarted =
                 self.since.map { since in

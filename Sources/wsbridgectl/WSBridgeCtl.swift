@@ -97,13 +97,13 @@ struct GlobalOptions: ParsableArguments {
     /// Runs a link command (connect, reconnect, close) and reports `VERB (state: ...)`, or the JSON.
     func runLinkCommand(_ op: String, _ fields: [(String, JSONValue)] = [], verb: String) throws {
         let result = try self.run(op, fields)
-        Output.line(self.json ? result.serialized : "\(verb) (state: \(LinkStateResult(json: result).state))")
+        Output.line(self.json ? result.serialized : "\(verb) (state: \(try LinkStateResult(json: result).state))")
     }
 
     /// Runs one request and prints its result: the daemon's JSON with --json, else `readable`'s text.
-    func show(_ op: String, _ fields: [(String, JSONValue)] = [], readable: (JSONValue) -> String) throws {
+    func show(_ op: String, _ fields: [(String, JSONValue)] = [], readable: (JSONValue) throws -> String) throws {
         let result = try self.run(op, fields)
-        Output.line(self.json ? result.serialized : readable(result))
+        Output.line(self.json ? result.serialized : try readable(result))
     }
 
     /// Runs one request and returns its result, or exits with the daemon's error.

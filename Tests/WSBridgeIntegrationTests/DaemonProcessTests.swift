@@ -46,7 +46,7 @@ import WSBridgeProtocol
 
         // The link never opened: status has a last error, and no "last close".
         let status = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", dir.file("d.sock"), "status", "--json"])
-        let report = StatusReport(json: try JSONValue.parse(status.stdout))
+        let report = try StatusReport(json: try JSONValue.parse(status.stdout))
         #expect(report.lastClose == nil, "\(status.stdout)")
         #expect(report.lastError?.contains("connection refused") == true, "\(status.stdout)")
         let table = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", dir.file("d.sock"), "status"])

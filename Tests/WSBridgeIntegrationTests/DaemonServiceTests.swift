@@ -32,7 +32,7 @@ import WSBridgeProtocol
         guard let reply = await client.reply(id), case .reply(let line)? = ServerLine.decode(reply), case .success(let result) = line.outcome else {
             throw TestFailure("no status reply: \(client.lines.text)")
         }
-        return StatusReport(json: result)
+        return try StatusReport(json: result)
     }
 
     @Test func reloadAppliesAndGracefulShutdownStopsCleanly() async throws {

@@ -90,7 +90,7 @@ import WSBridgeProtocol
             let name = family.type == .counter ? String(family.name.dropLast("_total".count)) : family.name
             #expect(m.families[name] == family.type.rawValue, "family \(family.name) missing or mistyped: \(m.families)")
         }
-        let status = StatusReport(json: try JSONValue.parse(try Self.ctl(["status", "--json"], socket: f.socket).out))
+        let status = try StatusReport(json: try JSONValue.parse(try Self.ctl(["status", "--json"], socket: f.socket).out))
         #expect(m["wsbridge_upstream_messages_total{direction=in}"] == Double(status.messagesIn))
         #expect(m["wsbridge_upstream_messages_total{direction=in}"].map { $0 >= 25 } == true)
         #expect(m["wsbridge_upstream_bytes_total{direction=in}"] == Double(status.bytesIn))
@@ -167,7 +167,7 @@ import WSBridgeProtocol
         m = try Self.metrics(f.socket)
         #expect(m["wsbridge_last_seq{}"] == 2001)
         #expect((m["wsbridge_dropped_messages_total{reason=subscriber_queue_full}"] ?? 0) > 0)
-        let status = StatusReport(json: try JSONValue.parse(try Self.ctl(["status", "--json"], socket: f.socket).out))
+        let status = try StatusReport(json: try JSONValue.parse(try Self.ctl(["status", "--json"], socket: f.socket).out))
         #expect(m["wsbridge_dropped_messages_total{reason=subscriber_queue_full}"] == Double(status.drops))
 
         // The link closed by the user: one send waits in the queue of 1, the next is refused.

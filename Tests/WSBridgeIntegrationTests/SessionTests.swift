@@ -288,7 +288,7 @@ final class ExchangeFeed {
         guard await second.stderr.wait(containing: "-> open") != nil else { throw TestFailure(second.stderr.text) }
         #expect(await feed.process.stdout.wait(from: mark, timeout: .seconds(20)) { $0 == "recv \(Self.subscribe("a"))" } != nil)
         let list = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket, "sticky", "--json"])
-        let keys = StickyListResult(json: try JSONValue.parse(list.stdout)).keys
+        let keys = try StickyListResult(json: try JSONValue.parse(list.stdout)).keys
         #expect(keys.map(\.key) == ["kept"] && keys.first?.holders.first?.scope == .daemon)
         // unstick: the leave text goes once, and a restart no longer restores it.
         let un = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket, "unstick", "kept"])

@@ -35,14 +35,14 @@ import WSBridgeProtocol
         let sticky = ReplyLine.ok(id: 8, SendResult.sticky(StickyResult(status: .held, key: "k", scope: .daemon, holders: 2, state: .open)).json)
         try self.roundTrip(.reply(sticky), sticky.json)
         if case .success(let result) = sticky.outcome {
-            #expect(SendResult(json: result) == .sticky(StickyResult(status: .held, key: "k", scope: .daemon, holders: 2, state: .open)))
+            #expect(try SendResult(json: result) == .sticky(StickyResult(status: .held, key: "k", scope: .daemon, holders: 2, state: .open)))
         }
         let list = StickyListResult(keys: [
             .init(key: "k", bytes: 9, preview: "sub", onUnstick: true, since: 5, holders: [.init(scope: .client, pid: 42, uid: 1000, since: 6)])
         ])
-        #expect(StickyListResult(json: try JSONValue.parse(list.json.serialized)) == list)
+        #expect(try StickyListResult(json: try JSONValue.parse(list.json.serialized)) == list)
         let unstick = UnstickResult(key: "k", holders: 0, leave: "sent")
-        #expect(UnstickResult(json: unstick.json) == unstick)
+        #expect(try UnstickResult(json: unstick.json) == unstick)
 
         let ok = ReplyLine.ok(id: 7, SendResult.queued(depth: 2, state: .connecting).json)
         try self.roundTrip(.reply(ok), ok.json)
@@ -65,20 +65,20 @@ import WSBridgeProtocol
             queue: .init(messages: 1, bytes: 2, maxMessages: 3, maxBytes: 4), lastError: "e",
             lastClose: .init(code: 1001, reason: "bye", by: "server"), retryInMillis: 12
         )
-        #expect(StatusReport(json: try JSONValue.parse(status.json.serialized)) == status)
+        #expect(try StatusReport(json: try JSONValue.parse(status.json.serialized)) == status)
         var withSession = status
         withSession.stream = "0123456789abcdef"
         withSession.session = .init(openingMessages: 2, readyWhen: "type=\"authed\"", ready: "waiting", stickyKeys: 3, stickyBytes: 40)
         withSession.lastErrorReason = "not_ready"
-        #expect(StatusReport(json: try JSONValue.parse(withSession.json.serialized)) == withSession)
-        let noClose = StatusReport(json: try JSONValue.parse(#"{"state":"idle","last_close":null,"rtt_ms":null}"#))
+        #expect(try StatusReport(json: try JSONValue.parse(withSession.json.serialized)) == withSession)
+        let noClose = try StatusReport(json: try JSONValue.parse(#"{"state":"idle","last_close":null,"rtt_ms":null}"#))
         #expect(noClose.lastClose == nil && noClose.rttMillis == nil && noClose.state == .idle)
 
         let subscribed = SubscribeResult(subscribed: true, seq: 4, filter: Filter(field: "a.b", equals: 1))
-        #expect(SubscribeResult(json: try JSONValue.parse(subscribed.json.serialized)) == subscribed)
-        #expect(SendResult(json: SendResult.sent.json) == .sent)
-        #expect(LinkStateResult(json: LinkStateResult(state: .closing).json).state == .closing)
+        #expect(try SubscribeResult(json: try JSONValue.parse(subscribed.json.serialized)) == subscribed)
+        #expect(try SendResult(json: SendResult.sent.json) == .sent)
+        #expect(try LinkStateResult(json: LinkStateResult(state: .closing).json).state == .closing)
         let answer = RequestResult(seq: 9, payload: ["id": 42])
-        #expect(RequestResult(json: answer.json) == answer)
+        #expect(try RequestResult(json: answer.json) == answer)
     }
 }
