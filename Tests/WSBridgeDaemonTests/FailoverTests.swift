@@ -8,7 +8,7 @@ import WSBridgeCore
     let urls = try! ["ws://a/", "ws://b/", "ws://c/"].map { try UpstreamURL(parsing: $0) }
 
     @Test func eachFailedAttemptMovesToTheNextURLAndWrapsAround() {
-        var f = Failover()
+        let f = Failover()
         #expect(f.urlForAttempt(in: self.urls) == self.urls[0])
         #expect(!f.onFallback)
         #expect(f.attemptFailed(urls: self.urls) == self.urls[1])
@@ -21,13 +21,13 @@ import WSBridgeCore
     }
 
     @Test func withOneURLThereIsNothingToMoveTo() {
-        var f = Failover()
+        let f = Failover()
         #expect(f.attemptFailed(urls: [self.urls[0]]) == nil)
         #expect(f.urlForAttempt(in: [self.urls[0]]) == self.urls[0])
     }
 
     @Test func aShorterListAfterAReloadStartsAgainAtThePrimary() {
-        var f = Failover()
+        let f = Failover()
         _ = f.attemptFailed(urls: self.urls)
         _ = f.attemptFailed(urls: self.urls)
         f.update(urls: Array(self.urls.prefix(2)))

@@ -6,23 +6,23 @@ import WSBridgeCore
 /// The heartbeat of an open link: its state machine (pings with a payload to measure the round
 /// trip, and a pong deadline that declares a silent link dead) and the timer that wakes it.
 /// Confined to the link's event loop.
-struct LinkHeartbeat {
+final class LinkHeartbeat {
     fileprivate var machine: HeartbeatStateMachine?
     fileprivate var timer: Scheduled<Void>?
 
     var roundTripTime: Duration? { self.machine?.roundTripTime }
 
     /// Anything from the upstream shows it is alive.
-    mutating func received(now: MonotonicInstant) {
+    func received(now: MonotonicInstant) {
         self.machine?.received(now: now)
     }
 
     /// A pong: its round trip, when it answers our last ping.
-    mutating func receivedPong(payload: UInt64?, now: MonotonicInstant) -> Duration? {
+    func receivedPong(payload: UInt64?, now: MonotonicInstant) -> Duration? {
         self.machine?.receivedPong(payload: payload, now: now)
     }
 
-    mutating func stop() {
+    func stop() {
         self.timer?.cancel()
         self.timer = nil
         self.machine = nil

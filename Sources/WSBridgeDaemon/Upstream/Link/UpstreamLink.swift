@@ -35,12 +35,12 @@ package final class UpstreamLink: LinkControl {
     /// The current connection: generation, channel, close flags, timers (LinkAttempt.swift).
     let attempt = LinkAttempt()
     /// Which URL the next attempt uses, and the return to the primary (Failover.swift).
-    var failover = Failover()
+    let failover = Failover()
     /// The queue, the spool and the sends on their way (UpstreamLink+Sending.swift).
     let outbound: OutboundPath
     /// Pings, the round trip and the pong deadline (UpstreamLink+Heartbeat.swift).
-    var heartbeat = LinkHeartbeat()
-    var counters = LinkCounters()
+    let heartbeat = LinkHeartbeat()
+    let counters = LinkCounters()
 
     // The driver's own state: only this file changes it.
     private(set) var machine: Machine
