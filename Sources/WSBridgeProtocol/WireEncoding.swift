@@ -1,0 +1,188 @@
+/// The encoding half of `WireCoding`: Encodable values to `JSONValue`.
+
+// MARK: - Encoding
+
+/// One value being encoded; containers fill it in and `json` reads it out.
+final class EncodingNode {
+    enum Content {
+        case unset
+        case value(JSONValue)
+        case object([(String, EncodingNode)])
+        case array([EncodingNode])
+    }
+
+    var content = Content.unset
+
+    var json: JSONValue {
+        switch self.content {
+        case .unset: .null
+        case .value(let v): v
+        case .object(let fields): .object(fields.map { ($0.0, $0.1.json) })
+        case .array(let items): .array(items.map(\.json))
+        }
+    }
+
+    func encode(_ value: some Encodable, codingPath: [any CodingKey]) throws {
+        if let json = Self.primitive(value) {
+            self.content = .value(json)
+        } else {
+            try value.encode(to: WireEncoder(node: self, codingPath: codingPath))
+        }
+    }
+
+    static func primitive(_ value: Any) -> JSONValue? {
+        switch value {
+        case let v as JSONValue: v
+        case let v as JSONNumber: .number(v)
+        case let v as String: .string(v)
+        case let v as Bool: .bool(v)
+        case let v as Int: .number(JSONNumber(v))
+        case let v as Int64: .number(JSONNumber(v))
+        case let v as Int32: .number(JSONNumber(v))
+        case let v as UInt64: .number(JSONNumber(v))
+        case let v as UInt32: .number(JSONNumber(v))
+        case let v as UInt16: .number(JSONNumber(v))
+        case let v as UInt8: .number(JSONNumber(v))
+        case let v as Double: .number(JSONNumber(v))
+        default: nil
+        }
+    }
+}
+
+private struct WireEncoder: Encoder {
+    let node: EncodingNode
+    let codingPath: [any CodingKey]
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        if case .object = self.node.content {} else { self.node.content = .object([]) }
+        return KeyedEncodingContainer(KeyedContainer<Key>(node: self.node, codingPath: self.codingPath))
+    }
+
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        if case .array = self.node.content {} else { self.node.content = .array([]) }
+        return UnkeyedContainer(node: self.node, codingPath: self.codingPath)
+    }
+
+    func singleValueContainer() -> any SingleValueEncodingContainer {
+        SingleValueContainer(node: self.node, codingPath: self.codingPath)
+    }
+}
+
+private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
+    let node: EncodingNode
+    let codingPath: [any CodingKey]
+
+    private func append(_ key: Key, _ child: EncodingNode) {
+        guard case .object(var fields) = self.node.content else { return }
+        fields.append((WireCoding.snakeCase(key.stringValue), child))
+        self.node.content = .object(fields)
+    }
+
+    mutating func encodeNil(forKey key: Key) throws {
+        let child = EncodingNode()
+        child.content = .value(.null)
+        self.append(key, child)
+    }
+
+    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
+        if let omittable = value as? any OmittableWhenNil, omittable.isNil { return }
+        let child = EncodingNode()
+        try child.encode(value, codingPath: self.codingPath + [key])
+        self.append(key, child)
+    }
+
+    // Optionals are written as null, not left out (the synthesized code calls these).
+    mutating func encodeIfPresent<T: Encodable>(_ value: T?, forKey key: Key) throws {
+        if let value { try self.encode(value, forKey: key) } else { try self.encodeNil(forKey: key) }
+    }
+    mutating func encodeIfPresent(_ value: Bool?, forKey key: Key) throws { try self.encodeIfPresent(value as Bool??, key) }
+    mutating func encodeIfPresent(_ value: String?, forKey key: Key) throws { try self.encodeIfPresent(value as String??, key) }
+    mutating func encodeIfPresent(_ value: Double?, forKey key: Key) throws { try self.encodeIfPresent(value as Double??, key) }
+    mutating func encodeIfPresent(_ value: Int?, forKey key: Key) throws { try self.encodeIfPresent(value as Int??, key) }
+    mutating func encodeIfPresent(_ value: Int32?, forKey key: Key) throws { try self.encodeIfPresent(value as Int32??, key) }
+    mutating func encodeIfPresent(_ value: Int64?, forKey key: Key) throws { try self.encodeIfPresent(value as Int64??, key) }
+    mutating func encodeIfPresent(_ value: UInt16?, forKey key: Key) throws { try self.encodeIfPresent(value as UInt16??, key) }
+    mutating func encodeIfPresent(_ value: UInt32?, forKey key: Key) throws { try self.encodeIfPresent(value as UInt32??, key) }
+    mutating func encodeIfPresent(_ value: UInt64?, forKey key: Key) throws { try self.encodeIfPresent(value as UInt64??, key) }
+
+    private mutating func encodeIfPresent<T: Encodable>(_ value: T??, _ key: Key) throws {
+        if let value = value ?? nil { try self.encode(value, forKey: key) } else { try self.encodeNil(forKey: key) }
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+        let child = EncodingNode()
+        self.append(key, child)
+        return WireEncoder(node: child, codingPath: self.codingPath + [key]).container(keyedBy: keyType)
+    }
+
+    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
+        let child = EncodingNode()
+        self.append(key, child)
+        return WireEncoder(node: child, codingPath: self.codingPath + [key]).unkeyedContainer()
+    }
+
+    mutating func superEncoder() -> any Encoder { WireEncoder(node: self.node, codingPath: self.codingPath) }
+    mutating func superEncoder(forKey key: Key) -> any Encoder { WireEncoder(node: self.node, codingPath: self.codingPath) }
+}
+
+private struct UnkeyedContainer: UnkeyedEncodingContainer {
+    let node: EncodingNode
+    let codingPath: [any CodingKey]
+
+    var count: Int {
+        if case .array(let items) = self.node.content { return items.count }
+        return 0
+    }
+
+    private func append(_ child: EncodingNode) {
+        guard case .array(var items) = self.node.content else { return }
+        items.append(child)
+        self.node.content = .array(items)
+    }
+
+    mutating func encodeNil() throws {
+        let child = EncodingNode()
+        child.content = .value(.null)
+        self.append(child)
+    }
+
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        let child = EncodingNode()
+        try child.encode(value, codingPath: self.codingPath + [WireIndex(self.count)])
+        self.append(child)
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+        let child = EncodingNode()
+        self.append(child)
+        return WireEncoder(node: child, codingPath: self.codingPath).container(keyedBy: keyType)
+    }
+
+    mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
+        let child = EncodingNode()
+        self.append(child)
+        return WireEncoder(node: child, codingPath: self.codingPath).unkeyedContainer()
+    }
+
+    mutating func superEncoder() -> any Encoder { WireEncoder(node: self.node, codingPath: self.codingPath) }
+}
+
+private struct SingleValueContainer: SingleValueEncodingContainer {
+    let node: EncodingNode
+    let codingPath: [any CodingKey]
+
+    mutating func encodeNil() throws { self.node.content = .value(.null) }
+
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        try self.node.encode(value, codingPath: self.codingPath)
+    }
+}
+
+struct WireIndex: CodingKey {
+    var intValue: Int?
+    var stringValue: String { "\(self.intValue ?? 0)" }
+    init(_ index: Int) { self.intValue = index }
+    init?(stringValue: String) { nil }
+    init?(intValue: Int) { self.intValue = intValue }
+}
