@@ -113,11 +113,14 @@ import WSBridgeProtocol
         _ = await c.reply("u")
         f.server.command("stall on")
         #expect(await f.server.event("stall on") != nil)
-        // 64 KiB messages: TCP buffers and NIO's write buffer take a few, then the queue fills.
-        // Letters that do not compress much (Python websockets negotiates permessage-deflate).
+        // 64 KiB messages: TCP buffers and NIO's write buffer take some, then the queue fills.
+        // Letters that do not compress much (Python websockets negotiates permessage-deflate):
+        // about 40 KB each on the wire. Loopback autotunes the stalled peer's receive buffer up
+        // to tcp_rmem's maximum (32 MiB here) plus the send buffer (4 MiB): up to some 900
+        // messages before the link stops taking them, so the bound is well above that.
         let payload = String((0..<65536).map { _ in "abcdefghijklmnopqrstuvwxyz".randomElement()! })
         var statuses: [String] = []
-        for i in 0..<500 {
+        for i in 0..<3000 {
             c.send(#"{"id":"m\#(i)","op":"send","text":"\#(i) \#(payload)"}"#)
             let reply = await c.reply("m\(i)")
             statuses.append(reply?.value(at: "result.status")?.stringValue ?? reply?.value(at: "error.code")?.stringValue ?? "none")
@@ -127,7 +130,7 @@ import WSBridgeProtocol
         #expect(statuses.filter { $0 == "queued" }.count == 20)
         // What went out before the queue took over sits in the kernel's socket buffers (loopback
         // autotunes them to several MiB), not in the daemon: without the writability check all
-        // 500 would be "sent" into NIO's unbounded buffer.
+        // 3000 would be "sent" into NIO's unbounded buffer.
         let sent = statuses.filter { $0 == "sent" }.count
         // The upstream reads again: every accepted message arrives, in order.
         f.server.command("stall off")
