@@ -118,6 +118,14 @@ public struct Configuration: Sendable, Equatable {
         public var replayBytes = 16 << 20
         /// Clients connected at once; one more is told why and closed.
         public var maxClients = 1000
+        /// Of `maxClients`, the places kept for root, the daemon's own user and `access.write_*`
+        /// (as PostgreSQL keeps connections for superusers): the operator is never locked out.
+        /// The loader refuses a value set in the file that is not below `maxClients`.
+        public var reservedClients = 4
+
+        /// The places kept for privileged clients: at most `maxClients - 1`, so the default
+        /// leaves others a place when `maxClients` is tiny.
+        public var reserved: Int { min(self.reservedClients, self.maxClients - 1) }
         /// Unread replies and notices a client may have queued before the daemon stops reading
         /// its requests (resumed when half of it drained). Notices alone past twice this
         /// disconnect it.

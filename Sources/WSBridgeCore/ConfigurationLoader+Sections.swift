@@ -120,6 +120,15 @@ extension ConfigurationReader {
         if let v = s["max_clients"] {
             config.local.maxClients = try self.int(v, "local.max_clients", in: 1...1_000_000, "a client count from 1 to 1000000")
         }
+        if let v = s["reserved_clients"] {
+            let reserved = try self.int(v, "local.reserved_clients", in: 0...999_999, "a client count from 0 (none kept) to 999999")
+            guard reserved < config.local.maxClients else {
+                throw self.error(
+                    "local.reserved_clients", v,
+                    "must be below local.max_clients (\(config.local.maxClients)), or no other client could connect: lower it, or raise local.max_clients")
+            }
+            config.local.reservedClients = reserved
+        }
         if let v = s["client_output_bytes"] {
             config.local.clientOutputBytes = try self.int(v, "local.client_output_bytes", in: 4096...(1 << 30), "a byte count from 4096 to 1073741824")
         }

@@ -343,3 +343,15 @@ extension ConfigurationLoaderTests {
         #expect(error?.description.contains("known keys in [heartbeat]: deadline, interval, text") == true, "\(String(describing: error))")
     }
 }
+
+// The operator is never locked out (issue 19).
+extension ConfigurationLoaderTests {
+    @Test func reservedClientsDefaultToFourAtMostOneBelowMaxClients() throws {
+        #expect(try ConfigurationLoader(fileName: "t").load(text: "").local.reserved == 4)
+        #expect(try ConfigurationLoader(fileName: "t").load(text: "[local]\nmax_clients = 3\n").local.reserved == 2)
+        #expect(try ConfigurationLoader(fileName: "t").load(text: "[local]\nmax_clients = 10\nreserved_clients = 0\n").local.reserved == 0)
+        let tooMany = self.failure("[local]\nmax_clients = 3\nreserved_clients = 3\n")
+        #expect(tooMany?.key == "local.reserved_clients")
+        #expect(tooMany?.description.contains("must be below local.max_clients (3)") == true, "\(String(describing: tooMany))")
+    }
+}

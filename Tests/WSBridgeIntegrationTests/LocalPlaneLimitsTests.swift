@@ -72,6 +72,38 @@ import WSBridgeProtocol
         #expect(served)
     }
 
+    /// At the limit, the places local.reserved_clients keeps are for root (and the daemon's own
+    /// user and access.write_*): other users are refused with a line naming the setting, and the
+    /// operator's `wsbridgectl status` still gets in, until every place is taken.
+    @Test func theReservedPlacesKeepTheOperatorFromBeingLockedOut() async throws {
+        let f = try await DaemonFixture(extraConfig: "mode = \"0666\"\nmax_clients = 3\nreserved_clients = 1")
+        // Two users without write access take the two ordinary places.
+        var readers: [ManagedProcess] = []
+        defer { for r in readers { r.stop() } }
+        for _ in 0..<2 {
+            let reader = try socatAsNobody(f.socket)
+            readers.append(reader)
+            #expect(await reader.stdout.wait(containing: "\"type\":\"hello\"") != nil)
+        }
+        // A third is refused, told which setting keeps the last place.
+        let refused = try socatAsNobody(f.socket)
+        defer { refused.stop() }
+        let line = await refused.stdout.wait(containing: "too_many_clients").flatMap { try? JSONValue.parse($0) }
+        #expect(
+            line?.value(at: "error.message")?.stringValue?.contains("local.reserved_clients = 1 of local.max_clients = 3") == true, "\(refused.stdout.text)")
+        #expect(await refused.waitForExit() == 0)
+        #expect(await f.daemon.stderr.wait(containing: "refusing unprivileged local clients") != nil)
+        // Root takes the reserved place: its status is answered.
+        let operatorClient = try await f.client(name: "operator")
+        operatorClient.send(#"{"id":"s","op":"status"}"#)
+        #expect(await operatorClient.reply("s")?["ok"] == true)
+        // Every place taken: root too is refused, and told to raise local.max_clients.
+        let last = try ManagedProcess("/usr/bin/socat", ["-", "UNIX-CONNECT:\(f.socket)"], name: "last")
+        defer { last.stop() }
+        let full = await last.stdout.wait(containing: "too_many_clients").flatMap { try? JSONValue.parse($0) }
+        #expect(full?.value(at: "error.message")?.stringValue?.contains("raise local.max_clients") == true, "\(last.stdout.text)")
+    }
+
     @Test func pendingRequestsAreBoundedPerClientAndInAll() async throws {
         let f = try await DaemonFixture(extraConfig: "max_pending_requests = 2\nmax_pending_requests_total = 3")
         let c = try await f.client()

@@ -88,19 +88,16 @@ final class LocalPlane {
     // MARK: - Clients
 
     func added(_ client: LocalClient) {
-        let limit = self.configuration.local.maxClients
-        guard self.fanout.clientCount < limit else {
-            let error = ProtocolError(
-                .tooManyClients,
-                "wsbridged already serves local.max_clients = \(limit) clients; close idle ones or raise local.max_clients"
-            )
+        if let refusal = self.refusal(of: client) {
+            let error = ProtocolError(.tooManyClients, refusal.reply)
             client.close(saying: MessageLineEncoder.line(error.reply, allocator: self.allocator))
             if self.refusedSinceLog == 0 {
-                self.logger.warning("refusing local clients: local.max_clients = \(limit) reached", metadata: ["local.max_clients": "\(limit)"])
+                self.logger.warning("\(refusal.log)", metadata: ["local.max_clients": "\(self.configuration.local.maxClients)"])
             }
             self.refusedSinceLog += 1
             return
         }
+        let limit = self.configuration.local.maxClients
         if self.refusedSinceLog > 0, self.fanout.clientCount < limit * 9 / 10 {
             self.logger.notice("accepting local clients again after refusing \(self.refusedSinceLog)")
             self.refusedSinceLog = 0
@@ -113,6 +110,25 @@ final class LocalPlane {
         self.logger.debug(
             "client connected",
             metadata: ["client.id": "\(client.id)", "client.uid": "\(client.credentials.map { String($0.uid) } ?? "?")", "client.write": "\(client.mayWrite)"]
+        )
+    }
+
+    /// Why `client` may not connect now, if so: every place is taken, or only the reserved
+    /// ones are left and it is not privileged (root, the daemon's own user, `access.write_*`).
+    private func refusal(of client: LocalClient) -> (reply: String, log: String)? {
+        let limit = self.configuration.local.maxClients
+        let reserved = self.configuration.local.reserved
+        let count = self.fanout.clientCount
+        if count >= limit {
+            return (
+                "wsbridged already serves local.max_clients = \(limit) clients; close idle ones or raise local.max_clients",
+                "refusing local clients: local.max_clients = \(limit) reached"
+            )
+        }
+        guard !client.mayWrite, count >= limit - reserved else { return nil }
+        return (
+            "wsbridged serves \(count) clients and keeps the last local.reserved_clients = \(reserved) of local.max_clients = \(limit) places for root, its own user and access.write_uids / access.write_groups; close idle clients, or raise local.max_clients",
+            "refusing unprivileged local clients: only the local.reserved_clients = \(reserved) places of local.max_clients = \(limit) are left"
         )
     }
 
