@@ -154,6 +154,18 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The fuzz targets (scripts/fuzz): libFuzzer's entry when built with -sanitize=fuzzer and
+        // -DFUZZING, else a program that replays input files through the same targets.
+        .executableTarget(
+            name: "wsbridge-fuzz",
+            dependencies: [
+                "WSBridgeDaemon",
+                "WSBridgeProtocol",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "WSBridgeProtocolTests",
             dependencies: ["WSBridgeProtocol"],

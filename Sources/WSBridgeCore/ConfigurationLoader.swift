@@ -15,6 +15,7 @@ public struct ConfigurationLoader: Sendable {
     /// Parses and validates TOML text. `environment` is consulted for nothing here; overrides
     /// from the command line are applied by the caller afterwards with `validate`.
     public func load(text: String) throws(ConfigurationError) -> Configuration {
+        try Self.checkTableHeaders(text, fileName: self.fileName)
         let table: TOMLTable
         do {
             table = try TOMLTable(string: text)
@@ -30,6 +31,82 @@ public struct ConfigurationLoader: Sendable {
         }
         let reader = ConfigurationReader(fileName: self.fileName, lines: LineIndex(text: text))
         return try reader.read(table)
+    }
+}
+
+extension ConfigurationLoader {
+    /// A table header whose name does not start with a bare-key character or a quote (`[!x]`)
+    /// makes TOMLKit's parser (toml++) fail an assertion and abort the process, where it should
+    /// report a syntax error: found by fuzzing (docs/fuzzing.md). The daemon checks for it first,
+    /// so a typo in a reloaded file is an error, not a crash. Lines inside a multi-line string
+    /// or a multi-line array value are not headers, and are passed over.
+    static func checkTableHeaders(_ text: String, fileName: String) throws(ConfigurationError) {
+        var arrayDepth = 0
+        var multiline: String?
+        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = raw.trimmingSpaces()
+            if let delimiter = multiline {
+                if line.contains(delimiter) { multiline = nil }
+                continue
+            }
+            if arrayDepth == 0, line.hasPrefix("[") {
+                var name = line.dropFirst()
+                if name.hasPrefix("[") { name = name.dropFirst() }
+                let first = name.first { $0 != " " && $0 != "\t" }
+                guard let first, first.isASCII && (first.isLetter || first.isNumber || first == "_" || first == "-" || first == "\"" || first == "'")
+                else {
+                    throw ConfigurationError(
+                        file: fileName, line: index + 1, key: nil, value: nil,
+                        problem: "TOML syntax error: a table header must start with a name: write [section] with letters, digits, - and _ (or a quoted name)")
+                }
+                continue
+            }
+            for delimiter in ["\"\"\"", "'''"] where Self.occurrences(of: delimiter, in: line) % 2 == 1 {
+                multiline = delimiter
+            }
+            arrayDepth = max(0, arrayDepth + Self.bracketBalance(line))
+        }
+    }
+
+    private static func occurrences(of needle: String, in line: String) -> Int {
+        var count = 0
+        var rest = Substring(line)
+        while let start = rest.firstIndex(of: needle.first!) {
+            if rest[start...].hasPrefix(needle) {
+                count += 1
+                rest = rest[rest.index(start, offsetBy: needle.count)...]
+            } else {
+                rest = rest[rest.index(after: start)...]
+            }
+        }
+        return count
+    }
+
+    /// Opening minus closing brackets outside strings and comments.
+    private static func bracketBalance(_ line: String) -> Int {
+        var balance = 0
+        var quote: Character?
+        var escaped = false
+        for c in line {
+            if let q = quote {
+                if escaped {
+                    escaped = false
+                } else if c == "\\" && q == "\"" {
+                    escaped = true
+                } else if c == q {
+                    quote = nil
+                }
+                continue
+            }
+            switch c {
+            case "\"", "'": quote = c
+            case "#": return balance
+            case "[": balance += 1
+            case "]": balance -= 1
+            default: break
+            }
+        }
+        return balance
     }
 }
 

@@ -355,3 +355,16 @@ extension ConfigurationLoaderTests {
         #expect(tooMany?.description.contains("must be below local.max_clients (3)") == true, "\(String(describing: tooMany))")
     }
 }
+
+// Found by fuzzing (issue 19): these made TOMLKit's parser abort the process.
+extension ConfigurationLoaderTests {
+    @Test func aTableHeaderThatDoesNotStartWithANameIsAnErrorNotACrash() {
+        for text in ["[!uth]\nx = 1\n", "[upstream]\nurl = \"ws://h/\"\n[ !x ]\n", "[[!x]]\n"] {
+            let error = self.failure(text)
+            #expect(error?.description.contains("a table header must start with a name") == true, "\(text): \(String(describing: error))")
+        }
+        // Inside a multi-line array or string a line may start with a bracket: not a header.
+        let array = "[upstream]\nfallback_urls = [\n  \"ws://a/\",\n]\n[heartbeat]\ntext = '''\n[!not a header\n'''\n"
+        #expect((try? self.load(array))?.heartbeat.text == "[!not a header\n")
+    }
+}

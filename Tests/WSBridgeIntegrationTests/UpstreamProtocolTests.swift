@@ -111,6 +111,9 @@ import WSBridgeProtocol
         let c = try await f.client()
         c.send(#"{"id":"u","op":"unsubscribe"}"#)
         _ = await c.reply("u")
+        // The server stalls the connections it has: wait until it has the daemon's (the daemon
+        // can see the link open before the server's handler has registered it).
+        #expect(await f.server.event("connected 1") != nil)
         f.server.command("stall on")
         #expect(await f.server.event("stall on") != nil)
         // 64 KiB messages: TCP buffers and NIO's write buffer take some, then the queue fills.

@@ -1,0 +1,119 @@
+import NIOCore
+import NIOEmbedded
+import WSBridgeCore
+import WSBridgeProtocol
+
+@testable import WSBridgeDaemon
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// libFuzzer's entry: every target of `scripts/fuzz` in one binary, chosen by the environment
+/// variable WSBRIDGE_FUZZ_TARGET (read once). Each target feeds the input to the daemon's own
+/// code for bytes from outside and checks properties, not only that nothing crashed: a failed
+/// property is a `fatalError`, which libFuzzer reports with the input that caused it.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    let bytes = Array(UnsafeBufferPointer(start: data, count: size))
+    switch FuzzTarget.current {
+    case .request: RequestTarget.run(bytes)
+    case .spool: SpoolTarget.run(bytes)
+    case .config: ConfigTarget.run(bytes)
+    case .frames: FramesTarget.run(bytes)
+    }
+    return 0
+}
+
+enum FuzzTarget: String, CaseIterable {
+    /// A client's request bytes: NDJSON framing, the JSON parser, `Request.decode`, filters.
+    case request
+    /// The spool file after its header: records, checksums, a torn or damaged tail.
+    case spool
+    /// The configuration file (TOML text), and the daemon's command-line settings.
+    case config
+    /// The upstream byte stream after the upgrade (FramesTarget.swift).
+    case frames
+
+    static let current: FuzzTarget = {
+        let name = getenv("WSBRIDGE_FUZZ_TARGET").map { String(cString: $0) } ?? ""
+        guard let target = FuzzTarget(rawValue: name) else {
+            fatalError("set WSBRIDGE_FUZZ_TARGET to one of: \(FuzzTarget.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        return target
+    }()
+}
+
+/// Every request line either decodes or is refused with one of the documented error codes; JSON
+/// that parses serializes to a text that parses to the same value.
+enum RequestTarget {
+    static let limits = RequestLimits(filterMaxBytes: 256, filterMaxDepth: 16)
+
+    static func run(_ bytes: [UInt8]) {
+        let channel = EmbeddedChannel(handler: ByteToMessageHandler(NDJSONLineDecoder(maxLine: 4096)))
+        defer { _ = try? channel.finish() }
+        _ = try? channel.writeInbound(ByteBuffer(bytes: bytes))
+        while let line = try? channel.readInbound(as: LocalLine.self) {
+            switch RequestDecoding.decode(line, limits: Self.limits) {
+            case .none, .success?:
+                break
+            case .failure(let error)?:
+                guard ErrorCode.allCases.contains(error.code), error.code != .internalError else {
+                    fatalError("a request line was refused with \(error.code): \(error.message)")
+                }
+            }
+            if case .line(let buffer) = line, let json = try? JSONValue.parse(buffer.readableBytesView) {
+                let again: JSONValue
+                do {
+                    again = try JSONValue.parse(json.serialized)
+                } catch {
+                    fatalError("\(json.serialized) does not parse again: \(error)")
+                }
+                guard again == json else { fatalError("\(json.serialized) parses to another value") }
+            }
+        }
+    }
+}
+
+/// Whatever follows the header, the reader keeps every whole record before the first bad one,
+/// never reads past the file, and a file rebuilt from what it kept reads back the same.
+enum SpoolTarget {
+    static func run(_ bytes: [UInt8]) {
+        var file = SpoolFormat.header()
+        file.writeBytes(bytes)
+        guard let contents = try? SpoolFormat.read(file) else { return }
+        var rebuilt = SpoolFormat.header()
+        for m in contents.messages {
+            SpoolFormat.write(kind: m.kind, id: m.id, payload: m.payload, into: &rebuilt)
+        }
+        guard let again = try? SpoolFormat.read(rebuilt),
+            again.messages.map(\.id) == contents.messages.map(\.id),
+            again.messages.map(\.payload) == contents.messages.map(\.payload),
+            again.skipped.isEmpty, again.truncatedAt == nil
+        else { fatalError("the kept records do not read back the same") }
+    }
+}
+
+/// Any text is a configuration or an error that names the file and says what is wrong; the
+/// command-line settings take each line of the input as a flag's value with the same rules.
+enum ConfigTarget {
+    static func run(_ bytes: [UInt8]) {
+        guard let text = String(validating: bytes, as: UTF8.self) else { return }
+        do {
+            let configuration = try ConfigurationLoader(fileName: "fuzz.toml").load(text: text)
+            guard configuration.local.reserved < configuration.local.maxClients || configuration.local.maxClients == 1 else {
+                fatalError("a configuration with local.reserved_clients >= local.max_clients was accepted")
+            }
+        } catch {
+            guard error.description.hasPrefix("fuzz.toml"), !error.problem.isEmpty else {
+                fatalError("a configuration error without its file or problem: \(error)")
+            }
+        }
+        for line in text.split(separator: "\n").prefix(8).map(String.init) {
+            _ = try? CommandLineSettings.header(line)
+            _ = try? CommandLineSettings.subprotocol(line)
+            _ = try? CommandLineSettings.proxy(line)
+            _ = try? CommandLineSettings.path(line, flag: "--ca-file", key: "tls.ca_file")
+        }
+    }
+}
