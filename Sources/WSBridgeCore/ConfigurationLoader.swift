@@ -41,57 +41,64 @@ extension ConfigurationLoader {
     /// so a typo in a reloaded file is an error, not a crash. Lines inside a multi-line string
     /// or a multi-line array value are not headers, and are passed over.
     static func checkTableHeaders(_ text: String, fileName: String) throws(ConfigurationError) {
+        // Bytes, not Characters: "\r\n" is one Character, and so is "[" with a combining mark.
         var arrayDepth = 0
-        var multiline: String?
-        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let line = raw.trimmingSpaces()
+        var multiline: [UInt8]?
+        for (index, raw) in text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).enumerated() {
+            let line = Array(raw.drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") })
             if let delimiter = multiline {
-                if line.contains(delimiter) { multiline = nil }
+                if Self.occurrences(of: delimiter, in: line) > 0 { multiline = nil }
                 continue
             }
-            if arrayDepth == 0, line.hasPrefix("[") {
-                var name = line.dropFirst()
-                if name.hasPrefix("[") { name = name.dropFirst() }
-                let first = name.first { $0 != " " && $0 != "\t" }
-                guard let first, first.isASCII && (first.isLetter || first.isNumber || first == "_" || first == "-" || first == "\"" || first == "'")
-                else {
+            if arrayDepth == 0, line.first == UInt8(ascii: "[") {
+                var i = 1
+                if i < line.count, line[i] == UInt8(ascii: "[") { i += 1 }
+                while i < line.count, line[i] == UInt8(ascii: " ") || line[i] == UInt8(ascii: "\t") { i += 1 }
+                guard i < line.count, Self.startsAName(line[i]) else {
                     throw ConfigurationError(
                         file: fileName, line: index + 1, key: nil, value: nil,
                         problem: "TOML syntax error: a table header must start with a name: write [section] with letters, digits, - and _ (or a quoted name)")
                 }
                 continue
             }
-            for delimiter in ["\"\"\"", "'''"] where Self.occurrences(of: delimiter, in: line) % 2 == 1 {
+            for delimiter in [Array("\"\"\"".utf8), Array("'''".utf8)] where Self.occurrences(of: delimiter, in: line) % 2 == 1 {
                 multiline = delimiter
             }
             arrayDepth = max(0, arrayDepth + Self.bracketBalance(line))
         }
     }
 
-    private static func occurrences(of needle: String, in line: String) -> Int {
+    /// A bare key's first character, or a quote.
+    private static func startsAName(_ b: UInt8) -> Bool {
+        (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == UInt8(ascii: "_") || b == UInt8(ascii: "-")
+            || b == UInt8(ascii: "\"") || b == UInt8(ascii: "'")
+    }
+
+    private static func occurrences(of needle: [UInt8], in line: [UInt8]) -> Int {
+        guard line.count >= needle.count else { return 0 }
         var count = 0
-        var rest = Substring(line)
-        while let start = rest.firstIndex(of: needle.first!) {
-            if rest[start...].hasPrefix(needle) {
+        var i = 0
+        while i + needle.count <= line.count {
+            if Array(line[i..<(i + needle.count)]) == needle {
                 count += 1
-                rest = rest[rest.index(start, offsetBy: needle.count)...]
+                i += needle.count
             } else {
-                rest = rest[rest.index(after: start)...]
+                i += 1
             }
         }
         return count
     }
 
     /// Opening minus closing brackets outside strings and comments.
-    private static func bracketBalance(_ line: String) -> Int {
+    private static func bracketBalance(_ line: [UInt8]) -> Int {
         var balance = 0
-        var quote: Character?
+        var quote: UInt8?
         var escaped = false
         for c in line {
             if let q = quote {
                 if escaped {
                     escaped = false
-                } else if c == "\\" && q == "\"" {
+                } else if c == UInt8(ascii: "\\") && q == UInt8(ascii: "\"") {
                     escaped = true
                 } else if c == q {
                     quote = nil
@@ -99,10 +106,10 @@ extension ConfigurationLoader {
                 continue
             }
             switch c {
-            case "\"", "'": quote = c
-            case "#": return balance
-            case "[": balance += 1
-            case "]": balance -= 1
+            case UInt8(ascii: "\""), UInt8(ascii: "'"): quote = c
+            case UInt8(ascii: "#"): return balance
+            case UInt8(ascii: "["): balance += 1
+            case UInt8(ascii: "]"): balance -= 1
             default: break
             }
         }

@@ -368,3 +368,12 @@ extension ConfigurationLoaderTests {
         #expect((try? self.load(array))?.heartbeat.text == "[!not a header\n")
     }
 }
+
+extension ConfigurationLoaderTests {
+    @Test func theHeaderCheckReadsBytesNotCharacters() {
+        // "[" with a combining mark after it is one Character; "\r\n" is one too.
+        for text in ["[\u{0322}\"\n", "[upstream]\r\nurl = \"ws://h/\"\r\n[!x]\r\n"] {
+            #expect(self.failure(text)?.description.contains("a table header must start with a name") == true, "\(text.debugDescription)")
+        }
+    }
+}
