@@ -156,3 +156,30 @@ import WSBridgeProtocol
         #expect(other.bytes == "kept".utf8.count + "resubscribe".utf8.count)
     }
 }
+
+extension StickyRegistryTests {
+    /// The store writes its file only when what the daemon-scope keys hold changed.
+    @Test mutating func theDaemonRevisionMovesOnlyWithTheDaemonScopeKeys() throws {
+        var revision = self.registry.daemonRevision
+        func moved(_ registry: StickyRegistry) -> Bool {
+            defer { revision = registry.daemonRevision }
+            return registry.daemonRevision != revision
+        }
+        _ = try self.register("c", "client only", .client(1)).get()
+        #expect(!moved(self.registry), "a client-scope key is not in the file")
+        _ = try self.register("d", "daemon", .daemon).get()
+        #expect(moved(self.registry))
+        _ = try self.register("d", "daemon", .daemon).get()
+        #expect(!moved(self.registry), "the same text again changes nothing")
+        _ = try self.register("d", "daemon", .client(2)).get()
+        #expect(!moved(self.registry), "a client joining keeps the daemon's part")
+        _ = try self.register("d", "daemon", .daemon, leave: "bye").get()
+        #expect(moved(self.registry), "a new leave text is in the file")
+        _ = self.registry.release(key: "d", client: 2, scope: .client, leave: nil)
+        #expect(!moved(self.registry))
+        _ = self.registry.release(key: "d", client: 9, scope: .daemon, leave: nil)
+        #expect(moved(self.registry))
+        _ = self.registry.clientGone(1)
+        #expect(!moved(self.registry))
+    }
+}

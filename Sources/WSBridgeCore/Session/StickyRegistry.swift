@@ -91,6 +91,9 @@ public struct StickyRegistry: Sendable {
     }
 
     public var limits: Limits
+    /// Bumped whenever what the daemon-scope keys hold changes (a key gains or loses its daemon
+    /// hold, or such a key's text or leave text changes): the store writes its file only then.
+    public private(set) var daemonRevision: UInt64 = 0
     private var entries: [String: Entry] = [:]
     private var heldByClient: [Int: Int] = [:]
     private var nextOrder: UInt64 = 0
@@ -115,6 +118,15 @@ public struct StickyRegistry: Sendable {
 
     /// Registers (or re-registers) `key` for a holder. A later `on_unstick` replaces an earlier one.
     public mutating func register(
+        key: String, payload: Payload, onUnstick: String?, holder: Holder, pid: Int32?, uid: UInt32?, nowMillis: Int64
+    ) -> Result<(Registered, holders: Int), RegisterError> {
+        let before = self.daemonPart(of: key)
+        let result = self.insert(key: key, payload: payload, onUnstick: onUnstick, holder: holder, pid: pid, uid: uid, nowMillis: nowMillis)
+        if self.daemonPart(of: key) != before { self.daemonRevision += 1 }
+        return result
+    }
+
+    private mutating func insert(
         key: String, payload: Payload, onUnstick: String?, holder: Holder, pid: Int32?, uid: UInt32?, nowMillis: Int64
     ) -> Result<(Registered, holders: Int), RegisterError> {
         let hold = Hold(holder: holder, pid: pid, uid: uid, sinceMillis: nowMillis)
@@ -159,6 +171,13 @@ public struct StickyRegistry: Sendable {
     /// Lets go of `key`: this client's hold (scope nil or client), else the daemon's (scope nil
     /// or daemon). `leave` overrides the key's `on_unstick` when the key goes.
     public mutating func release(key: String, client: Int, scope: StickyScope?, leave: String?) -> Result<Released, ReleaseError> {
+        let before = self.daemonPart(of: key)
+        let result = self.remove(key: key, client: client, scope: scope, leave: leave)
+        if self.daemonPart(of: key) != before { self.daemonRevision += 1 }
+        return result
+    }
+
+    private mutating func remove(key: String, client: Int, scope: StickyScope?, leave: String?) -> Result<Released, ReleaseError> {
         guard var entry = self.entries[key] else { return .failure(.unknownKey) }
         let candidates: [Holder]
         switch scope {
@@ -204,6 +223,19 @@ public struct StickyRegistry: Sendable {
             self.entries[entry.key] = entry
             self.bytes += entry.bytes
         }
+    }
+
+    /// What the daemon-scope file keeps of `key`: its text, leave text and daemon hold, or nil
+    /// when the daemon does not hold it.
+    private func daemonPart(of key: String) -> DaemonPart? {
+        guard let entry = self.entries[key], let hold = entry.holds.first(where: { $0.holder == .daemon }) else { return nil }
+        return DaemonPart(payload: entry.payload, onUnstick: entry.onUnstick, hold: hold)
+    }
+
+    private struct DaemonPart: Equatable {
+        var payload: Payload
+        var onUnstick: String?
+        var hold: Hold
     }
 
     private mutating func adjust(_ holder: Holder, by delta: Int) {

@@ -19,8 +19,10 @@ final class UpstreamSession {
     private var lastValues: LastValues
     /// Keeps the daemon-scope keys across restarts (with `queue.spool`).
     private let store: StickyStore?
-    /// The file content last handed to the store: a change that leaves it alone writes nothing.
-    private var storedFile: ByteBuffer
+    /// The registry's `daemonRevision` the file holds or is being written with (nil after a
+    /// failed write: the next change writes it whatever it holds). A change that leaves the
+    /// daemon-scope keys alone writes nothing.
+    private var storedRevision: UInt64? = 0
     /// Changes waiting for the next write, which carries them all (one write at a time).
     private var unsaved: [EventLoopPromise<Void>] = []
     private var saving = false
@@ -39,7 +41,6 @@ final class UpstreamSession {
         self.registry.restore(restored)
         self.lastValues = LastValues(paths: configuration.upstream.onOpen.flatMap(\.lastPaths))
         self.store = store
-        self.storedFile = StickyStore.encode(self.registry.daemonScoped)
         self.eventLoop = eventLoop
         self.logger = logger
         if !restored.isEmpty {
@@ -175,10 +176,8 @@ final class UpstreamSession {
     /// once the change is on disk; nil when there is nothing to store. Writes do not pile up:
     /// one is on its way at a time, and the next carries every change made meanwhile.
     func persistChanges() -> EventLoopFuture<Void>? {
-        guard self.store != nil else { return nil }
-        let file = StickyStore.encode(self.registry.daemonScoped)
-        guard file != self.storedFile else { return nil }
-        self.storedFile = file
+        guard self.store != nil, self.registry.daemonRevision != self.storedRevision else { return nil }
+        self.storedRevision = self.registry.daemonRevision
         let promise = self.eventLoop.makePromise(of: Void.self)
         self.unsaved.append(promise)
         if !self.saving { self.save() }
@@ -193,11 +192,13 @@ final class UpstreamSession {
         self.saving = true
         let batch = self.unsaved
         self.unsaved = []
-        store.save(self.storedFile, on: self.eventLoop).assumeIsolated().whenComplete { result in
+        // The keys as they are now: this write carries every change made before it starts.
+        let file = StickyStore.encode(self.registry.daemonScoped)
+        store.save(file, on: self.eventLoop).assumeIsolated().whenComplete { result in
             if case .failure(let error) = result {
                 self.logger.error("cannot store the daemon-scope sticky keys in \(store.path): \(error)")
                 // Not on disk: the next change writes the whole file again, whatever it holds.
-                self.storedFile = ByteBuffer()
+                self.storedRevision = nil
             }
             for promise in batch { promise.completeWith(result) }
             self.save()
