@@ -60,22 +60,36 @@ final class StickyStore: Sendable {
 
     // MARK: - The file
 
+    /// `sticky.json`: its keys written once, here (`WireCoding` writes and reads them).
+    private struct File: Codable {
+        var version: Int
+        var keys: [Key]
+    }
+
+    private struct Key: Codable {
+        var key: String
+        @OmitNil var text: String?
+        /// A binary payload, in base64.
+        @OmitNil var binary: String?
+        @OmitNil var onUnstick: String?
+        /// The process that registered the key, when known.
+        @OmitNil var pid: Int32?
+        @OmitNil var uid: UInt32?
+        /// When the daemon took its hold, ms since the Unix epoch.
+        var since: Int64
+    }
+
     static func encode(_ entries: [StickyRegistry.Entry]) -> ByteBuffer {
-        let keys: [JSONValue] = entries.map { e in
+        let keys = entries.map { e in
             let hold = e.holds.first { $0.holder == .daemon }
-            var fields: [(String, JSONValue)] = [("key", .string(e.key))]
+            var key = Key(key: e.key, onUnstick: e.onUnstick, pid: hold?.pid, uid: hold?.uid, since: hold?.sinceMillis ?? e.sinceMillis)
             switch e.payload {
-            case .text(let t): fields.append(("text", .string(t)))
-            case .binary(let b): fields.append(("binary", .string(Base64.encodeToString(bytes: b))))
+            case .text(let t): key.text = t
+            case .binary(let b): key.binary = Base64.encodeToString(bytes: b)
             }
-            if let leave = e.onUnstick { fields.append(("on_unstick", .string(leave))) }
-            if let pid = hold?.pid { fields.append(("pid", .number(JSONNumber(pid)))) }
-            if let uid = hold?.uid { fields.append(("uid", .number(JSONNumber(uid)))) }
-            fields.append(("since", .number(JSONNumber(hold?.sinceMillis ?? e.sinceMillis))))
-            return .object(fields)
+            return key
         }
-        let root: JSONValue = ["version": 1, "keys": .array(keys)]
-        return ByteBuffer(string: root.serialized + "\n")
+        return ByteBuffer(string: WireCoding.encode(File(version: 1, keys: keys)).serialized + "\n")
     }
 
     struct DecodeError: Error, CustomStringConvertible {
@@ -83,22 +97,19 @@ final class StickyStore: Sendable {
     }
 
     static func decode(_ bytes: [UInt8]) throws -> [StickyRegistry.Entry] {
-        let root = try JSONValue.parse(bytes)
-        guard root["version"]?.intValue == 1 else { throw DecodeError(description: "not version 1 of the sticky file") }
-        guard case .array(let keys)? = root["keys"] else { throw DecodeError(description: "no \"keys\" list") }
-        return try keys.map { k in
-            guard let key = k["key"]?.stringValue else { throw DecodeError(description: "a key without \"key\"") }
+        let file = try WireCoding.decode(File.self, from: try JSONValue.parse(bytes))
+        guard file.version == 1 else { throw DecodeError(description: "not version 1 of the sticky file") }
+        return try file.keys.map { k in
+            guard !k.key.isEmpty else { throw DecodeError(description: "a key without \"key\"") }
             let payload: Payload
-            if let t = k["text"]?.stringValue {
+            if let t = k.text {
                 payload = .text(t)
-            } else if let b = k["binary"]?.stringValue {
+            } else if let b = k.binary {
                 payload = .binary(try Base64.decode(string: b))
             } else {
-                throw DecodeError(description: "key \"\(key)\" has neither text nor binary")
+                throw DecodeError(description: "key \"\(k.key)\" has neither text nor binary")
             }
-            return .restored(
-                key: key, payload: payload, onUnstick: k["on_unstick"]?.stringValue, pid: k["pid"]?.intValue.map { Int32(clamping: $0) },
-                uid: k["uid"]?.uint64Value.map { UInt32(clamping: $0) }, sinceMillis: Int64(k["since"]?.intValue ?? 0))
+            return .restored(key: k.key, payload: payload, onUnstick: k.onUnstick, pid: k.pid, uid: k.uid, sinceMillis: k.since)
         }
     }
 }
