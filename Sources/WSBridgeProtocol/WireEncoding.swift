@@ -2,29 +2,39 @@
 
 // MARK: - Encoding
 
-/// One value being encoded; containers fill it in and `json` reads it out.
+/// One value being encoded; containers fill it in and `json` reads it out. The fields and
+/// items are its own arrays, appended to in place (an array inside an enum case would be
+/// copied on every append).
 final class EncodingNode {
-    enum Content {
-        case unset
-        case value(JSONValue)
-        case object([(String, EncodingNode)])
-        case array([EncodingNode])
+    enum Shape {
+        case value, object, array
     }
 
-    var content = Content.unset
+    private(set) var shape = Shape.value
+    var value = JSONValue.null
+    var fields: [(String, EncodingNode)] = []
+    var items: [EncodingNode] = []
 
     var json: JSONValue {
-        switch self.content {
-        case .unset: .null
-        case .value(let v): v
-        case .object(let fields): .object(fields.map { ($0.0, $0.1.json) })
-        case .array(let items): .array(items.map(\.json))
+        switch self.shape {
+        case .value: self.value
+        case .object: .object(self.fields.map { ($0.0, $0.1.json) })
+        case .array: .array(self.items.map(\.json))
         }
+    }
+
+    /// Makes this node an object or an array (keeping what it holds when it is one already).
+    func become(_ shape: Shape) {
+        guard self.shape != shape else { return }
+        self.shape = shape
+        self.fields = []
+        self.items = []
     }
 
     func encode(_ value: some Encodable, codingPath: [any CodingKey]) throws {
         if let json = Self.primitive(value) {
-            self.content = .value(json)
+            self.become(.value)
+            self.value = json
         } else {
             try value.encode(to: WireEncoder(node: self, codingPath: codingPath))
         }
@@ -55,12 +65,12 @@ private struct WireEncoder: Encoder {
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
-        if case .object = self.node.content {} else { self.node.content = .object([]) }
+        self.node.become(.object)
         return KeyedEncodingContainer(KeyedContainer<Key>(node: self.node, codingPath: self.codingPath))
     }
 
     func unkeyedContainer() -> any UnkeyedEncodingContainer {
-        if case .array = self.node.content {} else { self.node.content = .array([]) }
+        self.node.become(.array)
         return UnkeyedContainer(node: self.node, codingPath: self.codingPath)
     }
 
@@ -74,14 +84,12 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     let codingPath: [any CodingKey]
 
     private func append(_ key: Key, _ child: EncodingNode) {
-        guard case .object(var fields) = self.node.content else { return }
-        fields.append((WireCoding.snakeCase(key.stringValue), child))
-        self.node.content = .object(fields)
+        self.node.fields.append((WireCoding.snakeCase(key.stringValue), child))
     }
 
     mutating func encodeNil(forKey key: Key) throws {
         let child = EncodingNode()
-        child.content = .value(.null)
+        child.value = .null
         self.append(key, child)
     }
 
@@ -131,19 +139,16 @@ private struct UnkeyedContainer: UnkeyedEncodingContainer {
     let codingPath: [any CodingKey]
 
     var count: Int {
-        if case .array(let items) = self.node.content { return items.count }
-        return 0
+        self.node.items.count
     }
 
     private func append(_ child: EncodingNode) {
-        guard case .array(var items) = self.node.content else { return }
-        items.append(child)
-        self.node.content = .array(items)
+        self.node.items.append(child)
     }
 
     mutating func encodeNil() throws {
         let child = EncodingNode()
-        child.content = .value(.null)
+        child.value = .null
         self.append(child)
     }
 
@@ -172,7 +177,10 @@ private struct SingleValueContainer: SingleValueEncodingContainer {
     let node: EncodingNode
     let codingPath: [any CodingKey]
 
-    mutating func encodeNil() throws { self.node.content = .value(.null) }
+    mutating func encodeNil() throws {
+        self.node.become(.value)
+        self.node.value = .null
+    }
 
     mutating func encode<T: Encodable>(_ value: T) throws {
         try self.node.encode(value, codingPath: self.codingPath)
