@@ -21,8 +21,6 @@ extension ConnectionPhase: CustomStringConvertible {
     public init(wire text: String?) {
         self = text.flatMap(ConnectionPhase.init(rawValue:)) ?? .idle
     }
-
-    var wire: JSONValue { .string(self.rawValue) }
 }
 
 extension ConnectionPhase: Codable {

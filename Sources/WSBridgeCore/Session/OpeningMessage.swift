@@ -20,9 +20,6 @@ public struct OpeningMessage: Sendable, Equatable {
     public let template: String
     public let parts: [Part]
 
-    /// The placeholder names, for messages.
-    public static let placeholders = ["token", "last:PATH"]
-
     public init(parsing template: String) throws(PlaceholderError) {
         self.template = template
         var parts: [Part] = []

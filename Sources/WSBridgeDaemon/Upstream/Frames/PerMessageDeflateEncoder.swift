@@ -16,8 +16,6 @@ final class PerMessageDeflateEncoder: ChannelOutboundHandler {
         self.deflate = deflate
     }
 
-    var parameters: DeflateParameters { self.deflate.parameters }
-
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let frame = Self.unwrapOutboundIn(data)
         // Whole data messages only: the link never fragments what it sends.

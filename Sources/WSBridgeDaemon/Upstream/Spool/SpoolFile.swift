@@ -22,13 +22,14 @@ struct SpoolFile {
             let e = errno
             throw Spool.Failure(
                 description:
-                    "cannot create the spool directory \(directory) (queue.spool): \(describe(e)); create it writable for the daemon's user (the units' StateDirectory=wsbridged makes /var/lib/wsbridged so)"
+                    "cannot create the spool directory \(directory) (queue.spool): \(DurableFile.describe(e)); create it writable for the daemon's user (the units' StateDirectory=wsbridged makes /var/lib/wsbridged so)"
             )
         }
         let lockFD = Glibc.open(directory + "/lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard lockFD >= 0 else {
             throw Spool.Failure(
-                description: "cannot open \(directory)/lock (queue.spool): \(describe(errno)); the spool directory must be writable for the daemon's user")
+                description:
+                    "cannot open \(directory)/lock (queue.spool): \(DurableFile.describe(errno)); the spool directory must be writable for the daemon's user")
         }
         guard flock(lockFD, LOCK_EX | LOCK_NB) == 0 else {
             let e = errno
@@ -39,7 +40,7 @@ struct SpoolFile {
                         "the spool \(directory) (queue.spool) is in use by another wsbridged: give each instance its own queue.spool (for example /var/lib/wsbridged/NAME/spool)"
                 )
             }
-            throw Spool.Failure(description: "cannot lock \(directory)/lock (queue.spool): \(describe(e))")
+            throw Spool.Failure(description: "cannot lock \(directory)/lock (queue.spool): \(DurableFile.describe(e))")
         }
         let path = directory + "/outbound.log"
         // A compaction cut short leaves its temporary file; the log itself is still whole.
@@ -48,7 +49,7 @@ struct SpoolFile {
         guard fd >= 0 else {
             let e = errno
             Glibc.close(lockFD)
-            throw Spool.Failure(description: "cannot open \(path) (queue.spool): \(describe(e))")
+            throw Spool.Failure(description: "cannot open \(path) (queue.spool): \(DurableFile.describe(e))")
         }
         return SpoolFile(directory: directory, path: path, fd: fd, lockFD: lockFD)
     }
@@ -62,7 +63,7 @@ struct SpoolFile {
             let n = chunk.withUnsafeMutableBytes { pread(self.fd, $0.baseAddress, $0.count, offset) }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw Spool.Failure(description: "cannot read \(self.path) (queue.spool): \(Self.describe(errno))")
+                throw Spool.Failure(description: "cannot read \(self.path) (queue.spool): \(DurableFile.describe(errno))")
             }
             if n == 0 { return file }
             file.writeBytes(chunk[0..<n])
@@ -77,12 +78,12 @@ struct SpoolFile {
 
     /// fdatasync; nil, or what went wrong.
     func sync() -> String? {
-        fdatasync(self.fd) == 0 ? nil : "cannot fdatasync \(self.path): \(Self.describe(errno))"
+        fdatasync(self.fd) == 0 ? nil : "cannot fdatasync \(self.path): \(DurableFile.describe(errno))"
     }
 
     /// Cuts the log to `size`; nil, or what went wrong.
     func truncate(to size: Int) -> String? {
-        ftruncate(self.fd, off_t(size)) == 0 ? nil : "cannot truncate \(self.path): \(Self.describe(errno))"
+        ftruncate(self.fd, off_t(size)) == 0 ? nil : "cannot truncate \(self.path): \(DurableFile.describe(errno))"
     }
 
     /// Replaces the log with `bytes` (a temporary file, fdatasync'd, renamed over it).
@@ -104,9 +105,5 @@ struct SpoolFile {
         Glibc.close(self.lockFD)
         self.fd = -1
         self.lockFD = -1
-    }
-
-    static func describe(_ code: CInt) -> String {
-        DurableFile.describe(code)
     }
 }
