@@ -9,7 +9,8 @@ struct WSBridgeCtl: ParsableCommand {
         discussion: """
             Talks to wsbridged over its Unix socket (newline-delimited JSON, see docs/protocol.md).
             Exit codes: 0 done, 1 the daemon refused the request, 64 usage error, 69 the daemon is \
-            not running, 77 permission denied.
+            not running, 76 the daemon's reply does not read as this version's protocol, 77 \
+            permission denied.
             """,
         version: WSBridgeVersion.current,
         subcommands: [Status.self, Metrics.self, Send.self, Sticky.self, Unstick.self, Close.self, Connect.self, Reconnect.self, Tail.self, Request.self],
@@ -28,7 +29,17 @@ struct WSBridgeCtl: ParsableCommand {
             Output.error("unknown command '\(word)': did you mean '\(best)'? (wsbridgectl --help lists the commands)")
             Self.exit(withError: ExitCode(64))
         }
-        Self.main(arguments)
+        do {
+            var command = try Self.parseAsRoot(arguments)
+            try command.run()
+        } catch let error as WireDecodingError {
+            // A reply of another protocol version: say so once, for every command.
+            Output.error(
+                "the daemon's reply does not read as this wsbridgectl's protocol (\(error)): use the wsbridgectl that came with the running wsbridged")
+            Self.exit(withError: ExitCode(76))  // EX_PROTOCOL
+        } catch {
+            Self.exit(withError: error)
+        }
     }
 
     /// The first word that is neither an option nor an option's value.

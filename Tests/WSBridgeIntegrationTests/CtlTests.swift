@@ -159,3 +159,30 @@ import WSBridgeProtocol
         }
     }
 }
+
+extension CtlTests {
+    /// A daemon whose status reply wsbridgectl cannot read (another protocol version, here a
+    /// byte count as a string): one line saying what to do, and exit code 76.
+    @Test func aReplyOfAnotherProtocolSaysWhichWsbridgectlToUse() async throws {
+        let dir = try TemporaryDirectory()
+        let socket = dir.file("odd.sock")
+        let script = """
+            import json, socket, sys
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind(sys.argv[1]); s.listen(1); print("listening", flush=True)
+            c, _ = s.accept(); f = c.makefile("rwb")
+            f.write(b'{"type":"hello","protocol":1,"state":"open","seq":0,"stream":"x","subscribed":false,"write":true}\\n'); f.flush()
+            for line in f:
+                request = json.loads(line)
+                result = {"state": "open", "queue": {"max_bytes": "lots"}} if request.get("op") == "status" else {}
+                reply = {"type": "reply", "id": request.get("id"), "ok": True, "result": result}
+                f.write((json.dumps(reply) + "\\n").encode()); f.flush()
+            """
+        let server = try ManagedProcess(Paths.python, ["-c", script, socket], name: "odd")
+        defer { server.stop() }
+        #expect(await server.stdout.wait(containing: "listening") != nil)
+        let r = try self.ctl(["status"], socket: socket)
+        #expect(r.status == 76, "\(r.out)\(r.err)")
+        #expect(r.err.contains("queue.max_bytes") && r.err.contains("use the wsbridgectl that came with the running wsbridged"), "\(r.err)")
+    }
+}
