@@ -107,7 +107,11 @@ import WSBridgeProtocol
 
     @Test(arguments: UpstreamServer.Kind.allCases)
     func aSlowUpstreamFillsTheBoundedQueueNotMemory(_ kind: UpstreamServer.Kind) async throws {
-        let f = try await DaemonFixture(extraConfig: "[queue]\nmax_messages = 20\nmax_bytes = 100000000", serverKind: kind)
+        // No heartbeat while the server stalls: a stalled peer answers no ping, and on a loaded
+        // machine the sends below can outlast interval + deadline (30 s by default), which
+        // rightly ends the link and loses what sat in its socket buffers (seen in CI).
+        let f = try await DaemonFixture(
+            extraConfig: "[queue]\nmax_messages = 20\nmax_bytes = 100000000\n[heartbeat]\ninterval = \"1h\"", serverKind: kind)
         let c = try await f.client()
         c.send(#"{"id":"u","op":"unsubscribe"}"#)
         _ = await c.reply("u")
