@@ -161,6 +161,7 @@ let package = Package(
             dependencies: [
                 "WSBridgeDaemon",
                 "WSBridgeProtocol",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ],

@@ -21,6 +21,7 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     case .spool: SpoolTarget.run(bytes)
     case .config: ConfigTarget.run(bytes)
     case .frames: FramesTarget.run(bytes)
+    case .handshake: HandshakeTarget.run(bytes)
     }
     return 0
 }
@@ -34,6 +35,8 @@ enum FuzzTarget: String, CaseIterable {
     case config
     /// The upstream byte stream after the upgrade (FramesTarget.swift).
     case frames
+    /// The upgrade response and the proxies' replies (HandshakeTarget.swift).
+    case handshake
 
     static let current: FuzzTarget = {
         let name = getenv("WSBRIDGE_FUZZ_TARGET").map { String(cString: $0) } ?? ""

@@ -91,10 +91,13 @@ final class SOCKS5AuthClientHandler: ChannelInboundHandler, RemovableChannelHand
                 guard self.pending.readableBytes >= 4 + address + 2 else { return }
                 self.pending.moveReaderIndex(forwardBy: 4 + address + 2)
                 self.state = .done
+                // The next stage adds its handlers behind this one when the promise succeeds;
+                // then what the proxy sent after its reply goes on to them, and this one leaves.
                 let leftover = self.pending
-                context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+                self.pending = ByteBuffer()
                 self.promise.succeed(())
                 if leftover.readableBytes > 0 { context.fireChannelRead(Self.wrapInboundOut(leftover)) }
+                context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
                 return
             case .done:
                 return

@@ -9,10 +9,13 @@ import WSBridgeProtocol
 /// TLS (when wss://), the HTTP/1.1 upgrade with headers, token, subprotocols and the
 /// permessage-deflate offer, then the frame handlers.
 extension UpstreamConnector {
+    /// `requestKey`: the Sec-WebSocket-Key, random; the fuzzer fixes it to reach what follows
+    /// the accept check.
     func addWebSocketHandlers(
         to channel: any Channel,
         sslContext: NIOSSLContext?,
         handshake: EventLoopPromise<Handshake>,
+        requestKey: String = NIOWebSocketClientUpgrader.randomRequestKey(),
         makeFrameHandler: @escaping @Sendable (any Channel, PerMessageDeflate?) throws -> UpstreamFrameHandler
     ) throws {
         let sync = channel.pipeline.syncOperations
@@ -39,6 +42,7 @@ extension UpstreamConnector {
         let offered = self.upstream.subprotocols
         let maxMessageSize = self.upstream.maxMessageSize
         let upgrader = NIOTypedWebSocketClientUpgrader<Handshake?>(
+            requestKey: requestKey,
             maxFrameSize: maxMessageSize,
             enableAutomaticErrorHandling: true,
             upgradePipelineHandler: { channel, response in
