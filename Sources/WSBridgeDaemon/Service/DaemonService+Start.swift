@@ -51,8 +51,9 @@ extension DaemonService {
         } catch {
             let description = (error as? StartFailure)?.description ?? "\(error)"
             self.logger.critical("\(description)")
-            Systemd.notify("STATUS=\(description)")
+            Systemd.status(description)
             await startup.rollBack()
+            Systemd.flush()
             throw error
         }
     }
@@ -120,7 +121,8 @@ extension DaemonService {
         }
         // Ready once the local socket listens; the upstream may still be connecting.
         let status = try await eventLoop.submit { bridge.value.plane.statusSummary }.get()
-        Systemd.notify("READY=1\nSTATUS=\(status)")
+        Systemd.status(status)
+        Systemd.notify("READY=1")
 
         // The watchdog is pinged from the event loop itself: a stuck loop stops the pings.
         var watchdog: RepeatedTask?

@@ -122,7 +122,8 @@ package final class DaemonService: Service, Sendable {
     private func stop(_ server: ServerHandle) async {
         let running = server.running
         self.logger.notice("stopping: closing the upstream (1001)")
-        Systemd.notify("STOPPING=1\nSTATUS=stopping")
+        Systemd.status("stopping")
+        Systemd.notify("STOPPING=1")
         running.watchdog?.cancel()
         let eventLoop = running.eventLoop
         _ = try? await running.link.shutdown().orTimeout(.seconds(5)).get()
@@ -138,6 +139,7 @@ package final class DaemonService: Service, Sendable {
         _ = try? await eventLoop.submit { bridge.value.session.close() }.get()
         self.running.withLockedValue { $0 = nil }
         self.logger.notice("stopped")
+        Systemd.flush()
     }
 }
 

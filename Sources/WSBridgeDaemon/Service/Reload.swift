@@ -36,7 +36,8 @@ extension DaemonService {
         }
         let bridge = running.bridge
         let status = (try? await running.eventLoop.submit { bridge.value.plane.statusSummary }.get()) ?? ""
-        Systemd.notify("READY=1\nSTATUS=\(status)")
+        Systemd.status(status)
+        Systemd.notify("READY=1")
     }
 
     /// Names the changed settings that a reload cannot apply to the running process.

@@ -1,5 +1,7 @@
 import CSystemd
 import CWSBridgeLinux
+import Dispatch
+import NIOConcurrencyHelpers
 
 #if canImport(Glibc)
     import Glibc
@@ -8,10 +10,45 @@ import CWSBridgeLinux
 /// The parts of libsystemd the daemon uses: readiness and status notification, the watchdog,
 /// and socket activation. Every call is a no-op outside systemd (no NOTIFY_SOCKET, no LISTEN_FDS).
 package enum Systemd {
-    /// Sends a notification (`READY=1`, `STATUS=...`, ...). Returns false when not under systemd.
-    @discardableResult
-    package static func notify(_ state: String) -> Bool {
-        sd_notify(0, state) > 0
+    /// Notifications leave in order from one serial queue, never from the caller's thread:
+    /// sd_notify's send blocks while the receiver's queue is full (PID 1 busy, or a notify
+    /// socket nobody reads; net.unix.max_dgram_qlen is 10 in a container), and an event loop
+    /// waiting on it would stall every client and the upstream with it.
+    private static let queue = DispatchQueue(label: "wsbridged.sd_notify")
+    /// The newest STATUS= text not yet sent: a burst of changes (100 subscribers connecting)
+    /// sends the last one, not each.
+    private static let waitingStatus = NIOLockedValueBox<String?>(nil)
+
+    /// Sends a notification (`READY=1`, `RELOADING=1`, ...) after those before it; a no-op
+    /// outside systemd.
+    package static func notify(_ state: String) {
+        Self.queue.async { _ = sd_notify(0, state) }
+    }
+
+    /// Sets the STATUS= line that `systemctl status` shows, coalescing a burst of changes.
+    package static func status(_ text: String) {
+        let queued = Self.waitingStatus.withLockedValue { waiting -> Bool in
+            defer { waiting = text }
+            return waiting != nil
+        }
+        guard !queued else { return }
+        Self.queue.async {
+            guard
+                let text = Self.waitingStatus.withLockedValue({ waiting in
+                    defer { waiting = nil }
+                    return waiting
+                })
+            else { return }
+            _ = sd_notify(0, "STATUS=\(text)")
+        }
+    }
+
+    /// Waits until every notification posted so far has been sent (before the process exits),
+    /// for at most `timeout`: a receiver that never reads must not keep the daemon from exiting.
+    package static func flush(timeout: Duration = .seconds(2)) {
+        let sent = DispatchSemaphore(value: 0)
+        Self.queue.async { sent.signal() }
+        _ = sent.wait(timeout: .now() + .nanoseconds(Int(timeout.components.seconds * 1_000_000_000)))
     }
 
     /// Half the watchdog timeout, if systemd expects WATCHDOG=1 pings from this process.

@@ -9,7 +9,7 @@ final class SystemdStatus {
     private let post: (String) -> Void
 
     /// `post` sends the text; by default to systemd (a no-op outside a unit).
-    init(post: @escaping (String) -> Void = { Systemd.notify("STATUS=\($0)") }) {
+    init(post: @escaping (String) -> Void = { Systemd.status($0) }) {
         self.post = post
     }
 
