@@ -54,16 +54,20 @@ struct Reader: ParsableCommand {
         let state = NIOLockedValueBox(Totals())
         let finished = group.next().makePromise(of: Void.self)
         var channels: [any Channel] = []
+        var greetings: [EventLoopFuture<Void>] = []
         for _ in 0..<self.connections {
             let end = Array(self.end.utf8)
             let slow = self.slowUs
             let stall = self.stall
+            let greeted = group.next().makePromise(of: Void.self)
+            greetings.append(greeted.futureResult)
             let bootstrap = ClientBootstrap(group: group)
                 .channelOption(.autoRead, value: !stall)
                 .channelInitializer { ch in
                     ch.eventLoop.makeCompletedFuture {
                         try ch.pipeline.syncOperations.addHandler(
-                            LineCounter(end: end, slowMicroseconds: slow, totals: state, connections: self.connections, finished: finished)
+                            LineCounter(
+                                end: end, slowMicroseconds: slow, totals: state, connections: self.connections, finished: finished, greeted: greeted)
                         )
                     }
                 }
@@ -78,6 +82,11 @@ struct Reader: ParsableCommand {
                     usleep(10_000)
                 }
             }
+        }
+        // Ready once every connection has its hello: the bridge has it as a subscriber then, so
+        // it gets every message the generator sends from now on (a stalled one reads nothing).
+        if !self.stall {
+            for greeting in greetings { try greeting.wait() }
         }
         emit("ready")
         if self.stall {
@@ -206,6 +215,9 @@ final class LineCounter: ChannelInboundHandler {
     private let totals: NIOLockedValueBox<Totals>
     private let connections: Int
     private let finished: EventLoopPromise<Void>
+    /// Succeeded by the first line (the bridge's hello).
+    private let greeted: EventLoopPromise<Void>
+    private var hasGreeted = false
     private var partial: [UInt8] = []
     private var lastSeq: UInt64?
     private var local = Totals()
@@ -213,12 +225,22 @@ final class LineCounter: ChannelInboundHandler {
     private var latencies: [UInt64] = []
     private var now: UInt64 = 0
 
-    init(end: [UInt8], slowMicroseconds: Int, totals: NIOLockedValueBox<Totals>, connections: Int, finished: EventLoopPromise<Void>) {
+    init(
+        end: [UInt8], slowMicroseconds: Int, totals: NIOLockedValueBox<Totals>, connections: Int, finished: EventLoopPromise<Void>,
+        greeted: EventLoopPromise<Void>
+    ) {
+        self.greeted = greeted
         self.end = end
         self.slowMicroseconds = slowMicroseconds
         self.totals = totals
         self.connections = connections
         self.finished = finished
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        // Closed before any line (refused): nothing to wait for.
+        self.greeted.succeed(())
+        context.fireChannelInactive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -269,6 +291,10 @@ final class LineCounter: ChannelInboundHandler {
     /// Returns true for the end marker.
     private func line(_ line: UnsafeRawBufferPointer) -> Bool {
         self.local.lines += 1
+        if !self.hasGreeted {
+            self.hasGreeted = true
+            self.greeted.succeed(())
+        }
         if self.slowMicroseconds > 0 { usleep(UInt32(self.slowMicroseconds)) }
         let prefix = Self.messagePrefix
         if line.count > prefix.count, memcmp(line.baseAddress!, prefix, prefix.count) == 0 {
