@@ -20,9 +20,11 @@ enum HandshakeTarget {
     static let requestKey = "dGhlIHNhbXBsZSBub25jZQ=="
     static let offered = ["v2.feed", "v1.feed"]
 
-    /// How one attempt ended, and what reached the stage after the tunnel.
+    /// How one attempt ended (the subprotocol chosen, or what the failure said), and what
+    /// reached the stage after the tunnel. Not the handshake itself: it holds the channel,
+    /// whose pipeline holds this box.
     struct Outcome {
-        var handshake: Result<UpstreamConnector.Handshake, any Error>?
+        var handshake: Result<String?, Failure>?
         var tunnelled = false
         var forwarded: [UInt8] = []
     }
@@ -60,7 +62,10 @@ enum HandshakeTarget {
         let channel = EmbeddedChannel()
         let outcome = NIOLockedValueBox(Outcome())
         let handshake = channel.eventLoop.makePromise(of: UpstreamConnector.Handshake.self)
-        handshake.futureResult.whenComplete { result in outcome.withLockedValue { $0.handshake = result } }
+        handshake.futureResult.whenComplete { result in
+            let ended = result.map(\.subprotocol).mapError { Failure(description: "\($0)") }
+            outcome.withLockedValue { $0.handshake = ended }
+        }
         do {
             try setUp(channel, handshake, outcome)
             try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
@@ -74,6 +79,10 @@ enum HandshakeTarget {
             at += read
         }
         _ = try? channel.close().wait()
+        // Past every deadline: the CONNECT handler's timer (set on the real clock, ahead of the
+        // embedded loop's) holds its handler, and the channel through it, until it runs.
+        channel.embeddedEventLoop.run()
+        channel.embeddedEventLoop.advanceTime(to: .now() + .hours(1))
         channel.embeddedEventLoop.run()
         // Not complete when the peer sent a whole, valid answer and the attempt is waiting for
         // the next stage's own handshake; a closed connection must end every other attempt.
@@ -81,9 +90,12 @@ enum HandshakeTarget {
         if result.handshake == nil, !result.tunnelled {
             fatalError("the attempt did not end when the connection closed")
         }
-        if case .failure(let error)? = result.handshake, "\(error)".isEmpty {
+        if case .failure(let error)? = result.handshake, error.description.isEmpty {
             fatalError("an attempt failed without saying why")
         }
+        // After a tunnel the attempt waits for the next stage (the upgrade), which this target
+        // stands in for; a live link's next stage fails it when the connection closes.
+        if result.tunnelled { handshake.fail(Failure(description: "the connection closed after the tunnel")) }
         return result
     }
 
@@ -94,12 +106,12 @@ enum HandshakeTarget {
                 FramesTarget.handler(deflate, textChecked: true, FramesTarget.Recorder())
             }
         }
-        guard case .success(let upgraded)? = outcome.handshake else { return }
+        guard case .success(let chosen)? = outcome.handshake else { return }
         guard reply.starts(with: Array("HTTP/1.1 101".utf8)) else {
             fatalError("an upgrade succeeded without HTTP/1.1 101: \(String(decoding: reply.prefix(40), as: UTF8.self))")
         }
-        guard let chosen = upgraded.subprotocol, Self.offered.contains(chosen) else {
-            fatalError("an upgrade succeeded with subprotocol \(upgraded.subprotocol ?? "none"), offered \(Self.offered)")
+        guard let chosen, Self.offered.contains(chosen) else {
+            fatalError("an upgrade succeeded with subprotocol \(chosen ?? "none"), offered \(Self.offered)")
         }
     }
 
@@ -157,6 +169,11 @@ enum HandshakeTarget {
         let length = at + 4 + address + 2
         return reply.count >= length ? length : nil
     }
+}
+
+/// What an attempt's failure said.
+struct Failure: Error, CustomStringConvertible {
+    var description: String
 }
 
 /// The next stage after a tunnel: records the bytes that reach it.
