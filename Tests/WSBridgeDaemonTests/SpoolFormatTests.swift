@@ -1,9 +1,9 @@
 import CWSBridgeLinux
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
-import Synchronization
 import Testing
 import WSBridgeCore
 

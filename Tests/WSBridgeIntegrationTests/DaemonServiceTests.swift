@@ -1,7 +1,7 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import ServiceLifecycle
-import Synchronization
 import Testing
 import WSBridgeCore
 import WSBridgeDaemon
@@ -12,12 +12,12 @@ import WSBridgeProtocol
 /// service and the group (whole-process tests send the real SIGHUP and SIGTERM).
 @Suite struct DaemonServiceTests {
     final class Loader: Sendable {
-        let configuration: Mutex<Configuration>
-        let failing = Mutex(false)
-        init(_ c: Configuration) { self.configuration = Mutex(c) }
+        let configuration: NIOLockedValueBox<Configuration>
+        let failing = NIOLockedValueBox(false)
+        init(_ c: Configuration) { self.configuration = NIOLockedValueBox(c) }
         func load() throws -> Configuration {
-            if self.failing.withLock({ $0 }) { throw TestFailure("wsbridged.toml: line 3: broken on purpose") }
-            return self.configuration.withLock { $0 }
+            if self.failing.withLockedValue({ $0 }) { throw TestFailure("wsbridged.toml: line 3: broken on purpose") }
+            return self.configuration.withLockedValue { $0 }
         }
     }
 
@@ -52,12 +52,12 @@ import WSBridgeProtocol
         #expect(try await self.status(client, "before").queue.maxMessages == configuration.queue.maxMessages)
 
         // A reload applies the new limits to the running daemon...
-        loader.configuration.withLock { $0.queue.maxMessages = 7 }
+        loader.configuration.withLockedValue { $0.queue.maxMessages = 7 }
         await service.reload()
         #expect(try await self.status(client, "after").queue.maxMessages == 7)
         // ...and one that does not load keeps the running configuration.
-        loader.failing.withLock { $0 = true }
-        loader.configuration.withLock { $0.queue.maxMessages = 9 }
+        loader.failing.withLockedValue { $0 = true }
+        loader.configuration.withLockedValue { $0.queue.maxMessages = 9 }
         await service.reload()
         let kept = try await self.status(client, "kept")
         #expect(kept.queue.maxMessages == 7 && kept.state == .open)

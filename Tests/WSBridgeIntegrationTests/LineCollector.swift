@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// Collects a process's output lines and lets tests await a line matching a predicate.
 ///
@@ -21,7 +21,9 @@ final class LineCollector: Sendable {
         var closed = false
     }
 
-    private let state = Mutex(State())
+    /// A pthread mutex (NIOLockedValueBox), not Synchronization.Mutex: ThreadSanitizer sees
+    /// through the one, while the other's futex is uninstrumented and reads as a race.
+    private let state = NIOLockedValueBox(State())
     let name: String
 
     init(name: String) {
@@ -47,13 +49,13 @@ final class LineCollector: Sendable {
         }.start()
     }
 
-    var lines: [String] { self.state.withLock { $0.lines } }
-    var count: Int { self.state.withLock { $0.lines.count } }
+    var lines: [String] { self.state.withLockedValue { $0.lines } }
+    var count: Int { self.state.withLockedValue { $0.lines.count } }
     var text: String { self.lines.joined(separator: "\n") }
 
     func append(_ data: Data) {
         var ready: [(CheckedContinuation<String?, Never>, String?)] = []
-        self.state.withLock { s in
+        self.state.withLockedValue { s in
             if data.isEmpty {
                 s.closed = true
                 if !s.partial.isEmpty {
@@ -87,7 +89,7 @@ final class LineCollector: Sendable {
 
     /// Waits for a line (at index `from` or later) matching `predicate`. Returns nil on timeout or EOF.
     func wait(from: Int = 0, timeout: Duration = .seconds(20), _ predicate: @escaping @Sendable (String) -> Bool) async -> String? {
-        let id = self.state.withLock { s -> Int in
+        let id = self.state.withLockedValue { s -> Int in
             s.nextID += 1
             return s.nextID
         }
@@ -97,7 +99,7 @@ final class LineCollector: Sendable {
         }
         defer { timer.cancel() }
         return await withCheckedContinuation { (c: CheckedContinuation<String?, Never>) in
-            let immediate: String?? = self.state.withLock { s in
+            let immediate: String?? = self.state.withLockedValue { s in
                 if let hit = s.lines[min(from, s.lines.count)...].first(where: predicate) { return .some(hit) }
                 if s.closed { return .some(nil) }
                 s.waiters.append(Waiter(id: id, from: from, predicate: predicate, continuation: c))
@@ -128,7 +130,7 @@ final class LineCollector: Sendable {
     }
 
     private func cancel(_ id: Int) {
-        let c = self.state.withLock { s -> CheckedContinuation<String?, Never>? in
+        let c = self.state.withLockedValue { s -> CheckedContinuation<String?, Never>? in
             guard let i = s.waiters.firstIndex(where: { $0.id == id }) else { return nil }
             return s.waiters.remove(at: i).continuation
         }

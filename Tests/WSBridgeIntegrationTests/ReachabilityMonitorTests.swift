@@ -1,13 +1,13 @@
 import Foundation
 import Logging
-import Synchronization
+import NIOConcurrencyHelpers
 import Testing
 
 @testable import WSBridgeDaemon
 
 /// Records log messages, for tests that check what the daemon says.
 final class RecordingLogHandler: LogHandler, Sendable {
-    let messages = Mutex<[String]>([])
+    let messages = NIOLockedValueBox<[String]>([])
     var metadata: Logger.Metadata {
         get { [:] }
         set {}
@@ -22,7 +22,7 @@ final class RecordingLogHandler: LogHandler, Sendable {
     }
 
     func log(event: LogEvent) {
-        self.messages.withLock { $0.append("\(event.level) \(event.message)") }
+        self.messages.withLockedValue { $0.append("\(event.level) \(event.message)") }
     }
 }
 
@@ -31,7 +31,7 @@ final class RecordingLogHandler: LogHandler, Sendable {
     /// descriptors) is said once per failure, and the monitor keeps checking at its poll interval
     /// instead of ending silently. The failure is injected: a real one cannot be made to order.
     @Test func aFailingPollIsLoggedAndTheMonitorKeepsChecking() async throws {
-        let calls = Mutex(0)
+        let calls = NIOLockedValueBox(0)
         let (polls, continuation) = AsyncStream.makeStream(of: Int.self)
         let recorder = RecordingLogHandler()
         let monitor = ReachabilityMonitor(
@@ -39,7 +39,7 @@ final class RecordingLogHandler: LogHandler, Sendable {
             pollInterval: .milliseconds(20),
             logger: Logger(label: "test", factory: { _ in recorder }),
             poll: { _, _, _ in
-                let n = calls.withLock { count in
+                let n = calls.withLockedValue { count in
                     count += 1
                     return count
                 }
@@ -52,9 +52,9 @@ final class RecordingLogHandler: LogHandler, Sendable {
         defer { monitor.stop() }
         // The fifth call means the monitor went on after four failures.
         for await n in polls where n >= 5 { break }
-        #expect(calls.withLock { $0 } >= 5)
-        let errors = recorder.messages.withLock { $0 }.filter { $0.contains("reachability: poll failed") }
-        #expect(!errors.isEmpty && errors[0].contains("Invalid argument"), "\(recorder.messages.withLock { $0 })")
+        #expect(calls.withLockedValue { $0 } >= 5)
+        let errors = recorder.messages.withLockedValue { $0 }.filter { $0.contains("reachability: poll failed") }
+        #expect(!errors.isEmpty && errors[0].contains("Invalid argument"), "\(recorder.messages.withLockedValue { $0 })")
     }
 
     /// A reload's wake-up and a noise-only rtnetlink batch seen by the same poll: the new hosts'

@@ -1,9 +1,9 @@
 import CWSBridgeLinux
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
-import Synchronization
 import Testing
 import WSBridgeCore
 
@@ -18,10 +18,10 @@ import WSBridgeCore
     /// Appends and waits until the spool reports the entry stored.
     static func store(_ spool: Spool, _ entry: Spool.Entry) async throws {
         let outcome: Spool.Failure?? = await withCheckedContinuation { continuation in
-            let once = Mutex<CheckedContinuation<Spool.Failure??, Never>?>(continuation)
+            let once = NIOLockedValueBox<CheckedContinuation<Spool.Failure??, Never>?>(continuation)
             spool.whenStored { stored in
                 guard stored.through >= entry.id,
-                    let c = once.withLock({ c in
+                    let c = once.withLockedValue({ c in
                         defer { c = nil }
                         return c
                     })
