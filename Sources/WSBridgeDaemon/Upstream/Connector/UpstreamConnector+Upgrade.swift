@@ -47,6 +47,12 @@ extension UpstreamConnector {
             enableAutomaticErrorHandling: true,
             upgradePipelineHandler: { channel, response in
                 channel.eventLoop.makeCompletedFuture {
+                    // The status recorder only matters for a refused upgrade, and must be gone
+                    // before anything here can throw: a failed upgrade hands the bytes that came
+                    // behind the 101 (frames, as raw bytes) down the pipeline, and the recorder
+                    // takes only HTTP parts (a server's 101 with a bad extension and a frame in
+                    // the same read crashed the daemon; found by the handshake fuzz target).
+                    channel.pipeline.syncOperations.removeHandler(name: "wsb.status", promise: nil)
                     let chosen = response.headers.first(name: "Sec-WebSocket-Protocol")
                     if let chosen, !offered.contains(chosen) {
                         throw Failure(description: "server chose subprotocol '\(chosen)', which was not offered (upstream.subprotocols = \(offered))")
@@ -61,8 +67,6 @@ extension UpstreamConnector {
                     } catch {
                         throw Failure(description: "\(error)")
                     }
-                    // The status recorder only matters for a refused upgrade; it must not see frames.
-                    channel.pipeline.syncOperations.removeHandler(name: "wsb.status", promise: nil)
                     // With permessage-deflate: one context pair, the encoder compressing what goes
                     // out and the frame handler inflating what comes in.
                     let compression = try deflate.map { try PerMessageDeflate(parameters: $0) }
