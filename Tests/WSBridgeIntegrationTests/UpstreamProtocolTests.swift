@@ -148,6 +148,31 @@ import WSBridgeProtocol
         let lines = await f.server.process.stdout.wait(count: accepted, timeout: .seconds(60)) { $0.hasPrefix("message ") }
         #expect(lines.map { $0.split(separator: " ")[1] } == (0..<accepted).map { Substring(String($0)) })
     }
+    /// A hostile server: a valid 101 with an extension parameter never offered, and a frame in
+    /// the same write. The upgrade is refused, the daemon lives, says why and tries again. (Fed
+    /// in one read to the connector's pipeline, such a reply crashed it once; the fuzz seed
+    /// `crash-101-bad-extension-then-frame` holds that case, docs/fuzzing.md.)
+    @Test func a101WithABadExtensionAndAFrameBehindItIsRefusedNotFatal() async throws {
+        let dir = try TemporaryDirectory()
+        let server = try ManagedProcess(Paths.python, ["-u", "\(Paths.root)/Tests/peers/raw_upgrade.py"], name: "raw-upgrade")
+        defer { server.stop() }
+        guard let line = await server.stdout.wait(containing: "listening "), let port = Int(line.dropFirst("listening ".count)) else {
+            Issue.record("raw_upgrade.py did not start: \(server.stderr.text)")
+            return
+        }
+        let socket = dir.file("d.sock")
+        let config = try writeDaemonConfig(dir, "wsbridged", url: "ws://127.0.0.1:\(port)/", socket: socket)
+        let daemon = try ManagedProcess(Paths.daemon, ["--config", config], name: "wsbridged")
+        defer { daemon.stop() }
+        // Two upgrades: the daemon outlived the first and came back.
+        #expect(await server.stdout.wait(containing: "upgrade 2") != nil, "\(daemon.stderr.text)")
+        let client = try SocketClient(path: socket)
+        client.send(#"{"id":"s","op":"status"}"#)
+        let status = await client.reply("s")
+        #expect(status?.value(at: "result.state")?.stringValue != "open")
+        #expect(status?.value(at: "result.last_error")?.stringValue?.contains("server_no_ceontxt_takeover") == true, "\(status.map { "\($0)" } ?? "none")")
+        #expect(daemon.isRunning)
+    }
 }
 
 /// Numbers pass byte-exact through every path that re-serializes JSON, against Python websockets.
