@@ -64,7 +64,7 @@ struct WSBridged: AsyncParsableCommand {
         var configuration = Configuration()
         switch SmallFile.read(path: path, limit: 1 << 20) {
         case .success(let bytes):
-            configuration = try ConfigurationLoader(fileName: path).load(text: String(decoding: bytes, as: UTF8.self))
+            configuration = try ConfigurationCache.shared.load(text: String(decoding: bytes, as: UTF8.self), fileName: path)
         case .failure(let problem):
             if self.config != nil || self.url == nil {
                 throw ConfigurationError(
