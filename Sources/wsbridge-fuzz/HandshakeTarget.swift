@@ -155,7 +155,7 @@ enum HandshakeTarget {
         guard reply.count >= 2, reply[0] == 5, reply[1] == (credentials ? 2 : 0) else { return nil }
         at = 2
         if credentials {
-            guard reply.count >= at + 2, reply[at + 1] == 0 else { return nil }
+            guard reply.count >= at + 2, reply[at] == 1, reply[at + 1] == 0 else { return nil }
             at += 2
         }
         guard reply.count >= at + 5, reply[at] == 5, reply[at + 1] == 0 else { return nil }

@@ -71,6 +71,8 @@ final class SOCKS5AuthClientHandler: ChannelInboundHandler, RemovableChannelHand
                 self.state = .authenticating
             case .authenticating:
                 guard let reply = self.pending.readBytes(length: 2) else { return }
+                // RFC 1929: version 1 of the subnegotiation, then the status.
+                guard reply[0] == 1 else { return self.fail(context, "the SOCKS5 proxy answered the user name and password with version \(reply[0]), not 1") }
                 guard reply[1] == 0 else { return self.fail(context, "the SOCKS5 proxy refused the user name and password in the proxy URL") }
                 let name = Array(self.host.utf8)
                 var request = context.channel.allocator.buffer(capacity: 7 + name.count)
@@ -80,6 +82,7 @@ final class SOCKS5AuthClientHandler: ChannelInboundHandler, RemovableChannelHand
                 self.state = .connecting
             case .connecting:
                 guard self.pending.readableBytes >= 5, let head = self.pending.getBytes(at: self.pending.readerIndex, length: 5) else { return }
+                guard head[0] == 5 else { return self.fail(context, "the SOCKS5 proxy answered the CONNECT with version \(head[0]), not 5") }
                 guard head[1] == 0 else { return self.fail(context, "the SOCKS5 proxy could not connect: \(Self.reply(head[1]))") }
                 let address: Int
                 switch head[3] {
