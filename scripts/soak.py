@@ -20,8 +20,6 @@ import argparse
 import asyncio
 import json
 import os
-import resource
-import shutil
 import signal
 import socket
 import subprocess
@@ -30,17 +28,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import Bystander, Daemon, Generator, cpu_ticks, fd_count, open_client, rss_kib  # noqa: E402
+from harness import (Bystander, Daemon, Generator, cpu_ticks, fd_count, finish, open_client, proc_status,  # noqa: E402
+                     rss_kib, run, ticks)
 
 TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def threads(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("Threads:"):
-                return int(line.split()[1])
-    return 0
 
 
 class Notifications:
@@ -191,12 +182,7 @@ async def flooder(path, stop):
 
 async def cuts(gen, stop, every, counts):
     """Alternately a drop (the daemon reconnects at once) and an outage of 3 s."""
-    while True:
-        try:
-            await asyncio.wait_for(stop.wait(), every)
-            return
-        except asyncio.TimeoutError:
-            pass
+    async for _ in ticks(stop, every):
         counts["cuts"] += 1
         if counts["cuts"] % 2:
             gen.command("drop")
@@ -209,12 +195,7 @@ async def cuts(gen, stop, every, counts):
 
 async def reloads(d, config, stop, every, counts):
     """SIGHUP every few seconds, the file changed each time (queue.max_messages 10000/10001)."""
-    while True:
-        try:
-            await asyncio.wait_for(stop.wait(), every)
-            return
-        except asyncio.TimeoutError:
-            pass
+    async for _ in ticks(stop, every):
         with open(config) as f:
             text = f.read()
         flip = "max_messages = 10001" if "max_messages = 10000" in text else "max_messages = 10000"
@@ -285,7 +266,7 @@ async def soak(args, workdir):
                 "minute": round((time.monotonic() - start) / 60, 2),
                 "rss_kib": rss_kib(d.pid),
                 "fds": fd_count(d.pid),
-                "threads": threads(d.pid),
+                "threads": proc_status(d.pid, "Threads"),
                 "cpu_percent": round(100 * (now_ticks - ticks) / (interval * TICKS), 1),
                 "deliveries": now_delivered - delivered,
                 "cuts": counts["cuts"],
@@ -532,17 +513,8 @@ async def main():
         print(json.dumps({k: v for k, v in result.items() if k != "samples"}, indent=1))
         if args.png:
             chart(result, args.png)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"result": result, "problems": problems}, f, indent=1)
-    shutil.rmtree(workdir, ignore_errors=True)
-    if problems:
-        print("soak: FAILED\n- " + "\n- ".join(problems))
-        return 1
-    print("soak: nothing lost, nothing grew")
-    return 0
+    return finish("soak", {"result": result}, problems, args.json, workdir, "nothing lost, nothing grew")
 
 
 if __name__ == "__main__":
-    resource.setrlimit(resource.RLIMIT_NOFILE, (4096, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-    sys.exit(asyncio.run(main()))
+    run(main)

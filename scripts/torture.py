@@ -16,7 +16,6 @@ import asyncio
 import json
 import os
 import random
-import resource
 import shutil
 import socket
 import statistics
@@ -25,7 +24,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import MiB, Bystander, Daemon, Generator, cpu_ticks, fd_count, open_client, rss_kib  # noqa: E402
+from harness import MiB, Bystander, Daemon, Generator, cpu_ticks, fd_count, finish, open_client, rss_kib, run  # noqa: E402
 
 class StatusProbe:
     """Asks status every 100 ms; records answer times."""
@@ -337,17 +336,8 @@ async def main():
         gen.stop()
     table(results)
     problems = verdict(results, short)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"results": results, "problems": problems}, f, indent=1)
-    shutil.rmtree(workdir, ignore_errors=True)
-    if problems:
-        print("torture: FAILED\n- " + "\n- ".join(problems))
-        return 1
-    print("torture: every bound held")
-    return 0
+    return finish("torture", {"results": results}, problems, args.json, workdir, "every bound held")
 
 
 if __name__ == "__main__":
-    resource.setrlimit(resource.RLIMIT_NOFILE, (4096, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-    sys.exit(asyncio.run(main()))
+    run(main)

@@ -5,7 +5,10 @@ import asyncio
 import json
 import os
 import random
+import resource
+import shutil
 import socket
+import sys
 import subprocess
 import threading
 import time
@@ -13,12 +16,17 @@ import time
 MiB = 1 << 20
 
 
-def rss_kib(pid):
+def proc_status(pid, field):
+    """A number from /proc/PID/status (`VmRSS` in KiB, `Threads`), 0 when absent."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def rss_kib(pid):
+    return proc_status(pid, "VmRSS")
 
 
 def fd_count(pid):
@@ -160,3 +168,33 @@ class Bystander:
             elif msg["type"] == "dropped":
                 self.dropped += msg["count"]
                 self.last_seq = msg["to"]
+
+
+async def ticks(stop, seconds):
+    """Yields every `seconds` until `stop` is set (at once when it is)."""
+    while True:
+        try:
+            await asyncio.wait_for(stop.wait(), seconds)
+            return
+        except asyncio.TimeoutError:
+            yield
+
+
+def finish(name, payload, problems, json_path, workdir, success):
+    """Writes the figures (`--json`), removes the work directory, prints the verdict; the exit
+    status."""
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump({**payload, "problems": problems}, f, indent=1)
+    shutil.rmtree(workdir, ignore_errors=True)
+    if problems:
+        print(f"{name}: FAILED\n- " + "\n- ".join(problems))
+        return 1
+    print(f"{name}: {success}")
+    return 0
+
+
+def run(main):
+    """Runs an asyncio main with room for many clients' descriptors, and exits with its status."""
+    resource.setrlimit(resource.RLIMIT_NOFILE, (4096, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    sys.exit(asyncio.run(main()))
