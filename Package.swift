@@ -21,20 +21,29 @@ let package = Package(
         .executable(name: "wsbridgectl", targets: ["wsbridgectl"]),
         .executable(name: "wsbridge-testserver", targets: ["wsbridge-testserver"]),
     ],
+    // Pinned here, not in Package.resolved (kept out of git: it would record the commit ids of the
+    // package mirrors this was built with, which the public repositories do not have). Built and
+    // tested with exactly these versions (README, "Dependencies"). `.upToNextMinor` where a minor
+    // release changed behaviour we rely on: NIO's channel and WebSocket handlers and NIOSSL's
+    // verification callbacks (the connector and its error texts), NIO extras' SOCKS client (the
+    // fuzzed handshake), ArgumentParser's help layout (the golden help texts and man pages),
+    // TOMLKit's error positions (config errors name FILE:LINE), the service lifecycle's signal
+    // handling, compress-nio's window handling (permessage-deflate), Prometheus' text output and
+    // HdrHistogram's API (still 0.x). `from:` for APIs that have stayed put across minors.
     dependencies: [
-        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
-        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
-        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", .upToNextMinor(from: "2.101.3")),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", .upToNextMinor(from: "2.37.6")),
+        .package(url: "https://github.com/apple/swift-nio-extras.git", .upToNextMinor(from: "1.35.2")),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", .upToNextMinor(from: "1.8.2")),
+        .package(url: "https://github.com/LebJe/TOMLKit.git", .upToNextMinor(from: "0.6.0")),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", .upToNextMinor(from: "2.13.0")),
+        .package(url: "https://github.com/adam-fowler/compress-nio.git", .upToNextMinor(from: "1.5.0")),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", .upToNextMinor(from: "0.2.0")),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", .upToNextMinor(from: "2.4.1")),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
-        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
-        .package(url: "https://github.com/LebJe/TOMLKit.git", from: "0.6.0"),
-        .package(url: "https://github.com/swift-extras/swift-extras-base64.git", from: "1.2.0"),
-        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
-        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
-        .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
-        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
-        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
+        .package(url: "https://github.com/swift-extras/swift-extras-base64.git", from: "1.2.0"),
     ],
     targets: [
         // libsystemd (sd_notify, sd_listen_fds, sd_journal_sendv) through pkg-config.
@@ -50,8 +59,11 @@ let package = Package(
         .target(
             name: "WSBridgeProtocol",
             dependencies: [.product(name: "ExtrasBase64", package: "swift-extras-base64")],
-            swiftSettings: hotPath
+            swiftSettings: hotPath,
+            plugins: ["BuildCommit"]
         ),
+        // Writes WSBridgeVersion.commit (the git commit of the build) before every build.
+        .plugin(name: "BuildCommit", capability: .buildTool()),
         // Pure logic: configuration, state machines, backoff, heartbeat. No I/O.
         .target(
             name: "WSBridgeCore",

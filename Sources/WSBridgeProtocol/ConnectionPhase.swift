@@ -16,6 +16,19 @@ public enum ConnectionPhase: String, Sendable, Equatable, CaseIterable {
 extension ConnectionPhase: CustomStringConvertible {
     public var description: String { self.rawValue }
 
+    /// The phase in `wsbridgectl`'s readable text (the wire name is for programs).
+    public var readable: String {
+        switch self {
+        case .idle: "closed"
+        case .connecting: "connecting"
+        case .open: "open"
+        case .closing: "closing"
+        case .waitingForNetwork: "waiting for the network"
+        case .backingOff: "waiting to retry"
+        case .stopped: "stopping"
+        }
+    }
+
     /// The phase a line or result names. A name this build does not know (only a daemon of a
     /// newer protocol version could send one) reads as `idle`.
     public init(wire text: String?) {

@@ -172,10 +172,14 @@ public struct UnstickResult: Sendable, Equatable, Codable {
 
 /// `close`, `connect` and `reconnect`: the link's state once the request was taken.
 public struct LinkStateResult: Sendable, Equatable, Codable {
+    /// The phase after the command.
     public var state: ConnectionPhase
+    /// The phase before it (older daemons leave it out).
+    @OmitNil public var was: ConnectionPhase?
 
-    public init(state: ConnectionPhase) {
+    public init(state: ConnectionPhase, was: ConnectionPhase? = nil) {
         self.state = state
+        self.was = was
     }
 
     public var json: JSONValue { WireCoding.encode(self) }

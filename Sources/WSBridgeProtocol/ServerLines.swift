@@ -30,6 +30,8 @@ public struct Hello: Sendable, Equatable, Codable {
     public private(set) var type = Hello.type
     public var protocolVersion: Int
     public var version: String
+    /// The git commit the daemon was built from, when it was built from a checkout.
+    @OmitNil public var commit: String?
     public var state: ConnectionPhase
     public var seq: UInt64
     /// The stream `seq` counts in: new whenever seq starts again (a daemon restart).
@@ -38,11 +40,12 @@ public struct Hello: Sendable, Equatable, Codable {
     public var write: Bool
 
     public init(
-        protocolVersion: Int = WireProtocol.version, version: String = WSBridgeVersion.current, state: ConnectionPhase, seq: UInt64, stream: String,
-        subscribed: Bool, write: Bool
+        protocolVersion: Int = WireProtocol.version, version: String = WSBridgeVersion.current, commit: String? = WSBridgeVersion.commit,
+        state: ConnectionPhase, seq: UInt64, stream: String, subscribed: Bool, write: Bool
     ) {
         self.protocolVersion = protocolVersion
         self.version = version
+        self.commit = commit
         self.state = state
         self.seq = seq
         self.stream = stream
@@ -53,7 +56,7 @@ public struct Hello: Sendable, Equatable, Codable {
     enum CodingKeys: String, CodingKey {
         case type
         case protocolVersion = "protocol"
-        case version, state, seq, stream, subscribed, write
+        case version, commit, state, seq, stream, subscribed, write
     }
 
     public var json: JSONValue { WireCoding.encode(self) }

@@ -95,12 +95,15 @@ public struct StatusReport: Sendable, Equatable, Codable {
     public var lastClose: Close?
     @OmitNil public var retryInMillis: Int64?
     public var version: String
+    /// The git commit the daemon was built from, when it was built from a checkout.
+    @OmitNil public var commit: String?
 
     public init(
         state: ConnectionPhase, since: Int64, url: String, reconnects: Int, failedAttempts: Int, rttMillis: Double?, subprotocol: String?,
         compression: Bool, messagesIn: UInt64, bytesIn: UInt64, messagesOut: UInt64, bytesOut: UInt64, subscribers: Int, clients: Int,
         seq: UInt64, drops: UInt64, stream: String = "", queue: Queue, session: Session? = nil, lastError: String?, lastErrorReason: String? = nil,
-        lastClose: Close?, retryInMillis: Int64?, version: String = WSBridgeVersion.current
+        lastClose: Close?, retryInMillis: Int64?, version: String = WSBridgeVersion.current,
+        commit: String? = WSBridgeVersion.commit
     ) {
         self.state = state
         self.since = since
@@ -126,6 +129,7 @@ public struct StatusReport: Sendable, Equatable, Codable {
         self.lastClose = lastClose
         self.retryInMillis = retryInMillis
         self.version = version
+        self.commit = commit
     }
 
     /// The keys in the order a reply lists them (the rest are the properties' names in snake_case).
@@ -133,7 +137,7 @@ public struct StatusReport: Sendable, Equatable, Codable {
         case state, since, url, reconnects, failedAttempts
         case rttMillis = "rtt_ms"
         case subprotocol, compression, messagesIn, bytesIn, messagesOut, bytesOut, subscribers, clients, seq, stream, drops, queue, session
-        case lastError, lastErrorReason, version, lastClose
+        case lastError, lastErrorReason, version, commit, lastClose
         case retryInMillis = "retry_in_ms"
     }
 

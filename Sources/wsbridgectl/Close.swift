@@ -15,6 +15,6 @@ struct Close: ParsableCommand {
     var reason: String = ""
 
     func run() throws {
-        try self.global.runLinkCommand("close", [("code", .number(JSONNumber(self.code))), ("reason", .string(self.reason))], verb: "closing")
+        try self.global.runLinkCommand("close", [("code", .number(JSONNumber(self.code))), ("reason", .string(self.reason))])
     }
 }

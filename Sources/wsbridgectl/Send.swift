@@ -96,12 +96,12 @@ struct Send: ParsableCommand {
         if self.global.json {
             Output.line(result.serialized)
         } else if case .queued(let depth, let state)? = try? SendResult(json: result) {
-            Output.line("queued (\(depth) waiting; link is \(state))")
+            Output.line("queued until the link opens (\(depth) waiting; the link is \(state.readable))")
         } else if case .sticky(let r)? = try? SendResult(json: result) {
             let holders = r.holders == 1 ? "1 holder" : "\(r.holders) holders"
             switch r.status {
             case .sent: Output.line("sent; sticky key \(r.key) (scope \(r.scope.rawValue), \(holders)) goes again after every reconnect")
-            case .queued: Output.line("sticky key \(r.key) (scope \(r.scope.rawValue), \(holders)) goes when the link opens (link is \(r.state))")
+            case .queued: Output.line("sticky key \(r.key) (scope \(r.scope.rawValue), \(holders)) goes when the link opens (the link is \(r.state.readable))")
             case .held: Output.line("sticky key \(r.key) is already held with this text: shared (\(holders)); nothing sent")
             }
         } else {

@@ -17,17 +17,21 @@ struct Status: ParsableCommand {
     static func table(_ json: JSONValue) throws -> String {
         let s = try StatusReport(json: json)
         var rows: [(String, String)] = []
-        rows.append(("state", "\(s.state) since \(Self.time(Double(s.since))) (\(Self.ago(Double(s.since))))"))
+        rows.append(("state", "\(s.state.readable) since \(Self.time(Double(s.since))) (\(Self.ago(Double(s.since))))"))
         rows.append(("upstream", s.url))
         if let retry = s.retryInMillis { rows.append(("next attempt", "in \(Self.duration(Double(retry)))")) }
-        if let rtt = s.rttMillis { rows.append(("rtt", "\(rtt) ms")) }
+        rows.append(
+            (
+                "rtt",
+                s.rttMillis.map { "\(($0 * 10).rounded() / 10) ms" }
+                    ?? (s.state == .open ? "not measured yet on this link (at the next heartbeat)" : "none (the link is not open)")
+            ))
         if let p = s.subprotocol { rows.append(("subprotocol", p)) }
         rows.append(("compression", s.compression ? "permessage-deflate" : "off"))
         rows.append(("reconnects", "\(s.reconnects)"))
         if s.failedAttempts > 0 { rows.append(("failed attempts", "\(s.failedAttempts)")) }
         if let close = s.lastClose {
-            let code = close.code.map(String.init) ?? "-"
-            rows.append(("last close", "by \(close.by), code \(code)\(close.reason.isEmpty ? "" : ": \(close.reason)")"))
+            rows.append(("last close", Self.closeText(close)))
         }
         if let e = s.lastError { rows.append(("last error", e)) }
         if let se = s.session, se.openingMessages > 0 || se.readyWhen != nil || se.stickyKeys > 0 {
@@ -47,9 +51,10 @@ struct Status: ParsableCommand {
                     "\(spool.directory) (fsync \(spool.fsync)), \(Self.bytes(UInt64(spool.fileBytes))), \(spool.fsyncs) fdatasync\(spool.fsyncs == 1 ? "" : "s")"
                 ))
         }
-        rows.append(("subscribers", "\(s.subscribers) (\(s.clients) clients)"))
+        rows.append(("clients", "\(s.clients) connected, \(s.subscribers) subscribed"))
         rows.append(("dropped", "\(s.drops) messages (slow subscribers)"))
         rows.append(("last seq", "\(s.seq) (stream \(s.stream))"))
+        rows.append(("version", s.commit.map { "\(s.version) (commit \($0))" } ?? s.version))
         // One width for every call, whichever optional rows this one has.
         let width = Self.labels.map(\.count).max() ?? 0
         return rows.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }.joined(separator: "\n")
@@ -57,8 +62,21 @@ struct Status: ParsableCommand {
 
     static let labels = [
         "state", "upstream", "next attempt", "rtt", "subprotocol", "compression", "reconnects", "failed attempts", "last close", "last error", "session",
-        "messages in", "messages out", "send queue", "subscribers", "dropped", "last seq",
+        "messages in", "messages out", "send queue", "spool", "clients", "dropped", "last seq", "version",
     ]
+
+    /// `by the server, code 1000: bye`; `link lost: connection reset` (no close frame: no code).
+    static func closeText(_ close: StatusReport.Close) -> String {
+        let detail = close.reason.isEmpty ? "" : ": \(close.reason)"
+        let code = close.code.map { ", code \($0)" } ?? ""
+        switch close.by {
+        case "user": return "by an operator (wsbridgectl close)\(code)\(detail)"
+        case "server": return "by the server\(code)\(detail)"
+        case "daemon": return "by the daemon stopping\(code)\(detail)"
+        case "error": return "link lost\(code)\(detail)"
+        default: return "by \(close.by)\(code)\(detail)"
+        }
+    }
 
     static func bytes(_ n: UInt64) -> String {
         if n < 1024 { return "\(n) B" }

@@ -12,7 +12,7 @@ struct WSBridgeCtl: ParsableCommand {
             not running, 76 the daemon's reply does not read as this version's protocol, 77 \
             permission denied.
             """,
-        version: WSBridgeVersion.current,
+        version: WSBridgeVersion.description,
         subcommands: [Status.self, Metrics.self, Send.self, Sticky.self, Unstick.self, Close.self, Connect.self, Reconnect.self, Tail.self, Request.self],
         defaultSubcommand: Status.self
     )
@@ -105,10 +105,23 @@ struct GlobalOptions: ParsableArguments {
         }
     }
 
-    /// Runs a link command (connect, reconnect, close) and reports `VERB (state: ...)`, or the JSON.
-    func runLinkCommand(_ op: String, _ fields: [(String, JSONValue)] = [], verb: String) throws {
+    /// Runs a link command (connect, reconnect, close) and says what it did in words, or the JSON.
+    func runLinkCommand(_ op: String, _ fields: [(String, JSONValue)] = []) throws {
         let result = try self.run(op, fields)
-        Output.line(self.json ? result.serialized : "\(verb) (state: \(try LinkStateResult(json: result).state))")
+        Output.line(self.json ? result.serialized : Self.linkText(op, try LinkStateResult(json: result)))
+    }
+
+    static func linkText(_ op: String, _ r: LinkStateResult) -> String {
+        let stays = "it stays closed until `wsbridgectl connect`"
+        switch (op, r.was, r.state) {
+        case ("close", .idle?, _): return "the link was already closed; \(stays)"
+        case ("close", _, .idle): return "closed; \(stays)"
+        case ("close", _, _): return "closing the link; \(stays)"
+        case ("connect", .open?, _): return "the link is already open"
+        case ("connect", _, .open): return "open"
+        case ("connect", _, let state): return "connecting (now \(state.readable))"
+        case (_, _, let state): return "reconnecting (now \(state.readable))"
+        }
     }
 
     /// Runs one request and prints its result: the daemon's JSON with --json, else `readable`'s text.

@@ -19,7 +19,7 @@ struct WSBridged: AsyncParsableCommand {
             Reads its configuration from /etc/wsbridge/wsbridged.toml (every option is documented \
             in the shipped example). Command-line options override the file.
             """,
-        version: WSBridgeVersion.current
+        version: WSBridgeVersion.description
     )
 
     static let defaultConfigPath = "/etc/wsbridge/wsbridged.toml"

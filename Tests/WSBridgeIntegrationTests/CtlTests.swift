@@ -23,7 +23,10 @@ import WSBridgeProtocol
         #expect(status.out.contains("state            open since"), "\(status.out)")
         #expect(status.out.contains("upstream         \(f.server.url)"))
         // Its own connection is not counted.
-        #expect(status.out.contains("subscribers      0 (0 clients)"), "\(status.out)")
+        #expect(status.out.contains("clients          0 connected, 0 subscribed"), "\(status.out)")
+        // The row is there before the first pong, saying why it has no figure.
+        #expect(status.out.contains("rtt              "), "\(status.out)")
+        #expect(status.out.contains("version          \(WSBridgeVersion.current)"), "\(status.out)")
 
         let json = try self.ctl(["status", "--json"], socket: f.socket)
         #expect((try? JSONValue.parse(json.out.trimmingCharacters(in: .whitespacesAndNewlines)))?["state"] == "open")
@@ -35,14 +38,27 @@ import WSBridgeProtocol
 
         let closed = try self.ctl(["close", "--code", "4002", "--reason", "ctl says so"], socket: f.socket)
         #expect(closed.status == 0)
+        #expect(closed.out == "closing the link; it stays closed until `wsbridgectl connect`\n", "\(closed.out)")
         #expect(await f.server.event("closed 4002 ctl says so") != nil)
         #expect(await f.daemon.stderr.wait(containing: "-> idle") != nil)
         let queued = try self.ctl(["send", "later"], socket: f.socket)
-        #expect(queued.out.hasPrefix("queued (1 waiting"))
-        #expect(try self.ctl(["status"], socket: f.socket).out.contains("last close       by user, code 4002: ctl says so"))
+        #expect(queued.out == "queued until the link opens (1 waiting; the link is closed)\n", "\(queued.out)")
+        let down = try self.ctl(["status"], socket: f.socket).out
+        #expect(down.contains("state            closed since"), "\(down)")
+        #expect(down.contains("last close       by an operator (wsbridgectl close), code 4002: ctl says so"), "\(down)")
+        #expect(down.contains("rtt              none (the link is not open)"), "\(down)")
+        // No internal names in the readable text.
+        for name in ["idle", "backingOff", "waitingForNetwork", "by user", "code -"] { #expect(!down.contains(name), "\(name): \(down)") }
+        let again = try self.ctl(["close"], socket: f.socket)
+        #expect(again.out == "the link was already closed; it stays closed until `wsbridgectl connect`\n", "\(again.out)")
+        let reopening = f.daemon.stderr.count
         #expect(try self.ctl(["connect"], socket: f.socket).status == 0)
         #expect(await f.server.event("message later") != nil)
-        #expect(try self.ctl(["reconnect"], socket: f.socket).status == 0)
+        #expect(await f.daemon.stderr.wait(from: reopening, containing: "-> open") != nil)
+        #expect(try self.ctl(["connect"], socket: f.socket).out == "the link is already open\n")
+        let reconnect = try self.ctl(["reconnect"], socket: f.socket)
+        #expect(reconnect.status == 0)
+        #expect(reconnect.out.hasPrefix("reconnecting (now "), "\(reconnect.out)")
     }
 
     @Test func binarySendFromStandardInput() async throws {

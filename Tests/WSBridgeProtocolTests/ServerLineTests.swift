@@ -10,12 +10,15 @@ import WSBridgeProtocol
     }
 
     @Test func everyLineTypeRoundTrips() throws {
-        let hello = Hello(state: .open, seq: 41, stream: "00000000deadbeef", subscribed: true, write: false)
+        let hello = Hello(commit: nil, state: .open, seq: 41, stream: "00000000deadbeef", subscribed: true, write: false)
         try self.roundTrip(.hello(hello), hello.json)
         #expect(
             hello.json.serialized
                 == #"{"type":"hello","protocol":1,"version":"\#(WSBridgeVersion.current)","state":"open","seq":41,"stream":"00000000deadbeef","subscribed":true,"write":false}"#
         )
+        let built = Hello(commit: "7f101b41ee15", state: .open, seq: 41, stream: "00000000deadbeef", subscribed: true, write: false)
+        try self.roundTrip(.hello(built), built.json)
+        #expect(built.json.serialized.contains(#""version":"\#(WSBridgeVersion.current)","commit":"7f101b41ee15","state""#))
 
         let message = MessageLine(seq: UInt64.max, ts: 1_795_313_566_992, kind: .text, data: "{\"px\":1.5}")
         try self.roundTrip(.message(message), message.json)

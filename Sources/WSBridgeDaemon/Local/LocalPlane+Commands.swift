@@ -87,14 +87,17 @@ extension LocalPlane {
                 client.send(self.sendReply(outcome, id: id))
             }
         case .close(let code, let reason):
+            let was = link.phase
             link.close(code: code, reason: reason)
-            self.ok(client, id, LinkStateResult(state: link.phase).json)
+            self.ok(client, id, LinkStateResult(state: link.phase, was: was).json)
         case .connect:
+            let was = link.phase
             link.connect()
-            self.ok(client, id, LinkStateResult(state: link.phase).json)
+            self.ok(client, id, LinkStateResult(state: link.phase, was: was).json)
         case .reconnect:
+            let was = link.phase
             link.reconnect()
-            self.ok(client, id, LinkStateResult(state: link.phase).json)
+            self.ok(client, id, LinkStateResult(state: link.phase, was: was).json)
         case .request(let payload, let match, let timeout):
             self.request(payload, match: match, timeout: timeout, id: id, from: client)
         }

@@ -113,7 +113,7 @@ extension DaemonService {
                 resumed: { slept in link.checkLiveness(why: "resumed after \(slept.short) of suspend") }
             )
         )
-        logger.notice("wsbridged \(WSBridgeVersion.current) starting", metadata: ["upstream.url": "\(configuration.upstream.url)"])
+        logger.notice("wsbridged \(WSBridgeVersion.description) starting", metadata: ["upstream.url": "\(configuration.upstream.url)"])
         if configuration.upstream.connectOnStart {
             link.connect()
         } else {

@@ -25,7 +25,7 @@ extension UpstreamConnector {
         let url = self.upstream.url
         var headers = HTTPHeaders()
         headers.add(name: "Host", value: url.hostHeader)
-        headers.add(name: "User-Agent", value: "wsbridged/\(WSBridgeVersion.current)")
+        headers.add(name: "User-Agent", value: WSBridgeVersion.userAgent)
         for header in self.upstream.headers {
             headers.add(name: header.name, value: header.value)
         }
