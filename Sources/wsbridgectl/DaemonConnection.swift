@@ -15,6 +15,16 @@ final class DaemonConnection {
         return name.isEmpty || name == "wsbridged" || name.contains("/") ? "wsbridged" : "wsbridged@\(name)"
     }
 
+    /// How to get a daemon listening on `path`: systemctl for the units' own sockets, else a
+    /// daemon started by hand on that path.
+    static func startHint(for path: String) -> String {
+        if path.hasPrefix("/run/wsbridged/") {
+            return "start it with `systemctl start \(Self.unit(for: path)).socket`, or point --socket at the socket of the one running"
+        }
+        return "start one on that path with `wsbridged --socket \(path) --url ws://…` (or local.socket in its config), "
+            + "or point --socket (or WSBRIDGE_SOCKET) at the socket of the one running"
+    }
+
     struct ConnectError: Error, CustomStringConvertible {
         var description: String
         var exitCode: Int32
@@ -46,7 +56,7 @@ final class DaemonConnection {
             case ENOENT, ECONNREFUSED:
                 throw ConnectError(
                     description:
-                        "wsbridged is not running (nothing listens on \(path)): start it with `systemctl start \(Self.unit(for: path))`, or point --socket at its socket",
+                        "wsbridged is not running (nothing listens on \(path)): \(Self.startHint(for: path))",
                     exitCode: 69
                 )
             case EACCES, EPERM:

@@ -20,13 +20,14 @@ struct WSBridgeCtl: ParsableCommand {
     /// Lets `--socket` and `--json` also stand before the subcommand.
     @OptionGroup var global: GlobalOptions
 
-    /// A mistyped subcommand would otherwise be taken as an argument of the default one
-    /// (`status`) and reported as "Unexpected argument": name the command it is close to.
+    /// A word that is not a command would otherwise be taken as an argument of the default one
+    /// (`status`, which takes none) and reported as "Unexpected argument" with status's usage:
+    /// name the unknown command, the one it is close to, and every command.
     static func main() {
         let arguments = Array(CommandLine.arguments.dropFirst())
         let names = Self.configuration.subcommands.map { $0._commandName }
-        if let word = Self.commandWord(arguments), !names.contains(word), let best = Suggestion.closest(to: word, in: names) {
-            Output.error("unknown command '\(word)': did you mean '\(best)'? (wsbridgectl --help lists the commands)")
+        if let word = Self.commandWord(arguments), !names.contains(word), word != "help" {
+            Output.error(Self.unknownCommand(word, names: names))
             Self.exit(withError: ExitCode(64))
         }
         do {
@@ -42,8 +43,15 @@ struct WSBridgeCtl: ParsableCommand {
         }
     }
 
+    static func unknownCommand(_ word: String, names: [String]) -> String {
+        let hint = Suggestion.closest(to: word, in: names).map { ": did you mean '\($0)'?" } ?? "."
+        return "unknown command '\(word)'\(hint) The commands are \(names.joined(separator: ", ")) (wsbridgectl COMMAND --help for one)."
+    }
+
     /// The first word that is neither an option nor an option's value.
     static func commandWord(_ arguments: [String]) -> String? {
+        // ArgumentParser's own: the completion script's generator and the shells' callback.
+        if arguments.contains(where: { $0.hasPrefix("--generate-completion-script") || $0.hasPrefix("---completion") }) { return nil }
         var i = 0
         while i < arguments.count {
             let a = arguments[i]

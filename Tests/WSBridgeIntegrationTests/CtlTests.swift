@@ -102,10 +102,16 @@ import WSBridgeProtocol
     }
 
     @Test func daemonNotRunningHasItsOwnExitCode() throws {
-        let r = try self.ctl(["status"], socket: "/nonexistent/wsbridged.sock")
+        let r = try self.ctl(["status"], socket: "/run/wsbridged/wsbridged.sock")
         #expect(r.status == 69)
         #expect(r.err.contains("wsbridged is not running"))
-        #expect(r.err.contains("systemctl start wsbridged"))
+        #expect(r.err.contains("systemctl start wsbridged.socket"), "\(r.err)")
+        #expect(try self.ctl(["status"], socket: "/run/wsbridged/feed2.sock").err.contains("systemctl start wsbridged@feed2.socket"))
+        // A path of one's own: no systemctl, but how to start a daemon there.
+        let own = try self.ctl(["status"], socket: "/nonexistent/mine.sock")
+        #expect(own.status == 69)
+        #expect(!own.err.contains("systemctl"), "\(own.err)")
+        #expect(own.err.contains("wsbridged --socket /nonexistent/mine.sock"), "\(own.err)")
     }
 
     @Test(.enabled(if: getuid() == 0, "needs root to act as another user"))
@@ -140,6 +146,16 @@ import WSBridgeProtocol
         #expect(r.err.contains("unknown command 'stauts': did you mean 'status'?"), "\(r.err)")
         // Options and their values before it are skipped.
         #expect(try self.ctl(["--json", "metrcs"], socket: "/nonexistent.sock").err.contains("did you mean 'metrics'?"))
+        // A word close to none: named, with every command listed, and no usage of `status`.
+        let bogus = try self.ctl(["bogus"], socket: "/nonexistent.sock")
+        #expect(bogus.status == 64)
+        #expect(
+            bogus.err
+                == "wsbridgectl: unknown command 'bogus'. The commands are status, metrics, send, sticky, unstick, close, connect, reconnect, tail, request (wsbridgectl COMMAND --help for one).\n",
+            "\(bogus.err)")
+        #expect(!bogus.err.contains("Usage"))
+        // `help` is ArgumentParser's: it still works.
+        #expect(try self.ctl(["help", "send"], socket: nil).out.contains("OVERVIEW: Send a message upstream"))
     }
 
     @Test func usageErrorsExit64() throws {

@@ -27,10 +27,11 @@ import WSBridgeProtocol
             [reachability]
             enabled = false
             [local]
-            socket = "\(dir.file("d.sock"))"
+            socket = "\(dir.file("run/d.sock"))"
             """
         )
-        // At the default level (info), as an operator runs it.
+        // At the default level (info), as an operator runs it. The socket's missing directory
+        // is created, and the log says so.
         let daemon = try ManagedProcess(Paths.daemon, ["--config", config], name: "wsbridged")
         defer { daemon.stop() }
         #expect(await daemon.stderr.wait(containing: "connect failed (attempt 3)") != nil, "\(daemon.stderr.text)")
@@ -39,17 +40,20 @@ import WSBridgeProtocol
         #expect(failures.count >= 3)
         for line in failures.prefix(3) {
             #expect(line.contains("connection refused; retrying in "), "\(line)")
+            // The message once, not again in the metadata.
+            #expect(!line.contains("error="), "\(line)")
         }
+        #expect(lines.contains { $0.contains("created the socket's directory \(dir.file("run")) (mode 0755") }, "\(lines)")
         // Nothing else per attempt: no "connecting", "retrying" or retry-cycle state lines.
         #expect(!lines.contains { $0.contains("connecting (attempt") || $0.contains(" retrying in") && !$0.contains("connect failed") }, "\(lines)")
         #expect(!lines.contains { $0.contains("connecting -> backingOff") || $0.contains("backingOff -> connecting") }, "\(lines)")
 
         // The link never opened: status has a last error, and no "last close".
-        let status = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", dir.file("d.sock"), "status", "--json"])
+        let status = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", dir.file("run/d.sock"), "status", "--json"])
         let report = try StatusReport(json: try JSONValue.parse(status.stdout))
         #expect(report.lastClose == nil, "\(status.stdout)")
         #expect(report.lastError?.contains("connection refused") == true, "\(status.stdout)")
-        let table = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", dir.file("d.sock"), "status"])
+        let table = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", dir.file("run/d.sock"), "status"])
         #expect(!table.stdout.contains("last close"), "\(table.stdout)")
     }
 

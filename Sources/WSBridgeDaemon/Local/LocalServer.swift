@@ -15,8 +15,10 @@ enum LocalServer {
         var description: String
     }
 
-    /// Makes `path` free to bind: a live daemon there is an error; a dead socket file is removed.
-    static func prepare(path: String) throws(BindError) {
+    /// Makes `path` free to bind: a live daemon there is an error; a dead socket file is removed; a
+    /// missing directory is created (one level) and returned, for the log.
+    @discardableResult
+    static func prepare(path: String) throws(BindError) -> String? {
         let address: SocketAddress
         do {
             address = try SocketAddress(unixDomainSocketPath: path)
@@ -29,8 +31,7 @@ enum LocalServer {
         var st = stat()
         guard lstat(path, &st) == 0 else {
             if errno == ENOENT {
-                try Self.makeParent(of: path)
-                return
+                return try Self.makeParent(of: path)
             }
             throw BindError(description: "cannot inspect \(path): \(String(cString: strerror(errno)))")
         }
@@ -51,19 +52,22 @@ enum LocalServer {
         guard unlink(path) == 0 else {
             throw BindError(description: "cannot remove the stale socket \(path): \(String(cString: strerror(errno)))")
         }
+        return nil
     }
 
-    private static func makeParent(of path: String) throws(BindError) {
-        guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return }
+    /// Creates the socket's directory when it is missing (one level, mode 0755) and returns it.
+    private static func makeParent(of path: String) throws(BindError) -> String? {
+        guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return nil }
         let dir = String(path[..<slash])
         var st = stat()
-        if stat(dir, &st) == 0 { return }
+        if stat(dir, &st) == 0 { return nil }
         if mkdir(dir, 0o755) != 0 && errno != EEXIST {
             let problem = String(cString: strerror(errno))
             let code = errno
             let parent = dir.lastIndex(of: "/").map { String(dir[..<$0]) }.flatMap { $0.isEmpty ? "/" : $0 } ?? "."
             throw BindError(description: "cannot create the socket's directory \(dir): \(problem)\(Self.permissionHint(code, dir: parent))")
         }
+        return dir
     }
 
     /// For a permission error: who we are, and what to do instead.
@@ -168,7 +172,10 @@ enum LocalServer {
         if let fd {
             return try await bootstrap.withBoundSocket(fd).get()
         }
-        try Self.prepare(path: path)
+        if let created = try Self.prepare(path: path) {
+            logger.notice(
+                "created the socket's directory \(created) (mode 0755; it stays after exit)", metadata: ["local.socket_directory": "\(created)"])
+        }
         let channel: any Channel
         do {
             channel = try await bootstrap.bind(unixDomainSocketPath: path).get()

@@ -174,7 +174,7 @@ extension UpstreamLink {
         let then = nextURL.map { self.machine.phase == .backingOff ? ", to \($0)" : "" } ?? ""
         self.logger.warning(
             "connect failed (attempt \(self.attempt.number)\(target)): \(description); \(next)\(then)",
-            metadata: ["attempt": "\(self.attempt.number)", "error": "\(description)", "reason": "\(failure.kind.rawValue)"]
+            metadata: ["attempt": "\(self.attempt.number)", "reason": "\(failure.kind.rawValue)"]
         )
     }
 
