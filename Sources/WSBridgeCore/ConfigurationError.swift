@@ -11,6 +11,9 @@ public struct ConfigurationError: Error, Equatable, CustomStringConvertible {
     public var value: String?
     /// What is wrong and what is accepted instead.
     public var problem: String
+    /// The file's other problems, after this one in file order: a file is read to its end, so
+    /// that one run names every mistake.
+    public var further: [ConfigurationError] = []
 
     public init(file: String, line: Int? = nil, column: Int? = nil, key: String? = nil, value: String? = nil, problem: String) {
         self.file = file
@@ -21,7 +24,24 @@ public struct ConfigurationError: Error, Equatable, CustomStringConvertible {
         self.problem = problem
     }
 
+    /// This problem and the further ones, one line each, in file order.
     public var description: String {
+        ([self.oneLine] + self.further.map(\.oneLine)).joined(separator: "\n")
+    }
+
+    /// Problems in file order (those without a line last, in the order found), the first holding
+    /// the others; nil for none.
+    public static func inFileOrder(_ problems: [ConfigurationError]) -> ConfigurationError? {
+        let ordered = problems.enumerated().sorted { a, b in
+            (a.element.line ?? Int.max, a.offset) < (b.element.line ?? Int.max, b.offset)
+        }.map(\.element)
+        guard var first = ordered.first else { return nil }
+        first.further = Array(ordered.dropFirst())
+        return first
+    }
+
+    /// This one problem: `FILE:LINE: KEY = VALUE: PROBLEM`.
+    public var oneLine: String {
         var location = self.file
         if let line { location += ":\(line)" }
         if let column { location += ":\(column)" }

@@ -6,7 +6,7 @@ import WSBridgeProtocol
 extension ConfigurationReader {
     /// [auth]: the token file.
     func auth(_ s: inout Section, _ config: inout Configuration) throws(ConfigurationError) {
-        if let v = s["token_file"] {
+        s.read("token_file") { v in
             config.auth.tokenFile = try self.path(v, "auth.token_file")
 
         }
@@ -14,14 +14,14 @@ extension ConfigurationReader {
 
     /// [tls]: trust, the client certificate, the server name.
     func tls(_ s: inout Section, _ config: inout Configuration) throws(ConfigurationError) {
-        if let v = s["ca_file"] { config.tls.caFile = try self.path(v, "tls.ca_file") }
-        if let v = s["cert_file"] { config.tls.certFile = try self.path(v, "tls.cert_file") }
-        if let v = s["key_file"] { config.tls.keyFile = try self.path(v, "tls.key_file") }
-        if let v = s["server_name"] {
+        s.read("ca_file") { v in config.tls.caFile = try self.path(v, "tls.ca_file") }
+        s.read("cert_file") { v in config.tls.certFile = try self.path(v, "tls.cert_file") }
+        s.read("key_file") { v in config.tls.keyFile = try self.path(v, "tls.key_file") }
+        s.read("server_name") { v in
             let name = try self.string(v, "tls.server_name")
             config.tls.serverName = name.isEmpty ? nil : name
         }
-        if let v = s["insecure"] { config.tls.insecure = try self.bool(v, "tls.insecure") }
+        s.read("insecure") { v in config.tls.insecure = try self.bool(v, "tls.insecure") }
         if (config.tls.certFile == nil) != (config.tls.keyFile == nil) {
             let key = config.tls.certFile == nil ? "tls.cert_file" : "tls.key_file"
             throw self.error(key, nil, "tls.cert_file and tls.key_file go together: set both for mutual TLS, or neither")
@@ -31,7 +31,7 @@ extension ConfigurationReader {
 
     /// [proxy]: an HTTP CONNECT or SOCKS5 proxy.
     func proxy(_ s: inout Section, _ config: inout Configuration) throws(ConfigurationError) {
-        if let v = s["url"] {
+        s.read("url") { v in
             let s = try self.string(v, "proxy.url")
             if !s.isEmpty {
                 guard let url = ProxyURL(parsing: s) else {
@@ -42,15 +42,15 @@ extension ConfigurationReader {
                 config.proxy.url = url
             }
         }
-        if let v = s["use_environment"] { config.proxy.useEnvironment = try self.bool(v, "proxy.use_environment") }
+        s.read("use_environment") { v in config.proxy.useEnvironment = try self.bool(v, "proxy.use_environment") }
 
     }
 
     /// [heartbeat]: the ping interval and pong deadline.
     func heartbeat(_ s: inout Section, _ config: inout Configuration) throws(ConfigurationError) {
-        if let v = s["interval"] { config.heartbeat.interval = try self.duration(v, "heartbeat.interval") }
-        if let v = s["deadline"] { config.heartbeat.deadline = try self.duration(v, "heartbeat.deadline") }
-        if let v = s["text"] {
+        s.read("interval") { v in config.heartbeat.interval = try self.duration(v, "heartbeat.interval") }
+        s.read("deadline") { v in config.heartbeat.deadline = try self.duration(v, "heartbeat.deadline") }
+        s.read("text") { v in
             let s = try self.string(v, "heartbeat.text")
             config.heartbeat.text = s.isEmpty ? nil : s
         }
@@ -59,10 +59,10 @@ extension ConfigurationReader {
 
     /// [backoff]: the reconnect delays.
     func backoff(_ s: inout Section, _ config: inout Configuration) throws(ConfigurationError) {
-        if let v = s["base"] { config.backoff.policy.base = try self.duration(v, "backoff.base") }
-        if let v = s["cap"] { config.backoff.policy.cap = try self.duration(v, "backoff.cap") }
-        if let v = s["stable_after"] { config.backoff.policy.stableAfter = try self.duration(v, "backoff.stable_after", allowZero: true) }
-        if let v = s["max_attempts"] {
+        s.read("base") { v in config.backoff.policy.base = try self.duration(v, "backoff.base") }
+        s.read("cap") { v in config.backoff.policy.cap = try self.duration(v, "backoff.cap") }
+        s.read("stable_after") { v in config.backoff.policy.stableAfter = try self.duration(v, "backoff.stable_after", allowZero: true) }
+        s.read("max_attempts") { v in
             config.backoff.maxAttempts = try self.int(v, "backoff.max_attempts", in: 0...1_000_000, "a whole number, 0 for unlimited")
         }
         if config.backoff.policy.cap < config.backoff.policy.base {
@@ -73,20 +73,20 @@ extension ConfigurationReader {
 
     /// [reachability]: the network monitor.
     func reachability(_ s: inout Section, _ config: inout Configuration) throws(ConfigurationError) {
-        if let v = s["enabled"] { config.reachability.enabled = try self.bool(v, "reachability.enabled") }
-        if let v = s["poll_interval"] { config.reachability.pollInterval = try self.duration(v, "reachability.poll_interval") }
+        s.read("enabled") { v in config.reachability.enabled = try self.bool(v, "reachability.enabled") }
+        s.read("poll_interval") { v in config.reachability.pollInterval = try self.duration(v, "reachability.poll_interval") }
 
     }
 
     /// [local]: the socket and every bound a local client meets.
     func local(_ s: inout Section, _ config: inout Configuration) throws(ConfigurationError) {
-        if let v = s["socket"] {
+        s.read("socket") { v in
             guard let socket = try self.path(v, "local.socket") else {
                 throw self.error("local.socket", v, "must not be empty: give the socket's absolute path")
             }
             config.local.socket = socket
         }
-        if let v = s["mode"] {
+        s.read("mode") { v in
             if let n = v.int {
                 // TOML reads 660 as the decimal number 660, not as permissions.
                 throw self.error("local.mode", v, "write the permissions as a string in quotes: mode = \"0\(n)\"")
@@ -97,30 +97,30 @@ extension ConfigurationReader {
             }
             config.local.mode = mode
         }
-        if let v = s["group"] {
+        s.read("group") { v in
             let s = try self.string(v, "local.group")
             config.local.group = s.isEmpty ? nil : s
         }
-        if let v = s["max_line"] {
+        s.read("max_line") { v in
             config.local.maxLine = try self.int(v, "local.max_line", in: 1024...(1 << 30), "a byte count from 1024 to 1073741824")
         }
-        if let v = s["subscriber_queue"] {
+        s.read("subscriber_queue") { v in
             config.local.subscriberQueue = try self.int(v, "local.subscriber_queue", in: 1...10_000_000, "a message count from 1 to 10000000")
         }
-        if let v = s["subscriber_queue_bytes"] {
+        s.read("subscriber_queue_bytes") { v in
             config.local.subscriberQueueBytes = try self.int(v, "local.subscriber_queue_bytes", in: 1024...(1 << 34), "a byte count from 1024")
         }
-        if let v = s["replay"] {
+        s.read("replay") { v in
             config.local.replay = try self.int(v, "local.replay", in: 0...10_000_000, "a message count from 0 (off) to 10000000")
         }
-        if let v = s["replay_bytes"] {
+        s.read("replay_bytes") { v in
             config.local.replayBytes = try self.int(v, "local.replay_bytes", in: 0...(1 << 34), "a byte count from 0 (off)")
         }
-        if let v = s["inline_json"] { config.local.inlineJSON = try self.bool(v, "local.inline_json") }
-        if let v = s["max_clients"] {
+        s.read("inline_json") { v in config.local.inlineJSON = try self.bool(v, "local.inline_json") }
+        s.read("max_clients") { v in
             config.local.maxClients = try self.int(v, "local.max_clients", in: 1...1_000_000, "a client count from 1 to 1000000")
         }
-        if let v = s["reserved_clients"] {
+        s.read("reserved_clients") { v in
             let reserved = try self.int(v, "local.reserved_clients", in: 0...999_999, "a client count from 0 (none kept) to 999999")
             guard reserved < config.local.maxClients else {
                 throw self.error(
@@ -129,31 +129,31 @@ extension ConfigurationReader {
             }
             config.local.reservedClients = reserved
         }
-        if let v = s["client_output_bytes"] {
+        s.read("client_output_bytes") { v in
             config.local.clientOutputBytes = try self.int(v, "local.client_output_bytes", in: 4096...(1 << 30), "a byte count from 4096 to 1073741824")
         }
-        if let v = s["max_pending_requests"] {
+        s.read("max_pending_requests") { v in
             config.local.maxPendingRequests = try self.int(
                 v, "local.max_pending_requests", in: 0...100_000, "a request count from 0 (no requests) to 100000")
         }
-        if let v = s["max_pending_requests_total"] {
+        s.read("max_pending_requests_total") { v in
             config.local.maxPendingRequestsTotal = try self.int(
                 v, "local.max_pending_requests_total", in: 0...1_000_000, "a request count from 0 (no requests) to 1000000")
         }
-        if let v = s["filter_max_bytes"] {
+        s.read("filter_max_bytes") { v in
             config.local.filterMaxBytes = try self.int(v, "local.filter_max_bytes", in: 1...65536, "a byte count from 1 to 65536")
         }
-        if let v = s["filter_max_depth"] {
+        s.read("filter_max_depth") { v in
             config.local.filterMaxDepth = try self.int(v, "local.filter_max_depth", in: 1...1024, "a component count from 1 to 1024")
         }
-        if let v = s["sticky_keys_per_client"] {
+        s.read("sticky_keys_per_client") { v in
             config.local.stickyKeysPerClient = try self.int(
                 v, "local.sticky_keys_per_client", in: 0...100_000, "a key count from 0 (no sticky sends) to 100000")
         }
-        if let v = s["sticky_keys"] {
+        s.read("sticky_keys") { v in
             config.local.stickyKeys = try self.int(v, "local.sticky_keys", in: 0...1_000_000, "a key count from 0 (no sticky sends) to 1000000")
         }
-        if let v = s["sticky_bytes"] {
+        s.read("sticky_bytes") { v in
             config.local.stickyBytes = try self.int(v, "local.sticky_bytes", in: 0...(1 << 30), "a byte count from 0 to 1073741824")
         }
 
@@ -161,13 +161,13 @@ extension ConfigurationReader {
 
     /// [queue]: the outbound queue and its spool.
     func queue(_ s: inout Section, _ config: inout Configuration) throws(ConfigurationError) {
-        if let v = s["max_messages"] {
+        s.read("max_messages") { v in
             config.queue.maxMessages = try self.int(v, "queue.max_messages", in: 0...10_000_000, "a message count from 0 (no queueing) to 10000000")
         }
-        if let v = s["max_bytes"] {
+        s.read("max_bytes") { v in
             config.queue.maxBytes = try self.int(v, "queue.max_bytes", in: 0...(1 << 34), "a byte count from 0")
         }
-        if let v = s["spool"] {
+        s.read("spool") { v in
             let s = try self.string(v, "queue.spool")
             guard s.isEmpty || s.hasPrefix("/") else {
                 throw self.error(
@@ -175,7 +175,7 @@ extension ConfigurationReader {
             }
             config.queue.spool = s.isEmpty ? nil : s
         }
-        if let v = s["fsync"] {
+        s.read("fsync") { v in
             let s = try self.string(v, "queue.fsync")
             guard let policy = Configuration.FsyncPolicy(rawValue: s.lowercased()) else {
                 throw self.error(
@@ -190,13 +190,13 @@ extension ConfigurationReader {
 
     /// [access]: who may send.
     func access(_ s: inout Section, _ config: inout Configuration) throws(ConfigurationError) {
-        if let v = s["write_uids"] {
+        s.read("write_uids") { v in
             guard let array = v.array else { throw self.error("access.write_uids", v, "must be an array of user ids, e.g. [1000, 1001]") }
             config.access.writeUIDs = try array.map { (item: any TOMLValueConvertible) throws(ConfigurationError) -> UInt32 in
                 UInt32(try self.int(item, "access.write_uids", in: 0...Int(UInt32.max - 1), "a numeric user id"))
             }
         }
-        if let v = s["write_groups"] {
+        s.read("write_groups") { v in
             guard let array = v.array else { throw self.error("access.write_groups", v, "must be an array of group names, e.g. [\"wsbridge\"]") }
             config.access.writeGroups = try array.map { (item: any TOMLValueConvertible) throws(ConfigurationError) -> String in
                 try self.string(item, "access.write_groups")
@@ -207,7 +207,7 @@ extension ConfigurationReader {
 
     /// [log]: the level.
     func logging(_ s: inout Section, _ config: inout Configuration) throws(ConfigurationError) {
-        if let v = s["level"] {
+        s.read("level") { v in
             let s = try self.string(v, "log.level")
             guard let level = Configuration.LogLevel(rawValue: s.lowercased()) else {
                 throw self.error("log.level", v, "one of \(Configuration.LogLevel.allCases.map(\.rawValue).joined(separator: ", "))")
@@ -219,7 +219,7 @@ extension ConfigurationReader {
 
     /// [metrics]: the Prometheus endpoint.
     func metrics(_ s: inout Section, _ config: inout Configuration) throws(ConfigurationError) {
-        if let v = s["listen"] {
+        s.read("listen") { v in
             let s = try self.string(v, "metrics.listen")
             if !s.isEmpty {
                 guard let address = Configuration.HostPort(parsing: s) else {
@@ -230,7 +230,7 @@ extension ConfigurationReader {
                 config.metrics.listen = address
             }
         }
-        if let v = s["max_connections"] {
+        s.read("max_connections") { v in
             config.metrics.maxConnections = try self.int(v, "metrics.max_connections", in: 1...1024, "a whole number from 1 to 1024")
         }
 

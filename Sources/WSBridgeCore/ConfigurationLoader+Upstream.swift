@@ -5,7 +5,7 @@ import WSBridgeProtocol
 extension ConfigurationReader {
     /// [upstream]: the URL and its fallbacks, headers, subprotocols, compression, sizes and timeouts, the session.
     func upstream(_ s: inout Section, _ config: inout Configuration) throws(ConfigurationError) {
-        if let v = s["url"] {
+        s.read("url") { v in
             let s = try self.string(v, "upstream.url")
             do {
                 config.upstream.url = try UpstreamURL(parsing: s)
@@ -13,10 +13,10 @@ extension ConfigurationReader {
                 // Never echo a password back: the value is shown with credentials masked.
                 throw ConfigurationError(
                     file: self.fileName, line: self.lines.line(of: "upstream.url"), key: "upstream.url", value: "\"\(UpstreamURL.redacted(s))\"",
-                    problem: error.description)
+                    problem: "\(error)")
             }
         }
-        if let v = s["headers"] {
+        s.read("headers") { v in
             guard let h = v.table else { throw self.error("upstream.headers", v, "must be a table of \"Name\" = \"value\" strings") }
             var headers: [Configuration.Upstream.Header] = []
             for name in h.keys.sorted() {
@@ -29,7 +29,7 @@ extension ConfigurationReader {
             }
             config.upstream.headers = headers
         }
-        if let v = s["subprotocols"] {
+        s.read("subprotocols") { v in
             guard let a = v.array else { throw self.error("upstream.subprotocols", v, "must be an array of strings, e.g. [\"v1.chat\"]") }
             config.upstream.subprotocols = try a.map { (item: any TOMLValueConvertible) throws(ConfigurationError) -> String in
                 let s = try self.string(item, "upstream.subprotocols")
@@ -39,13 +39,13 @@ extension ConfigurationReader {
                 return s
             }
         }
-        if let v = s["compression"] { config.upstream.compression = try self.bool(v, "upstream.compression") }
-        if let v = s["max_message_size"] {
+        s.read("compression") { v in config.upstream.compression = try self.bool(v, "upstream.compression") }
+        s.read("max_message_size") { v in
             config.upstream.maxMessageSize = try self.int(v, "upstream.max_message_size", in: 125...(1 << 30), "a byte count from 125 to 1073741824")
         }
-        if let v = s["connect_timeout"] { config.upstream.connectTimeout = try self.duration(v, "upstream.connect_timeout") }
-        if let v = s["connect_on_start"] { config.upstream.connectOnStart = try self.bool(v, "upstream.connect_on_start") }
-        if let v = s["fallback_urls"] {
+        s.read("connect_timeout") { v in config.upstream.connectTimeout = try self.duration(v, "upstream.connect_timeout") }
+        s.read("connect_on_start") { v in config.upstream.connectOnStart = try self.bool(v, "upstream.connect_on_start") }
+        s.read("fallback_urls") { v in
             guard let a = v.array else { throw self.error("upstream.fallback_urls", v, "must be a list of URLs: [\"wss://backup.example/ws\"]") }
             config.upstream.fallbackURLs = try a.map { (item: any TOMLValueConvertible) throws(ConfigurationError) -> UpstreamURL in
                 let s = try self.string(item, "upstream.fallback_urls")
@@ -58,11 +58,11 @@ extension ConfigurationReader {
                 }
             }
         }
-        if let v = s["failback_after"] {
+        s.read("failback_after") { v in
             let s = v.string
             config.upstream.failbackAfter = s == "" ? nil : try self.duration(v, "upstream.failback_after")
         }
-        if let v = s["on_open"] {
+        s.read("on_open") { v in
             guard let a = v.array else {
                 throw self.error("upstream.on_open", v, "must be a list of texts: ['{\"op\":\"auth\",\"token\":\"${token}\"}']")
             }
@@ -76,7 +76,7 @@ extension ConfigurationReader {
                 }
             }
         }
-        if let v = s["ready_when"] {
+        s.read("ready_when") { v in
             let s = try self.string(v, "upstream.ready_when")
             if !s.isEmpty {
                 let filter = Filter(parsing: s)
@@ -87,7 +87,7 @@ extension ConfigurationReader {
                 config.upstream.readyWhen = filter
             }
         }
-        if let v = s["ready_timeout"] { config.upstream.readyTimeout = try self.duration(v, "upstream.ready_timeout") }
+        s.read("ready_timeout") { v in config.upstream.readyTimeout = try self.duration(v, "upstream.ready_timeout") }
 
     }
 }

@@ -180,6 +180,24 @@ struct Section {
         }
     }
 
+    /// The problems with single keys, in the order they were read.
+    private(set) var problems: [ConfigurationError] = []
+
+    /// Reads `key` when the file sets it. A problem with its value is recorded and reading goes
+    /// on with the next key, so that one run reports every mistake in the file.
+    /// (`body` is untyped `throws` because a closure's thrown type is not inferred from its
+    /// context; the readers throw only ConfigurationError.)
+    mutating func read(_ key: String, _ body: (any TOMLValueConvertible) throws -> Void) {
+        guard let value = self[key] else { return }
+        do {
+            try body(value)
+        } catch let error as ConfigurationError {
+            self.problems.append(error)
+        } catch {
+            self.problems.append(ConfigurationError(file: "", key: "\(self.name).\(key)", problem: "\(error)"))
+        }
+    }
+
     /// The file's keys in this section that no reader asked for, sorted.
     var unknownKeys: [String] {
         (self.table?.keys ?? []).filter { !self.known.contains($0) }.sorted()
@@ -228,28 +246,46 @@ struct ConfigurationReader {
         ]
     }
 
+    /// Reads every section and key. Every problem is collected, and they are reported together
+    /// in file order (the first one thrown, the others in its `further`).
     func read(_ root: TOMLTable) throws(ConfigurationError) -> Configuration {
         var config = Configuration()
+        var problems: [ConfigurationError] = []
         let names = Self.readers.map(\.name)
         for key in root.keys.sorted() where !names.contains(key) {
-            throw self.error(key, nil, "unknown section\(Self.didYouMean(key, names)); known sections: \(names.sorted().joined(separator: ", "))")
+            problems.append(self.error(key, nil, "unknown section\(Self.didYouMean(key, names)); known sections: \(names.sorted().joined(separator: ", "))"))
         }
         for (name, read) in Self.readers {
             var table: TOMLTable?
             if let value = root[name] {
-                guard let t = value.table else { throw self.error(name, value, "must be a table: write it as [\(name)]") }
+                guard let t = value.table else {
+                    problems.append(self.error(name, value, "must be a table: write it as [\(name)]"))
+                    continue
+                }
                 table = t
             }
             var section = Section(name: name, table: table)
-            try read(self)(&section, &config)
-            if let unknown = section.unknownKeys.first {
-                throw self.error(
-                    "\(name).\(unknown)", table?[unknown],
-                    "unknown key\(Self.didYouMean(unknown, section.known)); known keys in [\(name)]: \(section.known.sorted().joined(separator: ", "))")
+            do {
+                // Throws only for what involves more than one key (tls.cert_file with tls.key_file).
+                try read(self)(&section, &config)
+            } catch {
+                problems.append(error)
+            }
+            problems += section.problems
+            for unknown in section.unknownKeys {
+                problems.append(
+                    self.error(
+                        "\(name).\(unknown)", table?[unknown],
+                        "unknown key\(Self.didYouMean(unknown, section.known)); known keys in [\(name)]: \(section.known.sorted().joined(separator: ", "))"))
             }
         }
         if config.upstream.onOpen.contains(where: \.usesToken) && config.auth.tokenFile == nil {
-            throw self.error("upstream.on_open", nil, "${token} needs auth.token_file: set it to the file holding the token")
+            problems.append(self.error("upstream.on_open", nil, "${token} needs auth.token_file: set it to the file holding the token"))
+        }
+        if let first = ConfigurationError.inFileOrder(
+            problems.map { p in p.file.isEmpty ? ConfigurationError(file: self.fileName, line: p.line, key: p.key, value: p.value, problem: p.problem) : p })
+        {
+            throw first
         }
         return config
     }

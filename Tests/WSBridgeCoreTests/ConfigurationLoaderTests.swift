@@ -21,6 +21,41 @@ import Testing
         }
     }
 
+    /// Every mistake in one run, in file order: two in one section, an unknown section between
+    /// sections read later, a cross-key check, and an unknown key.
+    @Test func everyMistakeIsReportedInFileOrder() throws {
+        let error = try #require(
+            self.failure(
+                """
+                [local]
+                mode = 660
+                max_line = 3
+
+                [heartbeat]
+                interval = "soon"
+
+                [bogus]
+                x = 1
+
+                [tls]
+                cert_file = "/etc/c.pem"
+
+                [upstream]
+                url = "ws://127.0.0.1:1/"
+                colour = "blue"
+                """))
+        let lines = error.description.split(separator: "\n").map(String.init)
+        #expect(lines.count == 6, "\(lines)")
+        #expect(lines.compactMap { $0.split(separator: ":").dropFirst().first.map(String.init) } == ["2", "3", "6", "8", "11", "16"], "\(lines)")
+        #expect(lines[0].hasPrefix("test.toml:2: local.mode = 660: write the permissions as a string"))
+        #expect(lines[1].hasPrefix("test.toml:3: local.max_line = 3: out of range"))
+        #expect(lines[3].hasPrefix("test.toml:8: bogus: unknown section"))
+        // The pair is missing its key_file: located at the [tls] header.
+        #expect(lines[4].contains("tls.cert_file and tls.key_file go together"))
+        #expect(lines[5].hasPrefix("test.toml:16: upstream.colour = \"blue\": unknown key"))
+        #expect(error.line == 2 && error.further.count == 5)
+    }
+
     @Test func shippedExampleParsesToTheDefaults() throws {
         let path = #filePath.split(separator: "/").dropLast(3).joined(separator: "/")
         let text = try String(contentsOfFile: "/\(path)/etc/wsbridged.toml", encoding: .utf8)
