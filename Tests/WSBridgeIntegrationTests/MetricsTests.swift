@@ -108,6 +108,21 @@ import WSBridgeProtocol
         #expect(m["wsbridge_outbound_queue_messages{}"] == 0)
         #expect((m["wsbridge_link_state_seconds{}"] ?? -1) >= 0)
 
+        // Which build runs, and the process collector, against what /proc says of the daemon.
+        #expect(m["wsbridge_build_info{commit=\(WSBridgeVersion.commit ?? ""),version=\(WSBridgeVersion.current)}"] == 1, "\(m.samples.keys.sorted())")
+        let pid = f.daemon.pid
+        let fds = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count
+        // The scrape's own socket may come and go: within a few of the count now.
+        #expect(abs((m["process_open_fds{}"] ?? 0) - Double(fds)) <= 4, "\(m["process_open_fds{}"] ?? -1) vs \(fds)")
+        #expect((m["process_max_fds{}"] ?? 0) >= 1024)
+        let rss = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8).split(separator: "\n")
+            .first { $0.hasPrefix("VmRSS:") }.flatMap { Double($0.split(separator: " ", omittingEmptySubsequences: true)[1]) }.map { $0 * 1024 }
+        #expect(rss != nil && (m["process_resident_memory_bytes{}"] ?? 0) > (rss ?? 0) / 2 && (m["process_resident_memory_bytes{}"] ?? 0) < (rss ?? 0) * 2)
+        #expect((m["process_virtual_memory_bytes{}"] ?? 0) >= (m["process_resident_memory_bytes{}"] ?? 1))
+        #expect((m["process_cpu_seconds_total{}"] ?? -1) > 0)
+        let started = m["process_start_time_seconds{}"] ?? 0
+        #expect(abs(started - Date().timeIntervalSince1970) < 600, "start time \(started)")
+
         // The same registry over HTTP, with the format's content type.
         let port = try await Self.httpPort(f.daemon)
         let http = try Self.curl(["http://127.0.0.1:\(port)/metrics"])
@@ -222,9 +237,26 @@ import WSBridgeProtocol
         #expect(served.head.hasPrefix("HTTP/1.1 200"))
     }
 
+    /// The example alert rules load, and their unit tests pass, in Prometheus' own tool.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/promtool"), "needs promtool (Debian's prometheus; scripts/setup)"))
+    func theAlertRulesPassPromtool() throws {
+        let check = try spawnAndWait("/usr/bin/promtool", ["check", "rules", "\(Paths.root)/etc/wsbridge-alerts.yml"])
+        #expect(check.status == 0, "\(check.stdout)\(check.stderr)")
+        #expect(check.stdout.contains("SUCCESS: 7 rules found"), "\(check.stdout)")
+        let test = try spawnAndWait("/usr/bin/promtool", ["test", "rules", "\(Paths.root)/etc/wsbridge-alerts.test.yml"])
+        #expect(test.status == 0, "\(test.stdout)\(test.stderr)")
+        // Every metric the rules name is one the daemon exports.
+        let rules = try String(contentsOfFile: "\(Paths.root)/etc/wsbridge-alerts.yml", encoding: .utf8)
+        let names = Set(MetricFamily.allCases.map(\.name) + ["wsbridge_heartbeat_rtt_seconds_bucket"])
+        let used = rules.split(whereSeparator: { !($0.isLetter || $0.isNumber || $0 == "_") }).map(String.init)
+            .filter { $0.hasPrefix("wsbridge_") || $0.hasPrefix("process_") }
+        #expect(!used.isEmpty)
+        for name in used { #expect(names.contains(name), "the rules use \(name), which the daemon does not export") }
+    }
+
     @Test func everyFamilyIsDocumented() throws {
         let docs = try String(contentsOfFile: "\(Paths.root)/docs/metrics.md", encoding: .utf8)
-        let rows = docs.split(separator: "\n").filter { $0.hasPrefix("| `wsbridge_") }
+        let rows = docs.split(separator: "\n").filter { $0.hasPrefix("| `wsbridge_") || $0.hasPrefix("| `process_") }
         #expect(rows.count == MetricFamily.allCases.count, "docs/metrics.md has a row for a family the daemon does not export")
         for family in MetricFamily.allCases {
             let row = rows.first { $0.hasPrefix("| `\(family.name)` | \(family.type.rawValue) |") }

@@ -1,4 +1,5 @@
 import CoreMetrics
+import NIOConcurrencyHelpers
 import Prometheus
 import WSBridgeCore
 import WSBridgeProtocol
@@ -43,6 +44,10 @@ package final class DaemonMetrics: Sendable {
     private let lastSeq: CoreMetrics.Gauge
     private let spoolFileBytes: CoreMetrics.Gauge
     private let spoolFsyncs: CoreMetrics.Counter
+    private let processCPU: CoreMetrics.FloatingPointCounter
+    private let processGauges: [(MetricFamily, CoreMetrics.Gauge)]
+    /// The CPU seconds at the last render (the counter advances by the difference).
+    private let reportedCPU = NIOLockedValueBox(0.0)
 
     /// Upper bounds of the round-trip histogram's buckets.
     static let roundTripBuckets: [Duration] = [
@@ -86,6 +91,33 @@ package final class DaemonMetrics: Sendable {
         self.lastSeq = gauge(.lastSeq)
         self.spoolFileBytes = gauge(.spoolFileBytes)
         self.spoolFsyncs = counter(.spoolFsyncs)
+        CoreMetrics.Gauge(
+            label: MetricFamily.buildInfo.name, dimensions: [("version", WSBridgeVersion.current), ("commit", WSBridgeVersion.commit ?? "")],
+            factory: factory
+        ).record(1)
+        self.processCPU = CoreMetrics.FloatingPointCounter(label: MetricFamily.processCPUSeconds.name, dimensions: [], factory: factory)
+        self.processGauges = [MetricFamily.processResidentMemory, .processVirtualMemory, .processOpenFDs, .processMaxFDs, .processStartTime].map {
+            ($0, gauge($0))
+        }
+    }
+
+    /// The process collector's figures, read now.
+    private func recordProcess() {
+        guard let stats = ProcessStats.read() else { return }
+        let gain = self.reportedCPU.withLockedValue { last in
+            defer { last = max(last, stats.cpuSeconds) }
+            return max(0, stats.cpuSeconds - last)
+        }
+        self.processCPU.increment(by: gain)
+        for (family, gauge) in self.processGauges {
+            switch family {
+            case .processResidentMemory: gauge.record(stats.residentBytes)
+            case .processVirtualMemory: gauge.record(stats.virtualBytes)
+            case .processOpenFDs: gauge.record(stats.openFDs)
+            case .processMaxFDs: gauge.record(stats.maxFDs)
+            default: gauge.record(stats.startTime)
+            }
+        }
     }
 
     struct Traffic: Sendable {
@@ -158,6 +190,7 @@ package final class DaemonMetrics: Sendable {
             .record(url == snapshot.liveURL ? 1 : 0)
         }
         self.lastSeq.record(Double(snapshot.seq))
+        self.recordProcess()
         return self.registry.emitToBuffer()
     }
 }

@@ -21,6 +21,14 @@ package enum MetricFamily: String, CaseIterable, Sendable {
     case spoolFileBytes = "wsbridge_spool_file_bytes"
     case spoolFsyncs = "wsbridge_spool_fsyncs_total"
     case upstreamURL = "wsbridge_upstream_url"
+    case buildInfo = "wsbridge_build_info"
+    // The process collector, with the names Prometheus' client libraries give these figures.
+    case processCPUSeconds = "process_cpu_seconds_total"
+    case processResidentMemory = "process_resident_memory_bytes"
+    case processVirtualMemory = "process_virtual_memory_bytes"
+    case processOpenFDs = "process_open_fds"
+    case processMaxFDs = "process_max_fds"
+    case processStartTime = "process_start_time_seconds"
 
     package enum Kind: String, Sendable {
         case counter, gauge, histogram
@@ -36,7 +44,7 @@ package enum MetricFamily: String, CaseIterable, Sendable {
 
     package var type: Kind {
         switch self {
-        case .upstreamMessages, .upstreamBytes, .reconnects, .connectFailures, .droppedMessages, .spoolFsyncs: .counter
+        case .upstreamMessages, .upstreamBytes, .reconnects, .connectFailures, .droppedMessages, .spoolFsyncs, .processCPUSeconds: .counter
         case .heartbeatRTT: .histogram
         default: .gauge
         }
@@ -50,6 +58,7 @@ package enum MetricFamily: String, CaseIterable, Sendable {
         case .droppedMessages: [Label(name: "reason", values: DaemonMetrics.DropReason.allCases.map(\.rawValue))]
         case .linkState: [Label(name: "state", values: ConnectionPhase.allCases.map(\.rawValue))]
         case .upstreamURL: [Label(name: "url", values: nil), Label(name: "role", values: ["primary", "fallback"])]
+        case .buildInfo: [Label(name: "version", values: nil), Label(name: "commit", values: nil)]
         default: []
         }
     }
@@ -72,6 +81,13 @@ package enum MetricFamily: String, CaseIterable, Sendable {
         case .spoolFileBytes: "Size of the durable spool's file (queue.spool; 0 when it is off)."
         case .spoolFsyncs: "fdatasyncs of the durable spool (queued sends that arrive together share one)."
         case .upstreamURL: "1 for the upstream URL the open link uses, 0 for the other configured ones (labels url, role)."
+        case .buildInfo: "Always 1; the labels say which build runs: version, and the git commit it was built from (empty outside a checkout)."
+        case .processCPUSeconds: "User and system CPU time the daemon has used, in seconds."
+        case .processResidentMemory: "Resident memory of the daemon, in bytes."
+        case .processVirtualMemory: "Virtual memory of the daemon, in bytes."
+        case .processOpenFDs: "File descriptors the daemon has open."
+        case .processMaxFDs: "The daemon's limit of open file descriptors (RLIMIT_NOFILE)."
+        case .processStartTime: "When the daemon started, in seconds since the Unix epoch."
         }
     }
 }
