@@ -12,17 +12,33 @@ import NIOWebSocket
 
 /// A loopback WebSocket server for the demo, tests and benchmarks.
 ///
-/// It echoes messages, can broadcast a ticker, and takes fault commands on stdin, one per line:
-///   send TEXT | ticker RATE [SIZE [COUNT]] | ticker off | burst N [SIZE] | close CODE [REASON] | drop |
-///   pings off | pings on | refuse on | refuse off | linger on | linger off | stall on | stall off |
-///   oversize BYTES | quit
-/// It reports events on stdout, one per line: `listening PORT`, `upgrade ...`, `connected N`,
-/// `message TEXT`, `ping`, `closed CODE REASON`, `disconnected N`.
+/// It echoes messages, can broadcast a ticker, and takes fault commands on stdin (listed in its
+/// --help, below) and reports events on stdout.
 @main
 struct TestServer: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "wsbridge-testserver",
-        abstract: "Loopback WebSocket server with fault modes, for wsbridge's demo, tests and benchmarks."
+        abstract: "Loopback WebSocket server with fault modes, for wsbridge's demo, tests and benchmarks.",
+        discussion: """
+            It echoes every message back (to every client) and serves until SIGINT or SIGTERM, or \
+            `quit` on stdin. It takes commands on stdin, one per line:
+              send TEXT                 broadcast TEXT
+              ticker RATE [SIZE [COUNT]]  broadcast {"tick":N,...} RATE times a second; ticker off
+              burst N [SIZE]            N numbered messages ({"n":N,...}) at once
+              close CODE [REASON]       close every client with CODE
+              drop                      drop every connection without a close frame
+              pings on|off              answer pings (off: a dead peer for the heartbeat)
+              refuse on|off             refuse upgrades with 403
+              linger on|off             keep the TCP connection after a close handshake
+              stall on|off              stop reading from clients (a slow upstream)
+              oversize BYTES            one binary message of BYTES
+              count                     print `clients N`
+              quit                      stop
+            It reports events on stdout, one per line: `listening PORT`, `upgrade ...`, \
+            `connected N`, `message TEXT`, `ping`, `closed CODE REASON`, `disconnected N`.
+            With stdin at its end (</dev/null) or started in the background of a terminal \
+            (`&`), it takes no commands and serves on, saying so on stderr.
+            """
     )
 
     @Option(help: "Address to listen on (loopback by default).")
@@ -145,12 +161,26 @@ struct TestServer: ParsableCommand {
             let (rate, size) = (self.ticker, self.size)
             loop.execute { state.value.startTicker(rate: rate, size: size, loop: loop) }
         }
-        // Commands from stdin until EOF or `quit`.
-        while let line = readLine() {
-            let words = line.split(separator: " ", maxSplits: 2).map(String.init)
-            guard let command = words.first else { continue }
-            if command == "quit" { break }
-            loop.execute { state.value.command(command, Array(words.dropFirst()), loop: loop) }
+        // Commands from stdin until `quit`. In the background of a terminal, reading it would stop
+        // the process (SIGTTIN): no commands then. At stdin's end, it serves on until a signal.
+        var quit = false
+        if isatty(0) != 0 && tcgetpgrp(0) != getpgrp() {
+            Output.error("wsbridge-testserver: in the background of a terminal: no commands on stdin; serving until SIGINT or SIGTERM")
+        } else {
+            while let line = readLine() {
+                let words = line.split(separator: " ", maxSplits: 2).map(String.init)
+                guard let command = words.first else { continue }
+                if command == "quit" {
+                    quit = true
+                    break
+                }
+                loop.execute { state.value.command(command, Array(words.dropFirst()), loop: loop) }
+            }
+            if !quit { Output.error("wsbridge-testserver: stdin is at its end: no more commands; serving until SIGINT or SIGTERM") }
+        }
+        if !quit {
+            // SIGINT and SIGTERM end the process (their default); wait for them.
+            try? server.closeFuture.wait()
         }
         try? server.close().wait()
         try? group.syncShutdownGracefully()
@@ -159,11 +189,19 @@ struct TestServer: ParsableCommand {
 
 enum Output {
     static func line(_ text: String) {
+        Self.write(text, to: 1)
+    }
+
+    static func error(_ text: String) {
+        Self.write(text, to: 2)
+    }
+
+    private static func write(_ text: String, to fd: Int32) {
         var s = text + "\n"
         s.withUTF8 { bytes in
             var offset = 0
             while offset < bytes.count {
-                let n = write(1, bytes.baseAddress! + offset, bytes.count - offset)
+                let n = Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
                 if n <= 0 { return }
                 offset += n
             }
