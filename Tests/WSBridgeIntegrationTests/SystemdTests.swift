@@ -78,11 +78,11 @@ final class DatagramListener: Sendable {
         env["UNITDIR"] = prefix.file("units")
         env["CONFIGURATION"] = "debug"
         env["WSBRIDGE_BIN_DIR"] = Paths.bin
-        env["WSBRIDGE_MAN_DIR"] = ProcessInfo.processInfo.environment["WSBRIDGE_MAN_DIR"] ?? "\(Paths.root)/.build/plugins/GenerateManual/outputs"
+        env["GENERATE_MANUAL"] = ProcessInfo.processInfo.environment["GENERATE_MANUAL"] ?? "\(Paths.bin)/generate-manual"
         let install = try run("\(Paths.root)/scripts/install", [], environment: env, directory: Paths.root, allowFailure: true)
         #expect(install.status == 0, "\(install.output)")
         for file in [
-            "bin/wsbridged", "bin/wsbridgectl", "share/man/man8/wsbridged.8", "share/man/man1/wsbridgectl.1",
+            "bin/wsbridged", "bin/wsbridgectl", "share/man/man8/wsbridged.8.gz", "share/man/man1/wsbridgectl.1.gz",
             "share/bash-completion/completions/wsbridgectl", "etc/wsbridge/wsbridged.toml", "units/wsbridged.socket",
         ] {
             #expect(FileManager.default.fileExists(atPath: prefix.file(file)), "\(file) not installed")

@@ -43,6 +43,33 @@ import WSBridgeProtocol
         #expect(WSBridgeVersion.userAgent.hasPrefix("wsbridged/\(WSBridgeVersion.current)"))
     }
 
+    /// The man pages scripts/install and scripts/package ship: generated from the binaries' help,
+    /// with the sections help cannot give, the release in the footer, and no warning from man.
+    @Test func manPagesHaveTheirSectionsAndTheVersion() throws {
+        let dir = try TemporaryDirectory()
+        let tool = ProcessInfo.processInfo.environment["GENERATE_MANUAL"] ?? "\(Paths.bin)/generate-manual"
+        try #require(FileManager.default.isExecutableFile(atPath: tool), "build it: swift build --product generate-manual")
+        _ = try run("/usr/bin/python3", ["\(Paths.root)/scripts/lib/manpages.py", "--tool", tool, "--bin", Paths.bin, "--out", dir.path])
+        let daemon = try String(contentsOfFile: dir.file("wsbridged.8"), encoding: .utf8)
+        let ctl = try String(contentsOfFile: dir.file("wsbridgectl.1"), encoding: .utf8)
+        #expect(daemon.contains(".Dt WSBRIDGED 8") && ctl.contains(".Dt WSBRIDGECTL 1"))
+        for page in [daemon, ctl] {
+            #expect(page.contains(".Os wsbridge \(WSBridgeVersion.current)\n"))
+            for section in [".Sh FILES", ".Sh ENVIRONMENT", ".Sh EXIT STATUS", ".Sh SEE ALSO"] { #expect(page.contains(section + "\n"), "\(section)") }
+        }
+        #expect(daemon.contains(".Sh SIGNALS\n"))
+        // wsbridged has no subcommands: none in its synopsis, no `help` item.
+        #expect(!daemon.contains("subcommand"), "\(daemon)")
+        // Every exit code either program uses is listed.
+        for code in ["0", "1", "64", "69", "73", "78"] { #expect(daemon.contains("\n.It \(code)\n"), "wsbridged exit \(code)") }
+        for code in ["0", "1", "64", "69", "76", "77"] { #expect(ctl.contains("\n.It \(code)\n"), "wsbridgectl exit \(code)") }
+        for name in ["wsbridged.8", "wsbridgectl.1"] {
+            let r = try spawnAndWait("/usr/bin/man", ["--warnings", "-l", dir.file(name)], environment: ["MANWIDTH": "100", "PATH": "/usr/bin:/bin"])
+            #expect(r.status == 0 && r.stderr.isEmpty, "\(name): \(r.stderr)")
+            #expect(r.stdout.contains("EXIT STATUS"))
+        }
+    }
+
     /// The newest entry of CHANGELOG.md (which the package's changelog is made from) is this version.
     @Test func changelogNamesThisVersion() throws {
         let text = try String(contentsOfFile: "\(Paths.root)/CHANGELOG.md", encoding: .utf8)
