@@ -4,11 +4,14 @@ import WSBridgeProtocol
 
 /// The Debian package, as an operator meets it: built by scripts/package (lintian has no
 /// error), installed with dpkg, upgraded over an edited configuration, removed and purged.
-/// As root, with the release binaries scripts/test builds (WSBRIDGE_RELEASE_BIN_DIR).
+/// As root, with the release binaries scripts/test builds (WSBRIDGE_RELEASE_BIN_DIR), in a step
+/// of its own after the other tests (WSBRIDGE_PACKAGE_TESTS=1): building and installing the
+/// package twice is heavy work that would slow the time-bound tests beside it.
 @Suite(.serialized) struct PackageTests {
     static let release = ProcessInfo.processInfo.environment["WSBRIDGE_RELEASE_BIN_DIR"]
     static var canRun: Bool {
-        getuid() == 0 && release != nil && FileManager.default.isExecutableFile(atPath: "/usr/bin/dpkg-deb")
+        ProcessInfo.processInfo.environment["WSBRIDGE_PACKAGE_TESTS"] == "1"
+            && getuid() == 0 && release != nil && FileManager.default.isExecutableFile(atPath: "/usr/bin/dpkg-deb")
             && FileManager.default.isExecutableFile(atPath: "/usr/bin/lintian")
     }
 
@@ -45,7 +48,7 @@ import WSBridgeProtocol
         try run("/usr/bin/dpkg-query", ["-W", "-f", "${Version}", "wsbridge"]).output
     }
 
-    @Test(.enabled(if: canRun, "needs root, dpkg-deb, lintian and the release binaries (scripts/test builds them)"))
+    @Test(.enabled(if: canRun, "needs WSBRIDGE_PACKAGE_TESTS=1, root, dpkg-deb, lintian and the release binaries (scripts/test's package step)"))
     func installUpgradeRemoveAndPurge() throws {
         // A leftover of an interrupted run would spoil the before/after comparison.
         if try run("/usr/bin/dpkg-query", ["-W", "wsbridge"], allowFailure: true).status == 0 {
@@ -128,7 +131,7 @@ import WSBridgeProtocol
     }
 
     /// scripts/install (as a distribution would run it) and the package install the same files.
-    @Test(.enabled(if: canRun, "needs root, dpkg-deb, lintian and the release binaries (scripts/test builds them)"))
+    @Test(.enabled(if: canRun, "needs WSBRIDGE_PACKAGE_TESTS=1, root, dpkg-deb, lintian and the release binaries (scripts/test's package step)"))
     func theInstallScriptAndThePackageInstallTheSameFiles() throws {
         let dir = try TemporaryDirectory()
         let (deb, _) = try Self.package(into: dir.file("deb"))

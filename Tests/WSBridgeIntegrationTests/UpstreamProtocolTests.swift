@@ -50,11 +50,15 @@ import WSBridgeProtocol
         let f = try await DaemonFixture()
         let c = try await f.client()
         f.server.command("linger on")
+        // No new link until the send is answered (a loaded machine let the 50 ms backoff and a
+        // reconnect pass before the send, which then went out at once).
+        f.server.command("refuse on")
         f.server.command("close 4000 bye")
         #expect(await f.server.event("closed 4000") != nil)
         c.send(#"{"id":"s","op":"send","text":"after close"}"#)
         let reply = await c.reply("s")
         #expect(reply?.value(at: "result.status") == "queued", "\(reply?.serialized ?? "no reply")")
+        f.server.command("refuse off")
         #expect(await f.server.event("message after close", timeout: .seconds(30)) != nil)
         let lines = f.server.process.stdout.lines
         let sentAt = lines.firstIndex(of: "message after close")!
