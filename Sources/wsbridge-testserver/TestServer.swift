@@ -36,8 +36,10 @@ struct TestServer: ParsableCommand {
               quit                      stop
             It reports events on stdout, one per line: `listening PORT`, `upgrade ...`, \
             `connected N`, `message TEXT`, `ping`, `closed CODE REASON`, `disconnected N`.
-            With stdin at its end (</dev/null) or started in the background of a terminal \
-            (`&`), it takes no commands and serves on, saying so on stderr.
+            When stdin is a pipe, its end stops the server (the program driving it went away). \
+            With stdin at /dev/null or a file's end, or started in the background of a terminal \
+            (`&`), it takes no (more) commands and serves on until SIGINT or SIGTERM, saying so \
+            on stderr.
             """
     )
 
@@ -161,9 +163,21 @@ struct TestServer: ParsableCommand {
             let (rate, size) = (self.ticker, self.size)
             loop.execute { state.value.startTicker(rate: rate, size: size, loop: loop) }
         }
+        // SIGINT and SIGTERM stop it (their default action), even when started by a process whose
+        // threads block or ignore them (both are inherited across exec).
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGINT)
+        sigaddset(&signals, SIGTERM)
+        pthread_sigmask(SIG_UNBLOCK, &signals, nil)
+        signal(SIGINT, SIG_DFL)
+        signal(SIGTERM, SIG_DFL)
         // Commands from stdin until `quit`. In the background of a terminal, reading it would stop
-        // the process (SIGTTIN): no commands then. At stdin's end, it serves on until a signal.
+        // the process (SIGTTIN): no commands then. A pipe's end means the controlling program
+        // went away: stop. /dev/null or a file: no (more) commands, serve on until a signal.
         var quit = false
+        var status = stat()
+        let fromPipe = fstat(0, &status) == 0 && ((status.st_mode & S_IFMT) == S_IFIFO || (status.st_mode & S_IFMT) == S_IFSOCK)
         if isatty(0) != 0 && tcgetpgrp(0) != getpgrp() {
             Output.error("wsbridge-testserver: in the background of a terminal: no commands on stdin; serving until SIGINT or SIGTERM")
         } else {
@@ -176,7 +190,12 @@ struct TestServer: ParsableCommand {
                 }
                 loop.execute { state.value.command(command, Array(words.dropFirst()), loop: loop) }
             }
-            if !quit { Output.error("wsbridge-testserver: stdin is at its end: no more commands; serving until SIGINT or SIGTERM") }
+            if !quit && fromPipe {
+                Output.error("wsbridge-testserver: stdin (a pipe) closed: stopping")
+                quit = true
+            } else if !quit {
+                Output.error("wsbridge-testserver: stdin is at its end: no more commands; serving until SIGINT or SIGTERM")
+            }
         }
         if !quit {
             // SIGINT and SIGTERM end the process (their default); wait for them.

@@ -53,6 +53,11 @@ final class ManagedProcess: Sendable {
         try? self.stdin.write(contentsOf: Data((line + "\n").utf8))
     }
 
+    /// Ends the child's stdin (a pipe): EOF for it.
+    func closeInput() {
+        try? self.stdin.close()
+    }
+
     func signal(_ signal: Int32) {
         if self.process.isRunning { kill(self.process.processIdentifier, signal) }
     }
