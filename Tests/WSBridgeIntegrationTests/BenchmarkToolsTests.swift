@@ -6,6 +6,32 @@ import WSBridgeProtocol
 /// pre-encoded frames pass through wsbridged as valid messages, in order, stamped; the raw-copy
 /// baseline writes the lines a bridge would; the reader counts them and their latency.
 @Suite struct BenchmarkToolsTests {
+    static let release = ProcessInfo.processInfo.environment["WSBRIDGE_RELEASE_BIN_DIR"]
+
+    /// `wsbridge-bench cost` counts a release daemon under callgrind (valgrind cannot run the
+    /// debug build's dynamic Swift runtime): the figure is per message (start-up cancels), near
+    /// what a hand count gave (9,600-9,700 instructions for 100 B to one subscriber), and split
+    /// into phases that add up to it.
+    @Test(
+        .enabled(
+            if: release != nil && FileManager.default.fileExists(atPath: "\(release ?? "")/wsbridge-bench")
+                && FileManager.default.isExecutableFile(atPath: "/usr/bin/valgrind"),
+            "needs valgrind and the release build with wsbridge-bench (scripts/test builds it)"))
+    func theCostBenchmarkCountsInstructionsPerMessage() throws {
+        let bin = try #require(Self.release)
+        let r = try spawnAndWait(
+            "\(bin)/wsbridge-bench",
+            ["cost", "--bin", bin, "--messages", "1000", "--subscribers", "1", "--deflate", "off", "--python", Paths.python],
+            directory: Paths.root)
+        #expect(r.status == 0, "\(r.stdout)\(r.stderr.suffix(2000))")
+        let row = try #require(r.stdout.split(separator: "\n").first { $0.hasPrefix("| wsbridged, 1 sub, 100 B, deflate off |") }, "\(r.stdout)")
+        let cells = row.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.dropFirst().compactMap { Int($0) }
+        let total = try #require(cells.first)
+        print("measure: cost \(total) instructions per message (1 subscriber, 100 B)")
+        #expect((3_000...30_000).contains(total), "\(row)")
+        #expect(abs(cells.dropFirst().reduce(0, +) - total) <= 7, "the phases add up to the total: \(row)")
+    }
+
     @Test func theGeneratorsFramesArriveInOrderAndStamped() async throws {
         let f = try await DaemonFixture()
         let subscriber = try await f.client()

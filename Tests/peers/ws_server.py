@@ -2,7 +2,7 @@
 
 Speaks the same control protocol as wsbridge-testserver: commands on stdin, one per line
 (send TEXT | close CODE [REASON] | drop | pings off | pings on | stall on | stall off | refuse on | refuse off |
-oversize BYTES | ticker RATE | ticker off | quit); events on stdout (listening PORT, upgrade ...,
+oversize BYTES | ticker RATE | ticker off | flood COUNT SIZE | quit); events on stdout (listening PORT, upgrade ...,
 connected N, message TEXT, closed CODE REASON, disconnected N).
 Listens on loopback only unless --host says otherwise.
 """
@@ -112,6 +112,20 @@ async def commands():
                 state["ticker"] = asyncio.create_task(ticker(float(args[0])))
         elif cmd == "count":
             out(f"clients {len(clients)}")
+        elif cmd == "flood":
+            # `flood COUNT SIZE [RATE]`: COUNT messages of SIZE bytes as fast as the clients take
+            # them (compressed when permessage-deflate was negotiated), then `{"end":"__end__"}`;
+            # the benchmark's generator when deflate is on (wsbridge-bench cost).
+            numbers = [int(x) for x in " ".join(args).split()]
+            count, size = numbers[0], numbers[1] if len(numbers) > 1 else 100
+            for i in range(count):
+                head = f'{{"i":{i},"p":"'
+                text = head + "x" * max(0, size - len(head) - 2) + '"}'
+                for ws in list(clients):
+                    await ws.send(text)
+            for ws in list(clients):
+                await ws.send('{"end":"__end__"}')
+            out(f"flood done {count}")
         else:
             out(f"error unknown command '{cmd}'")
 

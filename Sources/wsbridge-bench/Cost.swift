@@ -1,0 +1,232 @@
+import ArgumentParser
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The cost of one upstream message in instructions, counted by callgrind: a figure that does
+/// not move with the machine's load, unlike wall-clock time on a shared machine. The daemon runs
+/// under `valgrind --tool=callgrind` twice per configuration, for N and 2N messages flooded by the
+/// generator to fast native readers; the difference over N is the cost of N messages, start-up
+/// and shutdown cancelling out. Split by phase from the profile's self costs (the functions'
+/// names: read, framing and validation, inflate, fan-out and encoding, socket writes, the Swift
+/// runtime and allocator, the rest).
+struct Cost: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Instructions per upstream message (callgrind), by phase; beside a baseline build."
+    )
+
+    @Option(help: "Folder with wsbridged, wsbridge-testserver and wsbridge-reader (a release build).")
+    var bin: String
+
+    @Option(help: "The wsbridged to count (default: the one in --bin).")
+    var daemon: String?
+
+    @Option(help: "Another wsbridged build counted beside it (e.g. the commit before a change).")
+    var baselineDaemon: String?
+
+    @Option(help: "Messages of the short run with one subscriber (the long run has twice as many; a tenth with 100 subscribers).")
+    var messages = 20_000
+
+    @Option(help: "Message size in bytes.")
+    var size = 100
+
+    @Option(help: "Subscriber counts, comma-separated.")
+    var subscribers = "1,100"
+
+    @Option(help: "permessage-deflate settings to count, comma-separated: off, on.")
+    var deflate = "off,on"
+
+    @Option(help: "Python with `websockets` (the upstream when deflate is on).")
+    var python = ".build/venv/bin/python"
+
+    @Option(help: "The Python upstream (flood with permessage-deflate).")
+    var peer = "Tests/peers/ws_server.py"
+
+    static let phases = ["read", "framing", "inflate", "fan-out", "writes", "runtime", "other"]
+
+    func run() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("wsbridge-cost-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var daemons = [("wsbridged", self.daemon ?? "\(self.bin)/wsbridged")]
+        if let baselineDaemon { daemons.append(("baseline", baselineDaemon)) }
+        // valgrind cannot read the static build's debug information: a copy without it.
+        for (name, path) in daemons {
+            let r = try Command.run("/usr/bin/strip", ["--strip-debug", path, "-o", "\(dir)/\(name)"])
+            guard r == 0 else { throw BenchError("strip --strip-debug \(path) failed") }
+        }
+        let counts = self.subscribers.split(separator: ",").compactMap { Int($0) }
+        let deflates = self.deflate.split(separator: ",").map { $0 == "on" }
+        var rows: [(String, [String: Double])] = []
+        for subscribers in counts {
+            for deflate in deflates {
+                let n = subscribers >= 10 ? max(200, self.messages / 10) : self.messages
+                var byDaemon: [String: Double] = [:]
+                for (name, _) in daemons {
+                    let short = try await self.count(daemon: "\(dir)/\(name)", dir: dir, messages: n, subscribers: subscribers, deflate: deflate)
+                    let long = try await self.count(daemon: "\(dir)/\(name)", dir: dir, messages: 2 * n, subscribers: subscribers, deflate: deflate)
+                    var perMessage: [String: Double] = [:]
+                    for phase in Self.phases + ["total"] {
+                        perMessage[phase] = Double((long[phase] ?? 0) - (short[phase] ?? 0)) / Double(n)
+                    }
+                    let label = "\(name), \(subscribers) sub\(subscribers == 1 ? "" : "s"), \(self.size) B, deflate \(deflate ? "on" : "off")"
+                    emitLine(
+                        "cost \(label): \(Int(perMessage["total"]!.rounded())) instructions per message (runs of \(n) and \(2 * n) messages)")
+                    rows.append((label, perMessage))
+                    byDaemon[name] = perMessage["total"]
+                }
+                if let now = byDaemon["wsbridged"], let before = byDaemon["baseline"], before > 0 {
+                    emitLine(
+                        "cost \(subscribers) sub(s), deflate \(deflate ? "on" : "off"): \(String(format: "%+.1f", (now / before - 1) * 100)) % against the baseline"
+                    )
+                }
+            }
+        }
+        print("")
+        print("| daemon, subscribers, size, deflate | instructions / message | " + Self.phases.joined(separator: " | ") + " |")
+        print("| --- | ---: | " + Self.phases.map { _ in "---:" }.joined(separator: " | ") + " |")
+        for (label, m) in rows {
+            let cells = Self.phases.map { String(Int((m[$0] ?? 0).rounded())) }
+            print("| \(label) | \(Int((m["total"] ?? 0).rounded())) | " + cells.joined(separator: " | ") + " |")
+        }
+    }
+
+    /// One daemon run under callgrind: `messages` flooded to `subscribers` native readers.
+    /// Returns the instructions of the whole run, in total and by phase.
+    func count(daemon: String, dir: String, messages: Int, subscribers: Int, deflate: Bool) async throws -> [String: Int] {
+        let generator: Child
+        if deflate {
+            generator = try Child(self.python, [self.peer, "--port", "0"])
+        } else {
+            generator = try Child("\(self.bin)/wsbridge-testserver", ["--port", "0", "--no-echo", "--max-frame", "1048576"])
+        }
+        defer { generator.stop() }
+        let port = Int(try await generator.waitLine { $0.hasPrefix("listening ") }.dropFirst(10))!
+        let socket = "\(dir)/cost.sock"
+        let config = "\(dir)/cost.toml"
+        try """
+        [upstream]
+        url = "ws://127.0.0.1:\(port)/"
+        compression = \(deflate)
+        [heartbeat]
+        interval = "1h"
+        [reachability]
+        enabled = false
+        [local]
+        socket = "\(socket)"
+        [log]
+        level = "warning"
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        let out = "\(dir)/callgrind.out"
+        try? FileManager.default.removeItem(atPath: out)
+        let bridge = try Child("/usr/bin/valgrind", ["--tool=callgrind", "-q", "--callgrind-out-file=\(out)", daemon, "--config", config])
+        _ = try await generator.waitLine(seconds: 120) { $0.hasPrefix("connected ") }
+        while !FileManager.default.fileExists(atPath: socket) { try await Task.sleep(for: .milliseconds(20)) }
+        var readers: [Child] = []
+        let processes = min(4, subscribers)
+        var remaining = subscribers
+        for p in 0..<processes {
+            let k = (remaining + (processes - p) - 1) / (processes - p)
+            readers.append(try Child("\(self.bin)/wsbridge-reader", ["--socket", socket, "--connections", "\(k)", "--idle", "600"]))
+            remaining -= k
+        }
+        for r in readers { _ = try await r.waitLine(seconds: 300) { $0 == "ready" } }
+        generator.send("flood \(messages) \(self.size) 0")
+        for r in readers { _ = try await r.waitLine(seconds: 3600) { $0.hasPrefix("{") } }
+        await bridge.stopAndWait()
+        for r in readers { await r.stopAndWait(kill: true) }
+        return try Self.parse(out)
+    }
+
+    /// The totals of a callgrind output file: the summary, and the self costs of its functions by
+    /// phase (a call's inclusive cost, the line after `calls=`, is not self cost).
+    static func parse(_ path: String) throws -> [String: Int] {
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        var names: [String: String] = [:]  // "(id)" -> name, callgrind's name compression
+        var phaseOf: [String: String] = [:]
+        var current = "other"
+        var skipNext = false
+        var totals: [String: Int] = [:]
+        for line in text.split(separator: "\n", omittingEmptySubsequences: true) {
+            if line.hasPrefix("fn=") {
+                let spec = line.dropFirst(3)
+                var name = String(spec)
+                if spec.hasPrefix("("), let close = spec.firstIndex(of: ")") {
+                    let id = String(spec[...close])
+                    let rest = spec[spec.index(after: close)...].trimmingCharacters(in: .whitespaces)
+                    if rest.isEmpty {
+                        name = names[id] ?? id
+                    } else {
+                        names[id] = rest
+                        name = rest
+                    }
+                }
+                if phaseOf[name] == nil { phaseOf[name] = Self.phase(of: name) }
+                current = phaseOf[name]!
+                continue
+            }
+            if line.hasPrefix("cfn=") {
+                // Registers a compressed name too.
+                let spec = line.dropFirst(4)
+                if spec.hasPrefix("("), let close = spec.firstIndex(of: ")") {
+                    let rest = spec[spec.index(after: close)...].trimmingCharacters(in: .whitespaces)
+                    if !rest.isEmpty { names[String(spec[...close])] = rest }
+                }
+                continue
+            }
+            if line.hasPrefix("calls=") {
+                skipNext = true
+                continue
+            }
+            if line.hasPrefix("summary:") || line.hasPrefix("totals:") {
+                totals["total"] = Int(line.split(separator: " ").last ?? "") ?? totals["total"]
+                continue
+            }
+            guard let first = line.first, first.isNumber || first == "+" || first == "-" || first == "*" else { continue }
+            if skipNext {
+                skipNext = false
+                continue
+            }
+            let fields = line.split(separator: " ")
+            if fields.count >= 2, let cost = Int(fields[1]) { totals[current, default: 0] += cost }
+        }
+        return totals
+    }
+
+    /// The phase a function's (mangled or C) name belongs to.
+    static func phase(of name: String) -> String {
+        func any(_ parts: [String]) -> Bool { parts.contains { name.contains($0) } }
+        if any(["inflate", "Inflate", "CompressNIO", "deflate", "Deflate", "adler32", "crc32"]) { return "inflate" }
+        if any(["WebSocketFrame", "ByteToMessage", "UTF8Validator", "TextStreamValidator", "UpstreamFrameHandler", "NIOWebSocket"]) {
+            return "framing"
+        }
+        if any(["Fanout", "MessageLine", "SubscriberQueue", "LocalClient", "LocalPlane", "ReplayRing", "WireEncoding", "Bridge"]) {
+            return "fan-out"
+        }
+        if any(["writev", "PendingWrites", "PendingStreamWrites", "flushNow", "__libc_write", "sendmsg"]) { return "writes" }
+        if any(["readFromSocket", "readIfNeeded", "RecvByteBuffer", "__libc_read", "recvmsg", "NIOSSL", "SSL_"]) || name == "read" {
+            return "read"
+        }
+        if any([
+            "swift_retain", "swift_release", "swift_bridgeObject", "swift_allocObject", "swift_dealloc", "malloc", "free", "_int_", "memcpy", "memmove",
+            "memset",
+        ]) {
+            return "runtime"
+        }
+        return "other"
+    }
+}
+
+enum Command {
+    /// Runs a program to its end; its exit status.
+    static func run(_ path: String, _ arguments: [String]) throws -> Int32 {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: path)
+        p.arguments = arguments
+        try p.run()
+        p.waitUntilExit()
+        return p.terminationStatus
+    }
+}
