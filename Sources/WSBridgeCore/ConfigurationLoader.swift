@@ -164,11 +164,14 @@ extension String {
 /// asks for and records the key as known, so what is left over is an unknown key.
 struct Section {
     let name: String
+    /// The file, for the errors this section records itself.
+    let fileName: String
     private let table: TOMLTable?
     private(set) var known: [String] = []
 
-    init(name: String, table: TOMLTable?) {
+    init(name: String, fileName: String, table: TOMLTable?) {
         self.name = name
+        self.fileName = fileName
         self.table = table
     }
 
@@ -194,7 +197,7 @@ struct Section {
         } catch let error as ConfigurationError {
             self.problems.append(error)
         } catch {
-            self.problems.append(ConfigurationError(file: "", key: "\(self.name).\(key)", problem: "\(error)"))
+            self.problems.append(ConfigurationError(file: self.fileName, key: "\(self.name).\(key)", problem: "\(error)"))
         }
     }
 
@@ -264,7 +267,7 @@ struct ConfigurationReader {
                 }
                 table = t
             }
-            var section = Section(name: name, table: table)
+            var section = Section(name: name, fileName: self.fileName, table: table)
             do {
                 // Throws only for what involves more than one key (tls.cert_file with tls.key_file).
                 try read(self)(&section, &config)
@@ -282,11 +285,7 @@ struct ConfigurationReader {
         if config.upstream.onOpen.contains(where: \.usesToken) && config.auth.tokenFile == nil {
             problems.append(self.error("upstream.on_open", nil, "${token} needs auth.token_file: set it to the file holding the token"))
         }
-        if let first = ConfigurationError.inFileOrder(
-            problems.map { p in p.file.isEmpty ? ConfigurationError(file: self.fileName, line: p.line, key: p.key, value: p.value, problem: p.problem) : p })
-        {
-            throw first
-        }
+        if let first = ConfigurationError.inFileOrder(problems) { throw first }
         return config
     }
 

@@ -124,14 +124,8 @@ struct Cost: AsyncParsableCommand {
         let bridge = try Child("/usr/bin/valgrind", ["--tool=callgrind", "-q", "--callgrind-out-file=\(out)", daemon, "--config", config])
         _ = try await generator.waitLine(seconds: 120) { $0.hasPrefix("connected ") }
         while !FileManager.default.fileExists(atPath: socket) { try await Task.sleep(for: .milliseconds(20)) }
-        var readers: [Child] = []
-        let processes = min(4, subscribers)
-        var remaining = subscribers
-        for p in 0..<processes {
-            let k = (remaining + (processes - p) - 1) / (processes - p)
-            readers.append(try Child("\(self.bin)/wsbridge-reader", ["--socket", socket, "--connections", "\(k)", "--idle", "600"]))
-            remaining -= k
-        }
+        // Readers wait long for lines: the daemon runs some 50 times slower under callgrind.
+        let readers = try startReaders(bin: self.bin, socket: socket, subscribers: subscribers, extra: ["--idle", "600"])
         for r in readers { _ = try await r.waitLine(seconds: 300) { $0 == "ready" } }
         generator.send("flood \(messages) \(self.size) 0")
         for r in readers { _ = try await r.waitLine(seconds: 3600) { $0.hasPrefix("{") } }

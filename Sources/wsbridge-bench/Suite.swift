@@ -237,13 +237,7 @@ struct Environment {
         } else if scenario.readers == .python {
             readers.append(try Child(self.python, ["\(self.scripts)/reader.py", socket, "\(scenario.subscribers)"]))
         } else {
-            let processes = min(4, scenario.subscribers)
-            var remaining = scenario.subscribers
-            for p in 0..<processes {
-                let n = (remaining + (processes - p) - 1) / (processes - p)
-                readers.append(try Child("\(self.bin)/wsbridge-reader", ["--socket", socket, "--connections", "\(n)"]))
-                remaining -= n
-            }
+            readers = try startReaders(bin: self.bin, socket: socket, subscribers: scenario.subscribers)
         }
         var stalled: [Child] = []
         if scenario.stalled > 0 {

@@ -99,3 +99,17 @@ func emitLine(_ line: String) {
     var text = line + "\n"
     text.withUTF8 { bytes in _ = write(1, bytes.baseAddress, bytes.count) }
 }
+
+/// `subscribers` connections of `wsbridge-reader` on `socket`, shared by up to 4 processes (the
+/// readers must not be what limits a bridge).
+func startReaders(bin: String, socket: String, subscribers: Int, extra: [String] = []) throws -> [Child] {
+    var readers: [Child] = []
+    let processes = min(4, subscribers)
+    var remaining = subscribers
+    for p in 0..<processes {
+        let n = (remaining + (processes - p) - 1) / (processes - p)
+        readers.append(try Child("\(bin)/wsbridge-reader", ["--socket", socket, "--connections", "\(n)"] + extra))
+        remaining -= n
+    }
+    return readers
+}

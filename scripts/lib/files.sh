@@ -4,14 +4,36 @@
 # same places (a test compares them).
 #
 #   source scripts/lib/files.sh
+#   wsbridge_build              # sets BIN and GENERATE_MANUAL (building what is not given)
 #   wsbridge_generate BIN GEN   # writes into GEN what the list installs but git does not hold:
 #                               # man pages, completions, the units with this PREFIX's paths,
 #                               # the copyright file and the changelog
 #   wsbridge_files BIN GEN      # prints the list: one "MODE SOURCE DESTINATION" line per file,
 #                               # MODE "conf" for the configuration (never overwritten)
 #
-# Reads PREFIX, SYSCONFDIR and UNITDIR. Run from the repository's root. GENERATE_MANUAL:
-# swift-argument-parser's generate-manual (built by the caller).
+# Reads PREFIX, SYSCONFDIR and UNITDIR. Run from the repository's root.
+
+# Sets BIN (the binaries to install: WSBRIDGE_BIN_DIR, or built now in CONFIGURATION, release by
+# default, with scripts/lib/release.sh's flags) and GENERATE_MANUAL (built now unless given).
+wsbridge_build() {
+    local configuration="${CONFIGURATION:-release}" flags
+    if [[ -n "${WSBRIDGE_BIN_DIR:-}" ]]; then
+        BIN="$WSBRIDGE_BIN_DIR"
+    else
+        scripts/setup
+        source scripts/lib/release.sh
+        flags=(-c "$configuration")
+        [[ $configuration == release ]] && flags=("${RELEASE[@]}")
+        swift build "${flags[@]}" --product wsbridged
+        swift build "${flags[@]}" --product wsbridgectl
+        BIN="$(swift build "${flags[@]}" --show-bin-path)"
+    fi
+    if [[ -z "${GENERATE_MANUAL:-}" ]]; then
+        swift build --product generate-manual >/dev/null
+        GENERATE_MANUAL="$(swift build --show-bin-path)/generate-manual"
+    fi
+    export GENERATE_MANUAL
+}
 
 wsbridge_units=(wsbridged.service wsbridged.socket wsbridged@.service wsbridged@.socket)
 wsbridge_docs=(README.md CHANGELOG.md docs/protocol.md docs/metrics.md docs/design.md docs/sessions.md docs/spool.md docs/clients.md)

@@ -29,8 +29,16 @@ package struct ProcessStats: Sendable, Equatable {
             virtualBytes: fields[20],
             openFDs: Self.countFDs(),
             maxFDs: Int(clamping: limit.rlim_cur),
-            startTime: Double(Self.bootTime()) + Double(fields[19]) / ticks
+            startTime: Self.startTime(ticksSinceBoot: fields[19], ticks: ticks)
         )
+    }
+
+    /// The boot time never changes: /proc/stat (its `btime`) is read at the first scrape only
+    /// (a static let is initialized once, on first use).
+    private static let bootSeconds = Self.bootTime()
+
+    private static func startTime(ticksSinceBoot: Int, ticks: Double) -> Double {
+        Double(Self.bootSeconds) + Double(ticksSinceBoot) / ticks
     }
 
     private static func readFile(_ path: String) -> [UInt8]? {
