@@ -44,6 +44,9 @@ struct Cost: AsyncParsableCommand {
     @Option(help: "The Python upstream (flood with permessage-deflate).")
     var peer = "Tests/peers/ws_server.py"
 
+    @Option(help: "Keep each run's callgrind profile in this folder (callgrind.NAME.SUBSsub.deflate-D.MESSAGES.out, for callgrind_annotate).")
+    var profiles: String?
+
     static let phases = ["read", "framing", "inflate", "fan-out", "writes", "runtime", "other"]
 
     func run() async throws {
@@ -65,8 +68,17 @@ struct Cost: AsyncParsableCommand {
                 let n = subscribers >= 10 ? max(200, self.messages / 10) : self.messages
                 var byDaemon: [String: Double] = [:]
                 for (name, _) in daemons {
-                    let short = try await self.count(daemon: "\(dir)/\(name)", dir: dir, messages: n, subscribers: subscribers, deflate: deflate)
-                    let long = try await self.count(daemon: "\(dir)/\(name)", dir: dir, messages: 2 * n, subscribers: subscribers, deflate: deflate)
+                    var runs: [[String: Int]] = []
+                    for messages in [n, 2 * n] {
+                        runs.append(try await self.count(daemon: "\(dir)/\(name)", dir: dir, messages: messages, subscribers: subscribers, deflate: deflate))
+                        if let profiles {
+                            try FileManager.default.createDirectory(atPath: profiles, withIntermediateDirectories: true)
+                            let kept = "\(profiles)/callgrind.\(name).\(subscribers)sub.deflate-\(deflate ? "on" : "off").\(messages).out"
+                            try? FileManager.default.removeItem(atPath: kept)
+                            try FileManager.default.copyItem(atPath: "\(dir)/callgrind.out", toPath: kept)
+                        }
+                    }
+                    let (short, long) = (runs[0], runs[1])
                     var perMessage: [String: Double] = [:]
                     for phase in Self.phases + ["total"] {
                         perMessage[phase] = Double((long[phase] ?? 0) - (short[phase] ?? 0)) / Double(n)
@@ -193,7 +205,7 @@ struct Cost: AsyncParsableCommand {
     static func phase(of name: String) -> String {
         func any(_ parts: [String]) -> Bool { parts.contains { name.contains($0) } }
         if any(["inflate", "Inflate", "CompressNIO", "deflate", "Deflate", "adler32", "crc32"]) { return "inflate" }
-        if any(["WebSocketFrame", "ByteToMessage", "UTF8Validator", "TextStreamValidator", "UpstreamFrameHandler", "NIOWebSocket"]) {
+        if any(["WebSocketFrame", "ByteToMessage", "UTF8Validator", "UpstreamFrameHandler", "NIOWebSocket"]) {
             return "framing"
         }
         if any(["Fanout", "MessageLine", "SubscriberQueue", "LocalClient", "LocalPlane", "ReplayRing", "WireEncoding", "Bridge"]) {

@@ -6,10 +6,10 @@ import WSBridgeCore
 @testable import WSBridgeDaemon
 
 /// The upstream byte stream as a server sends it after the upgrade, through the real inbound
-/// handlers (the UTF-8 stream check, NIO's frame decoder, the frame handler with or without
-/// permessage-deflate): nothing crashes, and a message reassembled from any fragmentation is
-/// the same message sent whole. The first input byte picks the setup (bit 0: deflate, bit 1:
-/// no context takeover); the second, the fragment size.
+/// handler (frames read in place, with or without permessage-deflate): nothing crashes; the
+/// bytes cut into reads anywhere give what they give in one read; and a message reassembled
+/// from any fragmentation is the same message sent whole. The first input byte picks the setup
+/// (bit 0: deflate, bit 1: no context takeover); the second, the fragment and read sizes.
 enum FramesTarget {
     static let maxMessageSize = 1 << 16
 
@@ -19,7 +19,7 @@ enum FramesTarget {
         var failed = false
     }
 
-    static func handler(_ deflate: PerMessageDeflate?, textChecked: Bool, _ recorder: Recorder) -> UpstreamFrameHandler {
+    static func handler(_ deflate: PerMessageDeflate?, _ recorder: Recorder) -> UpstreamFrameHandler {
         UpstreamFrameHandler(
             callbacks: .init(
                 message: { kind, data in recorder.messages.append((kind, Array(data.readableBytesView))) },
@@ -27,7 +27,6 @@ enum FramesTarget {
                 error: { _ in recorder.failed = true }
             ),
             maxMessageSize: Self.maxMessageSize,
-            textCheckedUpstream: textChecked,
             deflate: deflate
         )
     }
@@ -44,23 +43,45 @@ enum FramesTarget {
         guard bytes.count >= 2 else { return }
         let setup = bytes[0]
         let rest = Array(bytes.dropFirst(2))
-        Self.stream(rest, setup: setup)
+        Self.stream(rest, setup: setup, read: max(1, Int(bytes[1]) / 4))
         Self.reassembly(rest, setup: setup, fragment: max(1, Int(bytes[1])))
     }
 
-    /// The bytes as the wire, through the pipeline a live link has.
-    static func stream(_ bytes: [UInt8], setup: UInt8) {
+    /// The bytes as the wire, in `read`-byte reads, through the handler a live link has.
+    static func receive(_ bytes: [UInt8], setup: UInt8, read: Int) -> Recorder {
         let recorder = Recorder()
-        let channel = EmbeddedChannel()
-        let sync = channel.pipeline.syncOperations
-        try? sync.addHandler(TextStreamValidator())
-        try? sync.addHandler(ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: Self.maxMessageSize)))
-        try? sync.addHandler(Self.handler(Self.deflate(setup), textChecked: true, recorder))
-        _ = try? channel.writeInbound(ByteBuffer(bytes: bytes))
+        let channel = EmbeddedChannel(handler: Self.handler(Self.deflate(setup), recorder))
+        var start = 0
+        repeat {
+            let end = min(bytes.count, start + read)
+            _ = try? channel.writeInbound(ByteBuffer(bytes: bytes[start..<end]))
+            start = end
+        } while start < bytes.count
         _ = try? channel.finish()
-        for (_, data) in recorder.messages where data.count > Self.maxMessageSize {
+        return recorder
+    }
+
+    /// The bytes in one read and cut into small reads: the same messages, the same verdict.
+    static func stream(_ bytes: [UInt8], setup: UInt8, read: Int) {
+        let whole = Self.receive(bytes, setup: setup, read: max(1, bytes.count))
+        for (_, data) in whole.messages where data.count > Self.maxMessageSize {
             fatalError("a message of \(data.count) bytes passed upstream.max_message_size = \(Self.maxMessageSize)")
         }
+        let cut = Self.receive(bytes, setup: setup, read: read)
+        guard whole.failed == cut.failed, whole.messages.map(\.1) == cut.messages.map(\.1), whole.messages.map(\.0) == cut.messages.map(\.0) else {
+            fatalError(
+                "the bytes in reads of \(read) gave \(cut.messages.count) messages (failed: \(cut.failed)), in one read \(whole.messages.count) (failed: \(whole.failed))"
+            )
+        }
+    }
+
+    /// Frames as a server writes them (NIO's encoder: unmasked, the shortest length form).
+    static func wire(_ frames: [WebSocketFrame]) -> [UInt8] {
+        let channel = EmbeddedChannel(handler: WebSocketFrameEncoder())
+        var out: [UInt8] = []
+        for frame in frames { _ = try? channel.writeOutbound(frame) }
+        while let part = try? channel.readOutbound(as: ByteBuffer.self) { out += part.readableBytesView }
+        return out
     }
 
     /// The bytes as one message, sent whole and in fragments: the same message arrives.
@@ -74,16 +95,11 @@ enum FramesTarget {
             guard let compressed = try? sender.compress(wire, allocator: ByteBufferAllocator()) else { return }
             wire = compressed
         }
-        // A whole frame longer than the bound never reaches the handler: NIO's frame decoder
-        // (maxFrameSize = upstream.max_message_size) refuses it first.
+        // A frame longer than the bound is refused from its header (a test holds that).
         guard wire.readableBytes <= Self.maxMessageSize else { return }
         let compressed = sender != nil
         func deliver(_ frames: [WebSocketFrame]) -> Recorder {
-            let recorder = Recorder()
-            let channel = EmbeddedChannel(handler: Self.handler(Self.deflate(setup), textChecked: false, recorder))
-            for frame in frames { _ = try? channel.writeInbound(frame) }
-            _ = try? channel.finish()
-            return recorder
+            Self.receive(Self.wire(frames), setup: setup, read: 4096)
         }
         let whole = deliver([WebSocketFrame(fin: true, rsv1: compressed, opcode: opcode, data: wire)])
         var fragments: [WebSocketFrame] = []

@@ -103,7 +103,7 @@ enum HandshakeTarget {
         let connector = Self.connector(nil, credentials: false)
         let outcome = Self.attempt(reply, read: read) { channel, handshake, _ in
             try connector.addWebSocketHandlers(to: channel, sslContext: nil, handshake: handshake, requestKey: Self.requestKey) { _, deflate in
-                FramesTarget.handler(deflate, textChecked: true, FramesTarget.Recorder())
+                FramesTarget.handler(deflate, FramesTarget.Recorder())
             }
         }
         guard case .success(let chosen)? = outcome.handshake else { return }

@@ -7,7 +7,8 @@ import WSBridgeCore
 
 @testable import WSBridgeDaemon
 
-/// The frame handler's rules on an EmbeddedChannel: reassembly, UTF-8, RSV bits, close frames.
+/// The frame handler's rules on an EmbeddedChannel: frames read from bytes cut anywhere,
+/// reassembly, UTF-8 (failing fast inside a frame), RSV bits, sizes, close frames.
 @Suite struct UpstreamFrameHandlerTests {
     /// What the handler handed on, as lines: `message text|binary PAYLOAD`, `control OPCODE`,
     /// `error CODE DESCRIPTION`.
@@ -15,7 +16,25 @@ import WSBridgeCore
         var events: [String] = []
     }
 
-    static func channel(deflate: PerMessageDeflate? = nil, maxMessageSize: Int = 1 << 20) throws -> (EmbeddedChannel, Recorder) {
+    /// Frames written inbound go to the handler as the bytes a server sends (NIO's encoder).
+    final class FrameWire: ChannelInboundHandler {
+        typealias InboundIn = WebSocketFrame
+        typealias InboundOut = ByteBuffer
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            context.fireChannelRead(Self.wrapInboundOut(UpstreamFrameHandlerTests.wire(Self.unwrapInboundIn(data))))
+        }
+    }
+
+    static func wire(_ frame: WebSocketFrame) -> ByteBuffer {
+        let encoder = EmbeddedChannel(handler: WebSocketFrameEncoder())
+        var out = ByteBuffer()
+        try! encoder.writeOutbound(frame)
+        while let part = try! encoder.readOutbound(as: ByteBuffer.self) { out.writeImmutableBuffer(part) }
+        return out
+    }
+
+    /// `bytes`: the test writes the wire's bytes itself (no `FrameWire` in front).
+    static func channel(deflate: PerMessageDeflate? = nil, maxMessageSize: Int = 1 << 20, bytes: Bool = false) throws -> (EmbeddedChannel, Recorder) {
         let recorder = Recorder()
         let handler = UpstreamFrameHandler(
             callbacks: .init(
@@ -32,6 +51,7 @@ import WSBridgeCore
             deflate: deflate
         )
         let channel = EmbeddedChannel(handler: handler)
+        if !bytes { try channel.pipeline.syncOperations.addHandler(FrameWire(), position: .first) }
         return (channel, recorder)
     }
 
@@ -145,5 +165,95 @@ import WSBridgeCore
             try channel.writeInbound(WebSocketFrame(fin: true, rsv1: true, opcode: .text, data: data))
         }
         #expect(r.events == texts.map { "message text \($0)" })
+    }
+
+    // MARK: - The byte stream
+
+    /// An unmasked frame as a server sends it, header and payload.
+    static func bytes(_ opcode: UInt8, _ payload: [UInt8], fin: Bool = true) -> [UInt8] {
+        Array(Self.wire(WebSocketFrame(fin: fin, opcode: WebSocketOpcode(encodedWebSocketOpcode: opcode)!, data: ByteBuffer(bytes: payload))).readableBytesView)
+    }
+
+    @Test func aBadByteInsideAFrameFailsBeforeTheFrameIsComplete() throws {
+        let (channel, r) = try Self.channel(bytes: true)
+        let good = Self.bytes(0x1, Array("fine".utf8))
+        let bad = Self.bytes(0x1, Array(String(repeating: "x", count: 200).utf8) + [0xED, 0xA0, 0x80] + Array("tail".utf8))
+        // The good frame and the first 150 bytes of the bad one: all valid so far.
+        try channel.writeInbound(ByteBuffer(bytes: good + bad.prefix(150)))
+        #expect(r.events == ["message text fine"])
+        // The surrogate arrives; the frame's end has not.
+        try channel.writeInbound(ByteBuffer(bytes: bad[150..<210]))
+        #expect(r.events.count == 2)
+        #expect(r.events.last?.hasPrefix("error 1007 ") == true, "\(r.events)")
+        // Nothing after the failure is read.
+        try channel.writeInbound(ByteBuffer(bytes: bad[210...] + good))
+        #expect(r.events.count == 2)
+    }
+
+    @Test func framesCutAtEveryByteGiveTheSameMessages() throws {
+        let text = Array("κόσμε ".utf8) + Array(String(repeating: "y", count: 300).utf8)
+        let big = [UInt8](repeating: 0xAB, count: 70_000)  // a 64-bit length
+        let small =
+            Self.bytes(0x1, Array(text.prefix(7)), fin: false) + Self.bytes(0x9, [1, 2])
+            + Self.bytes(0x0, Array(text.dropFirst(7))) + Self.bytes(0x2, [0xFF, 0xFE, 0xED])
+            + Self.bytes(0x1, []) + Self.bytes(0x1, Array("end".utf8))
+        let smallEvents = [
+            "control ping", "message text \(String(decoding: text, as: UTF8.self))",
+            "message binary \(String(decoding: [0xFF, 0xFE, 0xED] as [UInt8], as: UTF8.self))", "message text ", "message text end",
+        ]
+        // The 70,000-byte frame (a 64-bit length) only in the larger reads: a byte at a time
+        // through EmbeddedChannel, it would take seconds in a debug build.
+        let withBig = small + Self.bytes(0x2, big)
+        for (read, stream) in [(1, small), (2, small), (3, small), (7, small), (125, withBig), (4096, withBig), (withBig.count, withBig)] {
+            let expected = stream.count == small.count ? smallEvents : smallEvents + ["message binary \(String(decoding: big, as: UTF8.self))"]
+            let (channel, r) = try Self.channel(bytes: true)
+            var start = 0
+            while start < stream.count {
+                let end = min(stream.count, start + read)
+                try channel.writeInbound(ByteBuffer(bytes: stream[start..<end]))
+                start = end
+            }
+            #expect(r.events == expected, "reads of \(read) bytes")
+        }
+    }
+
+    @Test func aFrameLongerThanTheBoundIsRefusedFromItsHeader() throws {
+        let (channel, r) = try Self.channel(maxMessageSize: 1000, bytes: true)
+        // The header of a 70,000-byte binary frame, and none of its payload.
+        try channel.writeInbound(ByteBuffer(bytes: [0x82, 127, 0, 0, 0, 0, 0, 1, 0x11, 0x70]))
+        #expect(r.events.count == 1)
+        #expect(r.events.first?.hasPrefix("error 1009 ") == true, "\(r.events)")
+    }
+
+    @Test(
+        arguments: [
+            ([0x81, 0x81, 1, 2, 3, 4, 0x41] as [UInt8], "masked"),
+            ([0x89, 126, 0, 126] + [UInt8](repeating: 0, count: 126), "control frame of 126 bytes"),
+            ([0x83, 0], "unknown opcode 3"),
+            ([0x82, 127, 0x80, 0, 0, 0, 0, 0, 0, 1], "most significant bit"),
+        ] as [([UInt8], String)])
+    func malformedFramesAre1002(_ bytes: [UInt8], _ mentions: String) throws {
+        let (channel, r) = try Self.channel(bytes: true)
+        try channel.writeInbound(ByteBuffer(bytes: bytes))
+        #expect(r.events.count == 1)
+        #expect(r.events.first?.hasPrefix("error 1002 ") == true, "\(r.events)")
+        #expect(r.events.first?.contains(mentions) == true, "\(r.events)")
+    }
+
+    @Test func aMessageInOneReadIsHandedOnWithoutACopy() throws {
+        let recorder = Recorder()
+        let handler = UpstreamFrameHandler(
+            callbacks: .init(
+                message: { _, data in
+                    data.withUnsafeReadableBytes { recorder.events.append("\(Int(bitPattern: $0.baseAddress))") }
+                },
+                control: { _ in }, error: { recorder.events.append("error \($0)") }),
+            maxMessageSize: 1 << 20)
+        let channel = EmbeddedChannel(handler: handler)
+        let read = ByteBuffer(bytes: Self.bytes(0x1, Array("abc".utf8)))
+        let base = read.withUnsafeReadableBytes { Int(bitPattern: $0.baseAddress) }
+        try channel.writeInbound(read)
+        // The payload is the read buffer's bytes after the 2-byte header.
+        #expect(recorder.events == ["\(base + 2)"])
     }
 }

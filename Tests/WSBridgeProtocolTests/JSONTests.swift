@@ -74,6 +74,24 @@ import WSBridgeProtocol
         }
     }
 
+    /// The word-at-a-time pass: one byte to escape at every place of a plain run, among bytes
+    /// that differ from `"`, `\\` and the control characters only in their high bit.
+    @Test func everyPlaceOfAnEscapeInPlainRunsIsFound() {
+        let plain = Array("ab\u{A2}\u{DC}é€".utf8) + [0xA2, 0xDC, 0x80, 0x9F, 0xA0, 0xFF]  // UTF-8 and bytes ≥ 0x80
+        for escape: UInt8 in [0x22, 0x5C, 0x0A, 0x00, 0x1F] {
+            for length in [7, 8, 9, 16, 23, 40] {
+                for place in 0..<length {
+                    var bytes = (0..<length).map { plain[$0 % plain.count] }
+                    bytes[place] = escape
+                    let count = bytes.withUnsafeBytes { JSONWriter.escapedCount(utf8: $0) }
+                    var out = [UInt8](repeating: 0, count: count)
+                    let written = bytes.withUnsafeBytes { input in out.withUnsafeMutableBytes { JSONWriter.writeEscaped(utf8: input, into: $0) } }
+                    #expect(written == count && out == Self.reference(bytes), "escape \(escape) at \(place) of \(length)")
+                }
+            }
+        }
+    }
+
     /// `"`, `\\` and the short escapes by name, other control characters as \u00XX, the rest as is.
     static func reference(_ bytes: [UInt8]) -> [UInt8] {
         var out: [UInt8] = [0x22]
@@ -93,7 +111,13 @@ import WSBridgeProtocol
     }
 
     @Test func digits() {
-        for value: UInt64 in [0, 7, 10, 99, 1_795_313_566_992, .max] {
+        var values: [UInt64] = [0, 7, 10, 99, 1_795_313_566_992, .max, .max - 1]
+        var power: UInt64 = 1
+        for _ in 0..<19 {
+            power *= 10
+            values += [power - 1, power, power + 1]
+        }
+        for value in values {
             var out = [UInt8](repeating: 0, count: 20)
             let n = out.withUnsafeMutableBytes { JSONWriter.writeDigits(value, into: $0) }
             #expect(String(decoding: out.prefix(n), as: UTF8.self) == String(value))

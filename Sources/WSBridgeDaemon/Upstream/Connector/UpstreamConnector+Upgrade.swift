@@ -43,8 +43,10 @@ extension UpstreamConnector {
         let maxMessageSize = self.upstream.maxMessageSize
         let upgrader = NIOTypedWebSocketClientUpgrader<Handshake?>(
             requestKey: requestKey,
-            maxFrameSize: maxMessageSize,
-            enableAutomaticErrorHandling: true,
+            maxFrameSize: maxMessageSize,  // NIO's decoder is replaced by ours, which holds this bound too
+            // Our frame handler reads the frames and reports their errors (the link closes with
+            // the code each one calls for).
+            enableAutomaticErrorHandling: false,
             upgradePipelineHandler: { channel, response in
                 channel.eventLoop.makeCompletedFuture {
                     // The status recorder only matters for a refused upgrade, and must be gone
@@ -71,10 +73,13 @@ extension UpstreamConnector {
                     // out and the frame handler inflating what comes in.
                     let compression = try deflate.map { try PerMessageDeflate(parameters: $0) }
                     if let compression { try channel.pipeline.syncOperations.addHandler(PerMessageDeflateEncoder(deflate: compression)) }
-                    try channel.pipeline.syncOperations.addHandler(makeFrameHandler(channel, compression))
-                    // UTF-8 checked as bytes arrive, in front of NIO's whole-frame decoder.
-                    let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
-                    try channel.pipeline.syncOperations.addHandler(TextStreamValidator(), position: .before(decoder))
+                    // Our frame handler reads the frames from the bytes, in place of NIO's
+                    // decoder: it goes in front of it (the bytes that came behind the 101 are
+                    // handed on as soon as this closure is done, before a removal would have
+                    // taken effect), and the decoder, which then never sees a byte, goes.
+                    let decoder = try channel.pipeline.syncOperations.context(handlerType: ByteToMessageHandler<WebSocketFrameDecoder>.self)
+                    try channel.pipeline.syncOperations.addHandler(makeFrameHandler(channel, compression), position: .before(decoder.handler))
+                    channel.pipeline.syncOperations.removeHandler(context: decoder, promise: nil)
                     // Reported once the upgrade has finished (HTTP handlers gone): only then may frames be written.
                     return Handshake(channel: channel, subprotocol: chosen, deflate: deflate)
                 }

@@ -18,14 +18,24 @@ struct UpstreamProtocolError: Error, CustomStringConvertible {
     static let invalidUTF8 = Self(closeCode: .dataInconsistentWithMessage, description: "upstream sent a text message that is not valid UTF-8")
 }
 
-/// The last handler of an upstream channel: reassembles messages from frames, inflates the
-/// compressed ones (permessage-deflate, RFC 7692: RSV1 on a message's first frame), validates
-/// (RSV bits, UTF-8 of text, size, close frames), and hands whole messages and control frames
-/// to the link driver. The one place of the reassembly rules and of "no data after the
-/// server's close" (RFC 6455 §5.5.1); `PerMessageDeflateEncoder` only compresses what goes out.
+/// The inbound side of an upstream channel after the upgrade, in one handler: it reads frames
+/// straight from the socket's bytes (RFC 6455 §5.2), reassembles messages, inflates the
+/// compressed ones (permessage-deflate, RFC 7692: RSV1 on a message's first frame), checks
+/// them (RSV bits, opcodes, sizes, UTF-8 of text, close frames), and hands whole messages and
+/// control frames to the link driver.
+///
+/// The message path costs little: a message that arrives in one frame within one read is
+/// handed on as a slice of the read buffer (no copy, no allocation); UTF-8 is checked eight
+/// ASCII bytes at a time; only a frame cut by a read's end is copied (into `partial`), and only
+/// fragmented messages are copied together. Text is checked as its bytes arrive, inside frames
+/// too, so a bad byte fails at once (Autobahn 6.4.3, 6.4.4: "fail fast"); compressed text is
+/// checked once inflated. Server frames must not be masked (§5.1). Every bound is
+/// `upstream.max_message_size`: a frame's declared length is checked from its header, before
+/// its payload is read. The one place of the reassembly rules and of "no data after the
+/// server's close" (§5.5.1); `PerMessageDeflateEncoder` only compresses what goes out.
 /// Confined to the channel's event loop.
 final class UpstreamFrameHandler: ChannelInboundHandler {
-    typealias InboundIn = WebSocketFrame
+    typealias InboundIn = ByteBuffer
     typealias OutboundOut = WebSocketFrame
 
     struct Callbacks {
@@ -41,95 +51,214 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         var readComplete: () -> Void = {}
     }
 
+    /// A frame's header (RFC 6455 §5.2).
+    struct Header {
+        var fin: Bool
+        var rsv1: Bool
+        var opcode: UInt8
+        /// Bytes of the header itself: 2, 4 or 10.
+        var size: Int
+        /// Bytes of the payload.
+        var length: Int
+
+        var isControl: Bool { self.opcode & 0x08 != 0 }
+    }
+
     private let callbacks: Callbacks
     private let maxMessageSize: Int
     /// The negotiated permessage-deflate contexts (nil: not negotiated; RSV1 is then an error).
     private let deflate: PerMessageDeflate?
-    /// A `TextStreamValidator` in front checks uncompressed text as it arrives: not again here.
-    private let textCheckedUpstream: Bool
-    /// The message being reassembled: its kind, its bytes so far, and whether it is compressed.
+    /// A frame cut by the end of a read: its bytes so far (header included).
+    private var partial: ByteBuffer?
+    /// Payload bytes of the frame in `partial` the UTF-8 check has seen.
+    private var partialChecked = 0
+    /// The fragmented message being reassembled: its kind, its bytes so far, whether compressed.
     private var pending: (kind: UpstreamMessage.Kind, data: ByteBuffer, compressed: Bool)?
-    /// UTF-8 state of the uncompressed text message being reassembled: bad bytes fail the
-    /// fragment that carries them.
+    /// An uncompressed text message is in progress: its frames' bytes go through `utf8`.
+    private var checkingText = false
     private var utf8 = UTF8Validator()
     private var failed = false
     private var allocator = ByteBufferAllocator()
-    /// After the server's close frame, data frames are ignored (RFC 6455 §5.5.1).
+    /// After the server's close frame, the rest of the stream is ignored (RFC 6455 §5.5.1).
     private var closeReceived = false
 
-    init(callbacks: Callbacks, maxMessageSize: Int, textCheckedUpstream: Bool = false, deflate: PerMessageDeflate? = nil) {
+    init(callbacks: Callbacks, maxMessageSize: Int, deflate: PerMessageDeflate? = nil) {
         self.callbacks = callbacks
         self.maxMessageSize = maxMessageSize
-        self.textCheckedUpstream = textCheckedUpstream
         self.deflate = deflate
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !self.failed else { return }
-        let frame = Self.unwrapInboundIn(data)
+        // After the server's close frame, nothing more is read (RFC 6455 §5.5.1).
+        guard !self.failed, !self.closeReceived else { return }
+        var input = Self.unwrapInboundIn(data)
         do {
-            try self.handle(frame)
+            if self.partial != nil {
+                guard try self.continuePartial(&input) else { return }
+            }
+            while input.readableBytes > 0, !self.closeReceived {
+                guard let header = try Self.header(input.readableBytesView) else {
+                    self.keepPartial(input, header: nil)
+                    return
+                }
+                try self.check(header)
+                guard input.readableBytes >= header.size + header.length else {
+                    // Text is checked as far as it came: a bad byte fails now.
+                    self.partialChecked = try self.checkText(
+                        header, input.getSlice(at: input.readerIndex + header.size, length: input.readableBytes - header.size)!)
+                    self.keepPartial(input, header: header)
+                    return
+                }
+                input.moveReaderIndex(forwardBy: header.size)
+                let payload = input.readSlice(length: header.length)!
+                try self.handle(header, payload, checked: 0)
+            }
         } catch {
-            self.failed = true
-            self.pending = nil
-            self.callbacks.error(error)
+            self.fail(error)
         }
     }
 
-    private func handle(_ frame: WebSocketFrame) throws {
-        if frame.rsv2 || frame.rsv3 {
-            throw UpstreamProtocolError.violation("reserved bits RSV2/RSV3 set")
+    /// Keeps the incomplete frame at the end of a read, in a buffer of its own (sized for the
+    /// whole frame once its header is known: at most `upstream.max_message_size` and 14 bytes).
+    private func keepPartial(_ input: ByteBuffer, header: Header?) {
+        var copy = self.allocator.buffer(capacity: header.map { $0.size + $0.length } ?? 14)
+        copy.writeImmutableBuffer(input)
+        self.partial = copy
+        if header == nil { self.partialChecked = 0 }
+    }
+
+    /// Adds the read's first bytes to the frame in `partial`. True when that frame is complete
+    /// (and handled), with `input` left at the next frame.
+    private func continuePartial(_ input: inout ByteBuffer) throws -> Bool {
+        var partial = self.partial!
+        self.partial = nil
+        var header = try Self.header(partial.readableBytesView)
+        // The header itself was cut: its bytes one at a time (at most 13), then its rules.
+        while header == nil, let byte = input.readInteger(as: UInt8.self) {
+            partial.writeInteger(byte)
+            header = try Self.header(partial.readableBytesView)
+            if let header {
+                try self.check(header)
+                self.partialChecked = 0
+            }
         }
-        switch frame.opcode {
-        case .text, .binary:
-            if frame.rsv1 && self.deflate == nil {
+        guard let frame = header else {
+            self.partial = partial
+            return false
+        }
+        let missing = frame.size + frame.length - partial.readableBytes
+        var more = input.readSlice(length: min(missing, input.readableBytes))!
+        partial.writeBuffer(&more)
+        let payload = partial.getSlice(at: partial.readerIndex + frame.size, length: partial.readableBytes - frame.size)!
+        guard payload.readableBytes == frame.length else {
+            // Still not whole: check the text that came, and wait for more.
+            self.partialChecked = try self.checkText(frame, payload, from: self.partialChecked)
+            self.partial = partial
+            return false
+        }
+        let checked = self.partialChecked
+        self.partialChecked = 0
+        try self.handle(frame, payload, checked: checked)
+        return true
+    }
+
+    /// A frame's header, once all its bytes are in `bytes`; nil before.
+    static func header(_ bytes: ByteBufferView) throws -> Header? {
+        guard bytes.count >= 2 else { return nil }
+        let start = bytes.startIndex
+        let first = bytes[start]
+        let second = bytes[start + 1]
+        guard second & 0x80 == 0 else {
+            throw UpstreamProtocolError.violation("a masked frame (a server must not mask its frames, RFC 6455 §5.1)")
+        }
+        var size = 2
+        var length = Int(second & 0x7F)
+        if length >= 126 {
+            let extra = length == 126 ? 2 : 8
+            guard bytes.count >= 2 + extra else { return nil }
+            var value: UInt64 = 0
+            for i in 0..<extra { value = value << 8 | UInt64(bytes[start + 2 + i]) }
+            if value > UInt64(Int.max) {
+                throw UpstreamProtocolError.violation("a frame length with its most significant bit set")
+            }
+            size += extra
+            length = Int(value)
+        }
+        if first & 0x30 != 0 { throw UpstreamProtocolError.violation("reserved bits RSV2/RSV3 set") }
+        return Header(fin: first & 0x80 != 0, rsv1: first & 0x40 != 0, opcode: first & 0x0F, size: size, length: length)
+    }
+
+    /// The rules a frame's header can be held to before its payload is read.
+    private func check(_ header: Header) throws {
+        switch header.opcode {
+        case 0x1, 0x2:
+            if header.rsv1 && self.deflate == nil {
                 throw UpstreamProtocolError.violation("RSV1 set but permessage-deflate was not negotiated")
             }
             guard self.pending == nil else {
                 throw UpstreamProtocolError.violation("a new message started before the previous one ended")
             }
-            let kind: UpstreamMessage.Kind = frame.opcode == .text ? .text : .binary
-            if self.closeReceived { return }
-            let compressed = frame.rsv1
-            if frame.fin {
-                try self.deliver(kind, frame.unmaskedData, compressed: compressed, validated: self.textCheckedUpstream)
-            } else {
-                // A message's bytes so far, compressed or not, are bounded as they arrive.
-                try self.checkSize(frame.length)
-                let data = frame.unmaskedData
-                if kind == .text && !compressed && !self.textCheckedUpstream {
-                    self.utf8 = UTF8Validator()
-                    try self.validate(data, complete: false)
-                }
-                self.pending = (kind, data, compressed)
-            }
-        case .continuation:
-            if frame.rsv1 { throw UpstreamProtocolError.violation("RSV1 set on a continuation frame") }
-            guard var pending = self.pending else {
+            try self.checkSize(header.length)
+            self.checkingText = header.opcode == 0x1 && !header.rsv1
+            if self.checkingText { self.utf8 = UTF8Validator() }
+        case 0x0:
+            if header.rsv1 { throw UpstreamProtocolError.violation("RSV1 set on a continuation frame") }
+            guard let pending = self.pending else {
                 throw UpstreamProtocolError.violation("continuation frame without a message to continue")
             }
-            self.pending = nil
-            try self.checkSize(pending.data.readableBytes + frame.length)
-            var more = frame.unmaskedData
-            if pending.kind == .text && !pending.compressed && !self.textCheckedUpstream {
-                try self.validate(more, complete: frame.fin)
+            try self.checkSize(pending.data.readableBytes + header.length)
+        case 0x8, 0x9, 0xA:
+            if header.rsv1 { throw UpstreamProtocolError.violation("RSV1 set on a control frame") }
+            if !header.fin { throw UpstreamProtocolError.violation("fragmented control frame") }
+            if header.length > 125 {
+                throw UpstreamProtocolError.violation("a control frame of \(header.length) bytes (at most 125, RFC 6455 §5.5)")
             }
-            pending.data.writeBuffer(&more)
-            if frame.fin {
-                try self.deliver(pending.kind, pending.data, compressed: pending.compressed, validated: true)
-            } else {
-                self.pending = pending
-            }
-        case .ping, .pong, .connectionClose:
-            if frame.rsv1 { throw UpstreamProtocolError.violation("RSV1 set on a control frame") }
-            if !frame.fin { throw UpstreamProtocolError.violation("fragmented control frame") }
-            if frame.opcode == .connectionClose {
-                try Self.validateClose(frame.unmaskedData)
-                self.closeReceived = true
-            }
-            self.callbacks.control(frame)
         default:
-            throw UpstreamProtocolError.violation("unknown opcode \(frame.opcode)")
+            throw UpstreamProtocolError.violation("unknown opcode \(header.opcode)")
+        }
+    }
+
+    /// Feeds the text payload bytes after `from` to the UTF-8 check (when the frame belongs to
+    /// an uncompressed text message); returns how many bytes it has now seen.
+    private func checkText(_ header: Header, _ payload: ByteBuffer, from: Int = 0) throws -> Int {
+        guard !header.isControl, self.checkingText, payload.readableBytes > from else { return payload.readableBytes }
+        let ok = payload.withUnsafeReadableBytes { self.utf8.feed(UnsafeRawBufferPointer(rebasing: $0[from...])) }
+        guard ok else { throw UpstreamProtocolError.invalidUTF8 }
+        return payload.readableBytes
+    }
+
+    /// A whole frame; `checked`: its leading payload bytes the UTF-8 check has seen already.
+    private func handle(_ header: Header, _ payload: ByteBuffer, checked: Int) throws {
+        if header.isControl {
+            if header.opcode == 0x8 {
+                try Self.validateClose(payload)
+                self.closeReceived = true
+                self.pending = nil
+            }
+            let opcode: WebSocketOpcode = header.opcode == 0x8 ? .connectionClose : header.opcode == 0x9 ? .ping : .pong
+            self.callbacks.control(WebSocketFrame(fin: true, opcode: opcode, data: payload))
+            return
+        }
+        _ = try self.checkText(header, payload, from: checked)
+        if header.fin && self.checkingText && !self.utf8.isComplete { throw UpstreamProtocolError.invalidUTF8 }
+        if header.opcode != 0x0 {
+            let kind: UpstreamMessage.Kind = header.opcode == 0x1 ? .text : .binary
+            if header.fin {
+                try self.deliver(kind, payload, compressed: header.rsv1)
+            } else {
+                var data = self.allocator.buffer(capacity: payload.readableBytes)
+                data.writeImmutableBuffer(payload)
+                self.pending = (kind, data, header.rsv1)
+            }
+            return
+        }
+        var pending = self.pending!
+        self.pending = nil
+        pending.data.writeImmutableBuffer(payload)
+        if header.fin {
+            try self.deliver(pending.kind, pending.data, compressed: pending.compressed)
+        } else {
+            self.pending = pending
         }
     }
 
@@ -137,33 +266,36 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         if size > self.maxMessageSize { throw UpstreamProtocolError.tooLarge(self.maxMessageSize) }
     }
 
-    /// `validated`: an uncompressed text message whose bytes were checked as they came. A
-    /// compressed one is inflated (bounded by `upstream.max_message_size`) and checked whole.
-    private func deliver(_ kind: UpstreamMessage.Kind, _ payload: ByteBuffer, compressed: Bool, validated: Bool) throws {
-        var payload = payload
-        if compressed, let deflate = self.deflate {
-            do {
-                payload = try deflate.decompress(payload, limit: self.maxMessageSize, allocator: self.allocator)
-            } catch PerMessageDeflate.Failure.tooLarge {
-                throw UpstreamProtocolError.tooLarge(self.maxMessageSize)
-            } catch {
-                throw UpstreamProtocolError(closeCode: .dataInconsistentWithMessage, description: "\(error)")
-            }
+    /// Uncompressed text was checked as it came. A compressed message is inflated (bounded by
+    /// `upstream.max_message_size`), and checked whole if it is text.
+    private func deliver(_ kind: UpstreamMessage.Kind, _ payload: ByteBuffer, compressed: Bool) throws {
+        self.checkingText = false
+        guard compressed, let deflate = self.deflate else {
+            self.callbacks.message(kind, payload)
+            return
         }
-        try self.checkSize(payload.readableBytes)
-        if kind == .text && (compressed || !validated) {
-            self.utf8 = UTF8Validator()
-            try self.validate(payload, complete: true)
+        let inflated: ByteBuffer
+        do {
+            inflated = try deflate.decompress(payload, limit: self.maxMessageSize, allocator: self.allocator)
+        } catch PerMessageDeflate.Failure.tooLarge {
+            throw UpstreamProtocolError.tooLarge(self.maxMessageSize)
+        } catch {
+            throw UpstreamProtocolError(closeCode: .dataInconsistentWithMessage, description: "\(error)")
         }
-        self.callbacks.message(kind, payload)
+        try self.checkSize(inflated.readableBytes)
+        if kind == .text {
+            var utf8 = UTF8Validator()
+            let ok = inflated.withUnsafeReadableBytes { utf8.feed($0) } && utf8.isComplete
+            guard ok else { throw UpstreamProtocolError.invalidUTF8 }
+        }
+        self.callbacks.message(kind, inflated)
     }
 
-    /// Feeds a fragment of an uncompressed text message to the running UTF-8 check.
-    private func validate(_ data: ByteBuffer, complete: Bool) throws {
-        let ok = data.withUnsafeReadableBytes { self.utf8.feed($0) }
-        guard ok, !complete || self.utf8.isComplete else {
-            throw UpstreamProtocolError.invalidUTF8
-        }
+    private func fail(_ error: any Error) {
+        self.failed = true
+        self.pending = nil
+        self.partial = nil
+        self.callbacks.error(error)
     }
 
     /// Close codes a peer may send: those NIO names (1000-1003, 1007-1011), the registered

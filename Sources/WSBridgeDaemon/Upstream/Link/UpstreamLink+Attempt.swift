@@ -53,8 +53,6 @@ extension UpstreamLink {
                     readComplete: { bound.value.readComplete() }
                 ),
                 maxMessageSize: maxMessageSize,
-                // The connector puts a TextStreamValidator in front of the frame decoder.
-                textCheckedUpstream: true,
                 deflate: deflate
             )
         }

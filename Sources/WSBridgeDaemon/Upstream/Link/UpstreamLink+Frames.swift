@@ -68,19 +68,12 @@ extension UpstreamLink {
         case let e as UpstreamProtocolError:
             description = e.description
             closeCode = e.closeCode
-        case NIOWebSocketError.invalidFrameLength:
-            description = "upstream sent a frame larger than upstream.max_message_size (\(self.configuration.upstream.maxMessageSize) bytes)"
-        case let e as NIOWebSocketError:
-            description = "upstream violated the WebSocket protocol: \(e)"
         default:
             description = UpstreamConnector.describe(error)
         }
         self.logger.warning("upstream error: \(description)")
         self.attempt.failed(AttemptFailure(description: description))
-        if error is NIOWebSocketError {
-            // NIO's WebSocketProtocolErrorHandler already sent the close frame and closes the channel.
-            _ = self.attempt.closeSent()
-        } else if let closeCode, !self.attempt.sentClose && self.phase == .open {
+        if let closeCode, !self.attempt.sentClose && self.phase == .open {
             self.sendClose(code: UInt16(webSocketErrorCode: closeCode), reason: "")
         }
         self.attempt.channel?.close(promise: nil)

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Instructions per message by function, from two callgrind profiles of runs of N and 2N
+messages (`wsbridge-bench cost --profiles DIR`): each function's self cost in the long run
+minus the short one, over N. Start-up and shutdown cancel, as in the benchmark's total.
+
+    scripts/bench/cost-diff.py DIR/callgrind.wsbridged.1sub.deflate-off.2000.out \
+        DIR/callgrind.wsbridged.1sub.deflate-off.4000.out [--top 40]
+"""
+import argparse
+import re
+import subprocess
+
+
+def self_costs(path):
+    """Self cost of every function, as callgrind_annotate reports it (inclusive off)."""
+    out = subprocess.run(
+        ["callgrind_annotate", "--threshold=100", "--inclusive=no", path],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    costs = {}
+    for line in out.splitlines():
+        m = re.match(r"\s*([\d,]+)\s+\([^)]*\)\s+(.*)$", line)
+        if m and "PROGRAM TOTALS" not in line:
+            name = re.sub(r"\s+\[[^\]]*\]$", "", m.group(2))
+            costs[name] = costs.get(name, 0) + int(m.group(1).replace(",", ""))
+    return costs
+
+
+def demangle(names):
+    try:
+        out = subprocess.run(["swift", "demangle", "--simplified", "--compact"], input="\n".join(names),
+                             check=True, capture_output=True, text=True).stdout.splitlines()
+        return out if len(out) == len(names) else names
+    except (OSError, subprocess.CalledProcessError):
+        return names
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("short")
+    parser.add_argument("long")
+    parser.add_argument("--top", type=int, default=40)
+    args = parser.parse_args()
+    n = [int(re.search(r"\.(\d+)\.out$", p).group(1)) for p in (args.short, args.long)]
+    messages = n[1] - n[0]
+    short, long = self_costs(args.short), self_costs(args.long)
+    rows = sorted(((long.get(k, 0) - short.get(k, 0)) / messages, k) for k in set(short) | set(long))
+    rows.reverse()
+    total = sum(c for c, _ in rows)
+    top = rows[: args.top]
+    names = demangle([k.split(":", 1)[-1] for _, k in top])
+    print(f"{total:,.0f} instructions per message ({messages} messages between the runs)")
+    for (cost, _), name in zip(top, names):
+        print(f"{cost:9,.1f}  {name[:150]}")
+
+
+if __name__ == "__main__":
+    main()
