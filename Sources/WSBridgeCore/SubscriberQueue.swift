@@ -167,6 +167,30 @@ public struct SubscriberQueue<Line> {
         return .line(self.messageLines.removeFirst())
     }
 
+    /// Takes the messages that come next, oldest first, as long as no reply, notice or `dropped`
+    /// notice comes before them and their bytes stay within `maxBytes`: `body` gets each line,
+    /// the queue drops them all at once. Returns how many. The fast path of a subscriber's
+    /// writes: no per-message comparison with the control lines.
+    @inlinable
+    @discardableResult
+    public mutating func takeMessages(maxBytes: Int, _ body: (Line) -> Void) -> Int {
+        guard self.pendingDrop == nil else { return 0 }
+        let before = self.controlMeta.first?.order ?? .max
+        var count = 0
+        var bytes = 0
+        for meta in self.messageMeta {
+            guard meta.order < before, bytes + meta.bytes <= maxBytes else { break }
+            count += 1
+            bytes += meta.bytes
+        }
+        guard count > 0 else { return 0 }
+        for i in 0..<count { body(self.messageLines[i]) }
+        self.messageMeta.removeFirst(count)
+        self.messageLines.removeFirst(count)
+        self._messageBytes -= bytes
+        return count
+    }
+
     /// Forgets everything queued (the client is gone).
     @inlinable
     public mutating func removeAll() {

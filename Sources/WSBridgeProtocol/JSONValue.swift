@@ -208,7 +208,8 @@ public enum JSONWriter {
                 if mask.control != 0 {
                     for j in i..<(i + 8) { n &+= Int(extra[Int(base.load(fromByteOffset: j, as: UInt8.self))]) }
                 } else {
-                    n &+= mask.all.nonzeroBitCount
+                    // One flag per byte, summed into the top byte by a multiply.
+                    n &+= Int(((mask.all >> 7) &* 0x0101_0101_0101_0101) >> 56)
                 }
                 i += 8
             }
@@ -222,41 +223,38 @@ public enum JSONWriter {
 
     /// Writes `bytes` (valid UTF-8) as a JSON string into `out`, which holds at least
     /// `escapedCount(utf8:)` bytes; returns the bytes written. The hot path's form of
-    /// `writeString`: one pass, eight bytes per step, going straight to the bytes to escape;
-    /// each plain run is copied once.
+    /// `writeString`, eight bytes per step: a word with nothing to escape is stored whole (it
+    /// fills exactly its eight bytes of the output); a word with escapes goes byte by byte.
     public static func writeEscaped(utf8 bytes: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) -> Int {
         guard let dst = out.baseAddress else { return 0 }
         dst.storeBytes(of: UInt8(ascii: "\""), toByteOffset: 0, as: UInt8.self)
         var o = 1
         if let src = bytes.baseAddress {
-            let count = bytes.count
-            var runStart = 0
-            func escape(at: Int) {
-                if runStart < at {
-                    (dst + o).copyMemory(from: src + runStart, byteCount: at - runStart)
-                    o += at - runStart
-                }
-                runStart = at + 1
-                o += Self.writeEscape(src.load(fromByteOffset: at, as: UInt8.self), into: dst + o)
-            }
-            var i = 0
-            while i + 8 <= count {
-                var mask = Self.escapeMask(UInt64(littleEndian: src.loadUnaligned(fromByteOffset: i, as: UInt64.self))).all
-                while mask != 0 {
-                    escape(at: i + mask.trailingZeroBitCount >> 3)
-                    mask &= mask &- 1
-                }
-                i += 8
-            }
             Self.escapeExtra.withUnsafeBufferPointer { extra in
-                while i < count {
-                    if extra[Int(src.load(fromByteOffset: i, as: UInt8.self))] != 0 { escape(at: i) }
-                    i += 1
+                let count = bytes.count
+                func bytewise(_ range: Range<Int>) {
+                    for j in range {
+                        let c = src.load(fromByteOffset: j, as: UInt8.self)
+                        if extra[Int(c)] == 0 {
+                            dst.storeBytes(of: c, toByteOffset: o, as: UInt8.self)
+                            o += 1
+                        } else {
+                            o += Self.writeEscape(c, into: dst + o)
+                        }
+                    }
                 }
-            }
-            if runStart < count {
-                (dst + o).copyMemory(from: src + runStart, byteCount: count - runStart)
-                o += count - runStart
+                var i = 0
+                while i + 8 <= count {
+                    let word = src.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+                    if Self.escapeMask(UInt64(littleEndian: word)).all == 0 {
+                        dst.storeBytes(of: word, toByteOffset: o, as: UInt64.self)
+                        o += 8
+                    } else {
+                        bytewise(i..<(i + 8))
+                    }
+                    i += 8
+                }
+                bytewise(i..<count)
             }
         }
         dst.storeBytes(of: UInt8(ascii: "\""), toByteOffset: o, as: UInt8.self)
@@ -286,8 +284,11 @@ public enum JSONWriter {
         return 2
     }
 
+    /// "00" to "99": two digits per division when writing integers.
+    private static let digitPairs: [UInt8] = (0..<100).flatMap { [UInt8(ascii: "0") + UInt8($0 / 10), UInt8(ascii: "0") + UInt8($0 % 10)] }
+
     /// Writes an unsigned integer's decimal digits into `out` (at least 20 bytes); returns how
-    /// many. Two digits per division, written in place from the end.
+    /// many. Two digits per division, from a table, written in place from the end.
     public static func writeDigits(_ value: UInt64, into out: UnsafeMutableRawBufferPointer) -> Int {
         var n = 1
         var power: UInt64 = 10
@@ -296,22 +297,24 @@ public enum JSONWriter {
             power &*= 10
         }
         let dst = out.baseAddress!
-        var v = value
-        var i = n
-        while v >= 100 {
-            let pair = v % 100
-            v /= 100
-            i -= 2
-            dst.storeBytes(of: UInt8(ascii: "0") &+ UInt8(pair / 10), toByteOffset: i, as: UInt8.self)
-            dst.storeBytes(of: UInt8(ascii: "0") &+ UInt8(pair % 10), toByteOffset: i + 1, as: UInt8.self)
+        return Self.digitPairs.withUnsafeBufferPointer { pairs in
+            var v = value
+            var i = n
+            while v >= 100 {
+                let pair = Int(v % 100) &* 2
+                v /= 100
+                i -= 2
+                dst.storeBytes(of: pairs[pair], toByteOffset: i, as: UInt8.self)
+                dst.storeBytes(of: pairs[pair + 1], toByteOffset: i + 1, as: UInt8.self)
+            }
+            if v >= 10 {
+                dst.storeBytes(of: pairs[Int(v) &* 2], toByteOffset: 0, as: UInt8.self)
+                dst.storeBytes(of: pairs[Int(v) &* 2 + 1], toByteOffset: 1, as: UInt8.self)
+            } else {
+                dst.storeBytes(of: UInt8(ascii: "0") &+ UInt8(v), toByteOffset: 0, as: UInt8.self)
+            }
+            return n
         }
-        if v >= 10 {
-            dst.storeBytes(of: UInt8(ascii: "0") &+ UInt8(v / 10), toByteOffset: 0, as: UInt8.self)
-            dst.storeBytes(of: UInt8(ascii: "0") &+ UInt8(v % 10), toByteOffset: 1, as: UInt8.self)
-        } else {
-            dst.storeBytes(of: UInt8(ascii: "0") &+ UInt8(v), toByteOffset: 0, as: UInt8.self)
-        }
-        return n
     }
 
     public static func writeInteger(_ i: some BinaryInteger, into out: inout [UInt8]) {

@@ -32,6 +32,29 @@ import WSBridgeCore
         #expect(q.messageBytes == 0 && q.controlBytes == 0)
     }
 
+    /// The writers' fast path takes runs of messages, and stops at a reply, at a `dropped`
+    /// notice and at the byte bound; mixed with `next()` the order is still the arrival order.
+    @Test func runsOfMessagesStopAtRepliesNoticesAndTheByteBound() {
+        var q = Queue(limits: .init(messages: 5, bytes: 1000))
+        q.appendMessage("m1", bytes: 2, seq: 1)
+        q.appendMessage("m2", bytes: 2, seq: 2)
+        q.appendControl("r1", bytes: 2)
+        q.appendMessage("m3", bytes: 2, seq: 3)
+        var taken: [String] = []
+        var out: [String] = []
+        func take(_ maxBytes: Int) -> Int { q.takeMessages(maxBytes: maxBytes) { taken.append($0) } }
+        #expect(take(3) == 1 && taken == ["m1"])  // the byte bound
+        #expect(take(100) == 1 && taken == ["m1", "m2"])  // the reply comes next
+        #expect(take(100) == 0)
+        out = Self.drain(&q)
+        #expect(out == ["r1", "m3"])
+        for seq in 4...10 { q.appendMessage("m\(seq)", bytes: 2, seq: UInt64(seq)) }  // 4 and 5 dropped
+        #expect(take(100) == 0)  // the notice comes first
+        #expect(q.next() == .dropped(.init(count: 2, from: 4, to: 5)))
+        #expect(take(100) == 5 && taken.suffix(5) == ["m6", "m7", "m8", "m9", "m10"])
+        #expect(q.isEmpty && q.messageBytes == 0)
+    }
+
     @Test func overflowDropsTheOldestMessagesAndKeepsReplies() {
         var q = Queue(limits: .init(messages: 3, bytes: 1000))
         q.appendMessage("m1", bytes: 2, seq: 1)

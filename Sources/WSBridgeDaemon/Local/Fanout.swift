@@ -114,11 +114,16 @@ final class Fanout: UpstreamEventSink {
             allocator: self.allocator
         )
         self.ring.append(seq: seq, line: line)
-        for client in self.subscribers {
-            if let filter = client.filter {
-                guard let parsed, filter.matches(parsed) else { continue }
+        if self.filtered == 0 {
+            // The common case: no subscriber filters, nothing to look at but the queue.
+            for client in self.subscribers { client.deliver(line, seq: seq) }
+        } else {
+            for client in self.subscribers {
+                if let filter = client.filter {
+                    guard let parsed, filter.matches(parsed) else { continue }
+                }
+                client.deliver(line, seq: seq)
             }
-            client.deliver(line, seq: seq)
         }
         if !self.pending.isEmpty, let parsed {
             for entry in self.pending.takeMatches(parsed) {

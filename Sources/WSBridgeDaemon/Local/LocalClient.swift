@@ -228,23 +228,39 @@ final class LocalClient: ChannelDuplexHandler {
     private static let batchBytes = 64 * 1024
 
     /// Writes queued lines while the socket takes them, then flushes once. Consecutive small
-    /// lines go out as one buffer (up to 64 KiB): one pipeline write per batch, not per message.
+    /// lines go out as one buffer (up to 64 KiB): one pipeline write per batch, not per message,
+    /// and the messages are taken from the queue in runs. A line of 64 KiB or more, or the
+    /// only one queued, goes out as it is (the buffer shared with the other subscribers).
     private func drain() {
         guard let context = self.context else { return }
         var wrote = false
-        while context.channel.isWritable, let first = self.queue.next() {
-            let line = self.buffer(first, context)
-            var batch: ByteBuffer?
-            while (batch?.readableBytes ?? line.readableBytes) < Self.batchBytes, let size = self.queue.nextSize, size < Self.batchBytes {
-                if batch == nil {
-                    let pending = self.queue.messageBytes + self.queue.controlBytes
-                    batch = context.channel.allocator.buffer(capacity: min(Self.batchBytes + 4096, line.readableBytes + pending))
-                    batch!.writeImmutableBuffer(line)
-                }
-                batch!.writeImmutableBuffer(self.buffer(self.queue.next()!, context))
-            }
-            context.write(Self.wrapOutboundOut(batch ?? line), promise: nil)
+        while context.channel.isWritable, let size = self.queue.nextSize {
             wrote = true
+            if size >= Self.batchBytes || (size > 0 && self.queue.messageCount + self.queue.controlCount == 1) {
+                context.write(Self.wrapOutboundOut(self.buffer(self.queue.next()!, context)), promise: nil)
+                continue
+            }
+            let pending = self.queue.messageBytes + self.queue.controlBytes
+            var batch = context.channel.allocator.buffer(capacity: min(Self.batchBytes, pending + 256))
+            while batch.readableBytes < Self.batchBytes {
+                let room = Self.batchBytes - batch.readableBytes
+                // A run of messages copied straight into the batch: one capacity check for all.
+                let took = batch.writeWithUnsafeMutableBytes(minimumWritableBytes: room) { dst in
+                    var o = 0
+                    self.queue.takeMessages(maxBytes: room) { line in
+                        line.withUnsafeReadableBytes { src in
+                            guard let from = src.baseAddress else { return }
+                            (dst.baseAddress! + o).copyMemory(from: from, byteCount: src.count)
+                            o += src.count
+                        }
+                    }
+                    return o
+                }
+                if took > 0 { continue }
+                guard let next = self.queue.nextSize, next < room else { break }
+                batch.writeImmutableBuffer(self.buffer(self.queue.next()!, context))
+            }
+            context.write(Self.wrapOutboundOut(batch), promise: nil)
         }
         if wrote { context.flush() }
         self.resumeIfDrained(context)

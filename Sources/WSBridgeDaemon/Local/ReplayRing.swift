@@ -25,9 +25,9 @@ struct ReplayRing {
 
     /// Drops the oldest lines until both bounds hold (also after a reload lowered them).
     mutating func trim() {
-        while let oldest = self.entries.first, self.entries.count > self.maxMessages || self.bytes > self.maxBytes {
-            self.bytes -= oldest.line.readableBytes
-            self.entries.removeFirst()
+        // The bounds are checked before an entry is touched: no copy of a line per message.
+        while !self.entries.isEmpty, self.entries.count > self.maxMessages || self.bytes > self.maxBytes {
+            self.bytes -= self.entries.removeFirst().line.readableBytes
         }
     }
 }
