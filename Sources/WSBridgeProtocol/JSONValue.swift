@@ -225,6 +225,8 @@ public enum JSONWriter {
     /// `escapedCount(utf8:)` bytes; returns the bytes written. The hot path's form of
     /// `writeString`, eight bytes per step: a word with nothing to escape is stored whole (it
     /// fills exactly its eight bytes of the output); a word with escapes goes byte by byte.
+    /// (A store per plain stretch, going from escape to escape by the mask, measured no faster
+    /// on JSON payloads, whose quotes are a few bytes apart.)
     public static func writeEscaped(utf8 bytes: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) -> Int {
         guard let dst = out.baseAddress else { return 0 }
         dst.storeBytes(of: UInt8(ascii: "\""), toByteOffset: 0, as: UInt8.self)

@@ -67,10 +67,12 @@ import WSBridgeProtocol
             bytes.withUnsafeBytes { JSONWriter.writeString(utf8: $0, into: &viaWriter) }
             #expect(viaWriter == expected)
             let count = bytes.withUnsafeBytes { JSONWriter.escapedCount(utf8: $0) }
-            var out = [UInt8](repeating: 0, count: count)
-            let written = bytes.withUnsafeBytes { input in out.withUnsafeMutableBytes { JSONWriter.writeEscaped(utf8: input, into: $0) } }
-            #expect(written == count)
-            #expect(out == expected, "\(bytes)")
+            for spare in [0, 64] {
+                var out = [UInt8](repeating: 0xEE, count: count + spare)
+                let written = bytes.withUnsafeBytes { input in out.withUnsafeMutableBytes { JSONWriter.writeEscaped(utf8: input, into: $0) } }
+                #expect(written == count)
+                #expect(Array(out.prefix(count)) == expected, "\(bytes), \(spare) spare")
+            }
         }
     }
 
@@ -78,15 +80,20 @@ import WSBridgeProtocol
     /// that differ from `"`, `\\` and the control characters only in their high bit.
     @Test func everyPlaceOfAnEscapeInPlainRunsIsFound() {
         let plain = Array("ab\u{A2}\u{DC}é€".utf8) + [0xA2, 0xDC, 0x80, 0x9F, 0xA0, 0xFF]  // UTF-8 and bytes ≥ 0x80
-        for escape: UInt8 in [0x22, 0x5C, 0x0A, 0x00, 0x1F] {
+        for escape: UInt8 in [0x22, 0x5C, 0x0A, 0x00, 0x1F, 0x7F] {
             for length in [7, 8, 9, 16, 23, 40] {
                 for place in 0..<length {
                     var bytes = (0..<length).map { plain[$0 % plain.count] }
                     bytes[place] = escape
                     let count = bytes.withUnsafeBytes { JSONWriter.escapedCount(utf8: $0) }
-                    var out = [UInt8](repeating: 0, count: count)
-                    let written = bytes.withUnsafeBytes { input in out.withUnsafeMutableBytes { JSONWriter.writeEscaped(utf8: input, into: $0) } }
-                    #expect(written == count && out == Self.reference(bytes), "escape \(escape) at \(place) of \(length)")
+                    // Exactly the room it needs (byte by byte near the end), and room to spare
+                    // (word stores all through): the same output, nothing written past it.
+                    for spare in [0, 64] {
+                        var out = [UInt8](repeating: 0xEE, count: count + spare)
+                        let written = bytes.withUnsafeBytes { input in out.withUnsafeMutableBytes { JSONWriter.writeEscaped(utf8: input, into: $0) } }
+                        #expect(
+                            written == count && Array(out.prefix(count)) == Self.reference(bytes), "escape \(escape) at \(place) of \(length), \(spare) spare")
+                    }
                 }
             }
         }

@@ -23,6 +23,8 @@ final class Fanout: UpstreamEventSink {
     let stream: String = Fanout.newStreamID()
     private(set) var drops: UInt64 = 0
     private var ring: ReplayRing
+    /// The digits of the last message's receive time (the messages of one read share it).
+    private var tsDigits = TimestampDigits()
     var pending = PendingRequests()
 
     init(configuration: Configuration.Local, status: SystemdStatus, metrics: DaemonMetrics = DaemonMetrics()) {
@@ -111,7 +113,8 @@ final class Fanout: UpstreamEventSink {
             message,
             inlineJSON: self.configuration.inlineJSON,
             parsed: parsed,
-            allocator: self.allocator
+            allocator: self.allocator,
+            ts: &self.tsDigits
         )
         self.ring.append(seq: seq, line: line)
         if self.filtered == 0 {

@@ -10,6 +10,15 @@ enum MessageLineEncoder {
     /// Sized exactly before it is written (the escaped length is counted first): one allocation,
     /// one pass over the payload, no closure per run.
     static func message(seq: UInt64, _ message: UpstreamMessage, inlineJSON: Bool, parsed: JSONValue?, allocator: ByteBufferAllocator) -> ByteBuffer {
+        var ts = TimestampDigits()
+        return Self.message(seq: seq, message, inlineJSON: inlineJSON, parsed: parsed, allocator: allocator, ts: &ts)
+    }
+
+    /// `ts`: the digits of the last receive time, kept by the caller (the messages of one socket
+    /// read share their receive time: it is written out once).
+    static func message(
+        seq: UInt64, _ message: UpstreamMessage, inlineJSON: Bool, parsed: JSONValue?, allocator: ByteBufferAllocator, ts: inout TimestampDigits
+    ) -> ByteBuffer {
         var inline: [UInt8]?
         if message.kind == .text, inlineJSON, let parsed {
             var json: [UInt8] = []
@@ -34,7 +43,7 @@ enum MessageLineEncoder {
                     put(MessageLine.head)
                     o += JSONWriter.writeDigits(seq, into: UnsafeMutableRawBufferPointer(rebasing: dst[o...]))
                     put(MessageLine.tsKey)
-                    o += JSONWriter.writeDigits(UInt64(max(0, message.receivedAtMillis)), into: UnsafeMutableRawBufferPointer(rebasing: dst[o...]))
+                    o += ts.write(UInt64(max(0, message.receivedAtMillis)), into: UnsafeMutableRawBufferPointer(rebasing: dst[o...]))
                     put(MessageLine.textData)
                     o += JSONWriter.writeEscaped(utf8: payload, into: UnsafeMutableRawBufferPointer(rebasing: dst[o...]))
                     put(MessageLine.tail)
@@ -72,6 +81,25 @@ enum MessageLineEncoder {
         var buffer = allocator.buffer(capacity: out.count)
         buffer.writeBytes(out)
         return buffer
+    }
+}
+
+/// The decimal digits of the last timestamp written, so that the messages of one socket read
+/// (which share their receive time) do not each divide it out again.
+struct TimestampDigits {
+    private var value: UInt64 = .max
+    private var count = 0
+    private var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+
+    /// Writes `value`'s digits into `out` (at least 20 bytes); returns how many.
+    mutating func write(_ value: UInt64, into out: UnsafeMutableRawBufferPointer) -> Int {
+        if value != self.value {
+            self.value = value
+            self.count = withUnsafeMutableBytes(of: &self.digits) { JSONWriter.writeDigits(value, into: $0) }
+        }
+        let count = self.count
+        withUnsafeBytes(of: &self.digits) { out.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: count) }
+        return count
     }
 }
 
