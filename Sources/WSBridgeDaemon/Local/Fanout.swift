@@ -5,8 +5,14 @@ import WSBridgeProtocol
 
 /// Every connected client, the message sequence, the replay ring and the waiting `request`s:
 /// receives the link's events and fans each upstream message out to the subscribers. Confined
-/// to the link's event loop, so a message reaches every subscriber's queue without a hop, a lock
-/// or a copy: it is encoded once into a buffer all of them share.
+/// to the link's event loop, so a message reaches every subscriber without a hop or a lock.
+///
+/// The lines of the messages one socket read brings are written one after another into one
+/// buffer (`unsent`), and go out when the read is done (`flush`): the whole buffer, as it is, to
+/// every subscriber that is caught up (one write each, the same bytes for all), and line by line
+/// (slices of it, no copy) to the queues of those that are behind and to the replay ring. Anything
+/// else a subscriber is sent (a state line, a reply, a replay) flushes first, so the order of
+/// the lines never changes. A subscriber with a filter gets a copy of each line it matches.
 final class Fanout: UpstreamEventSink {
     private var configuration: Configuration.Local
     private let status: SystemdStatus
@@ -26,11 +32,18 @@ final class Fanout: UpstreamEventSink {
     /// The digits of the last message's receive time (the messages of one read share it).
     private var tsDigits = TimestampDigits()
     var pending = PendingRequests()
+    /// The lines published since the last flush, one after another, and each one's seq and end.
+    private var unsent = ByteBuffer()
+    private var unsentEnds: [(seq: UInt64, end: Int)] = []
+    /// The size of the last flush: the next buffer starts at it (no regrowth for a steady feed).
+    private var lastFlushBytes = 0
+    private let eventLoop: any EventLoop
 
-    init(configuration: Configuration.Local, status: SystemdStatus, metrics: DaemonMetrics = DaemonMetrics()) {
+    init(configuration: Configuration.Local, status: SystemdStatus, metrics: DaemonMetrics = DaemonMetrics(), eventLoop: any EventLoop) {
         self.configuration = configuration
         self.status = status
         self.metrics = metrics
+        self.eventLoop = eventLoop
         self.ring = ReplayRing(maxMessages: configuration.replay, maxBytes: configuration.replayBytes)
     }
 
@@ -47,6 +60,8 @@ final class Fanout: UpstreamEventSink {
     // MARK: - Registry
 
     func insert(_ client: LocalClient) {
+        // A new client counts from the seq its hello shows: what came before goes out first.
+        self.flush()
         self.clients[client.id] = client
         if client.subscribed {
             self.subscribers.append(client)
@@ -63,6 +78,8 @@ final class Fanout: UpstreamEventSink {
 
     /// The one place a client's subscription changes.
     func setSubscription(_ client: LocalClient, subscribed: Bool, filter: Filter?) {
+        // The messages published before the change go out under the old subscription.
+        self.flush()
         if client.subscribed {
             self.subscribers.removeAll { $0 === client }
             if client.filter != nil { self.filtered -= 1 }
@@ -87,6 +104,7 @@ final class Fanout: UpstreamEventSink {
         case .message(let message):
             self.publish(message)
         case .state(let phase, let reason):
+            self.flush()
             let line = StateLine(state: phase, reason: reason, ts: WallClock.millisecondsSinceEpoch())
             let buffer = MessageLineEncoder.line(line.json, allocator: self.allocator)
             for client in self.subscribers {
@@ -100,6 +118,11 @@ final class Fanout: UpstreamEventSink {
         }
     }
 
+    /// The upstream read that brought the last messages is done: they go out.
+    func upstreamLinkReadComplete(_ link: any LinkControl) {
+        self.flush()
+    }
+
     private func publish(_ message: UpstreamMessage) {
         self.seq += 1
         let seq = self.seq
@@ -108,31 +131,55 @@ final class Fanout: UpstreamEventSink {
         if message.kind == .text && (self.configuration.inlineJSON || self.filtered > 0 || !self.pending.isEmpty) {
             parsed = try? JSONValue.parse(message.data.readableBytesView)
         }
-        let line = MessageLineEncoder.message(
-            seq: seq,
-            message,
-            inlineJSON: self.configuration.inlineJSON,
-            parsed: parsed,
-            allocator: self.allocator,
-            ts: &self.tsDigits
-        )
-        self.ring.append(seq: seq, line: line)
-        if self.filtered == 0 {
-            // The common case: no subscriber filters, nothing to look at but the queue.
-            for client in self.subscribers { client.deliver(line, seq: seq) }
-        } else {
+        if self.unsentEnds.isEmpty {
+            self.unsent = self.allocator.buffer(capacity: min(max(self.lastFlushBytes, 1024), Self.maxReuse))
+            // Should no read end come (a message from elsewhere than a socket read), the loop's
+            // next turn sends it.
+            self.eventLoop.assumeIsolated().execute { self.flush() }
+        }
+        let start = self.unsent.writerIndex
+        MessageLineEncoder.write(seq: seq, message, inlineJSON: self.configuration.inlineJSON, parsed: parsed, into: &self.unsent, ts: &self.tsDigits)
+        self.unsentEnds.append((seq, self.unsent.writerIndex))
+        if self.filtered > 0 {
+            // A copy for each subscriber whose filter matches (it holds only some lines: a
+            // slice would keep whole read buffers alive).
+            var copy: ByteBuffer?
             for client in self.subscribers {
-                if let filter = client.filter {
-                    guard let parsed, filter.matches(parsed) else { continue }
-                }
-                client.deliver(line, seq: seq)
+                guard let filter = client.filter, let parsed, filter.matches(parsed) else { continue }
+                if copy == nil { copy = self.unsent.getSlice(at: start, length: self.unsent.writerIndex - start).map { ByteBuffer(buffer: $0) } }
+                client.deliver(copy!, seq: seq)
             }
         }
         if !self.pending.isEmpty, let parsed {
-            for entry in self.pending.takeMatches(parsed) {
+            let matches = self.pending.takeMatches(parsed)
+            if !matches.isEmpty { self.flush() }
+            for entry in matches {
                 let reply = ReplyLine.ok(id: entry.id, RequestResult(seq: seq, payload: parsed).json)
                 entry.client.send(MessageLineEncoder.line(reply.json, allocator: self.allocator))
             }
+        }
+    }
+
+    /// A flush's buffer is kept as it is unless much of it is unused (a read that brought few
+    /// lines): its slices live on in the ring and the queues, so the lines are then moved into
+    /// a buffer of their size. Buffers are not started larger than this.
+    private static let maxReuse = 1 << 20
+
+    /// Sends the lines published since the last flush (see the type's comment).
+    func flush() {
+        guard !self.unsentEnds.isEmpty else { return }
+        var lines = self.unsent
+        self.unsent = ByteBuffer()
+        let ends = self.unsentEnds
+        self.unsentEnds = []
+        self.lastFlushBytes = lines.readableBytes
+        if lines.capacity > 2 * lines.readableBytes + 4096 {
+            lines = self.allocator.buffer(buffer: lines)
+        }
+        let batch = LineBatch(lines: lines, ends: ends)
+        batch.forEach { seq, line in self.ring.append(seq: seq, line: line) }
+        for client in self.subscribers where client.filter == nil {
+            client.deliver(batch)
         }
     }
 
@@ -148,6 +195,7 @@ final class Fanout: UpstreamEventSink {
     /// longer buffered is reported as a `not_buffered` gap; a `since` from an earlier stream as
     /// a `restarted` gap, then this stream from its start (as far as still buffered).
     func replay(to client: LocalClient, since: UInt64, stream: String?) {
+        self.flush()
         var since = since
         let oldest = self.ring.oldestSeq ?? (self.seq + 1)
         if GapLine.isRestart(since: since, stream: stream, current: self.stream, last: self.seq) {
@@ -188,6 +236,21 @@ final class Fanout: UpstreamEventSink {
 
 @available(*, unavailable)
 extension Fanout: Sendable {}
+
+/// The message lines of one flush: one buffer, and each line's seq and end in it.
+struct LineBatch {
+    let lines: ByteBuffer
+    let ends: [(seq: UInt64, end: Int)]
+
+    /// Each line as a slice of the buffer (no copy).
+    func forEach(_ body: (UInt64, ByteBuffer) -> Void) {
+        var start = self.lines.readerIndex
+        for (seq, end) in self.ends {
+            body(seq, self.lines.getSlice(at: start, length: end - start)!)
+            start = end
+        }
+    }
+}
 
 /// A client's subscription: whether it receives upstream messages, and through which filter.
 /// Its setters are private to this file, so only the fan-out changes it (in

@@ -215,6 +215,17 @@ final class LocalClient: ChannelDuplexHandler {
         self.scheduleDrain()
     }
 
+    /// Takes the lines of one flush: a client that is caught up (nothing queued, the socket
+    /// taking more) is written the batch's buffer as it is, the same for every such client;
+    /// one that is behind queues the lines (slices of it), within its bounds.
+    func deliver(_ batch: LineBatch) {
+        if self.queue.isEmpty, !self.closing, let context = self.context, context.channel.isWritable {
+            context.writeAndFlush(Self.wrapOutboundOut(batch.lines), promise: nil)
+            return
+        }
+        batch.forEach { seq, line in self.deliver(line, seq: seq) }
+    }
+
     private func scheduleDrain() {
         guard !self.drainScheduled, let context = self.context else { return }
         self.drainScheduled = true

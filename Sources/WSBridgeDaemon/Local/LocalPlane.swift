@@ -77,6 +77,7 @@ final class LocalPlane {
 
     /// Tells every client the daemon is stopping, flushes what each can take, and closes them.
     func shutdown() -> EventLoopFuture<Void> {
+        self.fanout.flush()
         let line = StateLine(state: .stopped, reason: "wsbridged is stopping", ts: WallClock.millisecondsSinceEpoch())
         let notice = MessageLineEncoder.line(line.json, allocator: self.allocator)
         // The link's own `stopped` state line normally went out already.

@@ -19,19 +19,26 @@ enum MessageLineEncoder {
     static func message(
         seq: UInt64, _ message: UpstreamMessage, inlineJSON: Bool, parsed: JSONValue?, allocator: ByteBufferAllocator, ts: inout TimestampDigits
     ) -> ByteBuffer {
+        var out = allocator.buffer(capacity: 0)
+        Self.write(seq: seq, message, inlineJSON: inlineJSON, parsed: parsed, into: &out, ts: &ts)
+        return out
+    }
+
+    /// Appends the message's line to `out` (the fan-out writes the lines of one socket read one
+    /// after another into one buffer).
+    static func write(seq: UInt64, _ message: UpstreamMessage, inlineJSON: Bool, parsed: JSONValue?, into out: inout ByteBuffer, ts: inout TimestampDigits) {
         var inline: [UInt8]?
         if message.kind == .text, inlineJSON, let parsed {
             var json: [UInt8] = []
             parsed.write(into: &json)
             inline = json
         }
-        return message.data.withUnsafeReadableBytes { payload -> ByteBuffer in
+        message.data.withUnsafeReadableBytes { payload in
             let payloadLength: Int
             switch message.kind {
             case .text: payloadLength = inline?.count ?? JSONWriter.escapedCount(utf8: payload)
             case .binary: payloadLength = Base64.encodedLength(payload.count)
             }
-            var out = allocator.buffer(capacity: payloadLength + 96)
             if message.kind == .text, inline == nil {
                 // The common case in one write: every piece copied straight into the buffer.
                 out.writeWithUnsafeMutableBytes(minimumWritableBytes: payloadLength + 96) { dst in
@@ -49,7 +56,7 @@ enum MessageLineEncoder {
                     put(MessageLine.tail)
                     return o
                 }
-                return out
+                return
             }
             out.writeStaticString(MessageLine.head)
             Self.writeDigits(seq, into: &out)
@@ -65,7 +72,6 @@ enum MessageLineEncoder {
                 out.writeStaticString("\"")
             }
             out.writeStaticString(MessageLine.tail)
-            return out
         }
     }
 

@@ -30,7 +30,7 @@ final class Bridge {
         let status = SystemdStatus()
         let metrics = DaemonMetrics()
         self.metrics = metrics
-        self.fanout = Fanout(configuration: configuration.local, status: status, metrics: metrics)
+        self.fanout = Fanout(configuration: configuration.local, status: status, metrics: metrics, eventLoop: eventLoop)
         self.session = UpstreamSession(
             configuration: configuration, store: sticky?.0, restored: sticky?.1 ?? [], eventLoop: eventLoop, logger: logger)
         self.link = UpstreamLink(

@@ -26,6 +26,12 @@ protocol LinkControl: AnyObject {
 /// does not hold the link (each event says which link it came from), so there is no cycle.
 protocol UpstreamEventSink: AnyObject {
     func upstreamLink(_ link: any LinkControl, emitted event: UpstreamEvent)
+    /// The socket read that brought the last messages is done (the fan-out sends them now).
+    func upstreamLinkReadComplete(_ link: any LinkControl)
+}
+
+extension UpstreamEventSink {
+    func upstreamLinkReadComplete(_ link: any LinkControl) {}
 }
 
 /// A sink that hands each event to a closure (tests, benchmarks, logging).

@@ -24,6 +24,7 @@ extension UpstreamLink {
     /// The socket read that brought the last messages is done: the next read reads the clocks.
     func readComplete() {
         self.attempt.readComplete()
+        self.emitReadComplete()
         if self.session.observes { self.session.readComplete() }
     }
 

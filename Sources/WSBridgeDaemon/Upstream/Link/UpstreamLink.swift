@@ -102,6 +102,11 @@ package final class UpstreamLink: LinkControl {
     func emit(_ event: UpstreamEvent) {
         self.events.upstreamLink(self, emitted: event)
     }
+
+    /// The socket read that brought the last messages is done.
+    func emitReadComplete() {
+        self.events.upstreamLinkReadComplete(self)
+    }
     var stoppedFuture: EventLoopFuture<Void> { self.stopped.futureResult }
 
     func connect() {
