@@ -127,4 +127,68 @@ import WSBridgeProtocol
         #expect(h.bridge.fanout.pending.isEmpty)
         #expect(h.bridge.fanout.clientCount == 0)
     }
+
+    // MARK: - Fan-out by read
+
+    /// Messages published, as the link hands them over within one socket read (no loop turn).
+    static func publish(_ h: Harness, _ texts: [String]) {
+        for text in texts {
+            h.bridge.fanout.upstreamLink(h.bridge.link, emitted: .message(UpstreamMessage(.text(text))))
+        }
+    }
+
+    /// The buffers written to `channel` since the last read of it.
+    static func writes(_ channel: EmbeddedChannel) -> [ByteBuffer] {
+        var out: [ByteBuffer] = []
+        while let buffer = try? channel.readOutbound(as: ByteBuffer.self) { out.append(buffer) }
+        return out
+    }
+
+    @Test func theLinesOfOneReadGoToEveryCaughtUpSubscriberAsOneSharedWrite() throws {
+        let h = Harness()
+        let (a, _) = try h.client()
+        let (b, _) = try h.client()
+        Self.publish(h, ["m1", "m2", "m3"])
+        // Nothing goes out before the read is done.
+        #expect(Self.writes(a).isEmpty && Self.writes(b).isEmpty)
+        h.bridge.fanout.upstreamLinkReadComplete(h.bridge.link)
+        let wa = Self.writes(a)
+        let wb = Self.writes(b)
+        #expect(wa.count == 1 && wb.count == 1, "\(wa.count) and \(wb.count) writes")
+        #expect(
+            Self.messages(wa.flatMap { String(buffer: $0).split(separator: "\n").map { (try? JSONValue.parse(String($0))) ?? .null } }) == ["m1", "m2", "m3"])
+        // The same bytes for both: one buffer, not a copy each.
+        let pa = wa.first?.withUnsafeReadableBytes { Int(bitPattern: $0.baseAddress) }
+        let pb = wb.first?.withUnsafeReadableBytes { Int(bitPattern: $0.baseAddress) }
+        #expect(pa != nil && pa == pb)
+    }
+
+    @Test func aStateLineOrANewClientFlushesTheReadsLinesFirst() throws {
+        let h = Harness()
+        let (a, _) = try h.client()
+        Self.publish(h, ["m1", "m2"])
+        h.bridge.fanout.upstreamLink(h.bridge.link, emitted: .state(.connecting, reason: "test"))
+        // A client that connects now counts from seq 2: it never sees m1 or m2.
+        let (late, _) = try h.client()
+        Self.publish(h, ["m3"])
+        let lines = h.lines(a)
+        #expect(lines.map { $0["type"]?.stringValue ?? "?" } == ["message", "message", "state", "message"])
+        #expect(Self.messages(lines) == ["m1", "m2", "m3"])
+        #expect(Self.messages(h.lines(late)) == ["m3"])
+    }
+
+    @Test func aSubscriberThatIsBehindGetsTheLinesInItsQueueInOrder() throws {
+        let h = Harness()
+        let (a, _) = try h.client()
+        // Not writable: the read's lines wait in the client's bounded queue.
+        a.isWritable = false
+        Self.publish(h, ["m1", "m2"])
+        h.bridge.fanout.upstreamLinkReadComplete(h.bridge.link)
+        Self.publish(h, ["m3"])
+        h.bridge.fanout.upstreamLinkReadComplete(h.bridge.link)
+        #expect(Self.writes(a).isEmpty)
+        a.isWritable = true
+        a.pipeline.fireChannelWritabilityChanged()
+        #expect(Self.messages(h.lines(a)) == ["m1", "m2", "m3"])
+    }
 }
