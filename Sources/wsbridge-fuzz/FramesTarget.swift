@@ -81,6 +81,7 @@ enum FramesTarget {
         var out: [UInt8] = []
         for frame in frames { _ = try? channel.writeOutbound(frame) }
         while let part = try? channel.readOutbound(as: ByteBuffer.self) { out += part.readableBytesView }
+        _ = try? channel.finish()  // an unfinished EmbeddedChannel keeps its pipeline alive
         return out
     }
 

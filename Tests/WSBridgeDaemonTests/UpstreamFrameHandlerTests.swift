@@ -30,6 +30,7 @@ import WSBridgeCore
         var out = ByteBuffer()
         try! encoder.writeOutbound(frame)
         while let part = try! encoder.readOutbound(as: ByteBuffer.self) { out.writeImmutableBuffer(part) }
+        _ = try? encoder.finish()
         return out
     }
 
