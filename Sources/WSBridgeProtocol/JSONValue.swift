@@ -222,42 +222,55 @@ public enum JSONWriter {
     }
 
     /// Writes `bytes` (valid UTF-8) as a JSON string into `out`, which holds at least
-    /// `escapedCount(utf8:)` bytes; returns the bytes written. The hot path's form of
-    /// `writeString`, eight bytes per step: a word with nothing to escape is stored whole (it
-    /// fills exactly its eight bytes of the output); a word with escapes goes byte by byte.
-    /// (A store per plain stretch, going from escape to escape by the mask, measured no faster
-    /// on JSON payloads, whose quotes are a few bytes apart.)
+    /// `escapedCount(utf8:)` bytes; returns the bytes written.
     public static func writeEscaped(utf8 bytes: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) -> Int {
-        guard let dst = out.baseAddress else { return 0 }
+        Self.writeEscaped(utf8: bytes, ifRoomIn: out)!
+    }
+
+    /// Writes `bytes` (valid UTF-8) as a JSON string into `out` if it fits, and returns the
+    /// bytes written; nil if it does not (what was written is then garbage). The hot path's
+    /// form: the caller gives room to spare, and counts (`escapedCount`) only when it was not
+    /// enough, so a message is read once, not twice. Eight bytes per step: a word with nothing
+    /// to escape is stored whole (it fills exactly its eight bytes of the output); a word with
+    /// escapes goes byte by byte. (A store per plain stretch, going from escape to escape by
+    /// the mask, measured no faster on JSON payloads, whose quotes are a few bytes apart.)
+    public static func writeEscaped(utf8 bytes: UnsafeRawBufferPointer, ifRoomIn out: UnsafeMutableRawBufferPointer) -> Int? {
+        guard let dst = out.baseAddress, out.count >= 2 else { return nil }
+        // The closing quote's byte is kept free throughout.
+        let end = out.count - 1
         dst.storeBytes(of: UInt8(ascii: "\""), toByteOffset: 0, as: UInt8.self)
         var o = 1
         if let src = bytes.baseAddress {
-            Self.escapeExtra.withUnsafeBufferPointer { extra in
+            let fits = Self.escapeExtra.withUnsafeBufferPointer { extra -> Bool in
                 let count = bytes.count
-                func bytewise(_ range: Range<Int>) {
+                func bytewise(_ range: Range<Int>) -> Bool {
                     for j in range {
                         let c = src.load(fromByteOffset: j, as: UInt8.self)
-                        if extra[Int(c)] == 0 {
+                        let grow = Int(extra[Int(c)])
+                        guard o + 1 + grow <= end else { return false }
+                        if grow == 0 {
                             dst.storeBytes(of: c, toByteOffset: o, as: UInt8.self)
                             o += 1
                         } else {
                             o += Self.writeEscape(c, into: dst + o)
                         }
                     }
+                    return true
                 }
                 var i = 0
                 while i + 8 <= count {
                     let word = src.loadUnaligned(fromByteOffset: i, as: UInt64.self)
-                    if Self.escapeMask(UInt64(littleEndian: word)).all == 0 {
+                    if Self.escapeMask(UInt64(littleEndian: word)).all == 0, o + 8 <= end {
                         dst.storeBytes(of: word, toByteOffset: o, as: UInt64.self)
                         o += 8
-                    } else {
-                        bytewise(i..<(i + 8))
+                    } else if !bytewise(i..<(i + 8)) {
+                        return false
                     }
                     i += 8
                 }
-                bytewise(i..<count)
+                return bytewise(i..<count)
             }
+            guard fits else { return nil }
         }
         dst.storeBytes(of: UInt8(ascii: "\""), toByteOffset: o, as: UInt8.self)
         return o + 1

@@ -38,4 +38,22 @@ import WSBridgeProtocol
             #expect(decoded == MessageLine(seq: seq, ts: millis, kind: .text, data: "m\(seq)"))
         }
     }
+
+    /// A text is written in one pass into room for an eighth more than itself; one with more to
+    /// escape than that (control characters take six bytes each) is counted, then written
+    /// exactly. Both decode to what was sent, next to other lines in the same buffer.
+    @Test func textsWithFewOrManyEscapesAreWrittenWhole() throws {
+        var out = ByteBuffer()
+        var ts = TimestampDigits()
+        let texts = ["plain " + String(repeating: "x", count: 300), String(repeating: "\u{1}\"", count: 60), "é\n", ""]
+        for (i, text) in texts.enumerated() {
+            let message = UpstreamMessage(kind: .text, data: ByteBuffer(string: text), receivedAtMillis: 1_795_313_566_992)
+            MessageLineEncoder.write(seq: UInt64(i + 1), message, inlineJSON: false, parsed: nil, into: &out, ts: &ts)
+        }
+        let lines = String(buffer: out).split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+        #expect(lines.count == texts.count)
+        for (i, line) in lines.enumerated() {
+            #expect(MessageLine(json: try JSONValue.parse(String(line))) == MessageLine(seq: UInt64(i + 1), ts: 1_795_313_566_992, kind: .text, data: texts[i]))
+        }
+    }
 }

@@ -34,30 +34,19 @@ enum MessageLineEncoder {
             inline = json
         }
         message.data.withUnsafeReadableBytes { payload in
-            let payloadLength: Int
-            switch message.kind {
-            case .text: payloadLength = inline?.count ?? JSONWriter.escapedCount(utf8: payload)
-            case .binary: payloadLength = Base64.encodedLength(payload.count)
-            }
             if message.kind == .text, inline == nil {
-                // The common case in one write: every piece copied straight into the buffer.
-                out.writeWithUnsafeMutableBytes(minimumWritableBytes: payloadLength + 96) { dst in
-                    var o = 0
-                    func put(_ s: StaticString) {
-                        (dst.baseAddress! + o).copyMemory(from: s.utf8Start, byteCount: s.utf8CodeUnitCount)
-                        o += s.utf8CodeUnitCount
-                    }
-                    put(MessageLine.head)
-                    o += JSONWriter.writeDigits(seq, into: UnsafeMutableRawBufferPointer(rebasing: dst[o...]))
-                    put(MessageLine.tsKey)
-                    o += ts.write(UInt64(max(0, message.receivedAtMillis)), into: UnsafeMutableRawBufferPointer(rebasing: dst[o...]))
-                    put(MessageLine.textData)
-                    o += JSONWriter.writeEscaped(utf8: payload, into: UnsafeMutableRawBufferPointer(rebasing: dst[o...]))
-                    put(MessageLine.tail)
-                    return o
-                }
+                // The common case in one write, every piece copied straight into the buffer: with
+                // room for an eighth more than the payload (its escapes), the payload is read once;
+                // only a text with more to escape is counted first, then written exactly.
+                let ts = ts.digits(UInt64(max(0, message.receivedAtMillis)))
+                let guess = payload.count + payload.count / 8 + 16
+                if Self.writeText(seq: seq, ts: ts, payload, room: guess, into: &out) { return }
+                let exact = JSONWriter.escapedCount(utf8: payload)
+                _ = Self.writeText(seq: seq, ts: ts, payload, room: exact, into: &out)
                 return
             }
+            let payloadLength = inline?.count ?? Base64.encodedLength(payload.count)
+            out.reserveCapacity(minimumWritableBytes: payloadLength + 96)
             out.writeStaticString(MessageLine.head)
             Self.writeDigits(seq, into: &out)
             out.writeStaticString(MessageLine.tsKey)
@@ -73,6 +62,30 @@ enum MessageLineEncoder {
             }
             out.writeStaticString(MessageLine.tail)
         }
+    }
+
+    /// A text message's line, its payload escaped into at most `room` bytes; false (and nothing
+    /// written) when that was not enough.
+    private static func writeText(seq: UInt64, ts: TimestampDigits.Digits, _ payload: UnsafeRawBufferPointer, room: Int, into out: inout ByteBuffer) -> Bool {
+        let written = out.writeWithUnsafeMutableBytes(minimumWritableBytes: room + 96) { dst -> Int in
+            var o = 0
+            func put(_ s: StaticString) {
+                (dst.baseAddress! + o).copyMemory(from: s.utf8Start, byteCount: s.utf8CodeUnitCount)
+                o += s.utf8CodeUnitCount
+            }
+            put(MessageLine.head)
+            o += JSONWriter.writeDigits(seq, into: UnsafeMutableRawBufferPointer(rebasing: dst[o...]))
+            put(MessageLine.tsKey)
+            o += ts.write(into: UnsafeMutableRawBufferPointer(rebasing: dst[o...]))
+            put(MessageLine.textData)
+            guard let n = JSONWriter.writeEscaped(utf8: payload, ifRoomIn: UnsafeMutableRawBufferPointer(rebasing: dst[o..<(o + room)])) else {
+                return 0
+            }
+            o += n
+            put(MessageLine.tail)
+            return o
+        }
+        return written > 0
     }
 
     private static func writeDigits(_ value: UInt64, into out: inout ByteBuffer) {
@@ -93,19 +106,30 @@ enum MessageLineEncoder {
 /// The decimal digits of the last timestamp written, so that the messages of one socket read
 /// (which share their receive time) do not each divide it out again.
 struct TimestampDigits {
-    private var value: UInt64 = .max
-    private var count = 0
-    private var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+    /// A number's digits, ready to copy.
+    struct Digits {
+        fileprivate var bytes: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        fileprivate var count = 0
 
-    /// Writes `value`'s digits into `out` (at least 20 bytes); returns how many.
-    mutating func write(_ value: UInt64, into out: UnsafeMutableRawBufferPointer) -> Int {
+        /// Writes the digits into `out` (at least 20 bytes); returns how many.
+        func write(into out: UnsafeMutableRawBufferPointer) -> Int {
+            var bytes = self.bytes
+            let count = self.count
+            withUnsafeBytes(of: &bytes) { out.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: count) }
+            return count
+        }
+    }
+
+    private var value: UInt64 = .max
+    private var last = Digits()
+
+    /// `value`'s digits (worked out again only when it changed).
+    mutating func digits(_ value: UInt64) -> Digits {
         if value != self.value {
             self.value = value
-            self.count = withUnsafeMutableBytes(of: &self.digits) { JSONWriter.writeDigits(value, into: $0) }
+            self.last.count = withUnsafeMutableBytes(of: &self.last.bytes) { JSONWriter.writeDigits(value, into: $0) }
         }
-        let count = self.count
-        withUnsafeBytes(of: &self.digits) { out.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: count) }
-        return count
+        return self.last
     }
 }
 
