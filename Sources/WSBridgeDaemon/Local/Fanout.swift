@@ -177,7 +177,7 @@ final class Fanout: UpstreamEventSink {
             lines = self.allocator.buffer(buffer: lines)
         }
         let batch = LineBatch(lines: lines, ends: ends)
-        batch.forEach { seq, line in self.ring.append(seq: seq, line: line) }
+        batch.forEachLine { seq, line in self.ring.append(seq: seq, line: line) }
         for client in self.subscribers where client.filter == nil {
             client.deliver(batch)
         }
@@ -243,7 +243,7 @@ struct LineBatch {
     let ends: [(seq: UInt64, end: Int)]
 
     /// Each line as a slice of the buffer (no copy).
-    func forEach(_ body: (UInt64, ByteBuffer) -> Void) {
+    func forEachLine(_ body: (UInt64, ByteBuffer) -> Void) {
         var start = self.lines.readerIndex
         for (seq, end) in self.ends {
             body(seq, self.lines.getSlice(at: start, length: end - start)!)

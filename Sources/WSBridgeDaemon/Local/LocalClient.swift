@@ -223,7 +223,7 @@ final class LocalClient: ChannelDuplexHandler {
             context.writeAndFlush(Self.wrapOutboundOut(batch.lines), promise: nil)
             return
         }
-        batch.forEach { seq, line in self.deliver(line, seq: seq) }
+        batch.forEachLine { seq, line in self.deliver(line, seq: seq) }
     }
 
     private func scheduleDrain() {
