@@ -55,10 +55,11 @@ let package = Package(
         // Linux constants and macros Glibc does not export (rtnetlink, SO_PEERCRED, memmem), the
         // spool's CRC-32C, and the CLI's Unix-socket connect.
         .target(name: "CWSBridgeLinux"),
+        .target(name: "CWSBridgeBytes"),
         // The versioned NDJSON protocol shared by the daemon and the CLI.
         .target(
             name: "WSBridgeProtocol",
-            dependencies: [.product(name: "ExtrasBase64", package: "swift-extras-base64")],
+            dependencies: ["CWSBridgeBytes", .product(name: "ExtrasBase64", package: "swift-extras-base64")],
             swiftSettings: hotPath,
             plugins: ["BuildCommit"]
         ),
@@ -69,6 +70,7 @@ let package = Package(
             name: "WSBridgeCore",
             dependencies: [
                 "WSBridgeProtocol",
+                "CWSBridgeBytes",
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ],

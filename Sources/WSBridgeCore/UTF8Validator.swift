@@ -1,3 +1,5 @@
+import CWSBridgeBytes
+
 /// Validates UTF-8 as it arrives, fragment by fragment, so a text message with invalid bytes
 /// fails at the fragment that carries them (RFC 6455 §8.1), not after the whole message.
 ///
@@ -51,16 +53,15 @@ public struct UTF8Validator: Sendable, Equatable {
         return true
     }
 
-    /// Feeds a whole buffer fast: runs of ASCII are skipped eight bytes at a time.
+    /// Feeds a whole buffer fast: runs of ASCII are skipped sixteen bytes at a time
+    /// (`cwsb_ascii_prefix`, SSE2).
     public mutating func feed(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return true }
         var i = 0
         let n = bytes.count
         while i < n {
             if self.remaining == 0 {
-                while i + 8 <= n, bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self) & 0x8080_8080_8080_8080 == 0 {
-                    i += 8
-                }
-                while i < n, bytes[i] < 0x80 { i += 1 }
+                i += cwsb_ascii_prefix(base + i, n - i)
                 if i == n { break }
             }
             guard self.feed(CollectionOfOne(bytes[i])) else { return false }

@@ -63,4 +63,23 @@ import WSBridgeCore
         let failed = !(text + [0xFF]).withUnsafeBytes { bad.feed($0) }
         #expect(failed)
     }
+
+    /// The sixteen-byte ASCII scan: a non-ASCII byte at every place of a run, valid (é) or not
+    /// (a lone continuation byte), is seen by the fast path as by the byte-wise one.
+    @Test func aNonASCIIByteAtEveryPlaceIsSeen() {
+        for length in [15, 16, 17, 31, 32, 33, 40] {
+            for place in 0..<(length - 1) {
+                var good = [UInt8](repeating: 0x61, count: length)
+                good[place] = 0xC3
+                good[place + 1] = 0xA9
+                var bad = [UInt8](repeating: 0x61, count: length)
+                bad[place] = 0x80
+                for (bytes, valid) in [(good, true), (bad, false)] {
+                    var fast = UTF8Validator()
+                    let ok = bytes.withUnsafeBytes { fast.feed($0) } && fast.isComplete
+                    #expect(ok == valid && Self.valid(bytes) == valid, "\(valid ? "é" : "0x80") at \(place) of \(length)")
+                }
+            }
+        }
+    }
 }
