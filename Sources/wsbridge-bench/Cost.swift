@@ -205,10 +205,13 @@ struct Cost: AsyncParsableCommand {
     static func phase(of name: String) -> String {
         func any(_ parts: [String]) -> Bool { parts.contains { name.contains($0) } }
         if any(["inflate", "Inflate", "CompressNIO", "deflate", "Deflate", "adler32", "crc32"]) { return "inflate" }
-        if any(["WebSocketFrame", "ByteToMessage", "UTF8Validator", "UpstreamFrameHandler", "NIOWebSocket"]) {
+        if any(["WebSocketFrame", "ByteToMessage", "UTF8Validator", "UpstreamFrameHandler", "NIOWebSocket", "cwsb_ascii"]) {
             return "framing"
         }
-        if any(["Fanout", "MessageLine", "SubscriberQueue", "LocalClient", "LocalPlane", "ReplayRing", "WireEncoding", "Bridge"]) {
+        if any([
+            "Fanout", "MessageLine", "SubscriberQueue", "LocalClient", "LocalPlane", "ReplayRing", "WireEncoding", "Bridge", "JSONWriter", "LineBatch",
+            "TimestampDigits", "cwsb_json",
+        ]) {
             return "fan-out"
         }
         if any(["writev", "PendingWrites", "PendingStreamWrites", "flushNow", "__libc_write", "sendmsg"]) { return "writes" }
