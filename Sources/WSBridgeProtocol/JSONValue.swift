@@ -178,46 +178,18 @@ public enum JSONWriter {
         }
     }
 
-    /// The bytes of `word` (eight, the first in the low bits) that need an escape, flagged by
-    /// the high bit of each: all of them (a control character, `"` or `\\`), and the control
-    /// characters alone. Exact per byte: no carry crosses from one byte to the next.
-    @inline(__always)
-    static func escapeMask(_ word: UInt64) -> (all: UInt64, control: UInt64) {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let low7: UInt64 = 0x7F7F_7F7F_7F7F_7F7F
-        let high: UInt64 = 0x8080_8080_8080_8080
-        // Below 0x20: 0x60 added to the low seven bits stays below 0x80, and the high bit is clear.
-        let control = ~(((word & low7) &+ ones &* 0x60) | word) & high
-        // A zero byte after XOR with the character: its low seven bits plus 0x7F stay below 0x80.
-        let quote = word ^ (ones &* 0x22)
-        let backslash = word ^ (ones &* 0x5C)
-        let quotes = ~(((quote & low7) &+ low7) | quote) & high
-        let backslashes = ~(((backslash & low7) &+ low7) | backslash) & high
-        return (control | quotes | backslashes, control)
-    }
-
-    /// The length of `bytes` written as a JSON string, quotes included (see `writeEscaped`).
-    /// Eight bytes per step: `"` and `\\` add one byte each; a word with a control character
-    /// is counted byte by byte (their escapes differ in length).
+    /// The length of `bytes` written as a JSON string, quotes included (see `writeEscaped`): the
+    /// plain runs found sixteen bytes per step, each escape counted by the table.
     public static func escapedCount(utf8 bytes: UnsafeRawBufferPointer) -> Int {
-        guard let base = bytes.baseAddress else { return 2 }
+        guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return 2 }
         return Self.escapeExtra.withUnsafeBufferPointer { extra in
             let count = bytes.count
             var n = count + 2
-            var i = 0
-            while i + 8 <= count {
-                let mask = Self.escapeMask(UInt64(littleEndian: base.loadUnaligned(fromByteOffset: i, as: UInt64.self)))
-                if mask.control != 0 {
-                    for j in i..<(i + 8) { n &+= Int(extra[Int(base.load(fromByteOffset: j, as: UInt8.self))]) }
-                } else {
-                    // One flag per byte, summed into the top byte by a multiply.
-                    n &+= Int(((mask.all >> 7) &* 0x0101_0101_0101_0101) >> 56)
-                }
-                i += 8
-            }
+            var i = cwsb_json_plain_prefix(base, count)
             while i < count {
-                n &+= Int(extra[Int(base.load(fromByteOffset: i, as: UInt8.self))])
+                n &+= Int(extra[Int(base[i])])
                 i += 1
+                i += cwsb_json_plain_prefix(base + i, count - i)
             }
             return n
         }
