@@ -213,20 +213,24 @@ public enum JSONWriter {
         dst.storeBytes(of: UInt8(ascii: "\""), toByteOffset: 0, as: UInt8.self)
         var o = 1
         if let src = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) {
-            let count = bytes.count
-            var i = 0
-            while i < count {
-                let plain = cwsb_json_plain_prefix(src + i, count - i)
-                guard o + plain <= end else { return nil }
-                (dst + o).copyMemory(from: src + i, byteCount: plain)
-                o += plain
-                i += plain
-                guard i < count else { break }
-                let c = src[i]
-                guard o + (c == 0x22 || c == 0x5C || c == 0x0A || c == 0x0D || c == 0x09 ? 2 : 6) <= end else { return nil }
-                o += Self.writeEscape(c, into: dst + o)
-                i += 1
+            let fits = Self.escapeExtra.withUnsafeBufferPointer { extra -> Bool in
+                let count = bytes.count
+                var i = 0
+                while i < count {
+                    let plain = cwsb_json_plain_prefix(src + i, count - i)
+                    guard o + plain <= end else { return false }
+                    (dst + o).copyMemory(from: src + i, byteCount: plain)
+                    o += plain
+                    i += plain
+                    guard i < count else { break }
+                    let c = src[i]
+                    guard o + 1 + Int(extra[Int(c)]) <= end else { return false }
+                    o += Self.writeEscape(c, into: dst + o)
+                    i += 1
+                }
+                return true
             }
+            guard fits else { return nil }
         }
         dst.storeBytes(of: UInt8(ascii: "\""), toByteOffset: o, as: UInt8.self)
         return o + 1

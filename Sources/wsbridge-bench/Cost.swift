@@ -17,14 +17,7 @@ struct Cost: AsyncParsableCommand {
         abstract: "Instructions per upstream message (callgrind), by phase; beside a baseline build."
     )
 
-    @Option(help: "Folder with wsbridged, wsbridge-testserver and wsbridge-reader (a release build).")
-    var bin: String
-
-    @Option(help: "The wsbridged to count (default: the one in --bin).")
-    var daemon: String?
-
-    @Option(help: "Another wsbridged build counted beside it (e.g. the commit before a change).")
-    var baselineDaemon: String?
+    @OptionGroup var builds: Builds
 
     @Option(help: "Messages of the short run with one subscriber (the long run has twice as many; a tenth with 100 subscribers).")
     var messages = 20_000
@@ -53,8 +46,8 @@ struct Cost: AsyncParsableCommand {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("wsbridge-cost-\(getpid())").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        var daemons = [("wsbridged", self.daemon ?? "\(self.bin)/wsbridged")]
-        if let baselineDaemon { daemons.append(("baseline", baselineDaemon)) }
+        var daemons = [("wsbridged", self.builds.wsbridged)]
+        if let baseline = self.builds.baselineDaemon { daemons.append(("baseline", baseline)) }
         // valgrind cannot read the static build's debug information: a copy without it.
         for (name, path) in daemons {
             let r = try Command.run("/usr/bin/strip", ["--strip-debug", path, "-o", "\(dir)/\(name)"])
@@ -112,7 +105,7 @@ struct Cost: AsyncParsableCommand {
         if deflate {
             generator = try Child(self.python, [self.peer, "--port", "0"])
         } else {
-            generator = try Child("\(self.bin)/wsbridge-testserver", ["--port", "0", "--no-echo", "--max-frame", "1048576"])
+            generator = try Child("\(self.builds.bin)/wsbridge-testserver", ["--port", "0", "--no-echo", "--max-frame", "1048576"])
         }
         defer { generator.stop() }
         let port = Int(try await generator.waitLine { $0.hasPrefix("listening ") }.dropFirst(10))!
@@ -137,7 +130,7 @@ struct Cost: AsyncParsableCommand {
         _ = try await generator.waitLine(seconds: 120) { $0.hasPrefix("connected ") }
         while !FileManager.default.fileExists(atPath: socket) { try await Task.sleep(for: .milliseconds(20)) }
         // Readers wait long for lines: the daemon runs some 50 times slower under callgrind.
-        let readers = try startReaders(bin: self.bin, socket: socket, subscribers: subscribers, extra: ["--idle", "600"])
+        let readers = try startReaders(bin: self.builds.bin, socket: socket, subscribers: subscribers, extra: ["--idle", "600"])
         for r in readers { _ = try await r.waitLine(seconds: 300) { $0 == "ready" } }
         generator.send("flood \(messages) \(self.size) 0")
         for r in readers { _ = try await r.waitLine(seconds: 3600) { $0.hasPrefix("{") } }

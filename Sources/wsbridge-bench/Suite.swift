@@ -15,14 +15,7 @@ struct Suite: AsyncParsableCommand {
         abstract: "All scenarios against their baselines (direct, a simple Python bridge, raw copy), in one run."
     )
 
-    @Option(help: "Folder with wsbridged, wsbridge-testserver, wsbridge-reader and wsbridge-bench (a release build).")
-    var bin: String
-
-    @Option(help: "The wsbridged to measure (default: the one in --bin), e.g. an older build to compare.")
-    var daemon: String?
-
-    @Option(help: "Another wsbridged build (e.g. an older commit's) measured beside this one in every wsbridged scenario.")
-    var baselineDaemon: String?
+    @OptionGroup var builds: Builds
 
     @Option(help: "Python with `websockets`.")
     var python = ".build/venv/bin/python"
@@ -93,11 +86,11 @@ struct Suite: AsyncParsableCommand {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("wsbridge-suite-\(getpid())").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let generator = try Child("\(self.bin)/wsbridge-testserver", ["--port", "0", "--no-echo", "--max-frame", "1048576"])
+        let generator = try Child("\(self.builds.bin)/wsbridge-testserver", ["--port", "0", "--no-echo", "--max-frame", "1048576"])
         defer { generator.stop() }
         let port = Int(try await generator.waitLine { $0.hasPrefix("listening ") }.dropFirst(10))!
         let env = Environment(
-            bin: self.bin, daemon: self.daemon ?? "\(self.bin)/wsbridged", baselineDaemon: self.baselineDaemon ?? "", python: self.python,
+            bin: self.builds.bin, daemon: self.builds.wsbridged, baselineDaemon: self.builds.baselineDaemon ?? "", python: self.python,
             scripts: self.scripts, dir: dir, port: port,
             generator: generator)
 
@@ -126,7 +119,7 @@ struct Suite: AsyncParsableCommand {
                 Scenario(group: "stalled", bridge: .wsbridged, subscribers: 99, stalled: 1),
             ]
         }
-        if self.baselineDaemon != nil {
+        if self.builds.baselineDaemon != nil {
             scenarios = scenarios.flatMap { s -> [Scenario] in
                 guard s.bridge == .wsbridged else { return [s] }
                 var twin = s

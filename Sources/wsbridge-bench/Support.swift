@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
@@ -112,4 +113,20 @@ func startReaders(bin: String, socket: String, subscribers: Int, extra: [String]
         remaining -= n
     }
     return readers
+}
+
+/// The builds a benchmark runs: `--bin`, `--daemon` and `--baseline-daemon` (the suite and the
+/// cost count).
+struct Builds: ParsableArguments {
+    @Option(help: "Folder with wsbridged, wsbridge-testserver, wsbridge-reader and wsbridge-bench (a release build).")
+    var bin: String
+
+    @Option(help: "The wsbridged to measure (default: the one in --bin), e.g. an older build.")
+    var daemon: String?
+
+    @Option(help: "Another wsbridged build (e.g. the commit before a change) measured beside this one.")
+    var baselineDaemon: String?
+
+    /// The wsbridged to measure.
+    var wsbridged: String { self.daemon ?? "\(self.bin)/wsbridged" }
 }

@@ -191,4 +191,19 @@ import WSBridgeProtocol
         a.pipeline.fireChannelWritabilityChanged()
         #expect(Self.messages(h.lines(a)) == ["m1", "m2", "m3"])
     }
+
+    /// A drain's batch is the size of what was queued, not of the 64 KiB it may hold: small
+    /// batches waiting in NIO for a slow reader must not keep 64 KiB each.
+    @Test func aDrainedBatchIsTheSizeOfItsLines() throws {
+        let h = Harness()
+        let (a, _) = try h.client()
+        a.isWritable = false
+        Self.publish(h, ["m1", "m2", "m3"])
+        h.bridge.fanout.upstreamLinkReadComplete(h.bridge.link)
+        a.isWritable = true
+        a.pipeline.fireChannelWritabilityChanged()
+        let writes = Self.writes(a)
+        #expect(writes.count == 1)
+        #expect(writes.allSatisfy { $0.capacity <= 2 * $0.readableBytes + 256 }, "\(writes.map { ($0.readableBytes, $0.capacity) })")
+    }
 }

@@ -33,7 +33,8 @@ import WSBridgeProtocol
         var ts = TimestampDigits()
         for (seq, millis) in [(1, 1_795_313_566_992), (2, 1_795_313_566_992), (3, 5), (4, 0), (5, 12_345_678_901_234_567), (6, 5)] as [(UInt64, Int64)] {
             let message = UpstreamMessage(kind: .text, data: ByteBuffer(string: "m\(seq)"), receivedAtMillis: millis)
-            var line = MessageLineEncoder.message(seq: seq, message, inlineJSON: false, parsed: nil, allocator: ByteBufferAllocator(), ts: &ts)
+            var line = ByteBuffer()
+            MessageLineEncoder.write(seq: seq, message, inlineJSON: false, parsed: nil, into: &line, ts: &ts)
             let decoded = MessageLine(json: try JSONValue.parse(line.readString(length: line.readableBytes - 1)!))
             #expect(decoded == MessageLine(seq: seq, ts: millis, kind: .text, data: "m\(seq)"))
         }

@@ -35,7 +35,7 @@ final class Fanout: UpstreamEventSink {
     /// The lines published since the last flush, one after another, and each one's seq and end.
     private var unsent = ByteBuffer()
     private var unsentEnds: [(seq: UInt64, end: Int)] = []
-    /// The size of the last flush: the next buffer starts at it (no regrowth for a steady feed).
+    /// The size of the last flush (the next buffer starts at it).
     private var lastFlushBytes = 0
     private let eventLoop: any EventLoop
 
@@ -132,7 +132,7 @@ final class Fanout: UpstreamEventSink {
             parsed = try? JSONValue.parse(message.data.readableBytesView)
         }
         if self.unsentEnds.isEmpty {
-            self.unsent = self.allocator.buffer(capacity: min(max(self.lastFlushBytes, 1024), Self.maxReuse))
+            self.unsent = self.allocator.buffer(capacity: min(self.lastFlushBytes, Self.maxStartCapacity))
             // Should no read end come (a message from elsewhere than a socket read), the loop's
             // next turn sends it.
             self.eventLoop.assumeIsolated().execute { self.flush() }
@@ -160,10 +160,9 @@ final class Fanout: UpstreamEventSink {
         }
     }
 
-    /// A flush's buffer is kept as it is unless much of it is unused (a read that brought few
-    /// lines): its slices live on in the ring and the queues, so the lines are then moved into
-    /// a buffer of their size. Buffers are not started larger than this.
-    private static let maxReuse = 1 << 20
+    /// A flush's buffer starts at the size of the last one, up to this (no regrowth for a
+    /// steady feed).
+    private static let maxStartCapacity = 1 << 20
 
     /// Sends the lines published since the last flush (see the type's comment).
     func flush() {
@@ -173,11 +172,16 @@ final class Fanout: UpstreamEventSink {
         let ends = self.unsentEnds
         self.unsentEnds = []
         self.lastFlushBytes = lines.readableBytes
-        if lines.capacity > 2 * lines.readableBytes + 4096 {
+        // Its slices live on in the ring and the queues, which count only their lines' bytes:
+        // a buffer more than half unused (a read that brought less than the last) is replaced
+        // by one of the lines' size, so what they keep alive stays within twice their bounds.
+        if lines.capacity > 2 * lines.readableBytes {
             lines = self.allocator.buffer(buffer: lines)
         }
         let batch = LineBatch(lines: lines, ends: ends)
-        batch.forEachLine { seq, line in self.ring.append(seq: seq, line: line) }
+        if self.ring.keepsLines {
+            batch.forEachLine { seq, line in self.ring.append(seq: seq, line: line) }
+        }
         for client in self.subscribers where client.filter == nil {
             client.deliver(batch)
         }

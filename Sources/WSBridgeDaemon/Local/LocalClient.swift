@@ -255,10 +255,11 @@ final class LocalClient: ChannelDuplexHandler {
             var batch = context.channel.allocator.buffer(capacity: min(Self.batchBytes, pending + 256))
             while batch.readableBytes < Self.batchBytes {
                 let room = Self.batchBytes - batch.readableBytes
-                // A run of messages copied straight into the batch: one capacity check for all.
-                let took = batch.writeWithUnsafeMutableBytes(minimumWritableBytes: room) { dst in
+                // A run of messages copied straight into the batch: one capacity check for all,
+                // for no more than is queued (a batch's capacity stays the size of what it holds).
+                let took = batch.writeWithUnsafeMutableBytes(minimumWritableBytes: min(room, self.queue.messageBytes)) { dst in
                     var o = 0
-                    self.queue.takeMessages(maxBytes: room) { line in
+                    self.queue.takeMessages(maxBytes: min(room, dst.count)) { line in
                         line.withUnsafeReadableBytes { src in
                             guard let from = src.baseAddress else { return }
                             (dst.baseAddress! + o).copyMemory(from: from, byteCount: src.count)

@@ -5,27 +5,19 @@ import WSBridgeProtocol
 /// Encodes daemon → client lines. Each upstream message is encoded once into a buffer that all
 /// subscribers share.
 enum MessageLineEncoder {
-    /// `{"type":"message","seq":N,"ts":MILLIS,"kind":"text","data":"..."}` + newline.
-    /// With `inlineJSON`, a text payload that is JSON goes in `"json"` instead of `"data"`.
-    /// Sized exactly before it is written (the escaped length is counted first): one allocation,
-    /// one pass over the payload, no closure per run.
+    /// `{"type":"message","seq":N,"ts":MILLIS,"kind":"text","data":"..."}` + newline, in a buffer
+    /// of its own (see `write`).
     static func message(seq: UInt64, _ message: UpstreamMessage, inlineJSON: Bool, parsed: JSONValue?, allocator: ByteBufferAllocator) -> ByteBuffer {
-        var ts = TimestampDigits()
-        return Self.message(seq: seq, message, inlineJSON: inlineJSON, parsed: parsed, allocator: allocator, ts: &ts)
-    }
-
-    /// `ts`: the digits of the last receive time, kept by the caller (the messages of one socket
-    /// read share their receive time: it is written out once).
-    static func message(
-        seq: UInt64, _ message: UpstreamMessage, inlineJSON: Bool, parsed: JSONValue?, allocator: ByteBufferAllocator, ts: inout TimestampDigits
-    ) -> ByteBuffer {
         var out = allocator.buffer(capacity: 0)
+        var ts = TimestampDigits()
         Self.write(seq: seq, message, inlineJSON: inlineJSON, parsed: parsed, into: &out, ts: &ts)
         return out
     }
 
     /// Appends the message's line to `out` (the fan-out writes the lines of one socket read one
-    /// after another into one buffer).
+    /// after another into one buffer). With `inlineJSON`, a text payload that is JSON goes in
+    /// `"json"` instead of `"data"`. `ts`: the digits of the last receive time, kept by the
+    /// caller (the messages of one read share their receive time: it is written out once).
     static func write(seq: UInt64, _ message: UpstreamMessage, inlineJSON: Bool, parsed: JSONValue?, into out: inout ByteBuffer, ts: inout TimestampDigits) {
         var inline: [UInt8]?
         if message.kind == .text, inlineJSON, let parsed {

@@ -16,8 +16,11 @@ struct ReplayRing {
 
     var oldestSeq: UInt64? { self.entries.first?.seq }
 
+    /// False when replay is off (`local.replay` or `local.replay_bytes` 0): nothing is kept.
+    var keepsLines: Bool { self.maxMessages > 0 && self.maxBytes > 0 }
+
     mutating func append(seq: UInt64, line: ByteBuffer) {
-        guard self.maxMessages > 0, self.maxBytes > 0 else { return }
+        guard self.keepsLines else { return }
         self.entries.append((seq, line))
         self.bytes += line.readableBytes
         self.trim()

@@ -68,10 +68,9 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
     private let maxMessageSize: Int
     /// The negotiated permessage-deflate contexts (nil: not negotiated; RSV1 is then an error).
     private let deflate: PerMessageDeflate?
-    /// A frame cut by the end of a read: its bytes so far (header included).
+    /// A frame cut by the end of a read: its bytes so far (header included). Its payload bytes
+    /// have all been through the UTF-8 check (when it carries text).
     private var partial: ByteBuffer?
-    /// Payload bytes of the frame in `partial` the UTF-8 check has seen.
-    private var partialChecked = 0
     /// The fragmented message being reassembled: its kind, its bytes so far, whether compressed.
     private var pending: (kind: UpstreamMessage.Kind, data: ByteBuffer, compressed: Bool)?
     /// An uncompressed text message is in progress: its frames' bytes go through `utf8`.
@@ -98,15 +97,14 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
             }
             while input.readableBytes > 0, !self.closeReceived {
                 guard let header = try Self.header(input.readableBytesView) else {
-                    self.keepPartial(input, header: nil)
+                    self.keepPartial(input)
                     return
                 }
                 try self.check(header)
                 guard input.readableBytes >= header.size + header.length else {
                     // Text is checked as far as it came: a bad byte fails now.
-                    self.partialChecked = try self.checkText(
-                        header, input.getSlice(at: input.readerIndex + header.size, length: input.readableBytes - header.size)!)
-                    self.keepPartial(input, header: header)
+                    try self.checkText(header, input.getSlice(at: input.readerIndex + header.size, length: input.readableBytes - header.size)!)
+                    self.keepPartial(input)
                     return
                 }
                 input.moveReaderIndex(forwardBy: header.size)
@@ -118,13 +116,13 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         }
     }
 
-    /// Keeps the incomplete frame at the end of a read, in a buffer of its own (sized for the
-    /// whole frame once its header is known: at most `upstream.max_message_size` and 14 bytes).
-    private func keepPartial(_ input: ByteBuffer, header: Header?) {
-        var copy = self.allocator.buffer(capacity: header.map { $0.size + $0.length } ?? 14)
+    /// Keeps the incomplete frame at the end of a read, in a buffer of its own. It grows with
+    /// the bytes that come (not sized from the header: a header alone reserves nothing), up to
+    /// the frame's length, which `check` bounds by `upstream.max_message_size`.
+    private func keepPartial(_ input: ByteBuffer) {
+        var copy = self.allocator.buffer(capacity: input.readableBytes)
         copy.writeImmutableBuffer(input)
         self.partial = copy
-        if header == nil { self.partialChecked = 0 }
     }
 
     /// Adds the read's first bytes to the frame in `partial`. True when that frame is complete
@@ -137,27 +135,23 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         while header == nil, let byte = input.readInteger(as: UInt8.self) {
             partial.writeInteger(byte)
             header = try Self.header(partial.readableBytesView)
-            if let header {
-                try self.check(header)
-                self.partialChecked = 0
-            }
+            if let header { try self.check(header) }
         }
         guard let frame = header else {
             self.partial = partial
             return false
         }
-        let missing = frame.size + frame.length - partial.readableBytes
-        var more = input.readSlice(length: min(missing, input.readableBytes))!
+        // The payload bytes already kept have been checked; those from this read have not.
+        let checked = partial.readableBytes - frame.size
+        var more = input.readSlice(length: min(frame.size + frame.length - partial.readableBytes, input.readableBytes))!
         partial.writeBuffer(&more)
         let payload = partial.getSlice(at: partial.readerIndex + frame.size, length: partial.readableBytes - frame.size)!
         guard payload.readableBytes == frame.length else {
             // Still not whole: check the text that came, and wait for more.
-            self.partialChecked = try self.checkText(frame, payload, from: self.partialChecked)
+            try self.checkText(frame, payload, from: checked)
             self.partial = partial
             return false
         }
-        let checked = self.partialChecked
-        self.partialChecked = 0
         try self.handle(frame, payload, checked: checked)
         return true
     }
@@ -219,12 +213,11 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
     }
 
     /// Feeds the text payload bytes after `from` to the UTF-8 check (when the frame belongs to
-    /// an uncompressed text message); returns how many bytes it has now seen.
-    private func checkText(_ header: Header, _ payload: ByteBuffer, from: Int = 0) throws -> Int {
-        guard !header.isControl, self.checkingText, payload.readableBytes > from else { return payload.readableBytes }
+    /// an uncompressed text message).
+    private func checkText(_ header: Header, _ payload: ByteBuffer, from: Int = 0) throws {
+        guard !header.isControl, self.checkingText, payload.readableBytes > from else { return }
         let ok = payload.withUnsafeReadableBytes { self.utf8.feed(UnsafeRawBufferPointer(rebasing: $0[from...])) }
         guard ok else { throw UpstreamProtocolError.invalidUTF8 }
-        return payload.readableBytes
     }
 
     /// A whole frame; `checked`: its leading payload bytes the UTF-8 check has seen already.
@@ -239,7 +232,7 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
             self.callbacks.control(WebSocketFrame(fin: true, opcode: opcode, data: payload))
             return
         }
-        _ = try self.checkText(header, payload, from: checked)
+        try self.checkText(header, payload, from: checked)
         if header.fin && self.checkingText && !self.utf8.isComplete { throw UpstreamProtocolError.invalidUTF8 }
         if header.opcode != 0x0 {
             let kind: UpstreamMessage.Kind = header.opcode == 0x1 ? .text : .binary
