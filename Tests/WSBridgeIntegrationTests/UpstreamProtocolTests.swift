@@ -157,8 +157,17 @@ import WSBridgeProtocol
     /// in one read to the connector's pipeline, such a reply crashed it once; the fuzz seed
     /// `crash-101-bad-extension-then-frame` holds that case, docs/fuzzing.md.)
     @Test func a101WithABadExtensionAndAFrameBehindItIsRefusedNotFatal() async throws {
+        try await Self.refusedNotFatal(case: "bad-extension", error: "server_no_ceontxt_takeover")
+    }
+    /// An HTTP/1.0 101 (RFC 6455 4.1 asks for HTTP/1.1): NIO's upgrader reads only the code, so
+    /// the daemon took it until the handshake fuzz target found it (seed `crash-101-http-1.0`).
+    @Test func anHTTP10SwitchingProtocolsIsRefused() async throws {
+        try await Self.refusedNotFatal(case: "http-1.0", error: "HTTP/1.0 101, not HTTP/1.1 101")
+    }
+
+    static func refusedNotFatal(case flaw: String, error: String) async throws {
         let dir = try TemporaryDirectory()
-        let server = try ManagedProcess(Paths.python, ["-u", "\(Paths.root)/Tests/peers/raw_upgrade.py"], name: "raw-upgrade")
+        let server = try ManagedProcess(Paths.python, ["-u", "\(Paths.root)/Tests/peers/raw_upgrade.py", flaw], name: "raw-upgrade")
         defer { server.stop() }
         guard let line = await server.stdout.wait(containing: "listening "), let port = Int(line.dropFirst("listening ".count)) else {
             Issue.record("raw_upgrade.py did not start: \(server.stderr.text)")
@@ -174,7 +183,7 @@ import WSBridgeProtocol
         client.send(#"{"id":"s","op":"status"}"#)
         let status = await client.reply("s")
         #expect(status?.value(at: "result.state")?.stringValue != "open")
-        #expect(status?.value(at: "result.last_error")?.stringValue?.contains("server_no_ceontxt_takeover") == true, "\(status.map { "\($0)" } ?? "none")")
+        #expect(status?.value(at: "result.last_error")?.stringValue?.contains(error) == true, "\(status.map { "\($0)" } ?? "none")")
         #expect(daemon.isRunning)
     }
 }

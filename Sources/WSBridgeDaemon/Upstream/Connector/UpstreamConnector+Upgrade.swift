@@ -55,6 +55,15 @@ extension UpstreamConnector {
                     // takes only HTTP parts (a server's 101 with a bad extension and a frame in
                     // the same read crashed the daemon; found by the handshake fuzz target).
                     channel.pipeline.syncOperations.removeHandler(name: "wsb.status", promise: nil)
+                    // RFC 6455 4.1: the server's answer is an HTTP/1.1 status line; NIO's upgrader
+                    // looks only at the code (an HTTP/1.0 101 was taken; found by the handshake
+                    // fuzz target).
+                    guard response.version == .http1_1 else {
+                        throw Failure(
+                            description:
+                                "server answered the upgrade with HTTP/\(response.version.major).\(response.version.minor) 101, not HTTP/1.1 101: upstream.url must name a WebSocket server (RFC 6455)"
+                        )
+                    }
                     let chosen = response.headers.first(name: "Sec-WebSocket-Protocol")
                     if let chosen, !offered.contains(chosen) {
                         throw Failure(description: "server chose subprotocol '\(chosen)', which was not offered (upstream.subprotocols = \(offered))")
