@@ -14,6 +14,7 @@ public struct Configuration: Sendable, Equatable {
     public var reachability = Reachability()
     public var local = Local()
     public var queue = Queue()
+    public var journal = Journal()
     public var access = Access()
     public var log = Log()
     public var metrics = Metrics()
@@ -156,7 +157,29 @@ public struct Configuration: Sendable, Equatable {
         public init() {}
     }
 
-    /// When a queued send counts as stored (and is answered `queued`).
+    /// The journal of upstream messages (docs/journal.md): consumers resume from it across
+    /// restarts and after longer than the replay ring keeps.
+    public struct Journal: Sendable, Equatable {
+        /// Its directory (nil: no journal; the replay ring is all there is).
+        public var dir: String? = nil
+        /// Whole segments go, oldest first, once the journal holds more than this...
+        public var maxBytes = 1 << 30
+        /// ...or once their last message is older than this.
+        public var maxAge: Duration = .seconds(24 * 3600)
+        /// A segment file is closed and a new one begun past this size.
+        public var segmentBytes = 64 << 20
+        /// `always`: every batch written is fdatasync'd at once; `batch`: at most every
+        /// `fsyncInterval`, and only after writes.
+        public var fsync = FsyncPolicy.batch
+        public var fsyncInterval: Duration = .seconds(1)
+        /// Messages waiting for the writer (a disk slower than the feed) beyond this are not
+        /// journaled (a `not_durable` gap for a consumer who replays them); live delivery
+        /// goes on.
+        public var bufferBytes = 64 << 20
+        public init() {}
+    }
+
+    /// When a queued send (or a journaled message) counts as stored.
     public enum FsyncPolicy: String, Sendable, CaseIterable {
         /// Written and fdatasync'd: survives a crash of the machine. Sends arriving together
         /// share one fdatasync.

@@ -188,6 +188,50 @@ extension ConfigurationReader {
 
     }
 
+    /// [journal]: the upstream messages on disk, for consumers to resume from.
+    func journal(_ s: inout Section, _ config: inout Configuration) throws(ConfigurationError) {
+        s.read("dir") { v in
+            let s = try self.string(v, "journal.dir")
+            guard s.isEmpty || s.hasPrefix("/") else {
+                throw self.error("journal.dir", v, "must be an absolute directory path such as \"/var/lib/wsbridged/journal\", or \"\" for no journal")
+            }
+            config.journal.dir = s.isEmpty ? nil : s
+        }
+        s.read("max_bytes") { v in
+            config.journal.maxBytes = try self.int(v, "journal.max_bytes", in: (1 << 20)...(1 << 50), "a byte count of at least 1048576 (1 MiB)")
+        }
+        s.read("max_age") { v in
+            config.journal.maxAge = try self.duration(v, "journal.max_age")
+        }
+        s.read("segment_bytes") { v in
+            config.journal.segmentBytes = try self.int(
+                v, "journal.segment_bytes", in: (64 << 10)...(1 << 30), "a byte count from 65536 (64 KiB) to 1073741824 (1 GiB)")
+        }
+        s.read("fsync") { v in
+            let s = try self.string(v, "journal.fsync")
+            guard let policy = Configuration.FsyncPolicy(rawValue: s.lowercased()) else {
+                throw self.error(
+                    "journal.fsync", v,
+                    "must be \"batch\" (fdatasync at most every journal.fsync_interval, after writes) or \"always\" (every batch written is fdatasync'd at once)"
+                )
+            }
+            config.journal.fsync = policy
+        }
+        s.read("fsync_interval") { v in
+            config.journal.fsyncInterval = try self.duration(v, "journal.fsync_interval")
+        }
+        s.read("buffer_bytes") { v in
+            config.journal.bufferBytes = try self.int(
+                v, "journal.buffer_bytes", in: (1 << 20)...(1 << 34), "a byte count from 1048576 (1 MiB) to 17179869184 (16 GiB)")
+        }
+        if config.journal.segmentBytes > config.journal.maxBytes {
+            throw self.error(
+                "journal.segment_bytes", nil,
+                "is larger than journal.max_bytes (\(config.journal.maxBytes)): retention removes whole segments, so a segment must be smaller than the journal"
+            )
+        }
+    }
+
     /// [access]: who may send.
     func access(_ s: inout Section, _ config: inout Configuration) throws(ConfigurationError) {
         s.read("write_uids") { v in

@@ -243,6 +243,7 @@ struct ConfigurationReader {
             ("reachability", ConfigurationReader.reachability),
             ("local", ConfigurationReader.local),
             ("queue", ConfigurationReader.queue),
+            ("journal", ConfigurationReader.journal),
             ("access", ConfigurationReader.access),
             ("log", ConfigurationReader.logging),
             ("metrics", ConfigurationReader.metrics),

@@ -157,14 +157,21 @@ public struct DroppedLine: Sendable, Equatable, Codable {
     }
 }
 
-/// After `subscribe` with `since`: what this consumer will not receive, said before the replay.
-/// `reason` is a stable code: `not_buffered` (messages `from`...`to` left the replay ring) or
-/// `restarted` (the daemon started a new stream since the consumer's `since`: sequence numbers
-/// began again at 1, and `next` is where this stream's delivery starts). `message` says it in words.
+/// After `subscribe` with `since`: what this consumer will not receive, said where it is
+/// missing. `reason` is a stable code: `not_buffered` (messages `from`...`to` left the replay
+/// ring), `restarted` (the daemon started a new stream since the consumer's `since`: sequence
+/// numbers began again at 1, and `next` is where this stream's delivery starts); with a journal
+/// (docs/journal.md) `expired` (retention removed `from`...`to`), `damaged` (a record that fails
+/// its checksum), `not_durable` (never written to the journal: with `from`...`to` a hole the
+/// writer recorded, without them what a crashed run numbered after its last journaled message,
+/// `next` then counting in the next run's `stream`). `message` says it in words.
 public struct GapLine: Sendable, Equatable, Codable {
     public static let type = "gap"
     public static let notBuffered = "not_buffered"
     public static let restarted = "restarted"
+    public static let expired = "expired"
+    public static let damaged = "damaged"
+    public static let notDurable = "not_durable"
     public private(set) var type = GapLine.type
     /// The stream the seq numbers of this line (`from`, `to`, `next`) belong to.
     public var stream: String

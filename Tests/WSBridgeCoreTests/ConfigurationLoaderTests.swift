@@ -276,7 +276,36 @@ import Testing
         #expect(off.queue.spool == nil)
     }
 
+    @Test func theJournalIsOffUnlessADirectoryIsGivenAndReadsEveryKey() throws {
+        let off = try self.loader.load(text: "")
+        #expect(off.journal == Configuration.Journal())
+        #expect(off.journal.dir == nil && off.journal.fsync == .batch && off.journal.maxBytes == 1 << 30)
+        let on = try self.loader.load(
+            text: """
+                [journal]
+                dir = "/var/lib/wsbridged/journal"
+                max_bytes = 2097152
+                max_age = "90m"
+                segment_bytes = 65536
+                fsync = "always"
+                fsync_interval = "250ms"
+                buffer_bytes = 1048576
+                """)
+        #expect(on.journal.dir == "/var/lib/wsbridged/journal")
+        #expect(on.journal.maxBytes == 2_097_152)
+        #expect(on.journal.maxAge == .seconds(5400))
+        #expect(on.journal.segmentBytes == 65536)
+        #expect(on.journal.fsync == .always)
+        #expect(on.journal.fsyncInterval == .milliseconds(250))
+        #expect(on.journal.bufferBytes == 1 << 20)
+    }
+
     @Test(arguments: [
+        ("[journal]\ndir = \"journal\"", "journal.dir", "absolute directory path"),
+        ("[journal]\nfsync = \"never\"", "journal.fsync", "\"batch\" (fdatasync at most every journal.fsync_interval"),
+        ("[journal]\nsegment_bytes = 100", "journal.segment_bytes", "from 65536"),
+        ("[journal]\nmax_bytes = 2097152\nsegment_bytes = 4194304", "journal.segment_bytes", "larger than journal.max_bytes"),
+        ("[journal]\nmax_age = 0", "journal.max_age", "a duration > 0"),
         ("[local]\nmax_line = 10", "local.max_line", "1024 to"),
         ("[local]\nsubscriber_queue = 0", "local.subscriber_queue", "from 1"),
         ("[queue]\nmax_messages = -1", "queue.max_messages", "0 (no queueing)"),
@@ -365,7 +394,7 @@ extension ConfigurationLoaderTests {
 extension ConfigurationLoaderTests {
     @Test func everySectionRefusesAKeyItsReaderDoesNotRead() {
         let sections = ConfigurationReader.readers.map { $0.name }
-        #expect(sections.count == 12)
+        #expect(sections.count == 13)
         for section in sections {
             let error = self.failure("[\(section)]\nno_such_key = 1\n")
             #expect(error?.key == "\(section).no_such_key", "\(String(describing: error))")

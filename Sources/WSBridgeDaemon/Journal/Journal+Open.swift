@@ -1,0 +1,168 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import WSBridgeCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Opening a journal: the lock, the segments' headers, the last segment read back (a torn
+/// tail cut, damaged records logged), the stream and seq the new run continues from, and the
+/// segment it writes to.
+extension Journal {
+    /// Opens (creating it if needed) the journal in `configuration.dir`. Blocks: call off the
+    /// event loop.
+    static func open(configuration: Configuration.Journal, eventLoop: any EventLoop, logger: Logger) throws(Failure) -> (Journal, Recovered) {
+        guard let directory = configuration.dir else { throw Failure(description: "journal.dir is not set") }
+        let lockFD: CInt
+        do {
+            lockFD = try JournalFiles.lock(directory)
+        } catch {
+            throw Failure(description: error.description)
+        }
+        do {
+            var segments = try Self.readSegments(directory, logger: logger)
+            let tail = try Self.recoverLast(directory, &segments, logger: logger)
+            let recovered: Recovered
+            if let last = segments.last {
+                recovered =
+                    tail.clean
+                    ? Recovered(stream: last.stream, lastSeq: last.lastSeq, clean: true)
+                    : Recovered(stream: Self.newStream(not: last.stream), lastSeq: last.lastSeq, clean: false, previousStream: last.stream)
+            } else {
+                recovered = Recovered(stream: Self.newStream(not: 0), lastSeq: tail.lastSeq, clean: true)
+            }
+            let now = WallClock.millisecondsSinceEpoch()
+            let fd: CInt
+            if let last = segments.last, tail.clean, last.size < configuration.segmentBytes {
+                // A clean stop: append to its segment, after its closed record.
+                fd = Glibc.open(JournalFiles.path(directory, firstSeq: last.firstSeq), O_RDWR | O_CLOEXEC)
+                guard fd >= 0 else {
+                    throw JournalFiles.Failure(
+                        description: "cannot open \(JournalFiles.path(directory, firstSeq: last.firstSeq)): \(DurableFile.describe(errno))")
+                }
+            } else {
+                if let last = segments.last, last.lastSeq < last.firstSeq {
+                    // No message in it: the new segment takes its name (and its place).
+                    unlink(JournalFiles.path(directory, firstSeq: last.firstSeq))
+                    segments.removeLast()
+                }
+                let header = JournalFormat.Header(stream: recovered.stream, firstSeq: recovered.lastSeq + 1, createdMillis: now)
+                fd = try JournalFiles.create(directory, header)
+                segments.append(
+                    Segment(
+                        firstSeq: header.firstSeq, stream: header.stream, createdMillis: now, size: JournalFormat.headerSize, lastSeq: recovered.lastSeq,
+                        lastMillis: now))
+            }
+            var writer = Writer(fd: fd, lockFD: lockFD, segments: segments)
+            let journal = Journal(
+                configuration: configuration, directory: directory, stream: recovered.stream, eventLoop: eventLoop, logger: logger,
+                writer: writer)
+            journal.writer.withLockedValue { w in
+                journal.applyRetention(&w, now: now)
+                writer = w
+            }
+            journal.shared.withLockedValue { $0.segments = writer.segments }
+            return (journal, recovered)
+        } catch {
+            Glibc.close(lockFD)
+            throw Failure(description: "\(error)")
+        }
+    }
+
+    private static func newStream(not old: UInt64) -> UInt64 {
+        var s = UInt64.random(in: 1 ... .max)
+        while s == old { s = UInt64.random(in: 1 ... .max) }
+        return s
+    }
+
+    /// Every segment's header, oldest first. One that cannot be read is logged and left out
+    /// (a consumer replaying across it is told `damaged`); an empty last one (its creation cut
+    /// short) is removed.
+    private static func readSegments(_ directory: String, logger: Logger) throws(JournalFiles.Failure) -> [Segment] {
+        let seqs = try JournalFiles.list(directory)
+        var segments: [Segment] = []
+        for (i, first) in seqs.enumerated() {
+            let path = JournalFiles.path(directory, firstSeq: first)
+            let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw JournalFiles.Failure(description: "cannot open \(path): \(DurableFile.describe(errno))") }
+            defer { Glibc.close(fd) }
+            let bytes = try JournalFiles.read(fd, at: 0, count: JournalFormat.headerSize, path: path)
+            do {
+                let header = try JournalFormat.readHeader(bytes)
+                guard header.firstSeq == first else {
+                    logger.error("journal: \(path) says its first seq is \(header.firstSeq), not \(first) as its name does; left out (move it away)")
+                    continue
+                }
+                let modified = JournalFiles.modifiedMillis(path) ?? header.createdMillis
+                let next = i + 1 < seqs.count ? seqs[i + 1] : first
+                segments.append(
+                    Segment(
+                        firstSeq: first, stream: header.stream, createdMillis: header.createdMillis, size: JournalFiles.size(fd),
+                        lastSeq: max(first, next) - 1, lastMillis: modified))
+            } catch .short(let n) where i == seqs.count - 1 {
+                logger.warning("journal: \(path) holds \(n) byte(s), less than its header: its creation was cut short; removed")
+                unlink(path)
+            } catch {
+                logger.error("journal: \(path): \(error); left out (move it away); a consumer replaying across it is told its messages are damaged")
+            }
+        }
+        return segments
+    }
+
+    /// Reads the last segment's records: its last seq, whether the daemon stopped cleanly
+    /// (its last record is `closed`), damaged records logged, a torn tail cut off.
+    private static func recoverLast(
+        _ directory: String, _ segments: inout [Segment], logger: Logger
+    ) throws(JournalFiles.Failure) -> (lastSeq: UInt64, clean: Bool) {
+        guard let last = segments.last else { return (0, true) }
+        let path = JournalFiles.path(directory, firstSeq: last.firstSeq)
+        let fd = Glibc.open(path, O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { throw JournalFiles.Failure(description: "cannot open \(path): \(DurableFile.describe(errno))") }
+        defer { Glibc.close(fd) }
+        let bytes = try JournalFiles.read(fd, at: 0, count: last.size, path: path)
+        let end = bytes.writerIndex
+        var offset = JournalFormat.headerSize
+        var lastSeq = last.firstSeq - 1
+        var lastMillis = last.createdMillis
+        var clean = false
+        scan: while offset < end {
+            switch JournalFormat.record(in: bytes, at: offset, end: end, maxLength: Int(UInt32.max)) {
+            case .good(let r):
+                lastSeq = max(lastSeq, r.lastSeq)
+                lastMillis = r.millis
+                clean = r.kind == .closed
+                offset += r.size
+            case .bad(let problem, let next?) where next == end || Self.isGood(bytes, at: next, end: end):
+                logger.error("journal: \(path): skipped a damaged record at offset \(offset): \(problem); a consumer replaying it is told (gap damaged)")
+                clean = false
+                offset = next
+            case .bad(let problem, _):
+                Self.cut(fd, path, at: offset, dropping: end - offset, problem, logger)
+                clean = false
+                break scan
+            case .incomplete:
+                Self.cut(fd, path, at: offset, dropping: end - offset, "a record cut short by a crash", logger)
+                clean = false
+                break scan
+            }
+        }
+        segments[segments.count - 1].size = offset
+        segments[segments.count - 1].lastSeq = lastSeq
+        segments[segments.count - 1].lastMillis = lastMillis
+        return (lastSeq, clean)
+    }
+
+    private static func isGood(_ bytes: ByteBuffer, at offset: Int, end: Int) -> Bool {
+        if case .good = JournalFormat.record(in: bytes, at: offset, end: end, maxLength: Int(UInt32.max)) { return true }
+        return false
+    }
+
+    private static func cut(_ fd: CInt, _ path: String, at offset: Int, dropping bytes: Int, _ problem: String, _ logger: Logger) {
+        logger.error("journal: \(path): truncated at offset \(offset), dropping \(bytes) byte(s): \(problem); every record before it is kept")
+        if ftruncate(fd, off_t(offset)) != 0 {
+            logger.error("journal: cannot truncate \(path): \(DurableFile.describe(errno))")
+        }
+    }
+}

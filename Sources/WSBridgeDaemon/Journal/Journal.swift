@@ -1,0 +1,305 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import WSBridgeCore
+
+/// The journal of upstream messages (`[journal]`, docs/journal.md): every message the fan-out
+/// numbers is appended, in batches, to segment files (see `JournalFormat`), so a consumer
+/// resumes from it after a daemon restart or after longer than the replay ring keeps.
+///
+/// The fan-out never waits for the disk: it hands each read's messages over (`append`), and
+/// one writer thread writes them, rolls segments and removes old ones (retention); with
+/// `fsync = "batch"` it fdatasyncs at most every `fsync_interval`, only after writes (an idle
+/// daemon has no timer), with "always" after every batch. Messages waiting beyond
+/// `buffer_bytes` (a disk slower than the feed), or a write that fails (a full disk), are not
+/// journaled: a hole record says so, and the journal tries again at the next messages after
+/// `retryDelay`. A reader thread serves replays (`read`), so a consumer replaying a gigabyte
+/// costs the writer and the live feed nothing.
+///
+/// This file: the public face and the state the threads share. Opening and recovery are in
+/// Journal+Open, the writer in Journal+Writer, the reader in Journal+Reader.
+final class Journal: Sendable {
+    struct Entry: Sendable {
+        var seq: UInt64
+        var kind: UpstreamMessage.Kind
+        var millis: Int64
+        var data: ByteBuffer
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// What the daemon's last run left (Journal+Open).
+    struct Recovered: Sendable {
+        /// The stream this run counts in: the last one's after a clean stop, a new one after a
+        /// crash (the messages numbered after `lastSeq` may have reached consumers without
+        /// reaching the disk, so the same seq must not name a new message in the same stream).
+        var stream: UInt64
+        var lastSeq: UInt64
+        var clean: Bool
+        /// After a crash: the stream the last run counted in.
+        var previousStream: UInt64?
+    }
+
+    /// A segment as the reader and the status see it.
+    struct Segment: Sendable, Equatable {
+        var firstSeq: UInt64
+        var stream: UInt64
+        var createdMillis: Int64
+        /// Bytes written (and readable).
+        var size: Int
+        /// The last seq written to it (firstSeq - 1 while it has none).
+        var lastSeq: UInt64
+        var lastMillis: Int64
+    }
+
+    struct Statistics: Sendable, Equatable {
+        var bytes = 0
+        var segments = 0
+        var oldestSeq: UInt64?
+        var newestSeq: UInt64?
+        var oldestMillis: Int64?
+        var newestMillis: Int64?
+        var fsyncs: UInt64 = 0
+        /// Messages never written (a full buffer, a failed write).
+        var notJournaled: UInt64 = 0
+        /// Why the journal is not writing now, if it is not.
+        var stopped: String?
+    }
+
+    enum Op {
+        case entries([Entry], bytes: Int)
+        case hole(from: UInt64, to: UInt64)
+        case sync
+        case close(lastSeq: UInt64, EventLoopPromise<Void>)
+        /// Completed once every earlier op is done.
+        case barrier(EventLoopPromise<Void>)
+    }
+
+    struct Shared {
+        var ops: [Op] = []
+        var pendingBytes = 0
+        var draining = false
+        var syncScheduled = false
+        var closed = false
+        /// Oldest first; the last is the one written to.
+        var segments: [Segment]
+        var fsyncs: UInt64 = 0
+        var notJournaled: UInt64 = 0
+        var stopped: (reason: String, at: NIODeadline)?
+        /// The writer is `buffer_bytes` behind: messages are not journaled (logged once).
+        var overflowing = false
+        var onWritten: (@Sendable (UInt64) -> Void)?
+    }
+
+    /// The writer thread's state (Journal+Writer).
+    struct Writer {
+        var fd: CInt
+        var lockFD: CInt
+        var segments: [Segment]
+        var dirty = false
+        /// Seqs that could not be written, to record as a hole before the next messages.
+        var unwritten: (from: UInt64, to: UInt64)?
+    }
+
+    let directory: String
+    let configuration: Configuration.Journal
+    let stream: UInt64
+    let logger: Logger
+    let eventLoop: any EventLoop
+    let shared: NIOLockedValueBox<Shared>
+    let writer: NIOLockedValueBox<Writer>
+    private let writerPool = NIOThreadPool(numberOfThreads: 1)
+    private let readerPool = NIOThreadPool(numberOfThreads: 1)
+    /// How long a stopped journal (a failed write) waits before it tries again.
+    static let retryDelay: TimeAmount = .seconds(10)
+
+    init(configuration: Configuration.Journal, directory: String, stream: UInt64, eventLoop: any EventLoop, logger: Logger, writer: Writer) {
+        self.configuration = configuration
+        self.directory = directory
+        self.stream = stream
+        self.eventLoop = eventLoop
+        self.logger = logger
+        self.shared = NIOLockedValueBox(Shared(segments: writer.segments))
+        self.writer = NIOLockedValueBox(writer)
+        self.writerPool.start()
+        self.readerPool.start()
+    }
+
+    /// The stream as `hello` and `subscribe` show it.
+    var streamID: String { Self.streamID(self.stream) }
+
+    static func streamID(_ stream: UInt64) -> String {
+        let hex = String(stream, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
+    // MARK: - The loop's side
+
+    /// Told, on the event loop, the last seq written after each write.
+    func whenWritten(_ handler: (@Sendable (UInt64) -> Void)?) {
+        self.shared.withLockedValue { $0.onWritten = handler }
+    }
+
+    /// Hands over one read's messages (seqs rising by one from the last handed over).
+    func append(_ entries: [Entry]) {
+        guard let first = entries.first, let last = entries.last else { return }
+        let bytes = entries.reduce(0) { $0 + $1.data.readableBytes + JournalFormat.recordOverhead }
+        let start = self.shared.withLockedValue { s -> Bool in
+            guard !s.closed else { return false }
+            if let stopped = s.stopped, NIODeadline.now() < stopped.at + Self.retryDelay {
+                s.notJournaled += UInt64(entries.count)
+                Self.addHole(&s, from: first.seq, to: last.seq)
+                return false
+            }
+            if s.pendingBytes + bytes > self.configuration.bufferBytes {
+                if !s.overflowing {
+                    s.overflowing = true
+                    self.logger.error(
+                        "journal: the writer is \(s.pendingBytes) bytes behind (journal.buffer_bytes = \(self.configuration.bufferBytes)): messages from seq \(first.seq) are not journaled until it catches up; is \(self.directory) on a slow or failing disk?"
+                    )
+                }
+                s.notJournaled += UInt64(entries.count)
+                Self.addHole(&s, from: first.seq, to: last.seq)
+                return false
+            }
+            s.overflowing = false
+            s.pendingBytes += bytes
+            s.ops.append(.entries(entries, bytes: bytes))
+            return Self.startDraining(&s)
+        }
+        if start { self.submitDrain() }
+    }
+
+    private static func addHole(_ s: inout Shared, from: UInt64, to: UInt64) {
+        if case .hole(let f, let t)? = s.ops.last, t + 1 == from {
+            s.ops[s.ops.count - 1] = .hole(from: f, to: to)
+        } else {
+            s.ops.append(.hole(from: from, to: to))
+        }
+        // A hole alone starts no write: it is written before the next messages that are.
+    }
+
+    private static func startDraining(_ s: inout Shared) -> Bool {
+        if s.draining { return false }
+        s.draining = true
+        return true
+    }
+
+    /// Writes what is pending, marks the clean stop after `lastSeq` (the last message the
+    /// fan-out numbered), fdatasyncs and closes. The next start continues the same stream.
+    func close(lastSeq: UInt64) -> EventLoopFuture<Void> {
+        let promise = self.eventLoop.makePromise(of: Void.self)
+        let start = self.shared.withLockedValue { s -> Bool in
+            s.ops.append(.close(lastSeq: lastSeq, promise))
+            return Self.startDraining(&s)
+        }
+        if start { self.submitDrain() }
+        let (writerPool, readerPool) = (self.writerPool, self.readerPool)
+        return promise.futureResult.flatMap {
+            self.whenWritten(nil)
+            let done = self.eventLoop.makePromise(of: Void.self)
+            writerPool.shutdownGracefully { _ in
+                readerPool.shutdownGracefully { _ in done.succeed(()) }
+            }
+            return done.futureResult
+        }
+    }
+
+    /// Completes once everything handed over before it was written (or failed).
+    func barrier() -> EventLoopFuture<Void> {
+        let promise = self.eventLoop.makePromise(of: Void.self)
+        let start = self.shared.withLockedValue { s -> Bool in
+            s.ops.append(.barrier(promise))
+            return Self.startDraining(&s)
+        }
+        if start { self.submitDrain() }
+        return promise.futureResult
+    }
+
+    var statistics: Statistics {
+        self.shared.withLockedValue { s in
+            var st = Statistics()
+            st.segments = s.segments.count
+            st.bytes = s.segments.reduce(0) { $0 + $1.size }
+            let written = s.segments.filter { $0.lastSeq >= $0.firstSeq }
+            st.oldestSeq = written.first?.firstSeq
+            st.newestSeq = written.last?.lastSeq
+            st.oldestMillis = written.first?.createdMillis
+            st.newestMillis = written.last?.lastMillis
+            st.fsyncs = s.fsyncs
+            st.notJournaled = s.notJournaled
+            st.stopped = s.stopped?.reason
+            return st
+        }
+    }
+
+    var isStopped: Bool { self.shared.withLockedValue { $0.stopped != nil } }
+
+    var segments: [Segment] { self.shared.withLockedValue { $0.segments } }
+
+    // MARK: - Threads
+
+    private func submitDrain() {
+        self.writerPool.submit { state in
+            guard state == .active else { return }
+            self.drain()
+        }
+    }
+
+    func submitRead<T: Sendable>(_ body: @escaping @Sendable () -> T) -> EventLoopFuture<T> {
+        self.readerPool.runIfActive(eventLoop: self.eventLoop, body)
+    }
+
+    func scheduleBatchSync() {
+        let first = self.shared.withLockedValue { s -> Bool in
+            defer { s.syncScheduled = true }
+            return !s.syncScheduled
+        }
+        guard first else { return }
+        let interval = TimeAmount.nanoseconds(
+            Int64(self.configuration.fsyncInterval.components.seconds) * 1_000_000_000
+                + self.configuration.fsyncInterval.components.attoseconds / 1_000_000_000)
+        self.eventLoop.scheduleTask(in: interval) {
+            let start = self.shared.withLockedValue { s -> Bool in
+                s.syncScheduled = false
+                guard !s.closed else { return false }
+                s.ops.append(.sync)
+                return Self.startDraining(&s)
+            }
+            if start { self.submitDrain() }
+        }
+    }
+
+    /// The writer thread's loop: every op handed over, in order, until none is left.
+    private func drain() {
+        while true {
+            let ops = self.shared.withLockedValue { s -> [Op] in
+                if s.ops.isEmpty { s.draining = false }
+                defer { s.ops.removeAll(keepingCapacity: true) }
+                return s.ops
+            }
+            if ops.isEmpty { return }
+            let outcome = self.writer.withLockedValue { w in self.process(ops, &w) }
+            let handler = self.shared.withLockedValue { s -> (@Sendable (UInt64) -> Void)? in
+                s.pendingBytes -= outcome.bytesTaken
+                s.segments = outcome.segments
+                s.fsyncs += outcome.fsyncs
+                if let failure = outcome.failure {
+                    s.stopped = (failure, .now())
+                } else if outcome.wrote {
+                    s.stopped = nil
+                }
+                if outcome.closed { s.closed = true }
+                return s.onWritten
+            }
+            if let handler, let last = outcome.segments.last?.lastSeq, outcome.wrote {
+                self.eventLoop.execute { handler(last) }
+            }
+            if outcome.scheduleSync { self.scheduleBatchSync() }
+            for promise in outcome.closes + outcome.barriers { promise.succeed(()) }
+        }
+    }
+}

@@ -1,0 +1,114 @@
+import NIOCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The journal's directory and the raw POSIX I/O on it: `DIR/lock` (flock, so a second daemon
+/// keeps off), the segment files, appends, fdatasync, truncation and removal. Every error
+/// says what failed and how to fix it. Blocking: used by `Journal.open`, then by the writer
+/// and reader threads.
+enum JournalFiles {
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// Creates the directory if needed and takes its lock; returns the lock's descriptor.
+    static func lock(_ directory: String) throws(Failure) -> CInt {
+        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+            throw Failure(
+                description:
+                    "cannot create the journal directory \(directory) (journal.dir): \(DurableFile.describe(errno)); create it writable for the daemon's user (the units' StateDirectory=wsbridged makes /var/lib/wsbridged so)"
+            )
+        }
+        let fd = open(directory + "/lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw Failure(
+                description:
+                    "cannot open \(directory)/lock (journal.dir): \(DurableFile.describe(errno)); the journal directory must be writable for the daemon's user")
+        }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let e = errno
+            close(fd)
+            if e == EWOULDBLOCK {
+                throw Failure(
+                    description:
+                        "the journal \(directory) (journal.dir) is in use by another wsbridged: give each instance its own journal.dir (for example /var/lib/wsbridged/NAME/journal)"
+                )
+            }
+            throw Failure(description: "cannot lock \(directory)/lock (journal.dir): \(DurableFile.describe(e))")
+        }
+        return fd
+    }
+
+    /// The segments' first seqs, in order (other files are left alone).
+    static func list(_ directory: String) throws(Failure) -> [UInt64] {
+        guard let dir = opendir(directory) else {
+            throw Failure(description: "cannot read the journal directory \(directory) (journal.dir): \(DurableFile.describe(errno))")
+        }
+        defer { closedir(dir) }
+        var seqs: [UInt64] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if let seq = JournalFormat.firstSeq(fileName: name) { seqs.append(seq) }
+        }
+        return seqs.sorted()
+    }
+
+    static func path(_ directory: String, firstSeq: UInt64) -> String {
+        directory + "/" + JournalFormat.fileName(firstSeq: firstSeq)
+    }
+
+    /// Reads up to `count` bytes at `offset`; fewer at the end of the file.
+    static func read(_ fd: CInt, at offset: Int, count: Int, path: String) throws(Failure) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        var done = 0
+        while done < count {
+            let n = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count - done) { raw in
+                max(0, pread(fd, raw.baseAddress, count - done, off_t(offset + done)))
+            }
+            if n == 0 {
+                if errno == EINTR { continue }
+                break
+            }
+            done += n
+        }
+        return buffer
+    }
+
+    static func size(_ fd: CInt) -> Int {
+        var st = stat()
+        return fstat(fd, &st) == 0 ? Int(st.st_size) : 0
+    }
+
+    /// The file's last modification, in milliseconds since the epoch.
+    static func modifiedMillis(_ path: String) -> Int64? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        return Int64(st.st_mtim.tv_sec) * 1000 + Int64(st.st_mtim.tv_nsec) / 1_000_000
+    }
+
+    /// Creates a segment holding only its header, fdatasync'd, its directory fsync'd. Returns
+    /// its descriptor, open for appending.
+    static func create(_ directory: String, _ header: JournalFormat.Header) throws(Failure) -> CInt {
+        let path = Self.path(directory, firstSeq: header.firstSeq)
+        let fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw Failure(description: "cannot create \(path): \(DurableFile.describe(errno))") }
+        if let problem = DurableFile.writeAll(fd, JournalFormat.header(header), at: 0) ?? (fdatasync(fd) == 0 ? nil : DurableFile.describe(errno)) {
+            close(fd)
+            unlink(path)
+            throw Failure(description: "cannot write \(path): \(problem)")
+        }
+        Self.syncDirectory(directory)
+        return fd
+    }
+
+    static func syncDirectory(_ directory: String) {
+        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        fsync(fd)
+        close(fd)
+    }
+}
