@@ -33,6 +33,48 @@ public struct StatusReport: Sendable, Equatable, Codable {
         }
     }
 
+    /// The journal of upstream messages (docs/journal.md), when `journal.dir` is set.
+    public struct Journal: Sendable, Equatable, Codable {
+        public var dir: String
+        public var fsync: String
+        /// `writing`, or `stopped` (a write failed: `stoppedReason` says why).
+        public var state: String
+        public var stoppedReason: String?
+        public var bytes: Int
+        public var segments: Int
+        /// The oldest and newest seq kept, and their receive times (ms since the Unix epoch).
+        public var oldestSeq: UInt64?
+        public var newestSeq: UInt64?
+        public var oldestTs: Int64?
+        public var newestTs: Int64?
+        /// fdatasyncs since the daemon started.
+        public var fsyncs: UInt64
+        /// Messages never written since the daemon started (its writer behind by
+        /// `journal.buffer_bytes`, or stopped).
+        public var notJournaled: UInt64
+        /// Consumers reading from it now.
+        public var replaying: Int
+
+        public init(
+            dir: String, fsync: String, state: String, stoppedReason: String?, bytes: Int, segments: Int, oldestSeq: UInt64?, newestSeq: UInt64?,
+            oldestTs: Int64?, newestTs: Int64?, fsyncs: UInt64, notJournaled: UInt64, replaying: Int
+        ) {
+            self.dir = dir
+            self.fsync = fsync
+            self.state = state
+            self.stoppedReason = stoppedReason
+            self.bytes = bytes
+            self.segments = segments
+            self.oldestSeq = oldestSeq
+            self.newestSeq = newestSeq
+            self.oldestTs = oldestTs
+            self.newestTs = newestTs
+            self.fsyncs = fsyncs
+            self.notJournaled = notJournaled
+            self.replaying = replaying
+        }
+    }
+
     /// The session the daemon restores on every open (docs/sessions.md).
     public struct Session: Sendable, Equatable, Codable {
         /// `upstream.on_open`: how many opening messages go first on every open.
@@ -87,6 +129,8 @@ public struct StatusReport: Sendable, Equatable, Codable {
     /// The stream `seq` counts in: new whenever seq starts again (a daemon restart).
     public var stream: String
     public var queue: Queue
+    /// nil when `journal.dir` is not set.
+    @OmitNil public var journal: Journal?
     public var session: Session?
     public var lastError: String?
     /// Why the last attempt failed: `error`, or `not_ready` (no message matched
@@ -136,7 +180,7 @@ public struct StatusReport: Sendable, Equatable, Codable {
     enum CodingKeys: String, CodingKey {
         case state, since, url, reconnects, failedAttempts
         case rttMillis = "rtt_ms"
-        case subprotocol, compression, messagesIn, bytesIn, messagesOut, bytesOut, subscribers, clients, seq, stream, drops, queue, session
+        case subprotocol, compression, messagesIn, bytesIn, messagesOut, bytesOut, subscribers, clients, seq, stream, drops, queue, journal, session
         case lastError, lastErrorReason, version, commit, lastClose
         case retryInMillis = "retry_in_ms"
     }

@@ -51,6 +51,12 @@ struct Status: ParsableCommand {
                     "\(spool.directory) (fsync \(spool.fsync)), \(Self.bytes(UInt64(spool.fileBytes))), \(spool.fsyncs) fdatasync\(spool.fsyncs == 1 ? "" : "s")"
                 ))
         }
+        if let j = s.journal {
+            let kept = j.oldestSeq.map { "seq \($0)...\(j.newestSeq ?? $0)" } ?? "no message yet"
+            let state =
+                j.stoppedReason.map { "STOPPED: \($0)" } ?? "\(kept), \(Self.bytes(UInt64(j.bytes))) in \(j.segments) segment\(j.segments == 1 ? "" : "s")"
+            rows.append(("journal", "\(j.dir): \(state) (wsbridgectl journal)"))
+        }
         rows.append(("clients", "\(s.clients) connected, \(s.subscribers) subscribed"))
         rows.append(("dropped", "\(s.drops) messages (slow subscribers)"))
         rows.append(("last seq", "\(s.seq) (stream \(s.stream))"))
@@ -62,7 +68,7 @@ struct Status: ParsableCommand {
 
     static let labels = [
         "state", "upstream", "next attempt", "rtt", "subprotocol", "compression", "reconnects", "failed attempts", "last close", "last error", "session",
-        "messages in", "messages out", "send queue", "spool", "clients", "dropped", "last seq", "version",
+        "messages in", "messages out", "send queue", "spool", "journal", "clients", "dropped", "last seq", "version",
     ]
 
     /// `by the server, code 1000: bye`; `link lost: connection reset` (no close frame: no code).

@@ -13,7 +13,9 @@ struct WSBridgeCtl: ParsableCommand {
             permission denied.
             """,
         version: WSBridgeVersion.description,
-        subcommands: [Status.self, Metrics.self, Send.self, Sticky.self, Unstick.self, Close.self, Connect.self, Reconnect.self, Tail.self, Request.self],
+        subcommands: [
+            Status.self, Metrics.self, Send.self, Sticky.self, Unstick.self, Close.self, Connect.self, Reconnect.self, Tail.self, Request.self, Journal.self,
+        ],
         defaultSubcommand: Status.self
     )
 

@@ -151,7 +151,7 @@ import WSBridgeProtocol
         #expect(bogus.status == 64)
         #expect(
             bogus.err
-                == "wsbridgectl: unknown command 'bogus'. The commands are status, metrics, send, sticky, unstick, close, connect, reconnect, tail, request (wsbridgectl COMMAND --help for one).\n",
+                == "wsbridgectl: unknown command 'bogus'. The commands are status, metrics, send, sticky, unstick, close, connect, reconnect, tail, request, journal (wsbridgectl COMMAND --help for one).\n",
             "\(bogus.err)")
         #expect(!bogus.err.contains("Usage"))
         // `help` is ArgumentParser's: it still works.
@@ -166,7 +166,7 @@ import WSBridgeProtocol
 
     static let goldenCommands: [[String]] = [
         ["--help"], ["status", "--help"], ["metrics", "--help"], ["send", "--help"], ["close", "--help"], ["connect", "--help"],
-        ["reconnect", "--help"], ["tail", "--help"], ["request", "--help"], ["sticky", "--help"], ["unstick", "--help"],
+        ["reconnect", "--help"], ["tail", "--help"], ["request", "--help"], ["sticky", "--help"], ["unstick", "--help"], ["journal", "--help"],
     ]
 
     @Test(arguments: Self.goldenCommands)
@@ -186,7 +186,7 @@ import WSBridgeProtocol
     func shellCompletionsNameEverySubcommand(_ shell: String) throws {
         let r = try self.ctl(["--generate-completion-script", shell], socket: nil)
         #expect(r.status == 0)
-        for sub in ["status", "metrics", "send", "sticky", "unstick", "close", "connect", "reconnect", "tail", "request"] {
+        for sub in ["status", "metrics", "send", "sticky", "unstick", "close", "connect", "reconnect", "tail", "request", "journal"] {
             #expect(r.out.contains(sub))
         }
     }

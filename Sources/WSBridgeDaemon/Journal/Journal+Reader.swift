@@ -33,6 +33,18 @@ extension Journal {
         var cursor: Cursor
         /// Every segment was read to its written end.
         var atEnd = false
+
+        /// Adds a gap; one that continues the gap just before it (same reason and stream, a
+        /// segment removed by retention while it was being read) makes it longer instead.
+        mutating func append(_ gap: GapLine) {
+            if case .gap(var last)? = self.items.last, last.reason == gap.reason, last.stream == gap.stream, let to = last.to, gap.from == to + 1 {
+                last.to = gap.to
+                last.next = gap.next
+                self.items[self.items.count - 1] = .gap(last)
+            } else {
+                self.items.append(.gap(gap))
+            }
+        }
     }
 
     /// How a replay wants its lines: the live feed's encoding, and the client's filter.
@@ -64,8 +76,7 @@ extension Journal {
             // The first read, or its segment went (retention) since the last.
             let first = segments[0]
             if chunk.cursor.expect < first.firstSeq {
-                chunk.items.append(
-                    .gap(self.gap(GapLine.expired, from: chunk.cursor.expect, to: first.firstSeq - 1, next: first.firstSeq, stream: first.stream)))
+                chunk.append(self.gap(GapLine.expired, from: chunk.cursor.expect, to: first.firstSeq - 1, next: first.firstSeq, stream: first.stream))
                 chunk.cursor.expect = first.firstSeq
             }
             index = segments.lastIndex { $0.firstSeq <= chunk.cursor.expect } ?? 0
@@ -83,10 +94,9 @@ extension Journal {
                 if next.stream != segment.stream {
                     // The daemon stopped without writing what it numbered after the segment's
                     // last record (a crash), and the next run counted on in a new stream.
-                    chunk.items.append(.gap(self.notDurableAtRestart(after: chunk.cursor.expect - 1, in: segment.stream, next: next)))
+                    chunk.append(self.notDurableAtRestart(after: chunk.cursor.expect - 1, in: segment.stream, next: next))
                 } else if next.firstSeq > chunk.cursor.expect {
-                    chunk.items.append(
-                        .gap(self.gap(GapLine.damaged, from: chunk.cursor.expect, to: next.firstSeq - 1, next: next.firstSeq, stream: next.stream)))
+                    chunk.append(self.gap(GapLine.damaged, from: chunk.cursor.expect, to: next.firstSeq - 1, next: next.firstSeq, stream: next.stream))
                 }
                 chunk.cursor.expect = next.firstSeq
                 index += 1
@@ -100,7 +110,7 @@ extension Journal {
                 // Removed by retention while we read: what it held has expired.
                 let to = index + 1 < segments.count ? segments[index + 1].firstSeq - 1 : segment.lastSeq
                 if to >= chunk.cursor.expect {
-                    chunk.items.append(.gap(self.gap(GapLine.expired, from: chunk.cursor.expect, to: to, next: to + 1, stream: segment.stream)))
+                    chunk.append(self.gap(GapLine.expired, from: chunk.cursor.expect, to: to, next: to + 1, stream: segment.stream))
                     chunk.cursor.expect = to + 1
                 }
                 chunk.cursor.offset = segment.size
@@ -132,7 +142,7 @@ extension Journal {
                     offset += r.size
                     guard r.lastSeq >= chunk.cursor.expect, r.kind != .closed else { continue }
                     if r.seq > chunk.cursor.expect {
-                        chunk.items.append(.gap(self.gap(GapLine.damaged, from: chunk.cursor.expect, to: r.seq - 1, next: r.seq, stream: segment.stream)))
+                        chunk.append(self.gap(GapLine.damaged, from: chunk.cursor.expect, to: r.seq - 1, next: r.seq, stream: segment.stream))
                     }
                     switch r.kind {
                     case .text, .binary:
@@ -142,7 +152,7 @@ extension Journal {
                         count += 1
                     case .hole:
                         let from = max(r.seq, chunk.cursor.expect)
-                        chunk.items.append(.gap(self.gap(GapLine.notDurable, from: from, to: r.holeEnd, next: r.holeEnd + 1, stream: segment.stream)))
+                        chunk.append(self.gap(GapLine.notDurable, from: from, to: r.holeEnd, next: r.holeEnd + 1, stream: segment.stream))
                     case .closed:
                         break
                     }
@@ -207,11 +217,11 @@ extension Journal {
     /// Where a consumer's (`stream`, `since`) stands in the journal, when `stream` is one
     /// of its earlier streams: the seq its durable part ended at, and the segment that began
     /// the stream after it. Nil for the current stream and for one the journal never held.
-    func earlierStream(_ stream: String) -> (end: UInt64, next: Segment)? {
+    func earlierStream(_ stream: String) -> (stream: UInt64, end: UInt64, next: Segment)? {
         guard let id = UInt64(stream, radix: 16), id != self.stream else { return nil }
         let segments = self.segments
         guard let lastOfIt = segments.lastIndex(where: { $0.stream == id }), lastOfIt + 1 < segments.count else { return nil }
         let next = segments[lastOfIt + 1]
-        return (next.firstSeq - 1, next)
+        return (id, next.firstSeq - 1, next)
     }
 }

@@ -27,13 +27,20 @@ extension Journal {
         var batch = ByteBuffer()
         var syncAsked = false
         var close: (lastSeq: UInt64, promise: EventLoopPromise<Void>)?
+        var skipped = false
         let now = WallClock.millisecondsSinceEpoch()
         for op in ops {
             switch op {
             case .entries(let entries, let bytes):
                 out.bytesTaken += bytes
-                guard w.fd >= 0 else { continue }
-                if let hole = w.unwritten, let first = entries.first?.seq {
+                guard w.fd >= 0, let first = entries.first?.seq, let last = entries.last?.seq else { continue }
+                if let at = w.stoppedAt, NIODeadline.now() < at + Self.retryDelay {
+                    // Stopped: not even tried (a full disk stays full for a while).
+                    w.unwritten = (w.unwritten?.from ?? first, last)
+                    skipped = true
+                    continue
+                }
+                if let hole = w.unwritten {
                     self.encodeHole(from: hole.from, to: max(hole.to, first - 1), now, &batch, &w, &out)
                     w.unwritten = nil
                 }
@@ -71,6 +78,7 @@ extension Journal {
             self.sync(&w, &out)
         }
         if syncAsked { self.applyRetention(&w, now: now) }
+        if skipped, out.failure == nil, !out.wrote { out.failure = w.stopReason }
         out.scheduleSync = w.dirty && close == nil && out.failure == nil
         if let close {
             if w.fd >= 0 {
@@ -134,6 +142,8 @@ extension Journal {
         }
         w.segments[index].size += batch.readableBytes
         w.dirty = true
+        w.stoppedAt = nil
+        w.stopReason = nil
         out.wrote = true
     }
 
@@ -151,6 +161,8 @@ extension Journal {
             )
         }
         out.failure = reason
+        w.stoppedAt = .now()
+        w.stopReason = reason
         w.unwritten = (min(w.unwritten?.from ?? first, first), last)
         // The segment's lastSeq goes back to what is in the file.
         w.segments[index].lastSeq = min(w.segments[index].lastSeq, first - 1)

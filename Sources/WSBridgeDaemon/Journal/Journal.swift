@@ -102,6 +102,9 @@ final class Journal: Sendable {
         var dirty = false
         /// Seqs that could not be written, to record as a hole before the next messages.
         var unwritten: (from: UInt64, to: UInt64)?
+        /// When a write failed: until `retryDelay` later, messages only extend the hole.
+        var stoppedAt: NIODeadline?
+        var stopReason: String?
     }
 
     let directory: String
@@ -235,6 +238,9 @@ final class Journal: Sendable {
             return st
         }
     }
+
+    /// The last seq written (or recorded as a hole).
+    var writtenThrough: UInt64 { self.shared.withLockedValue { $0.segments.last?.lastSeq ?? 0 } }
 
     var isStopped: Bool { self.shared.withLockedValue { $0.stopped != nil } }
 

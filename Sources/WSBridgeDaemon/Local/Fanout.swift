@@ -14,10 +14,10 @@ import WSBridgeProtocol
 /// else a subscriber is sent (a state line, a reply, a replay) flushes first, so the order of
 /// the lines never changes. A subscriber with a filter gets a copy of each line it matches.
 final class Fanout: UpstreamEventSink {
-    private var configuration: Configuration.Local
+    private(set) var configuration: Configuration.Local
     private let status: SystemdStatus
     let metrics: DaemonMetrics
-    private let allocator = ByteBufferAllocator()
+    let allocator = ByteBufferAllocator()
 
     private(set) var clients: [Int: LocalClient] = [:]
     /// The subscribed clients, in one array: the per-message loop walks no dictionary.
@@ -25,10 +25,17 @@ final class Fanout: UpstreamEventSink {
     /// How many subscribers have a filter (the payload is parsed only when one does).
     private var filtered = 0
     private(set) var seq: UInt64 = 0
-    /// The stream `seq` counts in: new at every start, since seq starts again at 1.
-    let stream: String = Fanout.newStreamID()
+    /// The stream `seq` counts in: new at every start, since seq starts again at 1; with a
+    /// journal, the journal's (which goes on across clean restarts).
+    let stream: String
     private(set) var drops: UInt64 = 0
-    private var ring: ReplayRing
+    private(set) var ring: ReplayRing
+    /// Every message numbered goes here too, when `[journal]` is on.
+    let journal: Journal?
+    /// The messages published since the last flush, for the journal.
+    private var journalEntries: [Journal.Entry] = []
+    /// The consumers catching up from the journal (Fanout+Journal.swift), by client id.
+    var replays: [Int: JournalReplay] = [:]
     /// The digits of the last message's receive time (the messages of one read share it).
     private var tsDigits = TimestampDigits()
     var pending = PendingRequests()
@@ -37,14 +44,24 @@ final class Fanout: UpstreamEventSink {
     private var unsentEnds: [(seq: UInt64, end: Int)] = []
     /// The size of the last flush (the next buffer starts at it).
     private var lastFlushBytes = 0
-    private let eventLoop: any EventLoop
+    let eventLoop: any EventLoop
 
-    init(configuration: Configuration.Local, status: SystemdStatus, metrics: DaemonMetrics = DaemonMetrics(), eventLoop: any EventLoop) {
+    init(
+        configuration: Configuration.Local, status: SystemdStatus, metrics: DaemonMetrics = DaemonMetrics(), eventLoop: any EventLoop,
+        journal: (Journal, Journal.Recovered)? = nil
+    ) {
         self.configuration = configuration
         self.status = status
         self.metrics = metrics
         self.eventLoop = eventLoop
         self.ring = ReplayRing(maxMessages: configuration.replay, maxBytes: configuration.replayBytes)
+        self.journal = journal?.0
+        if let (journal, recovered) = journal {
+            self.stream = journal.streamID
+            self.seq = recovered.lastSeq
+        } else {
+            self.stream = Fanout.newStreamID()
+        }
     }
 
     var subscriberCount: Int { self.subscribers.count }
@@ -80,6 +97,7 @@ final class Fanout: UpstreamEventSink {
     func setSubscription(_ client: LocalClient, subscribed: Bool, filter: Filter?) {
         // The messages published before the change go out under the old subscription.
         self.flush()
+        self.endReplay(of: client)
         if client.subscribed {
             self.subscribers.removeAll { $0 === client }
             if client.filter != nil { self.filtered -= 1 }
@@ -137,6 +155,9 @@ final class Fanout: UpstreamEventSink {
             // next turn sends it.
             self.eventLoop.assumeIsolated().execute { self.flush() }
         }
+        if self.journal != nil {
+            self.journalEntries.append(Journal.Entry(seq: seq, kind: message.kind, millis: message.receivedAtMillis, data: message.data))
+        }
         let start = self.unsent.writerIndex
         MessageLineEncoder.write(seq: seq, message, inlineJSON: self.configuration.inlineJSON, parsed: parsed, into: &self.unsent, ts: &self.tsDigits)
         self.unsentEnds.append((seq, self.unsent.writerIndex))
@@ -144,7 +165,7 @@ final class Fanout: UpstreamEventSink {
             // A copy for each subscriber whose filter matches (it holds only some lines: a
             // slice would keep whole read buffers alive).
             var copy: ByteBuffer?
-            for client in self.subscribers {
+            for client in self.subscribers where !client.replaying {
                 guard let filter = client.filter, let parsed, filter.matches(parsed) else { continue }
                 if copy == nil { copy = self.unsent.getSlice(at: start, length: self.unsent.writerIndex - start).map { ByteBuffer(buffer: $0) } }
                 client.deliver(copy!, seq: seq)
@@ -182,7 +203,11 @@ final class Fanout: UpstreamEventSink {
         if self.ring.keepsLines {
             batch.forEachLine { seq, line in self.ring.append(seq: seq, line: line) }
         }
-        for client in self.subscribers where client.filter == nil {
+        if let journal = self.journal {
+            journal.append(self.journalEntries)
+            self.journalEntries.removeAll(keepingCapacity: true)
+        }
+        for client in self.subscribers where client.filter == nil && !client.replaying {
             client.deliver(batch)
         }
     }
@@ -201,6 +226,16 @@ final class Fanout: UpstreamEventSink {
     func replay(to client: LocalClient, since: UInt64, stream: String?) {
         self.flush()
         var since = since
+        if let journal = self.journal, let stream, stream != self.stream, let earlier = journal.earlierStream(stream) {
+            // A stream the journal held before a crash: from where its durable part ended.
+            if since >= earlier.end {
+                let gap = journal.notDurableAtRestart(after: earlier.end, in: earlier.stream, next: earlier.next, since: since)
+                client.send(MessageLineEncoder.line(gap.json, allocator: self.allocator))
+                since = earlier.end
+            }
+            self.replayFromJournal(client, after: since)
+            return
+        }
         let oldest = self.ring.oldestSeq ?? (self.seq + 1)
         if GapLine.isRestart(since: since, stream: stream, current: self.stream, last: self.seq) {
             let was = stream.map { "stream \($0)" } ?? "an earlier stream"
@@ -213,6 +248,10 @@ final class Fanout: UpstreamEventSink {
             since = 0
         }
         guard since < self.seq else { return }
+        if self.journal != nil && since + 1 < oldest {
+            self.replayFromJournal(client, after: since)
+            return
+        }
         if since + 1 < oldest {
             let gap = GapLine(
                 stream: self.stream, reason: GapLine.notBuffered, from: since + 1, to: oldest - 1, next: oldest,
@@ -230,7 +269,7 @@ final class Fanout: UpstreamEventSink {
     }
 
     /// The JSON payload of an encoded message line (for filters on replayed messages).
-    private static func payloadJSON(ofLine line: ByteBuffer) -> JSONValue? {
+    static func payloadJSON(ofLine line: ByteBuffer) -> JSONValue? {
         guard let json = try? JSONValue.parse(line.readableBytesView), let message = MessageLine(json: json) else { return nil }
         if let inline = message.inlineJSON { return inline }
         guard message.kind == .text, let text = message.data else { return nil }

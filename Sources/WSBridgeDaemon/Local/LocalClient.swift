@@ -32,6 +32,11 @@ final class LocalClient: ChannelDuplexHandler {
     var subscribed: Bool { self.subscription.subscribed }
     var filter: Filter? { self.subscription.filter }
 
+    /// Catching up from the journal: live lines are not delivered to it (the fan-out sets it).
+    var replaying = false
+    /// Called once the queued messages are down to half the queue's bounds (then cleared).
+    var onQueueLow: (() -> Void)?
+
     private var queue: SubscriberQueue<ByteBuffer>
     private var outputLimit: Int
     private var drainScheduled = false
@@ -276,6 +281,16 @@ final class LocalClient: ChannelDuplexHandler {
         }
         if wrote { context.flush() }
         self.resumeIfDrained(context)
+        if self.onQueueLow != nil, self.queueIsLow {
+            let low = self.onQueueLow
+            self.onQueueLow = nil
+            low?()
+        }
+    }
+
+    /// The queued messages take at most half the queue's bounds.
+    var queueIsLow: Bool {
+        self.queue.messageCount <= self.queue.limits.messages / 2 && self.queue.messageBytes <= self.queue.limits.bytes / 2
     }
 
     /// Reads requests again once half the output bound drained.

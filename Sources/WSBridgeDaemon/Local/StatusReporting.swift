@@ -13,6 +13,14 @@ extension LocalPlane {
         report.seq = self.fanout.seq
         report.drops = self.fanout.drops
         report.stream = self.fanout.stream
+        if let journal = self.fanout.journal {
+            let st = journal.statistics
+            report.journal = .init(
+                dir: journal.directory, fsync: journal.configuration.fsync.rawValue, state: st.stopped == nil ? "writing" : "stopped",
+                stoppedReason: st.stopped, bytes: st.bytes, segments: st.segments, oldestSeq: st.oldestSeq, newestSeq: st.newestSeq,
+                oldestTs: st.oldestMillis, newestTs: st.newestMillis, fsyncs: st.fsyncs, notJournaled: st.notJournaled,
+                replaying: self.fanout.replayingReaders)
+        }
         return report
     }
 }
@@ -31,9 +39,11 @@ extension LocalPlane {
             seq: report.seq,
             traffic: .init(
                 messagesIn: report.messagesIn, bytesIn: report.bytesIn, messagesOut: report.messagesOut, bytesOut: report.bytesOut,
-                spoolFsyncs: report.queue.spool?.fsyncs ?? 0
+                spoolFsyncs: report.queue.spool?.fsyncs ?? 0, journalFsyncs: report.journal?.fsyncs ?? 0,
+                notJournaled: report.journal?.notJournaled ?? 0
             ),
             spoolFileBytes: report.queue.spool?.fileBytes ?? 0,
+            journal: report.journal,
             urls: self.configuration.upstream.urls.map(\.description),
             liveURL: report.state == .open ? report.url : nil
         )

@@ -25,12 +25,13 @@ final class Bridge {
         eventLoop: any EventLoop,
         logger: Logger,
         spool: (Spool, Spool.Restored)? = nil,
-        sticky: (StickyStore, [StickyRegistry.Entry])? = nil
+        sticky: (StickyStore, [StickyRegistry.Entry])? = nil,
+        journal: (Journal, Journal.Recovered)? = nil
     ) {
         let status = SystemdStatus()
         let metrics = DaemonMetrics()
         self.metrics = metrics
-        self.fanout = Fanout(configuration: configuration.local, status: status, metrics: metrics, eventLoop: eventLoop)
+        self.fanout = Fanout(configuration: configuration.local, status: status, metrics: metrics, eventLoop: eventLoop, journal: journal)
         self.session = UpstreamSession(
             configuration: configuration, store: sticky?.0, restored: sticky?.1 ?? [], eventLoop: eventLoop, logger: logger)
         self.link = UpstreamLink(

@@ -27,6 +27,7 @@ extension DaemonService {
     struct Startup: Sendable {
         var spool: (Spool, Spool.Restored)?
         var sticky: (StickyStore, [StickyRegistry.Entry])?
+        var journal: (Journal, Journal.Recovered)?
         var link: UpstreamLinkHandle?
         var channel: (any Channel)?
         var boundPath: String?
@@ -41,6 +42,8 @@ extension DaemonService {
             if let link = self.link { _ = try? await link.shutdown().get() }
             if let spool = self.spool?.0 { _ = try? await spool.close().get() }
             self.sticky?.0.close()
+            // Nothing was numbered: the journal stops cleanly where it was.
+            if let (journal, recovered) = self.journal { _ = try? await journal.close(lastSeq: recovered.lastSeq).get() }
         }
     }
 
@@ -79,12 +82,22 @@ extension DaemonService {
             // Daemon-scope sticky keys live beside the spool, which created and locked the directory.
             startup.sticky = try await Self.blocking(exitCode: 73) { try StickyStore.open(directory: directory) }
         }
-        let (spool, sticky) = (startup.spool, startup.sticky)
+        if configuration.journal.dir != nil {
+            // Read back (a torn tail cut) before the first message is numbered: the stream and
+            // seq go on from it.
+            startup.journal = try await Self.blocking(exitCode: 73) {  // EX_CANTCREAT
+                try Journal.open(configuration: configuration.journal, eventLoop: eventLoop, logger: logger)
+            }
+            if let (journal, recovered) = startup.journal {
+                Self.logJournal(journal, recovered, logger: logger)
+            }
+        }
+        let (spool, sticky, journal) = (startup.spool, startup.sticky, startup.journal)
         let bridge = try await eventLoop.submit {
             NIOLoopBound(
                 Bridge(
                     configuration: configuration, policy: policy, networkAvailable: networkAvailable, connectors: connectors, eventLoop: eventLoop,
-                    logger: logger, spool: spool, sticky: sticky),
+                    logger: logger, spool: spool, sticky: sticky, journal: journal),
                 eventLoop: eventLoop
             )
         }.get()
@@ -134,10 +147,25 @@ extension DaemonService {
         }
         let running = Running(
             eventLoop: eventLoop, bridge: bridge, link: link, monitor: monitor, connectors: connectors, configuration: configuration,
-            spool: spool?.0, watchdog: watchdog)
+            spool: spool?.0, journal: journal?.0, watchdog: watchdog)
         self.running.withLockedValue { $0 = running }
         self.settleStart(true)
         return ServerHandle(channel: channel, boundPath: boundPath, running: running, metrics: startup.metrics)
+    }
+
+    private static func logJournal(_ journal: Journal, _ recovered: Journal.Recovered, logger: Logger) {
+        let stats = journal.statistics
+        let kept = stats.oldestSeq.map { "seq \($0)...\(stats.newestSeq ?? $0)" } ?? "no message yet"
+        if recovered.clean {
+            logger.notice(
+                "journal: \(journal.directory) keeps \(kept) in \(stats.segments) segment(s), \(stats.bytes) bytes; stream \(journal.streamID) goes on at seq \(recovered.lastSeq + 1)",
+                metadata: ["journal.stream": "\(journal.streamID)"])
+        } else {
+            let previous = recovered.previousStream.map(Journal.streamID) ?? "?"
+            logger.warning(
+                "journal: the last run stopped without a clean shutdown (a crash or kill -9): what stream \(previous) numbered after seq \(recovered.lastSeq) is not in \(journal.directory); this run counts on in the new stream \(journal.streamID) from seq \(recovered.lastSeq + 1), and consumers resuming in the old one are told (gap not_durable)",
+                metadata: ["journal.stream": "\(journal.streamID)"])
+        }
     }
 
     /// Socket activation: adopts the socket systemd passes, else binds the configured path

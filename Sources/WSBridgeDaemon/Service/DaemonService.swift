@@ -47,6 +47,8 @@ package final class DaemonService: Service, Sendable {
         var configuration: Configuration
         /// The durable outbound spool, when `queue.spool` is set.
         var spool: Spool?
+        /// The journal of upstream messages, when `journal.dir` is set.
+        var journal: Journal?
         /// The systemd watchdog's pings, when the unit asks for them.
         var watchdog: RepeatedTask?
     }
@@ -136,6 +138,15 @@ package final class DaemonService: Service, Sendable {
         running.monitor?.stop()
         // What is still queued stays in the spool for the next start.
         if let spool = running.spool { _ = try? await spool.close().get() }
+        // The link is closed: no message is numbered any more. The journal writes what it has,
+        // marks the clean stop after the last seq, and the next start goes on from there.
+        if let journal = running.journal {
+            let last = try? await eventLoop.submit {
+                bridge.value.fanout.flush()
+                return bridge.value.fanout.seq
+            }.get()
+            _ = try? await journal.close(lastSeq: last ?? journal.writtenThrough).get()
+        }
         _ = try? await eventLoop.submit { bridge.value.session.close() }.get()
         self.running.withLockedValue { $0 = nil }
         self.logger.notice("stopped")

@@ -53,6 +53,7 @@ extension DaemonService {
         if old.log != new.log { restart.append("log.level") }
         if old.metrics != new.metrics { restart.append("metrics") }
         if old.queue.spool != new.queue.spool { restart.append("queue.spool") }
+        if old.journal != new.journal { restart.append("journal") }
         if !restart.isEmpty {
             logger.warning("reload: \(restart.joined(separator: ", ")) changed but apply only after a restart (systemctl restart wsbridged)")
         }

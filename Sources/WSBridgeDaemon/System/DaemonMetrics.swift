@@ -44,6 +44,9 @@ package final class DaemonMetrics: Sendable {
     private let lastSeq: CoreMetrics.Gauge
     private let spoolFileBytes: CoreMetrics.Gauge
     private let spoolFsyncs: CoreMetrics.Counter
+    private let journalFsyncs: CoreMetrics.Counter
+    private let notJournaled: CoreMetrics.Counter
+    private let journalGauges: [(MetricFamily, CoreMetrics.Gauge)]
     private let processCPU: CoreMetrics.FloatingPointCounter
     private let processGauges: [(MetricFamily, CoreMetrics.Gauge)]
     /// The CPU seconds at the last render (the counter advances by the difference).
@@ -91,6 +94,11 @@ package final class DaemonMetrics: Sendable {
         self.lastSeq = gauge(.lastSeq)
         self.spoolFileBytes = gauge(.spoolFileBytes)
         self.spoolFsyncs = counter(.spoolFsyncs)
+        self.journalFsyncs = counter(.journalFsyncs)
+        self.notJournaled = counter(.journalNotJournaled)
+        self.journalGauges = [MetricFamily.journalBytes, .journalSegments, .journalOldestSeq, .journalNewestSeq, .journalStopped, .journalReplays].map {
+            ($0, gauge($0))
+        }
         CoreMetrics.Gauge(
             label: MetricFamily.buildInfo.name, dimensions: [("version", WSBridgeVersion.current), ("commit", WSBridgeVersion.commit ?? "")],
             factory: factory
@@ -126,6 +134,8 @@ package final class DaemonMetrics: Sendable {
         var messagesOut: UInt64 = 0
         var bytesOut: UInt64 = 0
         var spoolFsyncs: UInt64 = 0
+        var journalFsyncs: UInt64 = 0
+        var notJournaled: UInt64 = 0
     }
 
     func attemptFailed(_ kind: AttemptFailure.Kind) {
@@ -155,6 +165,7 @@ package final class DaemonMetrics: Sendable {
         var seq: UInt64
         var traffic: Traffic
         var spoolFileBytes = 0
+        var journal: StatusReport.Journal?
         /// The configured URLs, primary first, and the one the open link uses.
         var urls: [String] = []
         var liveURL: String?
@@ -174,6 +185,19 @@ package final class DaemonMetrics: Sendable {
         self.bytesOut.increment(by: gain(now.bytesOut, before.bytesOut))
         self.spoolFsyncs.increment(by: gain(now.spoolFsyncs, before.spoolFsyncs))
         self.spoolFileBytes.record(snapshot.spoolFileBytes)
+        self.journalFsyncs.increment(by: gain(now.journalFsyncs, before.journalFsyncs))
+        self.notJournaled.increment(by: gain(now.notJournaled, before.notJournaled))
+        for (family, gauge) in self.journalGauges {
+            let j = snapshot.journal
+            switch family {
+            case .journalBytes: gauge.record(j?.bytes ?? 0)
+            case .journalSegments: gauge.record(j?.segments ?? 0)
+            case .journalOldestSeq: gauge.record(Double(j?.oldestSeq ?? 0))
+            case .journalNewestSeq: gauge.record(Double(j?.newestSeq ?? 0))
+            case .journalStopped: gauge.record(j?.stoppedReason == nil ? 0 : 1)
+            default: gauge.record(j?.replaying ?? 0)
+            }
+        }
         self.queueMessages.record(snapshot.queueMessages)
         self.queueBytes.record(snapshot.queueBytes)
         self.subscribers.record(snapshot.subscribers)

@@ -20,6 +20,14 @@ package enum MetricFamily: String, CaseIterable, Sendable {
     case heartbeatRTT = "wsbridge_heartbeat_rtt_seconds"
     case spoolFileBytes = "wsbridge_spool_file_bytes"
     case spoolFsyncs = "wsbridge_spool_fsyncs_total"
+    case journalBytes = "wsbridge_journal_bytes"
+    case journalSegments = "wsbridge_journal_segments"
+    case journalOldestSeq = "wsbridge_journal_oldest_seq"
+    case journalNewestSeq = "wsbridge_journal_newest_seq"
+    case journalFsyncs = "wsbridge_journal_fsyncs_total"
+    case journalNotJournaled = "wsbridge_journal_not_journaled_total"
+    case journalStopped = "wsbridge_journal_stopped"
+    case journalReplays = "wsbridge_journal_replays"
     case upstreamURL = "wsbridge_upstream_url"
     case buildInfo = "wsbridge_build_info"
     // The process collector, with the names Prometheus' client libraries give these figures.
@@ -44,7 +52,9 @@ package enum MetricFamily: String, CaseIterable, Sendable {
 
     package var type: Kind {
         switch self {
-        case .upstreamMessages, .upstreamBytes, .reconnects, .connectFailures, .droppedMessages, .spoolFsyncs, .processCPUSeconds: .counter
+        case .upstreamMessages, .upstreamBytes, .reconnects, .connectFailures, .droppedMessages, .spoolFsyncs, .journalFsyncs, .journalNotJournaled,
+            .processCPUSeconds:
+            .counter
         case .heartbeatRTT: .histogram
         default: .gauge
         }
@@ -80,6 +90,14 @@ package enum MetricFamily: String, CaseIterable, Sendable {
         case .heartbeatRTT: "Heartbeat round trips: ping sent to pong received."
         case .spoolFileBytes: "Size of the durable spool's file (queue.spool; 0 when it is off)."
         case .spoolFsyncs: "fdatasyncs of the durable spool (queued sends that arrive together share one)."
+        case .journalBytes: "Bytes of the journal's segment files (journal.dir; 0 when it is off)."
+        case .journalSegments: "The journal's segment files."
+        case .journalOldestSeq: "The oldest seq the journal keeps (0 when it keeps none)."
+        case .journalNewestSeq: "The newest seq the journal has written (0 when none)."
+        case .journalFsyncs: "fdatasyncs of the journal."
+        case .journalNotJournaled: "Upstream messages never written to the journal (its writer behind by journal.buffer_bytes, or stopped)."
+        case .journalStopped: "1 while the journal is stopped by a failed write (a full disk), else 0."
+        case .journalReplays: "Consumers catching up from the journal now."
         case .upstreamURL: "1 for the upstream URL the open link uses, 0 for the other configured ones (labels url, role)."
         case .buildInfo: "Always 1; the labels say which build runs: version, and the git commit it was built from (empty outside a checkout)."
         case .processCPUSeconds: "User and system CPU time the daemon has used, in seconds."
