@@ -32,7 +32,7 @@ struct Suite: AsyncParsableCommand {
     @Option(help: "Seconds of the idle measurement.")
     var idleSeconds = 60
 
-    @Option(help: "Only these scenario groups (comma-separated): flat, large, rate, stalled, idle, recovery.")
+    @Option(help: "Only these scenario groups (comma-separated): flat, large, rate, stalled, journal, idle, recovery.")
     var only: String?
 
     enum Bridge: String {
@@ -57,12 +57,20 @@ struct Suite: AsyncParsableCommand {
         var seconds = 0
         var stalled = 0
         var readers = ReaderKind.swift
+        /// `[journal]` on with this fsync policy (nil: off).
+        var journal: String?
+        /// One more consumer replays the whole prefilled journal meanwhile (SuiteJournal.swift).
+        var replay = false
+        /// That consumer runs at nice 19: what is left is the daemon's own share of the cost.
+        var replayNiced = false
 
         var messages: Int { self.rate > 0 ? self.rate * self.seconds : 0 }
         var name: String {
             var s = "\(self.bridge.rawValue), \(self.subscribers) sub\(self.subscribers == 1 ? "" : "s")"
             if self.stalled > 0 { s += " + \(self.stalled) stalled" }
             if self.readers == .python { s += ", Python readers" }
+            if let journal = self.journal { s += ", journal fsync \(journal)" }
+            if self.replay { s += " + 1 replaying the journal" + (self.replayNiced ? " (that reader at nice 19)" : "") }
             return s
         }
     }
@@ -75,10 +83,14 @@ struct Suite: AsyncParsableCommand {
         var p99: Double
         /// The bridge's own CPU time per upstream message (user + system), in microseconds.
         var cpuPerMessage: Double
+        /// With a journal: its bytes on disk per upstream message.
+        var journalBytesPerMessage = 0.0
+        /// With a replaying consumer: what it read from the journal, MB/s.
+        var replayMBPerSecond = 0.0
     }
 
     var groups: Set<String> {
-        Set((self.only ?? "flat,large,rate,stalled,idle,recovery").split(separator: ",").map(String.init))
+        Set((self.only ?? "flat,large,rate,stalled,journal,idle,recovery").split(separator: ",").map(String.init))
     }
 
     func run() async throws {
@@ -119,9 +131,13 @@ struct Suite: AsyncParsableCommand {
                 Scenario(group: "stalled", bridge: .wsbridged, subscribers: 99, stalled: 1),
             ]
         }
+        if self.groups.contains("journal") {
+            scenarios += Self.journalScenarios
+            try await env.prefillJournal()
+        }
         if self.builds.baselineDaemon != nil {
             scenarios = scenarios.flatMap { s -> [Scenario] in
-                guard s.bridge == .wsbridged else { return [s] }
+                guard s.bridge == .wsbridged, s.journal == nil else { return [s] }
                 var twin = s
                 twin.bridge = .wsbridgedBaseline
                 return [s, twin]
@@ -201,7 +217,7 @@ struct Environment {
         var bridge: Child?
         switch scenario.bridge {
         case .wsbridged:
-            bridge = try Child(self.daemon, ["--config", try self.wsbridgedConfig(socket: socket)])
+            bridge = try Child(self.daemon, ["--config", try self.wsbridgedConfig(socket: socket, extra: self.journalConfig(scenario, run: run))])
         case .wsbridgedBaseline:
             bridge = try Child(self.baselineDaemon, ["--config", try self.wsbridgedConfig(socket: socket)])
         case .python:
@@ -236,7 +252,14 @@ struct Environment {
         if scenario.stalled > 0 {
             stalled.append(try Child("\(self.bin)/wsbridge-reader", ["--socket", socket, "--connections", "\(scenario.stalled)", "--stall"]))
         }
-        for r in readers + stalled { _ = try await r.waitLine(seconds: 60) { $0 == "ready" } }
+        let replayArguments = ["\(self.bin)/wsbridge-reader", "--socket", socket, "--since", "0", "--idle", "120"]
+        let replayer =
+            scenario.replay
+            ? try
+                (scenario.replayNiced
+                ? Child("/usr/bin/nice", ["-n", "19"] + replayArguments) : Child(replayArguments[0], Array(replayArguments.dropFirst()))) : nil
+        for r in readers + stalled + (replayer.map { [$0] } ?? []) { _ = try await r.waitLine(seconds: 60) { $0 == "ready" } }
+        let replayStarted = ContinuousClock.now
         if scenario.bridge == .direct { _ = try await self.generator.waitLine { $0.hasPrefix("connected ") } }
 
         if scenario.bridge != .rawCopy {
@@ -260,6 +283,7 @@ struct Environment {
         }
         if scenario.bridge != .rawCopy { _ = try await self.generator.waitLine(seconds: 600) { $0.hasPrefix("flood done") } }
         let cpu = bridge.map { Self.cpuSeconds($0.pid) } ?? 0
+        let replayMB = try await self.replayed(replayer, since: replayStarted)
         for s in stalled { s.closeInput() }
         if let bridge { await bridge.stopAndWait(kill: scenario.bridge == .python || scenario.bridge == .rawCopy) }
         for child in readers + stalled { await child.stopAndWait(kill: true) }
@@ -268,6 +292,7 @@ struct Environment {
         }
         let seconds = max(Double(last &- first) / 1e9, 1e-6)
         let expected = Double((messages + 1) * scenario.subscribers)
+        let journalBytes = scenario.journal != nil && !scenario.replay ? self.journalBytes(scenario, run: run) : 0
         return Suite.Sample(
             deliveriesPerSecond: Double(received) / seconds,
             bytesPerSecond: Double(received) * Double(scenario.size) / seconds,
@@ -275,7 +300,9 @@ struct Environment {
             // Across reader processes: the worst one's figure.
             p50: p50.max() ?? 0,
             p99: p99.max() ?? 0,
-            cpuPerMessage: cpu / Double(messages) * 1e6
+            cpuPerMessage: cpu / Double(messages) * 1e6,
+            journalBytesPerMessage: Double(journalBytes) / Double(messages + 1),
+            replayMBPerSecond: replayMB
         )
     }
 }

@@ -207,6 +207,7 @@ struct Report {
         {
             Swift.print(String(format: "- 99 reading + 1 stalled / 100 reading, per reader: %.0f %% (target within 10 %%)", some / all * 100))
         }
+        self.printJournal()
         for (i, scenario) in self.scenarios.enumerated() where scenario.bridge == .wsbridgedBaseline {
             let this = self.samples[i - 1]
             let base = self.samples[i]

@@ -41,6 +41,9 @@ struct Reader: ParsableCommand {
     @Option(help: "Sleep this many microseconds after each line (a slow subscriber).")
     var slowUs = 0
 
+    @Option(help: "Subscribe with this since (a consumer replaying what the bridge keeps: its ring, its journal).")
+    var since: UInt64?
+
     @Option(help: "Read the generator itself over WebSocket (the no-bridge baseline) instead of a bridge's socket.")
     var upstream: String?
 
@@ -81,6 +84,11 @@ struct Reader: ParsableCommand {
                     attempt += 1
                     usleep(10_000)
                 }
+            }
+        }
+        if let since = self.since {
+            for channel in channels {
+                channel.writeAndFlush(ByteBuffer(string: "{\"id\":\"r\",\"op\":\"subscribe\",\"since\":\(since)}\n"), promise: nil)
             }
         }
         // Ready once every connection has its hello: the bridge has it as a subscriber then, so

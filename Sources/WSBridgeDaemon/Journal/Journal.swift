@@ -4,6 +4,10 @@ import NIOCore
 import NIOPosix
 import WSBridgeCore
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The journal of upstream messages (`[journal]`, docs/journal.md): every message the fan-out
 /// numbers is appended, in batches, to segment files (see `JournalFormat`), so a consumer
 /// resumes from it after a daemon restart or after longer than the replay ring keeps.
@@ -129,6 +133,10 @@ final class Journal: Sendable {
         self.writer = NIOLockedValueBox(writer)
         self.writerPool.start()
         self.readerPool.start()
+        // Replays are background work: the reader thread runs at the lowest priority (nice 19),
+        // so a consumer catching up takes the CPU the live feed leaves, not the live feed's. (On
+        // Linux the nice value is per thread: `who` 0 is this thread alone.)
+        self.readerPool.submit { _ in _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19) }
     }
 
     /// The stream as `hello` and `subscribe` show it.
