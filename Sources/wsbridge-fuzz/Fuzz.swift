@@ -19,6 +19,7 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     switch FuzzTarget.current {
     case .request: RequestTarget.run(bytes)
     case .spool: SpoolTarget.run(bytes)
+    case .journal: JournalTarget.run(bytes)
     case .config: ConfigTarget.run(bytes)
     case .frames: FramesTarget.run(bytes)
     case .handshake: HandshakeTarget.run(bytes)
@@ -31,6 +32,8 @@ enum FuzzTarget: String, CaseIterable {
     case request
     /// The spool file after its header: records, checksums, a torn or damaged tail.
     case spool
+    /// A journal segment after its header: records, checksums, holes, a torn or damaged tail.
+    case journal
     /// The configuration file (TOML text), and the daemon's command-line settings.
     case config
     /// The upstream byte stream after the upgrade (FramesTarget.swift).
@@ -93,6 +96,32 @@ enum SpoolTarget {
             again.messages.map(\.id) == contents.messages.map(\.id),
             again.messages.map(\.payload) == contents.messages.map(\.payload),
             again.skipped.isEmpty, again.truncatedAt == nil
+        else { fatalError("the kept records do not read back the same") }
+    }
+}
+
+/// Whatever follows a segment's header, the scan never reads past the file, ends where it says,
+/// and the records it keeps, written again, scan back the same with nothing skipped or cut.
+enum JournalTarget {
+    static func run(_ bytes: [UInt8]) {
+        let header = JournalFormat.header(.init(stream: 1, firstSeq: 1, createdMillis: 0))
+        var file = header
+        file.writeBytes(bytes)
+        let scan = JournalFormat.scan(file, from: JournalFormat.headerSize)
+        guard scan.end <= file.writerIndex, scan.cut.map({ $0.offset == scan.end }) ?? (scan.end == file.writerIndex) else {
+            fatalError("the scan ends past the file, cuts elsewhere than where it stopped, or stops early without a cut")
+        }
+        guard scan.records.reduce(JournalFormat.headerSize, { $0 + $1.size }) <= scan.end else {
+            fatalError("the kept records are larger than what was read")
+        }
+        var rebuilt = header
+        for r in scan.records {
+            JournalFormat.write(kind: r.kind, seq: r.seq, millis: r.millis, payload: r.payload, into: &rebuilt)
+        }
+        let again = JournalFormat.scan(rebuilt, from: JournalFormat.headerSize)
+        guard again.cut == nil, again.skipped.isEmpty, again.end == rebuilt.writerIndex,
+            again.records.map(\.seq) == scan.records.map(\.seq), again.records.map(\.kind) == scan.records.map(\.kind),
+            again.records.map(\.millis) == scan.records.map(\.millis), again.records.map(\.payload) == scan.records.map(\.payload)
         else { fatalError("the kept records do not read back the same") }
     }
 }

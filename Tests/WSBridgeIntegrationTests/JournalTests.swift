@@ -194,4 +194,50 @@ import WSBridgeProtocol
         let metrics = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket, "metrics"]).stdout
         #expect(metrics.contains("wsbridge_journal_newest_seq 3000") && metrics.contains("wsbridge_journal_stopped 0"), "\(metrics)")
     }
+
+    @Test(.enabled(if: geteuid() == 0, "needs root to mount a small tmpfs"))
+    func aFullDiskStopsTheJournalAndLiveDeliveryGoesOn() async throws {
+        let dir = try TemporaryDirectory()
+        let small = dir.file("small")
+        try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
+        let mounted = try spawnAndWait("/bin/mount", ["-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", small])
+        #expect(mounted.status == 0, "\(mounted.stderr)")
+        defer { _ = try? spawnAndWait("/bin/umount", [small]) }
+        let server = try await UpstreamServer(.nio)
+        let socket = dir.file("d.sock")
+        let config = try writeDaemonConfig(dir, "wsbridged", url: server.url, socket: socket, extra: "replay = 100\n[journal]\ndir = \"\(small)/journal\"\n")
+        let daemon = try ManagedProcess(Paths.daemon, ["--config", config], name: "wsbridged")
+        defer { daemon.stop() }
+        guard await daemon.stderr.wait(containing: "-> open") != nil else { throw TestFailure(daemon.stderr.text) }
+        let watcher = try SocketClient(path: socket, name: "watcher")
+        _ = await watcher.lines.wait(containing: #""type":"hello""#)
+        // About 600 KB into 256 KiB.
+        server.command("burst 600 1000")
+        // Live delivery goes on: every message, in order.
+        #expect(await Self.waitForSeq(watcher, 600))
+        #expect(Self.seqs(Self.feed(watcher, from: 0)) == Array(1...600))
+        #expect(await daemon.stderr.wait(containing: "No space left on device; messages from seq") != nil, "\(daemon.stderr.text)")
+        // Status and metrics say so.
+        let json = try JSONValue.parse(try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket, "journal", "--json"]).stdout)
+        #expect(json["state"] == "stopped" && json["stopped_reason"]?.stringValue?.contains("No space left") == true, "\(json)")
+        let metrics = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket, "metrics"]).stdout
+        #expect(metrics.contains("wsbridge_journal_stopped 1"), "\(metrics)")
+        let status = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket, "status"]).stdout
+        #expect(status.contains("STOPPED: cannot write"), "\(status)")
+        // A consumer replaying from the start gets what the journal has, a not_durable gap for
+        // what it does not, then the ring's last 100 (local.replay).
+        let written = try #require(json["newest_seq"]?.intValue)
+        #expect(written < 500, "\(json)")
+        let (late, _, from) = try await Self.resume(socket, since: 0, stream: try #require(Self.watcherStream(watcher)), name: "late")
+        #expect(await Self.waitForSeq(late, 600, from: from))
+        let lines = Self.feed(late, from: from)
+        #expect(Self.seqs(lines) == Array(1...written) + Array(501...600))
+        let gaps = lines.filter { $0["type"] == "gap" }
+        #expect(
+            gaps.count == 1 && gaps.first?["reason"] == "not_durable" && gaps.first?["from"]?.intValue == written + 1 && gaps.first?["next"] == 501, "\(gaps)")
+    }
+
+    static func watcherStream(_ client: SocketClient) -> String? {
+        client.lines.lines.first.flatMap { try? JSONValue.parse($0) }?["stream"]?.stringValue
+    }
 }

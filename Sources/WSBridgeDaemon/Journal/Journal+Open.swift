@@ -122,41 +122,23 @@ extension Journal {
         guard fd >= 0 else { throw JournalFiles.Failure(description: "cannot open \(path): \(DurableFile.describe(errno))") }
         defer { Glibc.close(fd) }
         let bytes = try JournalFiles.read(fd, at: 0, count: last.size, path: path)
-        let end = bytes.writerIndex
-        var offset = JournalFormat.headerSize
-        var lastSeq = last.firstSeq - 1
-        var lastMillis = last.createdMillis
-        var clean = false
-        scan: while offset < end {
-            switch JournalFormat.record(in: bytes, at: offset, end: end, maxLength: Int(UInt32.max)) {
-            case .good(let r):
-                lastSeq = max(lastSeq, r.lastSeq)
-                lastMillis = r.millis
-                clean = r.kind == .closed
-                offset += r.size
-            case .bad(let problem, let next?) where next == end || Self.isGood(bytes, at: next, end: end):
-                logger.error("journal: \(path): skipped a damaged record at offset \(offset): \(problem); a consumer replaying it is told (gap damaged)")
-                clean = false
-                offset = next
-            case .bad(let problem, _):
-                Self.cut(fd, path, at: offset, dropping: end - offset, problem, logger)
-                clean = false
-                break scan
-            case .incomplete:
-                Self.cut(fd, path, at: offset, dropping: end - offset, "a record cut short by a crash", logger)
-                clean = false
-                break scan
-            }
+        let scan = JournalFormat.scan(bytes, from: JournalFormat.headerSize)
+        for skipped in scan.skipped {
+            logger.error(
+                "journal: \(path): skipped a damaged record at offset \(skipped.offset): \(skipped.problem); a consumer replaying it is told (gap damaged)")
         }
+        if let cut = scan.cut {
+            Self.cut(fd, path, at: cut.offset, dropping: bytes.writerIndex - cut.offset, cut.problem, logger)
+        }
+        let offset = scan.cut?.offset ?? scan.end
+        let lastSeq = max(last.firstSeq - 1, scan.records.map(\.lastSeq).max() ?? 0)
+        let lastMillis = scan.records.last?.millis ?? last.createdMillis
+        // Clean: the last thing in the file is the closed record.
+        let clean = scan.records.last?.kind == .closed && scan.endsWithGood && scan.cut == nil
         segments[segments.count - 1].size = offset
         segments[segments.count - 1].lastSeq = lastSeq
         segments[segments.count - 1].lastMillis = lastMillis
         return (lastSeq, clean)
-    }
-
-    private static func isGood(_ bytes: ByteBuffer, at offset: Int, end: Int) -> Bool {
-        if case .good = JournalFormat.record(in: bytes, at: offset, end: end, maxLength: Int(UInt32.max)) { return true }
-        return false
     }
 
     private static func cut(_ fd: CInt, _ path: String, at offset: Int, dropping bytes: Int, _ problem: String, _ logger: Logger) {

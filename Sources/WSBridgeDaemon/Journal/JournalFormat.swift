@@ -164,4 +164,51 @@ enum JournalFormat {
         let payload = bytes.getSlice(at: offset + 25, length: length - 17)!
         return .good(Record(kind: kind, seq: seq, millis: millis, payload: payload, size: 8 + length))
     }
+
+    /// What a whole segment's records hold (after its header), read the way opening a journal
+    /// reads its last segment: the good records in order, the damaged ones between good ones
+    /// skipped, and where the readable part ends when the rest is torn or unreadable.
+    struct Scan {
+        var records: [Record] = []
+        var skipped: [(offset: Int, problem: String)] = []
+        /// Where the readable records end (the file is cut there), when something follows them.
+        var cut: (offset: Int, problem: String)?
+        /// Where the readable part ends (after the last record, good or skipped).
+        var end: Int
+        /// The last record read is a good one (not one skipped).
+        var endsWithGood = false
+    }
+
+    /// Scans `bytes` (indices: `start` is the first record, `bytes.writerIndex` the file's end).
+    static func scan(_ bytes: ByteBuffer, from start: Int) -> Scan {
+        let end = bytes.writerIndex
+        var scan = Scan(end: start)
+        var offset = start
+        while offset < end {
+            switch Self.record(in: bytes, at: offset, end: end, maxLength: Int(UInt32.max)) {
+            case .good(let r):
+                scan.records.append(r)
+                offset += r.size
+                scan.end = offset
+                scan.endsWithGood = true
+            case .bad(let problem, let next?) where next == end || Self.isGood(bytes, at: next, end: end):
+                scan.skipped.append((offset, problem))
+                offset = next
+                scan.end = offset
+                scan.endsWithGood = false
+            case .bad(let problem, _):
+                scan.cut = (offset, problem)
+                return scan
+            case .incomplete:
+                scan.cut = (offset, "a record cut short by a crash")
+                return scan
+            }
+        }
+        return scan
+    }
+
+    private static func isGood(_ bytes: ByteBuffer, at offset: Int, end: Int) -> Bool {
+        if case .good = Self.record(in: bytes, at: offset, end: end, maxLength: Int(UInt32.max)) { return true }
+        return false
+    }
 }
