@@ -176,14 +176,9 @@ extension ConfigurationReader {
             config.queue.spool = s.isEmpty ? nil : s
         }
         s.read("fsync") { v in
-            let s = try self.string(v, "queue.fsync")
-            guard let policy = Configuration.FsyncPolicy(rawValue: s.lowercased()) else {
-                throw self.error(
-                    "queue.fsync", v,
-                    "must be \"always\" (each queued send is fdatasync'd before it is answered) or \"batch\" (written at once, fdatasync'd within a second)"
-                )
-            }
-            config.queue.fsync = policy
+            config.queue.fsync = try self.fsyncPolicy(
+                v, "queue.fsync",
+                "\"always\" (each queued send is fdatasync'd before it is answered) or \"batch\" (written at once, fdatasync'd within a second)")
         }
 
     }
@@ -208,14 +203,9 @@ extension ConfigurationReader {
                 v, "journal.segment_bytes", in: (64 << 10)...(1 << 30), "a byte count from 65536 (64 KiB) to 1073741824 (1 GiB)")
         }
         s.read("fsync") { v in
-            let s = try self.string(v, "journal.fsync")
-            guard let policy = Configuration.FsyncPolicy(rawValue: s.lowercased()) else {
-                throw self.error(
-                    "journal.fsync", v,
-                    "must be \"batch\" (fdatasync at most every journal.fsync_interval, after writes) or \"always\" (every batch written is fdatasync'd at once)"
-                )
-            }
-            config.journal.fsync = policy
+            config.journal.fsync = try self.fsyncPolicy(
+                v, "journal.fsync",
+                "\"batch\" (fdatasync at most every journal.fsync_interval, after writes) or \"always\" (every batch written is fdatasync'd at once)")
         }
         s.read("fsync_interval") { v in
             config.journal.fsyncInterval = try self.duration(v, "journal.fsync_interval")
@@ -230,6 +220,14 @@ extension ConfigurationReader {
                 "is larger than journal.max_bytes (\(config.journal.maxBytes)): retention removes whole segments, so a segment must be smaller than the journal"
             )
         }
+    }
+
+    /// `always` or `batch`; `accepted` says what each means for this key.
+    func fsyncPolicy(_ v: any TOMLValueConvertible, _ key: String, _ accepted: String) throws(ConfigurationError) -> Configuration.FsyncPolicy {
+        guard let policy = Configuration.FsyncPolicy(rawValue: try self.string(v, key).lowercased()) else {
+            throw self.error(key, v, "must be \(accepted)")
+        }
+        return policy
     }
 
     /// [access]: who may send.

@@ -23,6 +23,23 @@ enum Paths {
     static var pythonPeer: String { "\(root)/Tests/peers/ws_server.py" }
 }
 
+/// A small tmpfs mounted inside `dir` (a disk that fills up), unmounted when the value is
+/// released. Needs root.
+final class SmallTmpfs: Sendable {
+    let path: String
+
+    init(in dir: TemporaryDirectory, size: String) throws {
+        self.path = dir.file("small")
+        try FileManager.default.createDirectory(atPath: self.path, withIntermediateDirectories: false)
+        let mounted = try spawnAndWait("/bin/mount", ["-t", "tmpfs", "-o", "size=\(size),mode=0700", "tmpfs", self.path])
+        guard mounted.status == 0 else { throw TestFailure("mount: \(mounted.stderr)") }
+    }
+
+    deinit {
+        _ = try? spawnAndWait("/bin/umount", ["-l", self.path])
+    }
+}
+
 /// A fresh temporary directory, removed when the value is released.
 final class TemporaryDirectory: Sendable {
     let path: String

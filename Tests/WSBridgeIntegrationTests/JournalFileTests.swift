@@ -34,7 +34,7 @@ import WSBridgeProtocol
 
     static func entry(_ seq: UInt64, size: Int = 0) -> Journal.Entry {
         let text = size > 0 ? "m\(seq) " + String(repeating: "x", count: size) : "m\(seq)"
-        return Journal.Entry(seq: seq, kind: .text, millis: Self.base + Int64(seq), data: ByteBuffer(string: text))
+        return Journal.Entry(seq: seq, message: UpstreamMessage(kind: .text, data: ByteBuffer(string: text), receivedAtMillis: Self.base + Int64(seq)))
     }
 
     /// Appends seqs `range` (in reads of `perRead`) and waits until the writer wrote the last.
@@ -205,11 +205,10 @@ import WSBridgeProtocol
     @Test(.enabled(if: geteuid() == 0, "needs root to mount a small tmpfs"))
     func aFullDiskStopsTheJournalAndLeavesOnlyWholeRecords() async throws {
         let dir = try TemporaryDirectory()
-        let small = dir.file("small")
-        try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
-        let mounted = try spawnAndWait("/bin/mount", ["-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", small])
-        #expect(mounted.status == 0, "\(mounted.stderr)")
-        defer { _ = try? spawnAndWait("/bin/umount", [small]) }
+        let tmpfs = try SmallTmpfs(in: dir, size: "256k")
+        // Mounted until the test ends (ARC may otherwise release it after its last use).
+        defer { withExtendedLifetime(tmpfs) {} }
+        let small = tmpfs.path
         let c = Self.configuration(small + "/journal", segmentBytes: 1 << 20, maxBytes: 1 << 30)
         let (journal, _) = try Self.open(c)
         // 400 KiB into 256 KiB: the writer stops; the journal says so.

@@ -198,11 +198,10 @@ import WSBridgeProtocol
     @Test(.enabled(if: geteuid() == 0, "needs root to mount a small tmpfs"))
     func aFullDiskStopsTheJournalAndLiveDeliveryGoesOn() async throws {
         let dir = try TemporaryDirectory()
-        let small = dir.file("small")
-        try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
-        let mounted = try spawnAndWait("/bin/mount", ["-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", small])
-        #expect(mounted.status == 0, "\(mounted.stderr)")
-        defer { _ = try? spawnAndWait("/bin/umount", [small]) }
+        let tmpfs = try SmallTmpfs(in: dir, size: "256k")
+        // Mounted until the test ends (ARC may otherwise release it after its last use).
+        defer { withExtendedLifetime(tmpfs) {} }
+        let small = tmpfs.path
         let server = try await UpstreamServer(.nio)
         let socket = dir.file("d.sock")
         let config = try writeDaemonConfig(dir, "wsbridged", url: server.url, socket: socket, extra: "replay = 100\n[journal]\ndir = \"\(small)/journal\"\n")

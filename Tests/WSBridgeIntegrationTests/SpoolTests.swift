@@ -234,11 +234,10 @@ import WSBridgeProtocol
     @Test(.enabled(if: geteuid() == 0, "needs root to mount a small tmpfs"))
     func aFullDiskRefusesTheSendAndKeepsWhatWasQueued() async throws {
         let dir = try TemporaryDirectory()
-        let small = dir.file("small")
-        try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: false)
-        let mounted = try spawnAndWait("/bin/mount", ["-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", small])
-        guard mounted.status == 0 else { throw TestFailure("mount: \(mounted.stderr)") }
-        defer { _ = try? spawnAndWait("/bin/umount", ["-l", small]) }
+        let tmpfs = try SmallTmpfs(in: dir, size: "64k")
+        // Mounted until the test ends (ARC may otherwise release it after its last use).
+        defer { withExtendedLifetime(tmpfs) {} }
+        let small = tmpfs.path
         let spool = small + "/spool"
         let (first, socket) = try await Self.daemon(dir, "before", extra: "max_messages = 1000", spool: spool)
         let client = try await Self.client(socket)

@@ -15,13 +15,8 @@ extension Journal {
     /// event loop.
     static func open(configuration: Configuration.Journal, eventLoop: any EventLoop, logger: Logger) throws(Failure) -> (Journal, Recovered) {
         guard let directory = configuration.dir else { throw Failure(description: "journal.dir is not set") }
-        let lockFD: CInt
-        do {
-            lockFD = try JournalFiles.lock(directory)
-        } catch {
-            throw Failure(description: error.description)
-        }
-        do {
+        let lockFD = try JournalFiles.lock(directory)
+        do throws(Failure) {
             var segments = try Self.readSegments(directory, logger: logger)
             let tail = try Self.recoverLast(directory, &segments, logger: logger)
             let recovered: Recovered
@@ -39,7 +34,7 @@ extension Journal {
                 // A clean stop: append to its segment, after its closed record.
                 fd = Glibc.open(JournalFiles.path(directory, firstSeq: last.firstSeq), O_RDWR | O_CLOEXEC)
                 guard fd >= 0 else {
-                    throw JournalFiles.Failure(
+                    throw Failure(
                         description: "cannot open \(JournalFiles.path(directory, firstSeq: last.firstSeq)): \(DurableFile.describe(errno))")
                 }
             } else {
@@ -67,7 +62,7 @@ extension Journal {
             return (journal, recovered)
         } catch {
             Glibc.close(lockFD)
-            throw Failure(description: "\(error)")
+            throw error
         }
     }
 
@@ -80,13 +75,18 @@ extension Journal {
     /// Every segment's header, oldest first. One that cannot be read is logged and left out
     /// (a consumer replaying across it is told `damaged`); an empty last one (its creation cut
     /// short) is removed.
-    private static func readSegments(_ directory: String, logger: Logger) throws(JournalFiles.Failure) -> [Segment] {
+    private static func readSegments(_ directory: String, logger: Logger) throws(Failure) -> [Segment] {
         let seqs = try JournalFiles.list(directory)
         var segments: [Segment] = []
         for (i, first) in seqs.enumerated() {
             let path = JournalFiles.path(directory, firstSeq: first)
             let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { throw JournalFiles.Failure(description: "cannot open \(path): \(DurableFile.describe(errno))") }
+            guard fd >= 0 else {
+                throw Failure(
+                    description:
+                        "cannot open \(path) (journal.dir): \(DurableFile.describe(errno)); the journal directory must be readable and writable for the daemon's user"
+                )
+            }
             defer { Glibc.close(fd) }
             let bytes = try JournalFiles.read(fd, at: 0, count: JournalFormat.headerSize, path: path)
             do {
@@ -115,11 +115,16 @@ extension Journal {
     /// (its last record is `closed`), damaged records logged, a torn tail cut off.
     private static func recoverLast(
         _ directory: String, _ segments: inout [Segment], logger: Logger
-    ) throws(JournalFiles.Failure) -> (lastSeq: UInt64, clean: Bool) {
+    ) throws(Failure) -> (lastSeq: UInt64, clean: Bool) {
         guard let last = segments.last else { return (0, true) }
         let path = JournalFiles.path(directory, firstSeq: last.firstSeq)
         let fd = Glibc.open(path, O_RDWR | O_CLOEXEC)
-        guard fd >= 0 else { throw JournalFiles.Failure(description: "cannot open \(path): \(DurableFile.describe(errno))") }
+        guard fd >= 0 else {
+            throw Failure(
+                description:
+                    "cannot open \(path) (journal.dir): \(DurableFile.describe(errno)); the journal directory must be readable and writable for the daemon's user"
+            )
+        }
         defer { Glibc.close(fd) }
         let bytes = try JournalFiles.read(fd, at: 0, count: last.size, path: path)
         let scan = JournalFormat.scan(bytes, from: JournalFormat.headerSize)

@@ -45,11 +45,11 @@ extension Journal {
                     w.unwritten = nil
                 }
                 for e in entries {
-                    let size = JournalFormat.recordOverhead + e.data.readableBytes
-                    self.makeRoom(for: size, firstSeq: e.seq, now, &batch, &w, &out)
-                    JournalFormat.write(kind: e.kind == .binary ? .binary : .text, seq: e.seq, millis: e.millis, payload: e.data, into: &batch)
+                    let m = e.message
+                    self.makeRoom(for: JournalFormat.recordOverhead + m.data.readableBytes, firstSeq: e.seq, now, &batch, &w, &out)
+                    JournalFormat.write(kind: m.kind == .binary ? .binary : .text, seq: e.seq, millis: m.receivedAtMillis, payload: m.data, into: &batch)
                     w.segments[w.segments.count - 1].lastSeq = e.seq
-                    w.segments[w.segments.count - 1].lastMillis = e.millis
+                    w.segments[w.segments.count - 1].lastMillis = m.receivedAtMillis
                 }
             case .hole(let from, let to):
                 w.unwritten = (w.unwritten?.from ?? from, to)
@@ -186,8 +186,7 @@ extension Journal {
     /// Removes whole segments, oldest first, while the journal is over `max_bytes` or their
     /// last message is older than `max_age`. The segment written to stays.
     func applyRetention(_ w: inout Writer, now: Int64) {
-        let maxAge = self.configuration.maxAge.components
-        let maxAgeMillis = maxAge.seconds * 1000 + maxAge.attoseconds / 1_000_000_000_000_000
+        let maxAgeMillis = self.configuration.maxAge.nanoseconds / 1_000_000
         var total = w.segments.reduce(0) { $0 + $1.size }
         while w.segments.count > 1 {
             let oldest = w.segments[0]

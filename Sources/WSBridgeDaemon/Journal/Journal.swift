@@ -24,11 +24,10 @@ import WSBridgeCore
 /// This file: the public face and the state the threads share. Opening and recovery are in
 /// Journal+Open, the writer in Journal+Writer, the reader in Journal+Reader.
 final class Journal: Sendable {
+    /// A message as the fan-out numbered it.
     struct Entry: Sendable {
         var seq: UInt64
-        var kind: UpstreamMessage.Kind
-        var millis: Int64
-        var data: ByteBuffer
+        var message: UpstreamMessage
     }
 
     struct Failure: Error, CustomStringConvertible {
@@ -157,7 +156,7 @@ final class Journal: Sendable {
     /// Hands over one read's messages (seqs rising by one from the last handed over).
     func append(_ entries: [Entry]) {
         guard let first = entries.first, let last = entries.last else { return }
-        let bytes = entries.reduce(0) { $0 + $1.data.readableBytes + JournalFormat.recordOverhead }
+        let bytes = entries.reduce(0) { $0 + $1.message.data.readableBytes + JournalFormat.recordOverhead }
         let start = self.shared.withLockedValue { s -> Bool in
             guard !s.closed else { return false }
             if let stopped = s.stopped, NIODeadline.now() < stopped.at + Self.retryDelay {
@@ -273,10 +272,7 @@ final class Journal: Sendable {
             return !s.syncScheduled
         }
         guard first else { return }
-        let interval = TimeAmount.nanoseconds(
-            Int64(self.configuration.fsyncInterval.components.seconds) * 1_000_000_000
-                + self.configuration.fsyncInterval.components.attoseconds / 1_000_000_000)
-        self.eventLoop.scheduleTask(in: interval) {
+        self.eventLoop.scheduleTask(in: .nanoseconds(self.configuration.fsyncInterval.nanoseconds)) {
             let start = self.shared.withLockedValue { s -> Bool in
                 s.syncScheduled = false
                 guard !s.closed else { return false }

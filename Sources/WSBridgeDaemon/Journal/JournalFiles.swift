@@ -9,9 +9,7 @@ import NIOCore
 /// says what failed and how to fix it. Blocking: used by `Journal.open`, then by the writer
 /// and reader threads.
 enum JournalFiles {
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
-    }
+    typealias Failure = Journal.Failure
 
     /// Creates the directory if needed and takes its lock; returns the lock's descriptor.
     static func lock(_ directory: String) throws(Failure) -> CInt {
@@ -44,7 +42,10 @@ enum JournalFiles {
     /// The segments' first seqs, in order (other files are left alone).
     static func list(_ directory: String) throws(Failure) -> [UInt64] {
         guard let dir = opendir(directory) else {
-            throw Failure(description: "cannot read the journal directory \(directory) (journal.dir): \(DurableFile.describe(errno))")
+            throw Failure(
+                description:
+                    "cannot read the journal directory \(directory) (journal.dir): \(DurableFile.describe(errno)); the journal directory must be readable and writable for the daemon's user"
+            )
         }
         defer { closedir(dir) }
         var seqs: [UInt64] = []
@@ -66,13 +67,17 @@ enum JournalFiles {
         var buffer = ByteBuffer()
         var done = 0
         while done < count {
+            var failure: CInt = 0
             let n = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count - done) { raw in
-                max(0, pread(fd, raw.baseAddress, count - done, off_t(offset + done)))
+                let n = pread(fd, raw.baseAddress, count - done, off_t(offset + done))
+                if n < 0 { failure = errno }
+                return max(0, n)
             }
-            if n == 0 {
-                if errno == EINTR { continue }
-                break
+            if failure == EINTR { continue }
+            if failure != 0 {
+                throw Failure(description: "cannot read \(path) (journal.dir): \(DurableFile.describe(failure)); check the disk (dmesg), or move the file away")
             }
+            if n == 0 { break }
             done += n
         }
         return buffer
@@ -95,11 +100,18 @@ enum JournalFiles {
     static func create(_ directory: String, _ header: JournalFormat.Header) throws(Failure) -> CInt {
         let path = Self.path(directory, firstSeq: header.firstSeq)
         let fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw Failure(description: "cannot create \(path): \(DurableFile.describe(errno))") }
+        guard fd >= 0 else {
+            throw Failure(
+                description:
+                    "cannot create \(path) (journal.dir): \(DurableFile.describe(errno)); the journal directory must be writable for the daemon's user, on a disk with room"
+            )
+        }
         if let problem = DurableFile.writeAll(fd, JournalFormat.header(header), at: 0) ?? (fdatasync(fd) == 0 ? nil : DurableFile.describe(errno)) {
             close(fd)
             unlink(path)
-            throw Failure(description: "cannot write \(path): \(problem)")
+            throw Failure(
+                description: "cannot write \(path) (journal.dir): \(problem); the journal directory must be writable for the daemon's user, on a disk with room"
+            )
         }
         Self.syncDirectory(directory)
         return fd

@@ -125,13 +125,7 @@ enum JournalFormat {
         /// A hole's last seq.
         var holeEnd: UInt64 { self.payload.getInteger(at: self.payload.readerIndex, endianness: .little) ?? self.seq }
         /// The last seq this record accounts for.
-        var lastSeq: UInt64 {
-            switch self.kind {
-            case .text, .binary: self.seq
-            case .hole: self.holeEnd
-            case .closed: self.seq
-            }
-        }
+        var lastSeq: UInt64 { self.kind == .hole ? self.holeEnd : self.seq }
     }
 
     enum Parsed {

@@ -156,7 +156,7 @@ final class Fanout: UpstreamEventSink {
             self.eventLoop.assumeIsolated().execute { self.flush() }
         }
         if self.journal != nil {
-            self.journalEntries.append(Journal.Entry(seq: seq, kind: message.kind, millis: message.receivedAtMillis, data: message.data))
+            self.journalEntries.append(Journal.Entry(seq: seq, message: message))
         }
         let start = self.unsent.writerIndex
         MessageLineEncoder.write(seq: seq, message, inlineJSON: self.configuration.inlineJSON, parsed: parsed, into: &self.unsent, ts: &self.tsDigits)
