@@ -140,57 +140,12 @@ struct Cost: AsyncParsableCommand {
     }
 
     /// The totals of a callgrind output file: the summary, and the self costs of its functions by
-    /// phase (a call's inclusive cost, the line after `calls=`, is not self cost).
+    /// phase.
     static func parse(_ path: String) throws -> [String: Int] {
-        let text = try String(contentsOfFile: path, encoding: .utf8)
-        var names: [String: String] = [:]  // "(id)" -> name, callgrind's name compression
-        var phaseOf: [String: String] = [:]
-        var current = "other"
-        var skipNext = false
+        let profile = try CallgrindProfile(path: path)
         var totals: [String: Int] = [:]
-        for line in text.split(separator: "\n", omittingEmptySubsequences: true) {
-            if line.hasPrefix("fn=") {
-                let spec = line.dropFirst(3)
-                var name = String(spec)
-                if spec.hasPrefix("("), let close = spec.firstIndex(of: ")") {
-                    let id = String(spec[...close])
-                    let rest = spec[spec.index(after: close)...].trimmingCharacters(in: .whitespaces)
-                    if rest.isEmpty {
-                        name = names[id] ?? id
-                    } else {
-                        names[id] = rest
-                        name = rest
-                    }
-                }
-                if phaseOf[name] == nil { phaseOf[name] = Self.phase(of: name) }
-                current = phaseOf[name]!
-                continue
-            }
-            if line.hasPrefix("cfn=") {
-                // Registers a compressed name too.
-                let spec = line.dropFirst(4)
-                if spec.hasPrefix("("), let close = spec.firstIndex(of: ")") {
-                    let rest = spec[spec.index(after: close)...].trimmingCharacters(in: .whitespaces)
-                    if !rest.isEmpty { names[String(spec[...close])] = rest }
-                }
-                continue
-            }
-            if line.hasPrefix("calls=") {
-                skipNext = true
-                continue
-            }
-            if line.hasPrefix("summary:") || line.hasPrefix("totals:") {
-                totals["total"] = Int(line.split(separator: " ").last ?? "") ?? totals["total"]
-                continue
-            }
-            guard let first = line.first, first.isNumber || first == "+" || first == "-" || first == "*" else { continue }
-            if skipNext {
-                skipNext = false
-                continue
-            }
-            let fields = line.split(separator: " ")
-            if fields.count >= 2, let cost = Int(fields[1]) { totals[current, default: 0] += cost }
-        }
+        for (name, cost) in profile.selfCost { totals[Self.phase(of: name), default: 0] += cost }
+        if let total = profile.total { totals["total"] = total }
         return totals
     }
 
@@ -222,11 +177,12 @@ struct Cost: AsyncParsableCommand {
 }
 
 enum Command {
-    /// Runs a program to its end; its exit status.
-    static func run(_ path: String, _ arguments: [String]) throws -> Int32 {
+    /// Runs a program to its end; its exit status. `quiet`: its output is discarded.
+    static func run(_ path: String, _ arguments: [String], quiet: Bool = false) throws -> Int32 {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: path)
         p.arguments = arguments
+        if quiet { p.standardOutput = FileHandle.nullDevice }
         try p.run()
         p.waitUntilExit()
         return p.terminationStatus

@@ -220,7 +220,7 @@ struct Report {
         }
         if let idle = self.idle {
             Swift.print(
-                "- idle \(idle.seconds) s (heartbeat every \(idle.heartbeat) s): \(idle.wakeups) context switches; RSS \(String(format: "%.1f", Double(idle.rssKiB) / 1024)) MiB (target < 20); "
+                "- idle \(idle.seconds) s (heartbeat every \(idle.heartbeat) s): \(idle.wakeups) context switches; RSS \(String(format: "%.1f", Double(idle.rssKiB) / 1024)) MiB (target ≤ 18); "
                     + String(format: "%.1f KiB", idle.perSubscriberKiB) + " per idle subscriber (\(idle.subscribers) connected; target < 64)"
             )
         }

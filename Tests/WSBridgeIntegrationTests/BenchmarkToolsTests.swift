@@ -7,16 +7,16 @@ import WSBridgeProtocol
 /// baseline writes the lines a bridge would; the reader counts them and their latency.
 @Suite struct BenchmarkToolsTests {
     static let release = ProcessInfo.processInfo.environment["WSBRIDGE_RELEASE_BIN_DIR"]
+    /// valgrind and a release wsbridge-bench: what the callgrind-based tools need.
+    static let hasCallgrind =
+        release.map { FileManager.default.fileExists(atPath: "\($0)/wsbridge-bench") } == true
+        && FileManager.default.isExecutableFile(atPath: "/usr/bin/valgrind")
 
     /// `wsbridge-bench cost` counts a release daemon under callgrind (valgrind cannot run the
     /// debug build's dynamic Swift runtime): the figure is per message (start-up cancels), near
     /// what a hand count gave (9,600-9,700 instructions for 100 B to one subscriber), and split
     /// into phases that add up to it.
-    @Test(
-        .enabled(
-            if: release != nil && FileManager.default.fileExists(atPath: "\(release ?? "")/wsbridge-bench")
-                && FileManager.default.isExecutableFile(atPath: "/usr/bin/valgrind"),
-            "needs valgrind and the release build with wsbridge-bench (scripts/test builds it)"))
+    @Test(.enabled(if: hasCallgrind, "needs valgrind and the release build with wsbridge-bench (scripts/test builds it)"))
     func theCostBenchmarkCountsInstructionsPerMessage() throws {
         let bin = try #require(Self.release)
         let r = try spawnAndWait(
@@ -30,6 +30,45 @@ import WSBridgeProtocol
         print("measure: cost \(total) instructions per message (1 subscriber, 100 B)")
         #expect((3_000...30_000).contains(total), "\(row)")
         #expect(abs(cells.dropFirst().reduce(0, +) - total) <= 7, "the phases add up to the total: \(row)")
+    }
+
+    /// `wsbridge-bench order-file` profiles a release daemon's life and names, as function
+    /// sections, what it ran: the entry point, the fan-out's publish, the heartbeat, the reload.
+    @Test(.enabled(if: hasCallgrind, "needs valgrind and the release build with wsbridge-bench (scripts/test builds it)"))
+    func theOrderFileNamesTheFunctionsTheDaemonRuns() throws {
+        let bin = try #require(Self.release)
+        let dir = try TemporaryDirectory()
+        let output = dir.file("hot-text.order")
+        let r = try spawnAndWait("\(bin)/wsbridge-bench", ["order-file", "--bin", bin, "--output", output, "--messages", "500"], directory: Paths.root)
+        #expect(r.status == 0, "\(r.stdout)\(r.stderr.suffix(2000))")
+        let sections = try String(contentsOfFile: output, encoding: .utf8).split(separator: "\n")
+        print("measure: \(r.stdout.split(separator: "\n").last ?? "")")
+        #expect(sections.count > 1_000 && sections.allSatisfy { $0.hasPrefix(".text.") }, "\(sections.count) lines: \(sections.prefix(3))")
+        #expect(Set(sections).count == sections.count, "each function once")
+        for part in ["wsbridged_main", "6FanoutC7publish", "HeartbeatStateMachine", "ServiceC6reload"] {
+            #expect(sections.contains { $0.contains(part) }, "no function with \(part) in its name")
+        }
+    }
+
+    /// The release link lays out the functions scripts/lib/hot-text.order names in its order:
+    /// most follow the one before within 64 KiB (about 3 % of them do in a link without it).
+    @Test(.enabled(if: release != nil, "needs the release build (scripts/test builds it)"))
+    func theReleaseDaemonsHotFunctionsAreLaidOutTogether() throws {
+        let bin = try #require(Self.release)
+        let r = try spawnAndWait("/usr/bin/nm", ["--defined-only", "\(bin)/wsbridged"])
+        #expect(r.status == 0)
+        var address: [Substring: UInt64] = [:]
+        for line in r.stdout.split(separator: "\n") {
+            let f = line.split(separator: " ", maxSplits: 2)
+            if f.count == 3, "tTwW".contains(f[1]) { address[f[2]] = UInt64(f[0], radix: 16) }
+        }
+        let order = try String(contentsOfFile: "\(Paths.root)/scripts/lib/hot-text.order", encoding: .utf8)
+        let placed = order.split(separator: "\n").compactMap { address[$0.dropFirst(".text.".count)] }
+        #expect(placed.count > 1_000, "the order file's functions are in the binary: \(placed.count)")
+        let together = zip(placed, placed.dropFirst()).filter { $1 > $0 && $1 - $0 < 65_536 }.count
+        let share = Double(together) / Double(max(1, placed.count - 1))
+        print("measure: \(Int(share * 100)) % of the hot functions follow the one before within 64 KiB")
+        #expect(share > 0.6, "\(together) of \(placed.count)")
     }
 
     @Test func theGeneratorsFramesArriveInOrderAndStamped() async throws {

@@ -6,6 +6,17 @@
 # - no dynamic symbol table for our own code (--no-export-dynamic; the static runtime's link
 #   arguments ask for one): 23,000 symbols the loader would page in for nothing. Crash
 #   backtraces still name every frame: the backtracer reads the full symbol table.
-# Idle RSS 19.5 MiB instead of 28 (docs/performance.md). Sourced:
+# - every function in its own section, and the ones wsbridged runs laid side by side by the
+#   linker (hot-text.order, written by `wsbridge-bench order-file` from a callgrind profile of
+#   the daemon's life): the kernel maps text in 64 KiB blocks around each page touched, so code
+#   run at start-up and after, scattered through 15 MiB, made most of the text resident.
+#   Functions the file does not name are laid out as before; a stale file costs RSS, not
+#   correctness. After changing these flags, remove .build/*/release: the compiler keeps object
+#   code whose IR did not change, whatever the new flags say.
+# Idle RSS 17.2-17.5 MiB instead of 28 (docs/performance.md). Sourced:
 #   swift build "${RELEASE[@]}" --product wsbridged
-RELEASE=(-c release --static-swift-stdlib -Xlinker --no-export-dynamic)
+RELEASE=(
+    -c release --static-swift-stdlib -Xlinker --no-export-dynamic
+    -Xswiftc -Xfrontend -Xswiftc -function-sections -Xcc -ffunction-sections -Xcxx -ffunction-sections
+    -Xlinker "--section-ordering-file=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/hot-text.order"
+)
