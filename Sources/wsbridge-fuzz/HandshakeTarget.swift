@@ -107,7 +107,8 @@ enum HandshakeTarget {
             }
         }
         guard case .success(let chosen)? = outcome.handshake else { return }
-        guard reply.starts(with: Array("HTTP/1.1 101".utf8)) else {
+        // Empty lines before a message are skipped (RFC 9112 §2.2; llhttp does).
+        guard reply.drop(while: { $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\n") }).starts(with: Array("HTTP/1.1 101".utf8)) else {
             fatalError("an upgrade succeeded without HTTP/1.1 101: \(String(decoding: reply.prefix(40), as: UTF8.self))")
         }
         guard let chosen, Self.offered.contains(chosen) else {
@@ -130,14 +131,25 @@ enum HandshakeTarget {
         guard outcome.tunnelled else { return }
         switch kind {
         case .httpConnect:
-            let status = reply.count >= 12 ? Int(String(decoding: reply[9..<12], as: UTF8.self)) : nil
-            guard reply.starts(with: Array("HTTP/1.".utf8)), let status, (200..<300).contains(status) else {
+            // Empty lines before a message are skipped (RFC 9112 §2.2; llhttp does).
+            let message = reply.drop(while: { $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\n") })
+            let status = message.count >= 12 ? Int(String(decoding: message.dropFirst(9).prefix(3), as: UTF8.self)) : nil
+            guard message.starts(with: Array("HTTP/1.".utf8)), let status, (200..<300).contains(status) else {
                 fatalError("a CONNECT tunnel opened without a 2xx reply: \(String(decoding: reply.prefix(40), as: UTF8.self))")
             }
-            // Bytes after a CONNECT reply are a proxy's error (in ws:// and wss:// alike the
-            // client speaks first): NIO's HTTP decoder does not stop at a 2xx to CONNECT, so
-            // they never reach the next stage; the next stage then reads only what follows.
-            guard outcome.forwarded.isEmpty else { fatalError("bytes the CONNECT reply's read held reached the next stage") }
+            // Bytes in the read that ends a CONNECT reply are a proxy's error (in ws:// and
+            // wss:// alike the client speaks first): NIO's HTTP decoder does not stop at a 2xx
+            // to CONNECT, so they never reach the next stage. Reads after that one are the
+            // next stage's and reach it whole and in order: what it got starts at a read
+            // boundary past the reply's header block.
+            let from = reply.count - outcome.forwarded.count
+            guard from >= 0, from == reply.count || from % read == 0, Array(reply[max(0, from)...]) == outcome.forwarded else {
+                fatalError("bytes the CONNECT reply's read held reached the next stage: \(outcome.forwarded.count) of \(reply.count), reads of \(read)")
+            }
+            let head = reply[..<from]
+            guard from == reply.count || head.firstRange(of: Array("\n\r\n".utf8)) != nil || head.firstRange(of: Array("\n\n".utf8)) != nil else {
+                fatalError("bytes reached the next stage before the CONNECT reply's header block ended")
+            }
         case .socks5:
             guard let length = Self.socksReplyLength(reply, credentials: credentials) else {
                 fatalError("a SOCKS5 tunnel opened without a success reply: \(reply.prefix(16))")
