@@ -186,11 +186,11 @@ struct Report {
             }
         }
         if let w = d("flat", .wsbridged, 100) {
-            Swift.print("- flat, 100 subscribers: wsbridged / raw copy = \(self.ratio(w, d("flat", .rawCopy, 100), target: "≥ 0.60"))")
+            Swift.print("- flat, 100 subscribers: wsbridged / raw copy = \(self.ratio(w, d("flat", .rawCopy, 100), target: "≥ 0.65"))")
         }
         if let w = self.median("large", .wsbridged, 10, \.bytesPerSecond) {
             Swift.print(
-                "- 4 KiB, 10 subscribers: wsbridged / raw copy, bytes/s = \(self.ratio(w, self.median("large", .rawCopy, 10, \.bytesPerSecond), target: "≥ 0.70"))"
+                "- 4 KiB, 10 subscribers: wsbridged / raw copy, bytes/s = \(self.ratio(w, self.median("large", .rawCopy, 10, \.bytesPerSecond), target: "≥ 0.80"))"
             )
         }
         if let p99 = self.median("rate", .wsbridged, 100, \.p99), let lost = self.median("rate", .wsbridged, 100, \.lostPercent) {
