@@ -2,7 +2,7 @@ import Foundation
 
 /// A callgrind output file, read for its self costs: the instructions each function ran itself
 /// (a call's inclusive cost, the line after `calls=`, is not self cost), by name, and the
-/// summary. `object` keeps only the functions of object files whose path ends with it (the
+/// summary (a function's recursion levels counted as one). `object` keeps only the functions of object files whose path ends with it (the
 /// daemon's binary, not libc). A function callgrind could not name is kept as its address
 /// (`0x...`): `OrderFile` resolves it to the symbol that contains it.
 struct CallgrindProfile {
@@ -32,7 +32,8 @@ struct CallgrindProfile {
                 continue
             }
             if line.hasPrefix("fn=") {
-                let function = name(line.dropFirst(3), &functionNames)
+                // A recursive call's level is a suffix ("name'2"): the same function.
+                let function = name(line.dropFirst(3), &functionNames).prefix { $0 != "'" }
                 current = inObject ? function : nil
                 continue
             }

@@ -43,9 +43,7 @@ struct OrderFile: AsyncParsableCommand {
         let profile = try CallgrindProfile(path: "\(dir)/callgrind.out", object: "/wsbridged")
         let functions = try Self.functions(of: daemon)
         var cost: [String: Int] = [:]
-        for (label, instructions) in profile.selfCost {
-            // A recursive call's level is a suffix: "name'2".
-            let name = String(label.prefix { $0 != "'" })
+        for (name, instructions) in profile.selfCost {
             guard let symbol = name.hasPrefix("0x") ? UInt64(name.dropFirst(2), radix: 16).flatMap(functions.containing) : name else { continue }
             cost[symbol, default: 0] += instructions
         }

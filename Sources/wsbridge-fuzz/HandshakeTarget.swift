@@ -107,8 +107,7 @@ enum HandshakeTarget {
             }
         }
         guard case .success(let chosen)? = outcome.handshake else { return }
-        // Empty lines before a message are skipped (RFC 9112 §2.2; llhttp does).
-        guard reply.drop(while: { $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\n") }).starts(with: Array("HTTP/1.1 101".utf8)) else {
+        guard Self.message(reply).starts(with: Array("HTTP/1.1 101".utf8)) else {
             fatalError("an upgrade succeeded without HTTP/1.1 101: \(String(decoding: reply.prefix(40), as: UTF8.self))")
         }
         guard let chosen, Self.offered.contains(chosen) else {
@@ -131,8 +130,7 @@ enum HandshakeTarget {
         guard outcome.tunnelled else { return }
         switch kind {
         case .httpConnect:
-            // Empty lines before a message are skipped (RFC 9112 §2.2; llhttp does).
-            let message = reply.drop(while: { $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\n") })
+            let message = Self.message(reply)
             let status = message.count >= 12 ? Int(String(decoding: message.dropFirst(9).prefix(3), as: UTF8.self)) : nil
             guard message.starts(with: Array("HTTP/1.".utf8)), let status, (200..<300).contains(status) else {
                 fatalError("a CONNECT tunnel opened without a 2xx reply: \(String(decoding: reply.prefix(40), as: UTF8.self))")
@@ -158,6 +156,12 @@ enum HandshakeTarget {
                 fatalError("after the SOCKS5 reply, \(reply.count - length) bytes were sent but \(outcome.forwarded.count) reached the next stage")
             }
         }
+    }
+
+    /// A reply without the empty lines before it, which a recipient skips (RFC 9112 §2.2; llhttp
+    /// does).
+    static func message(_ reply: [UInt8]) -> ArraySlice<UInt8> {
+        reply.drop { $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\n") }
     }
 
     /// The length of a valid SOCKS5 method choice, optional RFC 1929 status and CONNECT success

@@ -1,5 +1,6 @@
 import CWSBridgeLinux
 import Foundation
+import Synchronization
 
 /// Where the built executables and the project's tools are.
 enum Paths {
@@ -23,26 +24,11 @@ enum Paths {
     static var pythonPeer: String { "\(root)/Tests/peers/ws_server.py" }
 }
 
-/// A small tmpfs mounted inside `dir` (a disk that fills up), unmounted when the value is
-/// released. Needs root.
-final class SmallTmpfs: Sendable {
-    let path: String
-
-    init(in dir: TemporaryDirectory, size: String) throws {
-        self.path = dir.file("small")
-        try FileManager.default.createDirectory(atPath: self.path, withIntermediateDirectories: false)
-        let mounted = try spawnAndWait("/bin/mount", ["-t", "tmpfs", "-o", "size=\(size),mode=0700", "tmpfs", self.path])
-        guard mounted.status == 0 else { throw TestFailure("mount: \(mounted.stderr)") }
-    }
-
-    deinit {
-        _ = try? spawnAndWait("/bin/umount", ["-l", self.path])
-    }
-}
-
-/// A fresh temporary directory, removed when the value is released.
+/// A fresh temporary directory, removed (after what was mounted in it) when the value is
+/// released.
 final class TemporaryDirectory: Sendable {
     let path: String
+    private let mounts = Mutex<[String]>([])
 
     init() throws {
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("wsbridge-test-\(UUID().uuidString.prefix(8))")
@@ -58,7 +44,19 @@ final class TemporaryDirectory: Sendable {
         return p
     }
 
+    /// A small tmpfs (a disk that fills up) mounted at `small` in this directory; its path.
+    /// Needs root.
+    func mountSmallTmpfs(size: String) throws -> String {
+        let path = self.file("small")
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        let mounted = try spawnAndWait("/bin/mount", ["-t", "tmpfs", "-o", "size=\(size),mode=0700", "tmpfs", path])
+        guard mounted.status == 0 else { throw TestFailure("mount: \(mounted.stderr)") }
+        self.mounts.withLock { $0.append(path) }
+        return path
+    }
+
     deinit {
+        for path in self.mounts.withLock({ $0 }) { _ = try? spawnAndWait("/bin/umount", ["-l", path]) }
         try? FileManager.default.removeItem(atPath: self.path)
     }
 }

@@ -208,10 +208,7 @@ import WSBridgeProtocol
     @Test(.enabled(if: geteuid() == 0, "needs root to mount a small tmpfs"))
     func aFullDiskStopsTheJournalAndLeavesOnlyWholeRecords() async throws {
         let dir = try TemporaryDirectory()
-        let tmpfs = try SmallTmpfs(in: dir, size: "256k")
-        // Mounted until the test ends (ARC may otherwise release it after its last use).
-        defer { withExtendedLifetime(tmpfs) {} }
-        let small = tmpfs.path
+        let small = try dir.mountSmallTmpfs(size: "256k")
         let c = Self.configuration(small + "/journal", segmentBytes: 1 << 20, maxBytes: 1 << 30)
         let (journal, _) = try Self.open(c)
         // 400 KiB into 256 KiB: the writer stops; the journal says so.

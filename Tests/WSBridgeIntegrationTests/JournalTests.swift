@@ -198,10 +198,7 @@ import WSBridgeProtocol
     @Test(.enabled(if: geteuid() == 0, "needs root to mount a small tmpfs"))
     func aFullDiskStopsTheJournalAndLiveDeliveryGoesOn() async throws {
         let dir = try TemporaryDirectory()
-        let tmpfs = try SmallTmpfs(in: dir, size: "256k")
-        // Mounted until the test ends (ARC may otherwise release it after its last use).
-        defer { withExtendedLifetime(tmpfs) {} }
-        let small = tmpfs.path
+        let small = try dir.mountSmallTmpfs(size: "256k")
         let server = try await UpstreamServer(.nio)
         let socket = dir.file("d.sock")
         let config = try writeDaemonConfig(dir, "wsbridged", url: server.url, socket: socket, extra: "replay = 100\n[journal]\ndir = \"\(small)/journal\"\n")

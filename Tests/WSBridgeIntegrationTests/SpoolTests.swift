@@ -234,10 +234,7 @@ import WSBridgeProtocol
     @Test(.enabled(if: geteuid() == 0, "needs root to mount a small tmpfs"))
     func aFullDiskRefusesTheSendAndKeepsWhatWasQueued() async throws {
         let dir = try TemporaryDirectory()
-        let tmpfs = try SmallTmpfs(in: dir, size: "64k")
-        // Mounted until the test ends (ARC may otherwise release it after its last use).
-        defer { withExtendedLifetime(tmpfs) {} }
-        let small = tmpfs.path
+        let small = try dir.mountSmallTmpfs(size: "64k")
         let spool = small + "/spool"
         let (first, socket) = try await Self.daemon(dir, "before", extra: "max_messages = 1000", spool: spool)
         let client = try await Self.client(socket)

@@ -32,11 +32,7 @@ extension Journal {
             let fd: CInt
             if let last = segments.last, tail.clean, last.size < configuration.segmentBytes {
                 // A clean stop: append to its segment, after its closed record.
-                fd = Glibc.open(JournalFiles.path(directory, firstSeq: last.firstSeq), O_RDWR | O_CLOEXEC)
-                guard fd >= 0 else {
-                    throw Failure(
-                        description: "cannot open \(JournalFiles.path(directory, firstSeq: last.firstSeq)): \(DurableFile.describe(errno))")
-                }
+                fd = try JournalFiles.openSegment(directory, firstSeq: last.firstSeq, flags: O_RDWR)
             } else {
                 if let last = segments.last, last.lastSeq < last.firstSeq {
                     // No message in it: the new segment takes its name (and its place).
@@ -80,13 +76,7 @@ extension Journal {
         var segments: [Segment] = []
         for (i, first) in seqs.enumerated() {
             let path = JournalFiles.path(directory, firstSeq: first)
-            let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else {
-                throw Failure(
-                    description:
-                        "cannot open \(path) (journal.dir): \(DurableFile.describe(errno)); the journal directory must be readable and writable for the daemon's user"
-                )
-            }
+            let fd = try JournalFiles.openSegment(directory, firstSeq: first, flags: O_RDONLY)
             defer { Glibc.close(fd) }
             let bytes = try JournalFiles.read(fd, at: 0, count: JournalFormat.headerSize, path: path)
             do {
@@ -118,13 +108,7 @@ extension Journal {
     ) throws(Failure) -> (lastSeq: UInt64, clean: Bool) {
         guard let last = segments.last else { return (0, true) }
         let path = JournalFiles.path(directory, firstSeq: last.firstSeq)
-        let fd = Glibc.open(path, O_RDWR | O_CLOEXEC)
-        guard fd >= 0 else {
-            throw Failure(
-                description:
-                    "cannot open \(path) (journal.dir): \(DurableFile.describe(errno)); the journal directory must be readable and writable for the daemon's user"
-            )
-        }
+        let fd = try JournalFiles.openSegment(directory, firstSeq: last.firstSeq, flags: O_RDWR)
         defer { Glibc.close(fd) }
         let bytes = try JournalFiles.read(fd, at: 0, count: last.size, path: path)
         let scan = JournalFormat.scan(bytes, from: JournalFormat.headerSize)

@@ -11,6 +11,17 @@ import NIOCore
 enum JournalFiles {
     typealias Failure = Journal.Failure
 
+    /// How to fix a file the daemon cannot open, read or write in the journal directory.
+    static let accessFix = "the journal directory must be readable and writable for the daemon's user"
+
+    /// Opens segment `firstSeq` (O_CLOEXEC added).
+    static func openSegment(_ directory: String, firstSeq: UInt64, flags: CInt) throws(Failure) -> CInt {
+        let path = Self.path(directory, firstSeq: firstSeq)
+        let fd = Glibc.open(path, flags | O_CLOEXEC)
+        guard fd >= 0 else { throw Failure(description: "cannot open \(path) (journal.dir): \(DurableFile.describe(errno)); \(Self.accessFix)") }
+        return fd
+    }
+
     /// Creates the directory if needed and takes its lock; returns the lock's descriptor.
     static func lock(_ directory: String) throws(Failure) -> CInt {
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
@@ -23,7 +34,7 @@ enum JournalFiles {
         guard fd >= 0 else {
             throw Failure(
                 description:
-                    "cannot open \(directory)/lock (journal.dir): \(DurableFile.describe(errno)); the journal directory must be writable for the daemon's user")
+                    "cannot open \(directory)/lock (journal.dir): \(DurableFile.describe(errno)); \(Self.accessFix)")
         }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let e = errno
@@ -34,7 +45,10 @@ enum JournalFiles {
                         "the journal \(directory) (journal.dir) is in use by another wsbridged: give each instance its own journal.dir (for example /var/lib/wsbridged/NAME/journal)"
                 )
             }
-            throw Failure(description: "cannot lock \(directory)/lock (journal.dir): \(DurableFile.describe(e))")
+            throw Failure(
+                description:
+                    "cannot lock \(directory)/lock (journal.dir): \(DurableFile.describe(e)); put journal.dir on a local file system that supports flock (not NFS)"
+            )
         }
         return fd
     }
@@ -44,7 +58,7 @@ enum JournalFiles {
         guard let dir = opendir(directory) else {
             throw Failure(
                 description:
-                    "cannot read the journal directory \(directory) (journal.dir): \(DurableFile.describe(errno)); the journal directory must be readable and writable for the daemon's user"
+                    "cannot read the journal directory \(directory) (journal.dir): \(DurableFile.describe(errno)); \(Self.accessFix)"
             )
         }
         defer { closedir(dir) }
@@ -103,14 +117,14 @@ enum JournalFiles {
         guard fd >= 0 else {
             throw Failure(
                 description:
-                    "cannot create \(path) (journal.dir): \(DurableFile.describe(errno)); the journal directory must be writable for the daemon's user, on a disk with room"
+                    "cannot create \(path) (journal.dir): \(DurableFile.describe(errno)); \(Self.accessFix), on a disk with room"
             )
         }
         if let problem = DurableFile.writeAll(fd, JournalFormat.header(header), at: 0) ?? (fdatasync(fd) == 0 ? nil : DurableFile.describe(errno)) {
             close(fd)
             unlink(path)
             throw Failure(
-                description: "cannot write \(path) (journal.dir): \(problem); the journal directory must be writable for the daemon's user, on a disk with room"
+                description: "cannot write \(path) (journal.dir): \(problem); \(Self.accessFix), on a disk with room"
             )
         }
         Self.syncDirectory(directory)
