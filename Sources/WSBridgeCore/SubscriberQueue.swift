@@ -1,17 +1,30 @@
 import DequeModule
 
+/// What a subscriber's queue holds: one line, or several message lines one after another (the
+/// lines of one fan-out flush, in one buffer). A run is queued, dropped from and taken from by
+/// the line, without being taken apart: queueing the lines of a read costs the same for 1 line
+/// as for 1,000.
+public protocol QueuedLines {
+    /// How many lines (at least 1).
+    var lineCount: Int { get }
+    /// The bytes before line `i`: 0 for the first, the run's size for `lineCount`.
+    func lineStart(_ i: Int) -> Int
+}
+
 /// One local client's outbound queue: upstream messages, bounded by count and bytes, and control
 /// lines (replies and notices), delivered together in the order they were queued.
 ///
-/// When messages exceed the limits, the oldest ones are dropped, each in O(1): messages and
-/// control lines live in two deques stamped with a shared arrival order, so dropping the oldest
-/// message never has to step over (or rebuild around) the replies queued between messages. The
-/// next message after a drop is preceded by one `dropped` notice covering everything lost since
-/// the last notice. Control lines are never dropped; the driver bounds them by reading no more
-/// requests from a client whose unread control output passes its cap.
+/// Messages come in runs (`QueuedLines`) whose lines have consecutive sequence numbers. When
+/// messages exceed the limits, the oldest lines are dropped, a run's first lines at a time, in
+/// O(log n) per run touched: messages and control lines live in two deques stamped with a shared
+/// arrival order, so dropping the oldest message never has to step over (or rebuild around) the
+/// replies queued between messages. The next message after a drop is preceded by one `dropped`
+/// notice covering everything lost since the last notice. Control lines are never dropped; the
+/// driver bounds them by reading no more requests from a client whose unread control output
+/// passes its cap.
 ///
-/// Pure: it holds lines of any type and their sizes; the daemon drives it from its event loop.
-public struct SubscriberQueue<Line> {
+/// Pure: it holds runs of any type; the daemon drives it from its event loop.
+public struct SubscriberQueue<Lines: QueuedLines> {
     public struct Limits: Sendable, Equatable {
         public var messages: Int
         public var bytes: Int
@@ -39,34 +52,46 @@ public struct SubscriberQueue<Line> {
     public enum Output {
         /// Write a `dropped` notice for these messages.
         case dropped(Drop)
-        case line(Line)
+        /// A reply or notice, whole.
+        case control(Lines)
+        /// These lines of a run (the bytes from `lineStart(range.lowerBound)` to
+        /// `lineStart(range.upperBound)`).
+        case messages(Lines, Range<Int>)
     }
 
-    /// Order, seq and size of a queued message: kept apart from its line, so looking at the next
-    /// entry (and dropping the oldest) touches no reference count. Only moving a line in and out
-    /// does, once each.
+    /// Order, first seq, the lines still queued and their size, of a queued run: kept apart from
+    /// the run itself, so looking at the next entry (and dropping the oldest lines) touches no
+    /// reference count. Only moving a run in and out does, once each.
     @usableFromInline
     struct Meta {
         @usableFromInline var order: UInt64
+        /// The seq of the run's line 0 (line `i` has `seq + i`).
         @usableFromInline var seq: UInt64
+        /// The first line still queued, and the end of the run.
+        @usableFromInline var first: Int
+        @usableFromInline var end: Int
+        /// The bytes of the lines still queued.
         @usableFromInline var bytes: Int
 
         @usableFromInline
-        init(order: UInt64, seq: UInt64, bytes: Int) {
+        init(order: UInt64, seq: UInt64, first: Int, end: Int, bytes: Int) {
             self.order = order
             self.seq = seq
+            self.first = first
+            self.end = end
             self.bytes = bytes
         }
     }
 
     @usableFromInline var messageMeta = Deque<Meta>()
-    @usableFromInline var messageLines = Deque<Line>()
+    @usableFromInline var messageLines = Deque<Lines>()
     @usableFromInline var controlMeta = Deque<Meta>()
-    @usableFromInline var controlLines = Deque<Line>()
+    @usableFromInline var controlLines = Deque<Lines>()
     @usableFromInline var nextOrder: UInt64 = 0
     @usableFromInline var pendingDrop: Drop?
 
     public var limits: Limits
+    @usableFromInline var _messageCount = 0
     @usableFromInline var _messageBytes = 0
     @usableFromInline var _controlBytes = 0
     /// Bytes of the queued messages.
@@ -78,117 +103,179 @@ public struct SubscriberQueue<Line> {
         self.limits = limits
     }
 
+    /// The queued message lines.
     @inlinable
-    public var messageCount: Int { self.messageMeta.count }
+    public var messageCount: Int { self._messageCount }
     @inlinable
     public var controlCount: Int { self.controlMeta.count }
     @inlinable
     public var isEmpty: Bool { self.messageMeta.isEmpty && self.controlMeta.isEmpty && self.pendingDrop == nil }
 
-    /// Whether one more message of `bytes` would pass a limit (the driver writes out what the
-    /// socket takes before it lets the queue drop).
+    /// Whether `lines` more message lines of `bytes` would pass a limit (the driver writes out
+    /// what the socket takes before it lets the queue drop).
     @inlinable
-    public func wouldOverflow(adding bytes: Int) -> Bool {
-        self.messageMeta.count + 1 > self.limits.messages || self._messageBytes + bytes > self.limits.bytes
+    public func wouldOverflow(adding lines: Int, bytes: Int) -> Bool {
+        self._messageCount + lines > self.limits.messages || self._messageBytes + bytes > self.limits.bytes
     }
 
-    /// Queues an upstream message. Drops the oldest messages while the queue is over its limits,
-    /// but never the newest one: a single message larger than the byte limit still goes out.
-    /// Returns how many messages were dropped.
+    /// Queues a run of upstream message lines, line 0 numbered `seq`. Drops the oldest lines
+    /// while the queue is over its limits, but never the newest one: a single message larger
+    /// than the byte limit still goes out. Returns how many lines were dropped.
     @inlinable
     @discardableResult
-    public mutating func appendMessage(_ line: Line, bytes: Int, seq: UInt64) -> Int {
-        self.messageMeta.append(Meta(order: self.nextOrder, seq: seq, bytes: bytes))
-        self.messageLines.append(line)
+    public mutating func appendMessages(_ lines: Lines, seq: UInt64) -> Int {
+        let count = lines.lineCount
+        let bytes = lines.lineStart(count)
+        self.messageMeta.append(Meta(order: self.nextOrder, seq: seq, first: 0, end: count, bytes: bytes))
+        self.messageLines.append(lines)
         self.nextOrder &+= 1
+        self._messageCount += count
         self._messageBytes += bytes
         return self.trimToLimits()
     }
 
-    /// Queues a reply or notice. Never dropped.
+    /// Queues a reply or notice, whole. Never dropped.
     @inlinable
-    public mutating func appendControl(_ line: Line, bytes: Int) {
-        self.controlMeta.append(Meta(order: self.nextOrder, seq: 0, bytes: bytes))
+    public mutating func appendControl(_ line: Lines) {
+        let bytes = line.lineStart(line.lineCount)
+        self.controlMeta.append(Meta(order: self.nextOrder, seq: 0, first: 0, end: 1, bytes: bytes))
         self.controlLines.append(line)
         self.nextOrder &+= 1
         self._controlBytes += bytes
     }
 
-    /// Drops the oldest messages until the queue is within its limits (after `limits` shrank,
-    /// or a message was added). Returns how many were dropped.
+    /// Drops the oldest message lines until the queue is within its limits (after `limits`
+    /// shrank, or messages were added). Returns how many were dropped.
     @inlinable
     @discardableResult
     public mutating func trimToLimits() -> Int {
         var dropped = 0
-        while self.messageMeta.count > 1,
-            self.messageMeta.count > self.limits.messages || self._messageBytes > self.limits.bytes
-        {
-            let oldest = self.messageMeta.removeFirst()
-            self.messageLines.removeFirst()
-            self._messageBytes -= oldest.bytes
-            dropped += 1
-            if var drop = self.pendingDrop {
-                drop.count += 1
-                drop.to = oldest.seq
-                self.pendingDrop = drop
-            } else {
-                self.pendingDrop = Drop(count: 1, from: oldest.seq, to: oldest.seq)
-            }
+        while self._messageCount > 1, self._messageCount > self.limits.messages || self._messageBytes > self.limits.bytes {
+            let meta = self.messageMeta[0]
+            let lines = self.messageLines[0]
+            // The fewest of this run's first lines that bring both counts within the limits,
+            // never the newest line of all.
+            let overCount = self._messageCount - self.limits.messages
+            let overBytes = self._messageBytes - self.limits.bytes
+            let base = lines.lineStart(meta.first)
+            var k = Self.lines(lines, from: meta.first, end: meta.end, reaching: overBytes, base: base)
+            k = min(max(k, overCount), meta.end - meta.first, self._messageCount - 1)
+            let bytes = lines.lineStart(meta.first + k) - base
+            self.dropLines(k, bytes: bytes, seq: meta.seq + UInt64(meta.first))
+            dropped += k
         }
         return dropped
     }
 
-    /// The size of what `next()` returns: a line's bytes, 0 for a pending notice, nil when empty.
+    /// How many of `lines`' lines from `first` (at most to `end`) it takes to reach `bytes`
+    /// bytes (the run's lines up to `end` when they do not): a binary search of the line starts.
     @inlinable
-    public var nextSize: Int? {
-        let message = self.messageMeta.first
-        if let control = self.controlMeta.first, message == nil || control.order < message!.order { return control.bytes }
-        if self.pendingDrop != nil { return 0 }
-        return message?.bytes
+    static func lines(_ lines: Lines, from first: Int, end: Int, reaching bytes: Int, base: Int) -> Int {
+        guard bytes > 0 else { return 0 }
+        var lo = first + 1
+        var hi = end
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if lines.lineStart(mid) - base >= bytes { hi = mid } else { lo = mid + 1 }
+        }
+        return lo - first
     }
 
-    /// The next thing to write, in arrival order. A pending `dropped` notice comes right before
-    /// the next message (or last, when no message is left).
+    /// How many of `lines`' lines from `first` (at most to `end`) fit in `bytes` bytes.
     @inlinable
-    public mutating func next() -> Output? {
-        let message = self.messageMeta.first
-        if let control = self.controlMeta.first, message == nil || control.order < message!.order {
-            self.controlMeta.removeFirst()
+    static func lines(_ lines: Lines, from first: Int, end: Int, within bytes: Int, base: Int) -> Int {
+        var lo = first
+        var hi = end
+        while lo < hi {
+            let mid = (lo + hi + 1) / 2
+            if lines.lineStart(mid) - base <= bytes { lo = mid } else { hi = mid - 1 }
+        }
+        return lo - first
+    }
+
+    /// Drops the first run's first `k` lines (`bytes` of them, the first numbered `seq`), into
+    /// the pending `dropped` notice.
+    @inlinable
+    mutating func dropLines(_ k: Int, bytes: Int, seq: UInt64) {
+        guard k > 0 else { return }
+        let last = seq + UInt64(k) - 1
+        if var drop = self.pendingDrop {
+            drop.count += UInt64(k)
+            drop.to = last
+            self.pendingDrop = drop
+        } else {
+            self.pendingDrop = Drop(count: UInt64(k), from: seq, to: last)
+        }
+        self.removeFirstLines(k, bytes: bytes)
+    }
+
+    /// Takes the first run's first `k` lines (`bytes` of them) off the queue.
+    @inlinable
+    mutating func removeFirstLines(_ k: Int, bytes: Int) {
+        self._messageCount -= k
+        self._messageBytes -= bytes
+        if self.messageMeta[0].first + k == self.messageMeta[0].end {
+            self.messageMeta.removeFirst()
+            self.messageLines.removeFirst()
+        } else {
+            self.messageMeta[0].first += k
+            self.messageMeta[0].bytes -= bytes
+        }
+    }
+
+    /// Whether a reply or notice comes before the next message.
+    @inlinable
+    var controlComesFirst: Bool {
+        guard let control = self.controlMeta.first else { return false }
+        guard let message = self.messageMeta.first else { return true }
+        return control.order < message.order
+    }
+
+    /// The next thing to write, in arrival order: a reply or notice, a pending `dropped` notice
+    /// (right before the next message, or last when no message is left), or the next message
+    /// lines of one run, as many whole lines as fit in `maxBytes` (at least one).
+    @inlinable
+    public mutating func next(maxBytes: Int = .max) -> Output? {
+        if self.controlComesFirst {
+            let control = self.controlMeta.removeFirst()
             self._controlBytes -= control.bytes
-            return .line(self.controlLines.removeFirst())
+            return .control(self.controlLines.removeFirst())
         }
         if let drop = self.pendingDrop {
             self.pendingDrop = nil
             return .dropped(drop)
         }
-        guard let message else { return nil }
-        self.messageMeta.removeFirst()
-        self._messageBytes -= message.bytes
-        return .line(self.messageLines.removeFirst())
+        guard let meta = self.messageMeta.first else { return nil }
+        let lines = self.messageLines[0]
+        let base = lines.lineStart(meta.first)
+        let k = max(1, Self.lines(lines, from: meta.first, end: meta.end, within: maxBytes, base: base))
+        self.removeFirstLines(k, bytes: lines.lineStart(meta.first + k) - base)
+        return .messages(lines, meta.first..<(meta.first + k))
     }
 
-    /// Takes the messages that come next, oldest first, as long as no reply, notice or `dropped`
-    /// notice comes before them and their bytes stay within `maxBytes`: `body` gets each line,
-    /// the queue drops them all at once. Returns how many. The fast path of a subscriber's
-    /// writes: no per-message comparison with the control lines.
+    /// Takes the message lines that come next, oldest first, as long as no reply, notice or
+    /// `dropped` notice comes before them and their bytes stay within `maxBytes`: `body` gets
+    /// each run's part (whole lines only). Returns how many lines. The fast path of a
+    /// subscriber's writes: no per-line work.
     @inlinable
     @discardableResult
-    public mutating func takeMessages(maxBytes: Int, _ body: (Line) -> Void) -> Int {
+    public mutating func takeMessages(maxBytes: Int, _ body: (Lines, Range<Int>) -> Void) -> Int {
         guard self.pendingDrop == nil else { return 0 }
         let before = self.controlMeta.first?.order ?? .max
-        var count = 0
-        var bytes = 0
-        for meta in self.messageMeta {
-            guard meta.order < before, bytes + meta.bytes <= maxBytes else { break }
-            count += 1
-            bytes += meta.bytes
+        var room = maxBytes
+        var taken = 0
+        while let meta = self.messageMeta.first, meta.order < before, room > 0 {
+            let lines = self.messageLines[0]
+            let base = lines.lineStart(meta.first)
+            let k = meta.bytes <= room ? meta.end - meta.first : Self.lines(lines, from: meta.first, end: meta.end, within: room, base: base)
+            guard k > 0 else { break }
+            let bytes = lines.lineStart(meta.first + k) - base
+            self.removeFirstLines(k, bytes: bytes)
+            body(lines, meta.first..<(meta.first + k))
+            room -= bytes
+            taken += k
         }
-        guard count > 0 else { return 0 }
-        for i in 0..<count { body(self.messageLines[i]) }
-        self.messageMeta.removeFirst(count)
-        self.messageLines.removeFirst(count)
-        self._messageBytes -= bytes
-        return count
+        return taken
     }
 
     /// Forgets everything queued (the client is gone).
@@ -199,9 +286,10 @@ public struct SubscriberQueue<Line> {
         self.controlMeta.removeAll()
         self.controlLines.removeAll()
         self.pendingDrop = nil
+        self._messageCount = 0
         self._messageBytes = 0
         self._controlBytes = 0
     }
 }
 
-extension SubscriberQueue.Output: Equatable where Line: Equatable {}
+extension SubscriberQueue.Output: Equatable where Lines: Equatable {}

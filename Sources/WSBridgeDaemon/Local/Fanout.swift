@@ -9,8 +9,9 @@ import WSBridgeProtocol
 ///
 /// The lines of the messages one socket read brings are written one after another into one
 /// buffer (`unsent`), and go out when the read is done (`flush`): the whole buffer, as it is, to
-/// every subscriber that is caught up (one write each, the same bytes for all), and line by line
-/// (slices of it, no copy) to the queues of those that are behind and to the replay ring. Anything
+/// every subscriber that is caught up (one write each, the same bytes for all), whole to the
+/// queues of those that are behind (one entry, whatever the number of lines), and line by line
+/// (slices of it, no copy) to the replay ring. Anything
 /// else a subscriber is sent (a state line, a reply, a replay) flushes first, so the order of
 /// the lines never changes. A subscriber with a filter gets a copy of each line it matches.
 final class Fanout: UpstreamEventSink {
@@ -39,9 +40,11 @@ final class Fanout: UpstreamEventSink {
     /// The digits of the last message's receive time (the messages of one read share it).
     private var tsDigits = TimestampDigits()
     var pending = PendingRequests()
-    /// The lines published since the last flush, one after another, and each one's seq and end.
+    /// The lines published since the last flush, one after another, and where each one ends
+    /// (the first has seq `unsentSeq`, the next ones follow).
     private var unsent = ByteBuffer()
-    private var unsentEnds: [(seq: UInt64, end: Int)] = []
+    private var unsentEnds: [Int] = []
+    private var unsentSeq: UInt64 = 0
     /// The size of the last flush (the next buffer starts at it).
     private var lastFlushBytes = 0
     let eventLoop: any EventLoop
@@ -151,6 +154,7 @@ final class Fanout: UpstreamEventSink {
         }
         if self.unsentEnds.isEmpty {
             self.unsent = self.allocator.buffer(capacity: min(self.lastFlushBytes, Self.maxStartCapacity))
+            self.unsentSeq = seq
             // Should no read end come (a message from elsewhere than a socket read), the loop's
             // next turn sends it.
             self.eventLoop.assumeIsolated().execute { self.flush() }
@@ -160,7 +164,7 @@ final class Fanout: UpstreamEventSink {
         }
         let start = self.unsent.writerIndex
         MessageLineEncoder.write(seq: seq, message, inlineJSON: self.configuration.inlineJSON, parsed: parsed, into: &self.unsent, ts: &self.tsDigits)
-        self.unsentEnds.append((seq, self.unsent.writerIndex))
+        self.unsentEnds.append(self.unsent.writerIndex)
         if self.filtered > 0 {
             // A copy for each subscriber whose filter matches (it holds only some lines: a
             // slice would keep whole read buffers alive).
@@ -199,7 +203,7 @@ final class Fanout: UpstreamEventSink {
         if lines.capacity > 2 * lines.readableBytes {
             lines = self.allocator.buffer(buffer: lines)
         }
-        let batch = LineBatch(lines: lines, ends: ends)
+        let batch = LineBatch(lines: lines, seq: self.unsentSeq, ends: ends)
         if self.ring.keepsLines {
             batch.forEachLine { seq, line in self.ring.append(seq: seq, line: line) }
         }
@@ -280,17 +284,44 @@ final class Fanout: UpstreamEventSink {
 @available(*, unavailable)
 extension Fanout: Sendable {}
 
-/// The message lines of one flush: one buffer, and each line's seq and end in it.
-struct LineBatch {
+/// Message lines with consecutive seqs, one after another in one buffer: the lines of one flush,
+/// or a single line. What a subscriber's queue holds (a flush's lines are one entry in it).
+struct LineBatch: QueuedLines {
     let lines: ByteBuffer
-    let ends: [(seq: UInt64, end: Int)]
+    /// The seq of the first line.
+    let seq: UInt64
+    /// Where each line ends (from the buffer's reader index); empty for a single line.
+    private let ends: [Int]
+
+    init(lines: ByteBuffer, seq: UInt64, ends: [Int]) {
+        self.lines = lines
+        self.seq = seq
+        self.ends = ends
+    }
+
+    /// One line.
+    init(_ line: ByteBuffer, seq: UInt64) {
+        self.lines = line
+        self.seq = seq
+        self.ends = []
+    }
+
+    var lineCount: Int { self.ends.isEmpty ? 1 : self.ends.count }
+
+    func lineStart(_ i: Int) -> Int {
+        i == 0 ? 0 : self.ends.isEmpty ? self.lines.readableBytes : self.ends[i - 1]
+    }
+
+    /// Lines `range` as one slice of the buffer (no copy).
+    func slice(_ range: Range<Int>) -> ByteBuffer {
+        let start = self.lineStart(range.lowerBound)
+        return self.lines.getSlice(at: self.lines.readerIndex + start, length: self.lineStart(range.upperBound) - start)!
+    }
 
     /// Each line as a slice of the buffer (no copy).
     func forEachLine(_ body: (UInt64, ByteBuffer) -> Void) {
-        var start = self.lines.readerIndex
-        for (seq, end) in self.ends {
-            body(seq, self.lines.getSlice(at: start, length: end - start)!)
-            start = end
+        for i in 0..<self.lineCount {
+            body(self.seq + UInt64(i), self.slice(i..<(i + 1)))
         }
     }
 }

@@ -37,7 +37,7 @@ final class LocalClient: ChannelDuplexHandler {
     /// Called once the queued messages are down to half the queue's bounds (then cleared).
     var onQueueLow: (() -> Void)?
 
-    private var queue: SubscriberQueue<ByteBuffer>
+    private var queue: SubscriberQueue<LineBatch>
     private var outputLimit: Int
     private var drainScheduled = false
     /// Requests are not read while the client has too much unread output, or after its turn.
@@ -141,7 +141,7 @@ final class LocalClient: ChannelDuplexHandler {
     /// Flushes what is queued (as far as the socket takes it now), then closes. Completes when closed.
     func finish(_ line: ByteBuffer?) -> EventLoopFuture<Void>? {
         guard let context = self.context else { return nil }
-        if let line { self.queue.appendControl(line, bytes: line.readableBytes) }
+        if let line { self.queue.appendControl(LineBatch(line, seq: 0)) }
         self.closing = true
         self.drain()
         let closed = context.channel.closeFuture
@@ -187,7 +187,7 @@ final class LocalClient: ChannelDuplexHandler {
     }
 
     private func output(_ line: ByteBuffer) {
-        self.queue.appendControl(line, bytes: line.readableBytes)
+        self.queue.appendControl(LineBatch(line, seq: 0))
         self.checkOutput()
         self.scheduleDrain()
     }
@@ -207,28 +207,33 @@ final class LocalClient: ChannelDuplexHandler {
         self.scheduleDrain()
     }
 
-    /// Queues an upstream message line (shared buffer). Drops the oldest messages if this
-    /// client is too far behind.
-    func deliver(_ line: ByteBuffer, seq: UInt64) {
-        if self.queue.wouldOverflow(adding: line.readableBytes) {
-            // Over the bound within one tick: write what the socket takes now, and drop only
-            // what is really backed up.
-            self.drain()
-        }
-        let dropped = self.queue.appendMessage(line, bytes: line.readableBytes, seq: seq)
-        if dropped > 0 { self.plane.countDrops(dropped) }
-        self.scheduleDrain()
-    }
-
     /// Takes the lines of one flush: a client that is caught up (nothing queued, the socket
-    /// taking more) is written the batch's buffer as it is, the same for every such client;
-    /// one that is behind queues the lines (slices of it), within its bounds.
+    /// taking more) is written the batch's buffer as it is, the same for every such client; one
+    /// that is behind queues the batch whole (one entry, whatever its number of lines).
     func deliver(_ batch: LineBatch) {
         if self.queue.isEmpty, !self.closing, let context = self.context, context.channel.isWritable {
             context.writeAndFlush(Self.wrapOutboundOut(batch.lines), promise: nil)
             return
         }
-        batch.forEachLine { seq, line in self.deliver(line, seq: seq) }
+        self.enqueue(batch)
+    }
+
+    /// Queues one upstream message line (a replayed one, a filter's copy): it goes out with
+    /// everything else queued in this tick.
+    func deliver(_ line: ByteBuffer, seq: UInt64) {
+        self.enqueue(LineBatch(line, seq: seq))
+    }
+
+    /// Queues message lines, dropping the oldest if this client is too far behind.
+    private func enqueue(_ batch: LineBatch) {
+        if self.queue.wouldOverflow(adding: batch.lineCount, bytes: batch.lines.readableBytes) {
+            // Over the bound within one tick: write what the socket takes now, and drop only
+            // what is really backed up.
+            self.drain()
+        }
+        let dropped = self.queue.appendMessages(batch, seq: batch.seq)
+        if dropped > 0 { self.plane.countDrops(dropped) }
+        self.scheduleDrain()
     }
 
     private func scheduleDrain() {
@@ -241,43 +246,41 @@ final class LocalClient: ChannelDuplexHandler {
         }
     }
 
+    /// A write's size: lines are taken from the queue up to this, and NIO holds no more than
+    /// its high-water mark and one of these beyond what the queue bounds.
     private static let batchBytes = 64 * 1024
+    /// Parts of runs smaller than this (a slow feed's few lines per read) are copied into one
+    /// write; larger ones are written as they are (slices of the buffer shared with the other
+    /// subscribers).
+    private static let copyBelow = 8 * 1024
 
-    /// Writes queued lines while the socket takes them, then flushes once. Consecutive small
-    /// lines go out as one buffer (up to 64 KiB): one pipeline write per batch, not per message,
-    /// and the messages are taken from the queue in runs. A line of 64 KiB or more, or the
-    /// only one queued, goes out as it is (the buffer shared with the other subscribers).
+    /// Writes queued lines while the socket takes them, then flushes once: up to 64 KiB of
+    /// message lines per write, a slice of one flush's buffer, or the small parts of several
+    /// copied into one buffer.
     private func drain() {
         guard let context = self.context else { return }
         var wrote = false
-        while context.channel.isWritable, let size = self.queue.nextSize {
+        while context.channel.isWritable, let next = self.queue.next(maxBytes: Self.batchBytes) {
             wrote = true
-            if size >= Self.batchBytes || (size > 0 && self.queue.messageCount + self.queue.controlCount == 1) {
-                context.write(Self.wrapOutboundOut(self.buffer(self.queue.next()!, context)), promise: nil)
-                continue
-            }
-            let pending = self.queue.messageBytes + self.queue.controlBytes
-            var batch = context.channel.allocator.buffer(capacity: min(Self.batchBytes, pending + 256))
-            while batch.readableBytes < Self.batchBytes {
-                let room = Self.batchBytes - batch.readableBytes
-                // A run of messages copied straight into the batch: one capacity check for all,
-                // for no more than is queued (a batch's capacity stays the size of what it holds).
-                let took = batch.writeWithUnsafeMutableBytes(minimumWritableBytes: min(room, self.queue.messageBytes)) { dst in
-                    var o = 0
-                    self.queue.takeMessages(maxBytes: min(room, dst.count)) { line in
-                        line.withUnsafeReadableBytes { src in
-                            guard let from = src.baseAddress else { return }
-                            (dst.baseAddress! + o).copyMemory(from: from, byteCount: src.count)
-                            o += src.count
-                        }
-                    }
-                    return o
+            switch next {
+            case .control(let line):
+                context.write(Self.wrapOutboundOut(line.lines), promise: nil)
+            case .dropped(let d):
+                let notice = DroppedLine(count: d.count, from: d.from, to: d.to)
+                context.write(Self.wrapOutboundOut(MessageLineEncoder.line(notice.json, allocator: context.channel.allocator)), promise: nil)
+            case .messages(let lines, let range):
+                let part = lines.slice(range)
+                guard part.readableBytes < Self.copyBelow, self.queue.messageBytes > 0 else {
+                    context.write(Self.wrapOutboundOut(part), promise: nil)
+                    continue
                 }
-                if took > 0 { continue }
-                guard let next = self.queue.nextSize, next < room else { break }
-                batch.writeImmutableBuffer(self.buffer(self.queue.next()!, context))
+                var batch = context.channel.allocator.buffer(capacity: min(Self.batchBytes, part.readableBytes + self.queue.messageBytes))
+                batch.writeImmutableBuffer(part)
+                self.queue.takeMessages(maxBytes: Self.batchBytes - batch.readableBytes) { lines, range in
+                    batch.writeImmutableBuffer(lines.slice(range))
+                }
+                context.write(Self.wrapOutboundOut(batch), promise: nil)
             }
-            context.write(Self.wrapOutboundOut(batch), promise: nil)
         }
         if wrote { context.flush() }
         self.resumeIfDrained(context)
@@ -298,16 +301,6 @@ final class LocalClient: ChannelDuplexHandler {
         if self.outputFull, self.queue.controlBytes + self.replies.bytes <= self.outputLimit / 2 {
             self.outputFull = false
             if !self.pacing.paused { self.resumeReading(context) }
-        }
-    }
-
-    private func buffer(_ output: SubscriberQueue<ByteBuffer>.Output, _ context: ChannelHandlerContext) -> ByteBuffer {
-        switch output {
-        case .line(let line):
-            return line
-        case .dropped(let d):
-            let notice = DroppedLine(count: UInt64(d.count), from: d.from, to: d.to)
-            return MessageLineEncoder.line(notice.json, allocator: context.channel.allocator)
         }
     }
 
