@@ -206,4 +206,42 @@ import WSBridgeProtocol
         #expect(writes.count == 1)
         #expect(writes.allSatisfy { $0.capacity <= 2 * $0.readableBytes + 256 }, "\(writes.map { ($0.readableBytes, $0.capacity) })")
     }
+
+    /// A subscriber that is behind queues each read's lines as one entry, and is written them
+    /// as slices of the buffer every subscriber shares, whole lines of at most 64 KiB each; the
+    /// few lines of small reads go out copied together in one write.
+    @Test func aBehindSubscriberIsWrittenSlicesOfTheSharedBufferAndSmallReadsTogether() throws {
+        let h = Harness()
+        let (a, _) = try h.client()
+        let (b, _) = try h.client()
+        a.isWritable = false
+        let big = (1...1000).map { "big \($0) " + String(repeating: "x", count: 200) }
+        Self.publish(h, big)
+        h.bridge.fanout.upstreamLinkReadComplete(h.bridge.link)
+        for small in ["s1", "s2", "s3"] {
+            Self.publish(h, [small])
+            h.bridge.fanout.upstreamLinkReadComplete(h.bridge.link)
+        }
+        let shared = try #require(Self.writes(b).first)
+        #expect(shared.readableBytes > 4 * 64 * 1024)
+        a.isWritable = true
+        a.pipeline.fireChannelWritabilityChanged()
+        let writes = Self.writes(a)
+        let lines = writes.flatMap { String(buffer: $0).split(separator: "\n").map { (try? JSONValue.parse(String($0))) ?? .null } }
+        #expect(Self.messages(lines) == big + ["s1", "s2", "s3"])
+        #expect(writes.allSatisfy { $0.readableBytes <= 64 * 1024 && $0.readableBytes > 0 && $0.getInteger(at: $0.writerIndex - 1, as: UInt8.self) == 0x0A })
+        // The big read's parts are the shared buffer's bytes, not copies.
+        let base = shared.withUnsafeReadableBytes { Int(bitPattern: $0.baseAddress) }
+        let inShared = writes.filter { w in
+            let p = w.withUnsafeReadableBytes { Int(bitPattern: $0.baseAddress) }
+            return p >= base && p + w.readableBytes <= base + shared.readableBytes
+        }
+        #expect(inShared.count >= 4, "\(inShared.count) of \(writes.count) writes are slices of the shared buffer")
+        // The three small reads: one write, with the big read's last part if it was small.
+        #expect(
+            Self.messages(String(buffer: writes.last!).split(separator: "\n").map { (try? JSONValue.parse(String($0))) ?? .null }).suffix(3) == [
+                "s1", "s2", "s3",
+            ])
+        #expect(writes.count <= inShared.count + 1)
+    }
 }
