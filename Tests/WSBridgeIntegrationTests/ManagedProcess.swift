@@ -71,6 +71,9 @@ final class ManagedProcess: Sendable {
         // The exit can be seen before the last output is read: wait for both pipes' EOF.
         _ = await self.stderr.wait(timeout: .seconds(5)) { _ in false }
         _ = await self.stdout.wait(timeout: .seconds(5)) { _ in false }
+        // Foundation traps on a running process's status (it would end the whole test run): one
+        // that is still running after SIGKILL and the waits above is reported as -1.
+        guard !self.process.isRunning else { return -1 }
         return self.process.terminationStatus
     }
 

@@ -293,8 +293,12 @@ import WSBridgeProtocol
         #expect(try Self.spoolRecords(dir).map(\.payload) == ["probe-\(fsync)"])
         // strace's first line names the daemon's pid; strace itself would only detach on SIGTERM.
         let traced = try String(contentsOfFile: trace, encoding: .utf8)
-        if let pid = traced.split(separator: " ", maxSplits: 1).first.flatMap({ Int32($0) }) { kill(pid, SIGTERM) }
-        _ = await daemon.waitForExit()
+        let pid = traced.split(separator: " ", maxSplits: 1).first.flatMap { Int32($0) }
+        #expect(pid != nil, "strace's first line names no pid: \(traced.prefix(200))")
+        if let pid { kill(pid, SIGTERM) }
+        let status = await daemon.waitForExit()
+        // Not stopped in time (strace killed instead): the daemon must not outlive the test.
+        if status != 0, let pid { kill(pid, SIGKILL) }
         let lines = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n").map(String.init)
         guard let written = lines.firstIndex(where: { $0.contains("pwrite64(") && $0.contains("probe-\(fsync)") }),
             let answered = lines.firstIndex(where: { ($0.contains("write(") || $0.contains("writev(")) && $0.contains("\\\"status\\\":\\\"queued\\\"") })
