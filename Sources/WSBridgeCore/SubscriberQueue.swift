@@ -85,7 +85,20 @@ public struct SubscriberQueue<Lines: QueuedLines> {
 
     @usableFromInline var messageMeta = Deque<Meta>()
     @usableFromInline var messageLines = Deque<Lines>()
-    @usableFromInline var controlMeta = Deque<Meta>()
+    /// A queued reply's or notice's place in the arrival order, and its size.
+    @usableFromInline
+    struct Control {
+        @usableFromInline var order: UInt64
+        @usableFromInline var bytes: Int
+
+        @usableFromInline
+        init(order: UInt64, bytes: Int) {
+            self.order = order
+            self.bytes = bytes
+        }
+    }
+
+    @usableFromInline var controlMeta = Deque<Control>()
     @usableFromInline var controlLines = Deque<Lines>()
     @usableFromInline var nextOrder: UInt64 = 0
     @usableFromInline var pendingDrop: Drop?
@@ -138,7 +151,7 @@ public struct SubscriberQueue<Lines: QueuedLines> {
     @inlinable
     public mutating func appendControl(_ line: Lines) {
         let bytes = line.lineStart(line.lineCount)
-        self.controlMeta.append(Meta(order: self.nextOrder, seq: 0, first: 0, end: 1, bytes: bytes))
+        self.controlMeta.append(Control(order: self.nextOrder, bytes: bytes))
         self.controlLines.append(line)
         self.nextOrder &+= 1
         self._controlBytes += bytes
@@ -158,8 +171,8 @@ public struct SubscriberQueue<Lines: QueuedLines> {
             let overCount = self._messageCount - self.limits.messages
             let overBytes = self._messageBytes - self.limits.bytes
             let base = lines.lineStart(meta.first)
-            var k = Self.lines(lines, from: meta.first, end: meta.end, reaching: overBytes, base: base)
-            k = min(max(k, overCount), meta.end - meta.first, self._messageCount - 1)
+            let reaching = overBytes > 0 ? Self.lines(lines, from: meta.first, end: meta.end, within: overBytes - 1, base: base) + 1 : 0
+            let k = min(max(reaching, overCount), meta.end - meta.first, self._messageCount - 1)
             let bytes = lines.lineStart(meta.first + k) - base
             self.dropLines(k, bytes: bytes, seq: meta.seq + UInt64(meta.first))
             dropped += k
@@ -167,21 +180,8 @@ public struct SubscriberQueue<Lines: QueuedLines> {
         return dropped
     }
 
-    /// How many of `lines`' lines from `first` (at most to `end`) it takes to reach `bytes`
-    /// bytes (the run's lines up to `end` when they do not): a binary search of the line starts.
-    @inlinable
-    static func lines(_ lines: Lines, from first: Int, end: Int, reaching bytes: Int, base: Int) -> Int {
-        guard bytes > 0 else { return 0 }
-        var lo = first + 1
-        var hi = end
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            if lines.lineStart(mid) - base >= bytes { hi = mid } else { lo = mid + 1 }
-        }
-        return lo - first
-    }
-
-    /// How many of `lines`' lines from `first` (at most to `end`) fit in `bytes` bytes.
+    /// How many of `lines`' lines from `first` (at most to `end`) fit in `bytes` bytes: a binary
+    /// search of the line starts. (One more than fit in `b - 1` is the fewest that reach `b`.)
     @inlinable
     static func lines(_ lines: Lines, from first: Int, end: Int, within bytes: Int, base: Int) -> Int {
         var lo = first

@@ -41,10 +41,9 @@ final class Fanout: UpstreamEventSink {
     private var tsDigits = TimestampDigits()
     var pending = PendingRequests()
     /// The lines published since the last flush, one after another, and where each one ends
-    /// (the first has seq `unsentSeq`, the next ones follow).
+    /// (the last has seq `seq`, the ones before count down to it).
     private var unsent = ByteBuffer()
     private var unsentEnds: [Int] = []
-    private var unsentSeq: UInt64 = 0
     /// The size of the last flush (the next buffer starts at it).
     private var lastFlushBytes = 0
     let eventLoop: any EventLoop
@@ -154,7 +153,6 @@ final class Fanout: UpstreamEventSink {
         }
         if self.unsentEnds.isEmpty {
             self.unsent = self.allocator.buffer(capacity: min(self.lastFlushBytes, Self.maxStartCapacity))
-            self.unsentSeq = seq
             // Should no read end come (a message from elsewhere than a socket read), the loop's
             // next turn sends it.
             self.eventLoop.assumeIsolated().execute { self.flush() }
@@ -203,7 +201,7 @@ final class Fanout: UpstreamEventSink {
         if lines.capacity > 2 * lines.readableBytes {
             lines = self.allocator.buffer(buffer: lines)
         }
-        let batch = LineBatch(lines: lines, seq: self.unsentSeq, ends: ends)
+        let batch = LineBatch(lines: lines, seq: self.seq + 1 - UInt64(ends.count), ends: ends)
         if self.ring.keepsLines {
             batch.forEachLine { seq, line in self.ring.append(seq: seq, line: line) }
         }
