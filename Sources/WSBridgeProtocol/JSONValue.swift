@@ -179,7 +179,7 @@ public enum JSONWriter {
     }
 
     /// The length of `bytes` written as a JSON string, quotes included (see `writeEscaped`): the
-    /// plain runs found sixteen bytes per step, each escape counted by the table.
+    /// plain runs found sixty-four bytes per step, each escape counted by the table.
     public static func escapedCount(utf8 bytes: UnsafeRawBufferPointer) -> Int {
         guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return 2 }
         return Self.escapeExtra.withUnsafeBufferPointer { extra in
@@ -205,7 +205,7 @@ public enum JSONWriter {
     /// bytes written; nil if it does not (what was written is then garbage). The hot path's
     /// form: the caller gives room to spare, and counts (`escapedCount`) only when it was not
     /// enough, so a message is read once, not twice. Each run of bytes that need no escape is
-    /// found sixteen bytes per step (`cwsb_json_plain_prefix`, SSE2) and copied at once.
+    /// found sixty-four bytes per step (`cwsb_json_plain_prefix`, SSE2) and copied at once.
     public static func writeEscaped(utf8 bytes: UnsafeRawBufferPointer, ifRoomIn out: UnsafeMutableRawBufferPointer) -> Int? {
         guard let dst = out.baseAddress, out.count >= 2 else { return nil }
         // The closing quote's byte is kept free throughout.

@@ -64,16 +64,21 @@ import WSBridgeCore
         #expect(failed)
     }
 
-    /// The sixteen-byte ASCII scan: a non-ASCII byte at every place of a run, valid (é) or not
-    /// (a lone continuation byte), is seen by the fast path as by the byte-wise one.
+    /// The ASCII scan (64 and 16 bytes per step): a non-ASCII byte at every place of a run,
+    /// valid (é) or not (a lone continuation byte), is seen by the fast path as by the byte-wise
+    /// one; the lone byte is found first even with an é later in the same step.
     @Test func aNonASCIIByteAtEveryPlaceIsSeen() {
-        for length in [15, 16, 17, 31, 32, 33, 40] {
+        for length in [15, 16, 17, 31, 32, 33, 40, 63, 64, 65, 130] {
             for place in 0..<(length - 1) {
                 var good = [UInt8](repeating: 0x61, count: length)
                 good[place] = 0xC3
                 good[place + 1] = 0xA9
                 var bad = [UInt8](repeating: 0x61, count: length)
                 bad[place] = 0x80
+                if place + 3 < length {
+                    bad[length - 2] = 0xC3
+                    bad[length - 1] = 0xA9
+                }
                 for (bytes, valid) in [(good, true), (bad, false)] {
                     var fast = UTF8Validator()
                     let ok = bytes.withUnsafeBytes { fast.feed($0) } && fast.isComplete

@@ -57,4 +57,26 @@ import WSBridgeProtocol
             #expect(MessageLine(json: try JSONValue.parse(String(line))) == MessageLine(seq: UInt64(i + 1), ts: 1_795_313_566_992, kind: .text, data: texts[i]))
         }
     }
+
+    /// The last line of a read goes into what its buffer has left when that holds the payload
+    /// and a few escapes, even if less than the usual eighth to spare: the fan-out's buffer,
+    /// started at the last read's size and a quarter, is not grown (copied) for it. A payload
+    /// with more to escape than the room left is still written whole.
+    @Test func aLineThatFitsWhatTheBufferHasLeftDoesNotGrowIt() throws {
+        let payload = #"{\"t\":1,\"p\":\""# + String(repeating: "x", count: 4096) + #"\"}"#
+        for (text, grows) in [(payload, false), (String(repeating: "\"", count: 4096), true)] {
+            let size = text.utf8.count + 16 + MessageLineEncoder.lineOverhead
+            // Earlier lines took all but `size` bytes of the buffer (whose capacity is a power of 2).
+            var out = ByteBufferAllocator().buffer(capacity: size)
+            out.writeRepeatingByte(UInt8(ascii: " "), count: out.capacity - size)
+            out.moveReaderIndex(to: out.writerIndex)
+            let capacity = out.capacity
+            var ts = TimestampDigits()
+            let message = UpstreamMessage(kind: .text, data: ByteBuffer(string: text), receivedAtMillis: 1_795_313_566_992)
+            MessageLineEncoder.write(seq: 7, message, inlineJSON: false, parsed: nil, into: &out, ts: &ts)
+            #expect((out.capacity != capacity) == grows, "\(text.prefix(8))…: capacity \(capacity) → \(out.capacity)")
+            let line = out.readString(length: out.readableBytes - 1) ?? ""
+            #expect(MessageLine(json: try JSONValue.parse(line)) == MessageLine(seq: 7, ts: 1_795_313_566_992, kind: .text, data: text))
+        }
+    }
 }

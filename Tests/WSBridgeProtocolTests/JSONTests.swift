@@ -76,15 +76,19 @@ import WSBridgeProtocol
         }
     }
 
-    /// The word-at-a-time pass: one byte to escape at every place of a plain run, among bytes
-    /// that differ from `"`, `\\` and the control characters only in their high bit.
+    /// The scan (64 and 16 bytes per step, then bytewise): one byte to escape at every place of a
+    /// plain run, among bytes that differ from `"`, `\\` and the control characters only in their
+    /// high bit, with a quote at the end found after it.
     @Test func everyPlaceOfAnEscapeInPlainRunsIsFound() {
         let plain = Array("ab\u{A2}\u{DC}é€".utf8) + [0xA2, 0xDC, 0x80, 0x9F, 0xA0, 0xFF]  // UTF-8 and bytes ≥ 0x80
         for escape: UInt8 in [0x22, 0x5C, 0x0A, 0x00, 0x1F, 0x7F] {
-            for length in [7, 8, 9, 16, 23, 40] {
+            // Lengths around the scan's steps of 16 and 64 bytes, and its last bytes.
+            for length in [7, 8, 9, 16, 23, 40, 63, 64, 65, 130] {
                 for place in 0..<length {
                     var bytes = (0..<length).map { plain[$0 % plain.count] }
                     bytes[place] = escape
+                    // And one more at the end: the first is found first.
+                    if place < length - 1 { bytes[length - 1] = 0x22 }
                     let count = bytes.withUnsafeBytes { JSONWriter.escapedCount(utf8: $0) }
                     // Exactly the room it needs (byte by byte near the end), and room to spare
                     // (word stores all through): the same output, nothing written past it.

@@ -4,8 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/// The message path's byte scans, sixteen bytes per step with SSE2 on x86-64 (the scalar loop
-/// elsewhere, and for the last bytes).
+/// The message path's byte scans, sixty-four bytes per step with SSE2 on x86-64 (sixteen, then
+/// the scalar loop, for the last bytes; the scalar loop elsewhere).
 
 /// How many bytes at the start of `p[0..<n]` a JSON string holds as they are: none is below
 /// 0x20, a quote or a backslash. `n` when all of them.

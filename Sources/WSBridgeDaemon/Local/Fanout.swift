@@ -152,7 +152,7 @@ final class Fanout: UpstreamEventSink {
             parsed = try? JSONValue.parse(message.data.readableBytesView)
         }
         if self.unsentEnds.isEmpty {
-            self.unsent = self.allocator.buffer(capacity: min(self.lastFlushBytes, Self.maxStartCapacity))
+            self.unsent = self.allocator.buffer(capacity: min(self.lastFlushBytes + self.lastFlushBytes / 4, Self.maxStartCapacity))
             // Should no read end come (a message from elsewhere than a socket read), the loop's
             // next turn sends it.
             self.eventLoop.assumeIsolated().execute { self.flush() }
@@ -183,8 +183,9 @@ final class Fanout: UpstreamEventSink {
         }
     }
 
-    /// A flush's buffer starts at the size of the last one, up to this (no regrowth for a
-    /// steady feed).
+    /// A flush's buffer starts at the size of the last one and a quarter, up to this (NIO
+    /// rounds it up to a power of 2): a steady feed's reads, which vary a little, fit without
+    /// regrowth, and the line that ends one finds room for its escapes.
     private static let maxStartCapacity = 1 << 20
 
     /// Sends the lines published since the last flush (see the type's comment).

@@ -28,17 +28,20 @@ enum MessageLineEncoder {
         message.data.withUnsafeReadableBytes { payload in
             if message.kind == .text, inline == nil {
                 // The common case in one write, every piece copied straight into the buffer: with
-                // room for an eighth more than the payload (its escapes), the payload is read once;
-                // only a text with more to escape is counted first, then written exactly.
+                // room for an eighth more than the payload (its escapes), or what the buffer has
+                // left when that is less but enough for a few escapes (no regrowth for the last
+                // line of a read), the payload is read once; only a text with more to escape is
+                // counted first, then written exactly.
                 let ts = ts.digits(UInt64(max(0, message.receivedAtMillis)))
                 let guess = payload.count + payload.count / 8 + 16
-                if Self.writeText(seq: seq, ts: ts, payload, room: guess, into: &out) { return }
+                let room = max(payload.count + 16, min(guess, out.writableBytes - Self.lineOverhead))
+                if Self.writeText(seq: seq, ts: ts, payload, room: room, into: &out) { return }
                 let exact = JSONWriter.escapedCount(utf8: payload)
                 _ = Self.writeText(seq: seq, ts: ts, payload, room: exact, into: &out)
                 return
             }
             let payloadLength = inline?.count ?? Base64.encodedLength(payload.count)
-            out.reserveCapacity(minimumWritableBytes: payloadLength + 96)
+            out.reserveCapacity(minimumWritableBytes: payloadLength + Self.lineOverhead)
             out.writeStaticString(MessageLine.head)
             Self.writeDigits(seq, into: &out)
             out.writeStaticString(MessageLine.tsKey)
@@ -56,10 +59,14 @@ enum MessageLineEncoder {
         }
     }
 
+    /// Room for a line's fields around its payload: the keys, seq and ts (20 digits each at
+    /// most), the kind and the newline.
+    static let lineOverhead = 96
+
     /// A text message's line, its payload escaped into at most `room` bytes; false (and nothing
     /// written) when that was not enough.
     private static func writeText(seq: UInt64, ts: TimestampDigits.Digits, _ payload: UnsafeRawBufferPointer, room: Int, into out: inout ByteBuffer) -> Bool {
-        let written = out.writeWithUnsafeMutableBytes(minimumWritableBytes: room + 96) { dst -> Int in
+        let written = out.writeWithUnsafeMutableBytes(minimumWritableBytes: room + Self.lineOverhead) { dst -> Int in
             var o = 0
             func put(_ s: StaticString) {
                 (dst.baseAddress! + o).copyMemory(from: s.utf8Start, byteCount: s.utf8CodeUnitCount)
