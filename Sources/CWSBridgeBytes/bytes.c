@@ -1,7 +1,8 @@
-// The message path's byte scans (CWSBridgeBytes.h): SSE2 compares and a movemask per sixteen
-// bytes on x86-64, where SSE2 is part of the base instruction set; a byte loop elsewhere. Long
-// runs go sixty-four bytes per step: the four blocks' results are or-ed into one test, and only
-// the step that holds a hit looks at its blocks one by one.
+// The message path's byte scans (CWSBridgeBytes.h). On x86-64: SSE2 compares and a movemask
+// per sixteen bytes (SSE2 is part of the base instruction set), and AVX2 per thirty-two where
+// the processor has it, chosen once at run time; a byte loop elsewhere. Long runs go sixty-four
+// bytes per step: the blocks' results are or-ed into one test, and only the step that holds a
+// hit looks at its blocks one by one.
 #include "CWSBridgeBytes.h"
 
 #if defined(__SSE2__)
@@ -28,7 +29,22 @@ static inline size_t first_in_step(__m128i m0, __m128i m1, __m128i m2, __m128i m
 }
 #endif
 
-size_t cwsb_json_plain_prefix(const uint8_t *p, size_t n) {
+// From `i` on: sixteen bytes per step, then byte by byte.
+static inline size_t json_tail(const uint8_t *p, size_t i, size_t n) {
+#if defined(__SSE2__)
+    for (; i + 16 <= n; i += 16) {
+        int mask = _mm_movemask_epi8(json_special(load16(p + i)));
+        if (mask != 0) return i + (size_t)__builtin_ctz((unsigned)mask);
+    }
+#endif
+    for (; i < n; i++) {
+        uint8_t c = p[i];
+        if (c < 0x20 || c == '"' || c == '\\') return i;
+    }
+    return n;
+}
+
+size_t cwsb_json_plain_prefix_base(const uint8_t *p, size_t n) {
     size_t i = 0;
 #if defined(__SSE2__)
     // The first sixteen bytes alone: escapes often come close together (a JSON payload's
@@ -43,26 +59,13 @@ size_t cwsb_json_plain_prefix(const uint8_t *p, size_t n) {
         __m128i m2 = json_special(load16(p + i + 32)), m3 = json_special(load16(p + i + 48));
         if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(m0, m1), _mm_or_si128(m2, m3))) != 0) return i + first_in_step(m0, m1, m2, m3);
     }
-    for (; i + 16 <= n; i += 16) {
-        int mask = _mm_movemask_epi8(json_special(load16(p + i)));
-        if (mask != 0) return i + (size_t)__builtin_ctz((unsigned)mask);
-    }
 #endif
-    for (; i < n; i++) {
-        uint8_t c = p[i];
-        if (c < 0x20 || c == '"' || c == '\\') return i;
-    }
-    return n;
+    return json_tail(p, i, n);
 }
 
-size_t cwsb_ascii_prefix(const uint8_t *p, size_t n) {
-    size_t i = 0;
+// From `i` on: sixteen bytes per step, then byte by byte.
+static inline size_t ascii_tail(const uint8_t *p, size_t i, size_t n) {
 #if defined(__SSE2__)
-    // A byte at or above 0x80 has its high bit set: the movemask's bit.
-    for (; i + 64 <= n; i += 64) {
-        __m128i b0 = load16(p + i), b1 = load16(p + i + 16), b2 = load16(p + i + 32), b3 = load16(p + i + 48);
-        if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(b0, b1), _mm_or_si128(b2, b3))) != 0) return i + first_in_step(b0, b1, b2, b3);
-    }
     for (; i + 16 <= n; i += 16) {
         int mask = _mm_movemask_epi8(load16(p + i));
         if (mask != 0) return i + (size_t)__builtin_ctz((unsigned)mask);
@@ -73,3 +76,112 @@ size_t cwsb_ascii_prefix(const uint8_t *p, size_t n) {
     }
     return n;
 }
+
+size_t cwsb_ascii_prefix_base(const uint8_t *p, size_t n) {
+    size_t i = 0;
+#if defined(__SSE2__)
+    // A byte at or above 0x80 has its high bit set: the movemask's bit.
+    for (; i + 64 <= n; i += 64) {
+        __m128i b0 = load16(p + i), b1 = load16(p + i + 16), b2 = load16(p + i + 32), b3 = load16(p + i + 48);
+        if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(b0, b1), _mm_or_si128(b2, b3))) != 0) return i + first_in_step(b0, b1, b2, b3);
+    }
+#endif
+    return ascii_tail(p, i, n);
+}
+
+#if defined(__x86_64__) && defined(__SSE2__)
+#include <cpuid.h>
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2")))
+
+AVX2 static inline __m256i json_special32(__m256i v) {
+    const __m256i quote = _mm256_set1_epi8('"');
+    const __m256i backslash = _mm256_set1_epi8('\\');
+    const __m256i control = _mm256_set1_epi8(0x1F);
+    return _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(v, quote), _mm256_cmpeq_epi8(v, backslash)),
+                           _mm256_cmpeq_epi8(_mm256_max_epu8(v, control), control));
+}
+
+AVX2 static inline __m256i load32(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
+
+AVX2 static inline size_t first_in_step32(__m256i m0, __m256i m1) {
+    uint64_t mask = (uint64_t)(uint32_t)_mm256_movemask_epi8(m0) | (uint64_t)(uint32_t)_mm256_movemask_epi8(m1) << 32;
+    return (size_t)__builtin_ctzll(mask);
+}
+
+AVX2 size_t cwsb_json_plain_prefix_avx2(const uint8_t *p, size_t n) {
+    size_t i = 0;
+    if (n >= 32) {
+        uint32_t mask = (uint32_t)_mm256_movemask_epi8(json_special32(load32(p)));
+        if (mask != 0) return (size_t)__builtin_ctz(mask);
+        i = 32;
+    }
+    for (; i + 64 <= n; i += 64) {
+        __m256i m0 = json_special32(load32(p + i)), m1 = json_special32(load32(p + i + 32));
+        if (_mm256_movemask_epi8(_mm256_or_si256(m0, m1)) != 0) return i + first_in_step32(m0, m1);
+    }
+    return json_tail(p, i, n);
+}
+
+AVX2 size_t cwsb_ascii_prefix_avx2(const uint8_t *p, size_t n) {
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m256i b0 = load32(p + i), b1 = load32(p + i + 32);
+        if (_mm256_movemask_epi8(_mm256_or_si256(b0, b1)) != 0) return i + first_in_step32(b0, b1);
+    }
+    return ascii_tail(p, i, n);
+}
+
+// AVX2 in the processor (CPUID leaf 7) and its 32-byte registers saved by the kernel (XCR0).
+static int detect_avx2(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || !(c & bit_AVX)) return 0;
+    unsigned lo, hi;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & 6) != 6) return 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    return (b & bit_AVX2) != 0;
+}
+
+// 0: not looked yet; 1: no; 2: yes. Racing first calls all store the same answer.
+static int avx2_state;
+
+int cwsb_has_avx2(void) {
+    int state = __atomic_load_n(&avx2_state, __ATOMIC_RELAXED);
+    if (state == 0) {
+        state = detect_avx2() ? 2 : 1;
+        __atomic_store_n(&avx2_state, state, __ATOMIC_RELAXED);
+    }
+    return state == 2;
+}
+
+// Each scan's form, chosen at its first call (which the pointer starts at).
+typedef size_t (*scan_fn)(const uint8_t *, size_t);
+static size_t json_choose(const uint8_t *p, size_t n);
+static size_t ascii_choose(const uint8_t *p, size_t n);
+static scan_fn json_scan = json_choose;
+static scan_fn ascii_scan = ascii_choose;
+
+static size_t json_choose(const uint8_t *p, size_t n) {
+    scan_fn chosen = cwsb_has_avx2() ? cwsb_json_plain_prefix_avx2 : cwsb_json_plain_prefix_base;
+    __atomic_store_n(&json_scan, chosen, __ATOMIC_RELAXED);
+    return chosen(p, n);
+}
+
+static size_t ascii_choose(const uint8_t *p, size_t n) {
+    scan_fn chosen = cwsb_has_avx2() ? cwsb_ascii_prefix_avx2 : cwsb_ascii_prefix_base;
+    __atomic_store_n(&ascii_scan, chosen, __ATOMIC_RELAXED);
+    return chosen(p, n);
+}
+
+size_t cwsb_json_plain_prefix(const uint8_t *p, size_t n) { return __atomic_load_n(&json_scan, __ATOMIC_RELAXED)(p, n); }
+
+size_t cwsb_ascii_prefix(const uint8_t *p, size_t n) { return __atomic_load_n(&ascii_scan, __ATOMIC_RELAXED)(p, n); }
+#else
+int cwsb_has_avx2(void) { return 0; }
+size_t cwsb_json_plain_prefix_avx2(const uint8_t *p, size_t n) { return cwsb_json_plain_prefix_base(p, n); }
+size_t cwsb_ascii_prefix_avx2(const uint8_t *p, size_t n) { return cwsb_ascii_prefix_base(p, n); }
+size_t cwsb_json_plain_prefix(const uint8_t *p, size_t n) { return cwsb_json_plain_prefix_base(p, n); }
+size_t cwsb_ascii_prefix(const uint8_t *p, size_t n) { return cwsb_ascii_prefix_base(p, n); }
+#endif
