@@ -131,6 +131,11 @@ public struct Configuration: Sendable, Equatable {
         /// its requests (resumed when half of it drained). Notices alone past twice this
         /// disconnect it.
         public var clientOutputBytes = 1 << 20
+        /// Each client socket's kernel send buffer (SO_SNDBUF, which Linux doubles for its own
+        /// bookkeeping and caps at net.core.wmem_max); 0 leaves the system's default
+        /// (net.core.wmem_default). A reader that empties its socket while the daemon's loop
+        /// is busy with an upstream read waits for data; a larger buffer keeps it reading.
+        public var sendBufferBytes = 1 << 20
         /// `request`s waiting for their answer, per client and in all.
         public var maxPendingRequests = 64
         public var maxPendingRequestsTotal = 1024

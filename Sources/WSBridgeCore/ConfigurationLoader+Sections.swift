@@ -132,6 +132,13 @@ extension ConfigurationReader {
         s.read("client_output_bytes") { v in
             config.local.clientOutputBytes = try self.int(v, "local.client_output_bytes", in: 4096...(1 << 30), "a byte count from 4096 to 1073741824")
         }
+        s.read("send_buffer_bytes") { v in
+            let bytes = try self.int(v, "local.send_buffer_bytes", in: 0...(1 << 26), "a byte count from 0 (the system's default) to 67108864")
+            guard bytes == 0 || bytes >= 4096 else {
+                throw self.error("local.send_buffer_bytes", v, "must be 0 (the system's default) or at least 4096")
+            }
+            config.local.sendBufferBytes = bytes
+        }
         s.read("max_pending_requests") { v in
             config.local.maxPendingRequests = try self.int(
                 v, "local.max_pending_requests", in: 0...100_000, "a request count from 0 (no requests) to 100000")

@@ -206,3 +206,26 @@ import WSBridgeProtocol
         #expect(cwsb_so_peercred() == SO_PEERCRED)
     }
 }
+
+extension LocalPlaneLimitsTests {
+    /// `local.send_buffer_bytes` is each client socket's SO_SNDBUF, as the kernel reports it
+    /// (`ss`: doubled, capped at net.core.wmem_max); 0 leaves the system's default.
+    @Test(arguments: [150_000, 0])
+    func aClientSocketsSendBufferIsTheSetting(bytes: Int) async throws {
+        let f = try await DaemonFixture(extraConfig: "send_buffer_bytes = \(bytes)")
+        let client = try await f.client(name: "client")
+        defer { client.close() }
+        var st = stat()
+        #expect(fstat(client.fd, &st) == 0)
+        let ss = try ManagedProcess("/usr/bin/ss", ["-x", "-m", "-H"], name: "ss")
+        #expect(await ss.waitForExit() == 0)
+        // The daemon's end is the socket whose peer is this client's: `… * <our inode> skmem:(…)`.
+        let line = ss.stdout.text.split(separator: "\n").first { $0.split(separator: " ").dropLast().last == "\(st.st_ino)" }
+        let sendBuffer = line?.split(separator: ",").first { $0.hasPrefix("tb") }.flatMap { Int($0.dropFirst(2)) }
+        func sysctl(_ name: String) throws -> Int {
+            Int(try String(contentsOfFile: "/proc/sys/net/core/\(name)", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        }
+        let expected = bytes > 0 ? 2 * min(bytes, try sysctl("wmem_max")) : try sysctl("wmem_default")
+        #expect(sendBuffer == expected, "\(line ?? "no socket whose peer is inode \(st.st_ino)")")
+    }
+}

@@ -82,7 +82,8 @@ import WSBridgeProtocol
     }
 
     @Test func aStalledSubscriberNeitherSlowsNorCostsTheOthers() async throws {
-        let f = try await DaemonFixture(extraConfig: "subscriber_queue = 2500")
+        // The stalled client's socket buffer small (8 KiB in the kernel), so that the sums below hold.
+        let f = try await DaemonFixture(extraConfig: "subscriber_queue = 2500\nsend_buffer_bytes = 4096")
         let stalled = try SocketClient(path: f.socket, reading: false, name: "stalled")
         var readers: [SocketClient] = []
         for i in 0..<9 { readers.append(try await f.client(name: "reader\(i)")) }

@@ -149,6 +149,7 @@ import WSBridgeProtocol
         let f = try await DaemonFixture(
             extraConfig: """
                 subscriber_queue = 2
+                send_buffer_bytes = 4096
                 [queue]
                 max_messages = 1
                 """

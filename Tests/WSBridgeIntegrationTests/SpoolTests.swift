@@ -108,10 +108,11 @@ import WSBridgeProtocol
     @Test func aKillInTheMiddleOfAStreamOfWritesLosesNothingAnswered() async throws {
         let dir = try TemporaryDirectory()
         // The client reads no replies until the kill, so the daemon cannot answer all 20,000:
-        // past 64 KiB of unread replies (local.client_output_bytes) it stops reading requests.
+        // past 64 KiB of unread replies (local.client_output_bytes, beyond a socket buffer of 8 KiB)
+        // it stops reading requests.
         // The kill therefore comes mid-stream, whatever the timing.
         let (first, socket) = try await Self.daemon(
-            dir, "before", fsync: "always", local: "client_output_bytes = 65536", extra: "max_messages = 100000")
+            dir, "before", fsync: "always", local: "client_output_bytes = 65536\nsend_buffer_bytes = 4096", extra: "max_messages = 100000")
         let client = try SocketClient(path: socket, reading: false)
         let control = try await Self.client(socket)
         let total = 20_000

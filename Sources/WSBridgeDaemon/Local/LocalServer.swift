@@ -125,7 +125,7 @@ enum LocalServer {
         logger: Logger
     ) async throws -> any Channel {
         let maxLine = configuration.local.maxLine
-        let bootstrap = ServerBootstrap(group: eventLoop)
+        var bootstrap = ServerBootstrap(group: eventLoop)
             .serverChannelOption(.backlog, value: 256)
             // Out of file descriptors, accept(2) fails at once and the listening socket stays
             // readable: pause accepting instead of spinning (logged once).
@@ -169,6 +169,11 @@ enum LocalServer {
                     try channel.pipeline.syncOperations.addHandler(client)
                 }
             }
+        // A reader that empties its socket while the loop is busy with an upstream read waits
+        // for data; a larger send buffer keeps it reading (0: the system's default, unset).
+        if configuration.local.sendBufferBytes > 0 {
+            bootstrap = bootstrap.childChannelOption(.socketOption(.so_sndbuf), value: SocketOptionValue(configuration.local.sendBufferBytes))
+        }
         if let fd {
             return try await bootstrap.withBoundSocket(fd).get()
         }

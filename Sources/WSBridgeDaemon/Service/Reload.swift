@@ -47,6 +47,7 @@ extension DaemonService {
         if old.local.mode != new.local.mode { restart.append("local.mode") }
         if old.local.group != new.local.group { restart.append("local.group") }
         if old.local.maxLine != new.local.maxLine { restart.append("local.max_line") }
+        if old.local.sendBufferBytes != new.local.sendBufferBytes { restart.append("local.send_buffer_bytes") }
         if old.reachability.enabled != new.reachability.enabled || old.reachability.pollInterval != new.reachability.pollInterval {
             restart.append("reachability")
         }
