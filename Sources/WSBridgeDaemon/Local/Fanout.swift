@@ -152,7 +152,7 @@ final class Fanout: UpstreamEventSink {
             parsed = try? JSONValue.parse(message.data.readableBytesView)
         }
         if self.unsentEnds.isEmpty {
-            self.unsent = self.allocator.buffer(capacity: min(self.lastFlushBytes + self.lastFlushBytes / 4, Self.maxStartCapacity))
+            self.unsent = self.allocator.buffer(capacity: Self.startCapacity(after: self.lastFlushBytes))
             // Should no read end come (a message from elsewhere than a socket read), the loop's
             // next turn sends it.
             self.eventLoop.assumeIsolated().execute { self.flush() }
@@ -183,10 +183,21 @@ final class Fanout: UpstreamEventSink {
         }
     }
 
-    /// A flush's buffer starts at the size of the last one and a quarter, up to this (NIO
-    /// rounds it up to a power of 2): a steady feed's reads, which vary a little, fit without
-    /// regrowth, and the line that ends one finds room for its escapes.
+    /// A flush's buffer starts at the size of the last one and a quarter, up to this: a steady
+    /// feed's reads, which vary a little, fit without regrowth, and the line that ends one finds
+    /// room for its escapes.
     private static let maxStartCapacity = 1 << 20
+
+    /// The capacity asked for a flush after one of `last` bytes. NIO rounds it up to a power of
+    /// 2, and `flush` copies a buffer more than half unused: where the quarter more would round
+    /// up past twice `last` (`last` just under a power of 2), a flush of the same size would be
+    /// copied every time, so it starts at `last` (which rounds up to that power of 2) instead.
+    static func startCapacity(after last: Int) -> Int {
+        let wanted = min(last + last / 4, Self.maxStartCapacity)
+        guard wanted > 1 else { return wanted }
+        let rounded = 1 << (Int.bitWidth - (wanted - 1).leadingZeroBitCount)
+        return rounded <= 2 * last ? wanted : min(last, Self.maxStartCapacity)
+    }
 
     /// Sends the lines published since the last flush (see the type's comment).
     func flush() {
