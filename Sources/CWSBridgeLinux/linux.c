@@ -169,3 +169,22 @@ int cwsb_route_exists_to(const struct sockaddr *address) {
         return -EAFNOSUPPORT;
     }
 }
+
+#include <sys/syscall.h>
+
+int cwsb_copy_fd_of(int pid, int fd) {
+#if defined(SYS_pidfd_open) && defined(SYS_pidfd_getfd)
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd < 0) return -1;
+    int copy = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+    int saved = errno;
+    close(pidfd);
+    errno = saved;
+    return copy;
+#else
+    (void)pid;
+    (void)fd;
+    errno = ENOSYS;
+    return -1;
+#endif
+}

@@ -36,11 +36,11 @@ public enum CommandLineSettings {
         return url
     }
 
-    /// `--token-file`, `--ca-file`: an absolute path (or ./relative, from the working directory).
+    /// `--token-file`, `--ca-file`: a path, absolute or relative to the working directory.
     public static func path(_ text: String, flag: String, key: String) throws(ConfigurationError) -> String {
-        guard text.hasPrefix("/") || text.hasPrefix(".") else {
-            throw ConfigurationError(file: flag, key: key, value: text, problem: "must be a path starting with / or ./")
+        guard !text.isEmpty, !text.contains("\0") else {
+            throw ConfigurationError(file: flag, key: key, value: text, problem: "must be a path")
         }
-        return text
+        return FilePath.absolute(text, in: ".")
     }
 }

@@ -15,6 +15,7 @@ public final class ConfigurationCache: Sendable {
     private struct Entry {
         var fileName: String
         var text: String
+        var requiresURL: Bool
         var result: Result<Configuration, ConfigurationError>
     }
 
@@ -30,17 +31,17 @@ public final class ConfigurationCache: Sendable {
 
     /// `ConfigurationLoader(fileName:).load(text:)`, once per distinct (file name, text) among
     /// the last `capacity`.
-    public func load(text: String, fileName: String) throws(ConfigurationError) -> Configuration {
+    public func load(text: String, fileName: String, requiresURL: Bool = false) throws(ConfigurationError) -> Configuration {
         let hit = self.state.withLock { state in
-            state.entries.first { $0.fileName == fileName && $0.text == text }?.result
+            state.entries.first { $0.fileName == fileName && $0.text == text && $0.requiresURL == requiresURL }?.result
         }
         if let hit { return try hit.get() }
         let result = Result { () throws(ConfigurationError) -> Configuration in
-            try ConfigurationLoader(fileName: fileName).load(text: text)
+            try ConfigurationLoader(fileName: fileName, requiresURL: requiresURL).load(text: text)
         }
         self.state.withLock { state in
             state.parses += 1
-            state.entries.append(Entry(fileName: fileName, text: text, result: result))
+            state.entries.append(Entry(fileName: fileName, text: text, requiresURL: requiresURL, result: result))
             if state.entries.count > self.capacity { state.entries.removeFirst() }
         }
         return try result.get()

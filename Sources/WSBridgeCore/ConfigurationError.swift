@@ -54,3 +54,22 @@ public struct ConfigurationError: Error, Equatable, CustomStringConvertible {
         return "\(location): \(subject)\(self.problem)"
     }
 }
+
+extension ConfigurationError {
+    /// `text` as a TOML string, the way an operator would write it in the file: in a literal
+    /// string ('…') when it holds a double quote and no single one, else in a basic string
+    /// ("…") with its quotes and backslashes escaped. For messages that quote a setting.
+    package static func tomlString(_ text: String) -> String {
+        if text.contains("\"") && !text.contains("'") && !text.contains("\n") { return "'\(text)'" }
+        var out = "\""
+        for c in text {
+            switch c {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            default: out.append(c)
+            }
+        }
+        return out + "\""
+    }
+}

@@ -7,15 +7,19 @@ import WSBridgeProtocol
 /// the file, line, key, the bad value and what is accepted.
 public struct ConfigurationLoader: Sendable {
     public var fileName: String
+    /// Whether the file must name `upstream.url` (the daemon's file does, unless `--url` gives it).
+    public var requiresURL: Bool
 
-    public init(fileName: String) {
+    public init(fileName: String, requiresURL: Bool = false) {
         self.fileName = fileName
+        self.requiresURL = requiresURL
     }
 
     /// Parses and validates TOML text. `environment` is consulted for nothing here; overrides
     /// from the command line are applied by the caller afterwards with `validate`.
     public func load(text: String) throws(ConfigurationError) -> Configuration {
         try Self.checkTableHeaders(text, fileName: self.fileName)
+        try Self.checkNULEscapes(text, fileName: self.fileName)
         let table: TOMLTable
         do {
             table = try TOMLTable(string: text)
@@ -29,7 +33,7 @@ public struct ConfigurationLoader: Sendable {
         } catch {
             throw ConfigurationError(file: self.fileName, problem: "cannot parse TOML: \(error)")
         }
-        let reader = ConfigurationReader(fileName: self.fileName, lines: LineIndex(text: text))
+        let reader = ConfigurationReader(fileName: self.fileName, lines: LineIndex(text: text), requiresURL: self.requiresURL)
         return try reader.read(table)
     }
 }
@@ -65,6 +69,62 @@ extension ConfigurationLoader {
                 multiline = delimiter
             }
             arrayDepth = max(0, arrayDepth + Self.bracketBalance(line))
+        }
+    }
+
+    /// A `\u0000` (or `\U00000000`) escape in a basic string: TOMLKit hands strings over as C
+    /// strings, which end at the NUL, so `"A\u0000B"` would silently load as `A`. Refused, with
+    /// its line, instead of cut.
+    static func checkNULEscapes(_ text: String, fileName: String) throws(ConfigurationError) {
+        let bytes = Array(text.utf8)
+        let quote = UInt8(ascii: "\"")
+        let apostrophe = UInt8(ascii: "'")
+        let backslash = UInt8(ascii: "\\")
+        let newline = UInt8(ascii: "\n")
+        let hash = UInt8(ascii: "#")
+        func starts(_ s: String, at i: Int) -> Bool {
+            let needle = Array(s.utf8)
+            return i + needle.count <= bytes.count && Array(bytes[i..<(i + needle.count)]) == needle
+        }
+        var line = 1
+        var i = 0
+        // The string being read: its delimiter (one or three quotes), and whether escapes count.
+        var delimiter: [UInt8]?
+        var escapes = false
+        while i < bytes.count {
+            let c = bytes[i]
+            if c == newline { line += 1 }
+            if let d = delimiter {
+                if escapes && c == backslash {
+                    if starts("u0000", at: i + 1) || starts("U00000000", at: i + 1) {
+                        throw ConfigurationError(
+                            file: fileName, line: line, key: nil, value: nil,
+                            problem: "a string holds \\u0000 (a NUL character), which wsbridged cannot keep: remove it, or send the message as binary (base64)")
+                    }
+                    if i + 1 < bytes.count && bytes[i + 1] == newline { line += 1 }
+                    i += 2
+                    continue
+                }
+                if i + d.count <= bytes.count && Array(bytes[i..<(i + d.count)]) == d {
+                    delimiter = nil
+                    i += d.count
+                    continue
+                }
+                i += 1
+                continue
+            }
+            if c == hash {
+                while i < bytes.count && bytes[i] != newline { i += 1 }
+                continue
+            }
+            if c == quote || c == apostrophe {
+                let triple = i + 2 < bytes.count && bytes[i + 1] == c && bytes[i + 2] == c
+                delimiter = triple ? [c, c, c] : [c]
+                escapes = c == quote
+                i += triple ? 3 : 1
+                continue
+            }
+            i += 1
         }
     }
 
@@ -212,6 +272,7 @@ struct Section {
 struct ConfigurationReader {
     var fileName: String
     var lines: LineIndex
+    var requiresURL = false
 
     func error(_ key: String, _ value: (any TOMLValueConvertible)?, _ problem: String) -> ConfigurationError {
         ConfigurationError(
@@ -283,6 +344,12 @@ struct ConfigurationReader {
                         "unknown key\(Self.didYouMean(unknown, section.known)); known keys in [\(name)]: \(section.known.sorted().joined(separator: ", "))"))
             }
         }
+        if self.requiresURL && root["upstream"]?.table?["url"] == nil {
+            problems.append(
+                ConfigurationError(
+                    file: self.fileName, line: self.lines.line(of: "upstream") ?? 1, key: "upstream.url", value: nil,
+                    problem: "is required: set url = \"ws://HOST:PORT/PATH\" (or wss://) in [upstream], or pass --url"))
+        }
         if config.upstream.onOpen.contains(where: \.usesToken) && config.auth.tokenFile == nil {
             problems.append(self.error("upstream.on_open", nil, "${token} needs auth.token_file: set it to the file holding the token"))
         }
@@ -314,13 +381,15 @@ struct ConfigurationReader {
         return s
     }
 
+    /// A path: absolute, `${CREDENTIALS_DIRECTORY}/NAME` (a systemd credential), or relative to
+    /// the configuration file's folder.
     func path(_ v: any TOMLValueConvertible, _ key: String) throws(ConfigurationError) -> String? {
         let s = try self.string(v, key)
         if s.isEmpty { return nil }
-        guard s.hasPrefix("/") || s.hasPrefix(".") || s.hasPrefix("${CREDENTIALS_DIRECTORY}/") else {
-            throw self.error(key, v, "must be an absolute path (starting with /), or ${CREDENTIALS_DIRECTORY}/NAME for a systemd credential")
-        }
-        return s
+        if s.hasPrefix("/") || s.hasPrefix("${CREDENTIALS_DIRECTORY}/") { return s }
+        guard !s.contains("\0") else { throw self.error(key, v, "must be a path (it holds a NUL character)") }
+        let folder = self.fileName.lastIndex(of: "/").map { String(self.fileName[..<$0]) } ?? "."
+        return FilePath.absolute(s, in: folder.isEmpty ? "/" : folder)
     }
 
     func bool(_ v: any TOMLValueConvertible, _ key: String) throws(ConfigurationError) -> Bool {

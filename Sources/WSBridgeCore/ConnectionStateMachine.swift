@@ -171,7 +171,7 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
         switch self.state {
         case .open:
             self.enter(.closing(.reconnect), now: now)
-            return .sendClose(code: 1000, reason: "reconnect requested")
+            return .sendClose(code: 1000, reason: StatusReport.Close.reconnectReason)
         case .connecting:
             guard self.networkAvailable else {
                 self.enter(.waitingForNetwork, now: now)
@@ -215,7 +215,7 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
             return .none
         case .closing(.reconnect):
             // We sent the close: whatever the server answered, the user asked for it.
-            self.lastDisconnect = .userClosed(code: 1000, reason: "reconnect requested")
+            self.lastDisconnect = .userClosed(code: 1000, reason: StatusReport.Close.reconnectReason)
             return self.attempt(now: now)
         case .closing(.shutdown):
             self.lastDisconnect = .daemonStopped

@@ -107,6 +107,9 @@ public struct StatusReport: Sendable, Equatable, Codable {
             self.reason = reason
             self.by = by
         }
+
+        /// The reason of an operator's `reconnect` (by `user`, code 1000): its close, not a `close`.
+        public static let reconnectReason = "reconnect requested"
     }
 
     public var state: ConnectionPhase

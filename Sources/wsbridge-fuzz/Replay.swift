@@ -1,4 +1,4 @@
-#if !FUZZING
+#if !FUZZING && DEBUG
     #if canImport(Glibc)
         import Glibc
     #endif
@@ -47,6 +47,19 @@
             var argc = CommandLine.argc
             var argv = CommandLine.unsafeArgv
             exit(runFuzzerDriver(&argc, &argv) { data, size in fuzzOne(data, size) })
+        }
+    }
+#endif
+
+#if !FUZZING && !DEBUG
+    /// A release build (`swift build -c release` builds every product): the targets need the
+    /// daemon's internals, which only a debug build exposes.
+    @main
+    struct Replay {
+        static func main() {
+            print(
+                "wsbridge-fuzz: a release build has no fuzz targets; scripts/fuzz builds them (debug, with libFuzzer), and `swift build` (debug) replays a corpus"
+            )
         }
     }
 #endif

@@ -1,9 +1,16 @@
 import NIOCore
 import NIOWebSocket
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The server's shared state, confined to its single event loop.
 final class ServerState {
     var echo: Bool
+    /// Event lines for messages carry their receive time: `message@NANOSECONDS TEXT`
+    /// (CLOCK_MONOTONIC, the clock every process on the machine shares), for latency benchmarks.
+    var stamp = false
     var answerPings = true
     /// `linger on`: after a close handshake the server keeps TCP open (a misbehaving server), so
     /// a client's data after its close frame would show up as `message ...`.
@@ -15,8 +22,9 @@ final class ServerState {
     private var ticker: Scheduled<Void>?
     private var tickCount = 0
 
-    init(echo: Bool) {
+    init(echo: Bool, stamp: Bool = false) {
         self.echo = echo
+        self.stamp = stamp
     }
 
     func added(_ channel: any Channel) {
@@ -167,7 +175,13 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         case .text, .binary:
             let payload = frame.unmaskedData
             if frame.opcode == .text {
-                Output.line("message \(String(buffer: payload))")
+                if self.state.value.stamp {
+                    var now = timespec()
+                    clock_gettime(CLOCK_MONOTONIC, &now)
+                    Output.line("message@\(Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)) \(String(buffer: payload))")
+                } else {
+                    Output.line("message \(String(buffer: payload))")
+                }
             } else {
                 Output.line("binary \(payload.readableBytes)")
             }

@@ -58,6 +58,9 @@ struct TestServer: ParsableCommand {
     @Flag(inversion: .prefixedNo, help: "Echo every message back.")
     var echo = true
 
+    @Flag(help: "Stamp message events with their receive time: `message@NANOSECONDS TEXT` (CLOCK_MONOTONIC).")
+    var stamp = false
+
     @Option(help: "Subprotocol to accept when offered.")
     var subprotocol: [String] = []
 
@@ -96,14 +99,14 @@ struct TestServer: ParsableCommand {
             sslContext = try NIOSSLContext(configuration: tls)
         }
         let state = try loop.submit {
-            NIOLoopBound(ServerState(echo: self.echo), eventLoop: loop)
+            NIOLoopBound(ServerState(echo: self.echo, stamp: self.stamp), eventLoop: loop)
         }.wait()
         let subprotocols = self.subprotocol
         let maxFrame = self.maxFrame
         let tlsContext = sslContext
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations

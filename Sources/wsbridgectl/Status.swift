@@ -76,6 +76,7 @@ struct Status: ParsableCommand {
         let detail = close.reason.isEmpty ? "" : ": \(close.reason)"
         let code = close.code.map { ", code \($0)" } ?? ""
         switch close.by {
+        case "user" where close.reason == StatusReport.Close.reconnectReason: return "by an operator (wsbridgectl reconnect)\(code)"
         case "user": return "by an operator (wsbridgectl close)\(code)\(detail)"
         case "server": return "by the server\(code)\(detail)"
         case "daemon": return "by the daemon stopping\(code)\(detail)"

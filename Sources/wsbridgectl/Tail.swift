@@ -58,7 +58,7 @@ struct Tail: ParsableCommand {
             case .state, .dropped, .gap:
                 if self.global.json {
                     Output.line(String(decoding: raw, as: UTF8.self))
-                } else if let notice = Self.notice(line) {
+                } else if let notice = Self.notice(line, knowsStream: self.stream != nil) {
                     Output.error(notice)
                 }
             case .hello, .reply:
@@ -76,10 +76,14 @@ struct Tail: ParsableCommand {
         return "following \(socket): replaying from seq \(since + 1) (as far as still buffered) up to \(last), then new messages"
     }
 
-    static func notice(_ line: ServerLine) -> String? {
+    /// `knowsStream`: whether --stream named the stream --since counts in (without it, a seq
+    /// ahead of this stream's could be a restart or a wrong number).
+    static func notice(_ line: ServerLine, knowsStream: Bool = true) -> String? {
         switch line {
         case .state(let s): "link \(s.state): \(s.reason)"
         case .dropped(let d): "dropped \(d.count) messages (seq \(d.from)-\(d.to)): this reader fell behind"
+        case .gap(let g) where g.reason == GapLine.restarted && !knowsStream:
+            "stream \(g.stream) has no seq \(g.since.map(String.init) ?? "?") yet: wsbridged restarted since, or the seq is wrong (--stream tells which); from seq \(g.next)"
         case .gap(let g):
             g.reason == GapLine.restarted
                 ? "wsbridged restarted: what followed seq \(g.since.map(String.init) ?? "?") in the old stream is lost; now stream \(g.stream) from seq \(g.next)"

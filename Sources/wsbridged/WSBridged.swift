@@ -64,7 +64,8 @@ struct WSBridged: AsyncParsableCommand {
         var configuration = Configuration()
         switch SmallFile.read(path: path, limit: 1 << 20) {
         case .success(let bytes):
-            configuration = try ConfigurationCache.shared.load(text: String(decoding: bytes, as: UTF8.self), fileName: path)
+            configuration = try ConfigurationCache.shared.load(
+                text: String(decoding: bytes, as: UTF8.self), fileName: path, requiresURL: self.url == nil)
         case .failure(let problem):
             if self.config != nil || self.url == nil {
                 throw ConfigurationError(
@@ -129,7 +130,13 @@ struct WSBridged: AsyncParsableCommand {
                 Self.printError("wsbridged: \(self.config ?? Self.defaultConfigPath): \(error)")
                 throw ExitCode(78)  // EX_CONFIG
             }
-            print("\(self.config ?? Self.defaultConfigPath): configuration OK (upstream \(configuration.upstream.url))")
+            // Without --config, the default file is read only where it exists (--url runs without one).
+            if self.config != nil || access(Self.defaultConfigPath, R_OK) == 0 {
+                print("\(self.config ?? Self.defaultConfigPath): configuration OK (upstream \(configuration.upstream.url))")
+            } else {
+                print(
+                    "command line: configuration OK, no configuration file (\(Self.defaultConfigPath) does not exist; upstream \(configuration.upstream.url))")
+            }
             return
         }
         DaemonService.blockSignals()

@@ -162,7 +162,6 @@ import Testing
         .init(toml: "[upstream.headers]\nHost = \"x\"", key: "upstream.headers.Host", line: 2, mentions: "set by wsbridged"),
         .init(toml: "[upstream.headers]\n\"Bad Name\" = \"x\"", key: "upstream.headers.Bad Name", line: 2, mentions: "invalid header name"),
         .init(toml: "[upstream.headers]\nX-A = 1", key: "upstream.headers.X-A", line: 2, mentions: "must be a string"),
-        .init(toml: "[auth]\ntoken_file = \"token.txt\"", key: "auth.token_file", line: 2, mentions: "absolute path"),
         .init(toml: "[tls]\ncert_file = \"/c.pem\"", key: "tls.key_file", line: 1, mentions: "go together"),
         .init(toml: "[tls]\ninsecure = 1", key: "tls.insecure", line: 2, mentions: "true or false"),
         .init(toml: "[proxy]\nurl = \"ftp://p:1\"", key: "proxy.url", line: 2, mentions: "socks5://"),
@@ -175,7 +174,6 @@ import Testing
         .init(toml: "[reachability]\npoll_interval = true", key: "reachability.poll_interval", line: 2, mentions: "duration"),
         .init(toml: "[local]\nmode = \"rw\"", key: "local.mode", line: 2, mentions: "octal"),
         .init(toml: "[local]\nmode = 660", key: "local.mode", line: 2, mentions: "mode = \"0660\""),
-        .init(toml: "[local]\nsocket = \"relative.sock\"", key: "local.socket", line: 2, mentions: "absolute path"),
         .init(toml: "[log]\nlevel = \"loud\"", key: "log.level", line: 2, mentions: "trace, debug, info"),
         .init(toml: "[heartbeat]\nintervall = 5", key: "heartbeat.intervall", line: 2, mentions: "known keys in [heartbeat]: deadline, interval, text"),
         .init(toml: "[hearbeat]\ninterval = 5", key: "hearbeat", line: 1, mentions: "unknown section"),
@@ -443,5 +441,51 @@ extension ConfigurationLoaderTests {
         for text in ["[\u{0322}\"\n", "[upstream]\r\nurl = \"ws://h/\"\r\n[!x]\r\n"] {
             #expect(self.failure(text)?.description.contains("a table header must start with a name") == true, "\(text.debugDescription)")
         }
+    }
+
+    /// A relative path in the file is the file's folder's (the daemon's working directory is /
+    /// under systemd); on the command line, the working directory's.
+    @Test func relativePathsAreTheFilesFoldersOrTheWorkingDirectorys() throws {
+        let config = try ConfigurationLoader(fileName: "/etc/wsbridge/feed.toml").load(
+            text: "[auth]\ntoken_file = \"feed.token\"\n[tls]\nca_file = \"./certs/ca.pem\"\n[local]\nsocket = \"feed.sock\"\n")
+        #expect(config.auth.tokenFile == "/etc/wsbridge/feed.token")
+        #expect(config.local.socket == "/etc/wsbridge/feed.sock")
+        #expect(config.tls.caFile == "/etc/wsbridge/certs/ca.pem")
+        let cwd = FileManager.default.currentDirectoryPath
+        #expect(try CommandLineSettings.path("ca.pem", flag: "--ca-file", key: "tls.ca_file") == "\(cwd)/ca.pem")
+        #expect(try CommandLineSettings.path("./x/ca.pem", flag: "--ca-file", key: "tls.ca_file") == "\(cwd)/x/ca.pem")
+        #expect(try CommandLineSettings.path("/abs/ca.pem", flag: "--ca-file", key: "tls.ca_file") == "/abs/ca.pem")
+    }
+
+    /// "A\u0000B" would load as "A" (TOMLKit hands strings over as C strings): refused, with its line.
+    @Test(arguments: ["[upstream]\non_open = [\"A\\u0000B\"]\n", "[upstream]\n\non_open = [\"\"\"\nA\\U00000000\"\"\"]\n"])
+    func aNULEscapeIsRefusedWithItsLine(_ text: String) throws {
+        let error = try #require(self.failure(text))
+        #expect(error.description.contains("a string holds \\u0000"), "\(error)")
+        #expect(error.line == (text.contains("\"\"\"") ? 4 : 2), "\(error)")
+    }
+
+    /// The escape written as text (an escaped backslash, or in a literal string) is kept.
+    @Test func aNULEscapeWrittenAsTextIsKept() throws {
+        let config = try self.load("[upstream]\non_open = [\"A\\\\u0000B\", 'C\\u0000D']\n")
+        #expect(config.upstream.onOpen.map(\.template) == ["A\\u0000B", "C\\u0000D"])
+    }
+
+    /// The daemon's file must name the upstream (an empty file is not "configuration OK").
+    @Test func theDaemonsFileMustNameTheUpstream() throws {
+        let strict = ConfigurationLoader(fileName: "wsbridged.toml", requiresURL: true)
+        #expect(throws: ConfigurationError.self) { try strict.load(text: "") }
+        do {
+            _ = try strict.load(text: "[local]\nmode = \"0660\"\n")
+        } catch {
+            #expect(error.key == "upstream.url" && error.description.contains("is required"), "\(error)")
+        }
+        #expect(try strict.load(text: "[upstream]\nurl = \"ws://127.0.0.1:9/\"\n").upstream.url.port == 9)
+    }
+
+    @Test func settingsAreQuotedAsTheyAreWritten() {
+        #expect(ConfigurationError.tomlString("type=\"connection_ack\"") == "'type=\"connection_ack\"'")
+        #expect(ConfigurationError.tomlString("type=authed") == "\"type=authed\"")
+        #expect(ConfigurationError.tomlString("a\"b'c") == "\"a\\\"b'c\"")
     }
 }

@@ -122,6 +122,13 @@ import WSBridgeCore
         #expect(r.events.first?.hasPrefix("error 1002 ") == true, "\(code): \(r.events)")
     }
 
+    /// NATS closes a stale connection with 1006 "Stale Connection": the reason is told too.
+    @Test func anInvalidCloseCodesReasonIsTold() throws {
+        let (channel, r) = try Self.channel()
+        try channel.writeInbound(Self.close(1006, Array("Stale Connection".utf8)))
+        #expect(r.events.first?.contains("close code 1006, reason \"Stale Connection\" is not one a peer may send") == true, "\(r.events)")
+    }
+
     @Test(arguments: [1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 3000, 3999, 4000, 4999] as [UInt16])
     func validCloseCodesAreHandedOn(_ code: UInt16) throws {
         let (channel, r) = try Self.channel()

@@ -28,6 +28,11 @@ int cwsb_unix_connect(int fd, const char *path);
 /// a process spawned meanwhile by another thread does not inherit. 0, or -1 with errno.
 int cwsb_pipe_cloexec(int fds[2]);
 
+/// A copy of process `pid`'s descriptor `fd` (pidfd_open + pidfd_getfd, Linux 5.6; needs ptrace
+/// rights over it), or -1 with errno set. The tests read socket options off the daemon's own
+/// sockets with it.
+int cwsb_copy_fd_of(int pid, int fd);
+
 /// SO_PEERCRED's value on this architecture (the C macro: 17 on x86 and arm, 21 on powerpc,
 /// 18 on mips).
 int cwsb_so_peercred(void);

@@ -252,12 +252,13 @@ final class Fanout: UpstreamEventSink {
         }
         let oldest = self.ring.oldestSeq ?? (self.seq + 1)
         if GapLine.isRestart(since: since, stream: stream, current: self.stream, last: self.seq) {
-            let was = stream.map { "stream \($0)" } ?? "an earlier stream"
-            let gap = GapLine(
-                stream: self.stream, reason: GapLine.restarted, next: min(oldest, self.seq + 1), since: since,
-                message:
-                    "wsbridged restarted: seq \(since) was counted in \(was), and this daemon's stream \(self.stream) began again at seq 1; what followed seq \(since) there is lost, and delivery goes on from this stream's start"
-            )
+            // Without the consumer's stream, all that is known is that this one has no such seq.
+            let message =
+                stream.map {
+                    "wsbridged restarted: seq \(since) was counted in stream \($0), and this daemon's stream \(self.stream) began again at seq 1; what followed seq \(since) there is lost, and delivery goes on from this stream's start"
+                }
+                ?? "stream \(self.stream) has no seq \(since) yet (its last is \(self.seq)): wsbridged restarted since that seq was read, or it is wrong (subscribe with \"stream\" too to tell which); delivery goes on from this stream's start"
+            let gap = GapLine(stream: self.stream, reason: GapLine.restarted, next: min(oldest, self.seq + 1), since: since, message: message)
             client.send(MessageLineEncoder.line(gap.json, allocator: self.allocator))
             since = 0
         }

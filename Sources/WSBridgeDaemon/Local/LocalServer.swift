@@ -109,9 +109,32 @@ enum LocalServer {
                 throw BindError(description: "local.group \"\(group)\" does not exist; create it or change local.group")
             }
             if chown(path, uid_t(bitPattern: -1), gid) != 0 {
-                throw BindError(description: "cannot give \(path) to group \(group): \(String(cString: strerror(errno)))")
+                let code = errno
+                var fix = ""
+                if code == EPERM {
+                    let uid = getuid()
+                    let user = getpwuid(uid).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "uid \(uid)"
+                    if Self.isMember(of: gid) {
+                        fix =
+                            "; user \(user) is in group \(group), so something else refused it: a system call filter that denies chown (systemd's SystemCallFilter=~@privileged without SystemCallFilter=@chown)"
+                    } else {
+                        fix =
+                            "; user \(user) is not a member of group \(group). Under systemd, let wsbridged.socket create the socket (SocketGroup=\(group)), or add SupplementaryGroups=\(group) to the service (systemctl edit wsbridged); by hand, run wsbridged as a member of \(group) or remove local.group"
+                    }
+                }
+                throw BindError(description: "cannot give \(path) to group \(group): \(String(cString: strerror(code)))\(fix)")
             }
         }
+    }
+
+    /// Whether this process is in group `gid` (its own group or a supplementary one).
+    static func isMember(of gid: gid_t) -> Bool {
+        if getegid() == gid { return true }
+        let count = getgroups(0, nil)
+        guard count > 0 else { return false }
+        var groups = [gid_t](repeating: 0, count: Int(count))
+        let n = getgroups(count, &groups)
+        return n > 0 && groups.prefix(Int(n)).contains(gid)
     }
 
     /// Binds `path` (or adopts an already-listening socket `fd`) on `eventLoop`.

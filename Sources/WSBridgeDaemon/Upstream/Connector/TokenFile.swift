@@ -39,7 +39,14 @@ enum TokenFile {
             return .failure(ReadError(path: path, problem: "not valid UTF-8"))
         }
         let token = text.trimming { $0.isWhitespace }
-        guard !token.isEmpty else { return .failure(ReadError(path: path, problem: "the file is empty")) }
+        guard !token.isEmpty else {
+            // Under the units, a missing /etc/wsbridge/token (or NAME.token) arrives empty.
+            let source =
+                configured.hasPrefix(credentials)
+                ? " (the unit's LoadCredential= file, /etc/wsbridge/token or /etc/wsbridge/NAME.token for wsbridged@NAME, is missing or empty: write the token there, mode 0600)"
+                : ""
+            return .failure(ReadError(path: path, problem: "the file is empty\(source)"))
+        }
         guard !token.contains(where: { $0 == "\r" || $0 == "\n" }) else {
             return .failure(ReadError(path: path, problem: "the token spans several lines"))
         }

@@ -60,7 +60,7 @@ struct UpstreamConnector: Sendable {
         let connector = self
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(TimeAmount.nanoseconds(self.upstream.connectTimeout.nanoseconds))
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let afterTunnel: @Sendable (any Channel) -> Void = { channel in

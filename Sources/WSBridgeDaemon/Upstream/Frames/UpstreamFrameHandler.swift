@@ -308,7 +308,9 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
             throw UpstreamProtocolError.violation("a close frame with a 1-byte body (a close code takes 2)")
         }
         guard Self.mayBeSent(code) else {
-            throw UpstreamProtocolError.violation("close code \(UInt16(webSocketErrorCode: code)) is not one a peer may send")
+            // The server's reason still says what it meant (NATS closes with 1006 "Stale Connection").
+            let reason = body.readString(length: min(body.readableBytes, 123)).map { $0.isEmpty ? "" : ", reason \"\($0)\"" } ?? ""
+            throw UpstreamProtocolError.violation("close code \(UInt16(webSocketErrorCode: code))\(reason) is not one a peer may send")
         }
         var utf8 = UTF8Validator()
         let ok = body.withUnsafeReadableBytes { utf8.feed($0) } && utf8.isComplete

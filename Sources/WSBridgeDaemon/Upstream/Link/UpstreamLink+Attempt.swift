@@ -100,7 +100,7 @@ extension UpstreamLink {
         }
         let timeout = self.session.readyTimeout
         self.logger.info(
-            "\(reason); waiting for an upstream message matching upstream.ready_when = \"\(gate.text)\"",
+            "\(reason); waiting for an upstream message matching upstream.ready_when = \(ConfigurationError.tomlString(gate.text))",
             metadata: ["upstream.ready_when": "\(gate.text)"])
         self.attempt.setDeadline(
             self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {

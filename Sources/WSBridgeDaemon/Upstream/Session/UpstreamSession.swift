@@ -128,7 +128,7 @@ final class UpstreamSession {
             last = "no upstream message arrived"
         }
         return
-            "not ready: no upstream message matched upstream.ready_when = \"\(gate)\" within \(timeout.short) (upstream.ready_timeout); \(last); check upstream.on_open (the login) against what the upstream answers, or raise upstream.ready_timeout"
+            "not ready: no upstream message matched upstream.ready_when = \(ConfigurationError.tomlString("\(gate)")) within \(timeout.short) (upstream.ready_timeout); \(last); check upstream.on_open (the login) against what the upstream answers, or raise upstream.ready_timeout"
     }
 
     // MARK: - The local plane's side
