@@ -90,7 +90,7 @@ import WSBridgeProtocol
         }
 
         static func start(_ config: String) throws -> ManagedProcess {
-            try ManagedProcess(Paths.daemon, ["--config", config, "--log-level", "debug"], name: "wsbridged")
+            try ManagedProcess.daemon(["--config", config, "--log-level", "debug"], name: "wsbridged")
         }
 
         func restart() async throws {

@@ -56,9 +56,25 @@ import WSBridgeProtocol
         #expect(await f.server.event("message later") != nil)
         #expect(await f.daemon.stderr.wait(from: reopening, containing: "-> open") != nil)
         #expect(try self.ctl(["connect"], socket: f.socket).out == "the link is already open\n")
+        let reopened = f.daemon.stderr.count
         let reconnect = try self.ctl(["reconnect"], socket: f.socket)
         #expect(reconnect.status == 0)
         #expect(reconnect.out.hasPrefix("reconnecting (now "), "\(reconnect.out)")
+        #expect(await f.daemon.stderr.wait(from: reopened, containing: "-> open") != nil)
+        let after = try self.ctl(["status"], socket: f.socket).out
+        #expect(after.contains("last close       by an operator (wsbridgectl reconnect), code 1000\n"), "\(after)")
+    }
+
+    /// docs/protocol.md's one-shot socat recipes end while the feed flows (a new client is
+    /// subscribed, and socat ends only after half a second without data).
+    @Test func theProtocolDocsOneShotRecipesEndWhileTheFeedFlows() async throws {
+        let f = try await DaemonFixture(serverArguments: ["--ticker", "50"])
+        let doc = try String(contentsOfFile: "\(Paths.root)/docs/protocol.md", encoding: .utf8)
+        let recipe = try #require(doc.split(separator: "\n").first { $0.hasPrefix("printf") && $0.contains(#""op":"status""#) })
+        let command = recipe.replacingOccurrences(of: "/run/wsbridged/wsbridged.sock", with: f.socket)
+        let r = try spawnAndWait("/usr/bin/timeout", ["20", "/bin/sh", "-c", command])
+        #expect(r.status == 0, "timed out or failed: \(r.stderr)")
+        #expect(r.stdout.contains(#""type":"reply","id":1,"ok":true"#), "\(r.stdout)")
     }
 
     @Test func binarySendFromStandardInput() async throws {

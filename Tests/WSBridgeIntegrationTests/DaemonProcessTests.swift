@@ -1,3 +1,4 @@
+import CWSBridgeLinux
 import Foundation
 import Testing
 import WSBridgeProtocol
@@ -5,7 +6,7 @@ import WSBridgeProtocol
 /// The `wsbridged` executable as an operator runs it.
 @Suite struct DaemonProcessTests {
     @Test func checkConfigAcceptsTheShippedExample() throws {
-        let (status, output) = try run(Paths.daemon, ["--check-config", "--config", "\(Paths.root)/etc/wsbridged.toml"], allowFailure: true)
+        let (status, output) = try runDaemon(["--check-config", "--config", "\(Paths.root)/etc/wsbridged.toml"], allowFailure: true)
         #expect(status == 0, "\(output)")
         #expect(output.contains("configuration OK"))
     }
@@ -32,7 +33,7 @@ import WSBridgeProtocol
         )
         // At the default level (info), as an operator runs it. The socket's missing directory
         // is created, and the log says so.
-        let daemon = try ManagedProcess(Paths.daemon, ["--config", config], name: "wsbridged")
+        let daemon = try ManagedProcess.daemon(["--config", config], name: "wsbridged")
         defer { daemon.stop() }
         #expect(await daemon.stderr.wait(containing: "connect failed (attempt 3)") != nil, "\(daemon.stderr.text)")
         let lines = daemon.stderr.lines
@@ -60,7 +61,7 @@ import WSBridgeProtocol
     @Test func socketProblemsNameTheLimitThePathAndTheWayOut() throws {
         let dir = try TemporaryDirectory()
         let long = dir.file(String(repeating: "s", count: 120) + ".sock")
-        let tooLong = try spawnAndWait(Paths.daemon, ["--url", "ws://127.0.0.1:1/", "--socket", long])
+        let tooLong = try spawnDaemonAndWait(["--url", "ws://127.0.0.1:1/", "--socket", long])
         #expect(tooLong.status == 69)
         #expect(tooLong.stderr.contains("a Unix socket path holds at most 107 (108 with its terminating NUL)"), "\(tooLong.stderr)")
 
@@ -84,52 +85,78 @@ import WSBridgeProtocol
         #expect(runDefault.stderr.contains("Not running as root: pass --socket"), "\(runDefault.stderr)")
     }
 
+    /// TCP_NODELAY is on for the daemon's upstream socket, read back off the live socket (a copy
+    /// of its descriptor): set at the wrong level it was SO_DEBUG, which an unprivileged daemon
+    /// may not set (its connects failed under systemd) and root set silently. Needs root for
+    /// pidfd_getfd on the daemon's process; the daemon itself runs unprivileged.
+    @Test(.enabled(if: DaemonUser.switches, "needs root to copy a descriptor out of the daemon's process"))
+    func theUpstreamSocketHasTCPNoDelayAndNotSODebug() async throws {
+        let dir = try TemporaryDirectory()
+        let server = try await UpstreamServer(.nio)
+        let daemon = try ManagedProcess.daemon(["--url", server.url, "--socket", dir.file("d.sock")])
+        defer { daemon.stop() }
+        #expect(await server.event("connected 1") != nil, "\(daemon.stderr.text)")
+        // ss names the process and descriptor of the connection to the server's port.
+        let ss = try run("/usr/bin/ss", ["-Htnp", "state", "established", "dst", "127.0.0.1:\(server.port)"]).output
+        let fd = try #require(ss.firstMatch(of: /pid=\d+,fd=(\d+)/).flatMap { Int32($0.1) }, "\(ss)")
+        let copy = cwsb_copy_fd_of(daemon.pid, fd)
+        #expect(copy >= 0, "pidfd_getfd: \(String(cString: strerror(errno)))")
+        defer { close(copy) }
+        var value: Int32 = -1
+        var size = socklen_t(MemoryLayout<Int32>.size)
+        #expect(getsockopt(copy, Int32(IPPROTO_TCP), TCP_NODELAY, &value, &size) == 0)
+        #expect(value == 1, "TCP_NODELAY is off")
+        value = -1
+        #expect(getsockopt(copy, SOL_SOCKET, SO_DEBUG, &value, &size) == 0)
+        #expect(value == 0, "SO_DEBUG is on")
+    }
+
     @Test func flagsStandForTheCommonSettingsWithoutAFile() async throws {
         let dir = try TemporaryDirectory()
         let server = try await UpstreamServer(.nio)
         let base = ["--url", server.url, "--socket", dir.file("d.sock")]
         let flags = base + ["-H", "Authorization: Bearer flag-token", "--subprotocol", "v2.feed", "--subprotocol", "v1.feed"]
-        let daemon = try ManagedProcess(Paths.daemon, flags, name: "wsbridged")
+        let daemon = try ManagedProcess.daemon(flags, name: "wsbridged")
         defer { daemon.stop() }
         #expect(await server.event("upgrade path=/ authorization=Bearer flag-token protocols=v2.feed,v1.feed") != nil, "\(server.process.stdout.text)")
         daemon.stop()
 
         // --token-file: read at the connect, like auth.token_file.
         let token = try dir.write("token", "from-file\n")
-        let withToken = try ManagedProcess(Paths.daemon, base + ["--token-file", token], name: "wsbridged-token")
+        let withToken = try ManagedProcess.daemon(base + ["--token-file", token], name: "wsbridged-token")
         defer { withToken.stop() }
         #expect(await server.event("upgrade path=/ authorization=Bearer from-file") != nil, "\(server.process.stdout.text)")
 
         // Each flag is checked by the file's rules, and says what it wants.
-        let badHeader = try spawnAndWait(Paths.daemon, ["--url", server.url, "--check-config", "-H", "NoColon"])
+        let badHeader = try spawnDaemonAndWait(["--url", server.url, "--check-config", "-H", "NoColon"])
         #expect(badHeader.status == 78 && badHeader.stderr.contains("--header") && badHeader.stderr.contains("\"Name: value\""), "\(badHeader.stderr)")
-        let reserved = try spawnAndWait(Paths.daemon, ["--url", server.url, "--check-config", "-H", "Upgrade: h2c"])
+        let reserved = try spawnDaemonAndWait(["--url", server.url, "--check-config", "-H", "Upgrade: h2c"])
         #expect(reserved.status == 78 && reserved.stderr.contains("set by wsbridged itself"), "\(reserved.stderr)")
-        let badProxy = try spawnAndWait(Paths.daemon, ["--url", server.url, "--check-config", "--proxy", "ftp://p:1"])
+        let badProxy = try spawnDaemonAndWait(["--url", server.url, "--check-config", "--proxy", "ftp://p:1"])
         #expect(badProxy.status == 78 && badProxy.stderr.contains("socks5://HOST:PORT"), "\(badProxy.stderr)")
-        let badCA = try spawnAndWait(Paths.daemon, ["--url", "wss://localhost/", "--check-config", "--ca-file", dir.file("nope.pem")])
+        let badCA = try spawnDaemonAndWait(["--url", "wss://localhost/", "--check-config", "--ca-file", dir.file("nope.pem")])
         #expect(badCA.status == 78 && badCA.stderr.contains("tls.ca_file \(dir.file("nope.pem")): no such file"), "\(badCA.stderr)")
-        let insecure = try spawnAndWait(Paths.daemon, ["--url", "wss://localhost/", "--check-config", "--insecure"])
+        let insecure = try spawnDaemonAndWait(["--url", "wss://localhost/", "--check-config", "--insecure"])
         #expect(insecure.status == 0, "\(insecure.stderr)")
     }
 
     @Test func checkConfigExplainsAnError() throws {
         let dir = try TemporaryDirectory()
         let path = try dir.write("bad.toml", "[upstream]\nurl = \"wss://feed.test/\"\n\n[heartbeat]\ninterval = \"soon\"\n")
-        let (status, output) = try run(Paths.daemon, ["--check-config", "--config", path], allowFailure: true)
+        let (status, output) = try runDaemon(["--check-config", "--config", path], allowFailure: true)
         #expect(status == 78)
         #expect(output.contains("\(path):5: heartbeat.interval = \"soon\": must be a duration"), "\(output)")
     }
 
     @Test func missingConfigFileSaysWhatToDo() throws {
-        let (status, output) = try run(Paths.daemon, ["--check-config", "--config", "/nonexistent/wsbridged.toml"], allowFailure: true)
+        let (status, output) = try runDaemon(["--check-config", "--config", "/nonexistent/wsbridged.toml"], allowFailure: true)
         #expect(status == 78)
         #expect(output.contains("/nonexistent/wsbridged.toml: cannot read the configuration file"), "\(output)")
         #expect(output.contains("--url"))
     }
 
     @Test func badURLOverrideIsRefused() throws {
-        let (status, output) = try run(Paths.daemon, ["--check-config", "--url", "http://x/"], allowFailure: true)
+        let (status, output) = try runDaemon(["--check-config", "--url", "http://x/"], allowFailure: true)
         #expect(status == 78)
         #expect(output.contains("use ws:// or wss://"), "\(output)")
     }
@@ -153,7 +180,7 @@ import WSBridgeProtocol
             enabled = false
             """
         )
-        let daemon = try ManagedProcess(Paths.daemon, ["--config", config, "--log-level", "trace", "--socket", dir.file("d.sock")])
+        let daemon = try ManagedProcess.daemon(["--config", config, "--log-level", "trace", "--socket", dir.file("d.sock")])
         defer { daemon.stop() }
         #expect(await daemon.stderr.wait(containing: "-> open") != nil, "\(daemon.stderr.text)")
         #expect(await server.event("upgrade path=/ authorization=Bearer \(secret)") != nil)
@@ -189,7 +216,7 @@ import WSBridgeProtocol
         )
         var env = ProcessInfo.processInfo.environment
         env["CREDENTIALS_DIRECTORY"] = credentials
-        let daemon = try ManagedProcess(Paths.daemon, ["--config", config, "--socket", dir.file("d.sock")], environment: env)
+        let daemon = try ManagedProcess.daemon(["--config", config, "--socket", dir.file("d.sock")], environment: env)
         defer { daemon.stop() }
         #expect(await server.event("upgrade path=/ authorization=Bearer \(secret)") != nil, "\(daemon.stderr.text)")
     }
@@ -197,7 +224,7 @@ import WSBridgeProtocol
     @Test func sigtermClosesTheUpstreamWithGoingAway() async throws {
         let server = try await UpstreamServer(.python)
         let dir = try TemporaryDirectory()
-        let daemon = try ManagedProcess(Paths.daemon, ["--url", server.url, "--socket", dir.file("d.sock")])
+        let daemon = try ManagedProcess.daemon(["--url", server.url, "--socket", dir.file("d.sock")])
         defer { daemon.stop() }
         #expect(await daemon.stderr.wait(containing: "-> open") != nil, "\(daemon.stderr.text)")
         daemon.signal(SIGTERM)
@@ -221,7 +248,7 @@ import WSBridgeProtocol
             cap = "100ms"
             """
         )
-        let daemon = try ManagedProcess(Paths.daemon, ["--config", config, "--socket", dir.file("d.sock")])
+        let daemon = try ManagedProcess.daemon(["--config", config, "--socket", dir.file("d.sock")])
         defer { daemon.stop() }
         let line = await daemon.stderr.wait(containing: "cannot read auth.token_file")
         #expect(line?.contains("No such file or directory") == true, "\(daemon.stderr.text)")

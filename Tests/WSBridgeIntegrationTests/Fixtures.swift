@@ -13,7 +13,12 @@ enum Paths {
         return "\(root)/.build/debug"
     }()
 
-    static var daemon: String { "\(bin)/wsbridged" }
+    /// WSBRIDGE_DAEMON: scripts/test's copy of the daemon where the checkout is not reachable by
+    /// the daemon's unprivileged user (a clone under a private home directory).
+    static let daemon: String = {
+        if let path = ProcessInfo.processInfo.environment["WSBRIDGE_DAEMON"], !path.isEmpty { return path }
+        return "\(bin)/wsbridged"
+    }()
     static var testServer: String { "\(bin)/wsbridge-testserver" }
 
     static let python: String = {
@@ -24,8 +29,63 @@ enum Paths {
     static var pythonPeer: String { "\(root)/Tests/peers/ws_server.py" }
 }
 
+/// Who the daemon runs as in the tests: never root. Run as root (as CI runs them), the tests start
+/// the daemon as the unprivileged user `wsbridge-test` (made by scripts/setup), whose primary
+/// group is `wsbridge-test` and who is also in `wsbridge-test-app`: the shape of the units'
+/// `User=wsbridge`, `Group=wsbridge`. A permission that the daemon needs and lacks then fails a
+/// test instead of hiding behind root. Run as another user, the daemon runs as that user.
+/// A test that needs the daemon to be root says so and why, and passes `asRoot: true`.
+enum DaemonUser {
+    static let name = "wsbridge-test"
+    /// A group the daemon's user is in besides its own (a socket's `local.group`).
+    static let appGroup = "wsbridge-test-app"
+
+    static let switches: Bool = getuid() == 0
+
+    static let ids: (uid: uid_t, gid: gid_t)? = {
+        guard switches, let pw = getpwnam(name) else { return nil }
+        return (pw.pointee.pw_uid, pw.pointee.pw_gid)
+    }()
+
+    /// `command` run as the daemon's user (unchanged when the tests do not run as root).
+    static func wrap(_ command: [String], asRoot: Bool = false) -> [String] {
+        guard switches && !asRoot else { return command }
+        precondition(ids != nil, "user \(name) is missing: scripts/setup creates it (the tests run the daemon unprivileged)")
+        return ["/usr/bin/setpriv", "--reuid", name, "--regid", name, "--init-groups", "--inh-caps=-all", "--bounding-set=-all", "--"] + command
+    }
+
+    /// Gives `path` to the daemon's user (when the tests run as root): a file it must read that
+    /// a test made as root with a private mode (a TLS key), or a directory it must write in.
+    static func handOver(_ path: String) {
+        guard let ids else { return }
+        _ = chown(path, ids.uid, ids.gid)
+    }
+}
+
+/// The daemon's command line: `wsbridged ARGUMENTS`, run as `DaemonUser`.
+func daemonCommand(_ arguments: [String], asRoot: Bool = false) -> [String] {
+    DaemonUser.wrap([Paths.daemon] + arguments, asRoot: asRoot)
+}
+
+extension ManagedProcess {
+    /// The daemon, as `DaemonUser`.
+    static func daemon(_ arguments: [String], environment: [String: String]? = nil, name: String? = "wsbridged", journalStream: Bool = false)
+        throws -> ManagedProcess
+    {
+        let command = daemonCommand(arguments)
+        return try ManagedProcess(command[0], Array(command.dropFirst()), environment: environment, name: name, journalStream: journalStream)
+    }
+}
+
+/// The daemon run to completion, as `DaemonUser` (`spawnAndWait`).
+func spawnDaemonAndWait(_ arguments: [String], environment: [String: String]? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
+    let command = daemonCommand(arguments)
+    return try spawnAndWait(command[0], Array(command.dropFirst()), environment: environment)
+}
+
 /// A fresh temporary directory, removed (after what was mounted in it) when the value is
-/// released.
+/// released. The daemon's user owns it (`DaemonUser`), so the daemon can make its socket, spool
+/// and journal there.
 final class TemporaryDirectory: Sendable {
     let path: String
     private let mounts = Mutex<[String]>([])
@@ -34,6 +94,7 @@ final class TemporaryDirectory: Sendable {
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("wsbridge-test-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
         self.path = base.path
+        DaemonUser.handOver(self.path)
     }
 
     func file(_ name: String) -> String { "\(self.path)/\(name)" }
@@ -49,7 +110,8 @@ final class TemporaryDirectory: Sendable {
     func mountSmallTmpfs(size: String) throws -> String {
         let path = self.file("small")
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
-        let mounted = try spawnAndWait("/bin/mount", ["-t", "tmpfs", "-o", "size=\(size),mode=0700", "tmpfs", path])
+        let owner = DaemonUser.ids.map { ",uid=\($0.uid),gid=\($0.gid)" } ?? ""
+        let mounted = try spawnAndWait("/bin/mount", ["-t", "tmpfs", "-o", "size=\(size),mode=0700\(owner)", "tmpfs", path])
         guard mounted.status == 0 else { throw TestFailure("mount: \(mounted.stderr)") }
         self.mounts.withLock { $0.append(path) }
         return path
@@ -256,6 +318,8 @@ struct TestCertificates: Sendable {
             "subjectAltName=DNS:localhost,DNS:feed.test\nextendedKeyUsage=serverAuth\n"
         )
         (self.clientCert, self.clientKey) = try Self.issue(ca: ca, in: dir, "client", "/CN=wsbridge client", "extendedKeyUsage=clientAuth\n")
+        // openssl writes keys 0600: the daemon (and the test servers) read them as their own.
+        for key in [self.serverKey, self.namedKey, self.clientKey, caKey] { DaemonUser.handOver(key) }
     }
 
     private static func issue(ca: (cert: String, key: String), in dir: TemporaryDirectory, _ name: String, _ subject: String, _ ext: String) throws -> (
@@ -270,4 +334,11 @@ struct TestCertificates: Sendable {
         try run(openssl, ["x509", "-req", "-in", csr, "-CA", ca.cert, "-CAkey", ca.key, "-CAcreateserial", "-out", cert, "-days", "2", "-extfile", extFile])
         return (cert, key)
     }
+}
+
+/// `run` for the daemon, as `DaemonUser`.
+@discardableResult
+func runDaemon(_ arguments: [String], allowFailure: Bool = false) throws -> (status: Int32, output: String) {
+    let command = daemonCommand(arguments)
+    return try run(command[0], Array(command.dropFirst()), allowFailure: allowFailure)
 }

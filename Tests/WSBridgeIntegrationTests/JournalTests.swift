@@ -10,7 +10,7 @@ import WSBridgeProtocol
         let socket = dir.file("d.sock")
         let config = try writeDaemonConfig(
             dir, "wsbridged", url: url, socket: socket, extra: local + "\n[journal]\ndir = \"\(dir.file("journal"))\"\n" + journal)
-        let daemon = try ManagedProcess(Paths.daemon, ["--config", config], name: "wsbridged")
+        let daemon = try ManagedProcess.daemon(["--config", config], name: "wsbridged")
         guard await daemon.stderr.wait(containing: "-> open") != nil else { throw TestFailure(daemon.stderr.text) }
         return (daemon, socket)
     }
@@ -202,7 +202,7 @@ import WSBridgeProtocol
         let server = try await UpstreamServer(.nio)
         let socket = dir.file("d.sock")
         let config = try writeDaemonConfig(dir, "wsbridged", url: server.url, socket: socket, extra: "replay = 100\n[journal]\ndir = \"\(small)/journal\"\n")
-        let daemon = try ManagedProcess(Paths.daemon, ["--config", config], name: "wsbridged")
+        let daemon = try ManagedProcess.daemon(["--config", config], name: "wsbridged")
         defer { daemon.stop() }
         guard await daemon.stderr.wait(containing: "-> open") != nil else { throw TestFailure(daemon.stderr.text) }
         let watcher = try SocketClient(path: socket, name: "watcher")

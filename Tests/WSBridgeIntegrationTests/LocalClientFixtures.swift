@@ -131,7 +131,7 @@ final class DaemonFixture: Sendable {
         self.serverPort = self.server.port
         self.socket = self.dir.file("wsbridged.sock")
         let config = try writeDaemonConfig(self.dir, "wsbridged", url: self.server.url, socket: self.socket, extra: extraConfig)
-        let command = launcher + [Paths.daemon, "--config", config, "--log-level", "debug"]
+        let command = launcher + daemonCommand(["--config", config, "--log-level", "debug"])
         self.daemon = try ManagedProcess(command[0], Array(command.dropFirst()), name: "wsbridged")
         guard await self.daemon.stderr.wait(containing: "-> open") != nil else {
             throw TestFailure("daemon did not open the link: \(self.daemon.stderr.text)")

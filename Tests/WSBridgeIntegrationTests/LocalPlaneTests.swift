@@ -285,11 +285,29 @@ import WSBridgeProtocol
         #expect(await f.server.event("message sneaky", timeout: .milliseconds(500)) == nil)
     }
 
-    @Test func socketModeAndGroupAreApplied() async throws {
-        let f = try await DaemonFixture(extraConfig: "mode = \"0620\"\ngroup = \"nogroup\"")
+    /// As the units run it: a daemon's user in the socket's group (Group=/SupplementaryGroups=)
+    /// may give it the socket.
+    @Test(.enabled(if: DaemonUser.switches, "needs root to run the daemon as a user in a second group"))
+    func socketModeAndGroupAreApplied() async throws {
+        let f = try await DaemonFixture(extraConfig: "mode = \"0620\"\ngroup = \"\(DaemonUser.appGroup)\"")
         let attributes = try FileManager.default.attributesOfItem(atPath: f.socket)
         #expect((attributes[.posixPermissions] as? Int) == 0o620)
-        #expect((attributes[.groupOwnerAccountName] as? String) == "nogroup")
+        #expect((attributes[.groupOwnerAccountName] as? String) == DaemonUser.appGroup)
+    }
+
+    /// A group the daemon's user is not in: refused at start, with the ways to fix it.
+    @Test(.enabled(if: DaemonUser.switches, "needs root to run the daemon as a user outside the group"))
+    func aGroupTheDaemonIsNotInIsRefusedWithTheFix() async throws {
+        let dir = try TemporaryDirectory()
+        let socket = dir.file("d.sock")
+        let config = try writeDaemonConfig(dir, "wsbridged", url: "ws://127.0.0.1:1/", socket: socket, extra: "group = \"nogroup\"")
+        let daemon = try ManagedProcess.daemon(["--config", config])
+        #expect(await daemon.waitForExit() == 69)
+        #expect(
+            daemon.stderr.text.contains(
+                "cannot give \(socket) to group nogroup: Operation not permitted; user \(DaemonUser.name) is not a member of group nogroup"),
+            "\(daemon.stderr.text)")
+        #expect(daemon.stderr.text.contains("SocketGroup=nogroup") && daemon.stderr.text.contains("SupplementaryGroups=nogroup"))
     }
 
     @Test(
@@ -308,7 +326,7 @@ import WSBridgeProtocol
 
     @Test func aLiveDaemonsSocketIsNeverStolen() async throws {
         let f = try await DaemonFixture()
-        let second = try ManagedProcess(Paths.daemon, ["--url", f.server.url, "--socket", f.socket], name: "second")
+        let second = try ManagedProcess.daemon(["--url", f.server.url, "--socket", f.socket], name: "second")
         #expect(await second.waitForExit() == 69)
         #expect(second.stderr.text.contains("another wsbridged is listening on \(f.socket)"))
         // The first still serves.
@@ -324,9 +342,10 @@ import WSBridgeProtocol
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         _ = unixSocket(fd, path, bind)
         close(fd)
+        DaemonUser.handOver(path)
         #expect(FileManager.default.fileExists(atPath: path))
         let server = try await UpstreamServer(.nio)
-        let daemon = try ManagedProcess(Paths.daemon, ["--url", server.url, "--socket", path])
+        let daemon = try ManagedProcess.daemon(["--url", server.url, "--socket", path])
         defer { daemon.stop() }
         #expect(await daemon.stderr.wait(containing: "listening on \(path)") != nil, "\(daemon.stderr.text)")
         _ = try SocketClient(path: path)
@@ -335,7 +354,7 @@ import WSBridgeProtocol
     @Test func aRegularFileIsNotReplaced() async throws {
         let dir = try TemporaryDirectory()
         let path = try dir.write("not-a-socket", "data")
-        let daemon = try ManagedProcess(Paths.daemon, ["--url", "ws://127.0.0.1:1/", "--socket", path])
+        let daemon = try ManagedProcess.daemon(["--url", "ws://127.0.0.1:1/", "--socket", path])
         #expect(await daemon.waitForExit() == 69)
         #expect(daemon.stderr.text.contains("exists and is not a socket"))
         #expect((try? String(contentsOfFile: path, encoding: .utf8)) == "data")

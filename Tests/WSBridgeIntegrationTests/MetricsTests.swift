@@ -271,7 +271,7 @@ import WSBridgeProtocol
     @Test func aBadListenAddressIsAConfigurationErrorThatSaysWhatIsAccepted() throws {
         let dir = try TemporaryDirectory()
         let config = try dir.write("bad.toml", "[metrics]\nlisten = \"9464\"\n")
-        let r = try spawnAndWait(Paths.daemon, ["--check-config", "--config", config])
+        let r = try spawnDaemonAndWait(["--check-config", "--config", config])
         #expect(r.status != 0)
         #expect(r.stderr.contains("metrics.listen") && r.stderr.contains("127.0.0.1:9464"), "\(r.stderr)")
     }

@@ -95,7 +95,7 @@ final class NetnsDaemon: Sendable {
         )
         let daemon = try ManagedProcess(
             net.wrapper(net.client)[0],
-            Array(net.wrapper(net.client).dropFirst()) + [Paths.daemon, "--config", config, "--log-level", "debug", "--socket", dir.file("d.sock")],
+            Array(net.wrapper(net.client).dropFirst()) + daemonCommand(["--config", config, "--log-level", "debug", "--socket", dir.file("d.sock")]),
             name: "wsbridged")
         guard await daemon.stderr.wait(containing: "-> open") != nil else {
             daemon.stop()

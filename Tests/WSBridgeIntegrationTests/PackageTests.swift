@@ -77,9 +77,17 @@ import WSBridgeProtocol
         let exec = try #require(unit.split(separator: "\n").first { $0.hasPrefix("ExecStart=") }).dropFirst("ExecStart=".count).split(separator: " ")
         #expect(exec.first == "/usr/bin/wsbridged" && FileManager.default.isExecutableFile(atPath: String(exec[0])), "\(exec)")
         #expect(exec.contains("/etc/wsbridge/wsbridged.toml") && FileManager.default.fileExists(atPath: "/etc/wsbridge/wsbridged.toml"))
-        #expect(unit.contains("LoadCredential=token:/etc/wsbridge/token"))
-        let token = try FileManager.default.attributesOfItem(atPath: "/etc/wsbridge/token")
-        #expect((token[.posixPermissions] as? Int) == 0o600)
+        // The token is optional: an empty credential while /etc/wsbridge/token does not exist.
+        #expect(unit.contains("SetCredential=token:\\n\nLoadCredential=token:/etc/wsbridge/token"))
+        #expect(!FileManager.default.fileExists(atPath: "/etc/wsbridge/token"))
+        // Every doc the shipped configuration names is shipped.
+        let config = try String(contentsOfFile: "/etc/wsbridge/wsbridged.toml", encoding: .utf8)
+        let named = Set(config.matches(of: /docs\/([a-z-]+\.md)/).map { String($0.1) })
+        #expect(named.count >= 4, "\(named)")
+        for doc in named { #expect(FileManager.default.fileExists(atPath: "/usr/share/doc/wsbridge/\(doc)"), "\(doc) is named but not shipped") }
+        // The daemon's user, in the socket's group.
+        let user = try run("/usr/bin/id", ["wsbridge"], allowFailure: true).output
+        #expect(user.contains("(wsbridge)") && unit.contains("User=wsbridge\nGroup=wsbridge"), "\(user)")
         #expect(unit.contains("file:/usr/share/doc/wsbridge/protocol.md") && FileManager.default.fileExists(atPath: "/usr/share/doc/wsbridge/protocol.md"))
         for page in ["/usr/share/man/man8/wsbridged.8.gz", "/usr/share/man/man1/wsbridgectl.1.gz"] {
             #expect(FileManager.default.fileExists(atPath: page), "\(page)")
@@ -115,12 +123,15 @@ import WSBridgeProtocol
         #expect(strays.isEmpty, "\(strays)")
 
         // Remove: the program goes, the configuration and the spool stay.
-        try FileManager.default.createDirectory(atPath: "/var/lib/private/wsbridged/spool", withIntermediateDirectories: true)
-        try "record".write(toFile: "/var/lib/private/wsbridged/spool/outbound.log", atomically: false, encoding: .utf8)
+        for dir in ["/var/lib/wsbridged/spool", "/var/lib/wsbridged-feed2/spool"] {
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            try "record".write(toFile: "\(dir)/outbound.log", atomically: false, encoding: .utf8)
+        }
         _ = try Self.dpkg(["-r", "wsbridge"])
         #expect(!FileManager.default.fileExists(atPath: "/usr/bin/wsbridged"))
         #expect(try String(contentsOfFile: "/etc/wsbridge/wsbridged.toml", encoding: .utf8) == edited)
-        #expect(FileManager.default.fileExists(atPath: "/var/lib/private/wsbridged/spool/outbound.log"))
+        #expect(FileManager.default.fileExists(atPath: "/var/lib/wsbridged/spool/outbound.log"))
+        #expect(FileManager.default.fileExists(atPath: "/var/lib/wsbridged-feed2/spool/outbound.log"))
 
         // Purge: nothing is left behind.
         _ = try Self.dpkg(["--purge", "wsbridge"])
@@ -128,6 +139,8 @@ import WSBridgeProtocol
         #expect(after == before, "left behind: \(Set(after).subtracting(before).sorted()); removed: \(Set(before).subtracting(after).sorted())")
         // The group goes too (postinst made it, or found it from an earlier install).
         #expect(try run("/usr/bin/getent", ["group", "wsbridge"], allowFailure: true).status != 0, "group wsbridge left (it existed before: \(groupBefore))")
+        #expect(try run("/usr/bin/getent", ["passwd", "wsbridge"], allowFailure: true).status != 0, "user wsbridge left")
+        #expect(!FileManager.default.fileExists(atPath: "/var/lib/wsbridged-feed2"))
     }
 
     /// scripts/install (as a distribution would run it) and the package install the same files.
@@ -148,8 +161,7 @@ import WSBridgeProtocol
         #expect(install.status == 0, "\(install.output)")
         let installed = try run("/usr/bin/find", [dir.file("root"), "-type", "f"]).output.split(separator: "\n")
             .map { String($0.dropFirst(dir.file("root").count)) }
-            // The token is made by the install (by postinst for the package), not shipped.
-            .filter { $0 != "/etc/wsbridge/token" }.sorted()
+            .sorted()
         #expect(
             installed == packaged,
             "only installed: \(Set(installed).subtracting(packaged).sorted()); only packaged: \(Set(packaged).subtracting(installed).sorted())")

@@ -91,7 +91,7 @@ final class ExchangeFeed {
                 token_file = "\(token)"
                 """,
             extra: extra)
-        let daemon = try ManagedProcess(Paths.daemon, ["--config", config, "--log-level", logLevel], name: "wsbridged")
+        let daemon = try ManagedProcess.daemon(["--config", config, "--log-level", logLevel], name: "wsbridged")
         guard await daemon.stderr.wait(containing: "listening on \(socket)") != nil else {
             daemon.stop()
             throw TestFailure("the daemon did not listen: \(daemon.stderr.text)")
@@ -326,10 +326,18 @@ final class ExchangeFeed {
         // Without the stream, a since beyond this stream's last seq says the same.
         let plain = try await Self.client(socket, name: "plain")
         plain.send(#"{"id":"p","op":"subscribe","since":1000000}"#)
-        #expect(await plain.lines.wait(timeout: .seconds(20)) { $0.contains(#""reason":"restarted""#) } != nil)
+        // ... in words that claim no restart: all this stream knows is that it has no such seq.
+        let plainGap = await plain.lines.wait(timeout: .seconds(20)) { $0.contains(#""reason":"restarted""#) }.flatMap { try? JSONValue.parse($0) }
+        #expect(plainGap?["message"]?.stringValue?.hasPrefix("stream \(newStream ?? "?") has no seq 1000000 yet") == true, "\(String(describing: plainGap))")
         // wsbridgectl tail --since --stream prints the notice.
         let tail = try ManagedProcess("\(Paths.bin)/wsbridgectl", ["--socket", socket, "tail", "--since", "\(since)", "--stream", oldStream], name: "tail")
         defer { tail.stop() }
         #expect(await tail.stderr.wait(timeout: .seconds(20)) { $0.contains("wsbridged restarted") } != nil)
+        // Without --stream it says what is known.
+        let unsure = try ManagedProcess("\(Paths.bin)/wsbridgectl", ["--socket", socket, "tail", "--since", "1000000"], name: "tail-unsure")
+        defer { unsure.stop() }
+        #expect(
+            await unsure.stderr.wait(timeout: .seconds(20)) { $0.contains("has no seq 1000000 yet: wsbridged restarted since, or the seq is wrong") } != nil)
+        #expect(!unsure.stderr.text.contains("wsbridged restarted:"))
     }
 }

@@ -28,7 +28,7 @@ import WSBridgeProtocol
         wrapper: [String] = [], spool: String? = nil
     ) async throws -> (ManagedProcess, socket: String) {
         let (config, socket) = try Self.config(dir, name, url: url, fsync: fsync, local: local, extra: extra, spool: spool)
-        let command = wrapper + [Paths.daemon, "--config", config, "--log-level", "debug"]
+        let command = wrapper + daemonCommand(["--config", config, "--log-level", "debug"])
         let daemon = try ManagedProcess(command[0], Array(command.dropFirst()), name: name)
         guard await daemon.stderr.wait(containing: "listening on") != nil else {
             throw TestFailure("\(name) did not start: \(daemon.stderr.text)")
@@ -205,7 +205,7 @@ import WSBridgeProtocol
         let (first, _) = try await Self.daemon(dir, "before")
         defer { first.stop() }
         let (config, _) = try Self.config(dir, "second")
-        let second = try ManagedProcess(Paths.daemon, ["--config", config], name: "second")
+        let second = try ManagedProcess.daemon(["--config", config], name: "second")
         #expect(await second.waitForExit() == 73)
         #expect(second.stderr.text.contains("is in use by another wsbridged: give each instance its own queue.spool"))
     }

@@ -12,11 +12,12 @@ import Testing
         let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
         defer { close(fd) }
         #expect(unixSocket(fd, notifyPath, bind) == 0)
+        chmod(notifyPath, 0o666)
         let socket = dir.file("d.sock")
         let config = try writeDaemonConfig(dir, "wsbridged", url: server.url, socket: socket)
         var env = ProcessInfo.processInfo.environment
         env["NOTIFY_SOCKET"] = notifyPath
-        let daemon = try ManagedProcess(Paths.daemon, ["--config", config], environment: env, name: "wsbridged")
+        let daemon = try ManagedProcess.daemon(["--config", config], environment: env, name: "wsbridged")
         defer { daemon.stop() }
         #expect(await server.event("connected 1") != nil)
         // Each client that comes and goes changes STATUS= ("N subscribers") twice: 600 clients

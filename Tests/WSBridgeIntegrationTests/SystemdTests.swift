@@ -15,6 +15,8 @@ final class DatagramListener: Sendable {
         setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, socklen_t(MemoryLayout<Int32>.size))
         let r = unixSocket(fd, path, bind)
         guard r == 0 else { throw TestFailure("cannot bind \(path): \(String(cString: strerror(errno)))") }
+        // Writable by anyone, as systemd's notify and journal sockets are (the daemon is not root).
+        chmod(path, 0o666)
         self.fd = fd
         self.path = path
         let messages = self.messages
@@ -124,7 +126,7 @@ final class DatagramListener: Sendable {
         var env = ProcessInfo.processInfo.environment
         env["NOTIFY_SOCKET"] = notify.path
         env.merge(extraEnv) { _, new in new }
-        let daemon = try ManagedProcess(Paths.daemon, ["--config", config, "--log-level", "debug"], environment: env, name: "wsbridged")
+        let daemon = try ManagedProcess.daemon(["--config", config, "--log-level", "debug"], environment: env, name: "wsbridged")
         return (daemon, notify, config)
     }
 
@@ -246,7 +248,7 @@ final class DatagramListener: Sendable {
         let path = dir.file("activated.sock")
         let activator = try ManagedProcess(
             "/usr/bin/systemd-socket-activate",
-            ["-l", path, "--fdname=wsbridged", Paths.daemon, "--url", server.url, "--socket", dir.file("unused.sock"), "--log-level", "debug"],
+            ["-l", path, "--fdname=wsbridged"] + daemonCommand(["--url", server.url, "--socket", dir.file("unused.sock"), "--log-level", "debug"]),
             name: "systemd-socket-activate"
         )
         defer { activator.stop() }
@@ -277,7 +279,7 @@ final class DatagramListener: Sendable {
             "wsbridged.toml",
             "[upstream]\nurl = \"\(server.url)\"\n[auth]\ntoken_file = \"\(token)\"\n[local]\nsocket = \"\(dir.file("d.sock"))\"\n[reachability]\nenabled = false\n"
         )
-        let daemon = try ManagedProcess(Paths.daemon, ["--config", config, "--log-level", "trace"], journalStream: true)
+        let daemon = try ManagedProcess.daemon(["--config", config, "--log-level", "trace"], journalStream: true)
         defer { daemon.stop() }
         let entry = await journal.messages.wait(containing: "MESSAGE=state connecting -> open")
         #expect(entry != nil, "\(daemon.stderr.text)")

@@ -71,17 +71,17 @@ import WSBridgeProtocol
 
     @Test func checkConfigLoadsTheTLSFilesAndNamesTheOneThatFails() throws {
         let missing = try self.dir.write("missing.toml", "[upstream]\nurl = \"wss://localhost/\"\n[tls]\nca_file = \"\(self.dir.file("nope.pem"))\"\n")
-        let r = try spawnAndWait(Paths.daemon, ["--check-config", "--config", missing])
+        let r = try spawnDaemonAndWait(["--check-config", "--config", missing])
         #expect(r.status == 78)
         #expect(r.stderr.contains("tls.ca_file \(self.dir.file("nope.pem")): no such file or directory"), "\(r.stderr)")
 
         let notPEM = try self.dir.write("notpem.toml", "[upstream]\nurl = \"wss://localhost/\"\n[tls]\nca_file = \"\(missing)\"\n")
-        let bad = try spawnAndWait(Paths.daemon, ["--check-config", "--config", notPEM])
+        let bad = try spawnDaemonAndWait(["--check-config", "--config", notPEM])
         #expect(bad.status == 78)
         #expect(bad.stderr.contains("tls.ca_file \(missing): cannot read a PEM certificate from it"), "\(bad.stderr)")
 
         let good = try self.dir.write("good.toml", "[upstream]\nurl = \"wss://localhost/\"\n[tls]\nca_file = \"\(self.certs.caCert)\"\n")
-        #expect(try spawnAndWait(Paths.daemon, ["--check-config", "--config", good]).status == 0)
+        #expect(try spawnDaemonAndWait(["--check-config", "--config", good]).status == 0)
     }
 
     @Test func insecureSkipsVerification() async throws {

@@ -22,7 +22,7 @@ import Testing
         // Still serving: a WebSocket client (the daemon) opens a link.
         let dir = try TemporaryDirectory()
         let config = try writeDaemonConfig(dir, "d", url: "ws://127.0.0.1:\(port)/", socket: dir.file("d.sock"))
-        let daemon = try ManagedProcess(Paths.daemon, ["--config", config], name: "wsbridged")
+        let daemon = try ManagedProcess.daemon(["--config", config], name: "wsbridged")
         defer { daemon.stop() }
         #expect(await daemon.stderr.wait(containing: "-> open") != nil, "\(daemon.stderr.text)")
         server.signal(SIGTERM)

@@ -175,7 +175,7 @@ import WSBridgeProtocol
         }
         let socket = dir.file("d.sock")
         let config = try writeDaemonConfig(dir, "wsbridged", url: "ws://127.0.0.1:\(port)/", socket: socket)
-        let daemon = try ManagedProcess(Paths.daemon, ["--config", config], name: "wsbridged")
+        let daemon = try ManagedProcess.daemon(["--config", config], name: "wsbridged")
         defer { daemon.stop() }
         // Two upgrades: the daemon outlived the first and came back.
         #expect(await server.stdout.wait(containing: "upgrade 2") != nil, "\(daemon.stderr.text)")
