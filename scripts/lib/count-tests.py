@@ -1,0 +1,91 @@
+"""Counts the tests in a step's log for scripts/test's summary, or shows what a failed step said.
+
+    count-tests.py LOG              prints "PASSED FAILED SKIPPED"
+    count-tests.py --explain LOG    prints the lines that tell why the step failed
+
+Reads swift test's output (Swift Testing's per-test lines and XCTest's "Executed N tests"), the
+plain "N passed, M failed" line that scripts/systemd-test ends with, and the fuzzer's per-target
+lines. A log with none of them counts nothing (a build, the lint).
+"""
+
+import re
+import sys
+
+# Swift Testing: "✔ Test name() passed after 0.1 seconds.", "✘ Test name() failed after ...",
+# "➜ Test name() skipped: ..." (also with parameters: "with 3 test cases passed").
+TESTING = re.compile(r'^\S+ Test (?!run with)("[^"]*"|[^\s(]+\([^)]*\))(?: with \d+ test cases?)? (passed|failed|skipped)\b')
+XCTEST = re.compile(r"^\s*Executed (\d+) tests?, with (\d+) failures?")
+PLAIN = re.compile(r"^(?:\S+: )?(\d+) passed, (\d+) failed(?:, (\d+) skipped)?$")
+FUZZ_RAN = re.compile(r"^fuzz: (\S+) for ")
+FUZZ_DONE = re.compile(r"^Done \d+ runs")
+
+
+def count(lines):
+    passed = failed = skipped = 0
+    xc_total = xc_failed = 0
+    plain = None
+    fuzz_targets = fuzz_done = 0
+    for line in lines:
+        m = TESTING.match(line)
+        if m:
+            kind = m.group(2)
+            if kind == "passed":
+                passed += 1
+            elif kind == "failed":
+                failed += 1
+            else:
+                skipped += 1
+            continue
+        m = XCTEST.match(line)
+        if m:
+            # XCTest prints a line per suite and one for all: the last is the total.
+            xc_total, xc_failed = int(m.group(1)), int(m.group(2))
+            continue
+        m = PLAIN.match(line.strip())
+        if m:
+            plain = (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+            continue
+        if FUZZ_RAN.match(line):
+            fuzz_targets += 1
+        elif FUZZ_DONE.match(line):
+            fuzz_done += 1
+    if plain is not None:
+        return plain
+    if fuzz_targets:
+        return fuzz_done, fuzz_targets - fuzz_done, 0
+    return passed + xc_total - xc_failed, failed + xc_failed, skipped
+
+
+TELLS = re.compile(
+    r"(✘|error:|Error:|FAILED|FAIL |Fatal error|fatal error|Expectation failed|recorded an issue|"
+    r"==\d+==|SUMMARY:|Test unit written|failed|exited \d+)"
+)
+NOISE = re.compile(r"ld\.gold: warning: Cannot export local symbol|^\[\d+/\d+\] Compiling")
+
+
+def explain(lines):
+    told = [l for l in lines if TELLS.search(l) and not NOISE.search(l)]
+    shown = told[-120:] if told else []
+    tail = [l for l in lines if not NOISE.search(l)][-40:]
+    for l in shown:
+        print("    " + l)
+    print("    --- the log's last lines ---")
+    for l in tail:
+        print("    " + l)
+
+
+def main():
+    args = sys.argv[1:]
+    mode = "count"
+    if args and args[0] == "--explain":
+        mode = "explain"
+        args = args[1:]
+    with open(args[0], encoding="utf-8", errors="replace") as f:
+        lines = [l.rstrip("\n") for l in f]
+    if mode == "explain":
+        explain(lines)
+    else:
+        print("%d %d %d" % count(lines))
+
+
+main()
