@@ -46,8 +46,7 @@ struct Cost: AsyncParsableCommand {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("wsbridge-cost-\(getpid())").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        var daemons = [("wsbridged", self.builds.wsbridged)]
-        if let baseline = self.builds.baselineDaemon { daemons.append(("baseline", baseline)) }
+        let daemons = self.builds.daemons
         // valgrind cannot read the static build's debug information: a copy without it.
         for (name, path) in daemons {
             let r = try Command.run("/usr/bin/strip", ["--strip-debug", path, "-o", "\(dir)/\(name)"])

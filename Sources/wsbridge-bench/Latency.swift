@@ -31,8 +31,7 @@ struct Latency: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var daemons = [("wsbridged", self.builds.wsbridged)]
-        if let baseline = self.builds.baselineDaemon { daemons.append(("baseline", baseline)) }
+        let daemons = self.builds.daemons
         var samples: [String: [Sample]] = [:]
         for run in 1...self.runs {
             for (name, path) in daemons {

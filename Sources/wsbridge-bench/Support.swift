@@ -129,4 +129,9 @@ struct Builds: ParsableArguments {
 
     /// The wsbridged to measure.
     var wsbridged: String { self.daemon ?? "\(self.bin)/wsbridged" }
+
+    /// The builds to measure side by side: `wsbridged`, and `baseline` when given.
+    var daemons: [(name: String, path: String)] {
+        [("wsbridged", self.wsbridged)] + (self.baselineDaemon.map { [("baseline", $0)] } ?? [])
+    }
 }

@@ -155,6 +155,24 @@ import WSBridgeProtocol
         #expect(output.contains("--url"))
     }
 
+    /// An empty file is no configuration (upstream.url is required); --url without a file says
+    /// no file was read, where the default one does not exist.
+    @Test func checkConfigSaysWhatItChecked() throws {
+        let dir = try TemporaryDirectory()
+        let empty = try dir.write("empty.toml", "")
+        let (status, output) = try runDaemon(["--check-config", "--config", empty], allowFailure: true)
+        #expect(status == 78)
+        #expect(output.contains("upstream.url: is required"), "\(output)")
+        #expect(try runDaemon(["--check-config", "--config", empty, "--url", "ws://127.0.0.1:9/"]).output.contains("\(empty): configuration OK"))
+        if !FileManager.default.fileExists(atPath: "/etc/wsbridge/wsbridged.toml") {
+            let bare = try runDaemon(["--check-config", "--url", "ws://127.0.0.1:9/"]).output
+            #expect(bare.contains("configuration OK, no configuration file (/etc/wsbridge/wsbridged.toml does not exist"), "\(bare)")
+        }
+        // A relative --ca-file is the working directory's.
+        let ca = try spawnDaemonAndWait(["--url", "wss://localhost/", "--check-config", "--ca-file", "no-such-ca.pem"])
+        #expect(ca.stderr.contains("\(FileManager.default.currentDirectoryPath)/no-such-ca.pem"), "\(ca.stderr)")
+    }
+
     @Test func badURLOverrideIsRefused() throws {
         let (status, output) = try runDaemon(["--check-config", "--url", "http://x/"], allowFailure: true)
         #expect(status == 78)

@@ -34,7 +34,7 @@ enum Paths {
 /// group is `wsbridge-test` and who is also in `wsbridge-test-app`: the shape of the units'
 /// `User=wsbridge`, `Group=wsbridge`. A permission that the daemon needs and lacks then fails a
 /// test instead of hiding behind root. Run as another user, the daemon runs as that user.
-/// A test that needs the daemon to be root says so and why, and passes `asRoot: true`.
+/// No test runs the daemon as root.
 enum DaemonUser {
     static let name = "wsbridge-test"
     /// A group the daemon's user is in besides its own (a socket's `local.group`).
@@ -48,8 +48,8 @@ enum DaemonUser {
     }()
 
     /// `command` run as the daemon's user (unchanged when the tests do not run as root).
-    static func wrap(_ command: [String], asRoot: Bool = false) -> [String] {
-        guard switches && !asRoot else { return command }
+    static func wrap(_ command: [String]) -> [String] {
+        guard switches else { return command }
         precondition(ids != nil, "user \(name) is missing: scripts/setup creates it (the tests run the daemon unprivileged)")
         return ["/usr/bin/setpriv", "--reuid", name, "--regid", name, "--init-groups", "--inh-caps=-all", "--bounding-set=-all", "--"] + command
     }
@@ -63,8 +63,8 @@ enum DaemonUser {
 }
 
 /// The daemon's command line: `wsbridged ARGUMENTS`, run as `DaemonUser`.
-func daemonCommand(_ arguments: [String], asRoot: Bool = false) -> [String] {
-    DaemonUser.wrap([Paths.daemon] + arguments, asRoot: asRoot)
+func daemonCommand(_ arguments: [String]) -> [String] {
+    DaemonUser.wrap([Paths.daemon] + arguments)
 }
 
 extension ManagedProcess {
