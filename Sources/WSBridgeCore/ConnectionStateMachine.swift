@@ -207,8 +207,11 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     public mutating func disconnected(_ reason: DisconnectReason, now: MonotonicInstant) throws(InvalidTransition) -> Action {
         switch self.state {
         case .open(let since):
-            if now - since >= self.settings.backoff.stableAfter { self.failures = 0 }
-            return self.retry(after: reason, now: now, countsAsFailure: false)
+            // A link that ended before it was stable counts as a failed attempt, so a server that
+            // closes right after every open meets a growing backoff, not a loop of reconnects.
+            let stable = now - since >= self.settings.backoff.stableAfter
+            if stable { self.failures = 0 }
+            return self.retry(after: reason, now: now, countsAsFailure: !stable)
         case .closing(.user(let code, let reason)):
             self.lastDisconnect = .userClosed(code: code, reason: reason)
             self.enter(.idle, now: now)

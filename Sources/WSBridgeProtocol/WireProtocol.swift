@@ -35,6 +35,8 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case queueFull = "queue_full"
     case timeout
     case notConnected = "not_connected"
+    /// A `request` was sent, and the link dropped before its answer came (it cannot come now).
+    case linkLost = "link_lost"
     case shuttingDown = "shutting_down"
     case tooManyClients = "too_many_clients"
     case tooManyRequests = "too_many_requests"

@@ -68,13 +68,34 @@ typealias Machine = ConnectionStateMachine<MaxGenerator>
 
     @Test func serverCloseReconnectsWithBackoff() throws {
         var m = try self.openMachine()
-        let action = try m.disconnected(.serverClosed(code: 1001, reason: "restart"), now: t(2))
+        // Open for 40 s (past stable_after): a fresh first retry.
+        let action = try m.disconnected(.serverClosed(code: 1001, reason: "restart"), now: t(41))
         #expect(action == .scheduleRetry(after: .seconds(1), attempt: 1))
         #expect(m.phase == .backingOff)
         #expect(m.lastDisconnect?.initiator == "server")
-        #expect(try m.retryTimerFired(now: t(3)) == .connect(attempt: 1))
-        #expect(try m.connectSucceeded(now: t(3.1)) == .none)
+        #expect(try m.retryTimerFired(now: t(42)) == .connect(attempt: 1))
+        #expect(try m.connectSucceeded(now: t(42.1)) == .none)
         #expect(m.reconnects == 1)
+    }
+
+    /// A server that closes right after every open: each close before stable_after is a failed
+    /// attempt, so the delays grow to the cap instead of looping at the base.
+    @Test func aServerThatClosesRightAfterOpenMeetsAGrowingBackoff() throws {
+        var m = try self.openMachine()
+        var now = 1.0
+        var delays: [Duration] = []
+        for _ in 0..<6 {
+            now += 0.05
+            guard case .scheduleRetry(let delay, _) = try m.disconnected(.serverClosed(code: 4409, reason: "Subscriber for 1 already exists"), now: t(now))
+            else { Issue.record("no retry"); return }
+            delays.append(delay)
+            now += delay.seconds
+            _ = try m.retryTimerFired(now: t(now))
+            _ = try m.connectSucceeded(now: t(now))
+        }
+        // The test generator draws the ceiling: base 1 s doubling to the 8 s cap.
+        #expect(delays == [.seconds(2), .seconds(4), .seconds(8), .seconds(8), .seconds(8), .seconds(8)])
+        #expect(m.failures == 6)
     }
 
     @Test func attemptsResetOnlyAfterStableUptime() throws {
@@ -86,9 +107,9 @@ typealias Machine = ConnectionStateMachine<MaxGenerator>
         _ = try m.retryTimerFired(now: t(6))
         #expect(m.failures == 2)
         _ = try m.connectSucceeded(now: t(6))
-        // Open for 10 s only (< stable_after 30 s): the count stays.
-        #expect(try m.disconnected(.error("reset"), now: t(16)) == .scheduleRetry(after: .seconds(4), attempt: 3))
-        #expect(m.failures == 2)
+        // Open for 10 s only (< stable_after 30 s): one more failed attempt.
+        #expect(try m.disconnected(.error("reset"), now: t(16)) == .scheduleRetry(after: .seconds(8), attempt: 4))
+        #expect(m.failures == 3)
         _ = try m.retryTimerFired(now: t(20))
         _ = try m.connectSucceeded(now: t(20))
         // Open for 30 s: reset.

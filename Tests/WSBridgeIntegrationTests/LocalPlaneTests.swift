@@ -216,6 +216,24 @@ import WSBridgeProtocol
         #expect(f.server.process.stdout.lines.contains { $0.contains("\"rid\":9") } == false)
     }
 
+    /// A request in flight when the link drops is answered `link_lost` at once, not at its
+    /// timeout (60 s, past this test's waits).
+    @Test func aRequestInFlightWhenTheLinkDropsIsAnsweredAtOnce() async throws {
+        let f = try await DaemonFixture(serverArguments: ["--no-echo"])
+        let c = try await f.client()
+        c.send(#"{"id":"r","op":"request","text":"{\"rid\":1}","match":{"field":"rid","equals":1},"timeout":60}"#)
+        #expect(await f.server.event("message {\"rid\":1}") != nil)
+        let mark = c.lines.count
+        f.server.command("drop")
+        let lost = await c.reply("r", timeout: .seconds(20))
+        #expect(lost?.value(at: "error.code") == "link_lost", "\(String(describing: lost))")
+        #expect(lost?.value(at: "error.message")?.stringValue?.contains("before the answer came") == true)
+        // The next request, once open again, waits for its own answer as before.
+        #expect(await c.lines.wait(from: mark, containing: "\"type\":\"state\",\"state\":\"open\"") != nil)
+        c.send(#"{"id":"s","op":"status"}"#)
+        #expect(await c.reply("s")?.value(at: "result.state") == "open")
+    }
+
     @Test func subscribeWithFilterAndSinceReportsGaps() async throws {
         let f = try await DaemonFixture(extraConfig: "replay = 5")
         let c = try await f.client()

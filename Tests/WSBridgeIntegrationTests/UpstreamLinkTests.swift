@@ -23,7 +23,8 @@ import WSBridgeProtocol
         server.command("close 4000 maintenance")
         let backingOff = await link.state(.backingOff, from: before)
         #expect(backingOff?.contains("server closed (code 4000, \"maintenance\")") == true, "\(link.events.text)")
-        #expect(await link.events.wait(from: before, containing: "retry 1 ") != nil)
+        // Closed before backoff.stable_after: a failed attempt, so the retry is the second.
+        #expect(await link.events.wait(from: before, containing: "retry 2 ") != nil)
         #expect(await link.state(.open, from: before) != nil)
         #expect(try await link.send("after reconnect"))
         #expect(await server.event("message after reconnect") != nil)

@@ -130,6 +130,15 @@ final class Fanout: UpstreamEventSink {
             for client in self.subscribers {
                 client.send(buffer)
             }
+            // The answers to requests in flight went with the link: say so now, not at their timeout.
+            if phase != .open && !self.pending.isEmpty {
+                for entry in self.pending.takeAll() {
+                    let error = ProtocolError(
+                        .linkLost, "the upstream link went \(phase.rawValue) (\(reason)) before the answer came; send the request again once status says open",
+                        id: entry.id)
+                    entry.client.send(MessageLineEncoder.line(error.reply, allocator: self.allocator))
+                }
+            }
             self.status.update(link: link, subscribers: self.subscriberCount)
         case .roundTrip:
             self.status.update(link: link, subscribers: self.subscriberCount)

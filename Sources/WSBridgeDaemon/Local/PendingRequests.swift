@@ -47,6 +47,13 @@ struct PendingRequests {
         }
     }
 
+    /// Removes and returns every request (their timers cancelled).
+    mutating func takeAll() -> [Entry] {
+        let all = self.entries.sorted { $0.key < $1.key }.map(\.value)
+        for key in Array(self.entries.keys) { self.remove(key) }
+        return all
+    }
+
     /// Removes and returns the requests `message` answers.
     mutating func takeMatches(_ message: JSONValue) -> [Entry] {
         var matched: [Entry] = []
