@@ -86,8 +86,11 @@ typealias Machine = ConnectionStateMachine<MaxGenerator>
         var delays: [Duration] = []
         for _ in 0..<6 {
             now += 0.05
-            guard case .scheduleRetry(let delay, _) = try m.disconnected(.serverClosed(code: 4409, reason: "Subscriber for 1 already exists"), now: t(now))
-            else { Issue.record("no retry"); return }
+            let action = try m.disconnected(.serverClosed(code: 4409, reason: "Subscriber for 1 already exists"), now: t(now))
+            guard case .scheduleRetry(let delay, _) = action else {
+                Issue.record("no retry: \(action)")
+                return
+            }
             delays.append(delay)
             now += delay.seconds
             _ = try m.retryTimerFired(now: t(now))
