@@ -1,0 +1,105 @@
+import WSBridgeProtocol
+
+/// A local app, as the daemon numbers its connections.
+package typealias AppID = Int
+
+/// A message id as the wire carries it (a JSON string or number), compared by its JSON text.
+package struct WireID: Hashable, Sendable, CustomStringConvertible {
+    package let json: JSONValue
+    package let key: String
+
+    package init(_ json: JSONValue) {
+        self.json = json
+        self.key = json.serialized
+    }
+
+    package static func == (a: WireID, b: WireID) -> Bool { a.key == b.key }
+    package func hash(into hasher: inout Hasher) { hasher.combine(self.key) }
+    package var description: String { self.key }
+}
+
+/// What a message from an app is, to the protocol.
+package enum AppOp: Equatable, Sendable {
+    /// The app's own handshake (its client library's habit): answered locally, never forwarded.
+    case handshake
+    /// The app's keepalive: answered locally.
+    case ping
+    /// A connection-level message the daemon owns (the app's pong): dropped.
+    case swallow
+    /// Expects answers carrying `id` (a JSON-RPC call, a graphql query or mutation).
+    case call(id: WireID)
+    /// Opens a subscription; two with the same `key` are one upstream.
+    case subscribe(id: WireID, key: String)
+    /// Ends the app's subscription `target` (graphql: the operation id; JSON-RPC: the
+    /// subscription id the app was given). `id`: the message's own id, when it expects an answer.
+    case unsubscribe(id: WireID?, target: WireID)
+    /// Anything else: forwarded as it is.
+    case other
+    /// Not a message of this protocol: refused with this reason.
+    case invalid(String)
+}
+
+/// What a message from the upstream is, to the protocol.
+package enum UpstreamOp: Equatable, Sendable {
+    /// The handshake is acknowledged: the connection is ready.
+    case ack
+    /// The server's keepalive: the daemon answers it.
+    case ping
+    /// Connection-level, for no app (a pong).
+    case swallow
+    /// Belongs to the call or subscription with this (upstream) id; `final`: it ends it.
+    case answer(id: WireID, final: Bool)
+    /// An event of the subscription the server calls `subscription` (a server-assigned id).
+    case event(subscription: WireID)
+    /// For every subscriber, as today.
+    case broadcast
+}
+
+/// One application protocol: how to read and rewrite its messages. A small value type, pure;
+/// the tables and the routing are `ProtocolSession`'s.
+package protocol ProtocolCodec: Sendable {
+    /// `upstream.protocol`'s name for it.
+    var name: String { get }
+    /// Sent first on every open; empty when the protocol has none (the link is ready at once).
+    func handshake() -> [JSONValue]
+    /// The id the daemon puts on the wire for its `n`th call or subscription.
+    func wireID(_ n: UInt64) -> WireID
+    func classify(fromApp message: JSONValue) -> AppOp
+    func classify(fromUpstream message: JSONValue) -> UpstreamOp
+    /// `message` with its id replaced.
+    func replacingID(in message: JSONValue, with id: WireID) -> JSONValue
+    /// The local answer to an app's handshake (`acknowledgement`: what the server answered
+    /// the daemon's own, when it said more than its type).
+    func handshakeAnswer(acknowledgement: JSONValue?) -> JSONValue
+    /// The answer to a keepalive `ping` (the server's or an app's).
+    func pong(to ping: JSONValue) -> JSONValue
+    /// What ends subscription `upstreamID` upstream when its last holder leaves (`serverID`: the
+    /// server-assigned id, for protocols that have one). nil: nothing to send.
+    func endMessage(upstreamID: WireID, serverID: WireID?, callID: WireID) -> JSONValue?
+    /// The subscription id the server assigned, in its answer to a subscribe (nil: none, or an
+    /// error answer).
+    func serverSubscriptionID(in answer: JSONValue) -> WireID?
+    /// `message` (an event or a subscribe's answer) with the subscription id the app knows.
+    func replacingSubscriptionID(in message: JSONValue, with id: WireID) -> JSONValue
+    /// The local answer to an app's subscribe with `id` to a subscription another app holds and
+    /// the server answered with `subscription` (nil: the protocol answers subscribes with nothing).
+    func subscribeAnswer(id: WireID, subscription: WireID) -> JSONValue?
+    /// The local answer to an app's unsubscribe with `id` while others still hold the
+    /// subscription (nil: the protocol answers nothing).
+    func unsubscribeAnswer(id: WireID) -> JSONValue?
+    /// What an app waiting for `id` is told when the link drops before the answer came.
+    func linkLostAnswer(id: WireID, reason: String) -> JSONValue
+}
+
+extension JSONValue {
+    /// This object with `key` set to `value` (added at the end when missing).
+    package func setting(_ key: String, to value: JSONValue) -> JSONValue {
+        guard case .object(var members) = self else { return self }
+        if let i = members.lastIndex(where: { $0.0 == key }) {
+            members[i].1 = value
+        } else {
+            members.append((key, value))
+        }
+        return .object(members)
+    }
+}

@@ -1,0 +1,322 @@
+import WSBridgeProtocol
+
+/// The application protocol's connection state, owned by the daemon for every app that shares
+/// the link (PgBouncer's model: each app believes it has the connection to itself).
+///
+/// Pure: messages in, effects out, no I/O. Each app's ids are rewritten to ids from one counter
+/// that only rises (unique on the connection, whatever the apps chose), and what answers an id
+/// goes to its app with the app's id restored. Subscriptions outlive the connection: they are
+/// sent again on every open with fresh ids (a server-assigned id is mapped back to the one the
+/// app first saw), identical ones go upstream once, and the last holder's leave ends them
+/// upstream. The handshake and the keepalives are the daemon's: an app's own are answered here.
+package struct ProtocolSession<Codec: ProtocolCodec> {
+    package enum Effect: Equatable, Sendable {
+        /// Send upstream.
+        case upstream(JSONValue)
+        /// Deliver to one app.
+        case app(AppID, JSONValue)
+        /// For every subscriber, as the upstream sent it.
+        case broadcast
+        /// Refuse the app's message with this reason (nothing was sent).
+        case refuse(String)
+        /// The handshake was acknowledged: the link is ready.
+        case ready
+    }
+
+    package struct Limits: Sendable, Equatable {
+        /// Calls and subscriptions one app may have open.
+        package var perApp: Int
+        /// ... and all apps together.
+        package var total: Int
+
+        package init(perApp: Int = 1000, total: Int = 10000) {
+            self.perApp = perApp
+            self.total = total
+        }
+    }
+
+    struct Holder: Equatable {
+        var app: AppID
+        var appID: WireID
+        /// Whether it has had the subscribe's answer (protocols whose subscribe is answered).
+        var answered: Bool
+    }
+
+    struct Subscription {
+        var key: String
+        /// The subscribe as the first app sent it (its id is replaced on every send).
+        var message: JSONValue
+        var upstreamID: WireID
+        var holders: [Holder]
+        /// Server-assigned id on this connection, and the one apps were given first.
+        var serverID: WireID?
+        var visibleID: WireID?
+    }
+
+    struct Call {
+        var app: AppID
+        var appID: WireID
+    }
+
+    package let codec: Codec
+    package let limits: Limits
+    private var nextID: UInt64 = 0
+    private var calls: [WireID: Call] = [:]
+    private var subscriptions: [WireID: Subscription] = [:]
+    private var byKey: [String: WireID] = [:]
+    private var byServerID: [WireID: WireID] = [:]
+    /// What the server acknowledged the handshake with, for apps' own handshakes.
+    private var acknowledgement: JSONValue?
+    package private(set) var isOpen = false
+    package private(set) var isReady = false
+
+    package init(codec: Codec, limits: Limits = Limits()) {
+        self.codec = codec
+        self.limits = limits
+    }
+
+    private mutating func allocate() -> WireID {
+        self.nextID += 1
+        return self.codec.wireID(self.nextID)
+    }
+
+    /// Calls and subscriptions `app` holds.
+    package func held(by app: AppID) -> Int {
+        self.calls.values.count { $0.app == app } + self.subscriptions.values.reduce(0) { $0 + $1.holders.count { $0.app == app } }
+    }
+
+    package var count: Int { self.calls.count + self.subscriptions.count }
+
+    // MARK: - Link events
+
+    /// The link opened: the handshake to send, or (without one) every subscription again.
+    package mutating func opened() -> [Effect] {
+        self.isOpen = true
+        self.isReady = false
+        self.acknowledgement = nil
+        let handshake = self.codec.handshake()
+        if handshake.isEmpty { return [.ready] + self.ready() }
+        return handshake.map { .upstream($0) }
+    }
+
+    /// The link dropped: every call waiting for an answer is told (its answer went with the
+    /// link); subscriptions stay, to be sent again on the next open.
+    package mutating func lost(reason: String) -> [Effect] {
+        self.isOpen = false
+        self.isReady = false
+        let waiting = self.calls.sorted { Self.older($0.key, $1.key) }.map(\.value)
+        self.calls.removeAll()
+        // Subscribes still unanswered are answered when their new subscribe is.
+        return waiting.map { .app($0.app, self.codec.linkLostAnswer(id: $0.appID, reason: reason)) }
+    }
+
+    /// Ready: every live subscription goes upstream again, with fresh ids.
+    private mutating func ready() -> [Effect] {
+        self.isReady = true
+        var effects: [Effect] = []
+        let live = self.subscriptions.values.sorted { Self.older($0.upstreamID, $1.upstreamID) }
+        self.subscriptions.removeAll()
+        self.byKey.removeAll()
+        self.byServerID.removeAll()
+        for var subscription in live {
+            subscription.upstreamID = self.allocate()
+            subscription.serverID = nil
+            self.subscriptions[subscription.upstreamID] = subscription
+            self.byKey[subscription.key] = subscription.upstreamID
+            effects.append(.upstream(self.codec.replacingID(in: subscription.message, with: subscription.upstreamID)))
+        }
+        return effects
+    }
+
+    /// Whether `a` was allocated before `b` (the counter only rises: shorter, then smaller).
+    private static func older(_ a: WireID, _ b: WireID) -> Bool { (a.key.count, a.key) < (b.key.count, b.key) }
+
+    // MARK: - Apps
+
+    /// A message from `app`.
+    package mutating func fromApp(_ app: AppID, _ message: JSONValue) -> [Effect] {
+        switch self.codec.classify(fromApp: message) {
+        case .invalid(let reason):
+            return [.refuse(reason)]
+        case .handshake:
+            return [.app(app, self.codec.handshakeAnswer(acknowledgement: self.acknowledgement))]
+        case .ping:
+            return [.app(app, self.codec.pong(to: message))]
+        case .swallow:
+            return []
+        case .other:
+            return [.upstream(message)]
+        case .call(let id):
+            if let refusal = self.refusal(for: app) { return [.refuse(refusal)] }
+            if self.calls.values.contains(where: { $0.app == app && $0.appID == id })
+                || self.subscriptions.values.contains(where: { $0.holders.contains { $0.app == app && $0.appID == id } })
+            {
+                return [.refuse("id \(id) is already in use by this app: use another")]
+            }
+            let upstream = self.allocate()
+            self.calls[upstream] = Call(app: app, appID: id)
+            return [.upstream(self.codec.replacingID(in: message, with: upstream))]
+        case .subscribe(let id, let key):
+            if let refusal = self.refusal(for: app) { return [.refuse(refusal)] }
+            if self.subscriptions.values.contains(where: { $0.holders.contains { $0.app == app && $0.appID == id } }) {
+                return [.refuse("id \(id) is already in use by this app: use another")]
+            }
+            if let shared = self.byKey[key], var subscription = self.subscriptions[shared] {
+                // The same subscription: held once more, sent no second time.
+                let answered = subscription.visibleID != nil
+                subscription.holders.append(Holder(app: app, appID: id, answered: answered))
+                self.subscriptions[shared] = subscription
+                guard answered, let visible = subscription.visibleID, let answer = self.codec.subscribeAnswer(id: id, subscription: visible) else {
+                    return []
+                }
+                return [.app(app, answer)]
+            }
+            let upstream = self.allocate()
+            let subscription = Subscription(
+                key: key, message: message, upstreamID: upstream, holders: [Holder(app: app, appID: id, answered: false)])
+            self.subscriptions[upstream] = subscription
+            self.byKey[key] = upstream
+            guard self.isReady else { return [] }
+            return [.upstream(self.codec.replacingID(in: message, with: upstream))]
+        case .unsubscribe(let id, let target):
+            return self.unsubscribe(app, id: id, target: target, message: message)
+        }
+    }
+
+    private func refusal(for app: AppID) -> String? {
+        if self.held(by: app) >= self.limits.perApp {
+            return "this app holds \(self.limits.perApp) calls and subscriptions already (protocol.max_per_app): end some first"
+        }
+        if self.count >= self.limits.total {
+            return "\(self.limits.total) calls and subscriptions are open in all (protocol.max_total): wait, or end some"
+        }
+        return nil
+    }
+
+    private mutating func unsubscribe(_ app: AppID, id: WireID?, target: WireID, message: JSONValue) -> [Effect] {
+        // The app names its subscription by its own id (graphql) or by the id it was given (JSON-RPC).
+        guard
+            let upstream = self.subscriptions.first(where: { entry in
+                entry.value.holders.contains { $0.app == app && ($0.appID == target || entry.value.visibleID == target) }
+            })?.key, var subscription = self.subscriptions[upstream]
+        else {
+            // A call of this app's (a graphql query it completes early), else not ours to know.
+            if let call = self.calls.first(where: { $0.value.app == app && $0.value.appID == target }) {
+                self.calls[call.key] = nil
+                return [.upstream(self.codec.replacingID(in: message, with: call.key))]
+            }
+            return [.upstream(message)]
+        }
+        let visible = subscription.visibleID
+        subscription.holders.removeAll { $0.app == app && ($0.appID == target || visible == target) }
+        if !subscription.holders.isEmpty {
+            self.subscriptions[upstream] = subscription
+            return id.flatMap { self.codec.unsubscribeAnswer(id: $0) }.map { [.app(app, $0)] } ?? []
+        }
+        self.remove(upstream)
+        guard self.isReady else {
+            return id.flatMap { self.codec.unsubscribeAnswer(id: $0) }.map { [.app(app, $0)] } ?? []
+        }
+        // The end goes upstream; its answer (if any) comes back to the app as a call's.
+        let callID = self.allocate()
+        guard let end = self.codec.endMessage(upstreamID: upstream, serverID: subscription.serverID, callID: callID) else { return [] }
+        if let id { self.calls[callID] = Call(app: app, appID: id) }
+        return [.upstream(end)]
+    }
+
+    /// `app` went away: its calls are forgotten, its subscriptions let go (ended upstream when it
+    /// was the last holder).
+    package mutating func appLeft(_ app: AppID) -> [Effect] {
+        for (key, call) in self.calls where call.app == app { self.calls[key] = nil }
+        var effects: [Effect] = []
+        for upstream in self.subscriptions.keys.sorted(by: Self.older) {
+            guard var subscription = self.subscriptions[upstream], subscription.holders.contains(where: { $0.app == app }) else { continue }
+            subscription.holders.removeAll { $0.app == app }
+            if !subscription.holders.isEmpty {
+                self.subscriptions[upstream] = subscription
+                continue
+            }
+            self.remove(upstream)
+            if self.isReady, let end = self.codec.endMessage(upstreamID: upstream, serverID: subscription.serverID, callID: self.allocate()) {
+                effects.append(.upstream(end))
+            }
+        }
+        return effects
+    }
+
+    private mutating func remove(_ upstream: WireID) {
+        guard let subscription = self.subscriptions.removeValue(forKey: upstream) else { return }
+        self.byKey[subscription.key] = nil
+        if let server = subscription.serverID { self.byServerID[server] = nil }
+    }
+
+    // MARK: - Upstream
+
+    /// A message from the upstream.
+    package mutating func fromUpstream(_ message: JSONValue) -> [Effect] {
+        switch self.codec.classify(fromUpstream: message) {
+        case .broadcast:
+            return [.broadcast]
+        case .swallow:
+            return []
+        case .ping:
+            return [.upstream(self.codec.pong(to: message))]
+        case .ack:
+            // (Not `nil` in a conditional: JSONValue takes the nil literal as `.null`.)
+            self.acknowledgement = message["payload"] != nil ? .some(message) : .none
+            guard !self.isReady else { return [] }
+            return [.ready] + self.ready()
+        case .event(let server):
+            guard let upstream = self.byServerID[server], let subscription = self.subscriptions[upstream] else { return [.broadcast] }
+            let visible = subscription.visibleID ?? server
+            let event = self.codec.replacingSubscriptionID(in: message, with: visible)
+            return subscription.holders.map { .app($0.app, event) }
+        case .answer(let id, let final):
+            if let call = self.calls[id] {
+                if final { self.calls[id] = nil }
+                return [.app(call.app, self.codec.replacingID(in: message, with: call.appID))]
+            }
+            guard var subscription = self.subscriptions[id] else {
+                // An answer to an id of an earlier connection, or to an end nobody waits for.
+                return []
+            }
+            if let server = self.codec.serverSubscriptionID(in: message) {
+                // A subscribe's answer: the server's id on this connection; apps keep the first.
+                subscription.serverID = server
+                if subscription.visibleID == nil { subscription.visibleID = server }
+                self.byServerID[server] = id
+                let visible = subscription.visibleID ?? server
+                var effects: [Effect] = []
+                for i in subscription.holders.indices where !subscription.holders[i].answered {
+                    subscription.holders[i].answered = true
+                    let answer = self.codec.replacingSubscriptionID(in: message, with: visible)
+                    effects.append(.app(subscription.holders[i].app, self.codec.replacingID(in: answer, with: subscription.holders[i].appID)))
+                }
+                self.subscriptions[id] = subscription
+                return effects
+            }
+            let effects: [Effect] = subscription.holders.map { .app($0.app, self.codec.replacingID(in: message, with: $0.appID)) }
+            if final { self.remove(id) }
+            return effects
+        }
+    }
+
+    // MARK: - Status
+
+    package struct SubscriptionInfo: Equatable, Sendable {
+        package var key: String
+        package var upstreamID: String
+        package var holders: [(app: AppID, id: String)]
+
+        package static func == (a: Self, b: Self) -> Bool {
+            a.key == b.key && a.upstreamID == b.upstreamID && a.holders.elementsEqual(b.holders) { $0.app == $1.app && $0.id == $1.id }
+        }
+    }
+
+    /// The live subscriptions, oldest first.
+    package var liveSubscriptions: [SubscriptionInfo] {
+        self.subscriptions.values.sorted { Self.older($0.upstreamID, $1.upstreamID) }.map {
+            SubscriptionInfo(key: $0.key, upstreamID: $0.upstreamID.key, holders: $0.holders.map { ($0.app, $0.appID.key) })
+        }
+    }
+}

@@ -1,0 +1,203 @@
+import Testing
+import WSBridgeProtocol
+
+@testable import WSBridgeCore
+
+private func json(_ text: String) -> JSONValue {
+    do { return try JSONValue.parse(text) } catch { fatalError("bad test JSON \(text): \(error)") }
+}
+
+typealias GraphQL = ProtocolSession<GraphQLTransportWS>
+typealias RPC = ProtocolSession<JSONRPC>
+
+/// Two apps that use the same ids at the same time, over one connection (issue 33).
+@Suite struct GraphQLTransportWSSessionTests {
+    static let q1 = #"{"query":"subscription { ticks }"}"#
+    static let q2 = #"{"query":"subscription { trades(symbol: \"X\") }"}"#
+
+    func subscribe(_ id: String, _ payload: String) -> JSONValue { json(#"{"type":"subscribe","id":"\#(id)","payload":\#(payload)}"#) }
+
+    func readySession() -> GraphQL {
+        var s = GraphQL(codec: GraphQLTransportWS(initPayload: json(#"{"token":"t"}"#)))
+        #expect(s.opened() == [.upstream(json(#"{"type":"connection_init","payload":{"token":"t"}}"#))])
+        #expect(s.fromUpstream(json(#"{"type":"connection_ack"}"#)) == [.ready])
+        return s
+    }
+
+    @Test func sameIdsFromTwoAppsNeverCollideAndAnswersGoToTheirOwner() {
+        var s = self.readySession()
+        #expect(s.fromApp(1, self.subscribe("1", Self.q1)) == [.upstream(self.subscribe("1", Self.q1))])
+        // App 2's "1" is another subscription: a fresh id on the wire.
+        #expect(s.fromApp(2, self.subscribe("1", Self.q2)) == [.upstream(self.subscribe("2", Self.q2))])
+        #expect(
+            s.fromUpstream(json(#"{"type":"next","id":"2","payload":{"data":{"trades":1}}}"#)) == [
+                .app(2, json(#"{"type":"next","id":"1","payload":{"data":{"trades":1}}}"#))
+            ])
+        #expect(
+            s.fromUpstream(json(#"{"type":"next","id":"1","payload":{"data":{"ticks":1}}}"#)) == [
+                .app(1, json(#"{"type":"next","id":"1","payload":{"data":{"ticks":1}}}"#))
+            ])
+        // The same app may not use one id twice.
+        guard case .refuse(let reason) = s.fromApp(1, self.subscribe("1", Self.q2)).first else {
+            Issue.record("a duplicate id was accepted")
+            return
+        }
+        #expect(reason.contains("already in use"))
+    }
+
+    @Test func identicalSubscriptionsGoUpstreamOnceAndEndWithTheLastHolder() {
+        var s = self.readySession()
+        _ = s.fromApp(1, self.subscribe("1", Self.q1))
+        #expect(s.fromApp(3, self.subscribe("7", Self.q1)) == [])
+        #expect(
+            s.fromUpstream(json(#"{"type":"next","id":"1","payload":{"n":1}}"#)) == [
+                .app(1, json(#"{"type":"next","id":"1","payload":{"n":1}}"#)), .app(3, json(#"{"type":"next","id":"7","payload":{"n":1}}"#)),
+            ])
+        #expect(s.liveSubscriptions.first?.holders.count == 2)
+        // The first holder leaves: still held, nothing upstream.
+        #expect(s.appLeft(1) == [])
+        // The last completes it: ended upstream, under its upstream id.
+        #expect(s.fromApp(3, json(#"{"type":"complete","id":"7"}"#)) == [.upstream(json(#"{"type":"complete","id":"1"}"#))])
+        #expect(s.liveSubscriptions.isEmpty)
+    }
+
+    @Test func theDaemonOwnsTheHandshakeAndTheKeepalives() {
+        var s = self.readySession()
+        #expect(s.fromUpstream(json(#"{"type":"ping"}"#)) == [.upstream(json(#"{"type":"pong"}"#))])
+        #expect(s.fromUpstream(json(#"{"type":"pong"}"#)) == [])
+        #expect(s.fromApp(1, json(#"{"type":"connection_init","payload":{}}"#)) == [.app(1, json(#"{"type":"connection_ack"}"#))])
+        #expect(s.fromApp(1, json(#"{"type":"ping","payload":{"x":1}}"#)) == [.app(1, json(#"{"type":"pong","payload":{"x":1}}"#))])
+        #expect(s.fromApp(1, json(#"{"type":"pong"}"#)) == [])
+    }
+
+    @Test func subscriptionsAreSentAgainWithFreshIdsAfterEveryOpenAndKeepTheAppsIds() {
+        var s = self.readySession()
+        _ = s.fromApp(1, self.subscribe("1", Self.q1))
+        _ = s.fromApp(2, self.subscribe("1", Self.q2))
+        _ = s.fromApp(3, self.subscribe("a", Self.q1))
+        #expect(s.lost(reason: "link lost") == [])
+        // Nothing goes before the server acknowledges the handshake.
+        #expect(s.opened() == [.upstream(json(#"{"type":"connection_init","payload":{"token":"t"}}"#))])
+        #expect(s.fromApp(2, self.subscribe("9", Self.q2)) == [])
+        #expect(
+            s.fromUpstream(json(#"{"type":"connection_ack"}"#)) == [
+                .ready, .upstream(self.subscribe("3", Self.q1)), .upstream(self.subscribe("4", Self.q2)),
+            ])
+        #expect(
+            s.fromUpstream(json(#"{"type":"next","id":"3","payload":{}}"#)) == [
+                .app(1, json(#"{"type":"next","id":"1","payload":{}}"#)), .app(3, json(#"{"type":"next","id":"a","payload":{}}"#)),
+            ])
+        #expect(
+            s.fromUpstream(json(#"{"type":"next","id":"4","payload":{}}"#)) == [
+                .app(2, json(#"{"type":"next","id":"1","payload":{}}"#)), .app(2, json(#"{"type":"next","id":"9","payload":{}}"#)),
+            ])
+        // An id of the earlier connection belongs to nobody now.
+        #expect(s.fromUpstream(json(#"{"type":"next","id":"1","payload":{}}"#)) == [])
+    }
+
+    @Test func aQueryIsACallItsAnswersEndAndTheLinkLossAnswersIt() {
+        var s = self.readySession()
+        #expect(s.fromApp(1, self.subscribe("q", #"{"query":"query { price }"}"#)) == [.upstream(self.subscribe("1", #"{"query":"query { price }"}"#))])
+        #expect(
+            s.fromUpstream(json(#"{"type":"next","id":"1","payload":{"data":{"price":3}}}"#)) == [
+                .app(1, json(#"{"type":"next","id":"q","payload":{"data":{"price":3}}}"#))
+            ])
+        #expect(s.fromUpstream(json(#"{"type":"complete","id":"1"}"#)) == [.app(1, json(#"{"type":"complete","id":"q"}"#))])
+        #expect(s.count == 0)
+        _ = s.fromApp(2, self.subscribe("m", #"{"query":"mutation { buy }"}"#))
+        #expect(
+            s.lost(reason: "the upstream link was lost") == [
+                .app(2, json(#"{"type":"error","id":"m","payload":[{"message":"wsbridged: the upstream link was lost"}]}"#))
+            ])
+    }
+
+    @Test(arguments: [
+        ("subscription { a }", true), ("  # a comment\n subscription S { a }", true), (",subscription{a}", true),
+        ("query { a }", false), ("{ a }", false), ("subscriptions { a }", false), ("mutation { a }", false),
+    ])
+    func anOperationIsASubscriptionByItsFirstWord(_ document: String, _ expected: Bool) {
+        #expect(GraphQLTransportWS.isSubscription(document) == expected)
+    }
+}
+
+@Suite struct JSONRPCSessionTests {
+    func readySession(limits: RPC.Limits = .init()) -> RPC {
+        var s = RPC(codec: JSONRPC(), limits: limits)
+        #expect(s.opened() == [.ready])
+        return s
+    }
+
+    @Test func callsWithTheSameIdFromTwoAppsGetTheirOwnAnswers() {
+        var s = self.readySession()
+        #expect(
+            s.fromApp(1, json(#"{"jsonrpc":"2.0","id":1,"method":"add","params":[10,20]}"#)) == [
+                .upstream(json(#"{"jsonrpc":"2.0","id":1,"method":"add","params":[10,20]}"#))
+            ])
+        #expect(
+            s.fromApp(2, json(#"{"jsonrpc":"2.0","id":1,"method":"add","params":[1,2]}"#)) == [
+                .upstream(json(#"{"jsonrpc":"2.0","id":2,"method":"add","params":[1,2]}"#))
+            ])
+        #expect(s.fromUpstream(json(#"{"jsonrpc":"2.0","id":2,"result":3}"#)) == [.app(2, json(#"{"jsonrpc":"2.0","id":1,"result":3}"#))])
+        #expect(s.fromUpstream(json(#"{"jsonrpc":"2.0","id":1,"result":30}"#)) == [.app(1, json(#"{"jsonrpc":"2.0","id":1,"result":30}"#))])
+        // Answered: the ids are free again; a notification from an app goes as it is.
+        #expect(s.count == 0)
+        #expect(
+            s.fromApp(1, json(#"{"jsonrpc":"2.0","method":"log","params":["x"]}"#)) == [.upstream(json(#"{"jsonrpc":"2.0","method":"log","params":["x"]}"#))])
+        #expect(s.fromUpstream(json(#"{"jsonrpc":"2.0","method":"announce","params":{"x":1}}"#)) == [.broadcast])
+    }
+
+    @Test func aServerAssignedSubscriptionIdStaysTheOneTheAppSawAcrossReconnects() {
+        var s = self.readySession()
+        let subscribe = #"{"jsonrpc":"2.0","id":5,"method":"eth_subscribe","params":["newHeads"]}"#
+        #expect(s.fromApp(1, json(subscribe)) == [.upstream(json(#"{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}"#))])
+        #expect(s.fromUpstream(json(#"{"jsonrpc":"2.0","id":1,"result":"0xabc"}"#)) == [.app(1, json(#"{"jsonrpc":"2.0","id":5,"result":"0xabc"}"#))])
+        // A second app, the same subscription: answered here, not sent again.
+        #expect(
+            s.fromApp(2, json(#"{"jsonrpc":"2.0","id":5,"method":"eth_subscribe","params":["newHeads"]}"#)) == [
+                .app(2, json(#"{"jsonrpc":"2.0","id":5,"result":"0xabc"}"#))
+            ])
+        let event = #"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0xabc","result":{"n":1}}}"#
+        #expect(s.fromUpstream(json(event)) == [.app(1, json(event)), .app(2, json(event))])
+
+        #expect(s.lost(reason: "link lost") == [])
+        #expect(s.opened() == [.ready, .upstream(json(#"{"jsonrpc":"2.0","id":2,"method":"eth_subscribe","params":["newHeads"]}"#))])
+        // The new server id is the daemon's business: the apps were answered already.
+        #expect(s.fromUpstream(json(#"{"jsonrpc":"2.0","id":2,"result":"0xdef"}"#)) == [])
+        #expect(
+            s.fromUpstream(json(#"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0xdef","result":{"n":2}}}"#)) == [
+                .app(1, json(#"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0xabc","result":{"n":2}}}"#)),
+                .app(2, json(#"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0xabc","result":{"n":2}}}"#)),
+            ])
+        // The first leaves with eth_unsubscribe: answered here, the other still holds it.
+        #expect(
+            s.fromApp(1, json(#"{"jsonrpc":"2.0","id":11,"method":"eth_unsubscribe","params":["0xabc"]}"#)) == [
+                .app(1, json(#"{"jsonrpc":"2.0","id":11,"result":true}"#))
+            ])
+        // The last goes away: ended upstream with the server's current id.
+        #expect(s.appLeft(2) == [.upstream(json(#"{"jsonrpc":"2.0","id":3,"method":"eth_unsubscribe","params":["0xdef"]}"#))])
+        #expect(s.liveSubscriptions.isEmpty)
+    }
+
+    @Test func aCallInFlightWhenTheLinkDropsIsAnsweredWithAnError() {
+        var s = self.readySession()
+        _ = s.fromApp(4, json(#"{"jsonrpc":"2.0","id":"x","method":"slow"}"#))
+        #expect(
+            s.lost(reason: "the upstream link was lost") == [
+                .app(4, json(#"{"jsonrpc":"2.0","id":"x","error":{"code":-32000,"message":"wsbridged: the upstream link was lost"}}"#))
+            ])
+        // Its late answer, should one come on a new connection, finds nobody.
+        _ = s.opened()
+        #expect(s.fromUpstream(json(#"{"jsonrpc":"2.0","id":1,"result":0}"#)) == [])
+    }
+
+    @Test func boundsAndBadInputAreRefusedWithTheSettingOrTheReason() {
+        var s = self.readySession(limits: .init(perApp: 2, total: 3))
+        _ = s.fromApp(1, json(#"{"jsonrpc":"2.0","id":1,"method":"a"}"#))
+        _ = s.fromApp(1, json(#"{"jsonrpc":"2.0","id":2,"method":"a"}"#))
+        #expect(s.fromApp(1, json(#"{"jsonrpc":"2.0","id":3,"method":"a"}"#)).first.map { "\($0)".contains("protocol.max_per_app") } == true)
+        _ = s.fromApp(2, json(#"{"jsonrpc":"2.0","id":1,"method":"a"}"#))
+        #expect(s.fromApp(3, json(#"{"jsonrpc":"2.0","id":1,"method":"a"}"#)).first.map { "\($0)".contains("protocol.max_total") } == true)
+        #expect(s.fromApp(1, json(#"[{"jsonrpc":"2.0","id":9,"method":"a"}]"#)).first.map { "\($0)".contains("batches are not supported") } == true)
+        #expect(s.fromApp(1, json(#"{"jsonrpc":"2.0","id":{"a":1},"method":"a"}"#)).first.map { "\($0)".contains("a string or a number") } == true)
+    }
+}
