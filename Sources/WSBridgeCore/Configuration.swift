@@ -18,8 +18,30 @@ public struct Configuration: Sendable, Equatable {
     public var access = Access()
     public var log = Log()
     public var metrics = Metrics()
+    /// `upstream.protocol` and `[protocol]`: the application protocol the daemon owns.
+    public var applicationProtocol = ApplicationProtocol()
 
     public init() {}
+
+    /// The application protocol on the link (docs/protocols.md): `raw` passes every message as it
+    /// is; with another, the daemon owns the connection's ids, subscriptions and keepalives.
+    public struct ApplicationProtocol: Sendable, Equatable {
+        public enum Kind: String, Sendable, CaseIterable {
+            case raw
+            case jsonrpc
+            case graphqlTransportWS = "graphql-transport-ws"
+        }
+
+        public var kind = Kind.raw
+        /// graphql-transport-ws: connection_init's payload, JSON text (placeholders as in
+        /// upstream.on_open). nil: none.
+        public var initPayload: String? = nil
+        /// Calls and subscriptions one app may hold, and all apps together.
+        public var maxPerApp = 1000
+        public var maxTotal = 10000
+
+        public init() {}
+    }
 
     public struct Upstream: Sendable, Equatable {
         /// ws:// or wss:// URL of the upstream.

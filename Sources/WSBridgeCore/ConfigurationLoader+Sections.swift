@@ -4,6 +4,32 @@ import WSBridgeProtocol
 /// The readers of every section but [upstream]: each asks its `Section` for the keys it
 /// knows, which is what makes them known (ConfigurationLoader.swift).
 extension ConfigurationReader {
+    /// [protocol]: the settings of `upstream.protocol` (a key of another protocol is an error,
+    /// checked once every section is read).
+    func applicationProtocol(_ s: inout Section, _ config: inout Configuration) throws(ConfigurationError) {
+        s.read("init_payload") { v in
+            let text = try self.string(v, "protocol.init_payload")
+            guard !text.isEmpty else { return }
+            // JSON once its placeholders are filled (a token is a string's content).
+            let sample = text.replacing("${token}", with: "t")
+            guard (try? JSONValue.parse(sample)) != nil else {
+                throw self.error("protocol.init_payload", v, "must be JSON text, e.g. '{\"token\":\"${token}\"}'")
+            }
+            do throws(PlaceholderError) {
+                _ = try OpeningMessage(parsing: text)
+            } catch {
+                throw self.error("protocol.init_payload", v, error.description)
+            }
+            config.applicationProtocol.initPayload = text
+        }
+        s.read("max_per_app") { v in
+            config.applicationProtocol.maxPerApp = try self.int(v, "protocol.max_per_app", in: 1...1_000_000, "a count from 1 to 1000000")
+        }
+        s.read("max_total") { v in
+            config.applicationProtocol.maxTotal = try self.int(v, "protocol.max_total", in: 1...10_000_000, "a count from 1 to 10000000")
+        }
+    }
+
     /// [auth]: the token file.
     func auth(_ s: inout Section, _ config: inout Configuration) throws(ConfigurationError) {
         s.read("token_file") { v in

@@ -62,6 +62,16 @@ extension ConfigurationReader {
             let s = v.string
             config.upstream.failbackAfter = s == "" ? nil : try self.duration(v, "upstream.failback_after")
         }
+        s.read("protocol") { v in
+            let name = try self.string(v, "upstream.protocol")
+            guard let kind = Configuration.ApplicationProtocol.Kind(rawValue: name) else {
+                let later = ["json", "socketio", "stomp", "nats"].contains(name) ? " (\(name) is not supported by this version yet)" : ""
+                throw self.error(
+                    "upstream.protocol", v,
+                    "one of \(Configuration.ApplicationProtocol.Kind.allCases.map(\.rawValue).joined(separator: ", "))\(later)")
+            }
+            config.applicationProtocol.kind = kind
+        }
         s.read("on_open") { v in
             guard let a = v.array else {
                 throw self.error("upstream.on_open", v, "must be a list of texts: ['{\"op\":\"auth\",\"token\":\"${token}\"}']")

@@ -308,6 +308,7 @@ struct ConfigurationReader {
             ("access", ConfigurationReader.access),
             ("log", ConfigurationReader.logging),
             ("metrics", ConfigurationReader.metrics),
+            ("protocol", ConfigurationReader.applicationProtocol),
         ]
     }
 
@@ -350,11 +351,37 @@ struct ConfigurationReader {
                     file: self.fileName, line: self.lines.line(of: "upstream") ?? 1, key: "upstream.url", value: nil,
                     problem: "is required: set url = \"ws://HOST:PORT/PATH\" (or wss://) in [upstream], or pass --url"))
         }
+        problems += self.applyProtocol(&config)
         if config.upstream.onOpen.contains(where: \.usesToken) && config.auth.tokenFile == nil {
             problems.append(self.error("upstream.on_open", nil, "${token} needs auth.token_file: set it to the file holding the token"))
         }
         if let first = ConfigurationError.inFileOrder(problems) { throw first }
         return config
+    }
+
+    /// What `upstream.protocol` brings to the rest: graphql-transport-ws's handshake becomes the
+    /// first opening message (so `${token}` is filled in at each connect) and its
+    /// acknowledgement the ready gate, and its subprotocol is offered. A key of another
+    /// protocol's is a problem.
+    func applyProtocol(_ config: inout Configuration) -> [ConfigurationError] {
+        let settings = config.applicationProtocol
+        switch settings.kind {
+        case .graphqlTransportWS:
+            let payload = settings.initPayload.map { ",\"payload\":\($0)" } ?? ""
+            if let handshake = try? OpeningMessage(parsing: "{\"type\":\"connection_init\"\(payload)}") {
+                config.upstream.onOpen.insert(handshake, at: 0)
+            }
+            if config.upstream.readyWhen == nil { config.upstream.readyWhen = Filter(parsing: "type=connection_ack") }
+            if !config.upstream.subprotocols.contains("graphql-transport-ws") { config.upstream.subprotocols.append("graphql-transport-ws") }
+            return []
+        case .raw, .jsonrpc:
+            guard settings.initPayload != nil else { return [] }
+            return [
+                self.error(
+                    "protocol.init_payload", nil,
+                    "is a setting of upstream.protocol = \"graphql-transport-ws\", not of \"\(settings.kind.rawValue)\": remove it or change upstream.protocol")
+            ]
+        }
     }
 
     /// What is wrong with a header, if anything (the same rules for the file and `--header`).

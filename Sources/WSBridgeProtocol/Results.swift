@@ -26,6 +26,9 @@ public struct SubscribeResult: Sendable, Equatable, Codable {
 /// `send`: sent now, or queued until the link opens.
 public enum SendResult: Sendable, Equatable {
     case sent
+    /// With `upstream.protocol`: the daemon answered it itself and sent nothing upstream (the
+    /// app's own handshake or keepalive, a subscription already held).
+    case answered
     /// `depth` messages wait, this one included; `state` is the link's.
     case queued(depth: Int, state: ConnectionPhase)
     /// A sticky send (`"sticky": KEY`).
@@ -49,6 +52,7 @@ public enum SendResult: Sendable, Equatable {
     public var json: JSONValue {
         switch self {
         case .sent: WireCoding.encode(Wire(status: "sent", state: .open))
+        case .answered: WireCoding.encode(Wire(status: "answered", state: .open))
         case .queued(let depth, let state): WireCoding.encode(Wire(status: "queued", queued: depth, state: state))
         case .sticky(let r):
             WireCoding.encode(Wire(status: r.status.rawValue, state: r.state, sticky: .init(key: r.key, scope: r.scope, holders: r.holders)))
@@ -66,6 +70,7 @@ public enum SendResult: Sendable, Equatable {
         }
         switch wire.status {
         case "sent": self = .sent
+        case "answered": self = .answered
         case "queued": self = .queued(depth: wire.queued ?? 0, state: wire.state)
         default: throw WireDecodingError(path: "status", problem: "\"\(wire.status)\" is not a send's status")
         }

@@ -95,6 +95,8 @@ struct Send: ParsableCommand {
     func report(_ result: JSONValue) {
         if self.global.json {
             Output.line(result.serialized)
+        } else if case .answered? = try? SendResult(json: result) {
+            Output.line("answered by wsbridged (upstream.protocol): nothing sent upstream")
         } else if case .queued(let depth, let state)? = try? SendResult(json: result) {
             Output.line("queued until the link opens (\(depth) waiting; the link is \(state.readable))")
         } else if case .sticky(let r)? = try? SendResult(json: result) {

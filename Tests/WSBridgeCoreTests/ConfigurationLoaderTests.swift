@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import WSBridgeProtocol
 
 @testable import WSBridgeCore
 
@@ -193,6 +194,32 @@ import Testing
     @Test func badValueIsQuotedInTheMessage() {
         let e = self.failure("[log]\nlevel = \"loud\"")
         #expect(e?.description == "test.toml:2: log.level = \"loud\": one of trace, debug, info, notice, warning, error, critical")
+    }
+    /// graphql-transport-ws: its handshake is the first opening message (the token filled in at
+    /// each connect), its acknowledgement the ready gate, its subprotocol offered.
+    @Test func theProtocolBringsItsHandshakeReadyGateAndSubprotocol() throws {
+        let config = try self.load(
+            "[upstream]\nprotocol = \"graphql-transport-ws\"\non_open = ['{\"x\":1}']\n[auth]\ntoken_file = \"/t\"\n[protocol]\ninit_payload = '{\"token\":\"${token}\"}'\nmax_per_app = 5\n"
+        )
+        #expect(config.applicationProtocol.kind == .graphqlTransportWS && config.applicationProtocol.maxPerApp == 5)
+        #expect(config.upstream.onOpen.map(\.template) == [#"{"type":"connection_init","payload":{"token":"${token}"}}"#, #"{"x":1}"#])
+        #expect(config.upstream.readyWhen == Filter(parsing: "type=connection_ack"))
+        #expect(config.upstream.subprotocols == ["graphql-transport-ws"])
+        #expect(try self.load("[upstream]\nprotocol = \"jsonrpc\"\n").applicationProtocol.kind == .jsonrpc)
+    }
+
+    @Test(arguments: [
+        ("[upstream]\nprotocol = \"mqtt\"", "upstream.protocol", "one of raw, jsonrpc, graphql-transport-ws"),
+        ("[upstream]\nprotocol = \"stomp\"", "upstream.protocol", "stomp is not supported by this version yet"),
+        ("[upstream]\nprotocol = \"jsonrpc\"\n[protocol]\ninit_payload = '{}'", "protocol.init_payload", "not of \"jsonrpc\""),
+        ("[upstream]\nprotocol = \"graphql-transport-ws\"\n[protocol]\ninit_payload = '{token'", "protocol.init_payload", "must be JSON text"),
+        ("[protocol]\nmax_total = 0", "protocol.max_total", "a count from 1"),
+        ("[protocol]\nbogus = 1", "protocol.bogus", "unknown key"),
+    ])
+    func protocolMistakesNameTheKeyAndTheFix(_ toml: String, _ key: String, _ mentions: String) throws {
+        let error = try #require(self.failure(toml))
+        #expect(error.key == key, "\(error)")
+        #expect(error.description.contains(mentions), "\(error)")
     }
 }
 
@@ -396,7 +423,7 @@ extension ConfigurationLoaderTests {
 extension ConfigurationLoaderTests {
     @Test func everySectionRefusesAKeyItsReaderDoesNotRead() {
         let sections = ConfigurationReader.readers.map { $0.name }
-        #expect(sections.count == 13)
+        #expect(sections.count == 14)
         for section in sections {
             let error = self.failure("[\(section)]\nno_such_key = 1\n")
             #expect(error?.key == "\(section).no_such_key", "\(String(describing: error))")

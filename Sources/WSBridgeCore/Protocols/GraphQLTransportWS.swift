@@ -7,14 +7,19 @@ import WSBridgeProtocol
 package struct GraphQLTransportWS: ProtocolCodec {
     /// connection_init's payload (JSON), if any.
     package var initPayload: JSONValue?
+    /// Whether `handshake()` gives connection_init; the daemon's link sends it itself instead (an
+    /// opening message, with `${token}` filled in at each connect, and the ready gate).
+    package var sendsHandshake: Bool
 
-    package init(initPayload: JSONValue? = nil) {
+    package init(initPayload: JSONValue? = nil, sendsHandshake: Bool = true) {
         self.initPayload = initPayload
+        self.sendsHandshake = sendsHandshake
     }
 
     package var name: String { "graphql-transport-ws" }
 
     package func handshake() -> [JSONValue] {
+        guard self.sendsHandshake else { return [] }
         var message: JSONValue = ["type": "connection_init"]
         if let payload = self.initPayload { message = message.setting("payload", to: payload) }
         return [message]

@@ -55,6 +55,55 @@ package enum UpstreamOp: Equatable, Sendable {
     case broadcast
 }
 
+/// What the protocol layer asks the daemon to do.
+package enum ProtocolEffect: Equatable, Sendable {
+    /// Send upstream.
+    case upstream(JSONValue)
+    /// Deliver to one app.
+    case app(AppID, JSONValue)
+    /// For every subscriber, as the upstream sent it.
+    case broadcast
+    /// Refuse the app's message with this reason (nothing was sent).
+    case refuse(String)
+    /// The handshake was acknowledged: the link is ready.
+    case ready
+}
+
+/// Bounds of the protocol layer's tables (`[protocol]` max_per_app, max_total).
+package struct ProtocolLimits: Sendable, Equatable {
+    /// Calls and subscriptions one app may have open.
+    package var perApp: Int
+    /// ... and all apps together.
+    package var total: Int
+
+    package init(perApp: Int = 1000, total: Int = 10000) {
+        self.perApp = perApp
+        self.total = total
+    }
+}
+
+/// A live subscription, for status.
+package struct ProtocolSubscriptionInfo: Equatable, Sendable {
+    package var key: String
+    package var upstreamID: String
+    package var holders: [(app: AppID, id: String)]
+
+    package static func == (a: Self, b: Self) -> Bool {
+        a.key == b.key && a.upstreamID == b.upstreamID && a.holders.elementsEqual(b.holders) { $0.app == $1.app && $0.id == $1.id }
+    }
+}
+
+/// The protocol layer as the daemon drives it, whatever the protocol (`ProtocolSession`).
+package protocol ProtocolRouter {
+    var name: String { get }
+    mutating func opened() -> [ProtocolEffect]
+    mutating func lost(reason: String) -> [ProtocolEffect]
+    mutating func fromApp(_ app: AppID, _ message: JSONValue) -> [ProtocolEffect]
+    mutating func appLeft(_ app: AppID) -> [ProtocolEffect]
+    mutating func fromUpstream(_ message: JSONValue) -> [ProtocolEffect]
+    var liveSubscriptions: [ProtocolSubscriptionInfo] { get }
+}
+
 /// One application protocol: how to read and rewrite its messages. A small value type, pure;
 /// the tables and the routing are `ProtocolSession`'s.
 package protocol ProtocolCodec: Sendable {
@@ -101,5 +150,16 @@ extension JSONValue {
             members.append((key, value))
         }
         return .object(members)
+    }
+}
+
+/// The protocol layer for `upstream.protocol` (nil for `raw`). The link sends graphql's
+/// handshake itself (an opening message and the ready gate: Configuration's `applyProtocol`).
+package func makeProtocolRouter(_ settings: Configuration.ApplicationProtocol) -> (any ProtocolRouter)? {
+    let limits = ProtocolLimits(perApp: settings.maxPerApp, total: settings.maxTotal)
+    switch settings.kind {
+    case .raw: return nil
+    case .jsonrpc: return ProtocolSession(codec: JSONRPC(), limits: limits)
+    case .graphqlTransportWS: return ProtocolSession(codec: GraphQLTransportWS(sendsHandshake: false), limits: limits)
     }
 }

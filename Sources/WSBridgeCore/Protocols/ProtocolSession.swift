@@ -9,31 +9,10 @@ import WSBridgeProtocol
 /// sent again on every open with fresh ids (a server-assigned id is mapped back to the one the
 /// app first saw), identical ones go upstream once, and the last holder's leave ends them
 /// upstream. The handshake and the keepalives are the daemon's: an app's own are answered here.
-package struct ProtocolSession<Codec: ProtocolCodec> {
-    package enum Effect: Equatable, Sendable {
-        /// Send upstream.
-        case upstream(JSONValue)
-        /// Deliver to one app.
-        case app(AppID, JSONValue)
-        /// For every subscriber, as the upstream sent it.
-        case broadcast
-        /// Refuse the app's message with this reason (nothing was sent).
-        case refuse(String)
-        /// The handshake was acknowledged: the link is ready.
-        case ready
-    }
+package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
+    package typealias Effect = ProtocolEffect
 
-    package struct Limits: Sendable, Equatable {
-        /// Calls and subscriptions one app may have open.
-        package var perApp: Int
-        /// ... and all apps together.
-        package var total: Int
-
-        package init(perApp: Int = 1000, total: Int = 10000) {
-            self.perApp = perApp
-            self.total = total
-        }
-    }
+    package typealias Limits = ProtocolLimits
 
     struct Holder: Equatable {
         var app: AppID
@@ -60,6 +39,7 @@ package struct ProtocolSession<Codec: ProtocolCodec> {
 
     package let codec: Codec
     package let limits: Limits
+    package var name: String { self.codec.name }
     private var nextID: UInt64 = 0
     private var calls: [WireID: Call] = [:]
     private var subscriptions: [WireID: Subscription] = [:]
@@ -264,7 +244,9 @@ package struct ProtocolSession<Codec: ProtocolCodec> {
         case .ack:
             // (Not `nil` in a conditional: JSONValue takes the nil literal as `.null`.)
             self.acknowledgement = message["payload"] != nil ? .some(message) : .none
-            guard !self.isReady else { return [] }
+            // Where the link sends the handshake itself (the daemon's opening messages and ready
+            // gate), the ack comes before `opened()`: that one sends the subscriptions.
+            guard self.isOpen, !self.isReady else { return [] }
             return [.ready] + self.ready()
         case .event(let server):
             guard let upstream = self.byServerID[server], let subscription = self.subscriptions[upstream] else { return [.broadcast] }
@@ -303,20 +285,10 @@ package struct ProtocolSession<Codec: ProtocolCodec> {
 
     // MARK: - Status
 
-    package struct SubscriptionInfo: Equatable, Sendable {
-        package var key: String
-        package var upstreamID: String
-        package var holders: [(app: AppID, id: String)]
-
-        package static func == (a: Self, b: Self) -> Bool {
-            a.key == b.key && a.upstreamID == b.upstreamID && a.holders.elementsEqual(b.holders) { $0.app == $1.app && $0.id == $1.id }
-        }
-    }
-
     /// The live subscriptions, oldest first.
-    package var liveSubscriptions: [SubscriptionInfo] {
+    package var liveSubscriptions: [ProtocolSubscriptionInfo] {
         self.subscriptions.values.sorted { Self.older($0.upstreamID, $1.upstreamID) }.map {
-            SubscriptionInfo(key: $0.key, upstreamID: $0.upstreamID.key, holders: $0.holders.map { ($0.app, $0.appID.key) })
+            ProtocolSubscriptionInfo(key: $0.key, upstreamID: $0.upstreamID.key, holders: $0.holders.map { ($0.app, $0.appID.key) })
         }
     }
 }

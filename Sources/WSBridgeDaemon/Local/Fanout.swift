@@ -40,6 +40,9 @@ final class Fanout: UpstreamEventSink {
     /// The digits of the last message's receive time (the messages of one read share it).
     private var tsDigits = TimestampDigits()
     var pending = PendingRequests()
+    /// The application protocol's connection state (`upstream.protocol`; nil: `raw`, every
+    /// message for every subscriber as it is). Fanout+Protocol.swift.
+    var router: (any ProtocolRouter)?
     /// The lines published since the last flush, one after another, and where each one ends
     /// (the last has seq `seq`, the ones before count down to it).
     private var unsent = ByteBuffer()
@@ -122,6 +125,7 @@ final class Fanout: UpstreamEventSink {
     func upstreamLink(_ link: any LinkControl, emitted event: UpstreamEvent) {
         switch event {
         case .message(let message):
+            if self.router != nil, message.kind == .text, !self.route(message, link: link) { return }
             self.publish(message)
         case .state(let phase, let reason):
             self.flush()
@@ -130,6 +134,7 @@ final class Fanout: UpstreamEventSink {
             for client in self.subscribers {
                 client.send(buffer)
             }
+            self.protocolLink(link, changedTo: phase, reason: reason)
             // The answers to requests in flight went with the link: say so now, not at their timeout.
             if phase != .open && !self.pending.isEmpty {
                 for entry in self.pending.takeAll() {
@@ -150,6 +155,16 @@ final class Fanout: UpstreamEventSink {
     /// The upstream read that brought the last messages is done: they go out.
     func upstreamLinkReadComplete(_ link: any LinkControl) {
         self.flush()
+    }
+
+    /// A message for one app (the protocol layer's routing): numbered in the stream, after the
+    /// lines already numbered, but for no one else, nor the replay ring or the journal.
+    func deliver(_ json: JSONValue, to client: LocalClient, receivedAtMillis: Int64) {
+        self.flush()
+        self.seq += 1
+        let message = UpstreamMessage(kind: .text, data: ByteBuffer(string: json.serialized), receivedAtMillis: receivedAtMillis)
+        let line = MessageLineEncoder.message(seq: self.seq, message, inlineJSON: self.configuration.inlineJSON, parsed: json, allocator: self.allocator)
+        client.deliver(line, seq: self.seq)
     }
 
     private func publish(_ message: UpstreamMessage) {

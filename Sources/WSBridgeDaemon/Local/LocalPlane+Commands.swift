@@ -75,6 +75,8 @@ extension LocalPlane {
             self.ok(client, id, self.session.list.json)
         case .unstick(let key, let text, let scope):
             self.unstick(key, leave: text, scope: scope, id: id, from: client)
+        case .send(let payload, nil) where self.fanout.router != nil:
+            self.sendThroughProtocol(payload, id: id, from: client)
         case .send(let payload, nil):
             let outcome = link.submit(UpstreamMessage(payload))
             if case .spooling(let stored) = outcome {
@@ -100,6 +102,35 @@ extension LocalPlane {
             self.ok(client, id, LinkStateResult(state: link.phase, was: was).json)
         case .request(let payload, let match, let timeout):
             self.request(payload, match: match, timeout: timeout, id: id, from: client)
+        }
+    }
+
+    /// `send` with an application protocol: the message goes through the protocol layer, which
+    /// rewrites its ids (or answers it itself), and its answers come back to this client only.
+    private func sendThroughProtocol(_ payload: Payload, id: JSONValue?, from client: LocalClient) {
+        let name = self.configuration.applicationProtocol.kind.rawValue
+        guard case .text(let text) = payload, let json = try? JSONValue.parse(text) else {
+            self.reply(
+                client,
+                ProtocolError(
+                    .invalidValue, "upstream.protocol is \(name): send one JSON message of that protocol (as text), or set upstream.protocol = \"raw\"",
+                    id: id))
+            return
+        }
+        let performed = self.fanout.fromApp(client, json, link: self.link)
+        if let refusal = performed.refusal {
+            self.reply(client, ProtocolError(.invalidValue, "\(name): \(refusal)", id: id))
+            return
+        }
+        guard let outcome = performed.sent else {
+            self.ok(client, id, SendResult.answered.json)
+            return
+        }
+        if case .spooling(let stored) = outcome {
+            let ticket = client.holdReply()
+            stored.assumeIsolated().whenSuccess { outcome in client.fillReply(ticket, self.sendReply(outcome, id: id)) }
+        } else {
+            client.send(self.sendReply(outcome, id: id))
         }
     }
 

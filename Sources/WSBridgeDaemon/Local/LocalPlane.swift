@@ -135,6 +135,7 @@ final class LocalPlane {
 
     func removed(_ client: LocalClient) {
         guard self.fanout.remove(client) else { return }
+        self.fanout.appLeft(client, link: self.link)
         self.releaseSticky(of: client)
         self.statusChanged()
         self.logger.debug("client disconnected", metadata: ["client.id": "\(client.id)"])

@@ -55,6 +55,7 @@ extension DaemonService {
         if old.metrics != new.metrics { restart.append("metrics") }
         if old.queue.spool != new.queue.spool { restart.append("queue.spool") }
         if old.journal != new.journal { restart.append("journal") }
+        if old.applicationProtocol != new.applicationProtocol { restart.append("upstream.protocol and [protocol]") }
         if !restart.isEmpty {
             logger.warning("reload: \(restart.joined(separator: ", ")) changed but apply only after a restart (systemctl restart wsbridged)")
         }

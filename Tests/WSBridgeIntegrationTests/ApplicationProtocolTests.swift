@@ -1,0 +1,226 @@
+import Foundation
+import Testing
+import WSBridgeProtocol
+
+/// `upstream.protocol = "jsonrpc"` against a real JSON-RPC server (Tests/peers/jsonrpc_peer.py,
+/// Python `websockets`, with server-assigned subscription ids): two apps using the same ids at
+/// the same time, over one link (issue 33).
+@Suite(.serialized) struct JSONRPCProtocolTests {
+    /// The JSON-RPC server, on `port` (0: any).
+    static func peer(port: Int = 0) async throws -> (ManagedProcess, Int) {
+        let process = try ManagedProcess(Paths.python, ["-u", "\(Paths.root)/Tests/peers/jsonrpc_peer.py", "--port", "\(port)"], name: "jsonrpc-peer")
+        guard let line = await process.stdout.wait(timeout: .seconds(30), { $0.hasPrefix("listening ") }), let bound = Int(line.dropFirst(10)) else {
+            process.stop()
+            throw TestFailure("the JSON-RPC peer did not start: \(process.stderr.text)")
+        }
+        return (process, bound)
+    }
+
+    static func daemon(_ dir: TemporaryDirectory, port: Int) async throws -> (ManagedProcess, String) {
+        let socket = dir.file("d.sock")
+        let config = try writeDaemonConfig(dir, "wsbridged", url: "ws://127.0.0.1:\(port)/", socket: socket, upstream: "protocol = \"jsonrpc\"")
+        let daemon = try ManagedProcess.daemon(["--config", config, "--log-level", "debug"])
+        guard await daemon.stderr.wait(containing: "-> open") != nil else { throw TestFailure("no open link: \(daemon.stderr.text)") }
+        return (daemon, socket)
+    }
+
+    static func app(_ socket: String, _ name: String) async throws -> SocketClient {
+        let c = try SocketClient(path: socket, name: name)
+        guard await c.lines.wait(containing: "\"type\":\"hello\"") != nil else { throw TestFailure("no hello") }
+        return c
+    }
+
+    /// `send` of one JSON-RPC message (its text), as an app's client library would write it.
+    static func call(_ c: SocketClient, _ rpc: String, id: String) {
+        c.send(#"{"id":"\#(id)","op":"send","text":"\#(rpc.replacingOccurrences(of: "\"", with: "\\\""))"}"#)
+    }
+
+    /// The JSON-RPC messages this app received (the payloads of its message lines), from `from` on.
+    static func received(_ c: SocketClient, from: Int = 0) -> [JSONValue] {
+        c.lines.lines.dropFirst(from).compactMap { line -> JSONValue? in
+            guard let m = try? JSONValue.parse(line), m["type"] == "message", let data = m["data"]?.stringValue else { return nil }
+            return try? JSONValue.parse(data)
+        }
+    }
+
+    static func waitFor(_ c: SocketClient, from: Int = 0, _ predicate: @escaping @Sendable (JSONValue) -> Bool) async -> JSONValue? {
+        let line = await c.lines.wait(from: from, timeout: .seconds(20)) { line in
+            guard let m = try? JSONValue.parse(line), m["type"] == "message", let data = m["data"]?.stringValue,
+                let rpc = try? JSONValue.parse(data)
+            else { return false }
+            return predicate(rpc)
+        }
+        return line.flatMap { try? JSONValue.parse($0) }.flatMap { $0["data"]?.stringValue }.flatMap { try? JSONValue.parse($0) }
+    }
+
+    @Test func twoAppsCallingWithTheSameIdEachGetTheirOwnAnswer() async throws {
+        let dir = try TemporaryDirectory()
+        let (peer, port) = try await Self.peer()
+        defer { peer.stop() }
+        let (daemon, socket) = try await Self.daemon(dir, port: port)
+        defer { daemon.stop() }
+        let a = try await Self.app(socket, "a")
+        let b = try await Self.app(socket, "b")
+        for round in 0..<5 {
+            Self.call(a, #"{"jsonrpc":"2.0","id":1,"method":"add","params":[10,\#(round)]}"#, id: "a\(round)")
+            Self.call(b, #"{"jsonrpc":"2.0","id":1,"method":"add","params":[1000,\#(round)]}"#, id: "b\(round)")
+            let mine = await Self.waitFor(a) { $0["result"]?.intValue == 10 + round }
+            let theirs = await Self.waitFor(b) { $0["result"]?.intValue == 1000 + round }
+            #expect(mine?["id"] == 1 && theirs?["id"] == 1, "\(String(describing: mine)) \(String(describing: theirs))")
+        }
+        // Neither saw the other's answers, and the server never saw one id twice in flight.
+        #expect(!Self.received(a).contains { ($0["result"]?.intValue ?? 0) >= 1000 })
+        #expect(!Self.received(b).contains { ($0["result"]?.intValue ?? 1000) < 1000 })
+        #expect(!a.lines.text.contains("already in flight") && !b.lines.text.contains("already in flight"))
+    }
+
+    @Test func aSharedSubscriptionGoesUpstreamOnceSurvivesServerRestartsAndEndsWithItsLastHolder() async throws {
+        let dir = try TemporaryDirectory()
+        var (peer, port) = try await Self.peer()
+        defer { peer.stop() }
+        let (daemon, socket) = try await Self.daemon(dir, port: port)
+        defer { daemon.stop() }
+        let a = try await Self.app(socket, "a")
+        let b = try await Self.app(socket, "b")
+        Self.call(a, #"{"jsonrpc":"2.0","id":5,"method":"eth_subscribe","params":["ticks"]}"#, id: "sa")
+        let answer = await Self.waitFor(a) { $0["id"] == 5 && $0["result"] != nil }
+        let subscription = try #require(answer?["result"]?.stringValue, "\(a.lines.text)")
+        // The second app's identical subscription: answered by the daemon, the same id, nothing upstream.
+        Self.call(b, #"{"jsonrpc":"2.0","id":5,"method":"eth_subscribe","params":["ticks"]}"#, id: "sb")
+        #expect(await b.reply("sb")?.value(at: "result.status") == "answered")
+        #expect(await Self.waitFor(b) { $0["id"] == 5 }?["result"]?.stringValue == subscription)
+        for c in [a, b] {
+            #expect(await Self.waitFor(c) { $0.value(at: "params.subscription")?.stringValue == subscription } != nil)
+        }
+        #expect(peer.stdout.lines.filter { $0.hasPrefix("subscribe ") }.count == 1)
+
+        // The server restarts (a new server-assigned id): the apps' subscription flows again,
+        // under the id they know, with nothing done by them.
+        for restart in 1...3 {
+            peer.stop()
+            _ = await peer.waitForExit()
+            let marks = (a.lines.count, b.lines.count)
+            (peer, _) = try await Self.peer(port: port)
+            guard let line = await peer.stdout.wait(timeout: .seconds(30), { $0.hasPrefix("subscribe ") }) else {
+                throw TestFailure("restart \(restart): not subscribed again: \(daemon.stderr.text)")
+            }
+            #expect(String(line.dropFirst("subscribe ".count)) != subscription)
+            for (c, mark) in [(a, marks.0), (b, marks.1)] {
+                let event = await Self.waitFor(c, from: mark) { $0["method"] == "eth_subscription" }
+                #expect(event?.value(at: "params.subscription")?.stringValue == subscription, "restart \(restart): \(String(describing: event))")
+            }
+        }
+        // The new server ids never reach the apps.
+        #expect(!Self.received(a).contains { $0["id"] == 5 && $0["result"]?.stringValue != subscription })
+
+        // The first holder leaves: the subscription stays (the other still gets its events).
+        a.close()
+        let mark = b.lines.count
+        #expect(await Self.waitFor(b, from: mark) { $0["method"] == "eth_subscription" } != nil)
+        let after = b.lines.count
+        #expect(await Self.waitFor(b, from: after) { $0["method"] == "eth_subscription" } != nil)
+        #expect(!peer.stdout.lines.contains { $0.hasPrefix("unsubscribe ") })
+        // The last leaves: ended upstream.
+        b.close()
+        #expect(await peer.stdout.wait(timeout: .seconds(20)) { $0 == "subscriptions 0" } != nil, "\(peer.stdout.text)")
+    }
+
+    @Test func aCallInFlightWhenTheLinkDropsIsAnsweredWithAnErrorAtOnce() async throws {
+        let dir = try TemporaryDirectory()
+        let (peer, port) = try await Self.peer()
+        defer { peer.stop() }
+        let (daemon, socket) = try await Self.daemon(dir, port: port)
+        defer { daemon.stop() }
+        let a = try await Self.app(socket, "a")
+        Self.call(a, #"{"jsonrpc":"2.0","id":"x","method":"slow","params":[60]}"#, id: "s")
+        #expect(await peer.stdout.wait { $0.hasPrefix("call slow ") } != nil)
+        peer.stop()
+        let error = await Self.waitFor(a) { $0["id"] == "x" }
+        #expect(error?.value(at: "error.code") == -32000, "\(String(describing: error))")
+        #expect(error?.value(at: "error.message")?.stringValue?.contains("before the answer came") == true)
+    }
+}
+
+/// `upstream.protocol = "graphql-transport-ws"` against strawberry-graphql under uvicorn
+/// (Tests/peers/graphql_peer.py), which closes a connection with 4409 when one subscription id
+/// is used twice on it: three apps, two of them on the same ids (issue 33).
+@Suite(.serialized) struct GraphQLProtocolTests {
+    static func peer(port: Int = 0) async throws -> (ManagedProcess, Int) {
+        let process = try ManagedProcess(Paths.python, ["-u", "\(Paths.root)/Tests/peers/graphql_peer.py", "--port", "\(port)"], name: "graphql-peer")
+        guard let line = await process.stdout.wait(timeout: .seconds(30), { $0.hasPrefix("listening ") }), let bound = Int(line.dropFirst(10)) else {
+            process.stop()
+            throw TestFailure("the GraphQL peer did not start: \(process.stderr.text)")
+        }
+        return (process, bound)
+    }
+
+    /// `send` of one graphql-transport-ws message, as an app's client library would write it.
+    static func send(_ c: SocketClient, _ message: JSONValue, request: String) {
+        let line: JSONValue = ["id": .string(request), "op": "send", "text": .string(message.serialized)]
+        c.send(line.serialized)
+    }
+
+    static func subscribe(_ c: SocketClient, id: String, name: String, request: String) {
+        let query = "subscription { ticks(name: \"\(name)\") { name n } }"
+        Self.send(c, ["type": "subscribe", "id": .string(id), "payload": ["query": .string(query)]], request: request)
+    }
+
+    @Test func appsOnTheSameIdsEachGetTheirOwnSubscriptionAcrossServerRestarts() async throws {
+        let dir = try TemporaryDirectory()
+        var (peer, port) = try await Self.peer()
+        defer { peer.stop() }
+        let socket = dir.file("d.sock")
+        let config = try writeDaemonConfig(
+            dir, "wsbridged", url: "ws://127.0.0.1:\(port)/graphql", socket: socket, upstream: "protocol = \"graphql-transport-ws\"",
+            extra: "[protocol]\ninit_payload = '{\"app\":\"wsbridged\"}'")
+        let daemon = try ManagedProcess.daemon(["--config", config, "--log-level", "debug"])
+        defer { daemon.stop() }
+        guard await daemon.stderr.wait(containing: "-> open") != nil else { throw TestFailure("no open link: \(daemon.stderr.text)") }
+        let a = try await JSONRPCProtocolTests.app(socket, "a")
+        let b = try await JSONRPCProtocolTests.app(socket, "b")
+        let c = try await JSONRPCProtocolTests.app(socket, "c")
+        // An app's own handshake (its client library's habit) is answered by the daemon.
+        a.send(#"{"id":"init","op":"send","text":"{\"type\":\"connection_init\"}"}"#)
+        #expect(await a.reply("init")?.value(at: "result.status") == "answered")
+        #expect(await JSONRPCProtocolTests.waitFor(a) { $0["type"] == "connection_ack" } != nil)
+
+        Self.subscribe(a, id: "1", name: "alpha", request: "sa")
+        Self.subscribe(b, id: "1", name: "beta", request: "sb")
+        Self.subscribe(c, id: "9", name: "alpha", request: "sc")
+        for (app, id, name) in [(a, "1", "alpha"), (b, "1", "beta"), (c, "9", "alpha")] {
+            let next = await JSONRPCProtocolTests.waitFor(app) { $0["type"] == "next" }
+            #expect(next?["id"]?.stringValue == id && next?.value(at: "payload.data.ticks.name")?.stringValue == name, "\(String(describing: next))")
+        }
+        // Two subscriptions upstream for three apps; no 4409, no reconnect.
+        #expect(peer.stdout.lines.filter { $0.hasPrefix("subscribe ") }.sorted() == ["subscribe alpha", "subscribe beta"])
+        #expect(!daemon.stderr.text.contains("4409"))
+        #expect(!JSONRPCProtocolTests.received(b).contains { $0.value(at: "payload.data.ticks.name")?.stringValue == "alpha" })
+
+        // A query is one call: its answer and its end, to its app only.
+        Self.send(a, ["type": "subscribe", "id": "q", "payload": ["query": "{ add(a: 2, b: 3) }"]], request: "q")
+        #expect(await JSONRPCProtocolTests.waitFor(a) { $0["id"] == "q" && $0["type"] == "next" }?.value(at: "payload.data.add") == 5)
+        #expect(await JSONRPCProtocolTests.waitFor(a) { $0["id"] == "q" && $0["type"] == "complete" } != nil)
+
+        // The server restarts twice: every subscription flows again, the apps' ids unchanged.
+        for restart in 1...2 {
+            peer.stop()
+            _ = await peer.waitForExit()
+            let marks = [a.lines.count, b.lines.count, c.lines.count]
+            (peer, _) = try await Self.peer(port: port)
+            for (i, (app, id, name)) in [(a, "1", "alpha"), (b, "1", "beta"), (c, "9", "alpha")].enumerated() {
+                let next = await JSONRPCProtocolTests.waitFor(app, from: marks[i]) { $0["type"] == "next" }
+                #expect(next?["id"]?.stringValue == id && next?.value(at: "payload.data.ticks.name")?.stringValue == name, "restart \(restart)")
+            }
+        }
+
+        // Holders leave: "alpha" ends upstream with its last holder only.
+        a.close()
+        let mark = c.lines.count
+        #expect(await JSONRPCProtocolTests.waitFor(c, from: mark) { $0["type"] == "next" } != nil)
+        #expect(!peer.stdout.lines.contains("unsubscribe alpha"))
+        c.close()
+        #expect(await peer.stdout.wait(timeout: .seconds(20)) { $0 == "unsubscribe alpha" } != nil, "\(peer.stdout.text)")
+        b.close()
+        #expect(await peer.stdout.wait(timeout: .seconds(20)) { $0 == "unsubscribe beta" } != nil)
+    }
+}
