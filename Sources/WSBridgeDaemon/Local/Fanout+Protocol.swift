@@ -9,6 +9,7 @@ import WSBridgeProtocol
 extension Fanout {
     /// A text message from the upstream, through the protocol layer: whether it goes on to every
     /// subscriber (a broadcast), as before.
+    @inline(never)  // off the raw message path, which only tests `routing`
     func route(_ message: UpstreamMessage, link: any LinkControl) -> Bool {
         guard let json = try? JSONValue.parse(message.data.readableBytesView), var router = self.router else { return true }
         let effects = router.fromUpstream(json)

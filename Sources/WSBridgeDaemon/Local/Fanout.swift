@@ -42,7 +42,11 @@ final class Fanout: UpstreamEventSink {
     var pending = PendingRequests()
     /// The application protocol's connection state (`upstream.protocol`; nil: `raw`, every
     /// message for every subscriber as it is). Fanout+Protocol.swift.
-    var router: (any ProtocolRouter)?
+    var router: (any ProtocolRouter)? {
+        didSet { self.routing = self.router != nil }
+    }
+    /// Whether `router` is set: the per-message test, a plain flag.
+    private(set) var routing = false
     /// The lines published since the last flush, one after another, and where each one ends
     /// (the last has seq `seq`, the ones before count down to it).
     private var unsent = ByteBuffer()
@@ -125,7 +129,7 @@ final class Fanout: UpstreamEventSink {
     func upstreamLink(_ link: any LinkControl, emitted event: UpstreamEvent) {
         switch event {
         case .message(let message):
-            if self.router != nil, message.kind == .text, !self.route(message, link: link) { return }
+            if self.routing, message.kind == .text, !self.route(message, link: link) { return }
             self.publish(message)
         case .state(let phase, let reason):
             self.flush()
