@@ -373,15 +373,27 @@ struct ConfigurationReader {
             }
             if config.upstream.readyWhen == nil { config.upstream.readyWhen = Filter(parsing: "type=connection_ack") }
             if !config.upstream.subprotocols.contains("graphql-transport-ws") { config.upstream.subprotocols.append("graphql-transport-ws") }
-            return []
         case .raw, .jsonrpc:
-            guard settings.initPayload != nil else { return [] }
-            return [
+            break
+        }
+        var problems: [ConfigurationError] = []
+        if settings.kind != .raw && config.journal.dir != nil {
+            // Messages for one app take their seq in the stream but stay out of the journal,
+            // whose replay would take the skipped seqs for damage.
+            problems.append(
+                self.error(
+                    "journal.dir", nil,
+                    "cannot be set with upstream.protocol = \"\(settings.kind.rawValue)\" in this version (the journal would report the seqs of messages routed to one app as damaged): leave journal.dir empty, or use upstream.protocol = \"raw\""
+                ))
+        }
+        if settings.kind != .graphqlTransportWS && settings.initPayload != nil {
+            problems.append(
                 self.error(
                     "protocol.init_payload", nil,
                     "is a setting of upstream.protocol = \"graphql-transport-ws\", not of \"\(settings.kind.rawValue)\": remove it or change upstream.protocol")
-            ]
+            )
         }
+        return problems
     }
 
     /// What is wrong with a header, if anything (the same rules for the file and `--header`).

@@ -214,6 +214,7 @@ import WSBridgeProtocol
         ("[upstream]\nprotocol = \"jsonrpc\"\n[protocol]\ninit_payload = '{}'", "protocol.init_payload", "not of \"jsonrpc\""),
         ("[upstream]\nprotocol = \"graphql-transport-ws\"\n[protocol]\ninit_payload = '{token'", "protocol.init_payload", "must be JSON text"),
         ("[protocol]\nmax_total = 0", "protocol.max_total", "a count from 1"),
+        ("[upstream]\nprotocol = \"jsonrpc\"\n[journal]\ndir = \"/var/lib/wsbridged/journal\"", "journal.dir", "cannot be set with upstream.protocol"),
         ("[protocol]\nbogus = 1", "protocol.bogus", "unknown key"),
     ])
     func protocolMistakesNameTheKeyAndTheFix(_ toml: String, _ key: String, _ mentions: String) throws {
