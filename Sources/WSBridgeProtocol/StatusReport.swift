@@ -96,6 +96,47 @@ public struct StatusReport: Sendable, Equatable, Codable {
         }
     }
 
+    /// The application protocol the daemon owns (docs/protocols.md).
+    public struct ApplicationProtocol: Sendable, Equatable, Codable {
+        public var name: String
+        /// The live upstream subscriptions, oldest first.
+        public var subscriptions: [Subscription]
+
+        public struct Subscription: Sendable, Equatable, Codable {
+            /// The id it has on the wire now.
+            public var upstreamId: String
+            /// What makes two apps' subscriptions the same one.
+            public var key: String
+            public var holders: [Holder]
+
+            public init(upstreamId: String, key: String, holders: [Holder]) {
+                self.upstreamId = upstreamId
+                self.key = key
+                self.holders = holders
+            }
+        }
+
+        /// An app holding a subscription: its connection, process and user, and its own id for it.
+        public struct Holder: Sendable, Equatable, Codable {
+            public var client: Int
+            @OmitNil public var pid: Int32?
+            @OmitNil public var uid: UInt32?
+            public var id: String
+
+            public init(client: Int, pid: Int32?, uid: UInt32?, id: String) {
+                self.client = client
+                self.pid = pid
+                self.uid = uid
+                self.id = id
+            }
+        }
+
+        public init(name: String, subscriptions: [Subscription]) {
+            self.name = name
+            self.subscriptions = subscriptions
+        }
+    }
+
     public struct Close: Sendable, Equatable, Codable {
         public var code: UInt16?
         public var reason: String
@@ -135,6 +176,8 @@ public struct StatusReport: Sendable, Equatable, Codable {
     /// nil when `journal.dir` is not set.
     @OmitNil public var journal: Journal?
     public var session: Session?
+    /// `upstream.protocol` and its live subscriptions; nil for `raw`.
+    @OmitNil public var applicationProtocol: ApplicationProtocol?
     public var lastError: String?
     /// Why the last attempt failed: `error`, or `not_ready` (no message matched
     /// `upstream.ready_when` within `upstream.ready_timeout`).
@@ -184,6 +227,7 @@ public struct StatusReport: Sendable, Equatable, Codable {
         case state, since, url, reconnects, failedAttempts
         case rttMillis = "rtt_ms"
         case subprotocol, compression, messagesIn, bytesIn, messagesOut, bytesOut, subscribers, clients, seq, stream, drops, queue, journal, session
+        case applicationProtocol = "protocol"
         case lastError, lastErrorReason, version, commit, lastClose
         case retryInMillis = "retry_in_ms"
     }

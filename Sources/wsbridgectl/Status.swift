@@ -57,6 +57,11 @@ struct Status: ParsableCommand {
                 j.stoppedReason.map { "STOPPED: \($0)" } ?? "\(kept), \(Self.bytes(UInt64(j.bytes))) in \(j.segments) segment\(j.segments == 1 ? "" : "s")"
             rows.append(("journal", "\(j.dir): \(state) (wsbridgectl journal)"))
         }
+        if let p = s.applicationProtocol {
+            let holders = p.subscriptions.reduce(0) { $0 + $1.holders.count }
+            rows.append(
+                ("protocol", "\(p.name): \(p.subscriptions.count) live subscription\(p.subscriptions.count == 1 ? "" : "s") upstream, \(holders) held by apps"))
+        }
         rows.append(("clients", "\(s.clients) connected, \(s.subscribers) subscribed"))
         rows.append(("dropped", "\(s.drops) messages (slow subscribers)"))
         rows.append(("last seq", "\(s.seq) (stream \(s.stream))"))
@@ -68,7 +73,7 @@ struct Status: ParsableCommand {
 
     static let labels = [
         "state", "upstream", "next attempt", "rtt", "subprotocol", "compression", "reconnects", "failed attempts", "last close", "last error", "session",
-        "messages in", "messages out", "send queue", "spool", "journal", "clients", "dropped", "last seq", "version",
+        "messages in", "messages out", "send queue", "spool", "journal", "protocol", "clients", "dropped", "last seq", "version",
     ]
 
     /// `by the server, code 1000: bye`; `link lost: connection reset` (no close frame: no code).

@@ -93,6 +93,15 @@ import WSBridgeProtocol
             #expect(await Self.waitFor(c) { $0.value(at: "params.subscription")?.stringValue == subscription } != nil)
         }
         #expect(peer.stdout.lines.filter { $0.hasPrefix("subscribe ") }.count == 1)
+        // status lists it: one upstream subscription, two apps holding it under their own ids.
+        a.send(#"{"id":"st","op":"status"}"#)
+        let status = await a.reply("st")
+        #expect(status?.value(at: "result.protocol.name") == "jsonrpc", "\(String(describing: status))")
+        guard case .array(let holders)? = status?.value(at: "result.protocol.subscriptions.0.holders") else {
+            Issue.record("no holders in \(String(describing: status))")
+            return
+        }
+        #expect(holders.count == 2 && holders.allSatisfy { $0["id"] == "5" && $0["pid"] != nil })
 
         // The server restarts (a new server-assigned id): the apps' subscription flows again,
         // under the id they know, with nothing done by them.

@@ -21,6 +21,18 @@ extension LocalPlane {
                 oldestTs: st.oldestMillis, newestTs: st.newestMillis, fsyncs: st.fsyncs, notJournaled: st.notJournaled,
                 replaying: self.fanout.replayingReaders)
         }
+        if let router = self.fanout.router {
+            report.applicationProtocol = .init(
+                name: router.name,
+                subscriptions: router.liveSubscriptions.map { live in
+                    .init(
+                        upstreamId: live.upstreamID, key: live.key,
+                        holders: live.holders.map { holder in
+                            let credentials = self.fanout.clients[holder.app]?.credentials
+                            return .init(client: holder.app, pid: credentials?.pid, uid: credentials?.uid, id: holder.id)
+                        })
+                })
+        }
         return report
     }
 }
