@@ -2,18 +2,23 @@ import Foundation
 import Testing
 import WSBridgeProtocol
 
+/// A server of Tests/peers on `port` (0: any), once it says `listening PORT`; and its port.
+func pythonPeer(_ script: String, port: Int) async throws -> (ManagedProcess, Int) {
+    let process = try ManagedProcess(Paths.python, ["-u", "\(Paths.root)/Tests/peers/\(script)", "--port", "\(port)"], name: script)
+    guard let line = await process.stdout.wait(timeout: .seconds(30), { $0.hasPrefix("listening ") }), let bound = Int(line.dropFirst(10)) else {
+        process.stop()
+        throw TestFailure("\(script) did not start: \(process.stderr.text)")
+    }
+    return (process, bound)
+}
+
 /// `upstream.protocol = "jsonrpc"` against a real JSON-RPC server (Tests/peers/jsonrpc_peer.py,
 /// Python `websockets`, with server-assigned subscription ids): two apps using the same ids at
 /// the same time, over one link (issue 33).
 @Suite(.serialized) struct JSONRPCProtocolTests {
     /// The JSON-RPC server, on `port` (0: any).
     static func peer(port: Int = 0) async throws -> (ManagedProcess, Int) {
-        let process = try ManagedProcess(Paths.python, ["-u", "\(Paths.root)/Tests/peers/jsonrpc_peer.py", "--port", "\(port)"], name: "jsonrpc-peer")
-        guard let line = await process.stdout.wait(timeout: .seconds(30), { $0.hasPrefix("listening ") }), let bound = Int(line.dropFirst(10)) else {
-            process.stop()
-            throw TestFailure("the JSON-RPC peer did not start: \(process.stderr.text)")
-        }
-        return (process, bound)
+        try await pythonPeer("jsonrpc_peer.py", port: port)
     }
 
     static func daemon(_ dir: TemporaryDirectory, port: Int) async throws -> (ManagedProcess, String) {
@@ -155,12 +160,7 @@ import WSBridgeProtocol
 /// is used twice on it: three apps, two of them on the same ids (issue 33).
 @Suite(.serialized) struct GraphQLProtocolTests {
     static func peer(port: Int = 0) async throws -> (ManagedProcess, Int) {
-        let process = try ManagedProcess(Paths.python, ["-u", "\(Paths.root)/Tests/peers/graphql_peer.py", "--port", "\(port)"], name: "graphql-peer")
-        guard let line = await process.stdout.wait(timeout: .seconds(30), { $0.hasPrefix("listening ") }), let bound = Int(line.dropFirst(10)) else {
-            process.stop()
-            throw TestFailure("the GraphQL peer did not start: \(process.stderr.text)")
-        }
-        return (process, bound)
+        try await pythonPeer("graphql_peer.py", port: port)
     }
 
     /// `send` of one graphql-transport-ws message, as an app's client library would write it.
