@@ -111,6 +111,24 @@ typealias RPC = ProtocolSession<JSONRPC>
             ])
     }
 
+    /// An id is the app's again once what it named is over (the server ended it, the app
+    /// completed it, the link took the call), and nothing is left after the app goes.
+    @Test func anAppsIdsAreFreeOnceWhatTheyNamedIsOver() {
+        var s = self.readySession()
+        _ = s.fromApp(1, self.subscribe("1", Self.q1))
+        _ = s.fromApp(1, self.subscribe("q", #"{"query":"query { a }"}"#))
+        #expect(s.held(by: 1) == 2)
+        _ = s.fromUpstream(json(#"{"type":"complete","id":"1"}"#))
+        _ = s.fromApp(1, json(#"{"type":"complete","id":"q"}"#))
+        #expect(s.held(by: 1) == 0 && s.count == 0)
+        #expect(s.fromApp(1, self.subscribe("1", Self.q2)) == [.upstream(self.subscribe("3", Self.q2))])
+        _ = s.fromApp(2, self.subscribe("1", Self.q2))
+        #expect(s.appLeft(1) == [])
+        #expect(s.held(by: 1) == 0 && s.held(by: 2) == 1)
+        #expect(s.appLeft(2) == [.upstream(json(#"{"type":"complete","id":"3"}"#))])
+        #expect(s.count == 0)
+    }
+
     @Test(arguments: [
         ("subscription { a }", true), ("  # a comment\n subscription S { a }", true), (",subscription{a}", true),
         ("query { a }", false), ("{ a }", false), ("subscriptions { a }", false), ("mutation { a }", false),

@@ -37,6 +37,13 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
         var appID: WireID
     }
 
+    /// What an app's own id stands for: a call (by its upstream id) or a subscription (by its
+    /// key, which outlives the upstream ids of reconnects).
+    enum Held: Equatable {
+        case call(WireID)
+        case subscription(String)
+    }
+
     package let codec: Codec
     package let limits: Limits
     package var name: String { self.codec.name }
@@ -45,6 +52,10 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
     private var subscriptions: [WireID: Subscription] = [:]
     private var byKey: [String: WireID] = [:]
     private var byServerID: [WireID: WireID] = [:]
+    /// Each app's ids in use, so that an app's message never scans the other apps' entries.
+    private var held: [AppID: [WireID: Held]] = [:]
+    /// JSON-RPC: the subscription id apps were given → the subscription's key.
+    private var byVisibleID: [WireID: String] = [:]
     /// What the server acknowledged the handshake with, for apps' own handshakes.
     private var acknowledgement: JSONValue?
     package private(set) var isOpen = false
@@ -61,8 +72,13 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
     }
 
     /// Calls and subscriptions `app` holds.
-    package func held(by app: AppID) -> Int {
-        self.calls.values.count { $0.app == app } + self.subscriptions.values.reduce(0) { $0 + $1.holders.count { $0.app == app } }
+    package func held(by app: AppID) -> Int { self.held[app]?.count ?? 0 }
+
+    private mutating func hold(_ app: AppID, _ id: WireID, _ what: Held) { self.held[app, default: [:]][id] = what }
+
+    private mutating func release(_ app: AppID, _ id: WireID) {
+        self.held[app]?[id] = nil
+        if self.held[app]?.isEmpty == true { self.held[app] = nil }
     }
 
     package var count: Int { self.calls.count + self.subscriptions.count }
@@ -86,6 +102,7 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
         self.isReady = false
         let waiting = self.calls.sorted { Self.older($0.key, $1.key) }.map(\.value)
         self.calls.removeAll()
+        for call in waiting { self.release(call.app, call.appID) }
         // Subscribes still unanswered are answered when their new subscribe is.
         return waiting.map { .app($0.app, self.codec.linkLostAnswer(id: $0.appID, reason: reason)) }
     }
@@ -127,20 +144,14 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
         case .other:
             return [.upstream(message)]
         case .call(let id):
-            if let refusal = self.refusal(for: app) { return [.refuse(refusal)] }
-            if self.calls.values.contains(where: { $0.app == app && $0.appID == id })
-                || self.subscriptions.values.contains(where: { $0.holders.contains { $0.app == app && $0.appID == id } })
-            {
-                return [.refuse("id \(id) is already in use by this app: use another")]
-            }
+            if let refusal = self.refusal(for: app, id: id) { return [.refuse(refusal)] }
             let upstream = self.allocate()
             self.calls[upstream] = Call(app: app, appID: id)
+            self.hold(app, id, .call(upstream))
             return [.upstream(self.codec.replacingID(in: message, with: upstream))]
         case .subscribe(let id, let key):
-            if let refusal = self.refusal(for: app) { return [.refuse(refusal)] }
-            if self.subscriptions.values.contains(where: { $0.holders.contains { $0.app == app && $0.appID == id } }) {
-                return [.refuse("id \(id) is already in use by this app: use another")]
-            }
+            if let refusal = self.refusal(for: app, id: id) { return [.refuse(refusal)] }
+            self.hold(app, id, .subscription(key))
             if let shared = self.byKey[key], var subscription = self.subscriptions[shared] {
                 // The same subscription: held once more, sent no second time.
                 let answered = subscription.visibleID != nil
@@ -163,7 +174,8 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
         }
     }
 
-    private func refusal(for app: AppID) -> String? {
+    private func refusal(for app: AppID, id: WireID) -> String? {
+        if self.held[app]?[id] != nil { return "id \(id) is already in use by this app: use another" }
         if self.held(by: app) >= self.limits.perApp {
             return "this app holds \(self.limits.perApp) calls and subscriptions already (protocol.max_per_app): end some first"
         }
@@ -175,20 +187,26 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
 
     private mutating func unsubscribe(_ app: AppID, id: WireID?, target: WireID, message: JSONValue) -> [Effect] {
         // The app names its subscription by its own id (graphql) or by the id it was given (JSON-RPC).
-        guard
-            let upstream = self.subscriptions.first(where: { entry in
-                entry.value.holders.contains { $0.app == app && ($0.appID == target || entry.value.visibleID == target) }
-            })?.key, var subscription = self.subscriptions[upstream]
-        else {
-            // A call of this app's (a graphql query it completes early), else not ours to know.
-            if let call = self.calls.first(where: { $0.value.app == app && $0.value.appID == target }) {
-                self.calls[call.key] = nil
-                return [.upstream(self.codec.replacingID(in: message, with: call.key))]
-            }
-            return [.upstream(message)]
+        let key: String
+        switch self.held[app]?[target] {
+        case .call(let upstream):
+            // A call of this app's (a graphql query it completes early).
+            self.calls[upstream] = nil
+            self.release(app, target)
+            return [.upstream(self.codec.replacingID(in: message, with: upstream))]
+        case .subscription(let k):
+            key = k
+        case nil:
+            guard let k = self.byVisibleID[target] else { return [.upstream(message)] }
+            key = k
         }
+        guard let upstream = self.byKey[key], var subscription = self.subscriptions[upstream],
+            subscription.holders.contains(where: { $0.app == app })
+        else { return [.upstream(message)] }
         let visible = subscription.visibleID
+        let leaving = subscription.holders.filter { $0.app == app && ($0.appID == target || visible == target) }
         subscription.holders.removeAll { $0.app == app && ($0.appID == target || visible == target) }
+        for holder in leaving { self.release(app, holder.appID) }
         if !subscription.holders.isEmpty {
             self.subscriptions[upstream] = subscription
             return id.flatMap { self.codec.unsubscribeAnswer(id: $0) }.map { [.app(app, $0)] } ?? []
@@ -200,17 +218,27 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
         // The end goes upstream; its answer (if any) comes back to the app as a call's.
         let callID = self.allocate()
         guard let end = self.codec.endMessage(upstreamID: upstream, serverID: subscription.serverID, callID: callID) else { return [] }
-        if let id { self.calls[callID] = Call(app: app, appID: id) }
+        if let id {
+            self.calls[callID] = Call(app: app, appID: id)
+            self.hold(app, id, .call(callID))
+        }
         return [.upstream(end)]
     }
 
     /// `app` went away: its calls are forgotten, its subscriptions let go (ended upstream when it
     /// was the last holder).
     package mutating func appLeft(_ app: AppID) -> [Effect] {
-        for (key, call) in self.calls where call.app == app { self.calls[key] = nil }
+        guard let ids = self.held.removeValue(forKey: app) else { return [] }
         var effects: [Effect] = []
-        for upstream in self.subscriptions.keys.sorted(by: Self.older) {
-            guard var subscription = self.subscriptions[upstream], subscription.holders.contains(where: { $0.app == app }) else { continue }
+        var keys: [String] = []
+        for what in ids.values {
+            switch what {
+            case .call(let upstream): self.calls[upstream] = nil
+            case .subscription(let key): if !keys.contains(key) { keys.append(key) }
+            }
+        }
+        for upstream in keys.compactMap({ self.byKey[$0] }).sorted(by: Self.older) {
+            guard var subscription = self.subscriptions[upstream] else { continue }
             subscription.holders.removeAll { $0.app == app }
             if !subscription.holders.isEmpty {
                 self.subscriptions[upstream] = subscription
@@ -224,10 +252,13 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
         return effects
     }
 
+    /// Ends subscription `upstream` here; its holders' ids are free again.
     private mutating func remove(_ upstream: WireID) {
         guard let subscription = self.subscriptions.removeValue(forKey: upstream) else { return }
         self.byKey[subscription.key] = nil
         if let server = subscription.serverID { self.byServerID[server] = nil }
+        if let visible = subscription.visibleID { self.byVisibleID[visible] = nil }
+        for holder in subscription.holders { self.release(holder.app, holder.appID) }
     }
 
     // MARK: - Upstream
@@ -255,7 +286,10 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
             return subscription.holders.map { .app($0.app, event) }
         case .answer(let id, let final):
             if let call = self.calls[id] {
-                if final { self.calls[id] = nil }
+                if final {
+                    self.calls[id] = nil
+                    self.release(call.app, call.appID)
+                }
                 return [.app(call.app, self.codec.replacingID(in: message, with: call.appID))]
             }
             guard var subscription = self.subscriptions[id] else {
@@ -265,7 +299,10 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
             if let server = self.codec.serverSubscriptionID(in: message) {
                 // A subscribe's answer: the server's id on this connection; apps keep the first.
                 subscription.serverID = server
-                if subscription.visibleID == nil { subscription.visibleID = server }
+                if subscription.visibleID == nil {
+                    subscription.visibleID = server
+                    self.byVisibleID[server] = subscription.key
+                }
                 self.byServerID[server] = id
                 let visible = subscription.visibleID ?? server
                 var effects: [Effect] = []

@@ -78,16 +78,7 @@ extension LocalPlane {
         case .send(let payload, nil) where self.fanout.router != nil:
             self.sendThroughProtocol(payload, id: id, from: client)
         case .send(let payload, nil):
-            let outcome = link.submit(UpstreamMessage(payload))
-            if case .spooling(let stored) = outcome {
-                // Answered once the spool has it; later replies to this client wait their turn.
-                let ticket = client.holdReply()
-                stored.assumeIsolated().whenSuccess { outcome in
-                    client.fillReply(ticket, self.sendReply(outcome, id: id))
-                }
-            } else {
-                client.send(self.sendReply(outcome, id: id))
-            }
+            self.answerSend(link.submit(UpstreamMessage(payload)), id: id, to: client)
         case .close(let code, let reason):
             let was = link.phase
             link.close(code: code, reason: reason)
@@ -126,6 +117,12 @@ extension LocalPlane {
             self.ok(client, id, SendResult.answered.json)
             return
         }
+        self.answerSend(outcome, id: id, to: client)
+    }
+
+    /// The reply to a `send`: now, or once the spool has it (later replies to this client wait
+    /// their turn).
+    private func answerSend(_ outcome: SendOutcome, id: JSONValue?, to client: LocalClient) {
         if case .spooling(let stored) = outcome {
             let ticket = client.holdReply()
             stored.assumeIsolated().whenSuccess { outcome in client.fillReply(ticket, self.sendReply(outcome, id: id)) }

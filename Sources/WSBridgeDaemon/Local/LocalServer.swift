@@ -74,7 +74,7 @@ enum LocalServer {
     static func permissionHint(_ code: Int32, dir: String) -> String {
         guard code == EACCES || code == EPERM else { return "" }
         let uid = getuid()
-        let user = getpwuid(uid).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "uid \(uid)"
+        let user = Self.userName()
         var hint = "; user \(user) may not write in \(dir)"
         if uid != 0 && dir.hasPrefix("/run") {
             let runtime = getenv("XDG_RUNTIME_DIR").map { String(cString: $0) } ?? "/tmp"
@@ -112,8 +112,7 @@ enum LocalServer {
                 let code = errno
                 var fix = ""
                 if code == EPERM {
-                    let uid = getuid()
-                    let user = getpwuid(uid).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "uid \(uid)"
+                    let user = Self.userName()
                     if Self.isMember(of: gid) {
                         fix =
                             "; user \(user) is in group \(group), so something else refused it: a system call filter that denies chown (systemd's SystemCallFilter=~@privileged without SystemCallFilter=@chown)"
@@ -125,6 +124,12 @@ enum LocalServer {
                 throw BindError(description: "cannot give \(path) to group \(group): \(String(cString: strerror(code)))\(fix)")
             }
         }
+    }
+
+    /// This process's user, by name (its uid where it has none), for error messages.
+    static func userName() -> String {
+        let uid = getuid()
+        return getpwuid(uid).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "uid \(uid)"
     }
 
     /// Whether this process is in group `gid` (its own group or a supplementary one).
