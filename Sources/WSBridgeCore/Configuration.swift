@@ -28,6 +28,7 @@ public struct Configuration: Sendable, Equatable {
     public struct ApplicationProtocol: Sendable, Equatable {
         public enum Kind: String, Sendable, CaseIterable {
             case raw
+            case json
             case jsonrpc
             case graphqlTransportWS = "graphql-transport-ws"
         }
@@ -39,8 +40,18 @@ public struct Configuration: Sendable, Equatable {
         /// Calls and subscriptions one app may hold, and all apps together.
         public var maxPerApp = 1000
         public var maxTotal = 10000
+        /// json: the id's path in requests and answers.
+        public var idPath: String? = nil
+        /// json: the upstream messages the daemon answers itself (the feed's own keepalive).
+        public var replies: [Reply] = []
 
         public init() {}
+
+        /// One `[[protocol.reply]]`.
+        public struct Reply: Sendable, Equatable {
+            public var when: Filter
+            public var send: ReplyTemplate
+        }
     }
 
     public struct Upstream: Sendable, Equatable {

@@ -28,6 +28,40 @@ extension ConfigurationReader {
         s.read("max_total") { v in
             config.applicationProtocol.maxTotal = try self.int(v, "protocol.max_total", in: 1...10_000_000, "a count from 1 to 10000000")
         }
+        s.read("id") { v in
+            let path = try self.string(v, "protocol.id")
+            guard !path.isEmpty, !JSONValue.PathComponent.split(path).contains(where: { $0.key.isEmpty }) else {
+                throw self.error("protocol.id", v, "must be the id's path in the messages, dotted: \"id\" or \"params.id\"")
+            }
+            config.applicationProtocol.idPath = path
+        }
+        s.read("reply") { v in
+            guard let items = v.array else {
+                throw self.error("protocol.reply", v, "must be a list of tables: [[protocol.reply]] with when = \"ping\" and send = '{\"pong\":${msg:ping}}'")
+            }
+            config.applicationProtocol.replies = try items.map {
+                (item: any TOMLValueConvertible) throws(ConfigurationError) -> Configuration.ApplicationProtocol.Reply in
+                guard let table = item.table else {
+                    throw self.error("protocol.reply", item, "each entry is a table: [[protocol.reply]] with when and send")
+                }
+                for key in table.keys where key != "when" && key != "send" {
+                    throw self.error("protocol.reply.\(key)", table[key], "unknown key; a [[protocol.reply]] has when (a filter) and send (a template)")
+                }
+                guard let whenValue = table["when"], let sendValue = table["send"] else {
+                    throw self.error("protocol.reply", item, "needs both when (a filter, as in tail --filter: \"ping\" or \"type=ping\") and send (JSON text)")
+                }
+                let when = Filter(parsing: try self.string(whenValue, "protocol.reply.when"))
+                guard !when.field.isEmpty, !when.path.contains(where: { $0.key.isEmpty }) else {
+                    throw self.error("protocol.reply.when", whenValue, "must be FIELD=VALUE or FIELD, as in tail --filter: \"ping\" or \"type=ping\"")
+                }
+                let text = try self.string(sendValue, "protocol.reply.send")
+                do throws(ReplyTemplate.TemplateError) {
+                    return .init(when: when, send: try ReplyTemplate(parsing: text))
+                } catch {
+                    throw self.error("protocol.reply.send", sendValue, error.description)
+                }
+            }
+        }
     }
 
     /// [auth]: the token file.

@@ -65,7 +65,7 @@ extension ConfigurationReader {
         s.read("protocol") { v in
             let name = try self.string(v, "upstream.protocol")
             guard let kind = Configuration.ApplicationProtocol.Kind(rawValue: name) else {
-                let later = ["json", "socketio", "stomp", "nats"].contains(name) ? " (\(name) is not supported by this version yet)" : ""
+                let later = ["socketio", "stomp", "nats"].contains(name) ? " (\(name) is not supported by this version yet)" : ""
                 throw self.error(
                     "upstream.protocol", v,
                     "one of \(Configuration.ApplicationProtocol.Kind.allCases.map(\.rawValue).joined(separator: ", "))\(later)")

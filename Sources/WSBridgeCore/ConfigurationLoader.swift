@@ -373,7 +373,7 @@ struct ConfigurationReader {
             }
             if config.upstream.readyWhen == nil { config.upstream.readyWhen = Filter(parsing: "type=connection_ack") }
             if !config.upstream.subprotocols.contains("graphql-transport-ws") { config.upstream.subprotocols.append("graphql-transport-ws") }
-        case .raw, .jsonrpc:
+        case .raw, .json, .jsonrpc:
             break
         }
         var problems: [ConfigurationError] = []
@@ -392,6 +392,12 @@ struct ConfigurationReader {
                     "protocol.init_payload", nil,
                     "is a setting of upstream.protocol = \"graphql-transport-ws\", not of \"\(settings.kind.rawValue)\": remove it or change upstream.protocol")
             )
+        }
+        if settings.kind != .json && (settings.idPath != nil || !settings.replies.isEmpty) {
+            problems.append(
+                self.error(
+                    settings.idPath != nil ? "protocol.id" : "protocol.reply", nil,
+                    "is a setting of upstream.protocol = \"json\", not of \"\(settings.kind.rawValue)\": remove it or change upstream.protocol"))
         }
         return problems
     }

@@ -131,7 +131,8 @@ public enum Command: Sendable, Equatable {
     case close(code: UInt16, reason: String)
     case connect
     case reconnect
-    case request(Payload, match: Filter, timeout: Duration)
+    /// `match` nil: answered by the application protocol's id (`upstream.protocol`).
+    case request(Payload, match: Filter?, timeout: Duration)
 
     public var op: Op {
         switch self {
@@ -229,7 +230,7 @@ public struct Request: Sendable, Equatable {
             command = .close(code: code, reason: reason)
         case .request:
             let payload = try fields.payload()
-            guard let match = try fields.filter("match", required: true) else { throw fail(.missingField, "missing \"match\"") }
+            let match = try fields.filter("match", required: false)
             let seconds = try fields.number("timeout") ?? 10
             guard seconds > 0, seconds <= 3600 else {
                 let got = seconds == seconds.rounded() && abs(seconds) < 1e15 ? String(Int64(seconds)) : "\(seconds)"

@@ -4,7 +4,10 @@ import WSBridgeProtocol
 struct Request: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Send a message and print the first upstream message that matches.",
-        discussion: "Example: wsbridgectl request '{\"id\":7,\"op\":\"get\"}' --match id=7"
+        discussion: """
+            Example: wsbridgectl request '{"id":7,"op":"get"}' --match id=7
+            With upstream.protocol set (jsonrpc, graphql-transport-ws, json), --match may be left out: the answer is what carries the message's id.
+            """
     )
 
     @OptionGroup var global: GlobalOptions
@@ -12,18 +15,18 @@ struct Request: ParsableCommand {
     @Argument(help: "The text to send.")
     var text: String
 
-    @Option(help: ArgumentHelp("The answer's JSON FIELD must equal VALUE (or merely exist).", valueName: "field[=value]"))
-    var match: String
+    @Option(
+        help: ArgumentHelp(
+            "The answer's JSON FIELD must equal VALUE (or merely exist). Needed when upstream.protocol is raw.", valueName: "field[=value]"))
+    var match: String?
 
     @Option(help: "Seconds to wait for the answer.")
     var timeout: Double = 10
 
     func run() throws {
-        let filter = Filter(parsing: self.match)
-        let result = try self.global.run(
-            "request",
-            [("text", .string(self.text)), ("match", filter.json), ("timeout", .number(JSONNumber(self.timeout)))]
-        )
+        var fields: [(String, JSONValue)] = [("text", .string(self.text)), ("timeout", .number(JSONNumber(self.timeout)))]
+        if let match = self.match { fields.append(("match", Filter(parsing: match).json)) }
+        let result = try self.global.run("request", fields)
         if self.global.json {
             Output.line(result.serialized)
         } else {

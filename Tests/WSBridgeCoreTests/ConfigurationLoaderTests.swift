@@ -208,8 +208,28 @@ import WSBridgeProtocol
         #expect(try self.load("[upstream]\nprotocol = \"jsonrpc\"\n").applicationProtocol.kind == .jsonrpc)
     }
 
+    /// json: the id's path and the keepalive replies.
+    @Test func jsonTakesItsIdPathAndReplies() throws {
+        let config = try self.load(
+            "[upstream]\nprotocol = \"json\"\n[protocol]\nid = \"meta.rid\"\n[[protocol.reply]]\nwhen = \"ping\"\nsend = '{\"pong\":${msg:ping}}'\n[[protocol.reply]]\nwhen = \"op=hb\"\nsend = '{\"op\":\"hb\"}'\n"
+        )
+        let settings = config.applicationProtocol
+        #expect(settings.kind == .json && settings.idPath == "meta.rid")
+        #expect(settings.replies.map(\.when) == [Filter(parsing: "ping"), Filter(parsing: "op=hb")])
+        #expect(settings.replies.first?.send.render(["ping": 42]) == ["pong": 42])
+    }
+
     @Test(arguments: [
-        ("[upstream]\nprotocol = \"mqtt\"", "upstream.protocol", "one of raw, jsonrpc, graphql-transport-ws"),
+        ("[upstream]\nprotocol = \"mqtt\"", "upstream.protocol", "one of raw, json, jsonrpc, graphql-transport-ws"),
+        ("[upstream]\nprotocol = \"jsonrpc\"\n[protocol]\nid = \"rid\"", "protocol.id", "not of \"jsonrpc\""),
+        ("[upstream]\nprotocol = \"json\"\n[protocol]\nid = \"a..b\"", "protocol.id", "dotted"),
+        ("[upstream]\nprotocol = \"json\"\n[[protocol.reply]]\nwhen = \"ping\"", "protocol.reply", "needs both when"),
+        ("[upstream]\nprotocol = \"json\"\n[[protocol.reply]]\nwhen = \"ping\"\nsend = '{\"pong\":${msg:ping}'", "protocol.reply.send", "is not JSON"),
+        (
+            "[upstream]\nprotocol = \"json\"\n[[protocol.reply]]\nwhen = \"ping\"\nsend = '{\"pong\":${ping}}'", "protocol.reply.send",
+            "unknown placeholder ${ping}"
+        ),
+        ("[upstream]\nprotocol = \"json\"\n[[protocol.reply]]\nwhen = \"ping\"\nsend = '{}'\nevery = 1", "protocol.reply.every", "unknown key"),
         ("[upstream]\nprotocol = \"stomp\"", "upstream.protocol", "stomp is not supported by this version yet"),
         ("[upstream]\nprotocol = \"jsonrpc\"\n[protocol]\ninit_payload = '{}'", "protocol.init_payload", "not of \"jsonrpc\""),
         ("[upstream]\nprotocol = \"graphql-transport-ws\"\n[protocol]\ninit_payload = '{token'", "protocol.init_payload", "must be JSON text"),

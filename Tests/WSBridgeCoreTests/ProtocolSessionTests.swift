@@ -219,3 +219,64 @@ typealias RPC = ProtocolSession<JSONRPC>
         #expect(s.fromApp(1, json(#"{"jsonrpc":"2.0","id":{"a":1},"method":"a"}"#)).first.map { "\($0)".contains("a string or a number") } == true)
     }
 }
+
+typealias JSONSession = ProtocolSession<JSONProtocol>
+
+/// `json`: ids at a configured path, rising on the wire; sticky sends with an id are
+/// subscriptions; the feed's keepalive answered by its configured reply (issue 33).
+@Suite struct JSONProtocolSessionTests {
+    func session() throws -> JSONSession {
+        let reply = JSONProtocol.Reply(when: Filter(parsing: "ping"), send: try ReplyTemplate(parsing: #"{"pong":${msg:ping}}"#))
+        var s = JSONSession(codec: JSONProtocol(idPath: "id", replies: [reply]))
+        #expect(s.opened() == [.ready])
+        return s
+    }
+
+    @Test func callsFromTwoAppsOnOneIdGetRisingWireIdsAndTheirOwnAnswer() throws {
+        var s = try self.session()
+        #expect(s.fromApp(1, json(#"{"id":1,"type":"get"}"#)) == [.upstream(json(#"{"id":1,"type":"get"}"#))])
+        #expect(s.fromApp(2, json(#"{"id":1,"type":"get"}"#)) == [.upstream(json(#"{"id":2,"type":"get"}"#))])
+        #expect(s.fromUpstream(json(#"{"id":2,"result":"b"}"#)) == [.app(2, json(#"{"id":1,"result":"b"}"#))])
+        #expect(s.fromUpstream(json(#"{"id":1,"result":"a"}"#)) == [.app(1, json(#"{"id":1,"result":"a"}"#))])
+        // The first answer ends a call: a second with its id is data, for everyone.
+        #expect(s.fromUpstream(json(#"{"id":1,"result":"again"}"#)) == [.broadcast])
+        // An id that is data (nobody holds it) and a message without one: for everyone.
+        #expect(s.fromUpstream(json(#"{"id":"BTC","price":1}"#)) == [.broadcast])
+        #expect(s.fromUpstream(json(#"{"price":1}"#)) == [.broadcast])
+        // A message without the id goes as it is.
+        #expect(s.fromApp(1, json(#"{"type":"hello"}"#)) == [.upstream(json(#"{"type":"hello"}"#))])
+    }
+
+    @Test func theKeepaliveIsAnsweredByItsTemplate() throws {
+        var s = try self.session()
+        #expect(s.fromUpstream(json(#"{"ping":17}"#)) == [.upstream(json(#"{"pong":17}"#))])
+    }
+
+    @Test func aStickySubscriptionKeepsItsHoldersAcrossOpensWithFreshRisingIds() throws {
+        var s = try self.session()
+        let subscribe = json(#"{"id":5,"type":"subscribe_events"}"#)
+        #expect(s.stickySubscribe(1, subscribe, key: "ev") == [.upstream(json(#"{"id":1,"type":"subscribe_events"}"#))])
+        // Every message with its id goes to its holder, under the app's id; none ends it.
+        #expect(s.fromUpstream(json(#"{"id":1,"type":"result"}"#)) == [.app(1, json(#"{"id":5,"type":"result"}"#))])
+        #expect(s.fromUpstream(json(#"{"id":1,"type":"event","n":1}"#)) == [.app(1, json(#"{"id":5,"type":"event","n":1}"#))])
+        // Another app's sticky send under the same key shares it; the daemon's goes to everyone.
+        #expect(s.stickySubscribe(2, json(#"{"id":9,"type":"subscribe_events"}"#), key: "ev") == [])
+        #expect(s.stickySubscribe(AppID.everyone, json(#"{"id":3,"type":"other"}"#), key: "all") == [.upstream(json(#"{"id":2,"type":"other"}"#))])
+        _ = s.lost(reason: "gone")
+        // The next open: sent again, with ids above every earlier one.
+        #expect(
+            s.opened() == [
+                .ready, .upstream(json(#"{"id":3,"type":"subscribe_events"}"#)), .upstream(json(#"{"id":4,"type":"other"}"#)),
+            ])
+        #expect(
+            s.fromUpstream(json(#"{"id":3,"type":"event","n":1}"#)) == [
+                .app(1, json(#"{"id":5,"type":"event","n":1}"#)), .app(2, json(#"{"id":9,"type":"event","n":1}"#)),
+            ])
+        #expect(s.fromUpstream(json(#"{"id":4,"x":1}"#)) == [.app(AppID.everyone, json(#"{"id":3,"x":1}"#))])
+        // Let go by both holders: ended (json has no end message to send).
+        #expect(s.stickyRelease(1, key: "ev") == [])
+        #expect(s.stickyRelease(1, key: "ev") == nil)
+        #expect(s.appLeft(2) == [])
+        #expect(s.liveSubscriptions.map(\.key) == ["sticky all"])
+    }
+}

@@ -3,8 +3,8 @@ import Testing
 import WSBridgeProtocol
 
 /// A server of Tests/peers on `port` (0: any), once it says `listening PORT`; and its port.
-func pythonPeer(_ script: String, port: Int) async throws -> (ManagedProcess, Int) {
-    let process = try ManagedProcess(Paths.python, ["-u", "\(Paths.root)/Tests/peers/\(script)", "--port", "\(port)"], name: script)
+func pythonPeer(_ script: String, port: Int, _ arguments: [String] = []) async throws -> (ManagedProcess, Int) {
+    let process = try ManagedProcess(Paths.python, ["-u", "\(Paths.root)/Tests/peers/\(script)", "--port", "\(port)"] + arguments, name: script)
     guard let line = await process.stdout.wait(timeout: .seconds(30), { $0.hasPrefix("listening ") }), let bound = Int(line.dropFirst(10)) else {
         process.stop()
         throw TestFailure("\(script) did not start: \(process.stderr.text)")

@@ -197,6 +197,11 @@ import WSBridgeProtocol
         c.send(#"{"id":"r2","op":"request","text":"{\"rid\":8}","match":{"field":"rid","equals":99},"timeout":0.3}"#)
         let timeout = await c.reply("r2")
         #expect(timeout?.value(at: "error.code") == "timeout")
+        // Without a protocol, the daemon cannot tell what answers: the request must say.
+        c.send(#"{"id":"nomatch","op":"request","text":"{\"rid\":9}"}"#)
+        let unmatched = await c.reply("nomatch")
+        #expect(unmatched?.value(at: "error.code") == "missing_field")
+        #expect(unmatched?.value(at: "error.message")?.stringValue?.contains("upstream.protocol = \"raw\"") == true, "\(String(describing: unmatched))")
 
         // The link closed: answered at once (the timeout is 60 s), and nothing is queued.
         c.send(#"{"id":"x","op":"close"}"#)

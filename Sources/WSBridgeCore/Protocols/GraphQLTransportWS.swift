@@ -68,7 +68,7 @@ package struct GraphQLTransportWS: ProtocolCodec {
 
     package func handshakeAnswer(acknowledgement: JSONValue?) -> JSONValue { acknowledgement ?? ["type": "connection_ack"] }
 
-    package func pong(to ping: JSONValue) -> JSONValue {
+    package func pong(to ping: JSONValue) -> JSONValue? {
         var pong: JSONValue = ["type": "pong"]
         if let payload = ping["payload"] { pong = pong.setting("payload", to: payload) }
         return pong

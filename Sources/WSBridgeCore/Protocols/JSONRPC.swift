@@ -51,7 +51,7 @@ package struct JSONRPC: ProtocolCodec {
 
     package func handshakeAnswer(acknowledgement: JSONValue?) -> JSONValue { acknowledgement ?? .null }
 
-    package func pong(to ping: JSONValue) -> JSONValue { ping }
+    package func pong(to ping: JSONValue) -> JSONValue? { ping }
 
     package func endMessage(upstreamID: WireID, serverID: WireID?, callID: WireID) -> JSONValue? {
         guard let serverID else { return nil }

@@ -87,6 +87,8 @@ package struct ProtocolSubscriptionInfo: Equatable, Sendable {
     package var key: String
     package var upstreamID: String
     package var holders: [(app: AppID, id: String)]
+    /// Milliseconds since the epoch the first holder subscribed.
+    package var since: Int64 = 0
 
     package static func == (a: Self, b: Self) -> Bool {
         a.key == b.key && a.upstreamID == b.upstreamID && a.holders.elementsEqual(b.holders) { $0.app == $1.app && $0.id == $1.id }
@@ -102,6 +104,24 @@ package protocol ProtocolRouter {
     mutating func appLeft(_ app: AppID) -> [ProtocolEffect]
     mutating func fromUpstream(_ message: JSONValue) -> [ProtocolEffect]
     var liveSubscriptions: [ProtocolSubscriptionInfo] { get }
+    /// The time the next calls happen at (milliseconds since the epoch), for `since`.
+    var now: Int64 { get set }
+    /// A sticky send that carries an id: a subscription `key` held by `app` (0: the daemon,
+    /// whose messages go to everyone), sent again on every open.
+    mutating func stickySubscribe(_ app: AppID, _ message: JSONValue, key: String) -> [ProtocolEffect]
+    /// `app` lets go of sticky `key` (nil: it held none).
+    mutating func stickyRelease(_ app: AppID, key: String) -> [ProtocolEffect]?
+    /// The id an app's message waits on (a call's or subscribe's), for `request`.
+    func requestID(in message: JSONValue) -> WireID?
+    /// The id an upstream message restored for an app answers, and whether it is the last.
+    func answerID(in message: JSONValue) -> (id: WireID, final: Bool)?
+    /// `app` no longer waits for call `id` (its request timed out).
+    mutating func forget(_ app: AppID, id: WireID)
+}
+
+extension AppID {
+    /// The holder of daemon-scope sticky subscriptions: what belongs to it goes to everyone.
+    package static let everyone: AppID = 0
 }
 
 /// One application protocol: how to read and rewrite its messages. A small value type, pure;
@@ -120,8 +140,8 @@ package protocol ProtocolCodec: Sendable {
     /// The local answer to an app's handshake (`acknowledgement`: what the server answered
     /// the daemon's own, when it said more than its type).
     func handshakeAnswer(acknowledgement: JSONValue?) -> JSONValue
-    /// The answer to a keepalive `ping` (the server's or an app's).
-    func pong(to ping: JSONValue) -> JSONValue
+    /// The answer to a keepalive `ping` (the server's or an app's); nil: none.
+    func pong(to ping: JSONValue) -> JSONValue?
     /// What ends subscription `upstreamID` upstream when its last holder leaves (`serverID`: the
     /// server-assigned id, for protocols that have one). nil: nothing to send.
     func endMessage(upstreamID: WireID, serverID: WireID?, callID: WireID) -> JSONValue?
@@ -138,6 +158,25 @@ package protocol ProtocolCodec: Sendable {
     func unsubscribeAnswer(id: WireID) -> JSONValue?
     /// What an app waiting for `id` is told when the link drops before the answer came.
     func linkLostAnswer(id: WireID, reason: String) -> JSONValue
+    /// Whether an answer that is `final` ends a subscription (graphql's `complete`); `json`'s
+    /// subscriptions end only when their holders leave.
+    var answersEndSubscriptions: Bool { get }
+    /// Whether an upstream message whose id nobody holds goes to everyone (`json`, where an id
+    /// may be data) or nowhere (an answer to an id of an earlier connection).
+    var unknownAnswersBroadcast: Bool { get }
+    /// The id of an app's sticky send that makes it a subscription (nil: it is not one).
+    func subscriptionID(inSticky message: JSONValue) -> WireID?
+}
+
+extension ProtocolCodec {
+    package var answersEndSubscriptions: Bool { true }
+    package var unknownAnswersBroadcast: Bool { false }
+    package func subscriptionID(inSticky message: JSONValue) -> WireID? {
+        switch self.classify(fromApp: message) {
+        case .call(let id), .subscribe(let id, _): id
+        default: nil
+        }
+    }
 }
 
 extension JSONValue {
@@ -161,5 +200,8 @@ package func makeProtocolRouter(_ settings: Configuration.ApplicationProtocol) -
     case .raw: return nil
     case .jsonrpc: return ProtocolSession(codec: JSONRPC(), limits: limits)
     case .graphqlTransportWS: return ProtocolSession(codec: GraphQLTransportWS(sendsHandshake: false), limits: limits)
+    case .json:
+        let replies = settings.replies.map { JSONProtocol.Reply(when: $0.when, send: $0.send) }
+        return ProtocolSession(codec: JSONProtocol(idPath: settings.idPath ?? "id", replies: replies), limits: limits)
     }
 }

@@ -30,6 +30,8 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
         /// Server-assigned id on this connection, and the one apps were given first.
         var serverID: WireID?
         var visibleID: WireID?
+        /// When the first holder subscribed (milliseconds since the epoch).
+        var since: Int64
     }
 
     struct Call {
@@ -60,6 +62,7 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
     private var acknowledgement: JSONValue?
     package private(set) var isOpen = false
     package private(set) var isReady = false
+    package var now: Int64 = 0
 
     package init(codec: Codec, limits: Limits = Limits()) {
         self.codec = codec
@@ -138,7 +141,7 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
         case .handshake:
             return [.app(app, self.codec.handshakeAnswer(acknowledgement: self.acknowledgement))]
         case .ping:
-            return [.app(app, self.codec.pong(to: message))]
+            return self.codec.pong(to: message).map { [.app(app, $0)] } ?? []
         case .swallow:
             return []
         case .other:
@@ -150,28 +153,66 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
             self.hold(app, id, .call(upstream))
             return [.upstream(self.codec.replacingID(in: message, with: upstream))]
         case .subscribe(let id, let key):
-            if let refusal = self.refusal(for: app, id: id) { return [.refuse(refusal)] }
-            self.hold(app, id, .subscription(key))
-            if let shared = self.byKey[key], var subscription = self.subscriptions[shared] {
-                // The same subscription: held once more, sent no second time.
-                let answered = subscription.visibleID != nil
-                subscription.holders.append(Holder(app: app, appID: id, answered: answered))
-                self.subscriptions[shared] = subscription
-                guard answered, let visible = subscription.visibleID, let answer = self.codec.subscribeAnswer(id: id, subscription: visible) else {
-                    return []
-                }
-                return [.app(app, answer)]
-            }
-            let upstream = self.allocate()
-            let subscription = Subscription(
-                key: key, message: message, upstreamID: upstream, holders: [Holder(app: app, appID: id, answered: false)])
-            self.subscriptions[upstream] = subscription
-            self.byKey[key] = upstream
-            guard self.isReady else { return [] }
-            return [.upstream(self.codec.replacingID(in: message, with: upstream))]
+            return self.subscribe(app, id: id, key: key, message: message)
         case .unsubscribe(let id, let target):
             return self.unsubscribe(app, id: id, target: target, message: message)
         }
+    }
+
+    /// A sticky send that carries an id: a subscription held by `app` under `key`.
+    package mutating func stickySubscribe(_ app: AppID, _ message: JSONValue, key: String) -> [Effect] {
+        guard let id = self.codec.subscriptionID(inSticky: message) else { return self.fromApp(app, message) }
+        return self.subscribe(app, id: id, key: Self.stickyKey(key), message: message)
+    }
+
+    /// `app` lets go of its sticky subscription `key`.
+    package mutating func stickyRelease(_ app: AppID, key: String) -> [Effect]? {
+        let held = Held.subscription(Self.stickyKey(key))
+        guard let id = self.held[app]?.first(where: { $0.value == held })?.key else { return nil }
+        return self.unsubscribe(app, id: nil, target: id, message: .null)
+    }
+
+    private static func stickyKey(_ key: String) -> String { "sticky " + key }
+
+    package func requestID(in message: JSONValue) -> WireID? {
+        switch self.codec.classify(fromApp: message) {
+        case .call(let id), .subscribe(let id, _): id
+        case .unsubscribe(let id, _): id
+        default: nil
+        }
+    }
+
+    package func answerID(in message: JSONValue) -> (id: WireID, final: Bool)? {
+        guard case .answer(let id, let final) = self.codec.classify(fromUpstream: message) else { return nil }
+        return (id, final)
+    }
+
+    package mutating func forget(_ app: AppID, id: WireID) {
+        guard case .call(let upstream) = self.held[app]?[id] else { return }
+        self.calls[upstream] = nil
+        self.release(app, id)
+    }
+
+    private mutating func subscribe(_ app: AppID, id: WireID, key: String, message: JSONValue) -> [Effect] {
+        if let refusal = self.refusal(for: app, id: id) { return [.refuse(refusal)] }
+        self.hold(app, id, .subscription(key))
+        if let shared = self.byKey[key], var subscription = self.subscriptions[shared] {
+            // The same subscription: held once more, sent no second time.
+            let answered = subscription.visibleID != nil
+            subscription.holders.append(Holder(app: app, appID: id, answered: answered))
+            self.subscriptions[shared] = subscription
+            guard answered, let visible = subscription.visibleID, let answer = self.codec.subscribeAnswer(id: id, subscription: visible) else {
+                return []
+            }
+            return [.app(app, answer)]
+        }
+        let upstream = self.allocate()
+        let subscription = Subscription(
+            key: key, message: message, upstreamID: upstream, holders: [Holder(app: app, appID: id, answered: false)], since: self.now)
+        self.subscriptions[upstream] = subscription
+        self.byKey[key] = upstream
+        guard self.isReady else { return [] }
+        return [.upstream(self.codec.replacingID(in: message, with: upstream))]
     }
 
     private func refusal(for app: AppID, id: WireID) -> String? {
@@ -271,7 +312,7 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
         case .swallow:
             return []
         case .ping:
-            return [.upstream(self.codec.pong(to: message))]
+            return self.codec.pong(to: message).map { [.upstream($0)] } ?? []
         case .ack:
             // (Not `nil` in a conditional: JSONValue takes the nil literal as `.null`.)
             self.acknowledgement = message["payload"] != nil ? .some(message) : .none
@@ -293,8 +334,9 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
                 return [.app(call.app, self.codec.replacingID(in: message, with: call.appID))]
             }
             guard var subscription = self.subscriptions[id] else {
-                // An answer to an id of an earlier connection, or to an end nobody waits for.
-                return []
+                // An answer to an id of an earlier connection, or to an end nobody waits for
+                // (or, for `json`, an id that is data).
+                return self.codec.unknownAnswersBroadcast ? [.broadcast] : []
             }
             if let server = self.codec.serverSubscriptionID(in: message) {
                 // A subscribe's answer: the server's id on this connection; apps keep the first.
@@ -315,7 +357,7 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
                 return effects
             }
             let effects: [Effect] = subscription.holders.map { .app($0.app, self.codec.replacingID(in: message, with: $0.appID)) }
-            if final { self.remove(id) }
+            if final && self.codec.answersEndSubscriptions { self.remove(id) }
             return effects
         }
     }
@@ -325,7 +367,8 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
     /// The live subscriptions, oldest first.
     package var liveSubscriptions: [ProtocolSubscriptionInfo] {
         self.subscriptions.values.sorted { Self.older($0.upstreamID, $1.upstreamID) }.map {
-            ProtocolSubscriptionInfo(key: $0.key, upstreamID: $0.upstreamID.key, holders: $0.holders.map { ($0.app, $0.appID.key) })
+            ProtocolSubscriptionInfo(
+                key: $0.key, upstreamID: $0.upstreamID.key, holders: $0.holders.map { ($0.app, $0.appID.key) }, since: $0.since)
         }
     }
 }

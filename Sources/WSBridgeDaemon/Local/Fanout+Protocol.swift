@@ -10,24 +10,26 @@ extension Fanout {
     /// A text message from the upstream, through the protocol layer: whether it goes on to every
     /// subscriber (a broadcast), as before.
     @inline(never)  // off the raw message path, which only tests `routing`
-    func route(_ message: UpstreamMessage, link: any LinkControl) -> Bool {
-        guard let json = try? JSONValue.parse(message.data.readableBytesView), var router = self.router else { return true }
-        let effects = router.fromUpstream(json)
+    func route(_ message: UpstreamMessage, link: any LinkControl) -> (broadcast: Bool, parsed: JSONValue?) {
+        guard let json = try? JSONValue.parse(message.data.readableBytesView) else { return (true, nil) }
+        guard let effects = self.withRouter({ $0.fromUpstream(json) }) else { return (true, json) }
+        return (self.perform(effects, link: link, receivedAtMillis: message.receivedAtMillis).broadcast, json)
+    }
+
+    /// Runs `body` on the protocol layer, its clock set (nil: no protocol).
+    func withRouter(_ body: (inout any ProtocolRouter) -> [ProtocolEffect]) -> [ProtocolEffect]? {
+        guard var router = self.router else { return nil }
+        router.now = WallClock.millisecondsSinceEpoch()
+        let effects = body(&router)
         self.router = router
-        return self.perform(effects, link: link, receivedAtMillis: message.receivedAtMillis).broadcast
+        return effects
     }
 
     /// The link opened (the session re-established, the handshake acknowledged) or left `open`.
     func protocolLink(_ link: any LinkControl, changedTo phase: ConnectionPhase, reason: String) {
-        guard var router = self.router else { return }
-        let effects: [ProtocolEffect]
-        if phase == .open {
-            effects = router.opened()
-        } else {
-            effects = router.lost(reason: "the upstream link went \(phase.rawValue) (\(reason)) before the answer came")
-        }
-        self.router = router
-        self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
+        let lost = "the upstream link went \(phase.rawValue) (\(reason)) before the answer came"
+        guard let effects = self.withRouter({ phase == .open ? $0.opened() : $0.lost(reason: lost) }) else { return }
+        self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch(), lost: phase == .open ? nil : lost)
     }
 
     /// What happened to the messages the protocol layer sent upstream or refused.
@@ -36,11 +38,14 @@ extension Fanout {
         /// The last upstream send's outcome (nil: nothing went upstream).
         var sent: SendOutcome?
         var refusal: String?
+        /// Something went to an app (a local answer).
+        var delivered = false
     }
 
     /// Carries out `effects`: upstream sends through the link, lines for one app each.
+    /// `lost`: the effects are the link's loss (a request waiting for an answer gets `link_lost`).
     @discardableResult
-    func perform(_ effects: [ProtocolEffect], link: any LinkControl, receivedAtMillis: Int64) -> Performed {
+    func perform(_ effects: [ProtocolEffect], link: any LinkControl, receivedAtMillis: Int64, lost: String? = nil) -> Performed {
         var performed = Performed()
         for effect in effects {
             switch effect {
@@ -48,8 +53,13 @@ extension Fanout {
                 performed.broadcast = true
             case .upstream(let json):
                 performed.sent = link.submit(UpstreamMessage(.text(json.serialized)))
+            case .app(AppID.everyone, let json):
+                // A daemon-scope sticky subscription's: for every subscriber.
+                self.publish(UpstreamMessage(kind: .text, data: ByteBuffer(string: json.serialized), receivedAtMillis: receivedAtMillis), parsed: json)
             case .app(let app, let json):
                 guard let client = self.clients[app] else { continue }
+                performed.delivered = true
+                if !self.protocolRequests.isEmpty, self.answerRequest(of: client, with: json, lost: lost) { continue }
                 self.deliver(json, to: client, receivedAtMillis: receivedAtMillis)
             case .refuse(let reason):
                 performed.refusal = reason
@@ -62,17 +72,61 @@ extension Fanout {
 
     /// A message from a local app (`send`), through the protocol layer.
     func fromApp(_ client: LocalClient, _ json: JSONValue, link: any LinkControl) -> Performed {
-        guard var router = self.router else { return Performed() }
-        let effects = router.fromApp(client.id, json)
+        guard let effects = self.withRouter({ $0.fromApp(client.id, json) }) else { return Performed() }
+        return self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
+    }
+
+    /// A sticky send that carries an id, through the protocol layer: a subscription `holder`
+    /// keeps (`AppID.everyone`: the daemon's), sent again on every open.
+    func stickyFromApp(_ holder: AppID, _ json: JSONValue, key: String, link: any LinkControl) -> Performed {
+        guard let effects = self.withRouter({ $0.stickySubscribe(holder, json, key: key) }) else { return Performed() }
+        return self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
+    }
+
+    /// `holder` lets go of sticky `key`: nil when the protocol layer had no such subscription.
+    func stickyRelease(_ holder: AppID, key: String, link: any LinkControl) -> Performed? {
+        guard var router = self.router, let effects = router.stickyRelease(holder, key: key) else { return nil }
         self.router = router
         return self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
     }
 
     /// A local app went away: what it held is let go (ended upstream when it was the last holder).
     func appLeft(_ client: LocalClient, link: any LinkControl) {
-        guard var router = self.router else { return }
-        let effects = router.appLeft(client.id)
-        self.router = router
+        for (_, entry) in self.protocolRequests.removeValue(forKey: client.id) ?? [:] { entry.timer.cancel() }
+        guard let effects = self.withRouter({ $0.appLeft(client.id) }) else { return }
         self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
+    }
+
+    // MARK: - Requests answered by id
+
+    /// A `request` without `match`: answered by what carries the id of the app's message.
+    struct ProtocolRequest {
+        var id: JSONValue?
+        var timer: Scheduled<Void>
+        /// The answer went; what else carries the id (a query's `complete`) is dropped.
+        var answered = false
+    }
+
+    /// Whether `json` (an upstream message, the app's id restored) answers one of `client`'s
+    /// requests: then the request's reply carries it (or, `lost`, a `link_lost` error).
+    private func answerRequest(of client: LocalClient, with json: JSONValue, lost: String?) -> Bool {
+        guard let (id, final) = self.router?.answerID(in: json), var entry = self.protocolRequests[client.id]?[id.key] else { return false }
+        if final {
+            self.protocolRequests[client.id]?[id.key] = nil
+            if self.protocolRequests[client.id]?.isEmpty == true { self.protocolRequests[client.id] = nil }
+            entry.timer.cancel()
+        }
+        guard !entry.answered else { return true }
+        entry.answered = true
+        if !final { self.protocolRequests[client.id]?[id.key] = entry }
+        self.flush()
+        if let lost {
+            let error = ProtocolError(.linkLost, "\(lost); send the request again once status says open", id: entry.id)
+            client.send(MessageLineEncoder.line(error.reply, allocator: self.allocator))
+        } else {
+            let reply = ReplyLine.ok(id: entry.id, RequestResult(seq: self.takeSeq(), payload: json).json)
+            client.send(MessageLineEncoder.line(reply.json, allocator: self.allocator))
+        }
+        return true
     }
 }

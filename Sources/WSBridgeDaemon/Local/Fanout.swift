@@ -40,6 +40,8 @@ final class Fanout: UpstreamEventSink {
     /// The digits of the last message's receive time (the messages of one read share it).
     private var tsDigits = TimestampDigits()
     var pending = PendingRequests()
+    /// `request`s answered by the protocol's ids: by client, by the app's id (Fanout+Protocol.swift).
+    var protocolRequests: [Int: [String: ProtocolRequest]] = [:]
     /// The application protocol's connection state (`upstream.protocol`; nil: `raw`, every
     /// message for every subscriber as it is). Fanout+Protocol.swift.
     var router: (any ProtocolRouter)? {
@@ -129,7 +131,11 @@ final class Fanout: UpstreamEventSink {
     func upstreamLink(_ link: any LinkControl, emitted event: UpstreamEvent) {
         switch event {
         case .message(let message):
-            if self.routing, message.kind == .text, !self.route(message, link: link) { return }
+            if self.routing, message.kind == .text {
+                let routed = self.route(message, link: link)
+                if routed.broadcast { self.publish(message, parsed: routed.parsed) }
+                return
+            }
             self.publish(message)
         case .state(let phase, let reason):
             self.flush()
@@ -165,18 +171,25 @@ final class Fanout: UpstreamEventSink {
     /// lines already numbered, but for no one else, nor the replay ring or the journal.
     func deliver(_ json: JSONValue, to client: LocalClient, receivedAtMillis: Int64) {
         self.flush()
-        self.seq += 1
+        _ = self.takeSeq()
         let message = UpstreamMessage(kind: .text, data: ByteBuffer(string: json.serialized), receivedAtMillis: receivedAtMillis)
         let line = MessageLineEncoder.message(seq: self.seq, message, inlineJSON: self.configuration.inlineJSON, parsed: json, allocator: self.allocator)
         client.deliver(line, seq: self.seq)
     }
 
-    private func publish(_ message: UpstreamMessage) {
+    /// The next seq, for a message for one app (flushed before: the stream's order holds).
+    func takeSeq() -> UInt64 {
+        self.seq += 1
+        return self.seq
+    }
+
+    /// `parsed`: the payload, when the protocol layer parsed it already.
+    func publish(_ message: UpstreamMessage, parsed: JSONValue? = nil) {
         self.seq += 1
         let seq = self.seq
         // Parse the payload only if someone needs it: inline JSON, a filter, or a request.
-        var parsed: JSONValue?
-        if message.kind == .text && (self.configuration.inlineJSON || self.filtered > 0 || !self.pending.isEmpty) {
+        var parsed = parsed
+        if parsed == nil, message.kind == .text && (self.configuration.inlineJSON || self.filtered > 0 || !self.pending.isEmpty) {
             parsed = try? JSONValue.parse(message.data.readableBytesView)
         }
         if self.unsentEnds.isEmpty {

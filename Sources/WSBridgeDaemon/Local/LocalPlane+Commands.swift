@@ -114,7 +114,9 @@ extension LocalPlane {
             return
         }
         guard let outcome = performed.sent else {
-            self.ok(client, id, SendResult.answered.json)
+            // Answered here, or (a subscription, the link down) kept for the next open.
+            let phase = self.link.phase
+            self.ok(client, id, performed.delivered || phase == .open ? SendResult.answered.json : SendResult.queued(depth: 0, state: phase).json)
             return
         }
         self.answerSend(outcome, id: id, to: client)
@@ -131,7 +133,7 @@ extension LocalPlane {
         }
     }
 
-    private func request(_ payload: Payload, match: Filter, timeout: Duration, id: JSONValue?, from client: LocalClient) {
+    private func request(_ payload: Payload, match: Filter?, timeout: Duration, id: JSONValue?, from client: LocalClient) {
         // An answer cannot come while the link is down: say so now, and send nothing (a queued
         // request would go out later with nobody waiting for its answer).
         guard self.link.phase == .open else {
@@ -145,13 +147,18 @@ extension LocalPlane {
             return
         }
         let local = self.configuration.local
-        let mine = self.fanout.pending.count(of: client)
-        guard mine < local.maxPendingRequests, self.fanout.pending.count < local.maxPendingRequestsTotal else {
+        let mine = self.fanout.pending.count(of: client) + (self.fanout.protocolRequests[client.id]?.count ?? 0)
+        let all = self.fanout.pending.count + self.fanout.protocolRequests.values.reduce(0) { $0 + $1.count }
+        guard mine < local.maxPendingRequests, all < local.maxPendingRequestsTotal else {
             let which =
                 mine >= local.maxPendingRequests
                 ? "this client already has \(mine) requests waiting (local.max_pending_requests)"
-                : "\(self.fanout.pending.count) requests are waiting in all (local.max_pending_requests_total)"
+                : "\(all) requests are waiting in all (local.max_pending_requests_total)"
             self.reply(client, ProtocolError(.tooManyRequests, "\(which): wait for an answer or a timeout, then retry", id: id))
+            return
+        }
+        guard let match else {
+            self.requestThroughProtocol(payload, timeout: timeout, id: id, from: client)
             return
         }
         let key = self.fanout.pending.reserveKey()
@@ -179,10 +186,68 @@ extension LocalPlane {
         }
     }
 
+    /// A `request` without `match`: the application protocol's id says what answers it.
+    private func requestThroughProtocol(_ payload: Payload, timeout: Duration, id: JSONValue?, from client: LocalClient) {
+        guard let router = self.fanout.router else {
+            self.reply(
+                client,
+                ProtocolError(
+                    .missingField,
+                    "missing \"match\": with upstream.protocol = \"raw\" the daemon cannot tell which message answers, so say it: {\"field\": \"id\", \"equals\": 7}",
+                    id: id))
+            return
+        }
+        guard case .text(let text) = payload, let json = try? JSONValue.parse(text), let wire = router.requestID(in: json) else {
+            self.reply(
+                client,
+                ProtocolError(
+                    .invalidValue,
+                    "a request without \"match\" is answered by its id: send one \(router.name) message that carries an id (or give \"match\")",
+                    id: id))
+            return
+        }
+        if self.fanout.protocolRequests[client.id]?[wire.key] != nil {
+            self.reply(client, ProtocolError(.invalidValue, "\(router.name): a request with id \(wire) is waiting already: use another id", id: id))
+            return
+        }
+        let timer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
+            guard let entry = self.fanout.protocolRequests[client.id]?.removeValue(forKey: wire.key) else { return }
+            if self.fanout.protocolRequests[client.id]?.isEmpty == true { self.fanout.protocolRequests[client.id] = nil }
+            guard !entry.answered else { return }
+            _ = self.fanout.withRouter { router in
+                router.forget(client.id, id: wire)
+                return []
+            }
+            self.reply(
+                client,
+                ProtocolError(
+                    .timeout, "no upstream message with id \(wire) arrived within \(timeout.short); raise \"timeout\", or check the server got it", id: id))
+        }
+        // Listen first: a local answer comes while the message goes through the protocol layer.
+        self.fanout.protocolRequests[client.id, default: [:]][wire.key] = Fanout.ProtocolRequest(id: id, timer: timer)
+        let performed = self.fanout.fromApp(client, json, link: self.link)
+        var problem: (ErrorCode, String)?
+        if let refusal = performed.refusal {
+            problem = (.invalidValue, "\(router.name): \(refusal)")
+        } else if case .rejected(let reason) = performed.sent {
+            problem = (.queueFull, reason)
+        }
+        guard let (code, message) = problem else { return }
+        if let entry = self.fanout.protocolRequests[client.id]?.removeValue(forKey: wire.key) {
+            entry.timer.cancel()
+            if self.fanout.protocolRequests[client.id]?.isEmpty == true { self.fanout.protocolRequests[client.id] = nil }
+        }
+        self.reply(client, ProtocolError(code, message, id: id))
+    }
+
     // MARK: - Sticky sends
 
     /// Registers a sticky send; its text goes now if the link is open, else after the next open.
     private func stick(_ options: StickyOptions, _ payload: Payload, id: JSONValue?, from client: LocalClient) {
+        if let router = self.fanout.router, case .text(let text) = payload, let json = try? JSONValue.parse(text), router.requestID(in: json) != nil {
+            self.stickThroughProtocol(options, json, id: id, from: client)
+            return
+        }
         let registered = self.session.register(options, payload: payload, client: client.id, pid: client.credentials?.pid, uid: client.credentials?.uid)
         let outcome: StickyRegistry.Registered
         let holders: Int
@@ -208,7 +273,41 @@ extension LocalPlane {
         self.replyOnceStored(client, line, id: id)
     }
 
+    /// A sticky send that carries the protocol's id: a subscription of the protocol layer's, sent
+    /// again on every open with a fresh id, what carries its id routed to its holder (the client,
+    /// or, with scope daemon, every subscriber).
+    private func stickThroughProtocol(_ options: StickyOptions, _ json: JSONValue, id: JSONValue?, from client: LocalClient) {
+        let name = self.fanout.router?.name ?? ""
+        if options.onUnstick != nil {
+            self.reply(
+                client,
+                ProtocolError(
+                    .invalidValue,
+                    "\(name): this sticky send carries an id, so it is a subscription the protocol layer keeps, and it ends when its holders leave; on_unstick is not used for it: leave it out",
+                    id: id))
+            return
+        }
+        let holder = options.scope == .daemon ? AppID.everyone : client.id
+        let performed = self.fanout.stickyFromApp(holder, json, key: options.key, link: self.link)
+        if let refusal = performed.refusal {
+            self.reply(client, ProtocolError(.invalidValue, "\(name): \(refusal)", id: id))
+            return
+        }
+        let status: StickyResult.Status = performed.sent != nil ? .sent : (self.link.phase == .open ? .held : .queued)
+        let holders = self.fanout.router?.liveSubscriptions.first { $0.key == "sticky " + options.key }?.holders.count ?? 1
+        let result = StickyResult(status: status, key: options.key, scope: options.scope, holders: holders, state: self.link.phase)
+        self.ok(client, id, SendResult.sticky(result).json)
+    }
+
     private func unstick(_ key: String, leave: String?, scope: StickyScope?, id: JSONValue?, from client: LocalClient) {
+        if self.fanout.router != nil {
+            let holder = scope == .daemon ? AppID.everyone : client.id
+            if let performed = self.fanout.stickyRelease(holder, key: key, link: self.link) {
+                let holders = self.fanout.router?.liveSubscriptions.first { $0.key == "sticky " + key }?.holders.count ?? 0
+                self.ok(client, id, UnstickResult(key: key, holders: holders, leave: performed.sent != nil ? "sent" : "none").json)
+                return
+            }
+        }
         let result: UnstickResult
         switch self.session.release(key: key, client: client.id, scope: scope, leave: leave) {
         case .failure(var error):
