@@ -324,6 +324,19 @@ private struct FieldReader {
         guard case .object = v else {
             throw self.fail(.wrongType, "\"\(name)\" must be an object like {\"field\": \"type\", \"equals\": \"trade\"}, not \(v.typeName)")
         }
+        for key in ["prefix", "contains"] {
+            guard let t = v[key] else { continue }
+            guard name == "filter" else {
+                throw self.fail(.invalidValue, "\"\(name)\" takes a field: {\"field\": \"id\", \"equals\": 7}; \"\(key)\" is for a subscribe's filter")
+            }
+            guard let text = t.stringValue, !text.isEmpty else { throw self.fail(.wrongType, "\"\(name).\(key)\" must be a non-empty string") }
+            guard text.utf8.count <= self.limits.filterMaxBytes else {
+                throw self.fail(
+                    .invalidValue,
+                    "\"\(name).\(key)\" is \(text.utf8.count) bytes long: at most \(self.limits.filterMaxBytes) (local.filter_max_bytes)")
+            }
+            return Filter(key == "prefix" ? .prefix(text) : .contains(text))
+        }
         guard let field = v["field"]?.stringValue, !field.isEmpty else {
             throw self.fail(.missingField, "\"\(name)\" needs \"field\": a dotted path such as \"type\" or \"data.symbol\"")
         }

@@ -11,6 +11,9 @@ struct Tail: ParsableCommand {
 
     func validate() throws {
         if self.stream != nil && self.since == nil { throw ValidationError("--stream goes with --since: the last seq you saw in that stream") }
+        if [self.filter, self.prefix, self.contains].compactMap({ $0 }).count > 1 {
+            throw ValidationError("give one of --filter, --prefix and --contains")
+        }
     }
 
     @Option(help: "Resume after this sequence number (buffered messages are replayed; missing ones are reported).")
@@ -22,15 +25,29 @@ struct Tail: ParsableCommand {
     @Option(help: ArgumentHelp("Only messages whose JSON FIELD (a dotted path) equals VALUE, or has FIELD at all.", valueName: "field[=value]"))
     var filter: String?
 
+    @Option(help: ArgumentHelp("Only messages whose text begins with TEXT (any text, JSON or not).", valueName: "text"))
+    var prefix: String?
+
+    @Option(help: ArgumentHelp("Only messages whose text contains TEXT (any text, JSON or not).", valueName: "text"))
+    var contains: String?
+
+    /// The filter the options ask for, if any.
+    var chosenFilter: Filter? {
+        if let filter { return Filter(parsing: filter) }
+        if let prefix { return Filter(.prefix(prefix)) }
+        if let contains { return Filter(.contains(contains)) }
+        return nil
+    }
+
     func run() throws {
         let connection = try self.global.connect()
         var fields: [(String, JSONValue)] = []
         if let since { fields.append(("since", .number(JSONNumber(since)))) }
         if let stream { fields.append(("stream", .string(stream))) }
-        if let filter { fields.append(("filter", Filter(parsing: filter).json)) }
+        if let filter = self.chosenFilter { fields.append(("filter", filter.json)) }
         do {
             let result = try SubscribeResult(json: try connection.request("subscribe", fields, unsubscribeFirst: false))
-            let filterNote = self.filter.map { ", only \($0)" } ?? ""
+            let filterNote = self.chosenFilter.map { ", only \($0.text)" } ?? ""
             let restarted =
                 self.since.map { since in
                     GapLine.isRestart(since: since, stream: self.stream, current: result.stream ?? "", last: result.seq ?? 0)

@@ -84,6 +84,27 @@ import WSBridgeProtocol
         #expect(await f.server.event("binary 8") != nil)
     }
 
+    /// For text that is not JSON (a raw feed's `42["ev",…]`, `MSG …`), filters on the whole text.
+    @Test func tailFiltersAnyTextByPrefixOrContents() async throws {
+        let f = try await DaemonFixture()
+        let prefix = try ManagedProcess(Self.ctl, ["--socket", f.socket, "tail", "--prefix", "42[\"trade"], name: "prefix")
+        defer { prefix.stop() }
+        let contains = try ManagedProcess(Self.ctl, ["--socket", f.socket, "tail", "--contains", "BTC"], name: "contains")
+        defer { contains.stop() }
+        #expect(await prefix.stderr.wait(containing: "only text beginning \"42[\\\"trade\"") != nil, "\(prefix.stderr.text)")
+        #expect(await contains.stderr.wait(containing: "only text containing \"BTC\"") != nil)
+        for text in ["2", #"42["quote",{"s":"BTC"}]"#, #"42["trade",{"s":"ETH"}]"#, "MSG BTC.trades 1 5", #"42["trade",{"s":"BTC"}]"#] {
+            f.server.command("send \(text)")
+        }
+        #expect(await prefix.stdout.wait(containing: #"{"s":"BTC"}]"#) != nil)
+        #expect(prefix.stdout.lines == [#"42["trade",{"s":"ETH"}]"#, #"42["trade",{"s":"BTC"}]"#], "\(prefix.stdout.text)")
+        #expect(await contains.stdout.wait(containing: #"42["trade",{"s":"BTC"}]"#) != nil)
+        #expect(contains.stdout.lines == [#"42["quote",{"s":"BTC"}]"#, "MSG BTC.trades 1 5", #"42["trade",{"s":"BTC"}]"#])
+        // One kind of filter at a time.
+        let both = try self.ctl(["tail", "--prefix", "a", "--contains", "b"], socket: f.socket)
+        #expect(both.err.contains("give one of --filter, --prefix and --contains"))
+    }
+
     @Test func tailFollowsWithFilterAndSince() async throws {
         let f = try await DaemonFixture()
         let tail = try ManagedProcess(Self.ctl, ["--socket", f.socket, "tail", "--filter", "n=3"], name: "tail")

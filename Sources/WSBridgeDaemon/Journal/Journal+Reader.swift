@@ -209,7 +209,7 @@ extension Journal {
             parsed = try? JSONValue.parse(message.data.readableBytesView)
         }
         if let filter = options.filter {
-            guard let parsed, filter.matches(parsed) else { return nil }
+            guard message.kind == .text, filter.matches(json: parsed, text: message.data.readableBytesView) else { return nil }
         }
         return MessageLineEncoder.message(seq: r.seq, message, inlineJSON: options.inlineJSON, parsed: parsed, allocator: ByteBufferAllocator())
     }

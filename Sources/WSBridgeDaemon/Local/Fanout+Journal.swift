@@ -104,7 +104,7 @@ extension Fanout {
             }
             for entry in self.ring.entries where entry.seq >= next {
                 if let filter = client.filter {
-                    guard let parsed = Self.payloadJSON(ofLine: entry.line), filter.matches(parsed) else { continue }
+                    guard Self.payload(ofLine: entry.line, matches: filter) else { continue }
                 }
                 client.deliver(entry.line, seq: entry.seq)
             }

@@ -209,7 +209,7 @@ final class Fanout: UpstreamEventSink {
             // slice would keep whole read buffers alive).
             var copy: ByteBuffer?
             for client in self.subscribers where !client.replaying {
-                guard let filter = client.filter, let parsed, filter.matches(parsed) else { continue }
+                guard let filter = client.filter, message.kind == .text, filter.matches(json: parsed, text: message.data.readableBytesView) else { continue }
                 if copy == nil { copy = self.unsent.getSlice(at: start, length: self.unsent.writerIndex - start).map { ByteBuffer(buffer: $0) } }
                 client.deliver(copy!, seq: seq)
             }
@@ -318,18 +318,18 @@ final class Fanout: UpstreamEventSink {
         }
         for entry in self.ring.entries where entry.seq > since {
             if let filter = client.filter {
-                guard let parsed = Self.payloadJSON(ofLine: entry.line), filter.matches(parsed) else { continue }
+                guard Self.payload(ofLine: entry.line, matches: filter) else { continue }
             }
             client.deliver(entry.line, seq: entry.seq)
         }
     }
 
-    /// The JSON payload of an encoded message line (for filters on replayed messages).
-    static func payloadJSON(ofLine line: ByteBuffer) -> JSONValue? {
-        guard let json = try? JSONValue.parse(line.readableBytesView), let message = MessageLine(json: json) else { return nil }
-        if let inline = message.inlineJSON { return inline }
-        guard message.kind == .text, let text = message.data else { return nil }
-        return try? JSONValue.parse(text)
+    /// Whether the payload of an encoded message line matches `filter` (replayed messages).
+    static func payload(ofLine line: ByteBuffer, matches filter: Filter) -> Bool {
+        guard let json = try? JSONValue.parse(line.readableBytesView), let message = MessageLine(json: json), message.kind == .text else { return false }
+        if let inline = message.inlineJSON { return filter.matches(json: inline, text: inline.serialized.utf8) }
+        guard let text = message.data else { return false }
+        return filter.matches(json: try? JSONValue.parse(text), text: text.utf8)
     }
 }
 
