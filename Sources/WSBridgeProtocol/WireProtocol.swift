@@ -119,7 +119,9 @@ public struct StickyOptions: Sendable, Equatable {
 /// A validated request.
 public enum Command: Sendable, Equatable {
     /// `stream`: the stream the consumer's `since` belongs to (from `hello`, `status` or a `gap`).
-    case subscribe(filter: Filter?, since: UInt64?, stream: String?)
+    /// `all`: the wire as it is, with what the application protocol routes to one app or
+    /// answers itself (write permission; no filter or since).
+    case subscribe(filter: Filter?, since: UInt64?, stream: String?, all: Bool = false)
     case unsubscribe
     case send(Payload, sticky: StickyOptions?)
     /// Lists the sticky keys.
@@ -200,7 +202,11 @@ public struct Request: Sendable, Equatable {
             if stream != nil && since == nil {
                 throw fail(.missingField, "\"stream\" goes with \"since\": give the last seq you received in that stream")
             }
-            command = .subscribe(filter: filter, since: since, stream: stream)
+            let all = try fields.bool("all") ?? false
+            if all && (filter != nil || since != nil) {
+                throw fail(.invalidValue, "\"all\" shows the live wire as it is: leave out \"filter\" and \"since\"")
+            }
+            command = .subscribe(filter: filter, since: since, stream: stream, all: all)
         case .unsubscribe:
             command = .unsubscribe
         case .status:
@@ -254,6 +260,12 @@ private struct FieldReader {
         guard let v = self.json[name], v != .null else { return nil }
         guard let s = v.stringValue else { throw self.fail(.wrongType, "\"\(name)\" must be a string, not \(v.typeName)") }
         return s
+    }
+
+    func bool(_ name: String) throws(ProtocolError) -> Bool? {
+        guard let v = self.json[name], v != .null else { return nil }
+        guard let b = v.boolValue else { throw self.fail(.wrongType, "\"\(name)\" must be true or false, not \(v.typeName)") }
+        return b
     }
 
     func number(_ name: String) throws(ProtocolError) -> Double? {

@@ -14,6 +14,9 @@ struct Tail: ParsableCommand {
         if [self.filter, self.prefix, self.contains].compactMap({ $0 }).count > 1 {
             throw ValidationError("give one of --filter, --prefix and --contains")
         }
+        if self.all && (self.chosenFilter != nil || self.since != nil) {
+            throw ValidationError("--all shows the live wire as it is: leave out --filter, --prefix, --contains and --since")
+        }
     }
 
     @Option(help: "Resume after this sequence number (buffered messages are replayed; missing ones are reported).")
@@ -24,6 +27,12 @@ struct Tail: ParsableCommand {
 
     @Option(help: ArgumentHelp("Only messages whose JSON FIELD (a dotted path) equals VALUE, or has FIELD at all.", valueName: "field[=value]"))
     var filter: String?
+
+    @Flag(
+        help:
+            "The wire as it is: with upstream.protocol set, also what goes to one app alone or what the daemon answers itself, with the upstream's ids (needs write permission)."
+    )
+    var all = false
 
     @Option(help: ArgumentHelp("Only messages whose text begins with TEXT (any text, JSON or not).", valueName: "text"))
     var prefix: String?
@@ -45,6 +54,7 @@ struct Tail: ParsableCommand {
         if let since { fields.append(("since", .number(JSONNumber(since)))) }
         if let stream { fields.append(("stream", .string(stream))) }
         if let filter = self.chosenFilter { fields.append(("filter", filter.json)) }
+        if self.all { fields.append(("all", true)) }
         do {
             let result = try SubscribeResult(json: try connection.request("subscribe", fields, unsubscribeFirst: false))
             let filterNote = self.chosenFilter.map { ", only \($0.text)" } ?? ""

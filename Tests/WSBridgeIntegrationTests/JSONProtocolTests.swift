@@ -54,6 +54,10 @@ import WSBridgeProtocol
         defer { daemon.stop() }
         let a = try await JSONRPCProtocolTests.app(socket, "a")
         let b = try await JSONRPCProtocolTests.app(socket, "b")
+        // The operator's view: the wire as it is.
+        let tap = try await JSONRPCProtocolTests.app(socket, "tap")
+        tap.send(#"{"id":"all","op":"subscribe","all":true}"#)
+        #expect(await tap.reply("all")?["ok"] == true)
 
         // A request needs no match: its answer is what carries its id. Both apps use id 1.
         a.send(Self.line("request", "ra", ["id": 1, "type": "echo", "value": "from a"]))
@@ -83,8 +87,13 @@ import WSBridgeProtocol
         #expect(await peer.stdout.wait(timeout: .seconds(30)) { $0 == "pong 10" } != nil, "\(peer.stdout.text)")
         #expect(peer.stdout.lines.filter { $0 == "connected" }.count == 1)
         #expect(!peer.stdout.text.contains("closed "), "\(peer.stdout.text)")
-        // Apps never see the pings the daemon answers.
+        // Apps never see the pings the daemon answers; the tap sees them, and both answers with
+        // the ids the server saw (two different ones).
         #expect(!JSONRPCProtocolTests.received(a).contains { $0["ping"] != nil })
+        let wire = JSONRPCProtocolTests.received(tap)
+        #expect(wire.contains { $0["ping"] != nil })
+        let answers = wire.filter { $0["result"] == "from a" || $0["result"] == "from b" }
+        #expect(answers.count == 2 && Set(answers.compactMap { $0["id"]?.intValue }).count == 2, "\(answers)")
     }
 
     @Test func subscriptionsFlowAgainAfterTwentyServerRestartsUnderTheAppsIds() async throws {

@@ -47,6 +47,8 @@ final class Fanout: UpstreamEventSink {
     var router: (any ProtocolRouter)? {
         didSet { self.routing = self.router != nil }
     }
+    /// The subscribers that see the wire as it is (`"all"`).
+    private(set) var wireTaps: [LocalClient] = []
     /// Whether `router` is set: the per-message test, a plain flag.
     private(set) var routing = false
     /// The lines published since the last flush, one after another, and where each one ends
@@ -105,7 +107,7 @@ final class Fanout: UpstreamEventSink {
     }
 
     /// The one place a client's subscription changes.
-    func setSubscription(_ client: LocalClient, subscribed: Bool, filter: Filter?) {
+    func setSubscription(_ client: LocalClient, subscribed: Bool, filter: Filter?, wire: Bool = false) {
         // The messages published before the change go out under the old subscription.
         self.flush()
         self.endReplay(of: client)
@@ -113,8 +115,11 @@ final class Fanout: UpstreamEventSink {
             self.subscribers.removeAll { $0 === client }
             if client.filter != nil { self.filtered -= 1 }
         }
+        if client.subscription.wire { self.wireTaps.removeAll { $0 === client } }
         client.subscription.subscribed = subscribed
         client.subscription.filter = subscribed ? filter : nil
+        client.subscription.wire = subscribed && wire
+        if client.subscription.wire { self.wireTaps.append(client) }
         if subscribed {
             self.subscribers.append(client)
             if filter != nil { self.filtered += 1 }
@@ -133,7 +138,11 @@ final class Fanout: UpstreamEventSink {
         case .message(let message):
             if self.routing, message.kind == .text {
                 let routed = self.route(message, link: link)
-                if routed.broadcast { self.publish(message, parsed: routed.parsed) }
+                if routed.broadcast {
+                    self.publish(message, parsed: routed.parsed)
+                } else if !self.wireTaps.isEmpty {
+                    self.tapWire(message, parsed: routed.parsed)
+                }
                 return
             }
             self.publish(message)
@@ -175,6 +184,15 @@ final class Fanout: UpstreamEventSink {
         let message = UpstreamMessage(kind: .text, data: ByteBuffer(string: json.serialized), receivedAtMillis: receivedAtMillis)
         let line = MessageLineEncoder.message(seq: self.seq, message, inlineJSON: self.configuration.inlineJSON, parsed: json, allocator: self.allocator)
         client.deliver(line, seq: self.seq)
+    }
+
+    /// A message the protocol layer routed to one app or answered itself, as the wire brought it,
+    /// for the subscribers that see everything.
+    private func tapWire(_ message: UpstreamMessage, parsed: JSONValue?) {
+        self.flush()
+        let seq = self.takeSeq()
+        let line = MessageLineEncoder.message(seq: seq, message, inlineJSON: self.configuration.inlineJSON, parsed: parsed, allocator: self.allocator)
+        for client in self.wireTaps { client.deliver(line, seq: seq) }
     }
 
     /// The next seq, for a message for one app (flushed before: the stream's order holds).
@@ -384,6 +402,8 @@ struct LineBatch: QueuedLines {
 final class Subscription {
     fileprivate(set) var subscribed = true
     fileprivate(set) var filter: Filter?
+    /// Sees the wire as it is (`"all"`): also what the protocol layer routes or answers.
+    fileprivate(set) var wire = false
 }
 
 @available(*, unavailable)

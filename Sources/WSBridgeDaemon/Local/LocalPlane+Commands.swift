@@ -49,7 +49,15 @@ extension LocalPlane {
         let id = request.id
         let link = self.link
         switch request.command {
-        case .subscribe(let filter, let since, let stream):
+        case .subscribe(_, _, _, all: true) where !client.mayWrite:
+            let uid = client.credentials.map { String($0.uid) } ?? "unknown"
+            self.reply(
+                client,
+                ProtocolError(
+                    .forbidden,
+                    "uid \(uid) may not see the wire as it is (\"all\": other apps' answers): add it to access.write_uids, or a group of it to access.write_groups",
+                    id: id))
+        case .subscribe(let filter, let since, let stream, let all):
             if let since, let stream, stream == self.fanout.stream, since > self.fanout.seq {
                 self.reply(
                     client,
@@ -59,7 +67,7 @@ extension LocalPlane {
                         id: id))
                 return
             }
-            self.setSubscription(client, subscribed: true, filter: filter)
+            self.setSubscription(client, subscribed: true, filter: filter, wire: all)
             self.ok(client, id, SubscribeResult(subscribed: true, seq: self.fanout.seq, stream: self.fanout.stream, filter: filter).json)
             if let since { self.fanout.replay(to: client, since: since, stream: stream) }
         case .unsubscribe:

@@ -141,8 +141,8 @@ final class LocalPlane {
         self.logger.debug("client disconnected", metadata: ["client.id": "\(client.id)"])
     }
 
-    func setSubscription(_ client: LocalClient, subscribed: Bool, filter: Filter?) {
-        self.fanout.setSubscription(client, subscribed: subscribed, filter: filter)
+    func setSubscription(_ client: LocalClient, subscribed: Bool, filter: Filter?, wire: Bool = false) {
+        self.fanout.setSubscription(client, subscribed: subscribed, filter: filter, wire: wire)
         self.statusChanged()
     }
 
