@@ -108,11 +108,14 @@ public struct StatusReport: Sendable, Equatable, Codable {
             /// What makes two apps' subscriptions the same one.
             public var key: String
             public var holders: [Holder]
+            /// When its first holder subscribed (milliseconds since the epoch).
+            public var since: Int64
 
-            public init(upstreamId: String, key: String, holders: [Holder]) {
+            public init(upstreamId: String, key: String, holders: [Holder], since: Int64 = 0) {
                 self.upstreamId = upstreamId
                 self.key = key
                 self.holders = holders
+                self.since = since
             }
         }
 

@@ -107,6 +107,10 @@ func pythonPeer(_ script: String, port: Int, _ arguments: [String] = []) async t
             return
         }
         #expect(holders.count == 2 && holders.allSatisfy { $0["id"] == "5" && $0["pid"] != nil })
+        // The operator's list: one row per holder, the upstream id shared by 2.
+        let listed = try spawnAndWait(CtlTests.ctl, ["--socket", socket, "subscriptions"])
+        let rows = listed.stdout.split(separator: "\n").dropFirst()
+        #expect(rows.count == 2 && rows.allSatisfy { $0.hasPrefix("1 ") && $0.contains(" 2 ") && $0.contains("eth_subscribe") }, "\(listed.stdout)")
 
         // The server restarts (a new server-assigned id): the apps' subscription flows again,
         // under the id they know, with nothing done by them.
