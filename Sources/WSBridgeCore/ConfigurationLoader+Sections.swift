@@ -28,6 +28,9 @@ extension ConfigurationReader {
         s.read("max_total") { v in
             config.applicationProtocol.maxTotal = try self.int(v, "protocol.max_total", in: 1...10_000_000, "a count from 1 to 10000000")
         }
+        s.read("set_aside_after") { v in
+            config.applicationProtocol.setAsideAfter = try self.int(v, "protocol.set_aside_after", in: 0...1000, "a count from 0 (never) to 1000")
+        }
         s.read("id") { v in
             let path = try self.string(v, "protocol.id")
             guard !path.isEmpty, !JSONValue.PathComponent.split(path).contains(where: { $0.key.isEmpty }) else {

@@ -101,6 +101,8 @@ public struct StatusReport: Sendable, Equatable, Codable {
         public var name: String
         /// The live upstream subscriptions, oldest first.
         public var subscriptions: [Subscription]
+        /// What the server closed the link after, right after open, last: the message and its holders.
+        @OmitNil public var culprit: String?
 
         public struct Subscription: Sendable, Equatable, Codable {
             /// The id it has on the wire now.
@@ -110,12 +112,15 @@ public struct StatusReport: Sendable, Equatable, Codable {
             public var holders: [Holder]
             /// When its first holder subscribed (milliseconds since the epoch).
             public var since: Int64
+            /// Why it is set aside (not sent again until `clear_set_aside`), if it is.
+            @OmitNil public var setAside: String?
 
-            public init(upstreamId: String, key: String, holders: [Holder], since: Int64 = 0) {
+            public init(upstreamId: String, key: String, holders: [Holder], since: Int64 = 0, setAside: String? = nil) {
                 self.upstreamId = upstreamId
                 self.key = key
                 self.holders = holders
                 self.since = since
+                self.setAside = setAside
             }
         }
 
@@ -134,9 +139,10 @@ public struct StatusReport: Sendable, Equatable, Codable {
             }
         }
 
-        public init(name: String, subscriptions: [Subscription]) {
+        public init(name: String, subscriptions: [Subscription], culprit: String? = nil) {
             self.name = name
             self.subscriptions = subscriptions
+            self.culprit = culprit
         }
     }
 

@@ -10,12 +10,13 @@ public enum WireProtocol {
 /// Operations a client may request.
 public enum Op: String, Sendable, CaseIterable {
     case subscribe, unsubscribe, send, status, metrics, close, connect, reconnect, request, sticky, unstick
+    case clearSetAside = "clear_set_aside"
 
     /// Whether the op changes the link (needs write permission).
     public var writes: Bool {
         switch self {
         case .subscribe, .unsubscribe, .status, .metrics, .sticky: false
-        case .send, .close, .connect, .reconnect, .request, .unstick: true
+        case .send, .close, .connect, .reconnect, .request, .unstick, .clearSetAside: true
         }
     }
 }
@@ -126,6 +127,8 @@ public enum Command: Sendable, Equatable {
     case send(Payload, sticky: StickyOptions?)
     /// Lists the sticky keys.
     case sticky
+    /// The application protocol's set-aside subscriptions are sent again.
+    case clearSetAside
     /// `scope` nil: this client's own hold if it has one, else the daemon-scope hold.
     case unstick(key: String, text: String?, scope: StickyScope?)
     case status
@@ -148,6 +151,7 @@ public enum Command: Sendable, Equatable {
         case .reconnect: .reconnect
         case .request: .request
         case .sticky: .sticky
+        case .clearSetAside: .clearSetAside
         case .unstick: .unstick
         }
     }
@@ -221,6 +225,8 @@ public struct Request: Sendable, Equatable {
             command = .send(try fields.payload(), sticky: try fields.sticky())
         case .sticky:
             command = .sticky
+        case .clearSetAside:
+            command = .clearSetAside
         case .unstick:
             guard let key = try fields.string("key") else { throw fail(.missingField, "unstick needs \"key\": the sticky key to remove") }
             command = .unstick(key: key, text: try fields.string("text"), scope: try fields.scope())

@@ -31,6 +31,12 @@ struct Cost: AsyncParsableCommand {
     @Option(help: "permessage-deflate settings to count, comma-separated: off, on.")
     var deflate = "off,on"
 
+    @Option(
+        help:
+            "upstream.protocol of the daemon under count (raw, json, jsonrpc...): with one set, every text message goes through the protocol layer (the flood's messages, which carry no id, are broadcasts)."
+    )
+    var `protocol` = "raw"
+
     @Option(help: "Python with `websockets` (the upstream when deflate is on).")
     var python = ".build/venv/bin/python"
 
@@ -114,6 +120,7 @@ struct Cost: AsyncParsableCommand {
         [upstream]
         url = "ws://127.0.0.1:\(port)/"
         compression = \(deflate)
+        protocol = "\(self.protocol)"
         [heartbeat]
         interval = "1h"
         [reachability]

@@ -61,6 +61,9 @@ struct Status: ParsableCommand {
             let holders = p.subscriptions.reduce(0) { $0 + $1.holders.count }
             rows.append(
                 ("protocol", "\(p.name): \(p.subscriptions.count) live subscription\(p.subscriptions.count == 1 ? "" : "s") upstream, \(holders) held by apps"))
+            let aside = p.subscriptions.filter { $0.setAside != nil }.count
+            if aside > 0 { rows.append(("set aside", "\(aside) subscription\(aside == 1 ? "" : "s") (wsbridgectl subscriptions; --clear sends again)")) }
+            if let culprit = p.culprit { rows.append(("culprit", culprit)) }
         }
         rows.append(("clients", "\(s.clients) connected, \(s.subscribers) subscribed"))
         rows.append(("dropped", "\(s.drops) messages (slow subscribers)"))
@@ -73,7 +76,7 @@ struct Status: ParsableCommand {
 
     static let labels = [
         "state", "upstream", "next attempt", "rtt", "subprotocol", "compression", "reconnects", "failed attempts", "last close", "last error", "session",
-        "messages in", "messages out", "send queue", "spool", "journal", "protocol", "clients", "dropped", "last seq", "version",
+        "messages in", "messages out", "send queue", "spool", "journal", "protocol", "set aside", "culprit", "clients", "dropped", "last seq", "version",
     ]
 
     /// `by the server, code 1000: bye`; `link lost: connection reset` (no close frame: no code).

@@ -9,7 +9,16 @@ struct Subscriptions: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
+    @Flag(help: "Send the set-aside subscriptions again (those after which the server closed the link on several opens in a row).")
+    var clear = false
+
     func run() throws {
+        if self.clear {
+            let result = try self.global.run("clear_set_aside")
+            let n = result["cleared"]?.intValue ?? 0
+            Output.line(self.global.json ? result.serialized : "\(n) set-aside subscription\(n == 1 ? "" : "s") sent again")
+            return
+        }
         let result = try self.global.run("status")
         let report = try StatusReport(json: result)
         guard let p = report.applicationProtocol else {
@@ -23,18 +32,22 @@ struct Subscriptions: ParsableCommand {
     static func table(_ p: StatusReport.ApplicationProtocol) -> String {
         guard !p.subscriptions.isEmpty else { return "\(p.name): no live subscriptions" }
         var rows = [["UPSTREAM ID", "SHARED BY", "SINCE", "APP", "APP ID", "KEY"]]
+        var notes: [String] = []
         for s in p.subscriptions {
             for holder in s.holders {
                 let app =
                     holder.client == 0
                     ? "daemon (scope daemon)"
                     : "client \(holder.client)" + (holder.pid.map { " pid \($0)" } ?? "") + (holder.uid.map { " uid \($0)" } ?? "")
-                rows.append([s.upstreamId, "\(s.holders.count)", Status.time(Double(s.since)), app, holder.id, String(s.key.prefix(60))])
+                let id = s.setAside != nil ? "(set aside)" : s.upstreamId
+                rows.append([id, "\(s.holders.count)", Status.time(Double(s.since)), app, holder.id, String(s.key.prefix(60))])
             }
+            if let why = s.setAside { notes.append("\(s.key.prefix(60)): \(why)") }
         }
+        if let culprit = p.culprit { notes.append("last close right after open: \(culprit)") }
         let widths = (0..<rows[0].count).map { column in rows.map { $0[column].count }.max() ?? 0 }
         return rows.map { row in
             row.enumerated().map { i, cell in i == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[i] - cell.count + 2) }.joined()
-        }.joined(separator: "\n")
+        }.joined(separator: "\n") + notes.map { "\n" + $0 }.joined()
     }
 }

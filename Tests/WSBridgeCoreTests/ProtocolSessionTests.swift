@@ -280,3 +280,62 @@ typealias JSONSession = ProtocolSession<JSONProtocol>
         #expect(s.liveSubscriptions.map(\.key) == ["sticky all"])
     }
 }
+
+/// A subscription after which the server closes the link right after open, open after open, is
+/// set aside: the others flow again, its holders are told, an operator may send it again.
+@Suite struct SetAsideTests {
+    static let good = json(#"{"type":"subscribe","id":"1","payload":{"query":"subscription { a }"}}"#)
+    static let poison = json(#"{"type":"subscribe","id":"1","payload":{"query":"subscription { b }","operationName":7}}"#)
+
+    @Test func theSubscriptionSentLastBeforeEarlyClosesIsSetAsideAfterThreeInARow() {
+        var s = GraphQL(codec: GraphQLTransportWS(sendsHandshake: false), limits: ProtocolLimits(setAsideAfter: 3, stableAfterMillis: 30_000))
+        s.now = 1_000
+        _ = s.opened()
+        #expect(s.fromApp(1, Self.good).count == 1)
+        // Long after open: the server's close is not laid at anything.
+        s.now = 100_000
+        #expect(s.fromApp(2, Self.poison).count == 1)
+        #expect(s.lost(reason: "gone", serverClose: "closed by the server: 4400 bad").isEmpty)
+        #expect(s.culprit == nil)
+        for open in 1...3 {
+            s.now += 1_000
+            let sent = s.opened()
+            #expect(sent.count == 3, "open \(open): \(sent)")  // ready, a, b
+            s.now += 10
+            let told = s.lost(reason: "gone", serverClose: "closed by the server: 4400 bad")
+            #expect(s.culprit?.contains("operationName") == true && s.culprit?.contains(#"client 2 as "1""#) == true)
+            #expect(s.culprit?.contains("\(open) time") == true, "\(String(describing: s.culprit))")
+            if open < 3 {
+                #expect(told.isEmpty)
+            } else {
+                // Its holder is told, in the protocol's words, for its own id.
+                guard case .app(2, let error)? = told.first, told.count == 1 else {
+                    Issue.record("\(told)")
+                    return
+                }
+                #expect(error["type"] == "error" && error["id"] == "1")
+            }
+        }
+        // The next open: only the good one goes; it is listed as set aside.
+        s.now += 1_000
+        #expect(s.opened().count == 2)
+        #expect(s.liveSubscriptions.filter { $0.setAside != nil }.count == 1)
+        // The operator clears it: sent again at once, with a fresh id.
+        let (count, effects) = s.clearSetAside()
+        #expect(count == 1 && effects.count == 1)
+        #expect(s.liveSubscriptions.allSatisfy { $0.setAside == nil })
+    }
+
+    @Test func aStableOpenClearsTheCount() {
+        var s = GraphQL(codec: GraphQLTransportWS(sendsHandshake: false), limits: ProtocolLimits(setAsideAfter: 2, stableAfterMillis: 30_000))
+        _ = s.opened()
+        _ = s.fromApp(1, Self.poison)
+        for (after, expectSetAside) in [(10, false), (60_000, false), (10, false), (10, true)] {
+            _ = s.opened()
+            s.now += Int64(after)
+            _ = s.lost(reason: "gone", serverClose: "closed")
+            #expect((s.liveSubscriptions.first?.setAside != nil) == expectSetAside, "after \(after)")
+            s.now += 1
+        }
+    }
+}

@@ -236,4 +236,47 @@ func pythonPeer(_ script: String, port: Int, _ arguments: [String] = []) async t
         b.close()
         #expect(await peer.stdout.wait(timeout: .seconds(20)) { $0 == "unsubscribe beta" } != nil)
     }
+
+    /// One app's malformed subscription makes strawberry close the link (4400) on every open: after
+    /// protocol.set_aside_after (3) such opens it is set aside, its holder told, the other app's
+    /// subscription flows on one link; status names the culprit; the operator may send it again.
+    @Test func aPoisonSubscriptionIsSetAsideAndTheOthersFlowAgain() async throws {
+        let dir = try TemporaryDirectory()
+        let (peer, port) = try await Self.peer()
+        defer { peer.stop() }
+        let socket = dir.file("d.sock")
+        let config = try writeDaemonConfig(
+            dir, "wsbridged", url: "ws://127.0.0.1:\(port)/graphql", socket: socket, upstream: "protocol = \"graphql-transport-ws\"",
+            extra: "[protocol]\nset_aside_after = 3")
+        let daemon = try ManagedProcess.daemon(["--config", config, "--log-level", "debug"])
+        defer { daemon.stop() }
+        guard await daemon.stderr.wait(containing: "-> open") != nil else { throw TestFailure("no open link: \(daemon.stderr.text)") }
+        let a = try await JSONRPCProtocolTests.app(socket, "a")
+        let b = try await JSONRPCProtocolTests.app(socket, "b")
+        Self.subscribe(a, id: "1", name: "alpha", request: "sa")
+        #expect(await JSONRPCProtocolTests.waitFor(a) { $0["type"] == "next" } != nil)
+        let query = "subscription { ticks(name: \"beta\") { name n } }"
+        Self.send(b, ["type": "subscribe", "id": "1", "payload": ["query": .string(query), "operationName": 7]], request: "sb")
+        // Its holder is told, for its own id, with the server's close.
+        let told = await JSONRPCProtocolTests.waitFor(b) { $0["type"] == "error" && $0["id"] == "1" }
+        let message = told?.value(at: "payload.0.message")?.stringValue ?? ""
+        #expect(message.contains("set aside") && message.contains("4400"), "\(String(describing: told)) \(daemon.stderr.text.suffix(3000))")
+        // The other app's subscription flows again, on a link that stays up.
+        let mark = a.lines.count
+        #expect(await JSONRPCProtocolTests.waitFor(a, from: mark) { $0["type"] == "next" } != nil)
+        a.send(#"{"id":"st","op":"status"}"#)
+        let status = await a.reply("st")
+        #expect(status?.value(at: "result.state") == "open")
+        #expect(status?.value(at: "result.protocol.culprit")?.stringValue?.contains("operationName") == true, "\(String(describing: status))")
+        guard case .array(let subscriptions)? = status?.value(at: "result.protocol.subscriptions") else {
+            Issue.record("no subscriptions in \(String(describing: status))")
+            return
+        }
+        #expect(subscriptions.filter { $0["set_aside"] != nil }.count == 1)
+        // The operator sends it again: the server closes again, and it is set aside again.
+        let cleared = try spawnAndWait(CtlTests.ctl, ["--socket", socket, "subscriptions", "--clear"])
+        #expect(cleared.stdout == "1 set-aside subscription sent again\n", "\(cleared.stderr)")
+        let again = await JSONRPCProtocolTests.waitFor(b, from: b.lines.count) { $0["type"] == "error" && $0["id"] == "1" }
+        #expect(again != nil)
+    }
 }

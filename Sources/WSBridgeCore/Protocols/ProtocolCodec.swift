@@ -76,9 +76,17 @@ package struct ProtocolLimits: Sendable, Equatable {
     /// ... and all apps together.
     package var total: Int
 
-    package init(perApp: Int = 1000, total: Int = 10000) {
+    /// A subscription after which the server closed the link right after open (before
+    /// `stableAfterMillis`) on this many opens in a row is set aside (0: never).
+    package var setAsideAfter: Int
+    /// backoff.stable_after: a link that lasted less was closed "right after open".
+    package var stableAfterMillis: Int64
+
+    package init(perApp: Int = 1000, total: Int = 10000, setAsideAfter: Int = 3, stableAfterMillis: Int64 = 30_000) {
         self.perApp = perApp
         self.total = total
+        self.setAsideAfter = setAsideAfter
+        self.stableAfterMillis = stableAfterMillis
     }
 }
 
@@ -89,9 +97,11 @@ package struct ProtocolSubscriptionInfo: Equatable, Sendable {
     package var holders: [(app: AppID, id: String)]
     /// Milliseconds since the epoch the first holder subscribed.
     package var since: Int64 = 0
+    /// Why it is set aside (not sent again until an operator clears it), if it is.
+    package var setAside: String? = nil
 
     package static func == (a: Self, b: Self) -> Bool {
-        a.key == b.key && a.upstreamID == b.upstreamID && a.holders.elementsEqual(b.holders) { $0.app == $1.app && $0.id == $1.id }
+        a.key == b.key && a.upstreamID == b.upstreamID && a.setAside == b.setAside && a.holders.elementsEqual(b.holders) { $0.app == $1.app && $0.id == $1.id }
     }
 }
 
@@ -99,7 +109,9 @@ package struct ProtocolSubscriptionInfo: Equatable, Sendable {
 package protocol ProtocolRouter {
     var name: String { get }
     mutating func opened() -> [ProtocolEffect]
-    mutating func lost(reason: String) -> [ProtocolEffect]
+    /// The link left open. `serverClose`: why, when not by the operator or the daemon (then a
+    /// close right after open counts against the subscription sent last).
+    mutating func lost(reason: String, serverClose: String?) -> [ProtocolEffect]
     mutating func fromApp(_ app: AppID, _ message: JSONValue) -> [ProtocolEffect]
     mutating func appLeft(_ app: AppID) -> [ProtocolEffect]
     mutating func fromUpstream(_ message: JSONValue) -> [ProtocolEffect]
@@ -117,6 +129,14 @@ package protocol ProtocolRouter {
     func answerID(in message: JSONValue) -> (id: WireID, final: Bool)?
     /// `app` no longer waits for call `id` (its request timed out).
     mutating func forget(_ app: AppID, id: WireID)
+    /// What the server closed the link after, right after open, last (for status and the log).
+    var culprit: String? { get }
+    /// Sends the set-aside subscriptions again (on the next open, or now): how many.
+    mutating func clearSetAside() -> (count: Int, effects: [ProtocolEffect])
+}
+
+extension ProtocolRouter {
+    package mutating func lost(reason: String) -> [ProtocolEffect] { self.lost(reason: reason, serverClose: nil) }
 }
 
 extension AppID {
@@ -194,8 +214,9 @@ extension JSONValue {
 
 /// The protocol layer for `upstream.protocol` (nil for `raw`). The link sends graphql's
 /// handshake itself (an opening message and the ready gate: Configuration's `applyProtocol`).
-package func makeProtocolRouter(_ settings: Configuration.ApplicationProtocol) -> (any ProtocolRouter)? {
-    let limits = ProtocolLimits(perApp: settings.maxPerApp, total: settings.maxTotal)
+package func makeProtocolRouter(_ settings: Configuration.ApplicationProtocol, stableAfter: Duration = .seconds(30)) -> (any ProtocolRouter)? {
+    let limits = ProtocolLimits(
+        perApp: settings.maxPerApp, total: settings.maxTotal, setAsideAfter: settings.setAsideAfter, stableAfterMillis: stableAfter.nanoseconds / 1_000_000)
     switch settings.kind {
     case .raw: return nil
     case .jsonrpc: return ProtocolSession(codec: JSONRPC(), limits: limits)

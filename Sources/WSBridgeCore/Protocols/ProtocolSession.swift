@@ -32,6 +32,8 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
         var visibleID: WireID?
         /// When the first holder subscribed (milliseconds since the epoch).
         var since: Int64
+        /// Why it is not sent again (the server closed the link after it on several opens).
+        var setAside: String? = nil
     }
 
     struct Call {
@@ -63,6 +65,14 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
     package private(set) var isOpen = false
     package private(set) var isReady = false
     package var now: Int64 = 0
+    /// When the link last opened, and the key of the subscription sent last on it (nil: a call
+    /// went after it, its answers or events came, or nothing): what a close right after open is
+    /// laid at (a subscription the server answered did not make it close).
+    private var openedAt: Int64 = 0
+    private var lastSent: String?
+    /// Closes right after open laid at each subscription, in a row.
+    private var strikes: [String: Int] = [:]
+    package private(set) var culprit: String?
 
     package init(codec: Codec, limits: Limits = Limits()) {
         self.codec = codec
@@ -93,6 +103,8 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
         self.isOpen = true
         self.isReady = false
         self.acknowledgement = nil
+        self.openedAt = self.now
+        self.lastSent = nil
         let handshake = self.codec.handshake()
         if handshake.isEmpty { return [.ready] + self.ready() }
         return handshake.map { .upstream($0) }
@@ -100,14 +112,63 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
 
     /// The link dropped: every call waiting for an answer is told (its answer went with the
     /// link); subscriptions stay, to be sent again on the next open.
-    package mutating func lost(reason: String) -> [Effect] {
+    package mutating func lost(reason: String, serverClose: String?) -> [Effect] {
+        // Told once per connection (the link goes on through backingOff, connecting...).
+        guard self.isOpen else { return [] }
+        let early = serverClose != nil && self.isOpen && self.now - self.openedAt < self.limits.stableAfterMillis
         self.isOpen = false
         self.isReady = false
         let waiting = self.calls.sorted { Self.older($0.key, $1.key) }.map(\.value)
         self.calls.removeAll()
         for call in waiting { self.release(call.app, call.appID) }
         // Subscribes still unanswered are answered when their new subscribe is.
-        return waiting.map { .app($0.app, self.codec.linkLostAnswer(id: $0.appID, reason: reason)) }
+        var effects: [Effect] = waiting.map { .app($0.app, self.codec.linkLostAnswer(id: $0.appID, reason: reason)) }
+        if early, let serverClose {
+            effects += self.strike(reason: serverClose)
+        } else {
+            self.strikes.removeAll()
+        }
+        self.lastSent = nil
+        return effects
+    }
+
+    /// The server closed the link right after open: laid at the subscription sent last, which
+    /// is set aside (its holders told) after `setAsideAfter` such opens in a row.
+    private mutating func strike(reason: String) -> [Effect] {
+        guard let key = self.lastSent, let upstream = self.byKey[key], var subscription = self.subscriptions[upstream] else { return [] }
+        let count = self.strikes[key, default: 0] + 1
+        self.strikes = [key: count]
+        let holders = subscription.holders.map { "client \($0.app) as \($0.appID)" }.joined(separator: ", ")
+        let text = String(subscription.message.serialized.prefix(200))
+        self.culprit =
+            "the server closed the link right after open \(count) time\(count == 1 ? "" : "s") in a row, the last message sent being \(text) (a subscription held by \(holders)): \(reason)"
+        guard self.limits.setAsideAfter > 0, count >= self.limits.setAsideAfter else { return [] }
+        self.strikes[key] = nil
+        let why =
+            "set aside: the server closed the link right after this subscription on \(count) opens in a row (\(reason)); it is not sent again until an operator runs `wsbridgectl subscriptions --clear`"
+        subscription.setAside = why
+        self.subscriptions[upstream] = subscription
+        self.culprit = (self.culprit ?? "") + "; set aside"
+        return subscription.holders.map { .app($0.app, self.codec.linkLostAnswer(id: $0.appID, reason: why)) }
+    }
+
+    /// Sends the set-aside subscriptions again: now if the link is ready, else at the next open.
+    package mutating func clearSetAside() -> (count: Int, effects: [Effect]) {
+        let aside = self.subscriptions.filter { $0.value.setAside != nil }.keys.sorted(by: Self.older)
+        var effects: [Effect] = []
+        for upstream in aside {
+            guard var subscription = self.subscriptions.removeValue(forKey: upstream) else { continue }
+            subscription.setAside = nil
+            subscription.upstreamID = self.isReady ? self.allocate() : upstream
+            self.subscriptions[subscription.upstreamID] = subscription
+            self.byKey[subscription.key] = subscription.upstreamID
+            if self.isReady {
+                self.lastSent = subscription.key
+                effects.append(.upstream(self.codec.replacingID(in: subscription.message, with: subscription.upstreamID)))
+            }
+        }
+        if !aside.isEmpty { self.culprit = nil }
+        return (aside.count, effects)
     }
 
     /// Ready: every live subscription goes upstream again, with fresh ids.
@@ -123,6 +184,8 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
             subscription.serverID = nil
             self.subscriptions[subscription.upstreamID] = subscription
             self.byKey[subscription.key] = subscription.upstreamID
+            guard subscription.setAside == nil else { continue }
+            self.lastSent = subscription.key
             effects.append(.upstream(self.codec.replacingID(in: subscription.message, with: subscription.upstreamID)))
         }
         return effects
@@ -151,6 +214,7 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
             let upstream = self.allocate()
             self.calls[upstream] = Call(app: app, appID: id)
             self.hold(app, id, .call(upstream))
+            self.lastSent = nil
             return [.upstream(self.codec.replacingID(in: message, with: upstream))]
         case .subscribe(let id, let key):
             return self.subscribe(app, id: id, key: key, message: message)
@@ -212,6 +276,7 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
         self.subscriptions[upstream] = subscription
         self.byKey[key] = upstream
         guard self.isReady else { return [] }
+        self.lastSent = key
         return [.upstream(self.codec.replacingID(in: message, with: upstream))]
     }
 
@@ -322,6 +387,7 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
             return [.ready] + self.ready()
         case .event(let server):
             guard let upstream = self.byServerID[server], let subscription = self.subscriptions[upstream] else { return [.broadcast] }
+            if self.lastSent == subscription.key { self.lastSent = nil }
             let visible = subscription.visibleID ?? server
             let event = self.codec.replacingSubscriptionID(in: message, with: visible)
             return subscription.holders.map { .app($0.app, event) }
@@ -333,6 +399,7 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
                 }
                 return [.app(call.app, self.codec.replacingID(in: message, with: call.appID))]
             }
+            if let key = self.subscriptions[id]?.key, key == self.lastSent { self.lastSent = nil }
             guard var subscription = self.subscriptions[id] else {
                 // An answer to an id of an earlier connection, or to an end nobody waits for
                 // (or, for `json`, an id that is data).
@@ -368,7 +435,8 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
     package var liveSubscriptions: [ProtocolSubscriptionInfo] {
         self.subscriptions.values.sorted { Self.older($0.upstreamID, $1.upstreamID) }.map {
             ProtocolSubscriptionInfo(
-                key: $0.key, upstreamID: $0.upstreamID.key, holders: $0.holders.map { ($0.app, $0.appID.key) }, since: $0.since)
+                key: $0.key, upstreamID: $0.upstreamID.key, holders: $0.holders.map { ($0.app, $0.appID.key) }, since: $0.since,
+                setAside: $0.setAside)
         }
     }
 }

@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import WSBridgeCore
 import WSBridgeProtocol
@@ -28,7 +29,17 @@ extension Fanout {
     /// The link opened (the session re-established, the handshake acknowledged) or left `open`.
     func protocolLink(_ link: any LinkControl, changedTo phase: ConnectionPhase, reason: String) {
         let lost = "the upstream link went \(phase.rawValue) (\(reason)) before the answer came"
-        guard let effects = self.withRouter({ phase == .open ? $0.opened() : $0.lost(reason: lost) }) else { return }
+        // Left for a retry (not the operator's close or reconnect, not the daemon's stop).
+        let serverClosed = phase == .backingOff || phase == .waitingForNetwork
+        let culprit = self.router?.culprit
+        guard
+            let effects = self.withRouter({
+                phase == .open ? $0.opened() : $0.lost(reason: lost, serverClose: serverClosed ? reason : nil)
+            })
+        else { return }
+        if let now = self.router?.culprit, now != culprit {
+            self.logger.warning("\(now)", metadata: ["protocol": "\(self.router?.name ?? "")"])
+        }
         self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch(), lost: phase == .open ? nil : lost)
     }
 
@@ -88,6 +99,15 @@ extension Fanout {
         guard var router = self.router, let effects = router.stickyRelease(holder, key: key) else { return nil }
         self.router = router
         return self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
+    }
+
+    /// The operator's `clear_set_aside`: the set-aside subscriptions go again; how many.
+    func clearSetAside(link: any LinkControl) -> Int {
+        guard var router = self.router else { return 0 }
+        let (count, effects) = router.clearSetAside()
+        self.router = router
+        self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
+        return count
     }
 
     /// A local app went away: what it held is let go (ended upstream when it was the last holder).

@@ -47,6 +47,8 @@ final class Fanout: UpstreamEventSink {
     var router: (any ProtocolRouter)? {
         didSet { self.routing = self.router != nil }
     }
+    /// For what the protocol layer finds (the message a server closes the link after).
+    var logger = Logger(label: "wsbridged")
     /// The subscribers that see the wire as it is (`"all"`).
     private(set) var wireTaps: [LocalClient] = []
     /// Whether `router` is set: the per-message test, a plain flag.

@@ -81,6 +81,14 @@ extension LocalPlane {
             self.stick(sticky, payload, id: id, from: client)
         case .sticky:
             self.ok(client, id, self.session.list.json)
+        case .clearSetAside:
+            guard self.fanout.router != nil else {
+                self.reply(client, ProtocolError(.invalidValue, "upstream.protocol is raw: nothing is ever set aside", id: id))
+                return
+            }
+            let count = self.fanout.clearSetAside(link: link)
+            self.logger.notice("\(count) set-aside subscription\(count == 1 ? "" : "s") cleared: sent again")
+            self.ok(client, id, ["cleared": .number(JSONNumber(count))])
         case .unstick(let key, let text, let scope):
             self.unstick(key, leave: text, scope: scope, id: id, from: client)
         case .send(let payload, nil) where self.fanout.router != nil:

@@ -30,8 +30,8 @@ extension LocalPlane {
                         holders: live.holders.map { holder in
                             let credentials = self.fanout.clients[holder.app]?.credentials
                             return .init(client: holder.app, pid: credentials?.pid, uid: credentials?.uid, id: holder.id)
-                        }, since: live.since)
-                })
+                        }, since: live.since, setAside: live.setAside)
+                }, culprit: router.culprit)
         }
         return report
     }
