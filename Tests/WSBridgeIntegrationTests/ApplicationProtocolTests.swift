@@ -12,6 +12,23 @@ func pythonPeer(_ script: String, port: Int, _ arguments: [String] = []) async t
     return (process, bound)
 }
 
+/// Events numbered 1, 2, 3... on each connection (a new connection's start again at 1): how many
+/// numbers a consumer missed, and how many it got twice, within connections.
+func lostAndDuplicated(_ numbers: [Int]) -> (lost: Int, duplicated: Int) {
+    var lost = 0
+    var duplicated = 0
+    var last = 0
+    for n in numbers {
+        if n == 1 {
+            last = 1
+            continue
+        }
+        if n <= last { duplicated += 1 } else { lost += n - last - 1 }
+        last = n
+    }
+    return (lost, duplicated)
+}
+
 /// `upstream.protocol = "jsonrpc"` against a real JSON-RPC server (Tests/peers/jsonrpc_peer.py,
 /// Python `websockets`, with server-assigned subscription ids): two apps using the same ids at
 /// the same time, over one link (issue 33).
@@ -114,7 +131,7 @@ func pythonPeer(_ script: String, port: Int, _ arguments: [String] = []) async t
 
         // The server restarts (a new server-assigned id): the apps' subscription flows again,
         // under the id they know, with nothing done by them.
-        for restart in 1...3 {
+        for restart in 1...20 {
             peer.stop()
             _ = await peer.waitForExit()
             let marks = (a.lines.count, b.lines.count)
@@ -128,8 +145,14 @@ func pythonPeer(_ script: String, port: Int, _ arguments: [String] = []) async t
                 #expect(event?.value(at: "params.subscription")?.stringValue == subscription, "restart \(restart): \(String(describing: event))")
             }
         }
-        // The new server ids never reach the apps.
+        // The new server ids never reach the apps; nothing lost or doubled within a connection.
         #expect(!Self.received(a).contains { $0["id"] == 5 && $0["result"]?.stringValue != subscription })
+        for (name, c) in [("a", a), ("b", b)] {
+            let numbers = Self.received(c).compactMap { $0.value(at: "params.result.n")?.intValue }
+            let (lost, duplicated) = lostAndDuplicated(numbers)
+            print("jsonrpc 20 restarts: \(name): \(numbers.count) events, \(lost) lost, \(duplicated) duplicated within connections")
+            #expect(lost == 0 && duplicated == 0)
+        }
 
         // The first holder leaves: the subscription stays (the other still gets its events).
         a.close()
@@ -215,7 +238,7 @@ func pythonPeer(_ script: String, port: Int, _ arguments: [String] = []) async t
         #expect(await JSONRPCProtocolTests.waitFor(a) { $0["id"] == "q" && $0["type"] == "complete" } != nil)
 
         // The server restarts twice: every subscription flows again, the apps' ids unchanged.
-        for restart in 1...2 {
+        for restart in 1...20 {
             peer.stop()
             _ = await peer.waitForExit()
             let marks = [a.lines.count, b.lines.count, c.lines.count]
@@ -224,6 +247,13 @@ func pythonPeer(_ script: String, port: Int, _ arguments: [String] = []) async t
                 let next = await JSONRPCProtocolTests.waitFor(app, from: marks[i]) { $0["type"] == "next" }
                 #expect(next?["id"]?.stringValue == id && next?.value(at: "payload.data.ticks.name")?.stringValue == name, "restart \(restart)")
             }
+        }
+
+        for (name, app) in [("a", a), ("b", b), ("c", c)] {
+            let numbers = JSONRPCProtocolTests.received(app).compactMap { $0.value(at: "payload.data.ticks.n")?.intValue }
+            let (lost, duplicated) = lostAndDuplicated(numbers)
+            print("graphql 20 restarts: \(name): \(numbers.count) events, \(lost) lost, \(duplicated) duplicated within connections")
+            #expect(lost == 0 && duplicated == 0)
         }
 
         // Holders leave: "alpha" ends upstream with its last holder only.
@@ -328,4 +358,3 @@ func pythonPeer(_ script: String, port: Int, _ arguments: [String] = []) async t
         #expect(lost?.value(at: "error.code") == "link_lost", "\(String(describing: lost))")
     }
 }
-

@@ -129,18 +129,7 @@ import WSBridgeProtocol
         // a number that does not follow the one before (other than a new connection's 1) is a
         // loss or a duplicate.
         for (name, c) in [("a", a), ("b", b)] {
-            var lost = 0
-            var duplicated = 0
-            var last = 0
-            for event in Self.events(c) {
-                guard let n = event.n else { continue }
-                if n == 1 {
-                    last = 1
-                    continue
-                }
-                if n <= last { duplicated += 1 } else { lost += n - last - 1 }
-                last = n
-            }
+            let (lost, duplicated) = lostAndDuplicated(Self.events(c).compactMap(\.n))
             report.append("\(name): \(Self.events(c).count) events, \(lost) lost, \(duplicated) duplicated within connections")
             #expect(lost == 0 && duplicated == 0)
             #expect(Self.events(c).allSatisfy { $0.id == 7 })
