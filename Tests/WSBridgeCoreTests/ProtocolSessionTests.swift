@@ -132,9 +132,21 @@ typealias RPC = ProtocolSession<JSONRPC>
     @Test(arguments: [
         ("subscription { a }", true), ("  # a comment\n subscription S { a }", true), (",subscription{a}", true),
         ("query { a }", false), ("{ a }", false), ("subscriptions { a }", false), ("mutation { a }", false),
+        // Fragments first, with braces and strings inside: the operation after them counts.
+        ("fragment F on T { a { b } c(x: \"}\") }\nsubscription { ...F }", true),
+        ("fragment F on T { a(d: \"\"\" } \"\"\") }\nquery Q { ...F }", false),
     ])
-    func anOperationIsASubscriptionByItsFirstWord(_ document: String, _ expected: Bool) {
+    func anOperationIsASubscriptionByItsFirstOperation(_ document: String, _ expected: Bool) {
         #expect(GraphQLTransportWS.isSubscription(document) == expected)
+    }
+
+    /// With several operations, the one operationName names.
+    @Test func operationNameChoosesTheOperation() {
+        let document = "query A { a }\nsubscription B($x: Int = 1) @d { b(x: $x) }\nmutation C { c }"
+        #expect(!GraphQLTransportWS.isSubscription(document))
+        #expect(GraphQLTransportWS.isSubscription(document, operationName: "B"))
+        #expect(!GraphQLTransportWS.isSubscription(document, operationName: "C"))
+        #expect(!GraphQLTransportWS.isSubscription(document, operationName: "Z"))
     }
 }
 

@@ -37,7 +37,7 @@ package struct GraphQLTransportWS: ProtocolCodec {
             guard let id = message["id"], case .string = id else { return .invalid("subscribe needs a string \"id\"") }
             guard let payload = message["payload"], case .object = payload else { return .invalid("subscribe needs a \"payload\" object") }
             // Only subscriptions last; a query or a mutation is one call with its answers.
-            if Self.isSubscription(payload["query"]?.stringValue ?? "") {
+            if Self.isSubscription(payload["query"]?.stringValue ?? "", operationName: payload["operationName"]?.stringValue) {
                 return .subscribe(id: WireID(id), key: payload.serialized)
             }
             return .call(id: WireID(id))
@@ -90,19 +90,116 @@ package struct GraphQLTransportWS: ProtocolCodec {
         ["type": "error", "id": id.json, "payload": [["message": .string("wsbridged: \(reason)")]]]
     }
 
-    /// Whether a GraphQL document's operation is a subscription: its first word, past
-    /// whitespace, commas and comments (a document with several operations counts by its first).
-    static func isSubscription(_ document: String) -> Bool {
-        var rest = Substring(document)
-        while let c = rest.first {
-            if c == "#" {
-                rest = rest.drop { $0 != "\n" }
-            } else if c.isWhitespace || c == "," || c == "\u{FEFF}" {
-                rest = rest.dropFirst()
-            } else {
-                break
+    /// Whether the operation a GraphQL document runs is a subscription: the one `operationName`
+    /// names, or (nil) its first operation, past fragment definitions, comments and strings.
+    static func isSubscription(_ document: String, operationName: String? = nil) -> Bool {
+        var scanner = DocumentScanner(Array(document.utf8))
+        while let word = scanner.nextDefinition() {
+            switch word {
+            case "fragment":
+                scanner.skipDefinition()
+            case "{":
+                // A query's short form: anonymous.
+                if operationName == nil { return false }
+                scanner.skipDefinition()
+            case "query", "mutation", "subscription":
+                let name = scanner.name()
+                if operationName == nil || name == operationName { return word == "subscription" }
+                scanner.skipDefinition()
+            default:
+                return false
             }
         }
-        return rest.hasPrefix("subscription") && !(rest.dropFirst("subscription".count).first.map { $0.isLetter || $0.isNumber || $0 == "_" } ?? false)
+        return false
+    }
+}
+
+/// Just enough of GraphQL's lexical rules to walk a document's definitions.
+private struct DocumentScanner {
+    let bytes: [UInt8]
+    var i = 0
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    /// Past whitespace, commas, the BOM's bytes and comments.
+    mutating func skipIgnored() {
+        while i < bytes.count {
+            let c = bytes[i]
+            if c == UInt8(ascii: "#") {
+                while i < bytes.count && bytes[i] != UInt8(ascii: "\n") { i += 1 }
+            } else if c == 0x20 || c == 0x09 || c == 0x0A || c == 0x0D || c == UInt8(ascii: ",") || c == 0xEF || c == 0xBB || c == 0xBF {
+                i += 1
+            } else {
+                return
+            }
+        }
+    }
+
+    static func isNameByte(_ c: UInt8) -> Bool {
+        (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "z")) || (c >= UInt8(ascii: "A") && c <= UInt8(ascii: "Z"))
+            || (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9")) || c == UInt8(ascii: "_")
+    }
+
+    /// The next definition's first token: a keyword, or "{" (left in place).
+    mutating func nextDefinition() -> String? {
+        self.skipIgnored()
+        guard i < bytes.count else { return nil }
+        if bytes[i] == UInt8(ascii: "{") { return "{" }
+        return self.name()
+    }
+
+    /// A name at the current position (nil if none).
+    mutating func name() -> String? {
+        self.skipIgnored()
+        let start = i
+        while i < bytes.count && Self.isNameByte(bytes[i]) { i += 1 }
+        return i > start ? String(decoding: bytes[start..<i], as: UTF8.self) : nil
+    }
+
+    /// To the end of the current definition: its first selection set, braces matched, strings skipped.
+    mutating func skipDefinition() {
+        var depth = 0
+        while i < bytes.count {
+            let c = bytes[i]
+            if c == UInt8(ascii: "\"") {
+                self.skipString()
+                continue
+            }
+            if c == UInt8(ascii: "#") {
+                self.skipIgnored()
+                continue
+            }
+            i += 1
+            if c == UInt8(ascii: "{") { depth += 1 }
+            if c == UInt8(ascii: "}") {
+                depth -= 1
+                if depth == 0 { return }
+            }
+        }
+    }
+
+    /// Past a string or a block string.
+    mutating func skipString() {
+        let quote = UInt8(ascii: "\"")
+        if i + 2 < bytes.count && bytes[i + 1] == quote && bytes[i + 2] == quote {
+            i += 3
+            while i < bytes.count {
+                if bytes[i] == UInt8(ascii: "\\") {
+                    i += 2
+                    continue
+                }
+                if i + 2 < bytes.count && bytes[i] == quote && bytes[i + 1] == quote && bytes[i + 2] == quote {
+                    i += 3
+                    return
+                }
+                i += 1
+            }
+            return
+        }
+        i += 1
+        while i < bytes.count && bytes[i] != quote {
+            i += bytes[i] == UInt8(ascii: "\\") ? 2 : 1
+        }
+        i += 1
     }
 }
