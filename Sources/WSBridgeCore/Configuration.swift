@@ -40,6 +40,8 @@ public struct Configuration: Sendable, Equatable {
         /// Calls and subscriptions one app may hold, and all apps together.
         public var maxPerApp = 1000
         public var maxTotal = 10000
+        /// Bytes of subscription messages remembered to send again on every open, all together.
+        public var maxSubscriptionBytes = 16 << 20
         /// Opens in a row the server closed right after a subscription was sent, before it is set aside.
         public var setAsideAfter = 3
         /// json: the id's path in requests and answers.

@@ -28,6 +28,10 @@ extension ConfigurationReader {
         s.read("max_total") { v in
             config.applicationProtocol.maxTotal = try self.int(v, "protocol.max_total", in: 1...10_000_000, "a count from 1 to 10000000")
         }
+        s.read("max_subscription_bytes") { v in
+            config.applicationProtocol.maxSubscriptionBytes = try self.int(
+                v, "protocol.max_subscription_bytes", in: 1024...(1 << 30), "a size in bytes from 1024 to 1073741824")
+        }
         s.read("set_aside_after") { v in
             config.applicationProtocol.setAsideAfter = try self.int(v, "protocol.set_aside_after", in: 0...1000, "a count from 0 (never) to 1000")
         }

@@ -259,6 +259,24 @@ typealias JSONSession = ProtocolSession<JSONProtocol>
         #expect(s.fromApp(1, json(#"{"type":"hello"}"#)) == [.upstream(json(#"{"type":"hello"}"#))])
     }
 
+    @Test func theBytesOfKeptSubscriptionsAreBounded() throws {
+        var s = JSONSession(codec: JSONProtocol(), limits: ProtocolLimits(subscriptionBytes: 60))
+        _ = s.opened()
+        let big = json(#"{"id":1,"type":"subscribe_events","event_type":"a"}"#)  // 50 bytes
+        #expect(s.stickySubscribe(1, big, key: "a").count == 1)
+        let refused = s.stickySubscribe(2, json(#"{"id":1,"type":"subscribe_events","event_type":"b"}"#), key: "b")
+        guard case .refuse(let why)? = refused.first else {
+            Issue.record("\(refused)")
+            return
+        }
+        #expect(why.contains("protocol.max_subscription_bytes"))
+        // Nothing held for the refused one; the first one's bytes come back when it ends.
+        #expect(s.held(by: 2) == 0)
+        _ = s.appLeft(1)
+        #expect(s.subscriptionBytes == 0)
+        #expect(s.stickySubscribe(2, json(#"{"id":1,"type":"subscribe_events","event_type":"b"}"#), key: "b").count == 1)
+    }
+
     @Test func theKeepaliveIsAnsweredByItsTemplate() throws {
         var s = try self.session()
         #expect(s.fromUpstream(json(#"{"ping":17}"#)) == [.upstream(json(#"{"pong":17}"#))])

@@ -82,9 +82,13 @@ package struct ProtocolLimits: Sendable, Equatable {
     /// backoff.stable_after: a link that lasted less was closed "right after open".
     package var stableAfterMillis: Int64
 
-    package init(perApp: Int = 1000, total: Int = 10000, setAsideAfter: Int = 3, stableAfterMillis: Int64 = 30_000) {
+    /// Bytes of subscription messages remembered (to send again on every open), all together.
+    package var subscriptionBytes: Int
+
+    package init(perApp: Int = 1000, total: Int = 10000, setAsideAfter: Int = 3, stableAfterMillis: Int64 = 30_000, subscriptionBytes: Int = 16 << 20) {
         self.perApp = perApp
         self.total = total
+        self.subscriptionBytes = subscriptionBytes
         self.setAsideAfter = setAsideAfter
         self.stableAfterMillis = stableAfterMillis
     }
@@ -216,7 +220,8 @@ extension JSONValue {
 /// handshake itself (an opening message and the ready gate: Configuration's `applyProtocol`).
 package func makeProtocolRouter(_ settings: Configuration.ApplicationProtocol, stableAfter: Duration = .seconds(30)) -> (any ProtocolRouter)? {
     let limits = ProtocolLimits(
-        perApp: settings.maxPerApp, total: settings.maxTotal, setAsideAfter: settings.setAsideAfter, stableAfterMillis: stableAfter.nanoseconds / 1_000_000)
+        perApp: settings.maxPerApp, total: settings.maxTotal, setAsideAfter: settings.setAsideAfter,
+        stableAfterMillis: stableAfter.nanoseconds / 1_000_000, subscriptionBytes: settings.maxSubscriptionBytes)
     switch settings.kind {
     case .raw: return nil
     case .jsonrpc: return ProtocolSession(codec: JSONRPC(), limits: limits)

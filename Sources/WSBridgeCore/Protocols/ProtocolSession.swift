@@ -73,6 +73,8 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
     /// Closes right after open laid at each subscription, in a row.
     private var strikes: [String: Int] = [:]
     package private(set) var culprit: String?
+    /// Bytes of the subscription messages kept (`limits.subscriptionBytes`).
+    package private(set) var subscriptionBytes = 0
 
     package init(codec: Codec, limits: Limits = Limits()) {
         self.codec = codec
@@ -270,6 +272,16 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
             }
             return [.app(app, answer)]
         }
+        let size = message.serialized.utf8.count
+        if self.subscriptionBytes + size > self.limits.subscriptionBytes {
+            self.release(app, id)
+            return [
+                .refuse(
+                    "the subscriptions kept to send again on every open take \(self.subscriptionBytes) bytes, and this one's \(size) more would pass \(self.limits.subscriptionBytes) (protocol.max_subscription_bytes): end some, or raise it"
+                )
+            ]
+        }
+        self.subscriptionBytes += size
         let upstream = self.allocate()
         let subscription = Subscription(
             key: key, message: message, upstreamID: upstream, holders: [Holder(app: app, appID: id, answered: false)], since: self.now)
@@ -361,6 +373,7 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
     /// Ends subscription `upstream` here; its holders' ids are free again.
     private mutating func remove(_ upstream: WireID) {
         guard let subscription = self.subscriptions.removeValue(forKey: upstream) else { return }
+        self.subscriptionBytes -= subscription.message.serialized.utf8.count
         self.byKey[subscription.key] = nil
         if let server = subscription.serverID { self.byServerID[server] = nil }
         if let visible = subscription.visibleID { self.byVisibleID[visible] = nil }
