@@ -86,13 +86,17 @@ public struct StatusReport: Sendable, Equatable, Codable {
         public var ready: String
         public var stickyKeys: Int
         public var stickyBytes: Int
+        /// The last message the session sent before the server closed the link right after open
+        /// (sooner than backoff.stable_after), and who registered it; nil once a link is stable.
+        @OmitNil public var culprit: String?
 
-        public init(openingMessages: Int, readyWhen: String?, ready: String, stickyKeys: Int, stickyBytes: Int) {
+        public init(openingMessages: Int, readyWhen: String?, ready: String, stickyKeys: Int, stickyBytes: Int, culprit: String? = nil) {
             self.openingMessages = openingMessages
             self.readyWhen = readyWhen
             self.ready = ready
             self.stickyKeys = stickyKeys
             self.stickyBytes = stickyBytes
+            self.culprit = culprit
         }
     }
 

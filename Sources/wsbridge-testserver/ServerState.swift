@@ -16,6 +16,9 @@ final class ServerState {
     /// a client's data after its close frame would show up as `message ...`.
     var linger = false
     var refuse = false
+    /// `poison TEXT`: a text message containing TEXT makes the server close that connection
+    /// (4400 "poison"), as a server does with a message it cannot take.
+    var poison: String?
     private var clients: [ObjectIdentifier: any Channel] = [:]
     /// Connections we sent a close frame to: their close frame is the reply, not to be answered.
     private(set) var closing: Set<ObjectIdentifier> = []
@@ -25,6 +28,11 @@ final class ServerState {
     init(echo: Bool, stamp: Bool = false) {
         self.echo = echo
         self.stamp = stamp
+    }
+
+    /// `channel` is sent a close frame: its answer is not to be answered.
+    func closeOne(_ channel: any Channel) {
+        self.closing.insert(ObjectIdentifier(channel))
     }
 
     func added(_ channel: any Channel) {
@@ -91,6 +99,8 @@ final class ServerState {
                 let rest = args.count > 1 ? args[1].split(separator: " ").compactMap { Int($0) } : []
                 self.startTicker(rate: Int(args.first ?? "") ?? 1, size: rest.first ?? 64, count: rest.count > 1 ? rest[1] : nil, loop: loop)
             }
+        case "poison":
+            self.poison = args.isEmpty ? nil : args.joined(separator: " ")
         case "close":
             let code = UInt16(args.first ?? "") ?? 1000
             var data = ByteBuffer()
@@ -184,6 +194,14 @@ final class ServerConnectionHandler: ChannelInboundHandler {
                 }
             } else {
                 Output.line("binary \(payload.readableBytes)")
+            }
+            if frame.opcode == .text, let poison = self.state.value.poison, String(buffer: payload).contains(poison) {
+                var data = ByteBuffer()
+                data.writeInteger(UInt16(4400))
+                data.writeString("poison")
+                self.state.value.closeOne(context.channel)
+                context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)), promise: nil)
+                return
             }
             if self.state.value.echo {
                 context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: frame.opcode, data: payload)), promise: nil)

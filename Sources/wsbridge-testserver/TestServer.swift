@@ -31,6 +31,7 @@ struct TestServer: ParsableCommand {
               refuse on|off             refuse upgrades with 403
               linger on|off             keep the TCP connection after a close handshake
               stall on|off              stop reading from clients (a slow upstream)
+              poison [TEXT]             close (4400) a client whose message contains TEXT; none: off
               oversize BYTES            one binary message of BYTES
               count                     print `clients N`
               quit                      stop

@@ -17,6 +17,7 @@ struct Status: ParsableCommand {
     static func table(_ json: JSONValue) throws -> String {
         let s = try StatusReport(json: json)
         var rows: [(String, String)] = []
+        var culpritRow: String?
         rows.append(("state", "\(s.state.readable) since \(Self.time(Double(s.since))) (\(Self.ago(Double(s.since))))"))
         rows.append(("upstream", s.url))
         if let retry = s.retryInMillis { rows.append(("next attempt", "in \(Self.duration(Double(retry)))")) }
@@ -37,6 +38,7 @@ struct Status: ParsableCommand {
         if let se = s.session, se.openingMessages > 0 || se.readyWhen != nil || se.stickyKeys > 0 {
             var parts: [String] = []
             if se.openingMessages > 0 { parts.append("\(se.openingMessages) opening message\(se.openingMessages == 1 ? "" : "s")") }
+            if let culprit = se.culprit, s.applicationProtocol?.culprit == nil { culpritRow = culprit }
             if let gate = se.readyWhen { parts.append("ready when \(gate) (\(se.ready))") }
             parts.append("\(se.stickyKeys) sticky key\(se.stickyKeys == 1 ? "" : "s") (\(Self.bytes(UInt64(se.stickyBytes))))")
             rows.append(("session", parts.joined(separator: ", ")))
@@ -57,6 +59,7 @@ struct Status: ParsableCommand {
                 j.stoppedReason.map { "STOPPED: \($0)" } ?? "\(kept), \(Self.bytes(UInt64(j.bytes))) in \(j.segments) segment\(j.segments == 1 ? "" : "s")"
             rows.append(("journal", "\(j.dir): \(state) (wsbridgectl journal)"))
         }
+        if let culprit = culpritRow { rows.append(("culprit", culprit)) }
         if let p = s.applicationProtocol {
             let holders = p.subscriptions.reduce(0) { $0 + $1.holders.count }
             rows.append(

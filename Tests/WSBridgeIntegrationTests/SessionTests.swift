@@ -268,6 +268,34 @@ final class ExchangeFeed {
         }
     }
 
+    /// A server that closes the link right after open, because of one sticky send it cannot
+    /// take: status and the log name that send's key and holder (the link backs off meanwhile).
+    @Test func aCloseRightAfterOpenNamesTheStickySendSentLast() async throws {
+        let f = try await DaemonFixture()
+        let c = try await f.client()
+        let before = f.server.mark
+        f.server.command("poison POISON")
+        // Commands run in order: once `count` answers, the poison is set.
+        f.server.command("count")
+        #expect(await f.server.event("clients", from: before) != nil)
+        let mark = f.server.mark
+        c.send(#"{"id":"s","op":"send","text":"{\"op\":\"POISON\"}","sticky":"bad-key"}"#)
+        #expect(await c.reply("s")?["ok"] == true)
+        // Closed on that send, and again on the next open, where it is the last one sent.
+        #expect(await f.server.event("connected", from: mark) != nil)
+        let second = f.server.mark
+        #expect(await f.server.event("message {\"op\":\"POISON\"}", from: second) != nil)
+        #expect(await f.server.event("connected", from: f.server.mark) != nil)
+        let status = try JSONValue.parse(try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", f.socket, "status", "--json"]).stdout)
+        let culprit = status.value(at: "session.culprit")?.stringValue ?? ""
+        #expect(culprit.contains(#"sticky key "bad-key""#) && culprit.contains("4400") && culprit.contains("POISON"), "\(status)")
+        let table = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", f.socket, "status"]).stdout
+        #expect(table.contains("culprit") && table.contains("bad-key"), "\(table)")
+        // Let go of it: the loop ends.
+        c.send(#"{"id":"u","op":"unstick","key":"bad-key"}"#)
+        #expect(await c.reply("u")?["ok"] == true)
+    }
+
     /// Daemon scope lasts until unstick, and across `kill -9` with queue.spool set.
     @Test func daemonScopeSurvivesKill9WithTheSpool() async throws {
         let dir = try TemporaryDirectory()

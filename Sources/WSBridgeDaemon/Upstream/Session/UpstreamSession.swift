@@ -105,11 +105,32 @@ final class UpstreamSession {
     func becameReady() -> [UpstreamMessage] {
         self.waiting = false
         self.lastSeen = nil
-        return self.registry.ordered.map { UpstreamMessage($0.payload) }
+        let ordered = self.registry.ordered
+        if let last = ordered.last {
+            self.lastSent = "sticky key \"\(last.key)\" (held by \(last.holds.map(Self.who).joined(separator: ", "))): \(Self.preview(last.payload))"
+        } else if let opening = self.settings.onOpen.last {
+            self.lastSent = "the opening message (upstream.on_open) \(String(opening.template.prefix(200)))"
+        }
+        return ordered.map { UpstreamMessage($0.payload) }
+    }
+
+    /// What this session sent last on the current connection (its last sticky key, else its last
+    /// opening message): what a close right after open is laid at.
+    private(set) var lastSent: String?
+
+    /// What the server closed the link after, right after open, last; nil once a link is stable.
+    var culprit: String?
+
+    private static func preview(_ payload: Payload) -> String {
+        switch payload {
+        case .text(let t): t.utf8.count <= 200 ? t : String(decoding: t.utf8.prefix(200), as: UTF8.self) + "…"
+        case .binary(let b): "[\(b.count) bytes, binary]"
+        }
     }
 
     /// The link went down (or the attempt failed).
     func ended() {
+        self.lastSent = nil
         self.waiting = false
         self.lastSeen = nil
         self.lastValues.resolve()
@@ -216,7 +237,8 @@ final class UpstreamSession {
             readyWhen: self.settings.readyWhen?.text,
             ready: self.waiting ? "waiting" : open ? "ready" : "down",
             stickyKeys: self.registry.count,
-            stickyBytes: self.registry.bytes
+            stickyBytes: self.registry.bytes,
+            culprit: self.culprit
         )
     }
 
