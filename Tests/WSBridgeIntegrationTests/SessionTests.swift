@@ -291,6 +291,15 @@ final class ExchangeFeed {
         #expect(culprit.contains(#"sticky key "bad-key""#) && culprit.contains("4400") && culprit.contains("POISON"), "\(status)")
         let table = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", f.socket, "status"]).stdout
         #expect(table.contains("culprit") && table.contains("bad-key"), "\(table)")
+        // Every such open is a failed attempt, none resets the count: the delays are drawn from
+        // windows that double up to backoff.cap, whatever the time (not a loop at base delay).
+        var opens = f.server.mark
+        for _ in 0..<4 {
+            #expect(await f.server.event("connected", from: opens) != nil)
+            opens = f.server.mark
+        }
+        let later = try JSONValue.parse(try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", f.socket, "status", "--json"]).stdout)
+        #expect((later["failed_attempts"]?.intValue ?? 0) >= 5, "\(later)")
         // Let go of it: the loop ends.
         c.send(#"{"id":"u","op":"unstick","key":"bad-key"}"#)
         #expect(await c.reply("u")?["ok"] == true)
