@@ -277,6 +277,19 @@ typealias JSONSession = ProtocolSession<JSONProtocol>
         #expect(s.stickySubscribe(2, json(#"{"id":1,"type":"subscribe_events","event_type":"b"}"#), key: "b").count == 1)
     }
 
+    /// A message without the id's key or a reply's is a broadcast, known without parsing it.
+    @Test func messagesWithoutTheProtocolsKeysNeedNoParsing() throws {
+        let s = try self.session()
+        #expect(!s.mayRoute(Array(#"{"t":1,"p":"idea"}"#.utf8)))
+        #expect(s.mayRoute(Array(#"{"id":"BTC","price":1}"#.utf8)))
+        #expect(s.mayRoute(Array(#"{"ping":3}"#.utf8)))
+        #expect(s.mayRoute(Array(#"{"\u0069d":3}"#.utf8)))
+        let rpc = RPC(codec: JSONRPC())
+        #expect(!rpc.mayRoute(Array(#"{"jsonrpc":"2.0","method":"tick","params":{"n":1}}"#.utf8)))
+        #expect(rpc.mayRoute(Array(#"{"jsonrpc":"2.0","method":"s","params":{"subscription":"0x1"}}"#.utf8)))
+        #expect(GraphQL(codec: GraphQLTransportWS()).mayRoute(Array("{}".utf8)))
+    }
+
     @Test func theKeepaliveIsAnsweredByItsTemplate() throws {
         var s = try self.session()
         #expect(s.fromUpstream(json(#"{"ping":17}"#)) == [.upstream(json(#"{"pong":17}"#))])

@@ -30,6 +30,10 @@ package struct JSONProtocol: ProtocolCodec {
     package var name: String { "json" }
     package var answersEndSubscriptions: Bool { false }
     package var unknownAnswersBroadcast: Bool { true }
+    /// The id's first key, and each reply filter's.
+    package var routingKeys: [String]? {
+        [self.idPath.first?.key ?? "id"] + self.replies.compactMap { $0.when.path.first?.key }
+    }
 
     package func handshake() -> [JSONValue] { [] }
 

@@ -8,6 +8,8 @@ package struct JSONRPC: ProtocolCodec {
     package init() {}
 
     package var name: String { "jsonrpc" }
+    /// Answers carry "id", events "subscription".
+    package var routingKeys: [String]? { ["id", "subscription"] }
 
     package func handshake() -> [JSONValue] { [] }
 

@@ -133,6 +133,9 @@ package protocol ProtocolRouter {
     func answerID(in message: JSONValue) -> (id: WireID, final: Bool)?
     /// `app` no longer waits for call `id` (its request timed out).
     mutating func forget(_ app: AppID, id: WireID)
+    /// Whether an upstream message's text may concern the protocol layer (false: a broadcast,
+    /// known without parsing it).
+    func mayRoute(_ text: some Collection<UInt8>) -> Bool
     /// What the server closed the link after, right after open, last (for status and the log).
     var culprit: String? { get }
     /// Sends the set-aside subscriptions again (on the next open, or now): how many.
@@ -190,11 +193,15 @@ package protocol ProtocolCodec: Sendable {
     var unknownAnswersBroadcast: Bool { get }
     /// The id of an app's sticky send that makes it a subscription (nil: it is not one).
     func subscriptionID(inSticky message: JSONValue) -> WireID?
+    /// Object keys without which an upstream message is a broadcast (nil: every message must be
+    /// read): a message whose text has none of them goes to everyone unparsed.
+    var routingKeys: [String]? { get }
 }
 
 extension ProtocolCodec {
     package var answersEndSubscriptions: Bool { true }
     package var unknownAnswersBroadcast: Bool { false }
+    package var routingKeys: [String]? { nil }
     package func subscriptionID(inSticky message: JSONValue) -> WireID? {
         switch self.classify(fromApp: message) {
         case .call(let id), .subscribe(let id, _): id

@@ -76,9 +76,30 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
     /// Bytes of the subscription messages kept (`limits.subscriptionBytes`).
     package private(set) var subscriptionBytes = 0
 
+    /// `"KEY"` for each of the codec's routing keys, as bytes (nil: every message is read).
+    private let needles: [[UInt8]]?
+
     package init(codec: Codec, limits: Limits = Limits()) {
         self.codec = codec
         self.limits = limits
+        self.needles = codec.routingKeys.map { keys in keys.map { Array("\"\($0)\"".utf8) } }
+    }
+
+    package func mayRoute(_ text: some Collection<UInt8>) -> Bool {
+        guard let needles = self.needles else { return true }
+        // A key may be written with escapes ("\u0069d"): then read it.
+        if Self.find([UInt8(ascii: "\\"), UInt8(ascii: "u")], in: text) { return true }
+        return needles.contains { Self.find($0, in: text) }
+    }
+
+    private static func find(_ needle: [UInt8], in text: some Collection<UInt8>) -> Bool {
+        guard let first = needle.first else { return true }
+        var i = text.startIndex
+        while let at = text[i...].firstIndex(of: first) {
+            if text[at...].starts(with: needle) { return true }
+            i = text.index(after: at)
+        }
+        return false
     }
 
     private mutating func allocate() -> WireID {
