@@ -135,7 +135,9 @@ package protocol ProtocolRouter {
     mutating func forget(_ app: AppID, id: WireID)
     /// Whether an upstream message's text may concern the protocol layer (false: a broadcast,
     /// known without parsing it).
-    func mayRoute(_ text: some Collection<UInt8>) -> Bool
+    func mayRoute(_ text: UnsafeRawBufferPointer) -> Bool
+    /// `"KEY"` for each routing key (nil: every message must be read), for `RoutingKeys`.
+    var routingNeedles: [[UInt8]]? { get }
     /// What the server closed the link after, right after open, last (for status and the log).
     var culprit: String? { get }
     /// Sends the set-aside subscriptions again (on the next open, or now): how many.

@@ -1,3 +1,4 @@
+import CWSBridgeBytes
 import WSBridgeProtocol
 
 /// The application protocol's connection state, owned by the daemon for every app that shares
@@ -85,22 +86,12 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
         self.needles = codec.routingKeys.map { keys in keys.map { Array("\"\($0)\"".utf8) } }
     }
 
-    package func mayRoute(_ text: some Collection<UInt8>) -> Bool {
+    package func mayRoute(_ text: UnsafeRawBufferPointer) -> Bool {
         guard let needles = self.needles else { return true }
-        // A key may be written with escapes ("\u0069d"): then read it.
-        if Self.find([UInt8(ascii: "\\"), UInt8(ascii: "u")], in: text) { return true }
-        return needles.contains { Self.find($0, in: text) }
+        return RoutingKeys.mayRoute(text, needles: needles)
     }
 
-    private static func find(_ needle: [UInt8], in text: some Collection<UInt8>) -> Bool {
-        guard let first = needle.first else { return true }
-        var i = text.startIndex
-        while let at = text[i...].firstIndex(of: first) {
-            if text[at...].starts(with: needle) { return true }
-            i = text.index(after: at)
-        }
-        return false
-    }
+    package var routingNeedles: [[UInt8]]? { self.needles }
 
     private mutating func allocate() -> WireID {
         self.nextID += 1

@@ -13,7 +13,9 @@ extension Fanout {
     @inline(never)  // off the raw message path, which only tests `routing`
     func route(_ message: UpstreamMessage, link: any LinkControl) -> (broadcast: Bool, parsed: JSONValue?) {
         // None of the protocol's keys in the text: for everyone, without reading it.
-        guard self.router?.mayRoute(message.data.readableBytesView) ?? false else { return (true, nil) }
+        if let needles = self.routingNeedles, !message.data.withUnsafeReadableBytes({ RoutingKeys.mayRoute($0, needles: needles) }) {
+            return (true, nil)
+        }
         guard let json = try? JSONValue.parse(message.data.readableBytesView) else { return (true, nil) }
         guard let effects = self.withRouter({ $0.fromUpstream(json) }) else { return (true, json) }
         return (self.perform(effects, link: link, receivedAtMillis: message.receivedAtMillis).broadcast, json)

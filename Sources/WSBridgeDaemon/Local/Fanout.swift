@@ -45,8 +45,13 @@ final class Fanout: UpstreamEventSink {
     /// The application protocol's connection state (`upstream.protocol`; nil: `raw`, every
     /// message for every subscriber as it is). Fanout+Protocol.swift.
     var router: (any ProtocolRouter)? {
-        didSet { self.routing = self.router != nil }
+        didSet {
+            self.routing = self.router != nil
+            self.routingNeedles = self.router?.routingNeedles
+        }
     }
+    /// The router's routing keys: a message with none of them is a broadcast, told without the router.
+    private(set) var routingNeedles: [[UInt8]]?
     /// For what the protocol layer finds (the message a server closes the link after).
     var logger = Logger(label: "wsbridged")
     /// The subscribers that see the wire as it is (`"all"`).
