@@ -23,11 +23,9 @@ extension Fanout {
 
     /// Runs `body` on the protocol layer, its clock set (nil: no protocol).
     func withRouter(_ body: (inout any ProtocolRouter) -> [ProtocolEffect]) -> [ProtocolEffect]? {
-        guard var router = self.router else { return nil }
-        router.now = WallClock.millisecondsSinceEpoch()
-        let effects = body(&router)
-        self.router = router
-        return effects
+        guard self.router != nil else { return nil }
+        self.router!.now = WallClock.millisecondsSinceEpoch()
+        return body(&self.router!)
     }
 
     /// The link opened (the session re-established, the handshake acknowledged) or left `open`.
@@ -100,16 +98,14 @@ extension Fanout {
 
     /// `holder` lets go of sticky `key`: nil when the protocol layer had no such subscription.
     func stickyRelease(_ holder: AppID, key: String, link: any LinkControl) -> Performed? {
-        guard var router = self.router, let effects = router.stickyRelease(holder, key: key) else { return nil }
-        self.router = router
+        guard self.router != nil, let effects = self.router!.stickyRelease(holder, key: key) else { return nil }
         return self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
     }
 
     /// The operator's `clear_set_aside`: the set-aside subscriptions go again; how many.
     func clearSetAside(link: any LinkControl) -> Int {
-        guard var router = self.router else { return 0 }
-        let (count, effects) = router.clearSetAside()
-        self.router = router
+        guard self.router != nil else { return 0 }
+        let (count, effects) = self.router!.clearSetAside()
         self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
         return count
     }

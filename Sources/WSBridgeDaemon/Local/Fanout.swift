@@ -44,11 +44,15 @@ final class Fanout: UpstreamEventSink {
     var protocolRequests: [Int: [String: ProtocolRequest]] = [:]
     /// The application protocol's connection state (`upstream.protocol`; nil: `raw`, every
     /// message for every subscriber as it is). Fanout+Protocol.swift.
-    var router: (any ProtocolRouter)? {
-        didSet {
-            self.routing = self.router != nil
-            self.routingNeedles = self.router?.routingNeedles
-        }
+    /// Changed in place only (`withRouter`): a copy would make every table it changes copy
+    /// itself first.
+    var router: (any ProtocolRouter)?
+
+    /// Sets the protocol layer (at start).
+    func install(_ router: (any ProtocolRouter)?) {
+        self.router = router
+        self.routing = router != nil
+        self.routingNeedles = router?.routingNeedles
     }
     /// The router's routing keys: a message with none of them is a broadcast, told without the router.
     private(set) var routingNeedles: [[UInt8]]?

@@ -204,7 +204,7 @@ extension LocalPlane {
 
     /// A `request` without `match`: the application protocol's id says what answers it.
     private func requestThroughProtocol(_ payload: Payload, timeout: Duration, id: JSONValue?, from client: LocalClient) {
-        guard let router = self.fanout.router else {
+        guard let name = self.fanout.router?.name else {
             self.reply(
                 client,
                 ProtocolError(
@@ -213,17 +213,17 @@ extension LocalPlane {
                     id: id))
             return
         }
-        guard case .text(let text) = payload, let json = try? JSONValue.parse(text), let wire = router.requestID(in: json) else {
+        guard case .text(let text) = payload, let json = try? JSONValue.parse(text), let wire = self.fanout.router?.requestID(in: json) else {
             self.reply(
                 client,
                 ProtocolError(
                     .invalidValue,
-                    "a request without \"match\" is answered by its id: send one \(router.name) message that carries an id (or give \"match\")",
+                    "a request without \"match\" is answered by its id: send one \(name) message that carries an id (or give \"match\")",
                     id: id))
             return
         }
         if self.fanout.protocolRequests[client.id]?[wire.key] != nil {
-            self.reply(client, ProtocolError(.invalidValue, "\(router.name): a request with id \(wire) is waiting already: use another id", id: id))
+            self.reply(client, ProtocolError(.invalidValue, "\(name): a request with id \(wire) is waiting already: use another id", id: id))
             return
         }
         let timer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
@@ -244,7 +244,7 @@ extension LocalPlane {
         let performed = self.fanout.fromApp(client, json, link: self.link)
         var problem: (ErrorCode, String)?
         if let refusal = performed.refusal {
-            problem = (.invalidValue, "\(router.name): \(refusal)")
+            problem = (.invalidValue, "\(name): \(refusal)")
         } else if case .rejected(let reason) = performed.sent {
             problem = (.queueFull, reason)
         }
@@ -260,7 +260,9 @@ extension LocalPlane {
 
     /// Registers a sticky send; its text goes now if the link is open, else after the next open.
     private func stick(_ options: StickyOptions, _ payload: Payload, id: JSONValue?, from client: LocalClient) {
-        if let router = self.fanout.router, case .text(let text) = payload, let json = try? JSONValue.parse(text), router.requestID(in: json) != nil {
+        if self.fanout.router != nil, case .text(let text) = payload, let json = try? JSONValue.parse(text),
+            self.fanout.router?.requestID(in: json) != nil
+        {
             self.stickThroughProtocol(options, json, id: id, from: client)
             return
         }
