@@ -12,6 +12,20 @@ func pythonPeer(_ script: String, port: Int, _ arguments: [String] = []) async t
     return (process, bound)
 }
 
+/// A daemon speaking `upstream.protocol = name` to the peer at `url` (`settings`: the lines of
+/// its [protocol] section), once its link is open; and its socket.
+func protocolDaemon(_ dir: TemporaryDirectory, url: String, protocol name: String, settings: String = "") async throws -> (ManagedProcess, String) {
+    let socket = dir.file("d.sock")
+    let config = try writeDaemonConfig(
+        dir, "wsbridged", url: url, socket: socket, upstream: "protocol = \"\(name)\"", extra: settings.isEmpty ? "" : "[protocol]\n\(settings)")
+    let daemon = try ManagedProcess.daemon(["--config", config, "--log-level", "debug"])
+    guard await daemon.stderr.wait(containing: "-> open") != nil else {
+        daemon.stop()
+        throw TestFailure("no open link: \(daemon.stderr.text)")
+    }
+    return (daemon, socket)
+}
+
 /// Events numbered 1, 2, 3... on each connection (a new connection's start again at 1): how many
 /// numbers a consumer missed, and how many it got twice, within connections.
 func lostAndDuplicated(_ numbers: [Int]) -> (lost: Int, duplicated: Int) {
@@ -39,11 +53,7 @@ func lostAndDuplicated(_ numbers: [Int]) -> (lost: Int, duplicated: Int) {
     }
 
     static func daemon(_ dir: TemporaryDirectory, port: Int) async throws -> (ManagedProcess, String) {
-        let socket = dir.file("d.sock")
-        let config = try writeDaemonConfig(dir, "wsbridged", url: "ws://127.0.0.1:\(port)/", socket: socket, upstream: "protocol = \"jsonrpc\"")
-        let daemon = try ManagedProcess.daemon(["--config", config, "--log-level", "debug"])
-        guard await daemon.stderr.wait(containing: "-> open") != nil else { throw TestFailure("no open link: \(daemon.stderr.text)") }
-        return (daemon, socket)
+        try await protocolDaemon(dir, url: "ws://127.0.0.1:\(port)/", protocol: "jsonrpc")
     }
 
     static func app(_ socket: String, _ name: String) async throws -> SocketClient {
@@ -196,6 +206,10 @@ func lostAndDuplicated(_ numbers: [Int]) -> (lost: Int, duplicated: Int) {
         c.send(line.serialized)
     }
 
+    static func daemon(_ dir: TemporaryDirectory, port: Int, settings: String) async throws -> (ManagedProcess, String) {
+        try await protocolDaemon(dir, url: "ws://127.0.0.1:\(port)/graphql", protocol: "graphql-transport-ws", settings: settings)
+    }
+
     static func subscribe(_ c: SocketClient, id: String, name: String, request: String) {
         let query = "subscription { ticks(name: \"\(name)\") { name n } }"
         Self.send(c, ["type": "subscribe", "id": .string(id), "payload": ["query": .string(query)]], request: request)
@@ -205,13 +219,8 @@ func lostAndDuplicated(_ numbers: [Int]) -> (lost: Int, duplicated: Int) {
         let dir = try TemporaryDirectory()
         var (peer, port) = try await Self.peer()
         defer { peer.stop() }
-        let socket = dir.file("d.sock")
-        let config = try writeDaemonConfig(
-            dir, "wsbridged", url: "ws://127.0.0.1:\(port)/graphql", socket: socket, upstream: "protocol = \"graphql-transport-ws\"",
-            extra: "[protocol]\ninit_payload = '{\"app\":\"wsbridged\"}'")
-        let daemon = try ManagedProcess.daemon(["--config", config, "--log-level", "debug"])
+        let (daemon, socket) = try await Self.daemon(dir, port: port, settings: "init_payload = '{\"app\":\"wsbridged\"}'")
         defer { daemon.stop() }
-        guard await daemon.stderr.wait(containing: "-> open") != nil else { throw TestFailure("no open link: \(daemon.stderr.text)") }
         let a = try await JSONRPCProtocolTests.app(socket, "a")
         let b = try await JSONRPCProtocolTests.app(socket, "b")
         let c = try await JSONRPCProtocolTests.app(socket, "c")
@@ -274,13 +283,8 @@ func lostAndDuplicated(_ numbers: [Int]) -> (lost: Int, duplicated: Int) {
         let dir = try TemporaryDirectory()
         let (peer, port) = try await Self.peer()
         defer { peer.stop() }
-        let socket = dir.file("d.sock")
-        let config = try writeDaemonConfig(
-            dir, "wsbridged", url: "ws://127.0.0.1:\(port)/graphql", socket: socket, upstream: "protocol = \"graphql-transport-ws\"",
-            extra: "[protocol]\nset_aside_after = 3")
-        let daemon = try ManagedProcess.daemon(["--config", config, "--log-level", "debug"])
+        let (daemon, socket) = try await Self.daemon(dir, port: port, settings: "set_aside_after = 3")
         defer { daemon.stop() }
-        guard await daemon.stderr.wait(containing: "-> open") != nil else { throw TestFailure("no open link: \(daemon.stderr.text)") }
         let a = try await JSONRPCProtocolTests.app(socket, "a")
         let b = try await JSONRPCProtocolTests.app(socket, "b")
         Self.subscribe(a, id: "1", name: "alpha", request: "sa")

@@ -13,19 +13,14 @@ import WSBridgeProtocol
     }
 
     static func daemon(_ dir: TemporaryDirectory, port: Int) async throws -> (ManagedProcess, String) {
-        let socket = dir.file("d.sock")
-        let config = try writeDaemonConfig(
-            dir, "wsbridged", url: "ws://127.0.0.1:\(port)/", socket: socket, upstream: "protocol = \"json\"",
-            extra: """
-                [protocol]
+        try await protocolDaemon(
+            dir, url: "ws://127.0.0.1:\(port)/", protocol: "json",
+            settings: """
                 id = "id"
                 [[protocol.reply]]
                 when = "ping"
                 send = '{"pong":${msg:ping}}'
                 """)
-        let daemon = try ManagedProcess.daemon(["--config", config, "--log-level", "debug"])
-        guard await daemon.stderr.wait(containing: "-> open") != nil else { throw TestFailure("no open link: \(daemon.stderr.text)") }
-        return (daemon, socket)
     }
 
     static func line(_ op: String, _ request: String, _ message: JSONValue, _ more: [(String, JSONValue)] = []) -> String {
