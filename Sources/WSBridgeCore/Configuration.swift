@@ -55,6 +55,11 @@ public struct Configuration: Sendable, Equatable {
         public struct Reply: Sendable, Equatable {
             public var when: Filter
             public var send: ReplyTemplate
+
+            public init(when: Filter, send: ReplyTemplate) {
+                self.when = when
+                self.send = send
+            }
         }
     }
 

@@ -9,15 +9,7 @@ import WSBridgeProtocol
 /// Upstream messages with an id nobody holds are for everyone (a feed's `id` may be data).
 package struct JSONProtocol: ProtocolCodec {
     /// One `[[protocol.reply]]`: an upstream message that `when` matches is answered with `send`.
-    package struct Reply: Sendable, Equatable {
-        package var when: Filter
-        package var send: ReplyTemplate
-
-        package init(when: Filter, send: ReplyTemplate) {
-            self.when = when
-            self.send = send
-        }
-    }
+    package typealias Reply = Configuration.ApplicationProtocol.Reply
 
     package var idPath: [JSONValue.PathComponent]
     package var replies: [Reply]

@@ -236,7 +236,6 @@ package func makeProtocolRouter(_ settings: Configuration.ApplicationProtocol, s
     case .jsonrpc: return ProtocolSession(codec: JSONRPC(), limits: limits)
     case .graphqlTransportWS: return ProtocolSession(codec: GraphQLTransportWS(sendsHandshake: false), limits: limits)
     case .json:
-        let replies = settings.replies.map { JSONProtocol.Reply(when: $0.when, send: $0.send) }
-        return ProtocolSession(codec: JSONProtocol(idPath: settings.idPath ?? "id", replies: replies), limits: limits)
+        return ProtocolSession(codec: JSONProtocol(idPath: settings.idPath ?? "id", replies: settings.replies), limits: limits)
     }
 }
