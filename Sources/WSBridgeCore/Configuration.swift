@@ -31,6 +31,9 @@ public struct Configuration: Sendable, Equatable {
             case json
             case jsonrpc
             case graphqlTransportWS = "graphql-transport-ws"
+            case socketio
+            case stomp
+            case nats
         }
 
         public var kind = Kind.raw
@@ -48,6 +51,31 @@ public struct Configuration: Sendable, Equatable {
         public var idPath: String? = nil
         /// json: the upstream messages the daemon answers itself (the feed's own keepalive).
         public var replies: [Reply] = []
+        /// socketio: the namespace connected, and the CONNECT packet's auth payload (JSON text,
+        /// placeholders as in upstream.on_open).
+        public var namespace: String? = nil
+        public var auth: String? = nil
+        /// stomp: CONNECT's login, passcode (placeholders), virtual host and heart-beat
+        /// (milliseconds: the daemon sends every, it wants every).
+        public var login: String? = nil
+        public var passcode: String? = nil
+        public var host: String? = nil
+        public var heartBeat: HeartBeat? = nil
+        /// nats: CONNECT's user, pass, auth token (placeholders) and connection name.
+        public var user: String? = nil
+        public var pass: String? = nil
+        public var token: String? = nil
+        public var clientName: String? = nil
+
+        /// STOMP's heart-beat setting.
+        public struct HeartBeat: Sendable, Equatable {
+            public var send: Int
+            public var receive: Int
+            public init(send: Int, receive: Int) {
+                self.send = send
+                self.receive = receive
+            }
+        }
 
         public init() {}
 

@@ -22,6 +22,48 @@ extension ConfigurationReader {
             }
             config.applicationProtocol.initPayload = text
         }
+        // socketio, stomp, nats: strings (credentials may hold ${token}).
+        let strings: [(String, WritableKeyPath<Configuration.ApplicationProtocol, String?>)] = [
+            ("namespace", \.namespace), ("login", \.login), ("passcode", \.passcode), ("host", \.host), ("user", \.user), ("pass", \.pass),
+            ("token", \.token), ("name", \.clientName),
+        ]
+        for (key, path) in strings {
+            s.read(key) { v in
+                let text = try self.string(v, "protocol.\(key)")
+                do throws(PlaceholderError) {
+                    _ = try OpeningMessage(parsing: text)
+                } catch {
+                    throw self.error("protocol.\(key)", v, error.description)
+                }
+                if key == "namespace", !text.hasPrefix("/") || text.contains(",") {
+                    throw self.error("protocol.namespace", v, "a Socket.IO namespace starts with / and has no comma: \"/\" or \"/chat\"")
+                }
+                config.applicationProtocol[keyPath: path] = text
+            }
+        }
+        s.read("auth") { v in
+            let text = try self.string(v, "protocol.auth")
+            guard (try? JSONValue.parse(text.replacing("${token}", with: "t"))) != nil else {
+                throw self.error("protocol.auth", v, "must be JSON text, e.g. '{\"token\":\"${token}\"}'")
+            }
+            do throws(PlaceholderError) {
+                _ = try OpeningMessage(parsing: text)
+            } catch {
+                throw self.error("protocol.auth", v, error.description)
+            }
+            config.applicationProtocol.auth = text
+        }
+        s.read("heart_beat") { v in
+            let text = try self.string(v, "protocol.heart_beat")
+            let parts = text.split(separator: ",", omittingEmptySubsequences: false).map { Int($0.trimmingSpaces()) }
+            guard parts.count == 2, let send = parts[0], let receive = parts[1], send >= 0, receive >= 0 else {
+                throw self.error(
+                    "protocol.heart_beat", v,
+                    "is two counts of milliseconds, \"SEND,RECEIVE\": how often the daemon can send a heart-beat and how often it wants one (0: never), e.g. \"10000,10000\""
+                )
+            }
+            config.applicationProtocol.heartBeat = .init(send: send, receive: receive)
+        }
         s.read("max_per_app") { v in
             config.applicationProtocol.maxPerApp = try self.int(v, "protocol.max_per_app", in: 1...1_000_000, "a count from 1 to 1000000")
         }

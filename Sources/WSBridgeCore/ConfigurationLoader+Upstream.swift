@@ -65,10 +65,9 @@ extension ConfigurationReader {
         s.read("protocol") { v in
             let name = try self.string(v, "upstream.protocol")
             guard let kind = Configuration.ApplicationProtocol.Kind(rawValue: name) else {
-                let later = ["socketio", "stomp", "nats"].contains(name) ? " (\(name) is not supported by this version yet)" : ""
-                throw self.error(
-                    "upstream.protocol", v,
-                    "one of \(Configuration.ApplicationProtocol.Kind.allCases.map(\.rawValue).joined(separator: ", "))\(later)")
+                let known = Configuration.ApplicationProtocol.Kind.allCases.map(\.rawValue)
+                let hint = Suggestion.closest(to: name.lowercased(), in: known).map { " (did you mean \"\($0)\"?)" } ?? ""
+                throw self.error("upstream.protocol", v, "one of \(known.joined(separator: ", "))\(hint)")
             }
             config.applicationProtocol.kind = kind
         }

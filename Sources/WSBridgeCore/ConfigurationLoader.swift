@@ -373,10 +373,50 @@ struct ConfigurationReader {
             }
             if config.upstream.readyWhen == nil { config.upstream.readyWhen = Filter(parsing: "type=connection_ack") }
             if !config.upstream.subprotocols.contains("graphql-transport-ws") { config.upstream.subprotocols.append("graphql-transport-ws") }
+        case .socketio:
+            let namespace = settings.namespace ?? "/"
+            let prefix = "40" + (namespace == "/" ? "" : namespace + ",")
+            if let connect = try? OpeningMessage(parsing: prefix + (settings.auth ?? "")) { config.upstream.onOpen.insert(connect, at: 0) }
+            if config.upstream.readyWhen == nil { config.upstream.readyWhen = Filter(.prefix(prefix)) }
+        case .stomp:
+            var frame = "CONNECT\naccept-version:1.2\nhost:\(settings.host ?? "/")\n"
+            if let login = settings.login { frame += "login:\(login)\n" }
+            if let passcode = settings.passcode { frame += "passcode:\(passcode)\n" }
+            let beat = settings.heartBeat ?? .init(send: 10_000, receive: 10_000)
+            frame += "heart-beat:\(beat.send),\(beat.receive)\n\n\0"
+            if let connect = try? OpeningMessage(parsing: frame) { config.upstream.onOpen.insert(connect, at: 0) }
+            if config.upstream.readyWhen == nil { config.upstream.readyWhen = Filter(.prefix("CONNECTED")) }
+            if !config.upstream.subprotocols.contains("v12.stomp") { config.upstream.subprotocols.append("v12.stomp") }
+        case .nats:
+            var options = #"{"verbose":false,"pedantic":false,"lang":"wsbridged","version":"\#(WSBridgeVersion.current)","protocol":1,"headers":true"#
+            for (key, value) in [
+                ("name", settings.clientName ?? "wsbridged"), ("user", settings.user), ("pass", settings.pass), ("auth_token", settings.token),
+            ] {
+                if let value { options += ",\(JSONValue.string(key).serialized):\(JSONValue.string(value).serialized)" }
+            }
+            // The inbox the replies to apps' calls come to, then a PING whose PONG says the
+            // server took the CONNECT (with verbose off, nothing else would).
+            let text = "CONNECT \(options)}\r\nSUB \(NATS.processInbox)* \(NATS.inboxSID)\r\nPING\r\n"
+            if let connect = try? OpeningMessage(parsing: text) { config.upstream.onOpen.insert(connect, at: 0) }
+            if config.upstream.readyWhen == nil { config.upstream.readyWhen = Filter(.contains("PONG\r\n")) }
+            // The daemon's own PING with every WebSocket ping: the server's PONG shows it alive.
+            if config.heartbeat.text == nil { config.heartbeat.text = "PING\r\n" }
         case .raw, .json, .jsonrpc:
             break
         }
         var problems: [ConfigurationError] = []
+        let owners: [(String, Bool, Configuration.ApplicationProtocol.Kind)] = [
+            ("namespace", settings.namespace != nil, .socketio), ("auth", settings.auth != nil, .socketio),
+            ("login", settings.login != nil, .stomp), ("passcode", settings.passcode != nil, .stomp), ("host", settings.host != nil, .stomp),
+            ("heart_beat", settings.heartBeat != nil, .stomp), ("user", settings.user != nil, .nats), ("pass", settings.pass != nil, .nats),
+            ("token", settings.token != nil, .nats), ("name", settings.clientName != nil, .nats),
+        ]
+        for (key, set, owner) in owners where set && settings.kind != owner {
+            problems.append(
+                self.error(
+                    "protocol.\(key)", nil,
+                    "is a setting of upstream.protocol = \"\(owner.rawValue)\", not of \"\(settings.kind.rawValue)\": remove it or change upstream.protocol"))
+        }
         if settings.kind != .raw && config.journal.dir != nil {
             // Messages for one app take their seq in the stream but stay out of the journal,
             // whose replay would take the skipped seqs for damage.

@@ -107,6 +107,10 @@ public struct StatusReport: Sendable, Equatable, Codable {
         public var subscriptions: [Subscription]
         /// What the server closed the link after, right after open, last: the message and its holders.
         @OmitNil public var culprit: String?
+        /// The server's last error report (STOMP ERROR, NATS -ERR, Socket.IO 41/44) and when
+        /// (milliseconds since the epoch).
+        @OmitNil public var serverError: String?
+        @OmitNil public var serverErrorAt: Int64?
 
         public struct Subscription: Sendable, Equatable, Codable {
             /// The id it has on the wire now.
@@ -143,10 +147,12 @@ public struct StatusReport: Sendable, Equatable, Codable {
             }
         }
 
-        public init(name: String, subscriptions: [Subscription], culprit: String? = nil) {
+        public init(name: String, subscriptions: [Subscription], culprit: String? = nil, serverError: String? = nil, serverErrorAt: Int64? = nil) {
             self.name = name
             self.subscriptions = subscriptions
             self.culprit = culprit
+            self.serverError = serverError
+            self.serverErrorAt = serverErrorAt
         }
     }
 

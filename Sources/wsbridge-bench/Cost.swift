@@ -37,6 +37,12 @@ struct Cost: AsyncParsableCommand {
     )
     var `protocol` = "raw"
 
+    @Flag(
+        help:
+            "Count routed messages (with --protocol json): every subscriber holds one subscription (a sticky send with an id) and every flooded message answers it, so each goes through the id table to its holders instead of being broadcast."
+    )
+    var routed = false
+
     @Option(help: "Python with `websockets` (the upstream when deflate is on).")
     var python = ".build/venv/bin/python"
 
@@ -81,7 +87,8 @@ struct Cost: AsyncParsableCommand {
                     for phase in Self.phases + ["total"] {
                         perMessage[phase] = Double((long[phase] ?? 0) - (short[phase] ?? 0)) / Double(n)
                     }
-                    let label = "\(name), \(subscribers) sub\(subscribers == 1 ? "" : "s"), \(self.size) B, deflate \(deflate ? "on" : "off")"
+                    let label =
+                        "\(name)\(self.routed ? ", routed" : ""), \(subscribers) sub\(subscribers == 1 ? "" : "s"), \(self.size) B, deflate \(deflate ? "on" : "off")"
                     emitLine(
                         "cost \(label): \(Int(perMessage["total"]!.rounded())) instructions per message (runs of \(n) and \(2 * n) messages)")
                     rows.append((label, perMessage))
@@ -121,6 +128,7 @@ struct Cost: AsyncParsableCommand {
         url = "ws://127.0.0.1:\(port)/"
         compression = \(deflate)
         protocol = "\(self.protocol)"
+        \(self.routed ? "[protocol]\nid = \"id\"" : "")
         [heartbeat]
         interval = "1h"
         [reachability]
@@ -136,9 +144,13 @@ struct Cost: AsyncParsableCommand {
         _ = try await generator.waitLine(seconds: 120) { $0.hasPrefix("connected ") }
         while !FileManager.default.fileExists(atPath: socket) { try await Task.sleep(for: .milliseconds(20)) }
         // Readers wait long for lines: the daemon runs some 50 times slower under callgrind.
-        let readers = try startReaders(bin: self.builds.bin, socket: socket, subscribers: subscribers, extra: ["--idle", "600"])
+        // Routed: each reader holds the subscription the flood's messages answer (its first
+        // upstream id, 1), and is ready once its sticky send is answered.
+        let hold = #"{"id":"s","op":"send","sticky":"feed","text":"{\"id\":1,\"type\":\"subscribe\"}"}"#
+        let readers = try startReaders(
+            bin: self.builds.bin, socket: socket, subscribers: subscribers, extra: ["--idle", "600"] + (self.routed ? ["--send", hold] : []))
         for r in readers { _ = try await r.waitLine(seconds: 300) { $0 == "ready" } }
-        generator.send("flood \(messages) \(self.size) 0")
+        generator.send("flood \(messages) \(self.size) 0\(self.routed ? " 1" : "")")
         for r in readers { _ = try await r.waitLine(seconds: 3600) { $0.hasPrefix("{") } }
         await bridge.stopAndWait()
         for r in readers { await r.stopAndWait(kill: true) }

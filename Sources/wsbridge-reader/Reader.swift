@@ -44,6 +44,9 @@ struct Reader: ParsableCommand {
     @Option(help: "Subscribe with this since (a consumer replaying what the bridge keeps: its ring, its journal).")
     var since: UInt64?
 
+    @Option(help: "A request line each connection sends once connected (e.g. a sticky send that subscribes, under a protocol).")
+    var send: String?
+
     @Option(help: "Read the generator itself over WebSocket (the no-bridge baseline) instead of a bridge's socket.")
     var upstream: String?
 
@@ -70,7 +73,8 @@ struct Reader: ParsableCommand {
                     ch.eventLoop.makeCompletedFuture {
                         try ch.pipeline.syncOperations.addHandler(
                             LineCounter(
-                                end: end, slowMicroseconds: slow, totals: state, connections: self.connections, finished: finished, greeted: greeted)
+                                end: end, slowMicroseconds: slow, totals: state, connections: self.connections, finished: finished, greeted: greeted,
+                                greetingLines: self.send == nil ? 1 : 2)
                         )
                     }
                 }
@@ -90,6 +94,9 @@ struct Reader: ParsableCommand {
             for channel in channels {
                 channel.writeAndFlush(ByteBuffer(string: "{\"id\":\"r\",\"op\":\"subscribe\",\"since\":\(since)}\n"), promise: nil)
             }
+        }
+        if let send = self.send {
+            for channel in channels { channel.writeAndFlush(ByteBuffer(string: send + "\n"), promise: nil) }
         }
         // Ready once every connection has its hello: the bridge has it as a subscriber then, so
         // it gets every message the generator sends from now on (a stalled one reads nothing).
@@ -226,6 +233,9 @@ final class LineCounter: ChannelInboundHandler {
     /// Succeeded by the first line (the bridge's hello).
     private let greeted: EventLoopPromise<Void>
     private var hasGreeted = false
+    /// Lines that make the greeting: the hello (and the reply to `--send`).
+    private let greetingLines: Int
+    private var linesSeen = 0
     private var partial: [UInt8] = []
     private var lastSeq: UInt64?
     private var local = Totals()
@@ -235,9 +245,10 @@ final class LineCounter: ChannelInboundHandler {
 
     init(
         end: [UInt8], slowMicroseconds: Int, totals: NIOLockedValueBox<Totals>, connections: Int, finished: EventLoopPromise<Void>,
-        greeted: EventLoopPromise<Void>
+        greeted: EventLoopPromise<Void>, greetingLines: Int = 1
     ) {
         self.greeted = greeted
+        self.greetingLines = greetingLines
         self.end = end
         self.slowMicroseconds = slowMicroseconds
         self.totals = totals
@@ -299,7 +310,8 @@ final class LineCounter: ChannelInboundHandler {
     /// Returns true for the end marker.
     private func line(_ line: UnsafeRawBufferPointer) -> Bool {
         self.local.lines += 1
-        if !self.hasGreeted {
+        self.linesSeen += 1
+        if !self.hasGreeted, self.linesSeen >= self.greetingLines {
             self.hasGreeted = true
             self.greeted.succeed(())
         }

@@ -37,12 +37,15 @@ final class FloodWriter: ChannelDuplexHandler, RemovableChannelHandler {
         self.context = nil
     }
 
-    /// Sends `count` messages of `size` bytes; `rate` per second, or flat out when 0.
-    func start(count: Int, size: Int, rate: Int) {
-        let head = #"{"t":10000000000000000000,"i":10000000000,"p":""#
+    /// Sends `count` messages of `size` bytes; `rate` per second, or flat out when 0. `id`: each
+    /// message starts `{"id":ID,` (an answer to a subscription, under a protocol).
+    func start(count: Int, size: Int, rate: Int, id: Int? = nil) {
+        let head = (id.map { #"{"id":\#($0),"# } ?? "{") + #""t":10000000000000000000,"i":10000000000,"p":""#
         let payload = Array(head.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: max(0, size - head.utf8.count - 2)) + Array(#""}"#.utf8)
         self.frame = Self.header(length: payload.count) + payload
-        self.timeOffset = self.frame.count - payload.count + 6
+        // The digits after `"t":1` and `"i":1`.
+        let prefix = Array(head.utf8.prefix(head.utf8.count - #""t":10000000000000000000,"i":10000000000,"p":""#.utf8.count))
+        self.timeOffset = self.frame.count - payload.count + prefix.count + 5
         self.indexOffset = self.timeOffset + 19 + 6
         self.remaining = count
         self.sent = 0

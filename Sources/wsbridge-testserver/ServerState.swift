@@ -124,12 +124,13 @@ final class ServerState {
             for channel in self.clients.values { channel.flush() }
             Output.line("burst done \(self.tickCount)")
         case "flood":
-            // `flood COUNT SIZE [RATE]`: the benchmark generator (FloodWriter), then `__end__`.
+            // `flood COUNT SIZE [RATE [ID]]`: the benchmark generator (FloodWriter), then `__end__`;
+            // ID: every message carries `"id":ID` (routed to a subscription's holders under a protocol).
             let numbers = args.joined(separator: " ").split(separator: " ").compactMap { Int($0) }
             let (count, size, rate) = (numbers.first ?? 100_000, numbers.count > 1 ? numbers[1] : 100, numbers.count > 2 ? numbers[2] : 0)
             for channel in self.clients.values {
                 if let flood = try? channel.pipeline.syncOperations.handler(type: FloodWriter.self) {
-                    flood.start(count: count, size: size, rate: rate)
+                    flood.start(count: count, size: size, rate: rate, id: numbers.count > 3 ? numbers[3] : nil)
                 }
             }
         case "drop":

@@ -67,6 +67,7 @@ struct Status: ParsableCommand {
             let aside = p.subscriptions.filter { $0.setAside != nil }.count
             if aside > 0 { rows.append(("set aside", "\(aside) subscription\(aside == 1 ? "" : "s") (wsbridgectl subscriptions; --clear sends again)")) }
             if let culprit = p.culprit { rows.append(("culprit", culprit)) }
+            if let error = p.serverError { rows.append(("server error", error)) }
         }
         rows.append(("clients", "\(s.clients) connected, \(s.subscribers) subscribed"))
         rows.append(("dropped", "\(s.drops) messages (slow subscribers)"))

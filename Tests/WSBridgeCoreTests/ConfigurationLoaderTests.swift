@@ -208,6 +208,24 @@ import WSBridgeProtocol
         #expect(try self.load("[upstream]\nprotocol = \"jsonrpc\"\n").applicationProtocol.kind == .jsonrpc)
     }
 
+    /// The text protocols: their handshakes as opening messages (credentials' ${token} filled in
+    /// at each connect), their acknowledgements as ready gates.
+    @Test func theTextProtocolsBringTheirHandshakes() throws {
+        let io = try self.load(
+            "[upstream]\nprotocol = \"socketio\"\n[auth]\ntoken_file = \"/t\"\n[protocol]\nnamespace = \"/feed\"\nauth = '{\"token\":\"${token}\"}'\n")
+        #expect(io.upstream.onOpen.map(\.template) == [#"40/feed,{"token":"${token}"}"#])
+        #expect(io.upstream.readyWhen == Filter(.prefix("40/feed,")))
+        let stomp = try self.load(
+            "[upstream]\nprotocol = \"stomp\"\n[auth]\ntoken_file = \"/t\"\n[protocol]\nlogin = \"guest\"\npasscode = \"${token}\"\nheart_beat = \"5000, 0\"\n")
+        #expect(stomp.upstream.onOpen.map(\.template) == ["CONNECT\naccept-version:1.2\nhost:/\nlogin:guest\npasscode:${token}\nheart-beat:5000,0\n\n\0"])
+        #expect(stomp.upstream.readyWhen == Filter(.prefix("CONNECTED")) && stomp.upstream.subprotocols == ["v12.stomp"])
+        let nats = try self.load("[upstream]\nprotocol = \"nats\"\n[protocol]\nuser = \"u\"\npass = \"p\\\"q\"\nname = \"edge-1\"\n")
+        let connect = try #require(nats.upstream.onOpen.first?.template)
+        #expect(connect.hasPrefix(#"CONNECT {"verbose":false,"pedantic":false,"#) && connect.contains(#""name":"edge-1","user":"u","pass":"p\"q"}"#))
+        #expect(connect.hasSuffix("\r\nSUB \(NATS.processInbox)* 0\r\nPING\r\n"))
+        #expect(nats.upstream.readyWhen == Filter(.contains("PONG\r\n")) && nats.heartbeat.text == "PING\r\n")
+    }
+
     /// json: the id's path and the keepalive replies.
     @Test func jsonTakesItsIdPathAndReplies() throws {
         let config = try self.load(
@@ -230,7 +248,11 @@ import WSBridgeProtocol
             "unknown placeholder ${ping}"
         ),
         ("[upstream]\nprotocol = \"json\"\n[[protocol.reply]]\nwhen = \"ping\"\nsend = '{}'\nevery = 1", "protocol.reply.every", "unknown key"),
-        ("[upstream]\nprotocol = \"stomp\"", "upstream.protocol", "stomp is not supported by this version yet"),
+        ("[upstream]\nprotocol = \"socket.io\"", "upstream.protocol", "did you mean \"socketio\""),
+        ("[upstream]\nprotocol = \"nats\"\n[protocol]\nlogin = \"guest\"", "protocol.login", "a setting of upstream.protocol = \"stomp\", not of \"nats\""),
+        ("[upstream]\nprotocol = \"stomp\"\n[protocol]\nheart_beat = \"10s\"", "protocol.heart_beat", "two counts of milliseconds"),
+        ("[upstream]\nprotocol = \"socketio\"\n[protocol]\nnamespace = \"chat\"", "protocol.namespace", "starts with /"),
+        ("[upstream]\nprotocol = \"socketio\"\n[protocol]\nauth = '{token}'", "protocol.auth", "must be JSON text"),
         ("[upstream]\nprotocol = \"jsonrpc\"\n[protocol]\ninit_payload = '{}'", "protocol.init_payload", "not of \"jsonrpc\""),
         ("[upstream]\nprotocol = \"graphql-transport-ws\"\n[protocol]\ninit_payload = '{token'", "protocol.init_payload", "must be JSON text"),
         ("[protocol]\nmax_total = 0", "protocol.max_total", "a count from 1"),

@@ -53,6 +53,11 @@ package enum UpstreamOp: Equatable, Sendable {
     case event(subscription: WireID)
     /// For every subscriber, as today.
     case broadcast
+    /// Connection-level, for no app, and it sets the keepalive's timing (Engine.IO's open packet).
+    case open
+    /// The server reports an error (STOMP `ERROR`, NATS `-ERR`, Socket.IO `44`): for every
+    /// subscriber, in the log and status; `fatal`: the connection is over, the link reconnects.
+    case error(String, fatal: Bool)
 }
 
 /// What the protocol layer asks the daemon to do.
@@ -67,6 +72,37 @@ package enum ProtocolEffect: Equatable, Sendable {
     case refuse(String)
     /// The handshake was acknowledged: the link is ready.
     case ready
+    /// The connection's keepalive as the server set it (replaces any earlier one).
+    case timing(ProtocolTiming)
+    /// The server reported an error (in the log and status); `fatal`: the link reconnects.
+    case serverError(String, fatal: Bool)
+}
+
+/// The protocol's keepalive on one connection: what the daemon sends and how long the server may
+/// stay silent (milliseconds; nil: nothing of that).
+package struct ProtocolTiming: Equatable, Sendable {
+    /// Send `text` upstream this often (STOMP's heart-beat).
+    package var sendEvery: Int64?
+    package var text: String
+    /// The link is dead when nothing arrives from the server for this long.
+    package var deadline: Int64?
+
+    package init(sendEvery: Int64? = nil, text: String = "", deadline: Int64? = nil) {
+        self.sendEvery = sendEvery
+        self.text = text
+        self.deadline = deadline
+    }
+}
+
+/// One message of a text protocol: its wire text and its JSON view.
+package struct ProtocolMessage: Equatable, Sendable {
+    package var text: String
+    package var view: JSONValue
+
+    package init(text: String, view: JSONValue) {
+        self.text = text
+        self.view = view
+    }
 }
 
 /// Bounds of the protocol layer's tables (`[protocol]` max_per_app, max_total).
@@ -85,7 +121,15 @@ package struct ProtocolLimits: Sendable, Equatable {
     /// Bytes of subscription messages remembered (to send again on every open), all together.
     package var subscriptionBytes: Int
 
-    package init(perApp: Int = 1000, total: Int = 10000, setAsideAfter: Int = 3, stableAfterMillis: Int64 = 30_000, subscriptionBytes: Int = 16 << 20) {
+    /// Bytes of a text protocol's message cut across WebSocket messages, kept until its end
+    /// comes (upstream.max_message_size).
+    package var messageBytes: Int
+
+    package init(
+        perApp: Int = 1000, total: Int = 10000, setAsideAfter: Int = 3, stableAfterMillis: Int64 = 30_000, subscriptionBytes: Int = 16 << 20,
+        messageBytes: Int = 16 << 20
+    ) {
+        self.messageBytes = messageBytes
         self.perApp = perApp
         self.total = total
         self.subscriptionBytes = subscriptionBytes
@@ -129,8 +173,9 @@ package protocol ProtocolRouter {
     mutating func stickyRelease(_ app: AppID, key: String) -> [ProtocolEffect]?
     /// The id an app's message waits on (a call's or subscribe's), for `request`.
     func requestID(in message: JSONValue) -> WireID?
-    /// The id an upstream message restored for an app answers, and whether it is the last.
-    func answerID(in message: JSONValue) -> (id: WireID, final: Bool)?
+    /// The ids of requests an upstream message restored for an app may answer, and whether it
+    /// is the last answer.
+    func answerIDs(in message: JSONValue) -> [(id: WireID, final: Bool)]
     /// `app` no longer waits for call `id` (its request timed out).
     mutating func forget(_ app: AppID, id: WireID)
     /// Whether an upstream message's text may concern the protocol layer (false: a broadcast,
@@ -142,6 +187,15 @@ package protocol ProtocolRouter {
     var culprit: String? { get }
     /// Sends the set-aside subscriptions again (on the next open, or now): how many.
     mutating func clearSetAside() -> (count: Int, effects: [ProtocolEffect])
+    /// Whether messages are text with a JSON view (Socket.IO, STOMP, NATS).
+    var isText: Bool { get }
+    /// Text protocols: the whole messages in what the upstream sent, after what an earlier
+    /// WebSocket message left unfinished (kept for the next).
+    mutating func split(upstream bytes: UnsafeRawBufferPointer) -> Result<[ProtocolMessage], ProtocolSyntaxError>
+    /// An app's text as the protocol's messages (their views), or why it is not.
+    func parse(app text: String) -> Result<[JSONValue], ProtocolSyntaxError>
+    /// A view as the wire carries it.
+    func wireText(_ view: JSONValue) -> String
 }
 
 extension ProtocolRouter {
@@ -198,12 +252,56 @@ package protocol ProtocolCodec: Sendable {
     /// Object keys without which an upstream message is a broadcast (nil: every message must be
     /// read): a message whose text has none of them goes to everyone unparsed.
     var routingKeys: [String]? { get }
+
+    // Text protocols (Socket.IO, STOMP, NATS): messages that are not JSON, several to a WebSocket
+    // message or one across several; the protocol layer works on their JSON views.
+
+    /// Whether the protocol's messages are text with a JSON view (false: JSON, the view is the message).
+    var isText: Bool { get }
+    /// The whole messages at the start of `bytes` and the bytes they took (what is left is a
+    /// message cut across WebSocket messages), or why the bytes are not this protocol.
+    func split(_ bytes: ArraySlice<UInt8>) -> Result<(messages: [ProtocolMessage], consumed: Int), ProtocolSyntaxError>
+    /// A view as the wire carries it.
+    func wireText(_ view: JSONValue) -> String
+    /// The ids of requests an upstream message (its ids restored for an app) may answer.
+    func answerIDs(in message: JSONValue) -> [(id: WireID, final: Bool)]
+    /// What the daemon answers at once to an app's subscribe or unsubscribe that asks for a
+    /// receipt (STOMP's `receipt` header); nil: none asked.
+    func receipt(for message: JSONValue) -> JSONValue?
+    /// Whether an app's subscription `key` takes the messages an app's call with `id` is answered
+    /// with (NATS: its inbox subscription covers the reply subject): then the call goes as it is.
+    func subscription(_ key: String, covers id: WireID) -> Bool
+    /// The keepalive an acknowledgement or an open message sets (nil: none).
+    func timing(in message: JSONValue) -> ProtocolTiming?
+}
+
+/// Bytes that are not a message of the protocol.
+package struct ProtocolSyntaxError: Error, Equatable, Sendable, CustomStringConvertible {
+    package var description: String
+    package init(_ description: String) { self.description = description }
 }
 
 extension ProtocolCodec {
     package var answersEndSubscriptions: Bool { true }
     package var unknownAnswersBroadcast: Bool { false }
     package var routingKeys: [String]? { nil }
+    package var isText: Bool { false }
+    package func split(_ bytes: ArraySlice<UInt8>) -> Result<(messages: [ProtocolMessage], consumed: Int), ProtocolSyntaxError> {
+        do {
+            let view = try JSONValue.parse(bytes)
+            return .success(([ProtocolMessage(text: String(decoding: bytes, as: UTF8.self), view: view)], bytes.count))
+        } catch {
+            return .failure(ProtocolSyntaxError("not JSON: \(error)"))
+        }
+    }
+    package func wireText(_ view: JSONValue) -> String { view.serialized }
+    package func answerIDs(in message: JSONValue) -> [(id: WireID, final: Bool)] {
+        guard case .answer(let id, let final) = self.classify(fromUpstream: message) else { return [] }
+        return [(id, final)]
+    }
+    package func receipt(for message: JSONValue) -> JSONValue? { nil }
+    package func subscription(_ key: String, covers id: WireID) -> Bool { false }
+    package func timing(in message: JSONValue) -> ProtocolTiming? { nil }
     package func subscriptionID(inSticky message: JSONValue) -> WireID? {
         switch self.classify(fromApp: message) {
         case .call(let id), .subscribe(let id, _): id
@@ -227,15 +325,24 @@ extension JSONValue {
 
 /// The protocol layer for `upstream.protocol` (nil for `raw`). The link sends graphql's
 /// handshake itself (an opening message and the ready gate: Configuration's `applyProtocol`).
-package func makeProtocolRouter(_ settings: Configuration.ApplicationProtocol, stableAfter: Duration = .seconds(30)) -> (any ProtocolRouter)? {
+package func makeProtocolRouter(
+    _ settings: Configuration.ApplicationProtocol, stableAfter: Duration = .seconds(30), maxMessageSize: Int = 16 << 20
+) -> (any ProtocolRouter)? {
     let limits = ProtocolLimits(
         perApp: settings.maxPerApp, total: settings.maxTotal, setAsideAfter: settings.setAsideAfter,
-        stableAfterMillis: stableAfter.nanoseconds / 1_000_000, subscriptionBytes: settings.maxSubscriptionBytes)
+        stableAfterMillis: stableAfter.nanoseconds / 1_000_000, subscriptionBytes: settings.maxSubscriptionBytes, messageBytes: maxMessageSize)
     switch settings.kind {
     case .raw: return nil
     case .jsonrpc: return ProtocolSession(codec: JSONRPC(), limits: limits)
     case .graphqlTransportWS: return ProtocolSession(codec: GraphQLTransportWS(sendsHandshake: false), limits: limits)
     case .json:
         return ProtocolSession(codec: JSONProtocol(idPath: settings.idPath ?? "id", replies: settings.replies), limits: limits)
+    case .socketio:
+        return ProtocolSession(codec: SocketIO(namespace: settings.namespace ?? "/"), limits: limits)
+    case .stomp:
+        let beat = settings.heartBeat ?? .init(send: 10_000, receive: 10_000)
+        return ProtocolSession(codec: STOMP(heartBeat: (beat.send, beat.receive)), limits: limits)
+    case .nats:
+        return ProtocolSession(codec: NATS(), limits: limits)
     }
 }

@@ -79,6 +79,8 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
 
     /// `"KEY"` for each of the codec's routing keys, as bytes (nil: every message is read).
     private let needles: [[UInt8]]?
+    /// Text protocols: the start of a message the last WebSocket message cut (`limits.messageBytes`).
+    private var partial: [UInt8] = []
 
     package init(codec: Codec, limits: Limits = Limits()) {
         self.codec = codec
@@ -92,6 +94,45 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
     }
 
     package var routingNeedles: [[UInt8]]? { self.needles }
+
+    // MARK: - Text
+
+    package var isText: Bool { self.codec.isText }
+
+    package mutating func split(upstream bytes: UnsafeRawBufferPointer) -> Result<[ProtocolMessage], ProtocolSyntaxError> {
+        self.partial.append(contentsOf: bytes)
+        switch self.codec.split(self.partial[...]) {
+        case .failure(let error):
+            self.partial.removeAll()
+            return .failure(error)
+        case .success(let (messages, consumed)):
+            self.partial.removeFirst(consumed)
+            if self.partial.count > self.limits.messageBytes {
+                let size = self.partial.count
+                self.partial.removeAll()
+                return .failure(
+                    ProtocolSyntaxError(
+                        "a \(self.codec.name) message has come to \(size) bytes without its end, past upstream.max_message_size (\(self.limits.messageBytes))"))
+            }
+            return .success(messages)
+        }
+    }
+
+    package func parse(app text: String) -> Result<[JSONValue], ProtocolSyntaxError> {
+        let bytes = Array(text.utf8)
+        switch self.codec.split(bytes[...]) {
+        case .failure(let error): return .failure(error)
+        case .success(let (messages, consumed)):
+            guard consumed == bytes.count else {
+                let rest = String(decoding: bytes[consumed...].prefix(60), as: UTF8.self)
+                return .failure(ProtocolSyntaxError("the text ends inside a \(self.codec.name) message (\(rest.debugDescription)): send whole messages"))
+            }
+            guard !messages.isEmpty else { return .failure(ProtocolSyntaxError("no \(self.codec.name) message in the text")) }
+            return .success(messages.map(\.view))
+        }
+    }
+
+    package func wireText(_ view: JSONValue) -> String { self.codec.wireText(view) }
 
     private mutating func allocate() -> WireID {
         self.nextID += 1
@@ -116,9 +157,9 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
     package mutating func opened() -> [Effect] {
         self.isOpen = true
         self.isReady = false
-        self.acknowledgement = nil
         self.openedAt = self.now
         self.lastSent = nil
+        self.partial.removeAll()
         let handshake = self.codec.handshake()
         if handshake.isEmpty { return [.ready] + self.ready() }
         return handshake.map { .upstream($0) }
@@ -132,6 +173,8 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
         let early = serverClose != nil && self.isOpen && self.now - self.openedAt < self.limits.stableAfterMillis
         self.isOpen = false
         self.isReady = false
+        self.acknowledgement = nil
+        self.partial.removeAll()
         let waiting = self.calls.sorted { Self.older($0.key, $1.key) }.map(\.value)
         self.calls.removeAll()
         for call in waiting { self.release(call.app, call.appID) }
@@ -224,6 +267,12 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
         case .other:
             return [.upstream(message)]
         case .call(let id):
+            // Answered through a subscription of the app's own (its inbox): it goes as it is.
+            if let held = self.held[app],
+                held.values.contains(where: { if case .subscription(let key) = $0 { self.codec.subscription(key, covers: id) } else { false } })
+            {
+                return [.upstream(message)]
+            }
             if let refusal = self.refusal(for: app, id: id) { return [.refuse(refusal)] }
             let upstream = self.allocate()
             self.calls[upstream] = Call(app: app, appID: id)
@@ -231,10 +280,16 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
             self.lastSent = nil
             return [.upstream(self.codec.replacingID(in: message, with: upstream))]
         case .subscribe(let id, let key):
-            return self.subscribe(app, id: id, key: key, message: message)
+            return self.withReceipt(app, message, self.subscribe(app, id: id, key: key, message: message))
         case .unsubscribe(let id, let target):
-            return self.unsubscribe(app, id: id, target: target, message: message)
+            return self.withReceipt(app, message, self.unsubscribe(app, id: id, target: target, message: message))
         }
+    }
+
+    /// `effects`, and the receipt the app's message asked for (unless it was refused).
+    private func withReceipt(_ app: AppID, _ message: JSONValue, _ effects: [Effect]) -> [Effect] {
+        guard let receipt = self.codec.receipt(for: message), !effects.contains(where: { if case .refuse = $0 { true } else { false } }) else { return effects }
+        return effects + [.app(app, receipt)]
     }
 
     /// A sticky send that carries an id: a subscription held by `app` under `key`.
@@ -260,10 +315,7 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
         }
     }
 
-    package func answerID(in message: JSONValue) -> (id: WireID, final: Bool)? {
-        guard case .answer(let id, let final) = self.codec.classify(fromUpstream: message) else { return nil }
-        return (id, final)
-    }
+    package func answerIDs(in message: JSONValue) -> [(id: WireID, final: Bool)] { self.codec.answerIDs(in: message) }
 
     package mutating func forget(_ app: AppID, id: WireID) {
         guard case .call(let upstream) = self.held[app]?[id] else { return }
@@ -401,15 +453,20 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
             return [.broadcast]
         case .swallow:
             return []
+        case .open:
+            return self.codec.timing(in: message).map { [.timing($0)] } ?? []
+        case .error(let text, let fatal):
+            return [.broadcast, .serverError(text, fatal: fatal)]
         case .ping:
             return self.codec.pong(to: message).map { [.upstream($0)] } ?? []
         case .ack:
             // (Not `nil` in a conditional: JSONValue takes the nil literal as `.null`.)
-            self.acknowledgement = message["payload"] != nil ? .some(message) : .none
+            self.acknowledgement = message["payload"] != nil || self.codec.isText ? .some(message) : .none
+            let timing: [Effect] = self.codec.timing(in: message).map { [.timing($0)] } ?? []
             // Where the link sends the handshake itself (the daemon's opening messages and ready
             // gate), the ack comes before `opened()`: that one sends the subscriptions.
-            guard self.isOpen, !self.isReady else { return [] }
-            return [.ready] + self.ready()
+            guard self.isOpen, !self.isReady else { return timing }
+            return timing + [.ready] + self.ready()
         case .event(let server):
             guard let upstream = self.byServerID[server], let subscription = self.subscriptions[upstream] else { return [.broadcast] }
             if self.lastSent == subscription.key { self.lastSent = nil }

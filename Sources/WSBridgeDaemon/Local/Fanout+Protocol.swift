@@ -21,6 +21,31 @@ extension Fanout {
         return (self.perform(effects, link: link, receivedAtMillis: message.receivedAtMillis).broadcast, json)
     }
 
+    /// A WebSocket message of a text protocol (Socket.IO, STOMP, NATS): each of the protocol's
+    /// messages in it goes through the protocol layer, and each broadcast is a message of its own
+    /// (its own seq), its view parsed for filters and `inline_json`.
+    @inline(never)
+    func routeText(_ message: UpstreamMessage, link: any LinkControl) {
+        let split = message.data.withUnsafeReadableBytes { self.router!.split(upstream: $0) }
+        switch split {
+        case .failure(let error):
+            self.logger.warning(
+                "\(self.router?.name ?? ""): \(error); the upstream message goes to every subscriber as it came",
+                metadata: ["protocol": "\(self.router?.name ?? "")"])
+            self.publish(UpstreamMessage(kind: .text, data: message.data, receivedAtMillis: message.receivedAtMillis))
+        case .success(let messages):
+            for one in messages {
+                let effects = self.withRouter { $0.fromUpstream(one.view) } ?? []
+                let wire = UpstreamMessage(kind: .text, data: ByteBuffer(string: one.text), receivedAtMillis: message.receivedAtMillis)
+                if self.perform(effects, link: link, receivedAtMillis: message.receivedAtMillis).broadcast {
+                    self.publish(wire, parsed: one.view)
+                } else if !self.wireTaps.isEmpty {
+                    self.tapWire(wire, parsed: one.view)
+                }
+            }
+        }
+    }
+
     /// Runs `body` on the protocol layer, its clock set (nil: no protocol).
     func withRouter(_ body: (inout any ProtocolRouter) -> [ProtocolEffect]) -> [ProtocolEffect]? {
         guard self.router != nil else { return nil }
@@ -30,6 +55,7 @@ extension Fanout {
 
     /// The link opened (the session re-established, the handshake acknowledged) or left `open`.
     func protocolLink(_ link: any LinkControl, changedTo phase: ConnectionPhase, reason: String) {
+        if phase != .open { self.protocolKeepalive.stop() }
         let lost = "the upstream link went \(phase.rawValue) (\(reason)) before the answer came"
         // Left for a retry (not the operator's close or reconnect, not the daemon's stop).
         let serverClosed = phase == .backingOff || phase == .waitingForNetwork
@@ -65,28 +91,54 @@ extension Fanout {
             case .broadcast:
                 performed.broadcast = true
             case .upstream(let json):
-                performed.sent = link.submit(UpstreamMessage(.text(json.serialized)))
+                performed.sent = link.submit(UpstreamMessage(.text(self.wireText(json))))
             case .app(AppID.everyone, let json):
                 // A daemon-scope sticky subscription's: for every subscriber.
-                self.publish(UpstreamMessage(kind: .text, data: ByteBuffer(string: json.serialized), receivedAtMillis: receivedAtMillis), parsed: json)
+                self.publish(UpstreamMessage(kind: .text, data: ByteBuffer(string: self.wireText(json)), receivedAtMillis: receivedAtMillis), parsed: json)
             case .app(let app, let json):
                 guard let client = self.clients[app] else { continue }
                 performed.delivered = true
                 if !self.protocolRequests.isEmpty, self.answerRequest(of: client, with: json, lost: lost) { continue }
-                self.deliver(json, to: client, receivedAtMillis: receivedAtMillis)
+                self.deliver(json, text: self.wireText(json), to: client, receivedAtMillis: receivedAtMillis)
             case .refuse(let reason):
                 performed.refusal = reason
             case .ready:
                 break
+            case .timing(let timing):
+                self.startKeepalive(timing, link: link)
+            case .serverError(let text, let fatal):
+                let name = self.router?.name ?? ""
+                self.protocolError = ProtocolServerError(text: text, at: WallClock.millisecondsSinceEpoch())
+                self.logger.warning("\(name): the server reported an error: \(text)\(fatal ? "; the link reconnects" : "")", metadata: ["protocol": "\(name)"])
+                if fatal { link.fail("\(name): the server reported an error: \(text)") }
             }
         }
         return performed
     }
 
+    /// A view as the wire carries it.
+    private func wireText(_ json: JSONValue) -> String { self.router?.wireText(json) ?? json.serialized }
+
     /// A message from a local app (`send`), through the protocol layer.
     func fromApp(_ client: LocalClient, _ json: JSONValue, link: any LinkControl) -> Performed {
         guard let effects = self.withRouter({ $0.fromApp(client.id, json) }) else { return Performed() }
         return self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
+    }
+
+    /// Several messages from a local app (one `send` of a text protocol): in order, up to the
+    /// first the protocol refuses.
+    func fromApp(_ client: LocalClient, _ views: [JSONValue], link: any LinkControl) -> Performed {
+        var all = Performed()
+        for view in views {
+            let one = self.fromApp(client, view, link: link)
+            all.delivered = all.delivered || one.delivered
+            if let sent = one.sent { all.sent = sent }
+            if let refusal = one.refusal {
+                all.refusal = views.count == 1 ? refusal : "message \((views.firstIndex(of: view) ?? 0) + 1) of \(views.count): \(refusal)"
+                break
+            }
+        }
+        return all
     }
 
     /// A sticky send that carries an id, through the protocol layer: a subscription `holder`
@@ -130,7 +182,10 @@ extension Fanout {
     /// Whether `json` (an upstream message, the app's id restored) answers one of `client`'s
     /// requests: then the request's reply carries it (or, `lost`, a `link_lost` error).
     private func answerRequest(of client: LocalClient, with json: JSONValue, lost: String?) -> Bool {
-        guard let (id, final) = self.router?.answerID(in: json), var entry = self.protocolRequests[client.id]?[id.key] else { return false }
+        guard let candidates = self.router?.answerIDs(in: json),
+            let (id, final) = candidates.first(where: { self.protocolRequests[client.id]?[$0.id.key] != nil }),
+            var entry = self.protocolRequests[client.id]?[id.key]
+        else { return false }
         if final {
             self.protocolRequests[client.id]?[id.key] = nil
             if self.protocolRequests[client.id]?.isEmpty == true { self.protocolRequests[client.id] = nil }
@@ -148,5 +203,61 @@ extension Fanout {
             client.send(MessageLineEncoder.line(reply.json, allocator: self.allocator))
         }
         return true
+    }
+}
+
+/// The application protocol's keepalive on the open link (`ProtocolTiming`): what the daemon sends
+/// on a timer (STOMP's heart-beats), and the deadline after which a silent server is a dead link
+/// (a repeated check of a flag every upstream message sets: no timer per message).
+struct ProtocolKeepalive {
+    /// An upstream message arrived since the last check.
+    var heard = false
+    var sender: Scheduled<Void>?
+    var checker: Scheduled<Void>?
+
+    mutating func stop() {
+        self.sender?.cancel()
+        self.checker?.cancel()
+        self.sender = nil
+        self.checker = nil
+    }
+}
+
+/// The server's last error report (STOMP `ERROR`, NATS `-ERR`, Socket.IO `44`), for status.
+struct ProtocolServerError {
+    var text: String
+    /// Milliseconds since the epoch.
+    var at: Int64
+}
+
+extension Fanout {
+    /// Starts the keepalive the server set on this connection (replacing any earlier one).
+    func startKeepalive(_ timing: ProtocolTiming, link: any LinkControl) {
+        self.protocolKeepalive.stop()
+        self.protocolKeepalive.heard = true
+        if let every = timing.sendEvery, every > 0 { self.keepaliveSend(timing.text, every: every, link: link) }
+        if let deadline = timing.deadline, deadline > 0 { self.keepaliveCheck(deadline: deadline, link: link) }
+    }
+
+    private func keepaliveSend(_ text: String, every: Int64, link: any LinkControl) {
+        self.protocolKeepalive.sender = self.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(every)) { [weak self] in
+            guard let self, link.phase == .open else { return }
+            _ = link.sendSession(UpstreamMessage(.text(text)))
+            self.keepaliveSend(text, every: every, link: link)
+        }
+    }
+
+    private func keepaliveCheck(deadline: Int64, link: any LinkControl) {
+        self.protocolKeepalive.checker = self.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(deadline)) { [weak self] in
+            guard let self else { return }
+            guard self.protocolKeepalive.heard else {
+                self.protocolKeepalive.stop()
+                let name = self.router?.name ?? ""
+                link.fail("\(name): nothing from the server for \(deadline) ms, past the keepalive deadline the server set on this connection")
+                return
+            }
+            self.protocolKeepalive.heard = false
+            self.keepaliveCheck(deadline: deadline, link: link)
+        }
     }
 }

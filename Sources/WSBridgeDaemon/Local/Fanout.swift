@@ -52,8 +52,15 @@ final class Fanout: UpstreamEventSink {
     func install(_ router: (any ProtocolRouter)?) {
         self.router = router
         self.routing = router != nil
+        self.routingText = router?.isText ?? false
         self.routingNeedles = router?.routingNeedles
     }
+    /// A text protocol's (Socket.IO, STOMP, NATS): its binary WebSocket messages are its text too.
+    private(set) var routingText = false
+    /// The protocol's keepalive on the open link (Fanout+Protocol.swift).
+    var protocolKeepalive = ProtocolKeepalive()
+    /// The server's last error report (status `protocol.server_error`).
+    var protocolError: ProtocolServerError?
     /// The router's routing keys: a message with none of them is a broadcast, told without the router.
     private(set) var routingNeedles: [[UInt8]]?
     /// For what the protocol layer finds (the message a server closes the link after).
@@ -147,7 +154,12 @@ final class Fanout: UpstreamEventSink {
     func upstreamLink(_ link: any LinkControl, emitted event: UpstreamEvent) {
         switch event {
         case .message(let message):
-            if self.routing, message.kind == .text {
+            if self.routing, message.kind == .text || self.routingText {
+                self.protocolKeepalive.heard = true
+                if self.routingText {
+                    self.routeText(message, link: link)
+                    return
+                }
                 let routed = self.route(message, link: link)
                 if routed.broadcast {
                     self.publish(message, parsed: routed.parsed)
@@ -189,17 +201,17 @@ final class Fanout: UpstreamEventSink {
 
     /// A message for one app (the protocol layer's routing): numbered in the stream, after the
     /// lines already numbered, but for no one else, nor the replay ring or the journal.
-    func deliver(_ json: JSONValue, to client: LocalClient, receivedAtMillis: Int64) {
+    func deliver(_ json: JSONValue, text: String, to client: LocalClient, receivedAtMillis: Int64) {
         self.flush()
         _ = self.takeSeq()
-        let message = UpstreamMessage(kind: .text, data: ByteBuffer(string: json.serialized), receivedAtMillis: receivedAtMillis)
+        let message = UpstreamMessage(kind: .text, data: ByteBuffer(string: text), receivedAtMillis: receivedAtMillis)
         let line = MessageLineEncoder.message(seq: self.seq, message, inlineJSON: self.configuration.inlineJSON, parsed: json, allocator: self.allocator)
         client.deliver(line, seq: self.seq)
     }
 
     /// A message the protocol layer routed to one app or answered itself, as the wire brought it,
     /// for the subscribers that see everything.
-    private func tapWire(_ message: UpstreamMessage, parsed: JSONValue?) {
+    func tapWire(_ message: UpstreamMessage, parsed: JSONValue?) {
         self.flush()
         let seq = self.takeSeq()
         let line = MessageLineEncoder.message(seq: seq, message, inlineJSON: self.configuration.inlineJSON, parsed: parsed, allocator: self.allocator)

@@ -116,15 +116,15 @@ extension LocalPlane {
     /// rewrites its ids (or answers it itself), and its answers come back to this client only.
     private func sendThroughProtocol(_ payload: Payload, id: JSONValue?, from client: LocalClient) {
         let name = self.configuration.applicationProtocol.kind.rawValue
-        guard case .text(let text) = payload, let json = try? JSONValue.parse(text) else {
-            self.reply(
-                client,
-                ProtocolError(
-                    .invalidValue, "upstream.protocol is \(name): send one JSON message of that protocol (as text), or set upstream.protocol = \"raw\"",
-                    id: id))
+        let views: [JSONValue]
+        switch self.appMessages(payload) {
+        case .failure(let problem):
+            self.reply(client, ProtocolError(.invalidValue, problem.description, id: id))
             return
+        case .success(let parsed):
+            views = parsed
         }
-        let performed = self.fanout.fromApp(client, json, link: self.link)
+        let performed = self.fanout.fromApp(client, views, link: self.link)
         if let refusal = performed.refusal {
             self.reply(client, ProtocolError(.invalidValue, "\(name): \(refusal)", id: id))
             return
@@ -136,6 +136,21 @@ extension LocalPlane {
             return
         }
         self.answerSend(outcome, id: id, to: client)
+    }
+
+    /// An app's `text` as the protocol's messages (their views), or what is wrong with it.
+    private func appMessages(_ payload: Payload) -> Result<[JSONValue], ProtocolSyntaxError> {
+        guard let router = self.fanout.router else { return .failure(ProtocolSyntaxError("upstream.protocol is raw")) }
+        let name = router.name
+        let syntax = router.isText ? "text in that protocol's syntax" : "one JSON message of that protocol (as text)"
+        guard case .text(let text) = payload else {
+            return .failure(ProtocolSyntaxError("upstream.protocol is \(name): send \(syntax), not binary, or set upstream.protocol = \"raw\""))
+        }
+        switch router.parse(app: text) {
+        case .success(let views): return .success(views)
+        case .failure(let error):
+            return .failure(ProtocolSyntaxError("upstream.protocol is \(name): send \(syntax) (\(error)), or set upstream.protocol = \"raw\""))
+        }
     }
 
     /// The reply to a `send`: now, or once the spool has it (later replies to this client wait
@@ -213,7 +228,9 @@ extension LocalPlane {
                     id: id))
             return
         }
-        guard case .text(let text) = payload, let json = try? JSONValue.parse(text), let wire = self.fanout.router?.requestID(in: json) else {
+        guard case .success(let views) = self.appMessages(payload), views.count == 1, let json = views.first,
+            let wire = self.fanout.router?.requestID(in: json)
+        else {
             self.reply(
                 client,
                 ProtocolError(
@@ -260,7 +277,7 @@ extension LocalPlane {
 
     /// Registers a sticky send; its text goes now if the link is open, else after the next open.
     private func stick(_ options: StickyOptions, _ payload: Payload, id: JSONValue?, from client: LocalClient) {
-        if self.fanout.router != nil, case .text(let text) = payload, let json = try? JSONValue.parse(text),
+        if self.fanout.router != nil, case .success(let views) = self.appMessages(payload), views.count == 1, let json = views.first,
             self.fanout.router?.requestID(in: json) != nil
         {
             self.stickThroughProtocol(options, json, id: id, from: client)

@@ -31,7 +31,7 @@ extension LocalPlane {
                             let credentials = self.fanout.clients[holder.app]?.credentials
                             return .init(client: holder.app, pid: credentials?.pid, uid: credentials?.uid, id: holder.id)
                         }, since: live.since, setAside: live.setAside)
-                }, culprit: router.culprit)
+                }, culprit: router.culprit, serverError: self.fanout.protocolError?.text, serverErrorAt: self.fanout.protocolError?.at)
         }
         return report
     }

@@ -20,6 +20,9 @@ protocol LinkControl: AnyObject {
     func connect()
     func reconnect()
     func close(code: UInt16, reason: String)
+    /// The application protocol found the connection dead or over (a keepalive that stopped, the
+    /// server's fatal error): dropped without a close handshake, and retried with the backoff.
+    func fail(_ description: String)
 }
 
 /// Receives the link's events, on the link's event loop. The link holds its sink; the sink

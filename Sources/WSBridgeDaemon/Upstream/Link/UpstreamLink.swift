@@ -121,6 +121,19 @@ package final class UpstreamLink: LinkControl {
         self.input("close", reason: "close requested (code \(code))") { m, now in m.userClose(code: code, reason: reason, now: now) }
     }
 
+    func fail(_ description: String) {
+        if self.phase == .connecting {
+            self.attemptFailed(generation: self.attempt.generation, description)
+            return
+        }
+        guard self.phase == .open, self.attempt.channel != nil else { return }
+        let reason = DisconnectReason.error(description)
+        self.attempt.failed(AttemptFailure(description: description))
+        self.logger.warning("upstream dead: \(description)")
+        self.teardown()
+        self.input("protocolFailure", reason: description) { m, now in try m.disconnected(reason, now: now) }
+    }
+
     func shutdown() -> EventLoopFuture<Void> {
         self.stopping = true
         self.input("shutdown", reason: "daemon stopping") { m, now in m.shutdown(now: now) }

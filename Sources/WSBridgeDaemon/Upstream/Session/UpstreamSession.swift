@@ -86,12 +86,16 @@ final class UpstreamSession {
     /// An upstream message. Returns true when it is the one that makes a waiting link ready.
     func observe(_ message: UpstreamMessage) -> Bool {
         guard message.kind == .text else {
-            if self.waiting { self.lastSeen = message.data }
-            return false
+            guard self.waiting else { return false }
+            self.lastSeen = message.data
+            // A whole-text gate reads a text protocol's binary messages too (NATS's).
+            guard let gate = self.settings.readyWhen, gate.wholeText != nil else { return false }
+            return gate.matches(json: nil, text: message.data.readableBytesView)
         }
         if !self.lastValues.isEmpty { self.lastValues.observe(message.data) }
         guard self.waiting, let gate = self.settings.readyWhen else { return false }
         self.lastSeen = message.data
+        if gate.wholeText != nil { return gate.matches(json: nil, text: message.data.readableBytesView) }
         guard let json = try? JSONValue.parse(message.data.readableBytesView), gate.matches(json) else { return false }
         return true
     }
