@@ -394,7 +394,8 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
             return id.flatMap { self.codec.unsubscribeAnswer(id: $0) }.map { [.app(app, $0)] } ?? []
         }
         self.remove(upstream)
-        guard self.isReady else {
+        // A set-aside subscription is not on the server: nothing to end there.
+        guard self.isReady, subscription.setAside == nil else {
             return id.flatMap { self.codec.unsubscribeAnswer(id: $0) }.map { [.app(app, $0)] } ?? []
         }
         // The end goes upstream; its answer (if any) comes back to the app as a call's.
@@ -427,7 +428,9 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
                 continue
             }
             self.remove(upstream)
-            if self.isReady, let end = self.codec.endMessage(upstreamID: upstream, serverID: subscription.serverID, callID: self.allocate()) {
+            if self.isReady, subscription.setAside == nil,
+                let end = self.codec.endMessage(upstreamID: upstream, serverID: subscription.serverID, callID: self.allocate())
+            {
                 effects.append(.upstream(end))
             }
         }
