@@ -207,8 +207,8 @@ public struct Request: Sendable, Equatable {
                 throw fail(.missingField, "\"stream\" goes with \"since\": give the last seq you received in that stream")
             }
             let all = try fields.bool("all") ?? false
-            if all && (filter != nil || since != nil) {
-                throw fail(.invalidValue, "\"all\" shows the live wire as it is: leave out \"filter\" and \"since\"")
+            if all && since != nil {
+                throw fail(.invalidValue, "\"all\" shows the live wire as it is, with nothing replayed: leave out \"since\"")
             }
             command = .subscribe(filter: filter, since: since, stream: stream, all: all)
         case .unsubscribe:

@@ -39,7 +39,7 @@ struct Cost: AsyncParsableCommand {
 
     @Flag(
         help:
-            "Count routed messages (with --protocol json): every subscriber holds one subscription (a sticky send with an id) and every flooded message answers it, so each goes through the id table to its holders instead of being broadcast."
+            "Count routed messages (--protocol json, stomp or nats): every subscriber holds one subscription (json: a sticky send with an id; stomp: SUBSCRIBE; nats: SUB) and every flooded message belongs to it, so each goes through the id table to its holders instead of being broadcast. socketio's flood is events, broadcast."
     )
     var routed = false
 
@@ -53,6 +53,18 @@ struct Cost: AsyncParsableCommand {
     var profiles: String?
 
     static let phases = ["read", "framing", "inflate", "fan-out", "writes", "runtime", "other"]
+
+    /// What a text protocol's server answers its handshake with (the testserver's `sendx`).
+    static let acknowledgements = ["socketio": #"40{"sid":"bench"}"#, "stomp": #"CONNECTED\nversion:1.2\n\n\0"#, "nats": #"PONG\r\n"#]
+
+    /// The request line that makes a reader hold the subscription the flood's messages belong to
+    /// (`--routed`): json's is a sticky send with id 1; STOMP's MESSAGEs and NATS's MSGs name
+    /// subscription 1 (Socket.IO has none: its events are broadcasts).
+    static let holds = [
+        "json": #"{"id":"s","op":"send","sticky":"feed","text":"{\"id\":1,\"type\":\"subscribe\"}"}"#,
+        "stomp": #"{"id":"s","op":"send","text":"SUBSCRIBE\nid:s\ndestination:/topic/a\n\n\u0000"}"#,
+        "nats": #"{"id":"s","op":"send","text":"SUB a s\r\n"}"#,
+    ]
 
     func run() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("wsbridge-cost-\(getpid())").path
@@ -143,14 +155,25 @@ struct Cost: AsyncParsableCommand {
         let bridge = try Child("/usr/bin/valgrind", ["--tool=callgrind", "-q", "--callgrind-out-file=\(out)", daemon, "--config", config])
         _ = try await generator.waitLine(seconds: 120) { $0.hasPrefix("connected ") }
         while !FileManager.default.fileExists(atPath: socket) { try await Task.sleep(for: .milliseconds(20)) }
+        // A text protocol's link opens at the server's acknowledgement (its ready gate).
+        if let ack = Self.acknowledgements[self.protocol] {
+            generator.send("sendx \(ack)")
+            let client = try BlockingClient(path: socket)
+            while try await onThread({
+                client.write(#"{"id":"s","op":"status"}"# + "\n")
+                return try client.readReplies(1)
+            }).contains(#""state":"open""#) == false {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
         // Readers wait long for lines: the daemon runs some 50 times slower under callgrind.
         // Routed: each reader holds the subscription the flood's messages answer (its first
-        // upstream id, 1), and is ready once its sticky send is answered.
-        let hold = #"{"id":"s","op":"send","sticky":"feed","text":"{\"id\":1,\"type\":\"subscribe\"}"}"#
+        // upstream id, 1), and is ready once its send is answered.
+        let hold = self.routed ? Self.holds[self.protocol] : nil
         let readers = try startReaders(
-            bin: self.builds.bin, socket: socket, subscribers: subscribers, extra: ["--idle", "600"] + (self.routed ? ["--send", hold] : []))
+            bin: self.builds.bin, socket: socket, subscribers: subscribers, extra: ["--idle", "600"] + (hold.map { ["--send", $0] } ?? []))
         for r in readers { _ = try await r.waitLine(seconds: 300) { $0 == "ready" } }
-        generator.send("flood \(messages) \(self.size) 0\(self.routed ? " 1" : "")")
+        generator.send("flood \(messages) \(self.size) 0\(self.routed && self.protocol == "json" ? " 1" : "") \(self.protocol)")
         for r in readers { _ = try await r.waitLine(seconds: 3600) { $0.hasPrefix("{") } }
         await bridge.stopAndWait()
         for r in readers { await r.stopAndWait(kill: true) }

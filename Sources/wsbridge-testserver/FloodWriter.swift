@@ -38,14 +38,25 @@ final class FloodWriter: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Sends `count` messages of `size` bytes; `rate` per second, or flat out when 0. `id`: each
-    /// message starts `{"id":ID,` (an answer to a subscription, under a protocol).
-    func start(count: Int, size: Int, rate: Int, id: Int? = nil) {
+    /// message starts `{"id":ID,` (an answer to a subscription, under a protocol). `format`: the
+    /// JSON inside a text protocol's message (`socketio`: an event `42["tick",{…}]`; `stomp`: a
+    /// MESSAGE of subscription 1; `nats`: a MSG of sid 1).
+    func start(count: Int, size: Int, rate: Int, id: Int? = nil, format: String = "json") {
         let head = (id.map { #"{"id":\#($0),"# } ?? "{") + #""t":10000000000000000000,"i":10000000000,"p":""#
-        let payload = Array(head.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: max(0, size - head.utf8.count - 2)) + Array(#""}"#.utf8)
+        let json = Array(head.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: max(0, size - head.utf8.count - 2)) + Array(#""}"#.utf8)
+        let payload: [UInt8]
+        switch format {
+        case "socketio": payload = Array(#"42["tick","#.utf8) + json + Array("]".utf8)
+        case "stomp":
+            payload = Array("MESSAGE\nsubscription:1\ndestination:/topic/a\nmessage-id:m\ncontent-length:\(json.count)\n\n".utf8) + json + [0]
+        case "nats": payload = Array("MSG a 1 \(json.count)\r\n".utf8) + json + Array("\r\n".utf8)
+        default: payload = json
+        }
         self.frame = Self.header(length: payload.count) + payload
         // The digits after `"t":1` and `"i":1`.
-        let prefix = Array(head.utf8.prefix(head.utf8.count - #""t":10000000000000000000,"i":10000000000,"p":""#.utf8.count))
-        self.timeOffset = self.frame.count - payload.count + prefix.count + 5
+        let t = Array(#""t":1"#.utf8)
+        let at = (0...(payload.count - t.count)).first { Array(payload[$0..<($0 + t.count)]) == t } ?? 0
+        self.timeOffset = self.frame.count - payload.count + at + t.count
         self.indexOffset = self.timeOffset + 19 + 6
         self.remaining = count
         self.sent = 0

@@ -91,6 +91,21 @@ final class ServerState {
         switch command {
         case "send":
             self.broadcast(.text, ByteBuffer(string: args.joined(separator: " ")))
+        case "sendx":
+            // `sendx TEXT`: TEXT with \n, \r, \0 and \\ unescaped (a text protocol's frame).
+            var out = ""
+            var escaping = false
+            for c in args.joined(separator: " ") {
+                if escaping {
+                    out.append(c == "n" ? "\n" : c == "r" ? "\r" : c == "0" ? "\0" : c)
+                    escaping = false
+                } else if c == "\\" {
+                    escaping = true
+                } else {
+                    out.append(c)
+                }
+            }
+            self.broadcast(.text, ByteBuffer(string: out))
         case "ticker":
             if args.first == "off" {
                 self.ticker?.cancel()
@@ -124,13 +139,16 @@ final class ServerState {
             for channel in self.clients.values { channel.flush() }
             Output.line("burst done \(self.tickCount)")
         case "flood":
-            // `flood COUNT SIZE [RATE [ID]]`: the benchmark generator (FloodWriter), then `__end__`;
-            // ID: every message carries `"id":ID` (routed to a subscription's holders under a protocol).
-            let numbers = args.joined(separator: " ").split(separator: " ").compactMap { Int($0) }
+            // `flood COUNT SIZE [RATE [ID]] [FORMAT]`: the benchmark generator (FloodWriter), then
+            // `__end__`; ID: every message carries `"id":ID` (routed to a subscription's holders
+            // under a protocol); FORMAT: socketio, stomp or nats (the JSON inside their messages).
+            let words = args.joined(separator: " ").split(separator: " ")
+            let numbers = words.compactMap { Int($0) }
+            let format = words.first { Int($0) == nil }.map(String.init) ?? "json"
             let (count, size, rate) = (numbers.first ?? 100_000, numbers.count > 1 ? numbers[1] : 100, numbers.count > 2 ? numbers[2] : 0)
             for channel in self.clients.values {
                 if let flood = try? channel.pipeline.syncOperations.handler(type: FloodWriter.self) {
-                    flood.start(count: count, size: size, rate: rate, id: numbers.count > 3 ? numbers[3] : nil)
+                    flood.start(count: count, size: size, rate: rate, id: numbers.count > 3 ? numbers[3] : nil, format: format)
                 }
             }
         case "drop":

@@ -14,8 +14,8 @@ struct Tail: ParsableCommand {
         if [self.filter, self.prefix, self.contains].compactMap({ $0 }).count > 1 {
             throw ValidationError("give one of --filter, --prefix and --contains")
         }
-        if self.all && (self.chosenFilter != nil || self.since != nil) {
-            throw ValidationError("--all shows the live wire as it is: leave out --filter, --prefix, --contains and --since")
+        if self.all && self.since != nil {
+            throw ValidationError("--all shows the live wire as it is, with nothing replayed: leave out --since")
         }
     }
 

@@ -174,6 +174,12 @@ extension ProtocolSession {
         #expect(s.app(1, "SEND\ndestination:/queue/q\nreceipt:r-2\n\nhi\0") == ["up SEND\ndestination:/queue/q\nreceipt:2\n\nhi\0"])
         #expect(s.app(2, "SEND\ndestination:/queue/q\nreceipt:r-2\n\nho\0") == ["up SEND\ndestination:/queue/q\nreceipt:3\n\nho\0"])
         #expect(s.upstream("RECEIPT\nreceipt-id:3\n\n\0") == ["app 2 RECEIPT\nreceipt-id:r-2\n\n\0"])
+        // The link lost with app 1's call in flight: an ERROR with its receipt id, which a
+        // waiting `request` takes for its answer.
+        let lost = s.lost(reason: "gone")
+        #expect(s.wire(lost) == ["app 1 ERROR\nreceipt-id:r-2\nmessage:wsbridged\\c gone\n\n\0"])
+        if case .app(_, let error) = lost.first { #expect(s.answerIDs(in: error).map(\.id) == [WireID(.string("r-2"))]) }
+        #expect(s.wire(s.opened()) == ["ready"] + ["up " + self.subscribe("4", "/topic/a")])
         // An app's CONNECT and DISCONNECT are answered here: the link is everyone's.
         #expect(s.app(2, "CONNECT\naccept-version:1.2\nhost:/\n\n\0").first?.hasPrefix("app 2 CONNECTED\nversion:1.2\nheart-beat:0,0") == true)
         #expect(s.app(2, "DISCONNECT\nreceipt:bye\n\n\0") == ["app 2 RECEIPT\nreceipt-id:bye\n\n\0"])

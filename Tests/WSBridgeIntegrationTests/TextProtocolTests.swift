@@ -278,6 +278,10 @@ struct NATSServer {
         for (app, id) in [(a, "sa"), (b, "sb"), (c, "sc")] { #expect(await app.client.reply(id)?["ok"] == true) }
         // One upstream subscription per subject, whatever the apps' sids.
         #expect(try server.subjects() == ["prices.btc", "prices.eth"])
+        // The operator's view of the wire, selected by subject on the views.
+        let tap = try await TextApp.connect(socket, "tap")
+        tap.client.send(#"{"id":"t","op":"subscribe","all":true,"filter":{"field":"subject","equals":"prices.eth"}}"#)
+        #expect(await tap.client.reply("t")?["ok"] == true)
         // Three operations in one send: three messages, each with its own seq.
         p.send("PUB prices.btc 7\r\n{\"n\":1}\r\nPUB prices.eth 7\r\n{\"n\":1}\r\nPUB prices.btc 1\r\nx\r\n", request: "p")
         #expect(await a.wait { $0 == "MSG prices.btc 1 7\r\n{\"n\":1}\r\n" } != nil, "\(a.client.lines.text)")
@@ -285,6 +289,10 @@ struct NATSServer {
         #expect(await b.wait { $0 == "MSG prices.eth 1 7\r\n{\"n\":1}\r\n" } != nil, "\(b.client.lines.text)")
         #expect(await a.wait { $0 == "MSG prices.btc 1 1\r\nx\r\n" } != nil)
         #expect(!a.texts().contains { $0.contains("prices.eth") } && !b.texts().contains { $0.contains("prices.btc") })
+        // The tap saw b's message as the wire brought it (the upstream sid, 2), and no btc.
+        #expect(await tap.wait { $0 == "MSG prices.eth 2 7\r\n{\"n\":1}\r\n" } != nil, "\(tap.client.lines.text)")
+        #expect(!tap.texts().contains { $0.contains("prices.btc") })
+        tap.close()
 
         // 20 server restarts: the subscriptions come back with the apps' sids, the apps do nothing.
         for restart in 1...20 {
@@ -439,6 +447,13 @@ struct RabbitMQNode {
         _ = await self.process.waitForExit()
     }
 
+    /// Signals the Erlang VM (from its pid file).
+    func signal(_ signal: Int32) {
+        if let text = try? String(contentsOfFile: "\(self.dir)/pid", encoding: .utf8), let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
+            Glibc.kill(pid, signal)
+        }
+    }
+
     /// Kills the server process (the Erlang VM, from its pid file).
     func stopNow() {
         if let text = try? String(contentsOfFile: "\(self.dir)/pid", encoding: .utf8), let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
@@ -485,6 +500,10 @@ struct RabbitMQNode {
         let receipt = await p.request("SEND\ndestination:/topic/none\nreceipt:r-1\n\nping\0", id: "r")
         #expect(receipt?.value(at: "result.json.command") == "RECEIPT" && receipt?.value(at: "result.json.headers.receipt-id") == "r-1")
         #expect(try node.consumers() == 2, "one upstream subscription per destination")
+        // The operator's view of the wire, selected by destination on the views.
+        let tap = try await TextApp.connect(socket, "tap")
+        tap.client.send(#"{"id":"t","op":"subscribe","all":true,"filter":{"field":"headers.destination","equals":"/topic/b"}}"#)
+        #expect(await tap.client.reply("t")?["ok"] == true)
 
         func round(_ n: Int, _ label: String, withC: Bool = true) async {
             let marks = (a.mark, b.mark, c.mark)
@@ -497,6 +516,9 @@ struct RabbitMQNode {
         }
         await round(1, "first")
         #expect(!a.texts().contains { $0.contains("destination:/topic/b") } && !b.texts().contains { $0.contains("destination:/topic/a") })
+        #expect(await tap.wait { $0.hasPrefix("MESSAGE\nsubscription:2\ndestination:/topic/b\n") } != nil, "\(tap.client.lines.text)")
+        #expect(!tap.texts().contains { $0.contains("destination:/topic/a") })
+        tap.close()
 
         // 20 restarts of the server process: every subscription flows again, the apps do nothing.
         for restart in 1...20 {
@@ -580,5 +602,12 @@ struct RabbitMQNode {
         }
         #expect((status?.value(at: "result.messages_in")?.intValue ?? 0) >= first + 7, "\(String(describing: status))")
         #expect(status?.value(at: "result.reconnects") == 0 && status?.value(at: "result.state") == "open")
+        // The broker freezes (its socket open, its heart-beats stopped) with a request in flight:
+        // the daemon's heart-beat deadline ends the link, and the request gets link_lost at once.
+        node.signal(SIGSTOP)
+        defer { node.signal(SIGCONT) }
+        let reply = await app.request("SEND\ndestination:/topic/x\nreceipt:r-9\n\nhi\0", id: "frozen", timeout: 120)
+        #expect(reply?.value(at: "error.code") == "link_lost", "\(String(describing: reply))")
+        #expect(daemon.stderr.text.contains("past the keepalive deadline the server set"))
     }
 }

@@ -147,10 +147,13 @@ import WSBridgeProtocol
         let request = try Request.decode(try JSONValue.parse(#"{"op":"subscribe","filter":{"contains":"BTC"}}"#))
         #expect(request.command == .subscribe(filter: Filter(.contains("BTC")), since: nil, stream: nil))
         #expect(Filter(.prefix("x")).json == ["prefix": "x"])
-        // "all" (the wire as it is) takes no filter.
+        // "all" (the wire as it is) takes a filter, never a since.
         #expect(
             try Request.decode(try JSONValue.parse(#"{"op":"subscribe","all":true}"#)).command == .subscribe(filter: nil, since: nil, stream: nil, all: true))
-        #expect(throws: ProtocolError.self) { try Request.decode(try JSONValue.parse(#"{"op":"subscribe","all":true,"filter":{"contains":"x"}}"#)) }
+        #expect(
+            try Request.decode(try JSONValue.parse(#"{"op":"subscribe","all":true,"filter":{"contains":"x"}}"#)).command
+                == .subscribe(filter: Filter(.contains("x")), since: nil, stream: nil, all: true))
+        #expect(throws: ProtocolError.self) { try Request.decode(try JSONValue.parse(#"{"op":"subscribe","all":true,"since":3}"#)) }
         #expect(throws: ProtocolError.self) { try Request.decode(try JSONValue.parse(#"{"op":"subscribe","filter":{"prefix":""}}"#)) }
         #expect(throws: ProtocolError.self) {
             try Request.decode(try JSONValue.parse(#"{"op":"request","text":"q","match":{"prefix":"x"}}"#))

@@ -208,6 +208,15 @@ package struct STOMP: ProtocolCodec {
         }
     }
 
+    /// A RECEIPT, or the ERROR that tells a call's app the link went: by their receipt id.
+    package func answerIDs(in message: JSONValue) -> [(id: WireID, final: Bool)] {
+        if let receipt = Self.header(message, "receipt-id") { return [(WireID(.string(receipt)), true)] }
+        if message["command"]?.stringValue == "MESSAGE", let subscription = Self.header(message, "subscription") {
+            return [(WireID(.string(subscription)), false)]
+        }
+        return []
+    }
+
     package func timing(in message: JSONValue) -> ProtocolTiming? {
         guard message["command"]?.stringValue == "CONNECTED" else { return nil }
         let parts = (Self.header(message, "heart-beat") ?? "0,0").split(separator: ",").map { Int($0.trimmingSpaces()) ?? 0 }

@@ -215,7 +215,11 @@ final class Fanout: UpstreamEventSink {
         self.flush()
         let seq = self.takeSeq()
         let line = MessageLineEncoder.message(seq: seq, message, inlineJSON: self.configuration.inlineJSON, parsed: parsed, allocator: self.allocator)
-        for client in self.wireTaps { client.deliver(line, seq: seq) }
+        for client in self.wireTaps {
+            // Its filter selects on the view too (`tail --all --filter subject=…`).
+            if let filter = client.filter, !filter.matches(json: parsed, text: message.data.readableBytesView) { continue }
+            client.deliver(line, seq: seq)
+        }
     }
 
     /// The next seq, for a message for one app (flushed before: the stream's order holds).
