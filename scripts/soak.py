@@ -46,7 +46,18 @@ class Notifications:
         self.reloading = 0
         self.acknowledged = 0
         self.pending = False
+        self.changed = asyncio.Event()
         asyncio.get_running_loop().add_reader(self.sock, self.read)
+
+    async def begun(self, count, timeout=10):
+        """Waits until `count` reloads have begun (RELOADING=1), or the timeout."""
+        deadline = time.monotonic() + timeout
+        while self.reloading < count and time.monotonic() < deadline:
+            self.changed.clear()
+            try:
+                await asyncio.wait_for(self.changed.wait(), max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                return
 
     def read(self):
         while True:
@@ -61,6 +72,7 @@ class Notifications:
             if "READY=1" in fields and self.pending:
                 self.acknowledged += 1
                 self.pending = False
+            self.changed.set()
 
     async def settle(self, reloads, timeout=30):
         deadline = time.monotonic() + timeout
@@ -410,9 +422,13 @@ async def reload_storm(args, workdir):
             await loop.run_in_executor(None, r.ready)
         count = int(rate * (reloads * spacing + 2))
         gen.command(f"flood {count} 100 {rate}")
-        for _ in range(reloads):
+        begun = notify.reloading
+        for i in range(reloads):
             await asyncio.sleep(spacing)
             os.kill(d.pid, signal.SIGHUP)
+            # Two SIGHUPs pending at once are one signal (POSIX merges them): on a loaded
+            # machine the next goes only once this one's reload has begun.
+            await notify.begun(begun + i + 1)
         results = [await loop.run_in_executor(None, r.result) for r in readers]
         await loop.run_in_executor(None, gen.wait_for, "flood done", 120)
         return count, results

@@ -27,17 +27,19 @@ func protocolDaemon(_ dir: TemporaryDirectory, url: String, protocol name: Strin
 }
 
 /// Events numbered 1, 2, 3... on each connection (a new connection's start again at 1): how many
-/// numbers a consumer missed, and how many it got twice, within connections.
+/// numbers a consumer missed, and how many it got twice, within connections. The count starts at
+/// the first number seen (an app that joins a subscription already running did not miss what
+/// came before it).
 func lostAndDuplicated(_ numbers: [Int]) -> (lost: Int, duplicated: Int) {
     var lost = 0
     var duplicated = 0
-    var last = 0
+    var last: Int?
     for n in numbers {
-        if n == 1 {
-            last = 1
+        guard let previous = last, n != 1 else {
+            last = n
             continue
         }
-        if n <= last { duplicated += 1 } else { lost += n - last - 1 }
+        if n <= previous { duplicated += 1 } else { lost += n - previous - 1 }
         last = n
     }
     return (lost, duplicated)
