@@ -196,6 +196,9 @@ package protocol ProtocolRouter {
     func parse(app text: String) -> Result<[JSONValue], ProtocolSyntaxError>
     /// A view as the wire carries it.
     func wireText(_ view: JSONValue) -> String
+    /// Text protocols: whether a WebSocket message is one broadcast message, told from how it
+    /// begins (nothing of an earlier one is pending).
+    func isBroadcast(_ bytes: UnsafeRawBufferPointer) -> Bool
 }
 
 extension ProtocolRouter {
@@ -273,6 +276,9 @@ package protocol ProtocolCodec: Sendable {
     func subscription(_ key: String, covers id: WireID) -> Bool
     /// The keepalive an acknowledgement or an open message sets (nil: none).
     func timing(in message: JSONValue) -> ProtocolTiming?
+    /// Text protocols: how a WebSocket message that is one broadcast message begins (Socket.IO's
+    /// `42[`: an event without an ack id), told without reading the rest.
+    var broadcastPrefixes: [[UInt8]] { get }
 }
 
 /// Bytes that are not a message of the protocol.
@@ -302,6 +308,7 @@ extension ProtocolCodec {
     package func receipt(for message: JSONValue) -> JSONValue? { nil }
     package func subscription(_ key: String, covers id: WireID) -> Bool { false }
     package func timing(in message: JSONValue) -> ProtocolTiming? { nil }
+    package var broadcastPrefixes: [[UInt8]] { [] }
     package func subscriptionID(inSticky message: JSONValue) -> WireID? {
         switch self.classify(fromApp: message) {
         case .call(let id), .subscribe(let id, _): id

@@ -134,6 +134,10 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
 
     package func wireText(_ view: JSONValue) -> String { self.codec.wireText(view) }
 
+    package func isBroadcast(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        self.partial.isEmpty && self.codec.broadcastPrefixes.contains { bytes.starts(with: $0) }
+    }
+
     private mutating func allocate() -> WireID {
         self.nextID += 1
         return self.codec.wireID(self.nextID)

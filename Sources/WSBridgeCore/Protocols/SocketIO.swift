@@ -24,6 +24,9 @@ package struct SocketIO: ProtocolCodec {
 
     package func handshake() -> [JSONValue] { [] }
 
+    /// An event without an ack id, in the daemon's namespace: `42[` or `42/chat,[`.
+    package var broadcastPrefixes: [[UInt8]] { [Array("42\(self.namespace == "/" ? "" : self.namespace + ",")[".utf8)] }
+
     package func wireID(_ n: UInt64) -> WireID { WireID(.number(JSONNumber(n))) }
 
     static let engineTypes = ["open", "close", "ping", "pong", "message", "upgrade", "noop"]

@@ -26,6 +26,12 @@ extension Fanout {
     /// (its own seq), its view parsed for filters and `inline_json`.
     @inline(never)
     func routeText(_ message: UpstreamMessage, link: any LinkControl) {
+        // A server event for everyone, when nobody needs its view (a filter, inline_json, a
+        // request's match): as it came, unread.
+        if !self.needsView, message.data.withUnsafeReadableBytes({ self.router!.isBroadcast($0) }) {
+            self.publish(UpstreamMessage(kind: .text, data: message.data, receivedAtMillis: message.receivedAtMillis))
+            return
+        }
         let split = message.data.withUnsafeReadableBytes { self.router!.split(upstream: $0) }
         switch split {
         case .failure(let error):
@@ -34,9 +40,12 @@ extension Fanout {
                 metadata: ["protocol": "\(self.router?.name ?? "")"])
             self.publish(UpstreamMessage(kind: .text, data: message.data, receivedAtMillis: message.receivedAtMillis))
         case .success(let messages):
+            // One message that is the whole WebSocket message: its bytes as they came, no copy.
+            let whole = messages.count == 1 && messages[0].text.utf8.count == message.data.readableBytes
             for one in messages {
                 let effects = self.withRouter { $0.fromUpstream(one.view) } ?? []
-                let wire = UpstreamMessage(kind: .text, data: ByteBuffer(string: one.text), receivedAtMillis: message.receivedAtMillis)
+                let data = whole ? message.data : ByteBuffer(string: one.text)
+                let wire = UpstreamMessage(kind: .text, data: data, receivedAtMillis: message.receivedAtMillis)
                 if self.perform(effects, link: link, receivedAtMillis: message.receivedAtMillis).broadcast {
                     self.publish(wire, parsed: one.view)
                 } else if !self.wireTaps.isEmpty {

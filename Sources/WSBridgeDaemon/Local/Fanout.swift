@@ -55,6 +55,8 @@ final class Fanout: UpstreamEventSink {
         self.routingText = router?.isText ?? false
         self.routingNeedles = router?.routingNeedles
     }
+    /// Whether a subscriber needs a message's parsed view: a filter, `inline_json`, a request's match.
+    var needsView: Bool { self.configuration.inlineJSON || self.filtered > 0 || !self.pending.isEmpty }
     /// A text protocol's (Socket.IO, STOMP, NATS): its binary WebSocket messages are its text too.
     private(set) var routingText = false
     /// The protocol's keepalive on the open link (Fanout+Protocol.swift).
