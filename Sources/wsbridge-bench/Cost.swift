@@ -129,7 +129,10 @@ struct Cost: AsyncParsableCommand {
         if deflate {
             generator = try Child(self.python, [self.peer, "--port", "0"])
         } else {
-            generator = try Child("\(self.builds.bin)/wsbridge-testserver", ["--port", "0", "--no-echo", "--max-frame", "1048576"])
+            // STOMP's link offers its subprotocol, which the server must take.
+            generator = try Child(
+                "\(self.builds.bin)/wsbridge-testserver",
+                ["--port", "0", "--no-echo", "--max-frame", "1048576"] + (self.protocol == "stomp" ? ["--subprotocol", "v12.stomp"] : []))
         }
         defer { generator.stop() }
         let port = Int(try await generator.waitLine { $0.hasPrefix("listening ") }.dropFirst(10))!
@@ -140,7 +143,7 @@ struct Cost: AsyncParsableCommand {
         url = "ws://127.0.0.1:\(port)/"
         compression = \(deflate)
         protocol = "\(self.protocol)"
-        \(self.routed ? "[protocol]\nid = \"id\"" : "")
+        \(self.routed && self.protocol == "json" ? "[protocol]\nid = \"id\"" : "")
         [heartbeat]
         interval = "1h"
         [reachability]

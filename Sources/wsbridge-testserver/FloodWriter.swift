@@ -19,6 +19,8 @@ final class FloodWriter: ChannelDuplexHandler, RemovableChannelHandler {
 
     private var context: ChannelHandlerContext?
     private var frame: [UInt8] = []
+    /// The end marker, in the flood's format.
+    private var end = Array(#"{"end":"__end__"}"#.utf8)
     private var timeOffset = 0
     private var indexOffset = 0
     private var remaining = 0
@@ -44,14 +46,8 @@ final class FloodWriter: ChannelDuplexHandler, RemovableChannelHandler {
     func start(count: Int, size: Int, rate: Int, id: Int? = nil, format: String = "json") {
         let head = (id.map { #"{"id":\#($0),"# } ?? "{") + #""t":10000000000000000000,"i":10000000000,"p":""#
         let json = Array(head.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: max(0, size - head.utf8.count - 2)) + Array(#""}"#.utf8)
-        let payload: [UInt8]
-        switch format {
-        case "socketio": payload = Array(#"42["tick","#.utf8) + json + Array("]".utf8)
-        case "stomp":
-            payload = Array("MESSAGE\nsubscription:1\ndestination:/topic/a\nmessage-id:m\ncontent-length:\(json.count)\n\n".utf8) + json + [0]
-        case "nats": payload = Array("MSG a 1 \(json.count)\r\n".utf8) + json + Array("\r\n".utf8)
-        default: payload = json
-        }
+        let payload = Self.wrap(json, format: format)
+        self.end = Self.wrap(Array(#"{"end":"__end__"}"#.utf8), format: format)
         self.frame = Self.header(length: payload.count) + payload
         // The digits after `"t":1` and `"i":1`.
         let t = Array(#""t":1"#.utf8)
@@ -110,11 +106,21 @@ final class FloodWriter: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
+    /// `json` as the message of a text protocol (or as it is).
+    static func wrap(_ json: [UInt8], format: String) -> [UInt8] {
+        switch format {
+        case "socketio": Array(#"42["tick","#.utf8) + json + Array("]".utf8)
+        case "stomp": Array("MESSAGE\nsubscription:1\ndestination:/topic/a\nmessage-id:m\ncontent-length:\(json.count)\n\n".utf8) + json + [0]
+        case "nats": Array("MSG a 1 \(json.count)\r\n".utf8) + json + Array("\r\n".utf8)
+        default: json
+        }
+    }
+
     private func finish(_ context: ChannelHandlerContext) {
         guard self.frame.count > 0 else { return }
         self.frame = []
         self.timer?.cancel()
-        let end = Array(#"{"end":"__end__"}"#.utf8)
+        let end = self.end
         var buffer = context.channel.allocator.buffer(capacity: end.count + 2)
         buffer.writeBytes(Self.header(length: end.count) + end)
         context.writeAndFlush(Self.wrapOutboundOut(buffer), promise: nil)

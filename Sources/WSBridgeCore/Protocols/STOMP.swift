@@ -56,7 +56,7 @@ package struct STOMP: ProtocolCodec {
                     complete = true
                     break
                 }
-                guard let colon = line.firstIndex(of: ":") else {
+                guard let colon = line.utf8.firstIndex(of: UInt8(ascii: ":")) else {
                     return .failure(ProtocolSyntaxError("a STOMP header is name:value, not \(line.prefix(40).debugDescription)"))
                 }
                 let name = escaped ? Self.unescape(line[..<colon]) : String(line[..<colon])
@@ -103,7 +103,7 @@ package struct STOMP: ProtocolCodec {
     }
 
     static func unescape(_ s: Substring) -> String {
-        guard s.contains("\\") else { return String(s) }
+        guard s.utf8.contains(UInt8(ascii: "\\")) else { return String(s) }
         var out = ""
         var escaping = false
         for c in s {
@@ -125,7 +125,7 @@ package struct STOMP: ProtocolCodec {
     }
 
     static func escape(_ s: String) -> String {
-        guard s.contains(where: { $0 == "\\" || $0 == "\n" || $0 == "\r" || $0 == ":" }) else { return s }
+        guard s.utf8.contains(where: { $0 == UInt8(ascii: "\\") || $0 == 0x0A || $0 == 0x0D || $0 == UInt8(ascii: ":") }) else { return s }
         var out = ""
         for c in s {
             switch c {
