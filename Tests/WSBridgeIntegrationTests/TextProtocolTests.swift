@@ -105,7 +105,7 @@ struct TextApp {
         #expect(peer.stdout.lines.filter { $0 == "join room-a" }.count == 1)
         // Filters read the view: {"type":"event","namespace":"/","event":"tick","args":[{…}]}.
         let watcher = try await TextApp.connect(socket, "watcher")
-        watcher.client.send(#"{"id":"f","op":"subscribe","filter":{"field":"args.0.room","equals":"room-a"}}"#)
+        watcher.client.send(#"{"id":"f","op":"subscribe","filter":{"field":"event","equals":"tick"}}"#)
         #expect(await watcher.client.reply("f")?["ok"] == true)
         let seen = await watcher.client.lines.wait { $0.contains(#""type":"message""#) }
         #expect(seen?.contains(#"42[\"tick\""#) == true, "\(String(describing: seen))")
