@@ -78,14 +78,6 @@ package struct GraphQLTransportWS: ProtocolCodec {
         ["type": "complete", "id": upstreamID.json]
     }
 
-    package func serverSubscriptionID(in answer: JSONValue) -> WireID? { nil }
-
-    package func replacingSubscriptionID(in message: JSONValue, with id: WireID) -> JSONValue { message }
-
-    package func subscribeAnswer(id: WireID, subscription: WireID) -> JSONValue? { nil }
-
-    package func unsubscribeAnswer(id: WireID) -> JSONValue? { nil }
-
     package func linkLostAnswer(id: WireID, reason: String) -> JSONValue {
         ["type": "error", "id": id.json, "payload": [["message": .string("wsbridged: \(reason)")]]]
     }

@@ -27,8 +27,6 @@ package struct JSONProtocol: ProtocolCodec {
         [self.idPath.first?.key ?? "id"] + self.replies.compactMap { $0.when.path.first?.key }
     }
 
-    package func handshake() -> [JSONValue] { [] }
-
     package func wireID(_ n: UInt64) -> WireID { WireID(.number(JSONNumber(n))) }
 
     private func id(in message: JSONValue) -> WireID? {
@@ -64,14 +62,6 @@ package struct JSONProtocol: ProtocolCodec {
     }
 
     package func endMessage(upstreamID: WireID, serverID: WireID?, callID: WireID) -> JSONValue? { nil }
-
-    package func serverSubscriptionID(in answer: JSONValue) -> WireID? { nil }
-
-    package func replacingSubscriptionID(in message: JSONValue, with id: WireID) -> JSONValue { message }
-
-    package func subscribeAnswer(id: WireID, subscription: WireID) -> JSONValue? { nil }
-
-    package func unsubscribeAnswer(id: WireID) -> JSONValue? { nil }
 
     package func linkLostAnswer(id: WireID, reason: String) -> JSONValue {
         let answer: JSONValue = ["error": .string("wsbridged: \(reason)")]

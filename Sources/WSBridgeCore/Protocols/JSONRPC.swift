@@ -11,8 +11,6 @@ package struct JSONRPC: ProtocolCodec {
     /// Answers carry "id", events "subscription".
     package var routingKeys: [String]? { ["id", "subscription"] }
 
-    package func handshake() -> [JSONValue] { [] }
-
     package func wireID(_ n: UInt64) -> WireID { WireID(.number(JSONNumber(n))) }
 
     package func classify(fromApp message: JSONValue) -> AppOp {

@@ -33,8 +33,6 @@ package struct NATS: ProtocolCodec {
     package var name: String { "nats" }
     package var isText: Bool { true }
 
-    package func handshake() -> [JSONValue] { [] }
-
     package func wireID(_ n: UInt64) -> WireID { WireID(.string(String(n))) }
 
     // MARK: - Operations
@@ -232,11 +230,6 @@ package struct NATS: ProtocolCodec {
     package func pong(to ping: JSONValue) -> JSONValue? { ["op": "PONG"] }
 
     package func endMessage(upstreamID: WireID, serverID: WireID?, callID: WireID) -> JSONValue? { ["op": "UNSUB", "sid": upstreamID.json] }
-
-    package func serverSubscriptionID(in answer: JSONValue) -> WireID? { nil }
-    package func replacingSubscriptionID(in message: JSONValue, with id: WireID) -> JSONValue { message }
-    package func subscribeAnswer(id: WireID, subscription: WireID) -> JSONValue? { nil }
-    package func unsubscribeAnswer(id: WireID) -> JSONValue? { nil }
 
     /// A reply that will not come, the way NATS says it of a request nobody answered: a
     /// `503` status in the headers, on the reply subject.

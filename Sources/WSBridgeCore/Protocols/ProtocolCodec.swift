@@ -287,6 +287,16 @@ package struct ProtocolSyntaxError: Error, Equatable, Sendable, CustomStringConv
     package init(_ description: String) { self.description = description }
 }
 
+/// What a protocol without server-assigned subscription ids or local answers to subscribe and
+/// unsubscribe (all but JSON-RPC), and without a handshake of the session's own, needs not write.
+extension ProtocolCodec {
+    package func handshake() -> [JSONValue] { [] }
+    package func serverSubscriptionID(in answer: JSONValue) -> WireID? { nil }
+    package func replacingSubscriptionID(in message: JSONValue, with id: WireID) -> JSONValue { message }
+    package func subscribeAnswer(id: WireID, subscription: WireID) -> JSONValue? { nil }
+    package func unsubscribeAnswer(id: WireID) -> JSONValue? { nil }
+}
+
 extension ProtocolCodec {
     package var answersEndSubscriptions: Bool { true }
     package var unknownAnswersBroadcast: Bool { false }

@@ -21,8 +21,6 @@ package struct STOMP: ProtocolCodec {
     package var name: String { "stomp" }
     package var isText: Bool { true }
 
-    package func handshake() -> [JSONValue] { [] }
-
     package func wireID(_ n: UInt64) -> WireID { WireID(.string(String(n))) }
 
     // MARK: - Frames
@@ -266,11 +264,6 @@ package struct STOMP: ProtocolCodec {
     package func endMessage(upstreamID: WireID, serverID: WireID?, callID: WireID) -> JSONValue? {
         ["command": "UNSUBSCRIBE", "headers": ["id": upstreamID.json], "body": ""]
     }
-
-    package func serverSubscriptionID(in answer: JSONValue) -> WireID? { nil }
-    package func replacingSubscriptionID(in message: JSONValue, with id: WireID) -> JSONValue { message }
-    package func subscribeAnswer(id: WireID, subscription: WireID) -> JSONValue? { nil }
-    package func unsubscribeAnswer(id: WireID) -> JSONValue? { nil }
 
     package func linkLostAnswer(id: WireID, reason: String) -> JSONValue {
         ["command": "ERROR", "headers": ["receipt-id": id.json, "message": .string("wsbridged: \(reason)")], "body": ""]

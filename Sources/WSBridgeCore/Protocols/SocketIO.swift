@@ -22,8 +22,6 @@ package struct SocketIO: ProtocolCodec {
     package var name: String { "socketio" }
     package var isText: Bool { true }
 
-    package func handshake() -> [JSONValue] { [] }
-
     /// An event without an ack id, in the daemon's namespace: `42[` or `42/chat,[`.
     package var broadcastPrefixes: [[UInt8]] { [Array("42\(self.namespace == "/" ? "" : self.namespace + ",")[".utf8)] }
 
@@ -190,11 +188,6 @@ package struct SocketIO: ProtocolCodec {
     }
 
     package func endMessage(upstreamID: WireID, serverID: WireID?, callID: WireID) -> JSONValue? { nil }
-    package func serverSubscriptionID(in answer: JSONValue) -> WireID? { nil }
-    package func replacingSubscriptionID(in message: JSONValue, with id: WireID) -> JSONValue { message }
-    package func subscribeAnswer(id: WireID, subscription: WireID) -> JSONValue? { nil }
-    package func unsubscribeAnswer(id: WireID) -> JSONValue? { nil }
-
     package func linkLostAnswer(id: WireID, reason: String) -> JSONValue {
         ["type": "ack", "namespace": .string(self.namespace), "id": id.json, "args": [["error": .string("wsbridged: \(reason)")]]]
     }
