@@ -209,6 +209,8 @@ package struct NATS: ProtocolCodec {
         }
     }
 
+    package var callsMayBeCovered: Bool { true }
+
     package func subscription(_ key: String, covers id: WireID) -> Bool {
         guard let subject = id.json.stringValue, let pattern = key.split(separator: " ").first else { return false }
         return Self.subject(subject, matches: pattern)

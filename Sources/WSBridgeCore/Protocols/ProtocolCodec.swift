@@ -274,6 +274,9 @@ package protocol ProtocolCodec: Sendable {
     /// Whether an app's subscription `key` takes the messages an app's call with `id` is answered
     /// with (NATS: its inbox subscription covers the reply subject): then the call goes as it is.
     func subscription(_ key: String, covers id: WireID) -> Bool
+    /// Whether `subscription(_:covers:)` can ever be true (else a call never looks at the app's
+    /// subscriptions).
+    var callsMayBeCovered: Bool { get }
     /// The keepalive an acknowledgement or an open message sets (nil: none).
     func timing(in message: JSONValue) -> ProtocolTiming?
     /// Text protocols: how a WebSocket message that is one broadcast message begins (Socket.IO's
@@ -317,6 +320,7 @@ extension ProtocolCodec {
     }
     package func receipt(for message: JSONValue) -> JSONValue? { nil }
     package func subscription(_ key: String, covers id: WireID) -> Bool { false }
+    package var callsMayBeCovered: Bool { false }
     package func timing(in message: JSONValue) -> ProtocolTiming? { nil }
     package var broadcastPrefixes: [[UInt8]] { [] }
     package func subscriptionID(inSticky message: JSONValue) -> WireID? {

@@ -272,7 +272,7 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
             return [.upstream(message)]
         case .call(let id):
             // Answered through a subscription of the app's own (its inbox): it goes as it is.
-            if let held = self.held[app],
+            if self.codec.callsMayBeCovered, let held = self.held[app],
                 held.values.contains(where: { if case .subscription(let key) = $0 { self.codec.subscription(key, covers: id) } else { false } })
             {
                 return [.upstream(message)]

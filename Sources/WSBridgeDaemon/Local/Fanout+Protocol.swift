@@ -138,12 +138,12 @@ extension Fanout {
     /// first the protocol refuses.
     func fromApp(_ client: LocalClient, _ views: [JSONValue], link: any LinkControl) -> Performed {
         var all = Performed()
-        for view in views {
+        for (index, view) in views.enumerated() {
             let one = self.fromApp(client, view, link: link)
             all.delivered = all.delivered || one.delivered
             if let sent = one.sent { all.sent = sent }
             if let refusal = one.refusal {
-                all.refusal = views.count == 1 ? refusal : "message \((views.firstIndex(of: view) ?? 0) + 1) of \(views.count): \(refusal)"
+                all.refusal = views.count == 1 ? refusal : "message \(index + 1) of \(views.count): \(refusal)"
                 break
             }
         }
