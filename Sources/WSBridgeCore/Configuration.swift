@@ -4,29 +4,29 @@ import WSBridgeProtocol
 ///
 /// Every field has the default that `etc/wsbridged.toml` documents; `ConfigurationLoader`
 /// fills it from TOML and validates it.
-public struct Configuration: Sendable, Equatable {
-    public var upstream = Upstream()
-    public var auth = Auth()
-    public var tls = TLS()
-    public var proxy = Proxy()
-    public var heartbeat = Heartbeat()
-    public var backoff = Backoff()
-    public var reachability = Reachability()
-    public var local = Local()
-    public var queue = Queue()
-    public var journal = Journal()
-    public var access = Access()
-    public var log = Log()
-    public var metrics = Metrics()
+package struct Configuration: Sendable, Equatable {
+    package var upstream = Upstream()
+    package var auth = Auth()
+    package var tls = TLS()
+    package var proxy = Proxy()
+    package var heartbeat = Heartbeat()
+    package var backoff = Backoff()
+    package var reachability = Reachability()
+    package var local = Local()
+    package var queue = Queue()
+    package var journal = Journal()
+    package var access = Access()
+    package var log = Log()
+    package var metrics = Metrics()
     /// `upstream.protocol` and `[protocol]`: the application protocol the daemon owns.
-    public var applicationProtocol = ApplicationProtocol()
+    package var applicationProtocol = ApplicationProtocol()
 
-    public init() {}
+    package init() {}
 
     /// The application protocol on the link (docs/protocols.md): `raw` passes every message as it
     /// is; with another, the daemon owns the connection's ids, subscriptions and keepalives.
-    public struct ApplicationProtocol: Sendable, Equatable {
-        public enum Kind: String, Sendable, CaseIterable {
+    package struct ApplicationProtocol: Sendable, Equatable {
+        package enum Kind: String, Sendable, CaseIterable {
             case raw
             case json
             case jsonrpc
@@ -36,226 +36,226 @@ public struct Configuration: Sendable, Equatable {
             case nats
         }
 
-        public var kind = Kind.raw
+        package var kind = Kind.raw
         /// graphql-transport-ws: connection_init's payload, JSON text (placeholders as in
         /// upstream.on_open). nil: none.
-        public var initPayload: String? = nil
+        package var initPayload: String? = nil
         /// Calls and subscriptions one app may hold, and all apps together.
-        public var maxPerApp = 1000
-        public var maxTotal = 10000
+        package var maxPerApp = 1000
+        package var maxTotal = 10000
         /// Bytes of subscription messages remembered to send again on every open, all together.
-        public var maxSubscriptionBytes = 16 << 20
+        package var maxSubscriptionBytes = 16 << 20
         /// Opens in a row the server closed right after a subscription was sent, before it is set aside.
-        public var setAsideAfter = 3
+        package var setAsideAfter = 3
         /// json: the id's path in requests and answers.
-        public var idPath: String? = nil
+        package var idPath: String? = nil
         /// json: the upstream messages the daemon answers itself (the feed's own keepalive).
-        public var replies: [Reply] = []
+        package var replies: [Reply] = []
         /// socketio: the namespace connected, and the CONNECT packet's auth payload (JSON text,
         /// placeholders as in upstream.on_open).
-        public var namespace: String? = nil
-        public var auth: String? = nil
+        package var namespace: String? = nil
+        package var auth: String? = nil
         /// stomp: CONNECT's login, passcode (placeholders), virtual host and heart-beat
         /// (milliseconds: the daemon sends every, it wants every).
-        public var login: String? = nil
-        public var passcode: String? = nil
-        public var host: String? = nil
-        public var heartBeat: HeartBeat? = nil
+        package var login: String? = nil
+        package var passcode: String? = nil
+        package var host: String? = nil
+        package var heartBeat: HeartBeat? = nil
         /// nats: CONNECT's user, pass, auth token (placeholders) and connection name.
-        public var user: String? = nil
-        public var pass: String? = nil
-        public var token: String? = nil
-        public var clientName: String? = nil
+        package var user: String? = nil
+        package var pass: String? = nil
+        package var token: String? = nil
+        package var clientName: String? = nil
 
         /// STOMP's heart-beat setting.
-        public struct HeartBeat: Sendable, Equatable {
-            public var send: Int
-            public var receive: Int
-            public init(send: Int, receive: Int) {
+        package struct HeartBeat: Sendable, Equatable {
+            package var send: Int
+            package var receive: Int
+            package init(send: Int, receive: Int) {
                 self.send = send
                 self.receive = receive
             }
         }
 
-        public init() {}
+        package init() {}
 
         /// One `[[protocol.reply]]`.
-        public struct Reply: Sendable, Equatable {
-            public var when: Filter
-            public var send: ReplyTemplate
+        package struct Reply: Sendable, Equatable {
+            package var when: Filter
+            package var send: ReplyTemplate
 
-            public init(when: Filter, send: ReplyTemplate) {
+            package init(when: Filter, send: ReplyTemplate) {
                 self.when = when
                 self.send = send
             }
         }
     }
 
-    public struct Upstream: Sendable, Equatable {
+    package struct Upstream: Sendable, Equatable {
         /// ws:// or wss:// URL of the upstream.
-        public var url = UpstreamURL(scheme: .ws, host: "127.0.0.1", port: 8080, path: "/")
-        public var headers: [Header] = []
-        public var subprotocols: [String] = []
-        public var compression = true
-        public var maxMessageSize = 16 * 1024 * 1024
-        public var connectTimeout: Duration = .seconds(10)
+        package var url = UpstreamURL(scheme: .ws, host: "127.0.0.1", port: 8080, path: "/")
+        package var headers: [Header] = []
+        package var subprotocols: [String] = []
+        package var compression = true
+        package var maxMessageSize = 16 * 1024 * 1024
+        package var connectTimeout: Duration = .seconds(10)
         /// false: start idle, and connect only on a `connect` request.
-        public var connectOnStart = true
+        package var connectOnStart = true
         /// Tried in turn after the primary `url` fails (each failed attempt moves to the next,
         /// with the same backoff); headers, token and TLS settings apply to each.
-        public var fallbackURLs: [UpstreamURL] = []
+        package var fallbackURLs: [UpstreamURL] = []
         /// While on a fallback, go back to the primary after this long (nil: stay until it fails).
-        public var failbackAfter: Duration? = nil
+        package var failbackAfter: Duration? = nil
         /// Sent first, in order, on every open (docs/sessions.md): a login, a resume.
-        public var onOpen: [OpeningMessage] = []
+        package var onOpen: [OpeningMessage] = []
         /// The link counts as open only once an upstream message matches (nil: at the upgrade).
-        public var readyWhen: Filter? = nil
+        package var readyWhen: Filter? = nil
         /// How long after the upgrade a message may take to match `readyWhen`.
-        public var readyTimeout: Duration = .seconds(10)
+        package var readyTimeout: Duration = .seconds(10)
 
         /// The primary, then the fallbacks.
-        public var urls: [UpstreamURL] { [self.url] + self.fallbackURLs }
+        package var urls: [UpstreamURL] { [self.url] + self.fallbackURLs }
 
-        public init() {}
+        package init() {}
 
         /// An extra HTTP header for the upgrade request.
-        public struct Header: Sendable, Equatable {
-            public var name: String
-            public var value: String
-            public init(name: String, value: String) {
+        package struct Header: Sendable, Equatable {
+            package var name: String
+            package var value: String
+            package init(name: String, value: String) {
                 self.name = name
                 self.value = value
             }
         }
     }
 
-    public struct Auth: Sendable, Equatable {
+    package struct Auth: Sendable, Equatable {
         /// A file holding a bearer token, read at every connect (so rotation works). Never logged.
-        public var tokenFile: String? = nil
-        public init() {}
+        package var tokenFile: String? = nil
+        package init() {}
     }
 
-    public struct TLS: Sendable, Equatable {
-        public var caFile: String? = nil
-        public var certFile: String? = nil
-        public var keyFile: String? = nil
-        public var serverName: String? = nil
-        public var insecure = false
-        public init() {}
+    package struct TLS: Sendable, Equatable {
+        package var caFile: String? = nil
+        package var certFile: String? = nil
+        package var keyFile: String? = nil
+        package var serverName: String? = nil
+        package var insecure = false
+        package init() {}
     }
 
-    public struct Proxy: Sendable, Equatable {
+    package struct Proxy: Sendable, Equatable {
         /// `http://host:port` (HTTP CONNECT) or `socks5://host:port`; nil means none configured.
-        public var url: ProxyURL? = nil
+        package var url: ProxyURL? = nil
         /// Honour `https_proxy`/`http_proxy`/`all_proxy`/`no_proxy` when `url` is not set.
-        public var useEnvironment = true
-        public init() {}
+        package var useEnvironment = true
+        package init() {}
     }
 
-    public struct Heartbeat: Sendable, Equatable {
-        public var interval: Duration = .seconds(20)
-        public var deadline: Duration = .seconds(10)
+    package struct Heartbeat: Sendable, Equatable {
+        package var interval: Duration = .seconds(20)
+        package var deadline: Duration = .seconds(10)
         /// Optional application-level heartbeat text sent with every ping.
-        public var text: String? = nil
-        public init() {}
+        package var text: String? = nil
+        package init() {}
     }
 
-    public struct Backoff: Sendable, Equatable {
-        public var policy = BackoffPolicy()
+    package struct Backoff: Sendable, Equatable {
+        package var policy = BackoffPolicy()
         /// 0 = retry forever.
-        public var maxAttempts = 0
-        public init() {}
+        package var maxAttempts = 0
+        package init() {}
     }
 
-    public struct Reachability: Sendable, Equatable {
-        public var enabled = true
-        public var pollInterval: Duration = .seconds(30)
-        public init() {}
+    package struct Reachability: Sendable, Equatable {
+        package var enabled = true
+        package var pollInterval: Duration = .seconds(30)
+        package init() {}
     }
 
-    public struct Local: Sendable, Equatable {
-        public var socket = "/run/wsbridged/wsbridged.sock"
-        public var mode: UInt32 = 0o660
-        public var group: String? = nil
+    package struct Local: Sendable, Equatable {
+        package var socket = "/run/wsbridged/wsbridged.sock"
+        package var mode: UInt32 = 0o660
+        package var group: String? = nil
         /// Longest request line accepted from a client, in bytes.
-        public var maxLine = 1 << 20
+        package var maxLine = 1 << 20
         /// Messages a subscriber may fall behind before it loses the oldest.
-        public var subscriberQueue = 4096
+        package var subscriberQueue = 4096
         /// Bytes a subscriber may fall behind before it loses the oldest.
-        public var subscriberQueueBytes = 16 << 20
+        package var subscriberQueueBytes = 16 << 20
         /// Recent messages kept for `since` resumption.
-        public var replay = 1024
+        package var replay = 1024
         /// Bytes of encoded lines the replay ring may hold (the oldest go first).
-        public var replayBytes = 16 << 20
+        package var replayBytes = 16 << 20
         /// Clients connected at once; one more is told why and closed.
-        public var maxClients = 1000
+        package var maxClients = 1000
         /// Of `maxClients`, the places kept for root, the daemon's own user and `access.write_*`
         /// (as PostgreSQL keeps connections for superusers): the operator is never locked out.
         /// The loader refuses a value set in the file that is not below `maxClients`.
-        public var reservedClients = 4
+        package var reservedClients = 4
 
         /// The places kept for privileged clients: at most `maxClients - 1`, so the default
         /// leaves others a place when `maxClients` is tiny.
-        public var reserved: Int { min(self.reservedClients, self.maxClients - 1) }
+        package var reserved: Int { min(self.reservedClients, self.maxClients - 1) }
         /// Unread replies and notices a client may have queued before the daemon stops reading
         /// its requests (resumed when half of it drained). Notices alone past twice this
         /// disconnect it.
-        public var clientOutputBytes = 1 << 20
+        package var clientOutputBytes = 1 << 20
         /// Each client socket's kernel send buffer (SO_SNDBUF, which Linux doubles for its own
         /// bookkeeping and caps at net.core.wmem_max); 0 leaves the system's default
         /// (net.core.wmem_default). A reader that empties its socket while the daemon's loop
         /// is busy with an upstream read waits for data; a larger buffer keeps it reading.
-        public var sendBufferBytes = 1 << 20
+        package var sendBufferBytes = 1 << 20
         /// `request`s waiting for their answer, per client and in all.
-        public var maxPendingRequests = 64
-        public var maxPendingRequestsTotal = 1024
+        package var maxPendingRequests = 64
+        package var maxPendingRequestsTotal = 1024
         /// A filter's dotted path: longest in bytes, and most components.
-        public var filterMaxBytes = 256
-        public var filterMaxDepth = 16
+        package var filterMaxBytes = 256
+        package var filterMaxDepth = 16
         /// Put a text payload that is JSON inline (`"json": {...}`) instead of as a string.
-        public var inlineJSON = false
+        package var inlineJSON = false
         /// Sticky keys one client may hold, keys in all, and their bytes in all (key, text and
         /// leave text).
-        public var stickyKeysPerClient = 64
-        public var stickyKeys = 1024
-        public var stickyBytes = 1 << 20
-        public init() {}
+        package var stickyKeysPerClient = 64
+        package var stickyKeys = 1024
+        package var stickyBytes = 1 << 20
+        package init() {}
     }
 
     /// Sends made while the link is not open wait here, flushed in order on reconnect.
-    public struct Queue: Sendable, Equatable {
-        public var maxMessages = 1000
-        public var maxBytes = 16 << 20
+    package struct Queue: Sendable, Equatable {
+        package var maxMessages = 1000
+        package var maxBytes = 16 << 20
         /// The directory of the durable outbound spool (nil: the queue lives in memory only).
-        public var spool: String? = nil
-        public var fsync = FsyncPolicy.always
-        public init() {}
+        package var spool: String? = nil
+        package var fsync = FsyncPolicy.always
+        package init() {}
     }
 
     /// The journal of upstream messages (docs/journal.md): consumers resume from it across
     /// restarts and after longer than the replay ring keeps.
-    public struct Journal: Sendable, Equatable {
+    package struct Journal: Sendable, Equatable {
         /// Its directory (nil: no journal; the replay ring is all there is).
-        public var dir: String? = nil
+        package var dir: String? = nil
         /// Whole segments go, oldest first, once the journal holds more than this...
-        public var maxBytes = 1 << 30
+        package var maxBytes = 1 << 30
         /// ...or once their last message is older than this.
-        public var maxAge: Duration = .seconds(24 * 3600)
+        package var maxAge: Duration = .seconds(24 * 3600)
         /// A segment file is closed and a new one begun past this size.
-        public var segmentBytes = 64 << 20
+        package var segmentBytes = 64 << 20
         /// `always`: every batch written is fdatasync'd at once; `batch`: at most every
         /// `fsyncInterval`, and only after writes.
-        public var fsync = FsyncPolicy.batch
-        public var fsyncInterval: Duration = .seconds(1)
+        package var fsync = FsyncPolicy.batch
+        package var fsyncInterval: Duration = .seconds(1)
         /// Messages waiting for the writer (a disk slower than the feed) beyond this are not
         /// journaled (a `not_durable` gap for a consumer who replays them); live delivery
         /// goes on.
-        public var bufferBytes = 64 << 20
-        public init() {}
+        package var bufferBytes = 64 << 20
+        package init() {}
     }
 
     /// When a queued send (or a journaled message) counts as stored.
-    public enum FsyncPolicy: String, Sendable, CaseIterable {
+    package enum FsyncPolicy: String, Sendable, CaseIterable {
         /// Written and fdatasync'd: survives a crash of the machine. Sends arriving together
         /// share one fdatasync.
         case always
@@ -266,32 +266,32 @@ public struct Configuration: Sendable, Equatable {
 
     /// Who may send, close, connect, reconnect and request (others may subscribe and read status).
     /// root and the daemon's own user may always.
-    public struct Access: Sendable, Equatable {
-        public var writeUIDs: [UInt32] = []
-        public var writeGroups: [String] = []
-        public init() {}
+    package struct Access: Sendable, Equatable {
+        package var writeUIDs: [UInt32] = []
+        package var writeGroups: [String] = []
+        package init() {}
     }
 
     /// The optional HTTP endpoint serving `/metrics` (the `metrics` op works without it).
-    public struct Metrics: Sendable, Equatable {
+    package struct Metrics: Sendable, Equatable {
         /// Where to listen; nil (the default) serves no HTTP at all.
-        public var listen: HostPort?
+        package var listen: HostPort?
         /// HTTP connections at once; one more is closed at once.
-        public var maxConnections = 16
-        public init() {}
+        package var maxConnections = 16
+        package init() {}
     }
 
     /// `HOST:PORT` or `[IPv6]:PORT`; port 0 picks a free one.
-    public struct HostPort: Sendable, Equatable, CustomStringConvertible {
-        public var host: String
-        public var port: Int
+    package struct HostPort: Sendable, Equatable, CustomStringConvertible {
+        package var host: String
+        package var port: Int
 
-        public init(host: String, port: Int) {
+        package init(host: String, port: Int) {
             self.host = host
             self.port = port
         }
 
-        public init?(parsing text: String) {
+        package init?(parsing text: String) {
             let host: Substring
             let port: Substring
             if text.hasPrefix("[") {
@@ -307,15 +307,15 @@ public struct Configuration: Sendable, Equatable {
             self.init(host: String(host), port: p)
         }
 
-        public var description: String { self.host.contains(":") ? "[\(self.host)]:\(self.port)" : "\(self.host):\(self.port)" }
+        package var description: String { self.host.contains(":") ? "[\(self.host)]:\(self.port)" : "\(self.host):\(self.port)" }
     }
 
-    public struct Log: Sendable, Equatable {
-        public var level = LogLevel.info
-        public init() {}
+    package struct Log: Sendable, Equatable {
+        package var level = LogLevel.info
+        package init() {}
     }
 
-    public enum LogLevel: String, Sendable, CaseIterable {
+    package enum LogLevel: String, Sendable, CaseIterable {
         case trace, debug, info, notice, warning, error, critical
     }
 }

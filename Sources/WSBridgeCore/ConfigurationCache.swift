@@ -8,9 +8,9 @@ import Synchronization
 /// for the life of the process. A daemon reloaded every few minutes by configuration
 /// management would grow without end; with this cache it grows once per distinct text (the
 /// soak measures it: docs/soak.md).
-public final class ConfigurationCache: Sendable {
+package final class ConfigurationCache: Sendable {
     /// The daemon's: what `wsbridged` loads at start and on every SIGHUP.
-    public static let shared = ConfigurationCache(capacity: 8)
+    package static let shared = ConfigurationCache(capacity: 8)
 
     private struct Entry {
         var fileName: String
@@ -22,16 +22,16 @@ public final class ConfigurationCache: Sendable {
     private let capacity: Int
     private let state = Mutex<(entries: [Entry], parses: Int)>(([], 0))
 
-    public init(capacity: Int) {
+    package init(capacity: Int) {
         self.capacity = max(1, capacity)
     }
 
     /// How many texts were parsed (not taken from the cache), for tests.
-    public var parses: Int { self.state.withLock { $0.parses } }
+    package var parses: Int { self.state.withLock { $0.parses } }
 
     /// `ConfigurationLoader(fileName:).load(text:)`, once per distinct (file name, text) among
     /// the last `capacity`.
-    public func load(text: String, fileName: String, requiresURL: Bool = false) throws(ConfigurationError) -> Configuration {
+    package func load(text: String, fileName: String, requiresURL: Bool = false) throws(ConfigurationError) -> Configuration {
         let hit = self.state.withLock { state in
             state.entries.first { $0.fileName == fileName && $0.text == text && $0.requiresURL == requiresURL }?.result
         }

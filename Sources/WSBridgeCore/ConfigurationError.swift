@@ -1,21 +1,21 @@
 /// A configuration problem, located and explained: what was wrong and what is accepted.
 ///
 /// Rendered as `FILE:LINE: KEY = VALUE: PROBLEM` so editors and operators can jump to it.
-public struct ConfigurationError: Error, Equatable, CustomStringConvertible {
-    public var file: String
-    public var line: Int?
-    public var column: Int?
+package struct ConfigurationError: Error, Equatable, CustomStringConvertible {
+    package var file: String
+    package var line: Int?
+    package var column: Int?
     /// Dotted key (`heartbeat.interval`), or nil for a syntax error.
-    public var key: String?
+    package var key: String?
     /// The offending value as written, if any.
-    public var value: String?
+    package var value: String?
     /// What is wrong and what is accepted instead.
-    public var problem: String
+    package var problem: String
     /// The file's other problems, after this one in file order: a file is read to its end, so
     /// that one run names every mistake.
-    public var further: [ConfigurationError] = []
+    package var further: [ConfigurationError] = []
 
-    public init(file: String, line: Int? = nil, column: Int? = nil, key: String? = nil, value: String? = nil, problem: String) {
+    package init(file: String, line: Int? = nil, column: Int? = nil, key: String? = nil, value: String? = nil, problem: String) {
         self.file = file
         self.line = line
         self.column = column
@@ -25,13 +25,13 @@ public struct ConfigurationError: Error, Equatable, CustomStringConvertible {
     }
 
     /// This problem and the further ones, one line each, in file order.
-    public var description: String {
+    package var description: String {
         ([self.oneLine] + self.further.map(\.oneLine)).joined(separator: "\n")
     }
 
     /// Problems in file order (those without a line last, in the order found), the first holding
     /// the others; nil for none.
-    public static func inFileOrder(_ problems: [ConfigurationError]) -> ConfigurationError? {
+    package static func inFileOrder(_ problems: [ConfigurationError]) -> ConfigurationError? {
         let ordered = problems.enumerated().sorted { a, b in
             (a.element.line ?? Int.max, a.offset) < (b.element.line ?? Int.max, b.offset)
         }.map(\.element)
@@ -41,7 +41,7 @@ public struct ConfigurationError: Error, Equatable, CustomStringConvertible {
     }
 
     /// This one problem: `FILE:LINE: KEY = VALUE: PROBLEM`.
-    public var oneLine: String {
+    package var oneLine: String {
         var location = self.file
         if let line { location += ":\(line)" }
         if let column { location += ":\(column)" }

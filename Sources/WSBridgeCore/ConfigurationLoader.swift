@@ -5,19 +5,19 @@ import WSBridgeProtocol
 ///
 /// Unknown keys are errors (a typo must not silently fall back to a default); every error names
 /// the file, line, key, the bad value and what is accepted.
-public struct ConfigurationLoader: Sendable {
-    public var fileName: String
+package struct ConfigurationLoader: Sendable {
+    package var fileName: String
     /// Whether the file must name `upstream.url` (the daemon's file does, unless `--url` gives it).
-    public var requiresURL: Bool
+    package var requiresURL: Bool
 
-    public init(fileName: String, requiresURL: Bool = false) {
+    package init(fileName: String, requiresURL: Bool = false) {
         self.fileName = fileName
         self.requiresURL = requiresURL
     }
 
     /// Parses and validates TOML text. `environment` is consulted for nothing here; overrides
     /// from the command line are applied by the caller afterwards with `validate`.
-    public func load(text: String) throws(ConfigurationError) -> Configuration {
+    package func load(text: String) throws(ConfigurationError) -> Configuration {
         try Self.checkTableHeaders(text, fileName: self.fileName)
         try Self.checkNULEscapes(text, fileName: self.fileName)
         let table: TOMLTable

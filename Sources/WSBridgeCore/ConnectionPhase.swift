@@ -1,7 +1,7 @@
 import WSBridgeProtocol
 
 /// Why a link ended (or an attempt failed).
-public enum DisconnectReason: Sendable, Equatable, CustomStringConvertible {
+package enum DisconnectReason: Sendable, Equatable, CustomStringConvertible {
     /// The server sent a close frame (code nil when the frame carried none) or ended the connection.
     case serverClosed(code: UInt16?, reason: String)
     /// Our own close, asked for by a user (`close`, `reconnect`), acknowledged or timed out.
@@ -15,7 +15,7 @@ public enum DisconnectReason: Sendable, Equatable, CustomStringConvertible {
     /// The route to the upstream host disappeared.
     case networkLost
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .serverClosed(let code, let reason):
             let c = code.map { String($0) } ?? "none"
@@ -34,7 +34,7 @@ public enum DisconnectReason: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Who ended the link: "user", "server" or "error", as status reports it.
-    public var initiator: String {
+    package var initiator: String {
         switch self {
         case .serverClosed: "server"
         case .userClosed: "user"

@@ -5,20 +5,20 @@ import WSBridgeProtocol
 /// Each input is a `mutating func` that takes the time and returns the `Action` the driver must
 /// perform; the machine performs no I/O and never reads a clock. An input that cannot happen in
 /// the current state throws `InvalidTransition`: that is a bug in the driver, which logs it.
-public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
-    public struct Settings: Sendable, Equatable {
-        public var backoff: BackoffPolicy
+package struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
+    package struct Settings: Sendable, Equatable {
+        package var backoff: BackoffPolicy
         /// 0 = forever.
-        public var maxAttempts: Int
+        package var maxAttempts: Int
 
-        public init(backoff: BackoffPolicy = BackoffPolicy(), maxAttempts: Int = 0) {
+        package init(backoff: BackoffPolicy = BackoffPolicy(), maxAttempts: Int = 0) {
             self.backoff = backoff
             self.maxAttempts = maxAttempts
         }
     }
 
     /// What the driver must do after an input.
-    public enum Action: Sendable, Equatable {
+    package enum Action: Sendable, Equatable {
         case none
         /// Start connection attempt number `attempt` (1-based since the last stable link).
         case connect(attempt: Int)
@@ -34,14 +34,14 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
         case abortAndConnect(attempt: Int)
     }
 
-    public struct InvalidTransition: Error, Equatable, CustomStringConvertible {
-        public var input: String
-        public var phase: ConnectionPhase
-        public init(input: String, phase: ConnectionPhase) {
+    package struct InvalidTransition: Error, Equatable, CustomStringConvertible {
+        package var input: String
+        package var phase: ConnectionPhase
+        package init(input: String, phase: ConnectionPhase) {
             self.input = input
             self.phase = phase
         }
-        public var description: String { "invalid input '\(self.input)' in state \(self.phase.rawValue)" }
+        package var description: String { "invalid input '\(self.input)' in state \(self.phase.rawValue)" }
     }
 
     private enum CloseIntent: Equatable {
@@ -64,36 +64,36 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     private var settings: Settings
     private var generator: RNG
     /// Consecutive failed attempts since the last link that stayed open for `stableAfter`.
-    public private(set) var failures = 0
-    public private(set) var networkAvailable: Bool
+    package private(set) var failures = 0
+    package private(set) var networkAvailable: Bool
     /// How many times a link was (re)established after the first one.
-    public private(set) var reconnects = 0
+    package private(set) var reconnects = 0
     private var everOpened = false
-    public private(set) var lastDisconnect: DisconnectReason?
-    public private(set) var phaseSince: MonotonicInstant
+    package private(set) var lastDisconnect: DisconnectReason?
+    package private(set) var phaseSince: MonotonicInstant
 
-    public init(settings: Settings, networkAvailable: Bool = true, now: MonotonicInstant, generator: RNG) {
+    package init(settings: Settings, networkAvailable: Bool = true, now: MonotonicInstant, generator: RNG) {
         self.settings = settings
         self.networkAvailable = networkAvailable
         self.generator = generator
         self.phaseSince = now
     }
 
-    public var phase: ConnectionPhase { Self.phase(of: self.state) }
+    package var phase: ConnectionPhase { Self.phase(of: self.state) }
 
     /// The time the next retry is due, while backing off.
-    public var retryAt: MonotonicInstant? {
+    package var retryAt: MonotonicInstant? {
         if case .backingOff(let until) = self.state { return until }
         return nil
     }
 
     /// The time the current link opened, while open.
-    public var openSince: MonotonicInstant? {
+    package var openSince: MonotonicInstant? {
         if case .open(let since) = self.state { return since }
         return nil
     }
 
-    public mutating func updateSettings(_ settings: Settings) {
+    package mutating func updateSettings(_ settings: Settings) {
         self.settings = settings
     }
 
@@ -148,7 +148,7 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     }
 
     /// The operator (or startup) asks for a connection.
-    public mutating func connectRequested(now: MonotonicInstant) throws(InvalidTransition) -> Action {
+    package mutating func connectRequested(now: MonotonicInstant) throws(InvalidTransition) -> Action {
         switch self.state {
         case .idle:
             self.failures = 0
@@ -167,7 +167,7 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     }
 
     /// The operator asks to drop the current link (if any) and connect again now, without backoff.
-    public mutating func reconnectRequested(now: MonotonicInstant) throws(InvalidTransition) -> Action {
+    package mutating func reconnectRequested(now: MonotonicInstant) throws(InvalidTransition) -> Action {
         switch self.state {
         case .open:
             self.enter(.closing(.reconnect), now: now)
@@ -189,7 +189,7 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     }
 
     /// The handshake completed: the link is open.
-    public mutating func connectSucceeded(now: MonotonicInstant) throws(InvalidTransition) -> Action {
+    package mutating func connectSucceeded(now: MonotonicInstant) throws(InvalidTransition) -> Action {
         guard case .connecting = self.state else { throw self.invalid("connectSucceeded") }
         if self.everOpened { self.reconnects += 1 }
         self.everOpened = true
@@ -198,13 +198,13 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     }
 
     /// The attempt failed before the link opened (refused, TLS, handshake, timeout).
-    public mutating func connectFailed(_ reason: DisconnectReason, now: MonotonicInstant) throws(InvalidTransition) -> Action {
+    package mutating func connectFailed(_ reason: DisconnectReason, now: MonotonicInstant) throws(InvalidTransition) -> Action {
         guard case .connecting = self.state else { throw self.invalid("connectFailed") }
         return self.retry(after: reason, now: now, countsAsFailure: true)
     }
 
     /// An open (or closing) link ended.
-    public mutating func disconnected(_ reason: DisconnectReason, now: MonotonicInstant) throws(InvalidTransition) -> Action {
+    package mutating func disconnected(_ reason: DisconnectReason, now: MonotonicInstant) throws(InvalidTransition) -> Action {
         switch self.state {
         case .open(let since):
             // A link that ended before it was stable counts as a failed attempt, so a server that
@@ -230,13 +230,13 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     }
 
     /// The backoff timer fired.
-    public mutating func retryTimerFired(now: MonotonicInstant) throws(InvalidTransition) -> Action {
+    package mutating func retryTimerFired(now: MonotonicInstant) throws(InvalidTransition) -> Action {
         guard case .backingOff = self.state else { throw self.invalid("retryTimerFired") }
         return self.attempt(now: now)
     }
 
     /// The reachability monitor's verdict changed (or was re-confirmed).
-    public mutating func networkChanged(available: Bool, now: MonotonicInstant) -> Action {
+    package mutating func networkChanged(available: Bool, now: MonotonicInstant) -> Action {
         let wasAvailable = self.networkAvailable
         self.networkAvailable = available
         switch (self.state, available) {
@@ -264,7 +264,7 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     }
 
     /// The operator closes the link: it stays closed until asked to connect again.
-    public mutating func userClose(code: UInt16 = 1000, reason: String = "", now: MonotonicInstant) -> Action {
+    package mutating func userClose(code: UInt16 = 1000, reason: String = "", now: MonotonicInstant) -> Action {
         switch self.state {
         case .open:
             self.enter(.closing(.user(code: code, reason: reason)), now: now)
@@ -290,7 +290,7 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     }
 
     /// The daemon is stopping: close with 1001 (going away) if open.
-    public mutating func shutdown(now: MonotonicInstant) -> Action {
+    package mutating func shutdown(now: MonotonicInstant) -> Action {
         switch self.state {
         case .open:
             self.enter(.closing(.shutdown), now: now)

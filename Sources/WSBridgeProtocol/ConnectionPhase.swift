@@ -1,5 +1,5 @@
 /// The externally visible phase of the upstream link, as logged, published and reported.
-public enum ConnectionPhase: String, Sendable, Equatable, CaseIterable {
+package enum ConnectionPhase: String, Sendable, Equatable, CaseIterable {
     /// Closed by the user (or given up after `backoff.max_attempts`): stays closed until asked to connect.
     case idle
     case connecting
@@ -14,10 +14,10 @@ public enum ConnectionPhase: String, Sendable, Equatable, CaseIterable {
 }
 
 extension ConnectionPhase: CustomStringConvertible {
-    public var description: String { self.rawValue }
+    package var description: String { self.rawValue }
 
     /// The phase in `wsbridgectl`'s readable text (the wire name is for programs).
-    public var readable: String {
+    package var readable: String {
         switch self {
         case .idle: "closed"
         case .connecting: "connecting"
@@ -31,13 +31,13 @@ extension ConnectionPhase: CustomStringConvertible {
 
     /// The phase a line or result names. A name this build does not know (only a daemon of a
     /// newer protocol version could send one) reads as `idle`.
-    public init(wire text: String?) {
+    package init(wire text: String?) {
         self = text.flatMap(ConnectionPhase.init(rawValue:)) ?? .idle
     }
 }
 
 extension ConnectionPhase: Codable {
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         self.init(wire: try? decoder.singleValueContainer().decode(String.self))
     }
 }

@@ -2,7 +2,7 @@
 /// keys are its stored properties (or its `CodingKeys`), written once: the daemon builds a line
 /// with `json`, clients read it with `ServerLine.decode`, both through `WireCoding`. (Message lines are written by a byte-level encoder for speed; `MessageLine` reads them,
 /// and a test holds the two to the same schema.)
-public enum ServerLine: Sendable, Equatable {
+package enum ServerLine: Sendable, Equatable {
     case hello(Hello)
     case message(MessageLine)
     case state(StateLine)
@@ -11,7 +11,7 @@ public enum ServerLine: Sendable, Equatable {
     case reply(ReplyLine)
 
     /// Reads a line; nil when its `type` is unknown (a newer daemon may add types) or it is malformed.
-    public static func decode(_ json: JSONValue) -> ServerLine? {
+    package static func decode(_ json: JSONValue) -> ServerLine? {
         switch json["type"]?.stringValue {
         case Hello.type: Hello(json: json).map(ServerLine.hello)
         case MessageLine.type: MessageLine(json: json).map(ServerLine.message)
@@ -25,21 +25,21 @@ public enum ServerLine: Sendable, Equatable {
 }
 
 /// The first line on every connection.
-public struct Hello: Sendable, Equatable, Codable {
-    public static let type = "hello"
-    public private(set) var type = Hello.type
-    public var protocolVersion: Int
-    public var version: String
+package struct Hello: Sendable, Equatable, Codable {
+    package static let type = "hello"
+    package private(set) var type = Hello.type
+    package var protocolVersion: Int
+    package var version: String
     /// The git commit the daemon was built from, when it was built from a checkout.
-    @OmitNil public var commit: String?
-    public var state: ConnectionPhase
-    public var seq: UInt64
+    @OmitNil package var commit: String?
+    package var state: ConnectionPhase
+    package var seq: UInt64
     /// The stream `seq` counts in: new whenever seq starts again (a daemon restart).
-    public var stream: String
-    public var subscribed: Bool
-    public var write: Bool
+    package var stream: String
+    package var subscribed: Bool
+    package var write: Bool
 
-    public init(
+    package init(
         protocolVersion: Int = WireProtocol.version, version: String = WSBridgeVersion.current, commit: String? = WSBridgeVersion.commit,
         state: ConnectionPhase, seq: UInt64, stream: String, subscribed: Bool, write: Bool
     ) {
@@ -59,9 +59,9 @@ public struct Hello: Sendable, Equatable, Codable {
         case version, commit, state, seq, stream, subscribed, write
     }
 
-    public var json: JSONValue { WireCoding.encode(self) }
+    package var json: JSONValue { WireCoding.encode(self) }
 
-    public init?(json: JSONValue) {
+    package init?(json: JSONValue) {
         guard json["type"]?.stringValue == Self.type, let hello = try? WireCoding.decode(Self.self, from: json) else { return nil }
         self = hello
     }
@@ -69,18 +69,18 @@ public struct Hello: Sendable, Equatable, Codable {
 
 /// One upstream message. `data` holds a text payload, or a binary one in base64; with
 /// `local.inline_json` a JSON text payload comes as `json` instead.
-public struct MessageLine: Sendable, Equatable, Codable {
-    public static let type = "message"
-    public enum Kind: String, Sendable, Codable { case text, binary }
-    public private(set) var type = MessageLine.type
-    public var seq: UInt64
+package struct MessageLine: Sendable, Equatable, Codable {
+    package static let type = "message"
+    package enum Kind: String, Sendable, Codable { case text, binary }
+    package private(set) var type = MessageLine.type
+    package var seq: UInt64
     /// Receive time, milliseconds since the Unix epoch.
-    public var ts: Int64
-    public var kind: Kind
-    @OmitNil public var data: String?
-    @OmitNil public var inlineJSON: JSONValue?
+    package var ts: Int64
+    package var kind: Kind
+    @OmitNil package var data: String?
+    @OmitNil package var inlineJSON: JSONValue?
 
-    public init(seq: UInt64, ts: Int64, kind: Kind, data: String?, inlineJSON: JSONValue? = nil) {
+    package init(seq: UInt64, ts: Int64, kind: Kind, data: String?, inlineJSON: JSONValue? = nil) {
         self.seq = seq
         self.ts = ts
         self.kind = kind
@@ -93,65 +93,65 @@ public struct MessageLine: Sendable, Equatable, Codable {
         case inlineJSON = "json"
     }
 
-    public var json: JSONValue { WireCoding.encode(self) }
+    package var json: JSONValue { WireCoding.encode(self) }
 
-    public init?(json: JSONValue) {
+    package init?(json: JSONValue) {
         guard json["type"]?.stringValue == Self.type, let line = try? WireCoding.decode(Self.self, from: json) else { return nil }
         self = line
     }
 
     /// The byte-level encoder's pieces, in order: `{"type":"message","seq":` N `,"ts":` MILLIS,
     /// then one of the kind pieces, the payload, and `}` + newline.
-    public static let head: StaticString = #"{"type":"message","seq":"#
-    public static let tsKey: StaticString = #","ts":"#
-    public static let textData: StaticString = #","kind":"text","data":"#
-    public static let textJSON: StaticString = #","kind":"text","json":"#
-    public static let binaryData: StaticString = #","kind":"binary","data":""#
-    public static let tail: StaticString = "}\n"
+    package static let head: StaticString = #"{"type":"message","seq":"#
+    package static let tsKey: StaticString = #","ts":"#
+    package static let textData: StaticString = #","kind":"text","data":"#
+    package static let textJSON: StaticString = #","kind":"text","json":"#
+    package static let binaryData: StaticString = #","kind":"binary","data":""#
+    package static let tail: StaticString = "}\n"
 }
 
 /// The link changed state; `reason` says why and who caused it.
-public struct StateLine: Sendable, Equatable, Codable {
-    public static let type = "state"
-    public private(set) var type = StateLine.type
-    public var state: ConnectionPhase
-    public var reason: String
-    public var ts: Int64
+package struct StateLine: Sendable, Equatable, Codable {
+    package static let type = "state"
+    package private(set) var type = StateLine.type
+    package var state: ConnectionPhase
+    package var reason: String
+    package var ts: Int64
 
-    public init(state: ConnectionPhase, reason: String, ts: Int64) {
+    package init(state: ConnectionPhase, reason: String, ts: Int64) {
         self.state = state
         self.reason = reason
         self.ts = ts
     }
 
-    public var json: JSONValue { WireCoding.encode(self) }
+    package var json: JSONValue { WireCoding.encode(self) }
 
-    public init?(json: JSONValue) {
+    package init?(json: JSONValue) {
         guard json["type"]?.stringValue == Self.type, let line = try? WireCoding.decode(Self.self, from: json) else { return nil }
         self = line
     }
 }
 
 /// This subscriber fell behind and lost messages `from`...`to` (inclusive).
-public struct DroppedLine: Sendable, Equatable, Codable {
-    public static let type = "dropped"
-    public private(set) var type = DroppedLine.type
-    public static let reasonText = "this subscriber fell behind by more than local.subscriber_queue messages or local.subscriber_queue_bytes bytes"
-    public var count: UInt64
-    public var from: UInt64
-    public var to: UInt64
-    public var reason: String
+package struct DroppedLine: Sendable, Equatable, Codable {
+    package static let type = "dropped"
+    package private(set) var type = DroppedLine.type
+    package static let reasonText = "this subscriber fell behind by more than local.subscriber_queue messages or local.subscriber_queue_bytes bytes"
+    package var count: UInt64
+    package var from: UInt64
+    package var to: UInt64
+    package var reason: String
 
-    public init(count: UInt64, from: UInt64, to: UInt64, reason: String = DroppedLine.reasonText) {
+    package init(count: UInt64, from: UInt64, to: UInt64, reason: String = DroppedLine.reasonText) {
         self.count = count
         self.from = from
         self.to = to
         self.reason = reason
     }
 
-    public var json: JSONValue { WireCoding.encode(self) }
+    package var json: JSONValue { WireCoding.encode(self) }
 
-    public init?(json: JSONValue) {
+    package init?(json: JSONValue) {
         guard json["type"]?.stringValue == Self.type, let line = try? WireCoding.decode(Self.self, from: json) else { return nil }
         self = line
     }
@@ -165,35 +165,35 @@ public struct DroppedLine: Sendable, Equatable, Codable {
 /// its checksum), `not_durable` (never written to the journal: with `from`...`to` a hole the
 /// writer recorded, without them what a crashed run numbered after its last journaled message,
 /// `next` then counting in the next run's `stream`). `message` says it in words.
-public struct GapLine: Sendable, Equatable, Codable {
-    public static let type = "gap"
-    public static let notBuffered = "not_buffered"
-    public static let restarted = "restarted"
-    public static let expired = "expired"
-    public static let damaged = "damaged"
-    public static let notDurable = "not_durable"
-    public private(set) var type = GapLine.type
+package struct GapLine: Sendable, Equatable, Codable {
+    package static let type = "gap"
+    package static let notBuffered = "not_buffered"
+    package static let restarted = "restarted"
+    package static let expired = "expired"
+    package static let damaged = "damaged"
+    package static let notDurable = "not_durable"
+    package private(set) var type = GapLine.type
     /// The stream the seq numbers of this line (`from`, `to`, `next`) belong to.
-    public var stream: String
-    public var reason: String
+    package var stream: String
+    package var reason: String
     /// The missing range (`not_buffered`); nil for `restarted`.
-    @OmitNil public var from: UInt64?
-    @OmitNil public var to: UInt64?
+    @OmitNil package var from: UInt64?
+    @OmitNil package var to: UInt64?
     /// The seq of the next line this consumer gets in `stream` (the first replayed, or the next new one).
-    public var next: UInt64
+    package var next: UInt64
     /// `restarted`: the `since` the consumer asked for, in its old stream.
-    @OmitNil public var since: UInt64?
-    public var message: String
+    @OmitNil package var since: UInt64?
+    package var message: String
 
     /// Whether a consumer's `since` (in `stream`, nil when it did not say) cannot belong to the
     /// daemon's stream `current`, whose last seq is `last`: another stream, or a seq this one
     /// has not reached (counted in an earlier run). The daemon answers it with `restarted`.
-    public static func isRestart(since: UInt64, stream: String?, current: String, last: UInt64) -> Bool {
+    package static func isRestart(since: UInt64, stream: String?, current: String, last: UInt64) -> Bool {
         if let stream { return stream != current }
         return since > last
     }
 
-    public init(stream: String, reason: String, from: UInt64? = nil, to: UInt64? = nil, next: UInt64, since: UInt64? = nil, message: String) {
+    package init(stream: String, reason: String, from: UInt64? = nil, to: UInt64? = nil, next: UInt64, since: UInt64? = nil, message: String) {
         self.stream = stream
         self.reason = reason
         self.from = from
@@ -207,26 +207,26 @@ public struct GapLine: Sendable, Equatable, Codable {
         case type, stream, reason, from, to, since, next, message
     }
 
-    public var json: JSONValue { WireCoding.encode(self) }
+    package var json: JSONValue { WireCoding.encode(self) }
 
-    public init?(json: JSONValue) {
+    package init?(json: JSONValue) {
         guard json["type"]?.stringValue == Self.type, let line = try? WireCoding.decode(Self.self, from: json) else { return nil }
         self = line
     }
 }
 
 /// The answer to a request: `result` when `ok`, else `error`.
-public struct ReplyLine: Sendable, Equatable {
-    public static let type = "reply"
-    public var id: JSONValue?
-    public var outcome: Result<JSONValue, ProtocolError>
+package struct ReplyLine: Sendable, Equatable {
+    package static let type = "reply"
+    package var id: JSONValue?
+    package var outcome: Result<JSONValue, ProtocolError>
 
-    public init(id: JSONValue?, _ outcome: Result<JSONValue, ProtocolError>) {
+    package init(id: JSONValue?, _ outcome: Result<JSONValue, ProtocolError>) {
         self.id = id
         self.outcome = outcome
     }
 
-    public static func ok(id: JSONValue?, _ result: JSONValue = .object([])) -> ReplyLine { ReplyLine(id: id, .success(result)) }
+    package static func ok(id: JSONValue?, _ result: JSONValue = .object([])) -> ReplyLine { ReplyLine(id: id, .success(result)) }
 
     /// The line's one shape: `result` when `ok`, else `error`.
     private struct Wire: Codable {
@@ -242,7 +242,7 @@ public struct ReplyLine: Sendable, Equatable {
         }
     }
 
-    public var json: JSONValue {
+    package var json: JSONValue {
         switch self.outcome {
         case .success(let result): WireCoding.encode(Wire(id: self.id ?? .null, ok: true, result: result))
         case .failure(let error): WireCoding.encode(Wire(id: self.id ?? .null, ok: false, error: .init(code: error.code.rawValue, message: error.message)))
@@ -250,7 +250,7 @@ public struct ReplyLine: Sendable, Equatable {
     }
 
     /// The error's code is kept as sent: a newer daemon's code this client does not know reads as `internal`.
-    public init?(json: JSONValue) {
+    package init?(json: JSONValue) {
         guard json["type"]?.stringValue == Self.type, json["ok"]?.boolValue != nil, let wire = try? WireCoding.decode(Wire.self, from: json) else {
             return nil
         }
@@ -267,7 +267,7 @@ public struct ReplyLine: Sendable, Equatable {
 
 extension JSONValue {
     /// The value as a UInt64 when it is a whole number >= 0 that fits.
-    public var uint64Value: UInt64? {
+    package var uint64Value: UInt64? {
         guard case .number(let n) = self else { return nil }
         if let u = UInt64(n.text) { return u }
         return n.intValue.flatMap { $0 >= 0 ? UInt64($0) : nil }

@@ -1,14 +1,14 @@
 /// `status`: the link, its counters, the send queue and the local plane.
-public struct StatusReport: Sendable, Equatable, Codable {
-    public struct Queue: Sendable, Equatable, Codable {
-        public var messages: Int
-        public var bytes: Int
-        public var maxMessages: Int
-        public var maxBytes: Int
+package struct StatusReport: Sendable, Equatable, Codable {
+    package struct Queue: Sendable, Equatable, Codable {
+        package var messages: Int
+        package var bytes: Int
+        package var maxMessages: Int
+        package var maxBytes: Int
         /// The durable spool, when `queue.spool` is set.
-        public var spool: Spool?
+        package var spool: Spool?
 
-        public init(messages: Int, bytes: Int, maxMessages: Int, maxBytes: Int, spool: Spool? = nil) {
+        package init(messages: Int, bytes: Int, maxMessages: Int, maxBytes: Int, spool: Spool? = nil) {
             self.messages = messages
             self.bytes = bytes
             self.maxMessages = maxMessages
@@ -17,15 +17,15 @@ public struct StatusReport: Sendable, Equatable, Codable {
         }
     }
 
-    public struct Spool: Sendable, Equatable, Codable {
-        public var directory: String
-        public var fsync: String
+    package struct Spool: Sendable, Equatable, Codable {
+        package var directory: String
+        package var fsync: String
         /// The spool file's size now.
-        public var fileBytes: Int
+        package var fileBytes: Int
         /// fdatasyncs since the daemon started.
-        public var fsyncs: UInt64
+        package var fsyncs: UInt64
 
-        public init(directory: String, fsync: String, fileBytes: Int, fsyncs: UInt64) {
+        package init(directory: String, fsync: String, fileBytes: Int, fsyncs: UInt64) {
             self.directory = directory
             self.fsync = fsync
             self.fileBytes = fileBytes
@@ -34,28 +34,28 @@ public struct StatusReport: Sendable, Equatable, Codable {
     }
 
     /// The journal of upstream messages (docs/journal.md), when `journal.dir` is set.
-    public struct Journal: Sendable, Equatable, Codable {
-        public var dir: String
-        public var fsync: String
+    package struct Journal: Sendable, Equatable, Codable {
+        package var dir: String
+        package var fsync: String
         /// `writing`, or `stopped` (a write failed: `stoppedReason` says why).
-        public var state: String
-        public var stoppedReason: String?
-        public var bytes: Int
-        public var segments: Int
+        package var state: String
+        package var stoppedReason: String?
+        package var bytes: Int
+        package var segments: Int
         /// The oldest and newest seq kept, and their receive times (ms since the Unix epoch).
-        public var oldestSeq: UInt64?
-        public var newestSeq: UInt64?
-        public var oldestTs: Int64?
-        public var newestTs: Int64?
+        package var oldestSeq: UInt64?
+        package var newestSeq: UInt64?
+        package var oldestTs: Int64?
+        package var newestTs: Int64?
         /// fdatasyncs since the daemon started.
-        public var fsyncs: UInt64
+        package var fsyncs: UInt64
         /// Messages never written since the daemon started (its writer behind by
         /// `journal.buffer_bytes`, or stopped).
-        public var notJournaled: UInt64
+        package var notJournaled: UInt64
         /// Consumers reading from it now.
-        public var replaying: Int
+        package var replaying: Int
 
-        public init(
+        package init(
             dir: String, fsync: String, state: String, stoppedReason: String?, bytes: Int, segments: Int, oldestSeq: UInt64?, newestSeq: UInt64?,
             oldestTs: Int64?, newestTs: Int64?, fsyncs: UInt64, notJournaled: UInt64, replaying: Int
         ) {
@@ -76,21 +76,21 @@ public struct StatusReport: Sendable, Equatable, Codable {
     }
 
     /// The session the daemon restores on every open (docs/sessions.md).
-    public struct Session: Sendable, Equatable, Codable {
+    package struct Session: Sendable, Equatable, Codable {
         /// `upstream.on_open`: how many opening messages go first on every open.
-        public var openingMessages: Int
+        package var openingMessages: Int
         /// `upstream.ready_when` as `FIELD=VALUE`, when set.
-        public var readyWhen: String?
+        package var readyWhen: String?
         /// `waiting` while the link is up and no message matched `ready_when` yet, else `ready`
         /// (the link is open) or `down`.
-        public var ready: String
-        public var stickyKeys: Int
-        public var stickyBytes: Int
+        package var ready: String
+        package var stickyKeys: Int
+        package var stickyBytes: Int
         /// The last message the session sent before the server closed the link right after open
         /// (sooner than backoff.stable_after), and who registered it; nil once a link is stable.
-        @OmitNil public var culprit: String?
+        @OmitNil package var culprit: String?
 
-        public init(openingMessages: Int, readyWhen: String?, ready: String, stickyKeys: Int, stickyBytes: Int, culprit: String? = nil) {
+        package init(openingMessages: Int, readyWhen: String?, ready: String, stickyKeys: Int, stickyBytes: Int, culprit: String? = nil) {
             self.openingMessages = openingMessages
             self.readyWhen = readyWhen
             self.ready = ready
@@ -101,29 +101,29 @@ public struct StatusReport: Sendable, Equatable, Codable {
     }
 
     /// The application protocol the daemon owns (docs/protocols.md).
-    public struct ApplicationProtocol: Sendable, Equatable, Codable {
-        public var name: String
+    package struct ApplicationProtocol: Sendable, Equatable, Codable {
+        package var name: String
         /// The live upstream subscriptions, oldest first.
-        public var subscriptions: [Subscription]
+        package var subscriptions: [Subscription]
         /// What the server closed the link after, right after open, last: the message and its holders.
-        @OmitNil public var culprit: String?
+        @OmitNil package var culprit: String?
         /// The server's last error report (STOMP ERROR, NATS -ERR, Socket.IO 41/44) and when
         /// (milliseconds since the epoch).
-        @OmitNil public var serverError: String?
-        @OmitNil public var serverErrorAt: Int64?
+        @OmitNil package var serverError: String?
+        @OmitNil package var serverErrorAt: Int64?
 
-        public struct Subscription: Sendable, Equatable, Codable {
+        package struct Subscription: Sendable, Equatable, Codable {
             /// The id it has on the wire now.
-            public var upstreamId: String
+            package var upstreamId: String
             /// What makes two apps' subscriptions the same one.
-            public var key: String
-            public var holders: [Holder]
+            package var key: String
+            package var holders: [Holder]
             /// When its first holder subscribed (milliseconds since the epoch).
-            public var since: Int64
+            package var since: Int64
             /// Why it is set aside (not sent again until `clear_set_aside`), if it is.
-            @OmitNil public var setAside: String?
+            @OmitNil package var setAside: String?
 
-            public init(upstreamId: String, key: String, holders: [Holder], since: Int64 = 0, setAside: String? = nil) {
+            package init(upstreamId: String, key: String, holders: [Holder], since: Int64 = 0, setAside: String? = nil) {
                 self.upstreamId = upstreamId
                 self.key = key
                 self.holders = holders
@@ -133,13 +133,13 @@ public struct StatusReport: Sendable, Equatable, Codable {
         }
 
         /// An app holding a subscription: its connection, process and user, and its own id for it.
-        public struct Holder: Sendable, Equatable, Codable {
-            public var client: Int
-            @OmitNil public var pid: Int32?
-            @OmitNil public var uid: UInt32?
-            public var id: String
+        package struct Holder: Sendable, Equatable, Codable {
+            package var client: Int
+            @OmitNil package var pid: Int32?
+            @OmitNil package var uid: UInt32?
+            package var id: String
 
-            public init(client: Int, pid: Int32?, uid: UInt32?, id: String) {
+            package init(client: Int, pid: Int32?, uid: UInt32?, id: String) {
                 self.client = client
                 self.pid = pid
                 self.uid = uid
@@ -147,7 +147,7 @@ public struct StatusReport: Sendable, Equatable, Codable {
             }
         }
 
-        public init(name: String, subscriptions: [Subscription], culprit: String? = nil, serverError: String? = nil, serverErrorAt: Int64? = nil) {
+        package init(name: String, subscriptions: [Subscription], culprit: String? = nil, serverError: String? = nil, serverErrorAt: Int64? = nil) {
             self.name = name
             self.subscriptions = subscriptions
             self.culprit = culprit
@@ -156,58 +156,58 @@ public struct StatusReport: Sendable, Equatable, Codable {
         }
     }
 
-    public struct Close: Sendable, Equatable, Codable {
-        public var code: UInt16?
-        public var reason: String
+    package struct Close: Sendable, Equatable, Codable {
+        package var code: UInt16?
+        package var reason: String
         /// `server`, `user` or `error`.
-        public var by: String
+        package var by: String
 
-        public init(code: UInt16?, reason: String, by: String) {
+        package init(code: UInt16?, reason: String, by: String) {
             self.code = code
             self.reason = reason
             self.by = by
         }
 
         /// The reason of an operator's `reconnect` (by `user`, code 1000): its close, not a `close`.
-        public static let reconnectReason = "reconnect requested"
+        package static let reconnectReason = "reconnect requested"
     }
 
-    public var state: ConnectionPhase
+    package var state: ConnectionPhase
     /// When the link entered `state`, ms since the Unix epoch.
-    public var since: Int64
-    public var url: String
-    public var reconnects: Int
-    public var failedAttempts: Int
-    public var rttMillis: Double?
-    public var subprotocol: String?
-    public var compression: Bool
-    public var messagesIn: UInt64
-    public var bytesIn: UInt64
-    public var messagesOut: UInt64
-    public var bytesOut: UInt64
-    public var subscribers: Int
-    public var clients: Int
-    public var seq: UInt64
-    public var drops: UInt64
+    package var since: Int64
+    package var url: String
+    package var reconnects: Int
+    package var failedAttempts: Int
+    package var rttMillis: Double?
+    package var subprotocol: String?
+    package var compression: Bool
+    package var messagesIn: UInt64
+    package var bytesIn: UInt64
+    package var messagesOut: UInt64
+    package var bytesOut: UInt64
+    package var subscribers: Int
+    package var clients: Int
+    package var seq: UInt64
+    package var drops: UInt64
     /// The stream `seq` counts in: new whenever seq starts again (a daemon restart).
-    public var stream: String
-    public var queue: Queue
+    package var stream: String
+    package var queue: Queue
     /// nil when `journal.dir` is not set.
-    @OmitNil public var journal: Journal?
-    public var session: Session?
+    @OmitNil package var journal: Journal?
+    package var session: Session?
     /// `upstream.protocol` and its live subscriptions; nil for `raw`.
-    @OmitNil public var applicationProtocol: ApplicationProtocol?
-    public var lastError: String?
+    @OmitNil package var applicationProtocol: ApplicationProtocol?
+    package var lastError: String?
     /// Why the last attempt failed: `error`, or `not_ready` (no message matched
     /// `upstream.ready_when` within `upstream.ready_timeout`).
-    public var lastErrorReason: String?
-    public var lastClose: Close?
-    @OmitNil public var retryInMillis: Int64?
-    public var version: String
+    package var lastErrorReason: String?
+    package var lastClose: Close?
+    @OmitNil package var retryInMillis: Int64?
+    package var version: String
     /// The git commit the daemon was built from, when it was built from a checkout.
-    @OmitNil public var commit: String?
+    @OmitNil package var commit: String?
 
-    public init(
+    package init(
         state: ConnectionPhase, since: Int64, url: String, reconnects: Int, failedAttempts: Int, rttMillis: Double?, subprotocol: String?,
         compression: Bool, messagesIn: UInt64, bytesIn: UInt64, messagesOut: UInt64, bytesOut: UInt64, subscribers: Int, clients: Int,
         seq: UInt64, drops: UInt64, stream: String = "", queue: Queue, session: Session? = nil, lastError: String?, lastErrorReason: String? = nil,
@@ -251,10 +251,10 @@ public struct StatusReport: Sendable, Equatable, Codable {
         case retryInMillis = "retry_in_ms"
     }
 
-    public var json: JSONValue { WireCoding.encode(self) }
+    package var json: JSONValue { WireCoding.encode(self) }
 
     /// Reads a status result; fields a daemon did not send read as zero or absent.
-    public init(json: JSONValue) throws(WireDecodingError) {
+    package init(json: JSONValue) throws(WireDecodingError) {
         self = try WireCoding.decode(Self.self, from: json)
     }
 }

@@ -1,19 +1,19 @@
 import ExtrasBase64
 
 /// The local plane's newline-delimited JSON protocol, version 1 (docs/protocol.md).
-public enum WireProtocol {
-    public static let version = 1
+package enum WireProtocol {
+    package static let version = 1
     /// The default socket path.
-    public static let defaultSocket = "/run/wsbridged/wsbridged.sock"
+    package static let defaultSocket = "/run/wsbridged/wsbridged.sock"
 }
 
 /// Operations a client may request.
-public enum Op: String, Sendable, CaseIterable {
+package enum Op: String, Sendable, CaseIterable {
     case subscribe, unsubscribe, send, status, metrics, close, connect, reconnect, request, sticky, unstick
     case clearSetAside = "clear_set_aside"
 
     /// Whether the op changes the link (needs write permission).
-    public var writes: Bool {
+    package var writes: Bool {
         switch self {
         case .subscribe, .unsubscribe, .status, .metrics, .sticky: false
         case .send, .close, .connect, .reconnect, .request, .unstick, .clearSetAside: true
@@ -22,7 +22,7 @@ public enum Op: String, Sendable, CaseIterable {
 }
 
 /// Stable, machine-readable error codes (never renamed; new ones may be added).
-public enum ErrorCode: String, Sendable, CaseIterable {
+package enum ErrorCode: String, Sendable, CaseIterable {
     case invalidJSON = "invalid_json"
     case invalidUTF8 = "invalid_utf8"
     case lineTooLong = "line_too_long"
@@ -52,29 +52,29 @@ public enum ErrorCode: String, Sendable, CaseIterable {
 }
 
 /// An error reply: code, what to fix, and the request's id when it could be read.
-public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var code: ErrorCode
-    public var message: String
-    public var id: JSONValue?
+package struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible {
+    package var code: ErrorCode
+    package var message: String
+    package var id: JSONValue?
 
-    public init(_ code: ErrorCode, _ message: String, id: JSONValue? = nil) {
+    package init(_ code: ErrorCode, _ message: String, id: JSONValue? = nil) {
         self.code = code
         self.message = message
         self.id = id
     }
 
-    public var description: String { "\(self.code.rawValue): \(self.message)" }
+    package var description: String { "\(self.code.rawValue): \(self.message)" }
 
     /// The reply line for this error.
-    public var reply: JSONValue { ReplyLine(id: self.id, .failure(self)).json }
+    package var reply: JSONValue { ReplyLine(id: self.id, .failure(self)).json }
 }
 
 /// A message payload: text, or binary carried as base64 on the wire.
-public enum Payload: Sendable, Equatable {
+package enum Payload: Sendable, Equatable {
     case text(String)
     case binary([UInt8])
 
-    public var byteCount: Int {
+    package var byteCount: Int {
         switch self {
         case .text(let s): s.utf8.count
         case .binary(let b): b.count
@@ -83,42 +83,42 @@ public enum Payload: Sendable, Equatable {
 }
 
 /// Bounds a request may not pass, beyond the line length (the daemon's `local.filter_max_*`).
-public struct RequestLimits: Sendable, Equatable {
+package struct RequestLimits: Sendable, Equatable {
     /// A filter path's length in bytes.
-    public var filterMaxBytes: Int
+    package var filterMaxBytes: Int
     /// A filter path's number of dotted components.
-    public var filterMaxDepth: Int
+    package var filterMaxDepth: Int
 
-    public init(filterMaxBytes: Int = 256, filterMaxDepth: Int = 16) {
+    package init(filterMaxBytes: Int = 256, filterMaxDepth: Int = 16) {
         self.filterMaxBytes = filterMaxBytes
         self.filterMaxDepth = filterMaxDepth
     }
 }
 
 /// How long a sticky send lasts: until its client disconnects, or until `unstick`.
-public enum StickyScope: String, Sendable, Equatable, CaseIterable, Codable {
+package enum StickyScope: String, Sendable, Equatable, CaseIterable, Codable {
     case client, daemon
 }
 
 /// `"sticky": KEY` on a send: the message goes again after every reconnect.
-public struct StickyOptions: Sendable, Equatable {
-    public var key: String
-    public var scope: StickyScope
+package struct StickyOptions: Sendable, Equatable {
+    package var key: String
+    package var scope: StickyScope
     /// Sent once when the key goes (its last holder leaves or unsticks it): an unsubscribe.
-    public var onUnstick: String?
+    package var onUnstick: String?
 
-    public init(key: String, scope: StickyScope = .client, onUnstick: String? = nil) {
+    package init(key: String, scope: StickyScope = .client, onUnstick: String? = nil) {
         self.key = key
         self.scope = scope
         self.onUnstick = onUnstick
     }
 
     /// Longest key, in bytes.
-    public static let maxKeyBytes = 256
+    package static let maxKeyBytes = 256
 }
 
 /// A validated request.
-public enum Command: Sendable, Equatable {
+package enum Command: Sendable, Equatable {
     /// `stream`: the stream the consumer's `since` belongs to (from `hello`, `status` or a `gap`).
     /// `all`: the wire as it is, with what the application protocol routes to one app or
     /// answers itself (write permission; no filter or since).
@@ -139,7 +139,7 @@ public enum Command: Sendable, Equatable {
     /// `match` nil: answered by the application protocol's id (`upstream.protocol`).
     case request(Payload, match: Filter?, timeout: Duration)
 
-    public var op: Op {
+    package var op: Op {
         switch self {
         case .subscribe: .subscribe
         case .unsubscribe: .unsubscribe
@@ -158,17 +158,17 @@ public enum Command: Sendable, Equatable {
 }
 
 /// One request line: `{"id": ..., "op": "...", ...}`.
-public struct Request: Sendable, Equatable {
-    public var id: JSONValue?
-    public var command: Command
+package struct Request: Sendable, Equatable {
+    package var id: JSONValue?
+    package var command: Command
 
-    public init(id: JSONValue?, command: Command) {
+    package init(id: JSONValue?, command: Command) {
         self.id = id
         self.command = command
     }
 
     /// Validates a parsed line. Every error names the field and what is accepted.
-    public static func decode(_ json: JSONValue, limits: RequestLimits = RequestLimits()) throws(ProtocolError) -> Request {
+    package static func decode(_ json: JSONValue, limits: RequestLimits = RequestLimits()) throws(ProtocolError) -> Request {
         guard case .object = json else {
             throw ProtocolError(.notAnObject, "a request must be a JSON object like {\"id\":1,\"op\":\"status\"}, not \(json.typeName)")
         }
@@ -378,7 +378,7 @@ private struct FieldReader {
 
 extension Payload {
     /// The payload as request fields (`text` or `binary`).
-    public var fields: [(String, JSONValue)] {
+    package var fields: [(String, JSONValue)] {
         switch self {
         case .text(let t): [("text", .string(t))]
         case .binary(let b): [("binary", .string(Base64.encodeToString(bytes: b)))]
