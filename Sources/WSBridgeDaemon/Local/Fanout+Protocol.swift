@@ -100,7 +100,7 @@ extension Fanout {
             case .broadcast:
                 performed.broadcast = true
             case .upstream(let json):
-                performed.sent = link.submit(UpstreamMessage(.text(self.wireText(json))))
+                performed.sent = link.send(UpstreamMessage(.text(self.wireText(json))))
             case .app(AppID.everyone, let json):
                 // A daemon-scope sticky subscription's: for every subscriber.
                 self.publish(UpstreamMessage(kind: .text, data: ByteBuffer(string: self.wireText(json)), receivedAtMillis: receivedAtMillis), parsed: json)
@@ -251,7 +251,7 @@ extension Fanout {
     private func keepaliveSend(_ text: String, every: Int64, link: any LinkControl) {
         self.protocolKeepalive.sender = self.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(every)) { [weak self] in
             guard let self, link.phase == .open else { return }
-            _ = link.sendSession(UpstreamMessage(.text(text)))
+            _ = link.sendAhead(UpstreamMessage(.text(text)))
             self.keepaliveSend(text, every: every, link: link)
         }
     }

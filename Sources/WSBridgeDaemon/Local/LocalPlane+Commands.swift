@@ -94,7 +94,7 @@ extension LocalPlane {
         case .send(let payload, nil) where self.fanout.router != nil:
             self.sendThroughProtocol(payload, id: id, from: client)
         case .send(let payload, nil):
-            self.answerSend(link.submit(UpstreamMessage(payload)), id: id, to: client)
+            self.answerSend(link.send(UpstreamMessage(payload)), id: id, to: client)
         case .close(let code, let reason):
             let was = link.phase
             link.close(code: code, reason: reason)
@@ -203,7 +203,7 @@ extension LocalPlane {
         }
         // Listen first, so a fast answer cannot be missed.
         self.fanout.pending.insert(PendingRequests.Entry(client: client, id: id, match: match, timer: timer), key: key)
-        switch self.link.submit(UpstreamMessage(payload)) {
+        switch self.link.send(UpstreamMessage(payload)) {
         case .rejected(let problem):
             self.fanout.pending.remove(key)
             self.reply(client, ProtocolError(.queueFull, problem, id: id))
@@ -296,7 +296,7 @@ extension LocalPlane {
         }
         let status: StickyResult.Status
         if outcome.sends {
-            status = self.link.sendSession(UpstreamMessage(payload)) ? .sent : .queued
+            status = self.link.sendAhead(UpstreamMessage(payload)) ? .sent : .queued
         } else {
             status = .held
         }
@@ -361,7 +361,7 @@ extension LocalPlane {
     /// A client's keys go with it; the leave texts of keys nobody holds any more go upstream.
     func releaseSticky(of client: LocalClient) {
         for message in self.session.clientGone(client.id) {
-            if !self.link.sendSession(message) {
+            if !self.link.sendAhead(message) {
                 self.logger.debug("a sticky key's leave text was not sent: the link is not open, and the next connection never had the key")
             }
         }
@@ -370,7 +370,7 @@ extension LocalPlane {
     /// `sent`, `none` or `skipped` (the link is not open: the next connection never had the key).
     private func sendLeave(_ text: String?) -> String {
         guard let text else { return "none" }
-        return self.link.sendSession(UpstreamMessage(.text(text))) ? "sent" : "skipped"
+        return self.link.sendAhead(UpstreamMessage(.text(text))) ? "sent" : "skipped"
     }
 
     /// Sends `line` now, or, when the request changed the daemon-scope keys and `queue.spool` is

@@ -89,7 +89,7 @@ extension UpstreamLink {
         let reason = self.connectedReason
         // Only their count is logged: they may carry the token.
         let opening = self.session.opened(token: token)
-        for message in opening { self.writeSession(message, flush: false) }
+        for message in opening { self.writeFrame(message, flush: false) }
         if !opening.isEmpty {
             self.attempt.channel?.flush()
             self.logger.debug("sent \(opening.count) opening message(s) (upstream.on_open)")
@@ -131,7 +131,7 @@ extension UpstreamLink {
         guard self.machine.phase == .open else { return }
         self.scheduleFailback()
         let sticky = self.session.becameReady()
-        for message in sticky { self.writeSession(message, flush: false) }
+        for message in sticky { self.writeFrame(message, flush: false) }
         if !sticky.isEmpty {
             self.attempt.channel?.flush()
             self.logger.debug("sent \(sticky.count) sticky message(s)")

@@ -10,11 +10,11 @@ import WSBridgeProtocol
 /// once stored; a stored message leaves the spool once the socket took it.
 extension UpstreamLink {
     /// Sends a message on the open link, or queues it (bounded) until the link opens.
-    func submit(_ message: UpstreamMessage) -> SendOutcome {
+    func send(_ message: UpstreamMessage) -> SendOutcome {
         if self.stopping {
             return .rejected("wsbridged is shutting down; the message was not sent")
         }
-        return self.outbound.submit(message, to: self)
+        return self.outbound.send(message, on: self)
     }
 
     /// The spool stored (or refused) the sends up to `stored.through`.
@@ -22,26 +22,21 @@ extension UpstreamLink {
         if self.outbound.stored(stored) { self.flushOutbound() }
     }
 
-    /// Sends a message if the link is open. Returns false when it is not.
-    func send(_ message: UpstreamMessage) -> Bool {
-        self.write(message)
-    }
-
     /// Writes a message now if it may go now: the link is open, no close frame has been sent
     /// (RFC 6455 §5.5.1: no data after it; the message waits for the next connection), and the
     /// channel is writable (a slow upstream fills the bounded queue, not NIO's buffer).
-    func write(_ message: UpstreamMessage, flush: Bool = true, promise: EventLoopPromise<Void>? = nil) -> Bool {
+    func sendNow(_ message: UpstreamMessage, flush: Bool = true, promise: EventLoopPromise<Void>? = nil) -> Bool {
         guard self.phase == .open, self.attempt.channel?.isWritable == true else { return false }
-        return self.writeSession(message, flush: flush, promise: promise)
+        return self.writeFrame(message, flush: flush, promise: promise)
     }
 
     /// Writes on the connection, open or still waiting to be ready, whether or not the channel
-    /// is writable: what `write` sends once it checked, and the session's own messages (opening
+    /// is writable: what `sendNow` sends once it checked, and the session's own messages (opening
     /// and sticky sends), which are few and bounded (`upstream.on_open`, `local.sticky_bytes`)
     /// and must go ahead of the queue. False when there is no connection to write to, or a
     /// close frame was sent.
     @discardableResult
-    func writeSession(_ message: UpstreamMessage, flush: Bool = true, promise: EventLoopPromise<Void>? = nil) -> Bool {
+    func writeFrame(_ message: UpstreamMessage, flush: Bool = true, promise: EventLoopPromise<Void>? = nil) -> Bool {
         guard !self.attempt.sentClose, let channel = self.attempt.channel else { return false }
         // With permessage-deflate, PerMessageDeflateHandler compresses it on the way out.
         let frame = WebSocketFrame(fin: true, opcode: message.kind == .text ? .text : .binary, maskKey: .random(), data: message.data)
@@ -56,9 +51,9 @@ extension UpstreamLink {
 
     /// A sticky send (or its leave text) from the local plane: written now if the link is
     /// open, ahead of any queued sends; false when it is not (it goes after the next open).
-    func sendSession(_ message: UpstreamMessage) -> Bool {
+    func sendAhead(_ message: UpstreamMessage) -> Bool {
         guard self.phase == .open, !self.stopping else { return false }
-        return self.writeSession(message)
+        return self.writeFrame(message)
     }
 
     /// Sends what waited, in order, with one flush, while the link takes it.
@@ -142,8 +137,8 @@ final class OutboundPath {
 
     /// Writes `message` now when nothing waits and the link takes it; else queues it, through
     /// the spool when there is one.
-    func submit(_ message: UpstreamMessage, to link: UpstreamLink) -> SendOutcome {
-        if self.queue.isIdle, link.write(message) {
+    func send(_ message: UpstreamMessage, on link: UpstreamLink) -> SendOutcome {
+        if self.queue.isIdle, link.sendNow(message) {
             return .sent
         }
         guard let spool = self.spool else {
@@ -187,12 +182,12 @@ final class OutboundPath {
         var count = 0
         while let entry = self.queue.first {
             if entry.spoolID == 0 {
-                guard link.write(entry.message, flush: false) else { break }
+                guard link.sendNow(entry.message, flush: false) else { break }
             } else {
                 // Watched until the socket took it: then it leaves the spool. If the connection
                 // dies first, it goes back to the front of the queue.
                 let promise = self.eventLoop.makePromise(of: Void.self)
-                guard link.write(entry.message, flush: false, promise: promise) else {
+                guard link.sendNow(entry.message, flush: false, promise: promise) else {
                     promise.succeed(())  // unused
                     break
                 }

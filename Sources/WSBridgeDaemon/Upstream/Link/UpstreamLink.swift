@@ -168,7 +168,7 @@ package final class UpstreamLink: LinkControl {
         do {
             action = try body(&self.machine, Self.now())
         } catch {
-            self.logger.error("bug: state machine refused input", metadata: ["error": "\(error)"])
+            self.logger.error("bug: the state machine refused \(name) in \(before.rawValue)", metadata: ["error": "\(error)", "input": "\(name)"])
             return
         }
         self.perform(action)

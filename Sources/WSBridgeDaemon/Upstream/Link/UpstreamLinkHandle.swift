@@ -51,7 +51,7 @@ package struct UpstreamLinkHandle: Sendable {
     /// Sends a message if the link is open; the future says whether it went out.
     package func send(_ message: UpstreamMessage) -> EventLoopFuture<Bool> {
         let link = self.link
-        return self.eventLoop.submit { link.value.send(message) }
+        return self.eventLoop.submit { link.value.sendNow(message) }
     }
 
     /// The link's part of `status` (tests).
