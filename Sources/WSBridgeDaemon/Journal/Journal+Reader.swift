@@ -137,7 +137,7 @@ extension Journal {
             var offset = 0
             let end = buffer.writerIndex
             parse: while offset < end && count < maxMessages && bytes < maxBytes {
-                switch JournalFormat.record(in: buffer, at: offset, end: end, maxLength: Int(UInt32.max)) {
+                switch JournalFormat.record(in: buffer, at: offset, end: end) {
                 case .good(let r):
                     offset += r.size
                     guard r.lastSeq >= chunk.cursor.expect, r.kind != .closed else { continue }

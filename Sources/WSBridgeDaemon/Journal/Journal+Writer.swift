@@ -169,7 +169,7 @@ extension Journal {
     }
 
     private static func firstSeq(in batch: ByteBuffer) -> UInt64? {
-        guard case .good(let r) = JournalFormat.record(in: batch, at: batch.readerIndex, end: batch.writerIndex, maxLength: Int(UInt32.max)) else { return nil }
+        guard case .good(let r) = JournalFormat.record(in: batch, at: batch.readerIndex, end: batch.writerIndex) else { return nil }
         return r.seq
     }
 

@@ -1,4 +1,3 @@
-import CWSBridgeLinux
 import NIOCore
 
 /// The journal's segment files (docs/journal.md): `DIR/<first seq, 20 digits>.wsj`, each a
@@ -8,7 +7,7 @@ import NIOCore
 ///     record:  length u32   crc u32   body[length]
 ///     body:    kind u8   seq u64   receive time ms u64   payload
 ///
-/// `crc` is CRC-32C over the length's four bytes and the body (as the spool's). Kinds: 1 a
+/// Records are `LogRecord`s (CRC-32C framing, torn-tail recovery), as the spool's. Kinds: 1 a
 /// text message, 2 a binary message (payload: its bytes), 3 "closed": the daemon stopped
 /// cleanly after seq (no payload), 4 "hole": the messages from seq through the u64 in the
 /// payload were never written (the writer's buffer was full, or a write failed). A segment
@@ -19,7 +18,9 @@ enum JournalFormat {
     static let version: UInt32 = 1
     static let headerSize = 40
     /// length + crc + kind + seq + time.
-    static let recordOverhead = 4 + 4 + 1 + 8 + 8
+    static let recordOverhead = LogRecord.frameSize + LogRecord.bodyHeaderSize + 8
+    /// kind + seq + time.
+    static let minBody = LogRecord.bodyHeaderSize + 8
     static let suffix = ".wsj"
 
     enum Kind: UInt8, Sendable {
@@ -87,15 +88,10 @@ enum JournalFormat {
 
     /// Appends one record to `buffer`.
     static func write(kind: Kind, seq: UInt64, millis: Int64, payload: ByteBuffer?, into buffer: inout ByteBuffer) {
-        let length = 17 + (payload?.readableBytes ?? 0)
-        let start = buffer.writerIndex
-        buffer.writeInteger(UInt32(length), endianness: .little)
-        buffer.writeInteger(UInt32(0), endianness: .little)  // the crc, set below
-        buffer.writeInteger(kind.rawValue)
-        buffer.writeInteger(seq, endianness: .little)
-        buffer.writeInteger(UInt64(bitPattern: millis), endianness: .little)
-        if let payload { buffer.writeImmutableBuffer(payload) }
-        buffer.setInteger(Self.checksum(buffer, lengthAt: start, bodyLength: length), at: start + 4, endianness: .little)
+        LogRecord.append(kind: kind.rawValue, number: seq, into: &buffer) { b in
+            b.writeInteger(UInt64(bitPattern: millis), endianness: .little)
+            if let payload { b.writeImmutableBuffer(payload) }
+        }
     }
 
     /// A hole's record: the messages `from` through `to` are not in the journal.
@@ -103,14 +99,6 @@ enum JournalFormat {
         var payload = ByteBuffer()
         payload.writeInteger(to, endianness: .little)
         Self.write(kind: .hole, seq: from, millis: millis, payload: payload, into: &buffer)
-    }
-
-    private static func checksum(_ buffer: ByteBuffer, lengthAt start: Int, bodyLength: Int) -> UInt32 {
-        buffer.withUnsafeReadableBytes { raw in
-            guard let first = raw.baseAddress else { return 0 }
-            let base = first + (start - buffer.readerIndex)
-            return cwsb_crc32c(cwsb_crc32c(0, base, 4), base + 8, bodyLength)
-        }
     }
 
     struct Record: Sendable {
@@ -128,6 +116,15 @@ enum JournalFormat {
         var lastSeq: UInt64 { self.kind == .hole ? self.holeEnd : self.seq }
     }
 
+    /// The record at `offset` (an index into `bytes`), which ends at `end`.
+    static func record(in bytes: ByteBuffer, at offset: Int, end: Int) -> Parsed {
+        switch LogRecord.parse(bytes, at: offset, end: end, minBody: Self.minBody, isKnown: Self.isKnown) {
+        case .good(let body): .good(Self.record(body))
+        case .incomplete: .incomplete
+        case .bad(let problem, let next): .bad(problem, next: next)
+        }
+    }
+
     enum Parsed {
         case good(Record)
         /// Fewer bytes than the record needs: a torn tail, or a read that stopped mid-record.
@@ -137,72 +134,32 @@ enum JournalFormat {
         case bad(String, next: Int?)
     }
 
-    /// The record at `offset` (an index into `bytes`), which ends at `end`.
-    static func record(in bytes: ByteBuffer, at offset: Int, end: Int, maxLength: Int) -> Parsed {
-        guard end - offset >= 8 else { return .incomplete }
-        let length = Int(bytes.getInteger(at: offset, endianness: .little, as: UInt32.self)!)
-        let crc = bytes.getInteger(at: offset + 4, endianness: .little, as: UInt32.self)!
-        guard length >= 17, length <= maxLength else {
-            return .bad("a record length of \(length) bytes, outside 17...\(maxLength)", next: nil)
-        }
-        guard length <= end - offset - 8 else { return .incomplete }
-        let next = offset + 8 + length
-        guard Self.checksum(bytes, lengthAt: offset, bodyLength: length) == crc else {
-            return .bad("a record of \(length) bytes fails its checksum", next: next)
-        }
-        guard let kind = Kind(rawValue: bytes.getInteger(at: offset + 8, as: UInt8.self)!) else {
-            return .bad("a record of an unknown kind", next: next)
-        }
-        let seq: UInt64 = bytes.getInteger(at: offset + 9, endianness: .little)!
-        let millis = Int64(bitPattern: bytes.getInteger(at: offset + 17, endianness: .little, as: UInt64.self)!)
-        let payload = bytes.getSlice(at: offset + 25, length: length - 17)!
-        return .good(Record(kind: kind, seq: seq, millis: millis, payload: payload, size: 8 + length))
+    private static func isKnown(_ kind: UInt8) -> Bool { Kind(rawValue: kind) != nil }
+
+    private static func record(_ body: LogRecord.Body) -> Record {
+        var rest = body.rest
+        let millis = Int64(bitPattern: rest.readInteger(endianness: .little, as: UInt64.self)!)
+        return Record(kind: Kind(rawValue: body.kind)!, seq: body.number, millis: millis, payload: rest, size: body.size)
     }
 
     /// What a whole segment's records hold (after its header), read the way opening a journal
     /// reads its last segment: the good records in order, the damaged ones between good ones
     /// skipped, and where the readable part ends when the rest is torn or unreadable.
     struct Scan {
-        var records: [Record] = []
-        var skipped: [(offset: Int, problem: String)] = []
+        var records: [Record]
+        var skipped: [(offset: Int, problem: String)]
         /// Where the readable records end (the file is cut there), when something follows them.
         var cut: (offset: Int, problem: String)?
         /// Where the readable part ends (after the last record, good or skipped).
         var end: Int
         /// The last record read is a good one (not one skipped).
-        var endsWithGood = false
+        var endsWithGood: Bool
     }
 
     /// Scans `bytes` (indices: `start` is the first record, `bytes.writerIndex` the file's end).
     static func scan(_ bytes: ByteBuffer, from start: Int) -> Scan {
-        let end = bytes.writerIndex
-        var scan = Scan(end: start)
-        var offset = start
-        while offset < end {
-            switch Self.record(in: bytes, at: offset, end: end, maxLength: Int(UInt32.max)) {
-            case .good(let r):
-                scan.records.append(r)
-                offset += r.size
-                scan.end = offset
-                scan.endsWithGood = true
-            case .bad(let problem, let next?) where next == end || Self.isGood(bytes, at: next, end: end):
-                scan.skipped.append((offset, problem))
-                offset = next
-                scan.end = offset
-                scan.endsWithGood = false
-            case .bad(let problem, _):
-                scan.cut = (offset, problem)
-                return scan
-            case .incomplete:
-                scan.cut = (offset, "a record cut short by a crash")
-                return scan
-            }
-        }
-        return scan
-    }
-
-    private static func isGood(_ bytes: ByteBuffer, at offset: Int, end: Int) -> Bool {
-        if case .good = Self.record(in: bytes, at: offset, end: end, maxLength: Int(UInt32.max)) { return true }
-        return false
+        let scan = LogRecord.scan(bytes, from: start, minBody: Self.minBody, isKnown: Self.isKnown)
+        return Scan(
+            records: scan.records.map { Self.record($0.body) }, skipped: scan.skipped, cut: scan.cut, end: scan.end, endsWithGood: scan.endsWithGood)
     }
 }

@@ -1,4 +1,3 @@
-import CWSBridgeLinux
 import NIOCore
 
 /// The outbound spool's file: a 16-byte header, then records appended one after another.
@@ -7,9 +6,9 @@ import NIOCore
 ///     record:  length u32 LE   crc u32 LE   body[length]
 ///     body:    kind u8   id u64 LE   payload
 ///
-/// `crc` is CRC-32C over the length's four bytes and the body, so a torn length is caught as
-/// surely as a torn body. Kinds: 1 a text message, 2 a binary message (payload: its bytes),
-/// 3 "delivered through id" (no payload): every message with an id up to it went upstream.
+/// Records are `LogRecord`s (CRC-32C framing, torn-tail recovery). Kinds: 1 a text message,
+/// 2 a binary message (payload: its bytes), 3 "delivered through id" (no payload): every
+/// message with an id up to it went upstream.
 /// Message ids rise by one per queued send; a delivered record only ever follows the messages
 /// it names. Everything is little-endian.
 enum SpoolFormat {
@@ -17,7 +16,7 @@ enum SpoolFormat {
     static let version: UInt32 = 1
     static let headerSize = 16
     /// length + crc + kind + id.
-    static let recordOverhead = 4 + 4 + 1 + 8
+    static let recordOverhead = LogRecord.frameSize + LogRecord.bodyHeaderSize
 
     enum Kind: UInt8 {
         case text = 1
@@ -42,24 +41,7 @@ enum SpoolFormat {
 
     /// Appends one record to `buffer`.
     static func write(kind: Kind, id: UInt64, payload: ByteBuffer?, into buffer: inout ByteBuffer) {
-        let length = 1 + 8 + (payload?.readableBytes ?? 0)
-        let start = buffer.writerIndex
-        buffer.writeInteger(UInt32(length), endianness: .little)
-        buffer.writeInteger(UInt32(0), endianness: .little)  // the crc, set below
-        buffer.writeInteger(kind.rawValue)
-        buffer.writeInteger(id, endianness: .little)
-        if let payload { buffer.writeImmutableBuffer(payload) }
-        let crc = Self.checksum(buffer, lengthAt: start, bodyLength: length)
-        buffer.setInteger(crc, at: start + 4, endianness: .little)
-    }
-
-    private static func checksum(_ buffer: ByteBuffer, lengthAt start: Int, bodyLength: Int) -> UInt32 {
-        buffer.withUnsafeReadableBytes { raw in
-            guard let first = raw.baseAddress else { return 0 }
-            let base = first + (start - buffer.readerIndex)
-            let afterLength = cwsb_crc32c(0, base, 4)
-            return cwsb_crc32c(afterLength, base + 8, bodyLength)
-        }
+        LogRecord.append(kind: kind.rawValue, number: id, into: &buffer) { if let payload { $0.writeImmutableBuffer(payload) } }
     }
 
     struct Message: Equatable {
@@ -109,64 +91,23 @@ enum SpoolFormat {
             if version > Self.version { throw .newerVersion(version) }
             throw .notASpool
         }
-        let end = file.writerIndex
-        var offset = start + Self.headerSize
+        let scan = LogRecord.scan(file, from: start + Self.headerSize, minBody: LogRecord.bodyHeaderSize) { Kind(rawValue: $0) != nil }
         var pending: [Message] = []
-        while offset < end {
-            switch Self.record(in: file, at: offset, end: end) {
-            case .good(let kind, let id, let payload, let next):
-                switch kind {
-                case .text, .binary:
-                    pending.append(Message(id: id, kind: kind, payload: payload))
-                    contents.lastID = max(contents.lastID, id)
-                case .delivered:
-                    contents.deliveredThrough = max(contents.deliveredThrough, id)
-                }
-                offset = next
-            case .bad(let problem, let next?) where next == end || Self.isGood(file, at: next, end: end):
-                contents.skipped.append((offset - start, problem))
-                offset = next
-            case .bad(let problem, _):
-                contents.truncatedAt = (offset - start, problem)
-                contents.discardedBytes = end - offset
-                offset = end
+        for (_, body) in scan.records {
+            switch Kind(rawValue: body.kind)! {
+            case .text, .binary:
+                pending.append(Message(id: body.number, kind: Kind(rawValue: body.kind)!, payload: body.rest))
+                contents.lastID = max(contents.lastID, body.number)
+            case .delivered:
+                contents.deliveredThrough = max(contents.deliveredThrough, body.number)
             }
+        }
+        contents.skipped = scan.skipped.map { ($0.offset - start, $0.problem) }
+        if let cut = scan.cut {
+            contents.truncatedAt = (cut.offset - start, cut.problem)
+            contents.discardedBytes = file.writerIndex - cut.offset
         }
         contents.messages = pending.filter { $0.id > contents.deliveredThrough }
         return contents
-    }
-
-    private enum Parsed {
-        case good(Kind, UInt64, ByteBuffer, next: Int)
-        /// `next` is where the following record would start, when the length is plausible.
-        case bad(String, next: Int?)
-    }
-
-    private static func isGood(_ file: ByteBuffer, at offset: Int, end: Int) -> Bool {
-        if case .good = Self.record(in: file, at: offset, end: end) { return true }
-        return false
-    }
-
-    private static func record(in file: ByteBuffer, at offset: Int, end: Int) -> Parsed {
-        guard end - offset >= 8, let length = file.getInteger(at: offset, endianness: .little, as: UInt32.self),
-            let crc = file.getInteger(at: offset + 4, endianness: .little, as: UInt32.self)
-        else {
-            return .bad("\(end - offset) byte(s) where a record header (8 bytes) should be: a write was cut short", next: nil)
-        }
-        let bodyLength = Int(length)
-        guard bodyLength >= 9 else { return .bad("a record length of \(bodyLength) bytes, below the smallest (9)", next: nil) }
-        guard bodyLength <= end - offset - 8 else {
-            return .bad("a record of \(bodyLength) bytes with only \(end - offset - 8) left in the file: a write was cut short", next: nil)
-        }
-        let next = offset + 8 + bodyLength
-        guard Self.checksum(file, lengthAt: offset, bodyLength: bodyLength) == crc else {
-            return .bad("a record of \(bodyLength) bytes fails its checksum", next: next)
-        }
-        guard let kind = Kind(rawValue: file.getInteger(at: offset + 8, as: UInt8.self) ?? 0) else {
-            return .bad("a record of an unknown kind", next: next)
-        }
-        let id = file.getInteger(at: offset + 9, endianness: .little, as: UInt64.self) ?? 0
-        let payload = file.getSlice(at: offset + 17, length: bodyLength - 9) ?? ByteBuffer()
-        return .good(kind, id, payload, next: next)
     }
 }
