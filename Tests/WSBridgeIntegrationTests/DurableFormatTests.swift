@@ -41,11 +41,12 @@ import WSBridgeProtocol
         try await spool.close().get()
     }
 
-    @Test func anOldStickyFileOpensWithItsKeys() throws {
+    @Test func anOldStickyFileOpensWithItsKeys() async throws {
         let dir = try TemporaryDirectory()
         let spoolDir = try Self.copy("spool", into: dir)
-        let (store, entries) = try StickyStore.open(directory: spoolDir)
-        store.close()
+        let (spool, _) = try SpoolFileTests.open(spoolDir, MultiThreadedEventLoopGroup.singleton.next())
+        let (_, entries) = try StickyStore.open(spool: spool)
+        try await spool.close().get()
         #expect(entries.map(\.key) == ["room"])
         #expect(entries.first?.payload == .text("{\"join\":\"room-1\"}"))
         #expect(entries.first?.onUnstick == "{\"leave\":\"room-1\"}")

@@ -9,9 +9,7 @@ import NIOCore
 /// rename is durable only once the directory is). The spool's compaction and the daemon-scope
 /// sticky keys both keep their files this way. Blocking: call off the event loop.
 enum DurableFile {
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
-    }
+    typealias Failure = LogFailure
 
     /// Replaces `path` with `bytes`. Returns the new file's descriptor, open for reading and
     /// writing (the caller closes it).
@@ -31,11 +29,7 @@ enum DurableFile {
             throw Failure(description: "cannot replace \(path): \(Self.describe(e))")
         }
         let directory = String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)])
-        let dirFD = Glibc.open(directory.isEmpty ? "/" : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dirFD >= 0 {
-            fsync(dirFD)
-            Glibc.close(dirFD)
-        }
+        LogDirectory.sync(directory.isEmpty ? "/" : directory)
         return fd
     }
 

@@ -15,7 +15,7 @@ extension Journal {
     /// event loop.
     static func open(configuration: Configuration.Journal, eventLoop: any EventLoop, logger: Logger) throws(Failure) -> (Journal, Recovered) {
         guard let directory = configuration.dir else { throw Failure(description: "journal.dir is not set") }
-        let lockFD = try JournalFiles.lock(directory)
+        var lock = try LogDirectory.lock(directory, name: "journal", setting: "journal.dir")
         do throws(Failure) {
             var segments = try Self.readSegments(directory, logger: logger)
             let tail = try Self.recoverLast(directory, &segments, logger: logger)
@@ -46,18 +46,12 @@ extension Journal {
                         firstSeq: header.firstSeq, stream: header.stream, createdMillis: now, size: JournalFormat.headerSize, lastSeq: recovered.lastSeq,
                         lastMillis: now))
             }
-            var writer = Writer(fd: fd, lockFD: lockFD, segments: segments)
-            let journal = Journal(
-                configuration: configuration, directory: directory, stream: recovered.stream, eventLoop: eventLoop, logger: logger,
-                writer: writer)
-            journal.writer.withLockedValue { w in
-                journal.applyRetention(&w, now: now)
-                writer = w
-            }
-            journal.shared.withLockedValue { $0.segments = writer.segments }
-            return (journal, recovered)
+            var writer = JournalWriter(
+                configuration: configuration, directory: lock, stream: recovered.stream, fd: fd, segments: segments, eventLoop: eventLoop, logger: logger)
+            writer.applyRetention(now: now)
+            return (Journal(eventLoop: eventLoop, writer: writer), recovered)
         } catch {
-            Glibc.close(lockFD)
+            lock.unlock()
             throw error
         }
     }

@@ -1,5 +1,4 @@
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import WSBridgeCore
@@ -21,8 +20,9 @@ import WSBridgeCore
 /// `retryDelay`. A reader thread serves replays (`read`), so a consumer replaying a gigabyte
 /// costs the writer and the live feed nothing.
 ///
-/// This file: the public face and the state the threads share. Opening and recovery are in
-/// Journal+Open, the writer in Journal+Writer, the reader in Journal+Reader.
+/// The journal is a policy on the durable log engine (`LogWriter`, `LogRecord`), as the spool
+/// is. This file: the face the fan-out uses. Opening and recovery are in Journal+Open, the
+/// writer's policy in `JournalWriter`, the reader in Journal+Reader.
 final class Journal: Sendable {
     /// A message as the fan-out numbered it.
     struct Entry: Sendable {
@@ -30,9 +30,7 @@ final class Journal: Sendable {
         var message: UpstreamMessage
     }
 
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
-    }
+    typealias Failure = LogFailure
 
     /// What the daemon's last run left (Journal+Open).
     struct Recovered: Sendable {
@@ -72,7 +70,7 @@ final class Journal: Sendable {
         var stopped: String?
     }
 
-    enum Op {
+    enum Op: Sendable {
         case entries([Entry], bytes: Int)
         case hole(from: UInt64, to: UInt64)
         case sync
@@ -81,12 +79,9 @@ final class Journal: Sendable {
         case barrier(EventLoopPromise<Void>)
     }
 
-    struct Shared {
-        var ops: [Op] = []
+    /// What the loop's side reads and sets, beside the writer's queue.
+    struct Shared: Sendable {
         var pendingBytes = 0
-        var draining = false
-        var syncScheduled = false
-        var closed = false
         /// Oldest first; the last is the one written to.
         var segments: [Segment]
         var fsyncs: UInt64 = 0
@@ -97,40 +92,25 @@ final class Journal: Sendable {
         var onWritten: (@Sendable (UInt64) -> Void)?
     }
 
-    /// The writer thread's state (Journal+Writer).
-    struct Writer {
-        var fd: CInt
-        var lockFD: CInt
-        var segments: [Segment]
-        var dirty = false
-        /// Seqs that could not be written, to record as a hole before the next messages.
-        var unwritten: (from: UInt64, to: UInt64)?
-        /// When a write failed: until `retryDelay` later, messages only extend the hole.
-        var stoppedAt: NIODeadline?
-        var stopReason: String?
-    }
-
     let directory: String
     let configuration: Configuration.Journal
     let stream: UInt64
     let logger: Logger
     let eventLoop: any EventLoop
-    let shared: NIOLockedValueBox<Shared>
-    let writer: NIOLockedValueBox<Writer>
-    private let writerPool = NIOThreadPool(numberOfThreads: 1)
+    private let log: LogWriter<JournalWriter>
     private let readerPool = NIOThreadPool(numberOfThreads: 1)
     /// How long a stopped journal (a failed write) waits before it tries again.
     static let retryDelay: TimeAmount = .seconds(10)
 
-    init(configuration: Configuration.Journal, directory: String, stream: UInt64, eventLoop: any EventLoop, logger: Logger, writer: Writer) {
-        self.configuration = configuration
-        self.directory = directory
-        self.stream = stream
+    init(eventLoop: any EventLoop, writer: JournalWriter) {
+        self.configuration = writer.configuration
+        self.directory = writer.directory.path
+        self.stream = writer.stream
         self.eventLoop = eventLoop
-        self.logger = logger
-        self.shared = NIOLockedValueBox(Shared(segments: writer.segments))
-        self.writer = NIOLockedValueBox(writer)
-        self.writerPool.start()
+        self.logger = writer.logger
+        self.log = LogWriter(
+            writer, shared: Shared(segments: writer.segments), syncDelay: .nanoseconds(writer.configuration.fsyncInterval.nanoseconds),
+            eventLoop: eventLoop)
         self.readerPool.start()
         // Replays are background work: the reader thread runs at the lowest priority (nice 19),
         // so a consumer catching up takes the CPU the live feed leaves, not the live feed's. (On
@@ -150,87 +130,71 @@ final class Journal: Sendable {
 
     /// Told, on the event loop, the last seq written after each write.
     func whenWritten(_ handler: (@Sendable (UInt64) -> Void)?) {
-        self.shared.withLockedValue { $0.onWritten = handler }
+        self.log.submit { $0.shared.onWritten = handler }
     }
 
     /// Hands over one read's messages (seqs rising by one from the last handed over).
     func append(_ entries: [Entry]) {
         guard let first = entries.first, let last = entries.last else { return }
         let bytes = entries.reduce(0) { $0 + $1.message.data.readableBytes + JournalFormat.recordOverhead }
-        let start = self.shared.withLockedValue { s -> Bool in
-            guard !s.closed else { return false }
-            if let stopped = s.stopped, NIODeadline.now() < stopped.at + Self.retryDelay {
-                s.notJournaled += UInt64(entries.count)
-                Self.addHole(&s, from: first.seq, to: last.seq)
-                return false
+        self.log.submit { q in
+            guard !q.closed else { return }
+            if let stopped = q.shared.stopped, NIODeadline.now() < stopped.at + Self.retryDelay {
+                q.shared.notJournaled += UInt64(entries.count)
+                Self.addHole(&q.ops, from: first.seq, to: last.seq)
+                return
             }
-            if s.pendingBytes + bytes > self.configuration.bufferBytes {
-                if !s.overflowing {
-                    s.overflowing = true
+            if q.shared.pendingBytes + bytes > self.configuration.bufferBytes {
+                if !q.shared.overflowing {
+                    q.shared.overflowing = true
                     self.logger.error(
-                        "journal: the writer is \(s.pendingBytes) bytes behind (journal.buffer_bytes = \(self.configuration.bufferBytes)): messages from seq \(first.seq) are not journaled until it catches up; is \(self.directory) on a slow or failing disk?"
+                        "journal: the writer is \(q.shared.pendingBytes) bytes behind (journal.buffer_bytes = \(self.configuration.bufferBytes)): messages from seq \(first.seq) are not journaled until it catches up; is \(self.directory) on a slow or failing disk?"
                     )
                 }
-                s.notJournaled += UInt64(entries.count)
-                Self.addHole(&s, from: first.seq, to: last.seq)
-                return false
+                q.shared.notJournaled += UInt64(entries.count)
+                Self.addHole(&q.ops, from: first.seq, to: last.seq)
+                return
             }
-            s.overflowing = false
-            s.pendingBytes += bytes
-            s.ops.append(.entries(entries, bytes: bytes))
-            return Self.startDraining(&s)
+            q.shared.overflowing = false
+            q.shared.pendingBytes += bytes
+            q.ops.append(.entries(entries, bytes: bytes))
         }
-        if start { self.submitDrain() }
     }
 
-    private static func addHole(_ s: inout Shared, from: UInt64, to: UInt64) {
-        if case .hole(let f, let t)? = s.ops.last, t + 1 == from {
-            s.ops[s.ops.count - 1] = .hole(from: f, to: to)
+    /// A hole alone is written before the next messages that are (the writer takes it then).
+    private static func addHole(_ ops: inout [Op], from: UInt64, to: UInt64) {
+        if case .hole(let f, let t)? = ops.last, t + 1 == from {
+            ops[ops.count - 1] = .hole(from: f, to: to)
         } else {
-            s.ops.append(.hole(from: from, to: to))
+            ops.append(.hole(from: from, to: to))
         }
-        // A hole alone starts no write: it is written before the next messages that are.
-    }
-
-    private static func startDraining(_ s: inout Shared) -> Bool {
-        if s.draining { return false }
-        s.draining = true
-        return true
     }
 
     /// Writes what is pending, marks the clean stop after `lastSeq` (the last message the
     /// fan-out numbered), fdatasyncs and closes. The next start continues the same stream.
     func close(lastSeq: UInt64) -> EventLoopFuture<Void> {
         let promise = self.eventLoop.makePromise(of: Void.self)
-        let start = self.shared.withLockedValue { s -> Bool in
-            s.ops.append(.close(lastSeq: lastSeq, promise))
-            return Self.startDraining(&s)
-        }
-        if start { self.submitDrain() }
-        let (writerPool, readerPool) = (self.writerPool, self.readerPool)
+        self.log.submit(.close(lastSeq: lastSeq, promise))
+        let (log, readerPool) = (self.log, self.readerPool)
         return promise.futureResult.flatMap {
             self.whenWritten(nil)
-            let done = self.eventLoop.makePromise(of: Void.self)
-            writerPool.shutdownGracefully { _ in
+            return log.shutdown().flatMap {
+                let done = self.eventLoop.makePromise(of: Void.self)
                 readerPool.shutdownGracefully { _ in done.succeed(()) }
+                return done.futureResult
             }
-            return done.futureResult
         }
     }
 
     /// Completes once everything handed over before it was written (or failed).
     func barrier() -> EventLoopFuture<Void> {
         let promise = self.eventLoop.makePromise(of: Void.self)
-        let start = self.shared.withLockedValue { s -> Bool in
-            s.ops.append(.barrier(promise))
-            return Self.startDraining(&s)
-        }
-        if start { self.submitDrain() }
+        self.log.submit(.barrier(promise))
         return promise.futureResult
     }
 
     var statistics: Statistics {
-        self.shared.withLockedValue { s in
+        self.log.withShared { s in
             var st = Statistics()
             st.segments = s.segments.count
             st.bytes = s.segments.reduce(0) { $0 + $1.size }
@@ -247,69 +211,13 @@ final class Journal: Sendable {
     }
 
     /// The last seq written (or recorded as a hole).
-    var writtenThrough: UInt64 { self.shared.withLockedValue { $0.segments.last?.lastSeq ?? 0 } }
+    var writtenThrough: UInt64 { self.log.withShared { $0.segments.last?.lastSeq ?? 0 } }
 
-    var isStopped: Bool { self.shared.withLockedValue { $0.stopped != nil } }
+    var isStopped: Bool { self.log.withShared { $0.stopped != nil } }
 
-    var segments: [Segment] { self.shared.withLockedValue { $0.segments } }
-
-    // MARK: - Threads
-
-    private func submitDrain() {
-        self.writerPool.submit { state in
-            guard state == .active else { return }
-            self.drain()
-        }
-    }
+    var segments: [Segment] { self.log.withShared { $0.segments } }
 
     func submitRead<T: Sendable>(_ body: @escaping @Sendable () -> T) -> EventLoopFuture<T> {
         self.readerPool.runIfActive(eventLoop: self.eventLoop, body)
-    }
-
-    func scheduleBatchSync() {
-        let first = self.shared.withLockedValue { s -> Bool in
-            defer { s.syncScheduled = true }
-            return !s.syncScheduled
-        }
-        guard first else { return }
-        self.eventLoop.scheduleTask(in: .nanoseconds(self.configuration.fsyncInterval.nanoseconds)) {
-            let start = self.shared.withLockedValue { s -> Bool in
-                s.syncScheduled = false
-                guard !s.closed else { return false }
-                s.ops.append(.sync)
-                return Self.startDraining(&s)
-            }
-            if start { self.submitDrain() }
-        }
-    }
-
-    /// The writer thread's loop: every op handed over, in order, until none is left.
-    private func drain() {
-        while true {
-            let ops = self.shared.withLockedValue { s -> [Op] in
-                if s.ops.isEmpty { s.draining = false }
-                defer { s.ops.removeAll(keepingCapacity: true) }
-                return s.ops
-            }
-            if ops.isEmpty { return }
-            let outcome = self.writer.withLockedValue { w in self.process(ops, &w) }
-            let handler = self.shared.withLockedValue { s -> (@Sendable (UInt64) -> Void)? in
-                s.pendingBytes -= outcome.bytesTaken
-                s.segments = outcome.segments
-                s.fsyncs += outcome.fsyncs
-                if let failure = outcome.failure {
-                    s.stopped = (failure, .now())
-                } else if outcome.wrote {
-                    s.stopped = nil
-                }
-                if outcome.closed { s.closed = true }
-                return s.onWritten
-            }
-            if let handler, let last = outcome.segments.last?.lastSeq, outcome.wrote {
-                self.eventLoop.execute { handler(last) }
-            }
-            if outcome.scheduleSync { self.scheduleBatchSync() }
-            for promise in outcome.closes + outcome.barriers { promise.succeed(()) }
-        }
     }
 }

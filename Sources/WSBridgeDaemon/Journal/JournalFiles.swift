@@ -4,8 +4,8 @@ import NIOCore
     import Glibc
 #endif
 
-/// The journal's directory and the raw POSIX I/O on it: `DIR/lock` (flock, so a second daemon
-/// keeps off), the segment files, appends, fdatasync, truncation and removal. Every error
+/// The journal's segment files and the raw POSIX I/O on them (its directory and lock are a
+/// `LogDirectory`), appends, fdatasync, truncation and removal. Every error
 /// says what failed and how to fix it. Blocking: used by `Journal.open`, then by the writer
 /// and reader threads.
 enum JournalFiles {
@@ -19,37 +19,6 @@ enum JournalFiles {
         let path = Self.path(directory, firstSeq: firstSeq)
         let fd = Glibc.open(path, flags | O_CLOEXEC)
         guard fd >= 0 else { throw Failure(description: "cannot open \(path) (journal.dir): \(DurableFile.describe(errno)); \(Self.accessFix)") }
-        return fd
-    }
-
-    /// Creates the directory if needed and takes its lock; returns the lock's descriptor.
-    static func lock(_ directory: String) throws(Failure) -> CInt {
-        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
-            throw Failure(
-                description:
-                    "cannot create the journal directory \(directory) (journal.dir): \(DurableFile.describe(errno)); create it writable for the daemon's user (the units' StateDirectory=wsbridged makes /var/lib/wsbridged so)"
-            )
-        }
-        let fd = open(directory + "/lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            throw Failure(
-                description:
-                    "cannot open \(directory)/lock (journal.dir): \(DurableFile.describe(errno)); \(Self.accessFix)")
-        }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
-            let e = errno
-            close(fd)
-            if e == EWOULDBLOCK {
-                throw Failure(
-                    description:
-                        "the journal \(directory) (journal.dir) is in use by another wsbridged: give each instance its own journal.dir (for example /var/lib/wsbridged/NAME/journal)"
-                )
-            }
-            throw Failure(
-                description:
-                    "cannot lock \(directory)/lock (journal.dir): \(DurableFile.describe(e)); put journal.dir on a local file system that supports flock (not NFS)"
-            )
-        }
         return fd
     }
 
@@ -127,14 +96,7 @@ enum JournalFiles {
                 description: "cannot write \(path) (journal.dir): \(problem); \(Self.accessFix), on a disk with room"
             )
         }
-        Self.syncDirectory(directory)
+        LogDirectory.sync(directory)
         return fd
-    }
-
-    static func syncDirectory(_ directory: String) {
-        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        fsync(fd)
-        close(fd)
     }
 }

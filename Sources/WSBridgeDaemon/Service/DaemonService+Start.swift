@@ -41,7 +41,6 @@ extension DaemonService {
             // The link never connected; stopping it settles its promises before it goes.
             if let link = self.link { _ = try? await link.shutdown().get() }
             if let spool = self.spool?.0 { _ = try? await spool.close().get() }
-            self.sticky?.0.close()
             // Nothing was numbered: the journal stops cleanly where it was.
             if let (journal, recovered) = self.journal { _ = try? await journal.close(lastSeq: recovered.lastSeq).get() }
         }
@@ -80,7 +79,8 @@ extension DaemonService {
                 try Spool.open(directory: directory, fsync: configuration.queue.fsync, eventLoop: eventLoop, logger: logger)
             }
             // Daemon-scope sticky keys live beside the spool, which created and locked the directory.
-            startup.sticky = try await Self.blocking(exitCode: 73) { try StickyStore.open(directory: directory) }
+            let spool = startup.spool!.0
+            startup.sticky = try await Self.blocking(exitCode: 73) { try StickyStore.open(spool: spool) }
         }
         if configuration.journal.dir != nil {
             // Read back (a torn tail cut) before the first message is numbered: the stream and

@@ -147,7 +147,6 @@ package final class DaemonService: Service, Sendable {
             }.get()
             _ = try? await journal.close(lastSeq: last ?? journal.writtenThrough).get()
         }
-        _ = try? await eventLoop.submit { bridge.value.session.close() }.get()
         self.running.withLockedValue { $0 = nil }
         self.logger.notice("stopped")
         Systemd.flush()

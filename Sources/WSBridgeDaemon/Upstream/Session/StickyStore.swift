@@ -9,29 +9,26 @@ import WSBridgeProtocol
 #endif
 
 /// Keeps the daemon-scope sticky keys in `sticky.json` beside the spool (`queue.spool`), so
-/// they survive a restart, a crash and `kill -9`. The whole file is replaced on every change
-/// (`DurableFile.replace`): a crash leaves the old file or the new one, never a mix. The writes
-/// run on a thread of their own, in the order they were asked for; the event loop never waits
-/// for the disk.
+/// they survive a restart, a crash and `kill -9`: a snapshot on the spool's durable log. The
+/// whole file is replaced on every change (`DurableFile.replace`): a crash leaves the old file
+/// or the new one, never a mix. The spool's writer thread writes it, in the order the changes
+/// were asked for; the event loop never waits for the disk.
 final class StickyStore: Sendable {
     let path: String
-    private let pool: NIOThreadPool
+    private let spool: Spool
 
-    private init(path: String) {
+    private init(path: String, spool: Spool) {
         self.path = path
-        self.pool = NIOThreadPool(numberOfThreads: 1)
-        self.pool.start()
+        self.spool = spool
     }
 
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
-    }
+    typealias Failure = LogFailure
 
-    /// Opens the store in `directory` (which the spool created and locked) and reads what an
-    /// earlier run kept. Blocking: call off the event loop.
-    static func open(directory: String) throws(Failure) -> (StickyStore, [StickyRegistry.Entry]) {
-        let path = directory + "/sticky.json"
-        guard access(path, F_OK) == 0 || errno != ENOENT else { return (StickyStore(path: path), []) }
+    /// Opens the store in the spool's directory (which the spool created and locked) and reads
+    /// what an earlier run kept. Blocking: call off the event loop.
+    static func open(spool: Spool) throws(Failure) -> (StickyStore, [StickyRegistry.Entry]) {
+        let path = spool.directory + "/sticky.json"
+        guard access(path, F_OK) == 0 || errno != ENOENT else { return (StickyStore(path: path, spool: spool), []) }
         let bytes: [UInt8]
         switch SmallFile.read(path: path, limit: 1 << 30) {
         case .success(let b):
@@ -40,22 +37,15 @@ final class StickyStore: Sendable {
             throw Failure(description: "cannot read \(path): \(problem); make it readable for the daemon's user, or move it away to start without its keys")
         }
         do {
-            return (StickyStore(path: path), try Self.decode(bytes))
+            return (StickyStore(path: path, spool: spool), try Self.decode(bytes))
         } catch {
             throw Failure(description: "\(path) is damaged (\(error)): move it away to start without the daemon-scope sticky keys it held")
         }
     }
 
     /// Replaces the file with `file` (from `encode`); the future succeeds once it is on disk.
-    func save(_ file: ByteBuffer, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
-        let path = self.path
-        return self.pool.runIfActive(eventLoop: eventLoop) { () throws -> Void in
-            Glibc.close(try DurableFile.replace(path, with: file))
-        }
-    }
-
-    func close() {
-        self.pool.shutdownGracefully { _ in }
+    func save(_ file: ByteBuffer) -> EventLoopFuture<Void> {
+        self.spool.saveSnapshot(file, to: self.path)
     }
 
     // MARK: - The file

@@ -219,7 +219,7 @@ final class UpstreamSession {
         self.unsaved = []
         // The keys as they are now: this write carries every change made before it starts.
         let file = StickyStore.encode(self.registry.daemonScoped)
-        store.save(file, on: self.eventLoop).assumeIsolated().whenComplete { result in
+        store.save(file).hop(to: self.eventLoop).assumeIsolated().whenComplete { result in
             if case .failure(let error) = result {
                 self.logger.error("cannot store the daemon-scope sticky keys in \(store.path): \(error)")
                 // Not on disk: the next change writes the whole file again, whatever it holds.
@@ -228,10 +228,6 @@ final class UpstreamSession {
             for promise in batch { promise.completeWith(result) }
             self.save()
         }
-    }
-
-    func close() {
-        self.store?.close()
     }
 
     /// `status`'s session part; `open` is whether the link is open.

@@ -57,7 +57,7 @@ extension Spool {
         }
         let entries = ledger.entries
         let liveBytes = ledger.liveBytes
-        let spool = Spool(fsync: fsync, eventLoop: eventLoop, logger: logger, writer: Writer(file: file, ledger: ledger))
+        let spool = Spool(eventLoop: eventLoop, writer: SpoolWriter(file: file, ledger: ledger, fsync: fsync, eventLoop: eventLoop, logger: logger))
         if !entries.isEmpty {
             logger.notice(
                 "spool: \(entries.count) queued message(s) (\(liveBytes) bytes) restored from \(path); they go upstream first, in order",

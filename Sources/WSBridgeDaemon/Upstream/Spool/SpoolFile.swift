@@ -9,49 +9,25 @@ import NIOCore
 /// Every error says what failed and how to fix it. Used by `Spool.open` and then by the
 /// writer thread alone.
 struct SpoolFile {
-    let directory: String
+    private(set) var directory: LogDirectory
     let path: String
     private var fd: CInt
-    private var lockFD: CInt
 
     var isOpen: Bool { self.fd >= 0 }
 
     /// Creates the directory if needed, takes its lock and opens the log. Blocks.
     static func open(directory: String) throws(Spool.Failure) -> SpoolFile {
-        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
-            let e = errno
-            throw Spool.Failure(
-                description:
-                    "cannot create the spool directory \(directory) (queue.spool): \(DurableFile.describe(e)); create it writable for the daemon's user (the units' StateDirectory=wsbridged makes /var/lib/wsbridged so)"
-            )
-        }
-        let lockFD = Glibc.open(directory + "/lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard lockFD >= 0 else {
-            throw Spool.Failure(
-                description:
-                    "cannot open \(directory)/lock (queue.spool): \(DurableFile.describe(errno)); the spool directory must be writable for the daemon's user")
-        }
-        guard flock(lockFD, LOCK_EX | LOCK_NB) == 0 else {
-            let e = errno
-            Glibc.close(lockFD)
-            if e == EWOULDBLOCK {
-                throw Spool.Failure(
-                    description:
-                        "the spool \(directory) (queue.spool) is in use by another wsbridged: give each instance its own queue.spool (for example /var/lib/wsbridged/NAME/spool)"
-                )
-            }
-            throw Spool.Failure(description: "cannot lock \(directory)/lock (queue.spool): \(DurableFile.describe(e))")
-        }
+        var lock = try LogDirectory.lock(directory, name: "spool", setting: "queue.spool")
         let path = directory + "/outbound.log"
         // A compaction cut short leaves its temporary file; the log itself is still whole.
         unlink(path + ".tmp")
         let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             let e = errno
-            Glibc.close(lockFD)
+            lock.unlock()
             throw Spool.Failure(description: "cannot open \(path) (queue.spool): \(DurableFile.describe(e))")
         }
-        return SpoolFile(directory: directory, path: path, fd: fd, lockFD: lockFD)
+        return SpoolFile(directory: lock, path: path, fd: fd)
     }
 
     /// The whole log. Blocks.
@@ -102,8 +78,7 @@ struct SpoolFile {
     mutating func close() {
         guard self.fd >= 0 else { return }
         Glibc.close(self.fd)
-        Glibc.close(self.lockFD)
+        self.directory.unlock()
         self.fd = -1
-        self.lockFD = -1
     }
 }
