@@ -19,7 +19,7 @@ func protocolDaemon(_ dir: TemporaryDirectory, url: String, protocol name: Strin
     let config = try writeDaemonConfig(
         dir, "wsbridged", url: url, socket: socket, upstream: "protocol = \"\(name)\"", extra: settings.isEmpty ? "" : "[protocol]\n\(settings)")
     let daemon = try ManagedProcess.daemon(["--config", config, "--log-level", "debug"])
-    guard await daemon.stderr.wait(containing: "-> open") != nil else {
+    guard await daemon.awaitLink(.open) else {
         daemon.stop()
         throw TestFailure("no open link: \(daemon.stderr.text)")
     }

@@ -86,7 +86,7 @@ import WSBridgeProtocol
         init(config: String) async throws {
             self.config = config
             self.process = try Self.start(config)
-            guard await self.process.stderr.wait(containing: "-> open") != nil else { throw TestFailure("no open link: \(self.process.stderr.text)") }
+            guard await self.process.awaitLink(.open) else { throw TestFailure("no open link: \(self.process.stderr.text)") }
         }
 
         static func start(_ config: String) throws -> ManagedProcess {
@@ -97,7 +97,7 @@ import WSBridgeProtocol
             self.process.signal(SIGTERM)
             _ = await self.process.waitForExit()
             self.process = try Self.start(self.config)
-            guard await self.process.stderr.wait(containing: "-> open") != nil else { throw TestFailure("no open link: \(self.process.stderr.text)") }
+            guard await self.process.awaitLink(.open) else { throw TestFailure("no open link: \(self.process.stderr.text)") }
         }
 
         deinit { self.process.stop() }

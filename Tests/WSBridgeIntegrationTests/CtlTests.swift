@@ -40,7 +40,7 @@ import WSBridgeProtocol
         #expect(closed.status == 0)
         #expect(closed.out == "closing the link; it stays closed until `wsbridgectl connect`\n", "\(closed.out)")
         #expect(await f.server.event("closed 4002 ctl says so") != nil)
-        #expect(await f.daemon.stderr.wait(containing: "-> idle") != nil)
+        #expect(await f.daemon.awaitLink(.idle))
         let queued = try self.ctl(["send", "later"], socket: f.socket)
         #expect(queued.out == "queued until the link opens (1 waiting; the link is closed)\n", "\(queued.out)")
         let down = try self.ctl(["status"], socket: f.socket).out
@@ -51,16 +51,16 @@ import WSBridgeProtocol
         for name in ["idle", "backingOff", "waitingForNetwork", "by user", "code -"] { #expect(!down.contains(name), "\(name): \(down)") }
         let again = try self.ctl(["close"], socket: f.socket)
         #expect(again.out == "the link was already closed; it stays closed until `wsbridgectl connect`\n", "\(again.out)")
-        let reopening = f.daemon.stderr.count
+        let reopening = f.daemon.eventMark
         #expect(try self.ctl(["connect"], socket: f.socket).status == 0)
         #expect(await f.server.event("message later") != nil)
-        #expect(await f.daemon.stderr.wait(from: reopening, containing: "-> open") != nil)
+        #expect(await f.daemon.awaitLink(.open, from: reopening))
         #expect(try self.ctl(["connect"], socket: f.socket).out == "the link is already open\n")
-        let reopened = f.daemon.stderr.count
+        let reopened = f.daemon.eventMark
         let reconnect = try self.ctl(["reconnect"], socket: f.socket)
         #expect(reconnect.status == 0)
         #expect(reconnect.out.hasPrefix("reconnecting (now "), "\(reconnect.out)")
-        #expect(await f.daemon.stderr.wait(from: reopened, containing: "-> open") != nil)
+        #expect(await f.daemon.awaitLink(.open, from: reopened))
         let after = try self.ctl(["status"], socket: f.socket).out
         #expect(after.contains("last close       by an operator (wsbridgectl reconnect), code 1000\n"), "\(after)")
     }

@@ -200,15 +200,15 @@ import WSBridgeProtocol
         )
         let daemon = try ManagedProcess.daemon(["--config", config, "--log-level", "trace", "--socket", dir.file("d.sock")])
         defer { daemon.stop() }
-        #expect(await daemon.stderr.wait(containing: "-> open") != nil, "\(daemon.stderr.text)")
+        #expect(await daemon.awaitLink(.open), "\(daemon.stderr.text)")
         #expect(await server.event("upgrade path=/ authorization=Bearer \(secret)") != nil)
 
         // Rotation: the next connect reads the new token.
         let rotated = "r0tated-\(UUID().uuidString)"
         try (rotated + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
-        let mark = daemon.stderr.count
+        let mark = daemon.eventMark
         server.command("drop")
-        #expect(await daemon.stderr.wait(from: mark, containing: "-> open") != nil)
+        #expect(await daemon.awaitLink(.open, from: mark))
         #expect(await server.event("upgrade path=/ authorization=Bearer \(rotated)") != nil)
 
         server.command("send hello operator")
@@ -244,7 +244,7 @@ import WSBridgeProtocol
         let dir = try TemporaryDirectory()
         let daemon = try ManagedProcess.daemon(["--url", server.url, "--socket", dir.file("d.sock")])
         defer { daemon.stop() }
-        #expect(await daemon.stderr.wait(containing: "-> open") != nil, "\(daemon.stderr.text)")
+        #expect(await daemon.awaitLink(.open), "\(daemon.stderr.text)")
         daemon.signal(SIGTERM)
         #expect(await server.event("closed 1001 wsbridged shutting down") != nil)
         #expect(await daemon.waitForExit() == 0)
@@ -273,6 +273,6 @@ import WSBridgeProtocol
         #expect(await daemon.stderr.wait(containing: "attempt 3") != nil)
         // Creating the file fixes it without a restart.
         _ = try dir.write("missing-token", "late-token")
-        #expect(await daemon.stderr.wait(containing: "-> open") != nil)
+        #expect(await daemon.awaitLink(.open))
     }
 }

@@ -69,11 +69,11 @@ func daemonCommand(_ arguments: [String]) -> [String] {
 
 extension ManagedProcess {
     /// The daemon, as `DaemonUser`.
-    static func daemon(_ arguments: [String], environment: [String: String]? = nil, name: String? = "wsbridged", journalStream: Bool = false)
-        throws -> ManagedProcess
-    {
-        let command = daemonCommand(arguments)
-        return try ManagedProcess(command[0], Array(command.dropFirst()), environment: environment, name: name, journalStream: journalStream)
+    static func daemon(
+        _ arguments: [String], environment: [String: String]? = nil, name: String? = "wsbridged", journalStream: Bool = false,
+        events: DatagramListener? = nil
+    ) throws -> ManagedProcess {
+        try ManagedProcess.daemon(command: daemonCommand(arguments), environment: environment, name: name, journalStream: journalStream, events: events)
     }
 }
 

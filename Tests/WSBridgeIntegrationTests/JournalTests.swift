@@ -11,7 +11,7 @@ import WSBridgeProtocol
         let config = try writeDaemonConfig(
             dir, "wsbridged", url: url, socket: socket, extra: local + "\n[journal]\ndir = \"\(dir.file("journal"))\"\n" + journal)
         let daemon = try ManagedProcess.daemon(["--config", config], name: "wsbridged")
-        guard await daemon.stderr.wait(containing: "-> open") != nil else { throw TestFailure(daemon.stderr.text) }
+        guard await daemon.awaitLink(.open) else { throw TestFailure(daemon.stderr.text) }
         return (daemon, socket)
     }
 
@@ -204,7 +204,7 @@ import WSBridgeProtocol
         let config = try writeDaemonConfig(dir, "wsbridged", url: server.url, socket: socket, extra: "replay = 100\n[journal]\ndir = \"\(small)/journal\"\n")
         let daemon = try ManagedProcess.daemon(["--config", config], name: "wsbridged")
         defer { daemon.stop() }
-        guard await daemon.stderr.wait(containing: "-> open") != nil else { throw TestFailure(daemon.stderr.text) }
+        guard await daemon.awaitLink(.open) else { throw TestFailure(daemon.stderr.text) }
         let watcher = try SocketClient(path: socket, name: "watcher")
         _ = await watcher.lines.wait(containing: #""type":"hello""#)
         // About 600 KB into 256 KiB.

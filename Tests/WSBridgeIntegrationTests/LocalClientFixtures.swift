@@ -132,8 +132,8 @@ final class DaemonFixture: Sendable {
         self.socket = self.dir.file("wsbridged.sock")
         let config = try writeDaemonConfig(self.dir, "wsbridged", url: self.server.url, socket: self.socket, extra: extraConfig)
         let command = launcher + daemonCommand(["--config", config, "--log-level", "debug"])
-        self.daemon = try ManagedProcess(command[0], Array(command.dropFirst()), name: "wsbridged")
-        guard await self.daemon.stderr.wait(containing: "-> open") != nil else {
+        self.daemon = try ManagedProcess.daemon(command: command, name: "wsbridged")
+        guard await self.daemon.awaitLink(.open) else {
             throw TestFailure("daemon did not open the link: \(self.daemon.stderr.text)")
         }
     }

@@ -120,7 +120,7 @@ import WSBridgeProtocol
         _ = await c.reply("u1")
         f.server.process.stop()
         _ = await f.server.process.waitForExit()
-        #expect(await f.daemon.stderr.wait(containing: "-> backingOff") != nil)
+        #expect(await f.daemon.awaitLink(.backingOff))
         for i in 1...20 {
             c.send("{\"id\":\"q\(i)\",\"op\":\"send\",\"text\":\"queued \(i)\"}")
             let r = await c.reply("q\(i)")
@@ -140,7 +140,7 @@ import WSBridgeProtocol
         let c = try await f.client()
         c.send("{\"id\":\"close\",\"op\":\"close\"}")
         _ = await c.reply("close")
-        #expect(await f.daemon.stderr.wait(containing: "-> idle") != nil)
+        #expect(await f.daemon.awaitLink(.idle))
         for i in 1...2 {
             c.send("{\"id\":\"s\(i)\",\"op\":\"send\",\"text\":\"m\(i)\"}")
             #expect(await c.reply("s\(i)")?.value(at: "result.status") == "queued")
@@ -370,7 +370,7 @@ import WSBridgeProtocol
         let server = try await UpstreamServer(.nio)
         let daemon = try ManagedProcess.daemon(["--url", server.url, "--socket", path])
         defer { daemon.stop() }
-        #expect(await daemon.stderr.wait(containing: "listening on \(path)") != nil, "\(daemon.stderr.text)")
+        #expect(await daemon.awaitReady(), "\(daemon.stderr.text)")
         _ = try SocketClient(path: path)
     }
 

@@ -8,9 +8,14 @@ final class ManagedProcess: Sendable {
     let stderr: LineCollector
     private let exits: LineCollector
     private let stdin: FileHandle
+    /// What a daemon sends to NOTIFY_SOCKET (`DaemonEvents.swift`), when the test listens.
+    let events: DatagramListener?
 
     /// `journalStream`: tell the child (JOURNAL_STREAM) that its stderr is the journal, as systemd does.
-    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, name: String? = nil, journalStream: Bool = false) throws {
+    init(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, name: String? = nil, journalStream: Bool = false,
+        events: DatagramListener? = nil
+    ) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -44,6 +49,7 @@ final class ManagedProcess: Sendable {
         self.stdout = stdout
         self.stderr = stderr
         self.stdin = input.fileHandleForWriting
+        self.events = events
     }
 
     var pid: Int32 { self.process.processIdentifier }

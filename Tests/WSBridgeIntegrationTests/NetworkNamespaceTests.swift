@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import WSBridgeProtocol
 
 /// Two network namespaces joined by a veth pair, made by the test and always deleted.
 /// Addresses are link-local (169.254.77.0/30) and exist only inside these namespaces.
@@ -93,11 +94,9 @@ final class NetnsDaemon: Sendable {
             poll_interval = "30s"
             """
         )
-        let daemon = try ManagedProcess(
-            net.wrapper(net.client)[0],
-            Array(net.wrapper(net.client).dropFirst()) + daemonCommand(["--config", config, "--log-level", "debug", "--socket", dir.file("d.sock")]),
-            name: "wsbridged")
-        guard await daemon.stderr.wait(containing: "-> open") != nil else {
+        let daemon = try ManagedProcess.daemon(
+            command: net.wrapper(net.client) + daemonCommand(["--config", config, "--log-level", "debug", "--socket", dir.file("d.sock")]), name: "wsbridged")
+        guard await daemon.awaitLink(.open) else {
             daemon.stop()
             throw TestFailure("daemon did not open: \(daemon.stderr.text)")
         }

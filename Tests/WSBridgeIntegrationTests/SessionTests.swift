@@ -92,7 +92,7 @@ final class ExchangeFeed {
                 """,
             extra: extra)
         let daemon = try ManagedProcess.daemon(["--config", config, "--log-level", logLevel], name: "wsbridged")
-        guard await daemon.stderr.wait(containing: "listening on \(socket)") != nil else {
+        guard await daemon.awaitReady() else {
             daemon.stop()
             throw TestFailure("the daemon did not listen: \(daemon.stderr.text)")
         }
@@ -311,7 +311,7 @@ final class ExchangeFeed {
         let feed = try await ExchangeFeed(dir)
         let spool = dir.file("spool")
         let (first, socket) = try await Self.daemon(dir, feed: feed, extra: "[queue]\nspool = \"\(spool)\"")
-        guard await first.stderr.wait(containing: "-> open") != nil else { throw TestFailure(first.stderr.text) }
+        guard await first.awaitLink(.open) else { throw TestFailure(first.stderr.text) }
         let app = try await Self.client(socket, name: "app")
         let reply = try await Self.stick(app, id: "d", key: "kept", channel: "a", scope: "daemon")
         #expect(reply["result"]?["status"] == "sent")
@@ -322,7 +322,7 @@ final class ExchangeFeed {
         let (second, _) = try await Self.daemon(dir, feed: feed, extra: "[queue]\nspool = \"\(spool)\"")
         defer { second.stop() }
         #expect(await second.stderr.wait(containing: "restored 1 daemon-scope sticky key") != nil)
-        guard await second.stderr.wait(containing: "-> open") != nil else { throw TestFailure(second.stderr.text) }
+        guard await second.awaitLink(.open) else { throw TestFailure(second.stderr.text) }
         #expect(await feed.process.stdout.wait(from: mark, timeout: .seconds(20)) { $0 == "recv \(Self.subscribe("a"))" } != nil)
         let list = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket, "sticky", "--json"])
         let keys = try StickyListResult(json: try JSONValue.parse(list.stdout)).keys
@@ -351,7 +351,7 @@ final class ExchangeFeed {
         #expect(await daemon.waitForExit() == 0)
         (daemon, socket) = try await Self.daemon(dir, feed: feed)
         defer { daemon.stop() }
-        guard await daemon.stderr.wait(containing: "-> open") != nil else { throw TestFailure(daemon.stderr.text) }
+        guard await daemon.awaitLink(.open) else { throw TestFailure(daemon.stderr.text) }
         let back = try await Self.client(socket, name: "after")
         let newStream = try JSONValue.parse(back.lines.lines[0])["stream"]?.stringValue
         #expect(newStream != nil && newStream != oldStream)

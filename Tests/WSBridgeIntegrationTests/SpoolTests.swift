@@ -29,8 +29,8 @@ import WSBridgeProtocol
     ) async throws -> (ManagedProcess, socket: String) {
         let (config, socket) = try Self.config(dir, name, url: url, fsync: fsync, local: local, extra: extra, spool: spool)
         let command = wrapper + daemonCommand(["--config", config, "--log-level", "debug"])
-        let daemon = try ManagedProcess(command[0], Array(command.dropFirst()), name: name)
-        guard await daemon.stderr.wait(containing: "listening on") != nil else {
+        let daemon = try ManagedProcess.daemon(command: command, name: name)
+        guard await daemon.awaitReady() else {
             throw TestFailure("\(name) did not start: \(daemon.stderr.text)")
         }
         return (daemon, socket)

@@ -126,7 +126,7 @@ final class DatagramListener: Sendable {
         var env = ProcessInfo.processInfo.environment
         env["NOTIFY_SOCKET"] = notify.path
         env.merge(extraEnv) { _, new in new }
-        let daemon = try ManagedProcess.daemon(["--config", config, "--log-level", "debug"], environment: env, name: "wsbridged")
+        let daemon = try ManagedProcess.daemon(["--config", config, "--log-level", "debug"], environment: env, name: "wsbridged", events: notify)
         return (daemon, notify, config)
     }
 
@@ -163,9 +163,9 @@ final class DatagramListener: Sendable {
 
         // WATCHDOG=1 at half of WATCHDOG_USEC (200 ms): wait for 8 pings and look at the spacing.
         let watchdogMark = notify.messages.count
-        let pings = await notify.messages.wait(count: 8, from: watchdogMark, timeout: .seconds(10)) { $0.contains("WATCHDOG=1") }
+        let pings = await notify.messages.wait(count: 8, from: watchdogMark, timeout: .seconds(30)) { $0.contains("WATCHDOG=1") }
         let times = pings.compactMap { Int($0.split(separator: " ")[0]) }
-        #expect(times.count >= 8)
+        try #require(times.count >= 8, "\(notify.messages.text)")
         let gaps = zip(times.dropFirst(), times).map { $0 - $1 }
         let median = gaps.sorted()[gaps.count / 2]
         print("measure: watchdog ping interval median \(median) ms (expected 200)")
@@ -186,7 +186,7 @@ final class DatagramListener: Sendable {
         #expect(await notify.messages.wait(containing: "READY=1") != nil)
         let client = try SocketClient(path: dir.file("d.sock"))
         #expect(await client.lines.wait(containing: "\"type\":\"hello\"") != nil)
-        #expect(await daemon.stderr.wait(containing: "-> open") != nil)
+        #expect(await daemon.awaitLink(.open))
 
         // A broken file first: the reload is refused and the running configuration kept.
         try "[heartbeat]\ninterval = \"soon\"\n".write(toFile: config, atomically: true, encoding: .utf8)

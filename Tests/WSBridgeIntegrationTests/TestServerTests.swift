@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import WSBridgeProtocol
 
 /// wsbridge-testserver as someone running it by hand meets it: its help lists the stdin
 /// commands; with stdin at /dev/null it serves on (and says so); a pipe's end stops it; SIGTERM
@@ -24,7 +25,7 @@ import Testing
         let config = try writeDaemonConfig(dir, "d", url: "ws://127.0.0.1:\(port)/", socket: dir.file("d.sock"))
         let daemon = try ManagedProcess.daemon(["--config", config], name: "wsbridged")
         defer { daemon.stop() }
-        #expect(await daemon.stderr.wait(containing: "-> open") != nil, "\(daemon.stderr.text)")
+        #expect(await daemon.awaitLink(.open), "\(daemon.stderr.text)")
         server.signal(SIGTERM)
         #expect(await server.waitForExit() == SIGTERM, "stopped by the signal")
     }

@@ -192,7 +192,7 @@ struct TextApp {
             extra: "[auth]\ntoken_file = \"\(token)\"\n[protocol]\nauth = '{\"token\":\"${token}\"}'")
         let daemon = try ManagedProcess.daemon(["--config", config])
         defer { daemon.stop() }
-        guard await daemon.stderr.wait(containing: "listening on") != nil else { throw TestFailure("no socket: \(daemon.stderr.text)") }
+        guard await daemon.awaitReady() else { throw TestFailure("no socket: \(daemon.stderr.text)") }
         let app = try await TextApp.connect(socket, "a")
         var status: JSONValue?
         for _ in 0..<200 {

@@ -1,0 +1,48 @@
+import Foundation
+import WSBridgeProtocol
+
+/// The daemon's events, as tests await them: what it tells systemd through NOTIFY_SOCKET
+/// (sd_notify), the interface a supervisor reads, not its log. Every daemon a test starts gets a
+/// listener (its own, or the one the test passes): READY=1 once it listens
+/// (and again after each reload), RELOADING=1, STOPPING=1, and a STATUS= on every change of the
+/// link's phase, whose first word is the phase ("open ws://127.0.0.1:8080, 2 subscribers").
+extension ManagedProcess {
+    /// `command` run with a NOTIFY_SOCKET the test listens on: `events`, or one of its own
+    /// unless `environment` names a socket already (one nobody reads, say).
+    static func daemon(
+        command: [String], environment: [String: String]? = nil, name: String? = "wsbridged", journalStream: Bool = false,
+        events: DatagramListener? = nil
+    ) throws -> ManagedProcess {
+        var env = environment ?? ProcessInfo.processInfo.environment
+        var events = events
+        if events == nil && env["NOTIFY_SOCKET"] == nil {
+            events = try DatagramListener(path: "/tmp/wsbridge-events-\(UUID().uuidString.prefix(8)).sock")
+        }
+        if let events { env["NOTIFY_SOCKET"] = events.path }
+        return try ManagedProcess(command[0], Array(command.dropFirst()), environment: env, name: name, journalStream: journalStream, events: events)
+    }
+
+    /// Where the events stand now: pass it as `from` to wait for what comes after.
+    var eventMark: Int { self.events?.messages.count ?? 0 }
+
+    /// Waits for READY=1 (from `from` on): the daemon listens on its socket, or a reload is done.
+    func awaitReady(from: Int = 0, timeout: Duration = .seconds(20)) async -> Bool {
+        await self.awaitEvent(from: from, timeout: timeout) { $0 == "READY=1" }
+    }
+
+    /// Waits (from `from` on) for the link to reach `phase`.
+    func awaitLink(_ phase: ConnectionPhase, from: Int = 0, timeout: Duration = .seconds(20)) async -> Bool {
+        await self.awaitEvent(from: from, timeout: timeout) { $0.hasPrefix("STATUS=\(phase.rawValue) ") }
+    }
+
+    /// Waits for a notification with a field that `matches`.
+    func awaitEvent(from: Int = 0, timeout: Duration = .seconds(20), _ matches: @escaping @Sendable (String) -> Bool) async -> Bool {
+        guard let events = self.events else { return false }
+        // Each datagram is one line: "MS FIELD | FIELD ...".
+        let line = await events.messages.wait(from: from, timeout: timeout) { line in
+            let fields = line.drop { $0 != " " }.dropFirst()
+            return fields.components(separatedBy: " | ").contains(where: matches)
+        }
+        return line != nil
+    }
+}
