@@ -33,13 +33,24 @@ package enum DisconnectReason: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// Who ended the link: "user", "server" or "error", as status reports it.
-    package var initiator: String {
+    /// Who ended the link.
+    package var initiator: StatusReport.Close.Closer {
         switch self {
-        case .serverClosed: "server"
-        case .userClosed: "user"
-        case .daemonStopped: "daemon"
-        case .error, .heartbeatTimeout, .networkLost: "error"
+        case .serverClosed: .server
+        case .userClosed: .user
+        case .daemonStopped: .daemon
+        case .error, .heartbeatTimeout, .networkLost: .error
+        }
+    }
+
+    /// How `status` reports the link's end: who, the close code, the reason.
+    package var close: StatusReport.Close {
+        switch self {
+        case .serverClosed(let code, let reason): StatusReport.Close(code: code, reason: reason, by: self.initiator)
+        case .userClosed(let code, let reason): StatusReport.Close(code: code, reason: reason, by: self.initiator)
+        case .daemonStopped: StatusReport.Close(code: 1001, reason: "wsbridged is stopping", by: self.initiator)
+        case .error(let e): StatusReport.Close(code: nil, reason: e, by: self.initiator)
+        case .heartbeatTimeout, .networkLost: StatusReport.Close(code: nil, reason: self.description, by: self.initiator)
         }
     }
 }

@@ -157,12 +157,28 @@ package struct StatusReport: Sendable, Equatable, Codable {
     }
 
     package struct Close: Sendable, Equatable, Codable {
+        /// Who ended a link, as `status` spells it. A string on the wire: a CLI reads a closer a
+        /// newer daemon adds as it is.
+        package struct Closer: RawRepresentable, Sendable, Equatable, Codable, CustomStringConvertible {
+            package var rawValue: String
+            package init(rawValue: String) { self.rawValue = rawValue }
+            package var description: String { self.rawValue }
+
+            /// The server's close frame, or the server ending the connection.
+            package static let server = Closer(rawValue: "server")
+            /// An operator's `close` or `reconnect`.
+            package static let user = Closer(rawValue: "user")
+            /// The daemon stopping.
+            package static let daemon = Closer(rawValue: "daemon")
+            /// An error: the connection, the heartbeat, the network.
+            package static let error = Closer(rawValue: "error")
+        }
+
         package var code: UInt16?
         package var reason: String
-        /// `server`, `user` or `error`.
-        package var by: String
+        package var by: Closer
 
-        package init(code: UInt16?, reason: String, by: String) {
+        package init(code: UInt16?, reason: String, by: Closer) {
             self.code = code
             self.reason = reason
             self.by = by
@@ -172,84 +188,45 @@ package struct StatusReport: Sendable, Equatable, Codable {
         package static let reconnectReason = "reconnect requested"
     }
 
-    package var state: ConnectionPhase
+    // The fields in the order a reply lists them; each key is its name in snake_case. A new
+    // field is a stored property here (with the value an older daemon's reply reads as) and
+    // its row in wsbridgectl's status table.
+    package var state: ConnectionPhase = .idle
     /// When the link entered `state`, ms since the Unix epoch.
-    package var since: Int64
-    package var url: String
-    package var reconnects: Int
-    package var failedAttempts: Int
-    package var rttMillis: Double?
+    package var since: Int64 = 0
+    package var url = ""
+    package var reconnects = 0
+    package var failedAttempts = 0
+    package var rttMs: Double?
     package var subprotocol: String?
-    package var compression: Bool
-    package var messagesIn: UInt64
-    package var bytesIn: UInt64
-    package var messagesOut: UInt64
-    package var bytesOut: UInt64
-    package var subscribers: Int
-    package var clients: Int
-    package var seq: UInt64
-    package var drops: UInt64
+    package var compression = false
+    package var messagesIn: UInt64 = 0
+    package var bytesIn: UInt64 = 0
+    package var messagesOut: UInt64 = 0
+    package var bytesOut: UInt64 = 0
+    package var subscribers = 0
+    package var clients = 0
+    package var seq: UInt64 = 0
     /// The stream `seq` counts in: new whenever seq starts again (a daemon restart).
-    package var stream: String
-    package var queue: Queue
+    package var stream = ""
+    package var drops: UInt64 = 0
+    package var queue = Queue(messages: 0, bytes: 0, maxMessages: 0, maxBytes: 0)
     /// nil when `journal.dir` is not set.
     @OmitNil package var journal: Journal?
     package var session: Session?
     /// `upstream.protocol` and its live subscriptions; nil for `raw`.
-    @OmitNil package var applicationProtocol: ApplicationProtocol?
+    @OmitNil package var `protocol`: ApplicationProtocol?
     package var lastError: String?
     /// Why the last attempt failed: `error`, or `not_ready` (no message matched
     /// `upstream.ready_when` within `upstream.ready_timeout`).
     package var lastErrorReason: String?
-    package var lastClose: Close?
-    @OmitNil package var retryInMillis: Int64?
-    package var version: String
+    package var version = WSBridgeVersion.current
     /// The git commit the daemon was built from, when it was built from a checkout.
-    @OmitNil package var commit: String?
+    @OmitNil package var commit: String? = WSBridgeVersion.commit
+    package var lastClose: Close?
+    @OmitNil package var retryInMs: Int64?
 
-    package init(
-        state: ConnectionPhase, since: Int64, url: String, reconnects: Int, failedAttempts: Int, rttMillis: Double?, subprotocol: String?,
-        compression: Bool, messagesIn: UInt64, bytesIn: UInt64, messagesOut: UInt64, bytesOut: UInt64, subscribers: Int, clients: Int,
-        seq: UInt64, drops: UInt64, stream: String = "", queue: Queue, session: Session? = nil, lastError: String?, lastErrorReason: String? = nil,
-        lastClose: Close?, retryInMillis: Int64?, version: String = WSBridgeVersion.current,
-        commit: String? = WSBridgeVersion.commit
-    ) {
-        self.state = state
-        self.since = since
-        self.url = url
-        self.reconnects = reconnects
-        self.failedAttempts = failedAttempts
-        self.rttMillis = rttMillis
-        self.subprotocol = subprotocol
-        self.compression = compression
-        self.messagesIn = messagesIn
-        self.bytesIn = bytesIn
-        self.messagesOut = messagesOut
-        self.bytesOut = bytesOut
-        self.subscribers = subscribers
-        self.clients = clients
-        self.seq = seq
-        self.drops = drops
-        self.stream = stream
-        self.queue = queue
-        self.session = session
-        self.lastError = lastError
-        self.lastErrorReason = lastErrorReason
-        self.lastClose = lastClose
-        self.retryInMillis = retryInMillis
-        self.version = version
-        self.commit = commit
-    }
-
-    /// The keys in the order a reply lists them (the rest are the properties' names in snake_case).
-    enum CodingKeys: String, CodingKey {
-        case state, since, url, reconnects, failedAttempts
-        case rttMillis = "rtt_ms"
-        case subprotocol, compression, messagesIn, bytesIn, messagesOut, bytesOut, subscribers, clients, seq, stream, drops, queue, journal, session
-        case applicationProtocol = "protocol"
-        case lastError, lastErrorReason, version, commit, lastClose
-        case retryInMillis = "retry_in_ms"
-    }
+    package init() {}
 
     package var json: JSONValue { WireCoding.encode(self) }
 

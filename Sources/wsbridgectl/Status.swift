@@ -20,11 +20,11 @@ struct Status: ParsableCommand {
         var culpritRow: String?
         rows.append(("state", "\(s.state.readable) since \(Self.time(Double(s.since))) (\(Self.ago(Double(s.since))))"))
         rows.append(("upstream", s.url))
-        if let retry = s.retryInMillis { rows.append(("next attempt", "in \(Self.duration(Double(retry)))")) }
+        if let retry = s.retryInMs { rows.append(("next attempt", "in \(Self.duration(Double(retry)))")) }
         rows.append(
             (
                 "rtt",
-                s.rttMillis.map { "\(($0 * 10).rounded() / 10) ms" }
+                s.rttMs.map { "\(($0 * 10).rounded() / 10) ms" }
                     ?? (s.state == .open ? "not measured yet on this link (at the next heartbeat)" : "none (the link is not open)")
             ))
         if let p = s.subprotocol { rows.append(("subprotocol", p)) }
@@ -38,7 +38,7 @@ struct Status: ParsableCommand {
         if let se = s.session, se.openingMessages > 0 || se.readyWhen != nil || se.stickyKeys > 0 {
             var parts: [String] = []
             if se.openingMessages > 0 { parts.append("\(se.openingMessages) opening message\(se.openingMessages == 1 ? "" : "s")") }
-            if let culprit = se.culprit, s.applicationProtocol?.culprit == nil { culpritRow = culprit }
+            if let culprit = se.culprit, s.protocol?.culprit == nil { culpritRow = culprit }
             if let gate = se.readyWhen { parts.append("ready when \(gate) (\(se.ready))") }
             parts.append("\(se.stickyKeys) sticky key\(se.stickyKeys == 1 ? "" : "s") (\(Self.bytes(UInt64(se.stickyBytes))))")
             rows.append(("session", parts.joined(separator: ", ")))
@@ -60,7 +60,7 @@ struct Status: ParsableCommand {
             rows.append(("journal", "\(j.dir): \(state) (wsbridgectl journal)"))
         }
         if let culprit = culpritRow { rows.append(("culprit", culprit)) }
-        if let p = s.applicationProtocol {
+        if let p = s.protocol {
             let holders = p.subscriptions.reduce(0) { $0 + $1.holders.count }
             rows.append(
                 ("protocol", "\(p.name): \(p.subscriptions.count) live subscription\(p.subscriptions.count == 1 ? "" : "s") upstream, \(holders) held by apps"))
@@ -73,27 +73,25 @@ struct Status: ParsableCommand {
         rows.append(("dropped", "\(s.drops) messages (slow subscribers)"))
         rows.append(("last seq", "\(s.seq) (stream \(s.stream))"))
         rows.append(("version", s.commit.map { "\(s.version) (commit \($0))" } ?? s.version))
-        // One width for every call, whichever optional rows this one has.
-        let width = Self.labels.map(\.count).max() ?? 0
+        // One width for every call, whichever optional rows this one has (a longer label widens it).
+        let width = max(Self.labelWidth, rows.map(\.0.count).max() ?? 0)
         return rows.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }.joined(separator: "\n")
     }
 
-    static let labels = [
-        "state", "upstream", "next attempt", "rtt", "subprotocol", "compression", "reconnects", "failed attempts", "last close", "last error", "session",
-        "messages in", "messages out", "send queue", "spool", "journal", "protocol", "set aside", "culprit", "clients", "dropped", "last seq", "version",
-    ]
+    /// The widest label ("failed attempts", "server error"): the values start after it.
+    static let labelWidth = 15
 
     /// `by the server, code 1000: bye`; `link lost: connection reset` (no close frame: no code).
     static func closeText(_ close: StatusReport.Close) -> String {
         let detail = close.reason.isEmpty ? "" : ": \(close.reason)"
         let code = close.code.map { ", code \($0)" } ?? ""
         switch close.by {
-        case "user" where close.reason == StatusReport.Close.reconnectReason: return "by an operator (wsbridgectl reconnect)\(code)"
-        case "user": return "by an operator (wsbridgectl close)\(code)\(detail)"
-        case "server": return "by the server\(code)\(detail)"
-        case "daemon": return "by the daemon stopping\(code)\(detail)"
-        case "error": return "link lost\(code)\(detail)"
-        default: return "by \(close.by)\(code)\(detail)"
+        case .user where close.reason == StatusReport.Close.reconnectReason: return "by an operator (wsbridgectl reconnect)\(code)"
+        case .user: return "by an operator (wsbridgectl close)\(code)\(detail)"
+        case .server: return "by the server\(code)\(detail)"
+        case .daemon: return "by the daemon stopping\(code)\(detail)"
+        case .error: return "link lost\(code)\(detail)"
+        default: return "by \(close.by)\(code)\(detail)"  // a closer a newer daemon added
         }
     }
 

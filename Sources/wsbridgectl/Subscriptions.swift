@@ -21,7 +21,7 @@ struct Subscriptions: ParsableCommand {
         }
         let result = try self.global.run("status")
         let report = try StatusReport(json: result)
-        guard let p = report.applicationProtocol else {
+        guard let p = report.protocol else {
             Output.error("upstream.protocol is raw: the daemon keeps no subscriptions (every message goes to every subscriber)")
             throw ExitCode(1)
         }

@@ -72,7 +72,7 @@ typealias Machine = ConnectionStateMachine<MaxGenerator>
         let action = try m.disconnected(.serverClosed(code: 1001, reason: "restart"), now: t(41))
         #expect(action == .scheduleRetry(after: .seconds(1), attempt: 1))
         #expect(m.phase == .backingOff)
-        #expect(m.lastDisconnect?.initiator == "server")
+        #expect(m.lastDisconnect?.initiator == .server)
         #expect(try m.retryTimerFired(now: t(42)) == .connect(attempt: 1))
         #expect(try m.connectSucceeded(now: t(42.1)) == .none)
         #expect(m.reconnects == 1)
@@ -257,7 +257,7 @@ typealias Machine = ConnectionStateMachine<MaxGenerator>
         #expect(try m.disconnected(.serverClosed(code: 1000, reason: ""), now: t(2.1)) == .connect(attempt: 1))
         // The server's echo ended the connection, but the user closed it.
         #expect(m.lastDisconnect == .userClosed(code: 1000, reason: "reconnect requested"))
-        #expect(m.lastDisconnect?.initiator == "user")
+        #expect(m.lastDisconnect?.initiator == .user)
         #expect(try m.connectSucceeded(now: t(2.2)) == .none)
         #expect(m.reconnects == 1)
     }
@@ -298,7 +298,7 @@ typealias Machine = ConnectionStateMachine<MaxGenerator>
         #expect(try m.disconnected(.serverClosed(code: 1001, reason: ""), now: t(3.1)) == .none)
         #expect(m.phase == .stopped)
         #expect(m.lastDisconnect == .daemonStopped)
-        #expect(m.lastDisconnect?.initiator == "daemon")
+        #expect(m.lastDisconnect?.initiator == .daemon)
         #expect(m.lastDisconnect?.description == "closed by the daemon: wsbridged is stopping (code 1001)")
     }
 

@@ -62,12 +62,14 @@ import WSBridgeProtocol
     }
 
     @Test func resultsRoundTrip() throws {
-        let status = StatusReport(
-            state: .open, since: 1, url: "wss://example.test/x", reconnects: 2, failedAttempts: 3, rttMillis: 1.25, subprotocol: "v1",
-            compression: true, messagesIn: 4, bytesIn: 5, messagesOut: 6, bytesOut: 7, subscribers: 8, clients: 9, seq: 10, drops: 11,
-            queue: .init(messages: 1, bytes: 2, maxMessages: 3, maxBytes: 4), lastError: "e",
-            lastClose: .init(code: 1001, reason: "bye", by: "server"), retryInMillis: 12
+        var status = StatusReport()
+        (status.state, status.since, status.url, status.reconnects, status.failedAttempts, status.rttMs, status.subprotocol) = (
+            .open, 1, "wss://example.test/x", 2, 3, 1.25, "v1"
         )
+        (status.compression, status.messagesIn, status.bytesIn, status.messagesOut, status.bytesOut) = (true, 4, 5, 6, 7)
+        (status.subscribers, status.clients, status.seq, status.drops) = (8, 9, 10, 11)
+        status.queue = .init(messages: 1, bytes: 2, maxMessages: 3, maxBytes: 4)
+        (status.lastError, status.lastClose, status.retryInMs) = ("e", .init(code: 1001, reason: "bye", by: .server), 12)
         #expect(try StatusReport(json: try JSONValue.parse(status.json.serialized)) == status)
         var withSession = status
         withSession.stream = "0123456789abcdef"
@@ -75,7 +77,7 @@ import WSBridgeProtocol
         withSession.lastErrorReason = "not_ready"
         #expect(try StatusReport(json: try JSONValue.parse(withSession.json.serialized)) == withSession)
         let noClose = try StatusReport(json: try JSONValue.parse(#"{"state":"idle","last_close":null,"rtt_ms":null}"#))
-        #expect(noClose.lastClose == nil && noClose.rttMillis == nil && noClose.state == .idle)
+        #expect(noClose.lastClose == nil && noClose.rttMs == nil && noClose.state == .idle)
 
         let subscribed = SubscribeResult(subscribed: true, seq: 4, filter: Filter(field: "a.b", equals: 1))
         #expect(try SubscribeResult(json: try JSONValue.parse(subscribed.json.serialized)) == subscribed)

@@ -5,10 +5,9 @@ import Testing
 /// The one mapping per type: keys written once, exact numbers, located errors.
 @Suite struct WireCodingTests {
     @Test func keysAreSnakeCaseInDeclarationOrderAndNilIsNullUnlessOmitted() throws {
-        var status = StatusReport(
-            state: .open, since: 1, url: "ws://h/", reconnects: 0, failedAttempts: 2, rttMillis: nil, subprotocol: nil, compression: false,
-            messagesIn: UInt64.max, bytesIn: 0, messagesOut: 0, bytesOut: 0, subscribers: 0, clients: 0, seq: 0, drops: 0,
-            queue: .init(messages: 0, bytes: 0, maxMessages: 5, maxBytes: 6), lastError: nil, lastClose: nil, retryInMillis: nil)
+        var status = StatusReport()
+        (status.state, status.since, status.url, status.failedAttempts, status.messagesIn) = (.open, 1, "ws://h/", 2, UInt64.max)
+        status.queue = .init(messages: 0, bytes: 0, maxMessages: 5, maxBytes: 6)
         let json = status.json.serialized
         #expect(json.hasPrefix(#"{"state":"open","since":1,"url":"ws://h/","reconnects":0,"failed_attempts":2,"rtt_ms":null,"#), "\(json)")
         // Exact: UInt64.max is not rounded through a Double.
@@ -16,7 +15,7 @@ import Testing
         #expect(json.contains(#""queue":{"messages":0,"bytes":0,"max_messages":5,"max_bytes":6,"spool":null}"#))
         // retry_in_ms is left out while nil, written once set.
         #expect(!json.contains("retry_in_ms"))
-        status.retryInMillis = 250
+        status.retryInMs = 250
         #expect(status.json.serialized.hasSuffix(#""retry_in_ms":250}"#))
         #expect(try StatusReport(json: status.json) == status)
     }

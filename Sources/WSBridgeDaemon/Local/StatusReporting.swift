@@ -22,7 +22,7 @@ extension LocalPlane {
                 replaying: self.fanout.replayingReaders)
         }
         if let router = self.fanout.router {
-            report.applicationProtocol = .init(
+            report.protocol = .init(
                 name: router.name,
                 subscriptions: router.liveSubscriptions.map { live in
                     .init(
