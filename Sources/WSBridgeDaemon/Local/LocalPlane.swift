@@ -22,8 +22,6 @@ final class LocalPlane {
     private var nextClientID = 0
     /// Connections refused (over `local.max_clients`) since the last log line.
     private var refusedSinceLog = 0
-    /// The link's traffic counts at the last metrics render (the counters add what came since).
-    var reportedTraffic = DaemonMetrics.Traffic()
 
     init(
         configuration: Configuration,

@@ -41,24 +41,8 @@ extension LocalPlane {
     /// The metrics in the Prometheus text format, the gauges set from the live state now.
     func metricsText(askedBy asker: LocalClient? = nil) -> [UInt8] {
         let report = self.statusReport(askedBy: asker)
-        let snapshot = DaemonMetrics.Snapshot(
-            phase: report.state,
-            secondsInPhase: max(0, Double(WallClock.millisecondsSinceEpoch() - report.since) / 1000),
-            queueMessages: report.queue.messages,
-            queueBytes: report.queue.bytes,
-            subscribers: report.subscribers,
-            clients: report.clients,
-            seq: report.seq,
-            traffic: .init(
-                messagesIn: report.messagesIn, bytesIn: report.bytesIn, messagesOut: report.messagesOut, bytesOut: report.bytesOut,
-                spoolFsyncs: report.queue.spool?.fsyncs ?? 0, journalFsyncs: report.journal?.fsyncs ?? 0,
-                notJournaled: report.journal?.notJournaled ?? 0
-            ),
-            spoolFileBytes: report.queue.spool?.fileBytes ?? 0,
-            journal: report.journal,
-            urls: self.configuration.upstream.urls.map(\.description),
-            liveURL: report.state == .open ? report.url : nil
-        )
-        return self.fanout.metrics.render(snapshot, since: &self.reportedTraffic)
+        let input = MetricFamily.Input(
+            status: report, urls: self.configuration.upstream.urls.map(\.description), nowMillis: WallClock.millisecondsSinceEpoch())
+        return self.fanout.metrics.render(input)
     }
 }

@@ -23,34 +23,21 @@ package final class DaemonMetrics: Sendable {
         case outboundQueueFull = "outbound_queue_full"
     }
 
+    /// A series: its family and its label's value (nil: a family without a fixed label).
+    private struct Series: Hashable {
+        var family: MetricFamily
+        var value: String?
+    }
+
     let registry: PrometheusCollectorRegistry
     private let factory: DescribedMetricsFactory
-
-    private let messagesIn: CoreMetrics.Counter
-    private let bytesIn: CoreMetrics.Counter
-    private let messagesOut: CoreMetrics.Counter
-    private let bytesOut: CoreMetrics.Counter
-    private let failedAttempts: [AttemptFailure.Kind: CoreMetrics.Counter]
+    /// Every family's series made up front, by how they are read.
+    private let counters: [Series: CoreMetrics.Counter]
+    private let gauges: [Series: CoreMetrics.Gauge]
+    private let seconds: [MetricFamily: CoreMetrics.FloatingPointCounter]
     private let roundTripTimer: CoreMetrics.Timer
-    private let drops: [DropReason: CoreMetrics.Counter]
-    private let reconnects: [ReconnectReason: CoreMetrics.Counter]
-
-    private let queueMessages: CoreMetrics.Gauge
-    private let queueBytes: CoreMetrics.Gauge
-    private let subscribers: CoreMetrics.Gauge
-    private let clients: CoreMetrics.Gauge
-    private let states: [ConnectionPhase: CoreMetrics.Gauge]
-    private let stateSeconds: CoreMetrics.Gauge
-    private let lastSeq: CoreMetrics.Gauge
-    private let spoolFileBytes: CoreMetrics.Gauge
-    private let spoolFsyncs: CoreMetrics.Counter
-    private let journalFsyncs: CoreMetrics.Counter
-    private let notJournaled: CoreMetrics.Counter
-    private let journalGauges: [(MetricFamily, CoreMetrics.Gauge)]
-    private let processCPU: CoreMetrics.FloatingPointCounter
-    private let processGauges: [(MetricFamily, CoreMetrics.Gauge)]
-    /// The CPU seconds at the last render (the counter advances by the difference).
-    private let reportedCPU = NIOLockedValueBox(0.0)
+    /// The totals at the last render (`.total` and `.seconds` counters advance by the gain).
+    private let reported = NIOLockedValueBox<(totals: [Series: UInt64], seconds: [MetricFamily: Double])>(([:], [:]))
 
     /// Upper bounds of the round-trip histogram's buckets.
     static let roundTripBuckets: [Duration] = [
@@ -68,78 +55,39 @@ package final class DaemonMetrics: Sendable {
         )
         self.registry = registry
         self.factory = factory
-        func counter(_ family: MetricFamily, _ value: String? = nil) -> CoreMetrics.Counter {
-            precondition(family.type == .counter)
-            return CoreMetrics.Counter(label: family.name, dimensions: value.map { [(family.labels[0].name, $0)] } ?? [], factory: factory)
-        }
-        func gauge(_ family: MetricFamily, _ value: String? = nil) -> CoreMetrics.Gauge {
-            precondition(family.type == .gauge)
-            return CoreMetrics.Gauge(label: family.name, dimensions: value.map { [(family.labels[0].name, $0)] } ?? [], factory: factory)
-        }
-        self.messagesIn = counter(.upstreamMessages, "in")
-        self.messagesOut = counter(.upstreamMessages, "out")
-        self.bytesIn = counter(.upstreamBytes, "in")
-        self.bytesOut = counter(.upstreamBytes, "out")
+        var counters: [Series: CoreMetrics.Counter] = [:]
+        var gauges: [Series: CoreMetrics.Gauge] = [:]
+        var seconds: [MetricFamily: CoreMetrics.FloatingPointCounter] = [:]
         // One series per label value, made up front (a render shows them all, zero or not).
-        self.failedAttempts = Dictionary(uniqueKeysWithValues: AttemptFailure.Kind.allCases.map { ($0, counter(.connectFailures, $0.rawValue)) })
-        self.roundTripTimer = CoreMetrics.Timer(label: MetricFamily.heartbeatRTT.name, factory: factory)
-        self.drops = Dictionary(uniqueKeysWithValues: DropReason.allCases.map { ($0, counter(.droppedMessages, $0.rawValue)) })
-        self.reconnects = Dictionary(uniqueKeysWithValues: ReconnectReason.allCases.map { ($0, counter(.reconnects, $0.rawValue)) })
-        self.queueMessages = gauge(.outboundQueueMessages)
-        self.queueBytes = gauge(.outboundQueueBytes)
-        self.subscribers = gauge(.subscribers)
-        self.clients = gauge(.clients)
-        self.states = Dictionary(uniqueKeysWithValues: ConnectionPhase.allCases.map { ($0, gauge(.linkState, $0.rawValue)) })
-        self.stateSeconds = gauge(.linkStateSeconds)
-        self.lastSeq = gauge(.lastSeq)
-        self.spoolFileBytes = gauge(.spoolFileBytes)
-        self.spoolFsyncs = counter(.spoolFsyncs)
-        self.journalFsyncs = counter(.journalFsyncs)
-        self.notJournaled = counter(.journalNotJournaled)
-        self.journalGauges = [MetricFamily.journalBytes, .journalSegments, .journalOldestSeq, .journalNewestSeq, .journalStopped, .journalReplays].map {
-            ($0, gauge($0))
-        }
-        CoreMetrics.Gauge(
-            label: MetricFamily.buildInfo.name, dimensions: [("version", WSBridgeVersion.current), ("commit", WSBridgeVersion.commit ?? "")],
-            factory: factory
-        ).record(1)
-        self.processCPU = CoreMetrics.FloatingPointCounter(label: MetricFamily.processCPUSeconds.name, dimensions: [], factory: factory)
-        self.processGauges = [MetricFamily.processResidentMemory, .processVirtualMemory, .processOpenFDs, .processMaxFDs, .processStartTime].map {
-            ($0, gauge($0))
-        }
-    }
-
-    /// The process collector's figures, read now.
-    private func recordProcess() {
-        guard let stats = ProcessStats.read() else { return }
-        let gain = self.reportedCPU.withLockedValue { last in
-            defer { last = max(last, stats.cpuSeconds) }
-            return max(0, stats.cpuSeconds - last)
-        }
-        self.processCPU.increment(by: gain)
-        for (family, gauge) in self.processGauges {
-            switch family {
-            case .processResidentMemory: gauge.record(stats.residentBytes)
-            case .processVirtualMemory: gauge.record(stats.virtualBytes)
-            case .processOpenFDs: gauge.record(stats.openFDs)
-            case .processMaxFDs: gauge.record(stats.maxFDs)
-            default: gauge.record(stats.startTime)
+        for family in MetricFamily.allCases {
+            let values: [String?] = family.labels.first?.values ?? [nil]
+            func dimensions(_ value: String?) -> [(String, String)] { value.map { [(family.labels[0].name, $0)] } ?? [] }
+            switch family.declaration.reading {
+            case .event, .total:
+                for v in values {
+                    counters[Series(family: family, value: v)] = CoreMetrics.Counter(label: family.name, dimensions: dimensions(v), factory: factory)
+                }
+            case .gauge:
+                for v in values {
+                    gauges[Series(family: family, value: v)] = CoreMetrics.Gauge(label: family.name, dimensions: dimensions(v), factory: factory)
+                }
+            case .seconds:
+                seconds[family] = CoreMetrics.FloatingPointCounter(label: family.name, dimensions: [], factory: factory)
+            case .observed, .series:
+                break
             }
         }
+        (self.counters, self.gauges, self.seconds) = (counters, gauges, seconds)
+        self.roundTripTimer = CoreMetrics.Timer(label: MetricFamily.heartbeatRTT.name, factory: factory)
     }
 
-    struct Traffic: Sendable {
-        var messagesIn: UInt64 = 0
-        var bytesIn: UInt64 = 0
-        var messagesOut: UInt64 = 0
-        var bytesOut: UInt64 = 0
-        var spoolFsyncs: UInt64 = 0
-        var journalFsyncs: UInt64 = 0
-        var notJournaled: UInt64 = 0
+    /// Counts an event of `family` (read `.event`), under its label's `value`.
+    func count(_ family: MetricFamily, _ value: String? = nil, by n: Int = 1) {
+        self.counters[Series(family: family, value: value)]?.increment(by: Int64(n))
     }
 
     func attemptFailed(_ kind: AttemptFailure.Kind) {
-        self.failedAttempts[kind]?.increment()
+        self.count(.connectFailures, kind.rawValue)
     }
 
     func roundTrip(_ rtt: Duration) {
@@ -147,74 +95,49 @@ package final class DaemonMetrics: Sendable {
     }
 
     func dropped(_ count: Int, _ reason: DropReason) {
-        self.drops[reason]?.increment(by: Int64(count))
+        self.count(.droppedMessages, reason.rawValue, by: count)
     }
 
     func reconnected(after reason: DisconnectReason?) {
-        self.reconnects[ReconnectReason(reason)]?.increment()
+        self.count(.reconnects, ReconnectReason(reason).rawValue)
     }
 
-    /// The live state the gauges show, read on the daemon's loop just before a render.
-    struct Snapshot {
-        var phase: ConnectionPhase
-        var secondsInPhase: Double
-        var queueMessages: Int
-        var queueBytes: Int
-        var subscribers: Int
-        var clients: Int
-        var seq: UInt64
-        var traffic: Traffic
-        var spoolFileBytes = 0
-        var journal: StatusReport.Journal?
-        /// The configured URLs, primary first, and the one the open link uses.
-        var urls: [String] = []
-        var liveURL: String?
-    }
-
-    /// The Prometheus text format (version 0.0.4), with the gauges set from `snapshot` and the
-    /// counters advanced by what the link carried since `reported` (the counts at the last
-    /// render, kept by the caller on the daemon's loop, and updated here).
-    func render(_ snapshot: Snapshot, since reported: inout Traffic) -> [UInt8] {
-        let now = snapshot.traffic
-        let before = reported
-        reported = now
-        func gain(_ a: UInt64, _ b: UInt64) -> Int64 { Int64(clamping: a >= b ? a - b : 0) }
-        self.messagesIn.increment(by: gain(now.messagesIn, before.messagesIn))
-        self.bytesIn.increment(by: gain(now.bytesIn, before.bytesIn))
-        self.messagesOut.increment(by: gain(now.messagesOut, before.messagesOut))
-        self.bytesOut.increment(by: gain(now.bytesOut, before.bytesOut))
-        self.spoolFsyncs.increment(by: gain(now.spoolFsyncs, before.spoolFsyncs))
-        self.spoolFileBytes.record(snapshot.spoolFileBytes)
-        self.journalFsyncs.increment(by: gain(now.journalFsyncs, before.journalFsyncs))
-        self.notJournaled.increment(by: gain(now.notJournaled, before.notJournaled))
-        for (family, gauge) in self.journalGauges {
-            let j = snapshot.journal
-            switch family {
-            case .journalBytes: gauge.record(j?.bytes ?? 0)
-            case .journalSegments: gauge.record(j?.segments ?? 0)
-            case .journalOldestSeq: gauge.record(Double(j?.oldestSeq ?? 0))
-            case .journalNewestSeq: gauge.record(Double(j?.newestSeq ?? 0))
-            case .journalStopped: gauge.record(j?.stoppedReason == nil ? 0 : 1)
-            default: gauge.record(j?.replaying ?? 0)
+    /// The Prometheus text format (version 0.0.4): every family read from `input` as its
+    /// declaration says.
+    func render(_ input: MetricFamily.Input) -> [UInt8] {
+        var input = input
+        input.process = ProcessStats.read()
+        self.reported.withLockedValue { reported in
+            for family in MetricFamily.allCases {
+                let values: [String?] = family.labels.first?.values ?? [nil]
+                switch family.declaration.reading {
+                case .event, .observed:
+                    break
+                case .total(let read):
+                    for v in values {
+                        let series = Series(family: family, value: v)
+                        let now = read(input, v)
+                        let before = reported.totals[series] ?? 0
+                        reported.totals[series] = now
+                        self.counters[series]?.increment(by: Int64(clamping: now >= before ? now - before : 0))
+                    }
+                case .seconds(let read):
+                    guard let now = read(input) else { break }
+                    let before = reported.seconds[family] ?? 0
+                    reported.seconds[family] = max(before, now)
+                    self.seconds[family]?.increment(by: max(0, now - before))
+                case .gauge(let read):
+                    for v in values {
+                        if let value = read(input, v) { self.gauges[Series(family: family, value: v)]?.record(value) }
+                    }
+                case .series(let read):
+                    for (labels, value) in read(input) {
+                        // The registry returns the series it already has for the same labels.
+                        CoreMetrics.Gauge(label: family.name, dimensions: labels, factory: self.factory).record(value)
+                    }
+                }
             }
         }
-        self.queueMessages.record(snapshot.queueMessages)
-        self.queueBytes.record(snapshot.queueBytes)
-        self.subscribers.record(snapshot.subscribers)
-        self.clients.record(snapshot.clients)
-        for (phase, gauge) in self.states {
-            gauge.record(phase == snapshot.phase ? 1 : 0)
-        }
-        self.stateSeconds.record(snapshot.secondsInPhase)
-        for (i, url) in snapshot.urls.enumerated() {
-            // The registry returns the series it already has for the same labels.
-            CoreMetrics.Gauge(
-                label: MetricFamily.upstreamURL.name, dimensions: [("url", url), ("role", i == 0 ? "primary" : "fallback")], factory: self.factory
-            )
-            .record(url == snapshot.liveURL ? 1 : 0)
-        }
-        self.lastSeq.record(Double(snapshot.seq))
-        self.recordProcess()
         return self.registry.emitToBuffer()
     }
 }

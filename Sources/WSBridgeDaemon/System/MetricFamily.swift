@@ -1,9 +1,11 @@
 import WSBridgeCore
 import WSBridgeProtocol
 
-/// Every metric family the daemon exports, with its name, type, labels and help, written once:
-/// the registry's families, their `# HELP` lines, the series made up front (one per fixed label
-/// value) and the check of docs/metrics.md all come from here.
+/// Every metric family the daemon exports, declared once (`declaration`): its name, type,
+/// labels, help and how its figures are read. The registry's families, their `# HELP` lines,
+/// the series made up front (one per fixed label value), every render and the check of
+/// docs/metrics.md come from here; the switch has no `default:`, so a new family cannot be
+/// left half declared.
 package enum MetricFamily: String, CaseIterable, Sendable {
     case upstreamMessages = "wsbridge_upstream_messages_total"
     case upstreamBytes = "wsbridge_upstream_bytes_total"
@@ -48,64 +50,158 @@ package enum MetricFamily: String, CaseIterable, Sendable {
         package var values: [String]?
     }
 
+    /// What a render reads the figures from: the daemon's `status`, the configured URLs, the
+    /// time, the process.
+    struct Input {
+        var status: StatusReport
+        /// The configured URLs, primary first.
+        var urls: [String]
+        var nowMillis: Int64
+        var process: ProcessStats?
+    }
+
+    /// How a family's figures are read.
+    enum Reading: Sendable {
+        /// Counted where the event happens (`DaemonMetrics.count`), one series per label value.
+        case event
+        /// Observed where it happens (`DaemonMetrics.observe`): a histogram.
+        case observed
+        /// A counter that follows a total of the input, per label value (nil: no label): each
+        /// render advances it by what the total gained since the last.
+        case total(@Sendable (Input, String?) -> UInt64)
+        /// A gauge set at each render, per label value (nil: no label).
+        case gauge(@Sendable (Input, String?) -> Double?)
+        /// A counter of seconds that follows a total of the input (the CPU time).
+        case seconds(@Sendable (Input) -> Double?)
+        /// Gauges whose label values come from the input (the configured URLs).
+        case series(@Sendable (Input) -> [(labels: [(String, String)], value: Double)])
+    }
+
+    /// Everything about a family, in one place: the registry, the render, the `# HELP` lines
+    /// and the check of docs/metrics.md read it from here.
+    struct Declaration {
+        var type: Kind
+        var labels: [Label] = []
+        var help: String
+        var reading: Reading
+    }
+
     package var name: String { self.rawValue }
+    package var type: Kind { self.declaration.type }
+    package var labels: [Label] { self.declaration.labels }
+    package var help: String { self.declaration.help }
 
-    package var type: Kind {
-        switch self {
-        case .upstreamMessages, .upstreamBytes, .reconnects, .connectFailures, .droppedMessages, .spoolFsyncs, .journalFsyncs, .journalNotJournaled,
-            .processCPUSeconds:
-            .counter
-        case .heartbeatRTT: .histogram
-        default: .gauge
-        }
-    }
+    private static let direction = [Label(name: "direction", values: ["in", "out"])]
 
-    package var labels: [Label] {
+    var declaration: Declaration {
         switch self {
-        case .upstreamMessages, .upstreamBytes: [Label(name: "direction", values: ["in", "out"])]
-        case .reconnects: [Label(name: "reason", values: ReconnectReason.allCases.map(\.rawValue))]
-        case .connectFailures: [Label(name: "reason", values: AttemptFailure.Kind.allCases.map(\.rawValue))]
-        case .droppedMessages: [Label(name: "reason", values: DaemonMetrics.DropReason.allCases.map(\.rawValue))]
-        case .linkState: [Label(name: "state", values: ConnectionPhase.allCases.map(\.rawValue))]
-        case .upstreamURL: [Label(name: "url", values: nil), Label(name: "role", values: ["primary", "fallback"])]
-        case .buildInfo: [Label(name: "version", values: nil), Label(name: "commit", values: nil)]
-        default: []
-        }
-    }
-
-    package var help: String {
-        switch self {
-        case .upstreamMessages: "WebSocket messages, by direction: in (from the upstream) and out (sent upstream)."
-        case .upstreamBytes: "Payload bytes of those messages, by direction."
-        case .reconnects: "Links opened again after one was lost, by the reason it was lost."
-        case .connectFailures: "Connection attempts that failed before the link opened, by reason (error, not_ready)."
-        case .droppedMessages: "Messages dropped, by reason (subscriber_queue_full, outbound_queue_full)."
-        case .outboundQueueMessages: "Messages queued to send upstream while the link is not open."
-        case .outboundQueueBytes: "Bytes queued to send upstream while the link is not open."
-        case .subscribers: "Local clients subscribed to upstream messages."
-        case .clients: "Local clients connected, subscribed or not (not the one asking for metrics)."
-        case .linkState: "1 for the link's current state, 0 for the others (label state)."
-        case .linkStateSeconds: "Seconds the link has been in its current state."
-        case .lastSeq: "The sequence number of the last upstream message fanned out."
-        case .heartbeatRTT: "Heartbeat round trips: ping sent to pong received."
-        case .spoolFileBytes: "Size of the durable spool's file (queue.spool; 0 when it is off)."
-        case .spoolFsyncs: "fdatasyncs of the durable spool (queued sends that arrive together share one)."
-        case .journalBytes: "Bytes of the journal's segment files (journal.dir; 0 when it is off)."
-        case .journalSegments: "The journal's segment files."
-        case .journalOldestSeq: "The oldest seq the journal keeps (0 when it keeps none)."
-        case .journalNewestSeq: "The newest seq the journal has written (0 when none)."
-        case .journalFsyncs: "fdatasyncs of the journal."
-        case .journalNotJournaled: "Upstream messages never written to the journal (its writer behind by journal.buffer_bytes, or stopped)."
-        case .journalStopped: "1 while the journal is stopped by a failed write (a full disk), else 0."
-        case .journalReplays: "Consumers catching up from the journal now."
-        case .upstreamURL: "1 for the upstream URL the open link uses, 0 for the other configured ones (labels url, role)."
-        case .buildInfo: "Always 1; the labels say which build runs: version, and the git commit it was built from (empty outside a checkout)."
-        case .processCPUSeconds: "User and system CPU time the daemon has used, in seconds."
-        case .processResidentMemory: "Resident memory of the daemon, in bytes."
-        case .processVirtualMemory: "Virtual memory of the daemon, in bytes."
-        case .processOpenFDs: "File descriptors the daemon has open."
-        case .processMaxFDs: "The daemon's limit of open file descriptors (RLIMIT_NOFILE)."
-        case .processStartTime: "When the daemon started, in seconds since the Unix epoch."
+        case .upstreamMessages:
+            Declaration(
+                type: .counter, labels: Self.direction, help: "WebSocket messages, by direction: in (from the upstream) and out (sent upstream).",
+                reading: .total { i, d in d == "in" ? i.status.messagesIn : i.status.messagesOut })
+        case .upstreamBytes:
+            Declaration(
+                type: .counter, labels: Self.direction, help: "Payload bytes of those messages, by direction.",
+                reading: .total { i, d in d == "in" ? i.status.bytesIn : i.status.bytesOut })
+        case .reconnects:
+            Declaration(
+                type: .counter, labels: [Label(name: "reason", values: ReconnectReason.allCases.map(\.rawValue))],
+                help: "Links opened again after one was lost, by the reason it was lost.", reading: .event)
+        case .connectFailures:
+            Declaration(
+                type: .counter, labels: [Label(name: "reason", values: AttemptFailure.Kind.allCases.map(\.rawValue))],
+                help: "Connection attempts that failed before the link opened, by reason (error, not_ready).", reading: .event)
+        case .droppedMessages:
+            Declaration(
+                type: .counter, labels: [Label(name: "reason", values: DaemonMetrics.DropReason.allCases.map(\.rawValue))],
+                help: "Messages dropped, by reason (subscriber_queue_full, outbound_queue_full).", reading: .event)
+        case .outboundQueueMessages:
+            Declaration(
+                type: .gauge, help: "Messages queued to send upstream while the link is not open.", reading: .gauge { i, _ in Double(i.status.queue.messages) })
+        case .outboundQueueBytes:
+            Declaration(
+                type: .gauge, help: "Bytes queued to send upstream while the link is not open.", reading: .gauge { i, _ in Double(i.status.queue.bytes) })
+        case .subscribers:
+            Declaration(type: .gauge, help: "Local clients subscribed to upstream messages.", reading: .gauge { i, _ in Double(i.status.subscribers) })
+        case .clients:
+            Declaration(
+                type: .gauge, help: "Local clients connected, subscribed or not (not the one asking for metrics).",
+                reading: .gauge { i, _ in Double(i.status.clients) })
+        case .linkState:
+            Declaration(
+                type: .gauge, labels: [Label(name: "state", values: ConnectionPhase.allCases.map(\.rawValue))],
+                help: "1 for the link's current state, 0 for the others (label state).", reading: .gauge { i, s in i.status.state.rawValue == s ? 1 : 0 })
+        case .linkStateSeconds:
+            Declaration(
+                type: .gauge, help: "Seconds the link has been in its current state.",
+                reading: .gauge { i, _ in max(0, Double(i.nowMillis - i.status.since) / 1000) })
+        case .lastSeq:
+            Declaration(
+                type: .gauge, help: "The sequence number of the last upstream message fanned out.", reading: .gauge { i, _ in Double(i.status.seq) })
+        case .heartbeatRTT:
+            Declaration(type: .histogram, help: "Heartbeat round trips: ping sent to pong received.", reading: .observed)
+        case .spoolFileBytes:
+            Declaration(
+                type: .gauge, help: "Size of the durable spool's file (queue.spool; 0 when it is off).",
+                reading: .gauge { i, _ in Double(i.status.queue.spool?.fileBytes ?? 0) })
+        case .spoolFsyncs:
+            Declaration(
+                type: .counter, help: "fdatasyncs of the durable spool (queued sends that arrive together share one).",
+                reading: .total { i, _ in i.status.queue.spool?.fsyncs ?? 0 })
+        case .journalBytes:
+            Declaration(
+                type: .gauge, help: "Bytes of the journal's segment files (journal.dir; 0 when it is off).",
+                reading: .gauge { i, _ in Double(i.status.journal?.bytes ?? 0) })
+        case .journalSegments:
+            Declaration(type: .gauge, help: "The journal's segment files.", reading: .gauge { i, _ in Double(i.status.journal?.segments ?? 0) })
+        case .journalOldestSeq:
+            Declaration(
+                type: .gauge, help: "The oldest seq the journal keeps (0 when it keeps none).",
+                reading: .gauge { i, _ in Double(i.status.journal?.oldestSeq ?? 0) })
+        case .journalNewestSeq:
+            Declaration(
+                type: .gauge, help: "The newest seq the journal has written (0 when none).",
+                reading: .gauge { i, _ in Double(i.status.journal?.newestSeq ?? 0) })
+        case .journalFsyncs:
+            Declaration(type: .counter, help: "fdatasyncs of the journal.", reading: .total { i, _ in i.status.journal?.fsyncs ?? 0 })
+        case .journalNotJournaled:
+            Declaration(
+                type: .counter, help: "Upstream messages never written to the journal (its writer behind by journal.buffer_bytes, or stopped).",
+                reading: .total { i, _ in i.status.journal?.notJournaled ?? 0 })
+        case .journalStopped:
+            Declaration(
+                type: .gauge, help: "1 while the journal is stopped by a failed write (a full disk), else 0.",
+                reading: .gauge { i, _ in i.status.journal?.stoppedReason == nil ? 0 : 1 })
+        case .journalReplays:
+            Declaration(type: .gauge, help: "Consumers catching up from the journal now.", reading: .gauge { i, _ in Double(i.status.journal?.replaying ?? 0) })
+        case .upstreamURL:
+            Declaration(
+                type: .gauge, labels: [Label(name: "url", values: nil), Label(name: "role", values: ["primary", "fallback"])],
+                help: "1 for the upstream URL the open link uses, 0 for the other configured ones (labels url, role).",
+                reading: .series { i in
+                    i.urls.enumerated().map { n, url in
+                        ([("url", url), ("role", n == 0 ? "primary" : "fallback")], i.status.state == .open && i.status.url == url ? 1 : 0)
+                    }
+                })
+        case .buildInfo:
+            Declaration(
+                type: .gauge, labels: [Label(name: "version", values: nil), Label(name: "commit", values: nil)],
+                help: "Always 1; the labels say which build runs: version, and the git commit it was built from (empty outside a checkout).",
+                reading: .series { _ in [(labels: [("version", WSBridgeVersion.current), ("commit", WSBridgeVersion.commit ?? "")], value: 1)] })
+        case .processCPUSeconds:
+            Declaration(type: .counter, help: "User and system CPU time the daemon has used, in seconds.", reading: .seconds { $0.process?.cpuSeconds })
+        case .processResidentMemory:
+            Declaration(type: .gauge, help: "Resident memory of the daemon, in bytes.", reading: .gauge { i, _ in i.process.map { Double($0.residentBytes) } })
+        case .processVirtualMemory:
+            Declaration(type: .gauge, help: "Virtual memory of the daemon, in bytes.", reading: .gauge { i, _ in i.process.map { Double($0.virtualBytes) } })
+        case .processOpenFDs:
+            Declaration(type: .gauge, help: "File descriptors the daemon has open.", reading: .gauge { i, _ in i.process.map { Double($0.openFDs) } })
+        case .processMaxFDs:
+            Declaration(
+                type: .gauge, help: "The daemon's limit of open file descriptors (RLIMIT_NOFILE).",
+                reading: .gauge { i, _ in i.process.map { Double($0.maxFDs) } })
+        case .processStartTime:
+            Declaration(type: .gauge, help: "When the daemon started, in seconds since the Unix epoch.", reading: .gauge { i, _ in i.process?.startTime })
         }
     }
 }
