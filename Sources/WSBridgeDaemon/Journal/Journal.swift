@@ -90,6 +90,8 @@ final class Journal: Sendable {
         /// The writer is `buffer_bytes` behind: messages are not journaled (logged once).
         var overflowing = false
         var onWritten: (@Sendable (UInt64) -> Void)?
+        /// The last seq handed over (written, or a hole): where `close()` marks the clean stop.
+        var lastHandedOver: UInt64
     }
 
     let directory: String
@@ -109,7 +111,8 @@ final class Journal: Sendable {
         self.eventLoop = eventLoop
         self.logger = writer.logger
         self.log = LogWriter(
-            writer, shared: Shared(segments: writer.segments), syncDelay: .nanoseconds(writer.configuration.fsyncInterval.nanoseconds),
+            writer, shared: Shared(segments: writer.segments, lastHandedOver: writer.segments.last?.lastSeq ?? 0),
+            syncDelay: .nanoseconds(writer.configuration.fsyncInterval.nanoseconds),
             eventLoop: eventLoop)
         self.readerPool.start()
         // Replays are background work: the reader thread runs at the lowest priority (nice 19),
@@ -139,6 +142,7 @@ final class Journal: Sendable {
         let bytes = entries.reduce(0) { $0 + $1.message.data.readableBytes + JournalFormat.recordOverhead }
         self.log.submit { q in
             guard !q.closed else { return }
+            q.shared.lastHandedOver = max(q.shared.lastHandedOver, last.seq)
             if let stopped = q.shared.stopped, NIODeadline.now() < stopped.at + Self.retryDelay {
                 q.shared.notJournaled += UInt64(entries.count)
                 Self.addHole(&q.ops, from: first.seq, to: last.seq)
@@ -168,6 +172,18 @@ final class Journal: Sendable {
         } else {
             ops.append(.hole(from: from, to: to))
         }
+    }
+
+    /// Every seq up to `seq` was numbered (some went to one app alone and were not handed
+    /// over): `close()` marks the clean stop after it, the ones never written a hole.
+    func numbered(through seq: UInt64) {
+        self.log.submit { $0.shared.lastHandedOver = max($0.shared.lastHandedOver, seq) }
+    }
+
+    /// Writes what is pending, marks the clean stop after the last message handed over,
+    /// fdatasyncs and closes. The next start continues the same stream.
+    func close() -> EventLoopFuture<Void> {
+        self.close(lastSeq: self.log.withShared { $0.lastHandedOver })
     }
 
     /// Writes what is pending, marks the clean stop after `lastSeq` (the last message the

@@ -10,57 +10,55 @@ import WSBridgeProtocol
 #endif
 
 /// The start, in steps: the network check and access policy, the spool, the sticky store, the
-/// bridge, the local socket, the metrics endpoint, then the monitor, the first connect and
-/// READY=1. Whatever a step opened is recorded in a `Startup`; when a later step fails, that
-/// is undone in one place, latest first, and the failure is logged and told to systemd once.
+/// journal, the bridge, the local socket, the metrics endpoint, the monitor, the first connect,
+/// READY=1 and the watchdog. Each step that opens something records it as a `DaemonPart` (how
+/// it stops, and what a reload changes in it) in one list, in start order. A start that fails
+/// stops what the list holds, latest first; SIGTERM stops the same list the same way.
 extension DaemonService {
-    struct ServerHandle: Sendable {
-        var channel: any Channel
-        /// The path this process bound (and so removes when it stops); nil when systemd passed it.
-        var boundPath: String?
-        var running: Running
-        /// The HTTP metrics endpoint, when `metrics.listen` is set.
-        var metrics: (any Channel)?
+    /// A part of the running daemon, as its lifecycle sees it.
+    struct DaemonPart: Sendable {
+        var name: String
+        var stop: @Sendable () async -> Void
+        /// Applies a reloaded configuration; nil when a reload changes nothing in it.
+        var reload: (@Sendable (Configuration, AccessPolicy) async throws -> Void)?
     }
 
-    /// What the start has opened so far.
-    struct Startup: Sendable {
-        var spool: (Spool, Spool.Restored)?
-        var sticky: (StickyStore, [StickyRegistry.Entry])?
-        var journal: (Journal, Journal.Recovered)?
-        var link: UpstreamLinkHandle?
-        var channel: (any Channel)?
-        var boundPath: String?
-        var metrics: (any Channel)?
+    /// The parts started so far, in start order.
+    struct Parts: Sendable {
+        private(set) var started: [DaemonPart] = []
 
-        /// Undoes the start, latest step first.
-        func rollBack() async {
-            try? await self.metrics?.close()
-            try? await self.channel?.close()
-            if let path = self.boundPath { unlink(path) }
-            // The link never connected; stopping it settles its promises before it goes.
-            if let link = self.link { _ = try? await link.shutdown().get() }
-            if let spool = self.spool?.0 { _ = try? await spool.close().get() }
-            // Nothing was numbered: the journal stops cleanly where it was.
-            if let (journal, recovered) = self.journal { _ = try? await journal.close(lastSeq: recovered.lastSeq).get() }
+        mutating func add(
+            _ name: String, reload: (@Sendable (Configuration, AccessPolicy) async throws -> Void)? = nil, stop: @escaping @Sendable () async -> Void
+        ) {
+            self.started.append(DaemonPart(name: name, stop: stop, reload: reload))
+        }
+
+        /// Stops every part, the last started first: after a failed start and at shutdown alike.
+        func stop() async {
+            for part in self.started.reversed() { await part.stop() }
+        }
+
+        /// Applies a reloaded configuration to every part that takes one, in start order.
+        func reload(_ configuration: Configuration, policy: AccessPolicy) async throws {
+            for part in self.started { try await part.reload?(configuration, policy) }
         }
     }
 
-    func start(on eventLoop: any EventLoop) async throws -> ServerHandle {
-        var startup = Startup()
+    func start(on eventLoop: any EventLoop) async throws -> Running {
+        var parts = Parts()
         do {
-            return try await self.start(on: eventLoop, &startup)
+            return try await self.start(on: eventLoop, &parts)
         } catch {
             let description = (error as? StartFailure)?.description ?? "\(error)"
             self.logger.critical("\(description)")
             Systemd.status(description)
-            await startup.rollBack()
+            await parts.stop()
             Systemd.flush()
             throw error
         }
     }
 
-    private func start(on eventLoop: any EventLoop, _ startup: inout Startup) async throws -> ServerHandle {
+    private func start(on eventLoop: any EventLoop, _ parts: inout Parts) async throws -> Running {
         let configuration = self.initial
         let logger = self.logger
         let connectors = self.connectors
@@ -73,27 +71,33 @@ extension DaemonService {
         let (networkAvailable, policy) = try await NIOThreadPool.singleton.runIfActive {
             (monitor?.routeExists() ?? true, Self.resolvePolicy(configuration.access, logger: logger))
         }
+        var spool: (Spool, Spool.Restored)?
+        var sticky: (StickyStore, [StickyRegistry.Entry])?
         if let directory = configuration.queue.spool {
             // The spool is read (and cleaned of a torn tail) before anything can be queued.
-            startup.spool = try await Self.blocking(exitCode: 73) {  // EX_CANTCREAT
+            let opened = try await Self.blocking(exitCode: 73) {  // EX_CANTCREAT
                 try Spool.open(directory: directory, fsync: configuration.queue.fsync, eventLoop: eventLoop, logger: logger)
             }
+            spool = opened
+            // What is still queued stays in the spool for the next start.
+            parts.add("spool") { _ = try? await opened.0.close().get() }
             // Daemon-scope sticky keys live beside the spool, which created and locked the directory.
-            let spool = startup.spool!.0
-            startup.sticky = try await Self.blocking(exitCode: 73) { try StickyStore.open(spool: spool) }
+            sticky = try await Self.blocking(exitCode: 73) { try StickyStore.open(spool: opened.0) }
         }
+        var journal: (Journal, Journal.Recovered)?
         if configuration.journal.dir != nil {
             // Read back (a torn tail cut) before the first message is numbered: the stream and
             // seq go on from it.
-            startup.journal = try await Self.blocking(exitCode: 73) {  // EX_CANTCREAT
+            let opened = try await Self.blocking(exitCode: 73) {  // EX_CANTCREAT
                 try Journal.open(configuration: configuration.journal, eventLoop: eventLoop, logger: logger)
             }
-            if let (journal, recovered) = startup.journal {
-                Self.logJournal(journal, recovered, logger: logger)
-            }
+            journal = opened
+            Self.logJournal(opened.0, opened.1, logger: logger)
+            // It stops after the bridge, which hands it the last messages numbered: it writes
+            // them, marks the clean stop after the last, and the next start goes on from there.
+            parts.add("journal") { _ = try? await opened.0.close().get() }
         }
-        let (spool, sticky, journal) = (startup.spool, startup.sticky, startup.journal)
-        let bridge = try await eventLoop.submit {
+        let bridge = try await eventLoop.submit { [spool, sticky, journal] in
             NIOLoopBound(
                 Bridge(
                     configuration: configuration, policy: policy, networkAvailable: networkAvailable, connectors: connectors, eventLoop: eventLoop,
@@ -102,30 +106,56 @@ extension DaemonService {
             )
         }.get()
         let link = try await eventLoop.submit { UpstreamLinkHandle(link: NIOLoopBound(bridge.value.link, eventLoop: eventLoop), eventLoop: eventLoop) }.get()
-        startup.link = link
         let plane = try await eventLoop.submit { NIOLoopBound(bridge.value.plane, eventLoop: eventLoop) }.get()
+        let journaled = journal?.0
+        parts.add(
+            "bridge",
+            reload: { next, policy in try await eventLoop.submit { bridge.value.update(configuration: next, policy: policy) }.get() },
+            stop: {
+                // The upstream is closed (1001); subscribers get what is queued for them (as far
+                // as their sockets take it), then EOF; what the fan-out numbered goes to the journal.
+                _ = try? await link.shutdown().orTimeout(.seconds(5)).get()
+                _ = try? await eventLoop.flatSubmit { bridge.value.plane.shutdown() }.orTimeout(.seconds(2)).get()
+                let seq = try? await eventLoop.submit {
+                    bridge.value.fanout.flush()
+                    return bridge.value.fanout.seq
+                }.get()
+                // Messages for one app (a protocol's routed ones) are numbered, not journaled:
+                // the clean stop goes after the last seq numbered all the same.
+                if let seq { journaled?.numbered(through: seq) }
+            })
 
         let (channel, boundPath) = try await self.listen(configuration, eventLoop: eventLoop, plane: plane)
-        startup.channel = channel
-        startup.boundPath = boundPath
+        parts.add("socket") {
+            try? await channel.close()
+            if let boundPath { unlink(boundPath) }
+        }
         if let address = configuration.metrics.listen {
+            let metrics: any Channel
             do {
-                startup.metrics = try await MetricsServer.start(configuration.metrics, address: address, eventLoop: eventLoop, plane: plane, logger: logger)
+                metrics = try await MetricsServer.start(configuration.metrics, address: address, eventLoop: eventLoop, plane: plane, logger: logger)
             } catch {
                 throw StartFailure(
                     exitCode: 69,  // EX_UNAVAILABLE
                     description: "cannot serve metrics on \(address) (metrics.listen): \(error); choose a free local address, or leave metrics.listen empty")
             }
+            parts.add("metrics") { try? await metrics.close() }
         }
 
-        monitor?.start(
-            initial: networkAvailable,
-            callbacks: .init(
-                changed: { available in link.networkChanged(available: available) },
-                touched: { link.checkLiveness(why: "network changed") },
-                resumed: { slept in link.checkLiveness(why: "resumed after \(slept.short) of suspend") }
+        if let monitor {
+            monitor.start(
+                initial: networkAvailable,
+                callbacks: .init(
+                    changed: { available in link.networkChanged(available: available) },
+                    touched: { link.checkLiveness(why: "network changed") },
+                    resumed: { slept in link.checkLiveness(why: "resumed after \(slept.short) of suspend") }
+                )
             )
-        )
+            // A changed upstream or proxy host moves the route check.
+            parts.add(
+                "reachability", reload: { next, _ in monitor.update(hosts: ReachabilityMonitor.hosts(for: next, connectors: connectors)) },
+                stop: { monitor.stop() })
+        }
         logger.notice("wsbridged \(WSBridgeVersion.description) starting", metadata: ["upstream.url": "\(configuration.upstream.url)"])
         if configuration.upstream.connectOnStart {
             link.connect()
@@ -138,19 +168,17 @@ extension DaemonService {
         Systemd.notify("READY=1")
 
         // The watchdog is pinged from the event loop itself: a stuck loop stops the pings.
-        var watchdog: RepeatedTask?
         if let interval = Systemd.watchdogPingInterval() {
             logger.info("systemd watchdog: pinging every \(interval.short)")
-            watchdog = eventLoop.scheduleRepeatedTask(initialDelay: .zero, delay: .nanoseconds(interval.nanoseconds)) { _ in
+            let watchdog = eventLoop.scheduleRepeatedTask(initialDelay: .zero, delay: .nanoseconds(interval.nanoseconds)) { _ in
                 Systemd.notify("WATCHDOG=1")
             }
+            parts.add("watchdog") { watchdog.cancel() }
         }
-        let running = Running(
-            eventLoop: eventLoop, bridge: bridge, link: link, monitor: monitor, connectors: connectors, configuration: configuration,
-            spool: spool?.0, journal: journal?.0, watchdog: watchdog)
+        let running = Running(eventLoop: eventLoop, bridge: bridge, link: link, connectors: connectors, configuration: configuration, parts: parts)
         self.running.withLockedValue { $0 = running }
         self.settleStart(true)
-        return ServerHandle(channel: channel, boundPath: boundPath, running: running, metrics: startup.metrics)
+        return running
     }
 
     private static func logJournal(_ journal: Journal, _ recovered: Journal.Recovered, logger: Logger) {

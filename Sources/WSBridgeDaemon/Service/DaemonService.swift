@@ -37,20 +37,15 @@ package final class DaemonService: Service, Sendable {
     /// Whether the start succeeded (nil while starting), and who waits to know.
     private let started = NIOLockedValueBox<(outcome: Bool?, waiters: [CheckedContinuation<Bool, Never>])>((nil, []))
 
-    /// The live parts, once started.
+    /// The live daemon, once started.
     struct Running: Sendable {
         var eventLoop: any EventLoop
         var bridge: NIOLoopBound<Bridge>
         var link: UpstreamLinkHandle
-        var monitor: ReachabilityMonitor?
         var connectors: ConnectorFactory
         var configuration: Configuration
-        /// The durable outbound spool, when `queue.spool` is set.
-        var spool: Spool?
-        /// The journal of upstream messages, when `journal.dir` is set.
-        var journal: Journal?
-        /// The systemd watchdog's pings, when the unit asks for them.
-        var watchdog: RepeatedTask?
+        /// Everything that stops, in start order (`DaemonService+Start`).
+        var parts: Parts
     }
 
     /// `load` re-reads the configuration for a reload; a failure keeps the running one.
@@ -75,7 +70,7 @@ package final class DaemonService: Service, Sendable {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         // Trapped before READY=1, so a reload request right after it is not lost.
         let hangups = await UnixSignalsSequence(trapping: .sighup)
-        let server: ServerHandle
+        let server: Running
         do {
             server = try await self.start(on: group.next())
         } catch {
@@ -121,32 +116,11 @@ package final class DaemonService: Service, Sendable {
 
     // MARK: - Stop
 
-    private func stop(_ server: ServerHandle) async {
-        let running = server.running
+    private func stop(_ running: Running) async {
         self.logger.notice("stopping: closing the upstream (1001)")
         Systemd.status("stopping")
         Systemd.notify("STOPPING=1")
-        running.watchdog?.cancel()
-        let eventLoop = running.eventLoop
-        _ = try? await running.link.shutdown().orTimeout(.seconds(5)).get()
-        // Subscribers get what is queued for them (as far as their sockets take it), then EOF.
-        let bridge = running.bridge
-        _ = try? await eventLoop.flatSubmit { bridge.value.plane.shutdown() }.orTimeout(.seconds(2)).get()
-        try? await server.channel.close()
-        try? await server.metrics?.close()
-        if let path = server.boundPath { unlink(path) }
-        running.monitor?.stop()
-        // What is still queued stays in the spool for the next start.
-        if let spool = running.spool { _ = try? await spool.close().get() }
-        // The link is closed: no message is numbered any more. The journal writes what it has,
-        // marks the clean stop after the last seq, and the next start goes on from there.
-        if let journal = running.journal {
-            let last = try? await eventLoop.submit {
-                bridge.value.fanout.flush()
-                return bridge.value.fanout.seq
-            }.get()
-            _ = try? await journal.close(lastSeq: last ?? journal.writtenThrough).get()
-        }
+        await running.parts.stop()
         self.running.withLockedValue { $0 = nil }
         self.logger.notice("stopped")
         Systemd.flush()

@@ -26,9 +26,7 @@ extension DaemonService {
             if next.tls != running.configuration.tls || next.upstream.url != running.configuration.upstream.url {
                 running.connectors.forgetTLS()
             }
-            running.monitor?.update(hosts: ReachabilityMonitor.hosts(for: next, connectors: running.connectors))
-            let bridge = running.bridge
-            try await running.eventLoop.submit { bridge.value.update(configuration: next, policy: policy) }.get()
+            try await running.parts.reload(next, policy: policy)
             self.running.withLockedValue { $0?.configuration = next }
             logger.notice("configuration reloaded")
         } catch {
