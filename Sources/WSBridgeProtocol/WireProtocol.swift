@@ -376,6 +376,49 @@ private struct FieldReader {
     }
 }
 
+extension Command {
+    /// The request's fields after `op`, as `Request.decode` reads them: one schema, both ways
+    /// (a test holds every command to its decode).
+    package var fields: [(String, JSONValue)] {
+        switch self {
+        case .subscribe(let filter, let since, let stream, let all):
+            var fields: [(String, JSONValue)] = []
+            if let filter { fields.append(("filter", filter.json)) }
+            if let since { fields.append(("since", .number(JSONNumber(since)))) }
+            if let stream { fields.append(("stream", .string(stream))) }
+            if all { fields.append(("all", true)) }
+            return fields
+        case .unsubscribe, .status, .metrics, .connect, .reconnect, .sticky, .clearSetAside:
+            return []
+        case .send(let payload, let sticky):
+            guard let sticky else { return payload.fields }
+            var fields = payload.fields + [("sticky", .string(sticky.key)), ("scope", .string(sticky.scope.rawValue))]
+            if let leave = sticky.onUnstick { fields.append(("on_unstick", .string(leave))) }
+            return fields
+        case .unstick(let key, let text, let scope):
+            var fields: [(String, JSONValue)] = [("key", .string(key))]
+            if let text { fields.append(("text", .string(text))) }
+            if let scope { fields.append(("scope", .string(scope.rawValue))) }
+            return fields
+        case .close(let code, let reason):
+            return [("code", .number(JSONNumber(UInt64(code)))), ("reason", .string(reason))]
+        case .request(let payload, let match, let timeout):
+            var fields = payload.fields + [("timeout", .number(JSONNumber(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)))]
+            if let match { fields.append(("match", match.json)) }
+            return fields
+        }
+    }
+}
+
+extension Request {
+    /// The request line: `{"id": ..., "op": ..., "v": 1, ...fields}`.
+    package var json: JSONValue {
+        let head: [(String, JSONValue)] =
+            (self.id.map { [("id", $0)] } ?? []) + [("op", .string(self.command.op.rawValue)), ("v", .number(JSONNumber(WireProtocol.version)))]
+        return .object(head + self.command.fields)
+    }
+}
+
 extension Payload {
     /// The payload as request fields (`text` or `binary`).
     package var fields: [(String, JSONValue)] {

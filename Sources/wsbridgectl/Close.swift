@@ -9,12 +9,12 @@ struct Close: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     @Option(help: "Close code: 1000, 1001 or 3000-4999.")
-    var code: Int = 1000
+    var code: UInt16 = 1000
 
     @Option(help: "Close reason (at most 123 bytes).")
     var reason: String = ""
 
     func run() throws {
-        try self.global.runLinkCommand("close", [("code", .number(JSONNumber(self.code))), ("reason", .string(self.reason))])
+        try self.global.runLinkCommand(.close(code: self.code, reason: self.reason))
     }
 }

@@ -7,7 +7,7 @@ struct Connect: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
-        try self.global.runLinkCommand("connect")
+        try self.global.runLinkCommand(.connect)
     }
 }
 
@@ -17,6 +17,6 @@ struct Reconnect: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
-        try self.global.runLinkCommand("reconnect")
+        try self.global.runLinkCommand(.reconnect)
     }
 }

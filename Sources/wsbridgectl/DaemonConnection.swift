@@ -123,13 +123,13 @@ final class DaemonConnection {
     }
 
     /// Sends a request and waits for its reply, skipping streamed lines. Returns the result.
-    func request(_ op: String, _ fields: [(String, JSONValue)] = [], unsubscribeFirst: Bool = true) throws -> JSONValue {
+    func request(_ command: Command, unsubscribeFirst: Bool = true) throws -> JSONValue {
         if unsubscribeFirst {
-            try self.write(["op": "unsubscribe", "id": "wsbridgectl-unsubscribe"])
+            try self.write(WSBridgeProtocol.Request(id: "wsbridgectl-unsubscribe", command: .unsubscribe).json)
         }
         self.nextID += 1
         let id = JSONValue.number(JSONNumber(self.nextID))
-        try self.write(.object([("id", id), ("op", .string(op)), ("v", .number(JSONNumber(WireProtocol.version)))] + fields))
+        try self.write(WSBridgeProtocol.Request(id: id, command: command).json)
         while let json = try self.readLine() {
             guard case .reply(let reply)? = ServerLine.decode(json), reply.id == id else { continue }
             switch reply.outcome {

@@ -10,7 +10,7 @@ struct Journal: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
-        let result = try self.global.run("status")
+        let result = try self.global.run(.status)
         let journal = result["journal"] ?? .null
         if self.global.json {
             Output.line(journal.serialized)

@@ -10,7 +10,7 @@ struct Metrics: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
-        let result = try self.global.run("metrics")
+        let result = try self.global.run(.metrics)
         if self.global.json {
             Output.line(result.serialized)
             return

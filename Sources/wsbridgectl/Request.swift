@@ -24,9 +24,8 @@ struct Request: ParsableCommand {
     var timeout: Double = 10
 
     func run() throws {
-        var fields: [(String, JSONValue)] = [("text", .string(self.text)), ("timeout", .number(JSONNumber(self.timeout)))]
-        if let match = self.match { fields.append(("match", Filter(parsing: match).json)) }
-        let result = try self.global.run("request", fields)
+        let timeout = Duration.nanoseconds(Int64((self.timeout * 1e9).rounded()))
+        let result = try self.global.run(.request(.text(self.text), match: self.match.map { Filter(parsing: $0) }, timeout: timeout))
         if self.global.json {
             Output.line(result.serialized)
         } else {

@@ -51,25 +51,22 @@ struct Send: ParsableCommand {
         }
     }
 
-    /// The request fields that make it sticky.
-    var stickyFields: [(String, JSONValue)] {
-        guard let sticky else { return [] }
-        var fields: [(String, JSONValue)] = [("sticky", .string(sticky)), ("scope", .string((self.scope ?? .client).rawValue))]
-        if let onUnstick { fields.append(("on_unstick", .string(onUnstick))) }
-        return fields
+    /// What makes the send sticky.
+    var stickyOptions: StickyOptions? {
+        self.sticky.map { StickyOptions(key: $0, scope: self.scope ?? .client, onUnstick: self.onUnstick) }
     }
 
     func run() throws {
         let connection = try self.global.connect()
-        var payloads: [(String, JSONValue)] = []
+        var payload: Payload?
         if !self.text.isEmpty {
-            payloads = [("text", .string(self.text.joined(separator: " ")))]
+            payload = .text(self.text.joined(separator: " "))
         } else if self.binary {
-            payloads = [("binary", .string(Base64.encodeToString(bytes: Self.readStandardInput())))]
+            payload = .binary(Self.readStandardInput())
         }
         do {
-            if !payloads.isEmpty {
-                self.report(try connection.request("send", payloads + self.stickyFields))
+            if let payload {
+                self.report(try connection.request(.send(payload, sticky: self.stickyOptions)))
                 if self.sticky != nil && (self.scope ?? .client) == .client {
                     // The key lasts as long as this connection: hold it until interrupted.
                     Output.error("holding sticky key \(self.sticky ?? ""); Ctrl-C releases it")
@@ -83,7 +80,7 @@ struct Send: ParsableCommand {
             var first = true
             for line in String(decoding: Self.readStandardInput(), as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false) {
                 if line.isEmpty { continue }
-                self.report(try connection.request("send", [("text", .string(String(line)))], unsubscribeFirst: first))
+                self.report(try connection.request(.send(.text(String(line)), sticky: nil), unsubscribeFirst: first))
                 first = false
             }
         } catch let error as DaemonConnection.RequestError {

@@ -11,7 +11,7 @@ struct Status: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
-        try self.global.show("status", readable: Self.table)
+        try self.global.show(.status, readable: Self.table)
     }
 
     static func table(_ json: JSONValue) throws -> String {

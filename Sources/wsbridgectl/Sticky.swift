@@ -10,7 +10,7 @@ struct Sticky: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
-        try self.global.show("sticky", readable: Self.table)
+        try self.global.show(.sticky, readable: Self.table)
     }
 
     static func table(_ json: JSONValue) throws -> String {
@@ -47,9 +47,7 @@ struct Unstick: ParsableCommand {
     var key: String
 
     func run() throws {
-        var fields: [(String, JSONValue)] = [("key", .string(self.key))]
-        if let text { fields.append(("text", .string(text))) }
-        try self.global.show("unstick", fields) { result in
+        try self.global.show(.unstick(key: self.key, text: self.text, scope: nil)) { result in
             let r = try UnstickResult(json: result)
             switch (r.holders, r.leave) {
             case (let n, _) where n > 0: return "released; \(r.key) is still held by \(n) other holder\(n == 1 ? "" : "s")"

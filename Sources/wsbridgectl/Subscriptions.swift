@@ -14,12 +14,12 @@ struct Subscriptions: ParsableCommand {
 
     func run() throws {
         if self.clear {
-            let result = try self.global.run("clear_set_aside")
+            let result = try self.global.run(.clearSetAside)
             let n = result["cleared"]?.intValue ?? 0
             Output.line(self.global.json ? result.serialized : "\(n) set-aside subscription\(n == 1 ? "" : "s") sent again")
             return
         }
-        let result = try self.global.run("status")
+        let result = try self.global.run(.status)
         let report = try StatusReport(json: result)
         guard let p = report.protocol else {
             Output.error("upstream.protocol is raw: the daemon keeps no subscriptions (every message goes to every subscriber)")

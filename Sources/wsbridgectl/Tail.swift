@@ -50,13 +50,9 @@ struct Tail: ParsableCommand {
 
     func run() throws {
         let connection = try self.global.connect()
-        var fields: [(String, JSONValue)] = []
-        if let since { fields.append(("since", .number(JSONNumber(since)))) }
-        if let stream { fields.append(("stream", .string(stream))) }
-        if let filter = self.chosenFilter { fields.append(("filter", filter.json)) }
-        if self.all { fields.append(("all", true)) }
+        let subscribe = Command.subscribe(filter: self.chosenFilter, since: self.since, stream: self.stream, all: self.all)
         do {
-            let result = try SubscribeResult(json: try connection.request("subscribe", fields, unsubscribeFirst: false))
+            let result = try SubscribeResult(json: try connection.request(subscribe, unsubscribeFirst: false))
             let filterNote = self.chosenFilter.map { ", only \($0.text)" } ?? ""
             let restarted =
                 self.since.map { since in

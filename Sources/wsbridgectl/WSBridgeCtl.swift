@@ -117,35 +117,35 @@ struct GlobalOptions: ParsableArguments {
     }
 
     /// Runs a link command (connect, reconnect, close) and says what it did in words, or the JSON.
-    func runLinkCommand(_ op: String, _ fields: [(String, JSONValue)] = []) throws {
-        let result = try self.run(op, fields)
-        Output.line(self.json ? result.serialized : Self.linkText(op, try LinkStateResult(json: result)))
+    func runLinkCommand(_ command: Command) throws {
+        let result = try self.run(command)
+        Output.line(self.json ? result.serialized : Self.linkText(command.op, try LinkStateResult(json: result)))
     }
 
-    static func linkText(_ op: String, _ r: LinkStateResult) -> String {
+    static func linkText(_ op: Op, _ r: LinkStateResult) -> String {
         let stays = "it stays closed until `wsbridgectl connect`"
         switch (op, r.was, r.state) {
-        case ("close", .idle?, _): return "the link was already closed; \(stays)"
-        case ("close", _, .idle): return "closed; \(stays)"
-        case ("close", _, _): return "closing the link; \(stays)"
-        case ("connect", .open?, _): return "the link is already open"
-        case ("connect", _, .open): return "open"
-        case ("connect", _, let state): return "connecting (now \(state.readable))"
+        case (.close, .idle?, _): return "the link was already closed; \(stays)"
+        case (.close, _, .idle): return "closed; \(stays)"
+        case (.close, _, _): return "closing the link; \(stays)"
+        case (.connect, .open?, _): return "the link is already open"
+        case (.connect, _, .open): return "open"
+        case (.connect, _, let state): return "connecting (now \(state.readable))"
         case (_, _, let state): return "reconnecting (now \(state.readable))"
         }
     }
 
     /// Runs one request and prints its result: the daemon's JSON with --json, else `readable`'s text.
-    func show(_ op: String, _ fields: [(String, JSONValue)] = [], readable: (JSONValue) throws -> String) throws {
-        let result = try self.run(op, fields)
+    func show(_ command: Command, readable: (JSONValue) throws -> String) throws {
+        let result = try self.run(command)
         Output.line(self.json ? result.serialized : try readable(result))
     }
 
     /// Runs one request and returns its result, or exits with the daemon's error.
-    func run(_ op: String, _ fields: [(String, JSONValue)] = []) throws -> JSONValue {
+    func run(_ command: Command) throws -> JSONValue {
         let connection = try self.connect()
         do {
-            return try connection.request(op, fields)
+            return try connection.request(command)
         } catch let error as DaemonConnection.RequestError {
             Output.error(error.description)
             throw ExitCode(error.exitCode)

@@ -51,6 +51,27 @@ import WSBridgeProtocol
         )
     }
 
+    /// What the CLI writes (`Request.json`) is what the daemon reads back, for every op.
+    @Test func everyCommandEncodesToWhatDecodesToIt() throws {
+        let commands: [Command] = [
+            .subscribe(filter: nil, since: nil, stream: nil), .subscribe(filter: Filter(field: "data.sym", equals: "X"), since: 12, stream: "00ab"),
+            .subscribe(filter: Filter(.prefix("42[")), since: nil, stream: nil), .subscribe(filter: nil, since: nil, stream: nil, all: true),
+            .unsubscribe, .send(.text("hi"), sticky: nil), .send(.binary([0, 1, 2, 255]), sticky: nil),
+            .send(.text("sub"), sticky: StickyOptions(key: "t", scope: .daemon, onUnstick: "unsub")), .sticky, .clearSetAside,
+            .unstick(key: "t", text: nil, scope: nil), .unstick(key: "t", text: "bye", scope: .daemon), .status, .metrics,
+            .close(code: 4001, reason: "bye"), .connect, .reconnect,
+            .request(.text("q"), match: Filter(field: "id", equals: 7), timeout: .milliseconds(2500)),
+            .request(.text("q"), match: nil, timeout: .seconds(10)),
+        ]
+        #expect(Set(commands.map(\.op)) == Set(Op.allCases))
+        for command in commands {
+            let request = Request(id: "c", command: command)
+            let line = request.json.serialized
+            #expect(try self.decode(line) == request, "\(line)")
+        }
+        #expect(Request(id: nil, command: .status).json.serialized == #"{"op":"status","v":1}"#)
+    }
+
     @Test(arguments: [
         (#"[1]"#, ErrorCode.notAnObject, "must be a JSON object"),
         (#"{"id":1}"#, .missingField, "missing \"op\""),
