@@ -53,8 +53,15 @@ final class DatagramListener: Sendable {
                 // NAME\n<uint64 LE length><value>\n
                 let name = String(decoding: line, as: UTF8.self)
                 var length = 0
-                for k in 0..<8 { length |= Int(bytes[nl + 1 + k]) << (8 * k) }
+                if nl + 9 <= bytes.count {
+                    for k in 0..<8 { length |= Int(bytes[nl + 1 + k]) << (8 * k) }
+                }
                 let start = nl + 9
+                guard nl + 9 <= bytes.count, length >= 0, start + length <= bytes.count else {
+                    // Not a binary field: a line of text (a notification's value with a newline).
+                    fields.append(String(decoding: bytes[i...], as: UTF8.self).replacingOccurrences(of: "\n", with: " | "))
+                    break
+                }
                 fields.append(name + "=" + String(decoding: bytes[start..<start + length], as: UTF8.self))
                 i = start + length + 1
             }

@@ -39,7 +39,9 @@ package enum Systemd {
                     return waiting
                 })
             else { return }
-            _ = sd_notify(0, "STATUS=\(text)")
+            // One line: a newline would end STATUS= there and read the rest as other fields
+            // (a start failure's text can span lines: a configuration error's context).
+            _ = sd_notify(0, "STATUS=" + text.split(whereSeparator: \.isNewline).joined(separator: " "))
         }
     }
 
