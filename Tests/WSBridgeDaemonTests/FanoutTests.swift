@@ -98,10 +98,10 @@ import WSBridgeProtocol
         let h = Harness()
         let (c, client) = try h.client()
         let pending = h.bridge.fanout
-        let key = pending.pending.reserveKey()
         var timedOut = false
-        let timer = h.loop.scheduleTask(in: .seconds(5)) { timedOut = true }
-        pending.pending.insert(PendingRequests.Entry(client: client, id: "r", match: Filter(field: "re", equals: 1), timer: timer), key: key)
+        _ = pending.pending.wait(PendingRequests.Entry(client: client, id: "r", match: Filter(field: "re", equals: 1)), timeout: .seconds(5)) { _ in
+            timedOut = true
+        }
         #expect(pending.pending.count(of: client) == 1)
         h.upstream(#"{"re":2}"#)
         #expect(pending.pending.count == 1)
@@ -119,9 +119,7 @@ import WSBridgeProtocol
     @Test func aClientThatGoesAwayTakesItsWaitingRequestsWithIt() throws {
         let h = Harness()
         let (c, client) = try h.client()
-        let timer = h.loop.scheduleTask(in: .seconds(5)) {}
-        h.bridge.fanout.pending.insert(
-            PendingRequests.Entry(client: client, id: 1, match: Filter(field: "x", equals: nil), timer: timer), key: h.bridge.fanout.pending.reserveKey())
+        _ = h.bridge.fanout.pending.wait(PendingRequests.Entry(client: client, id: 1, match: Filter(field: "x", equals: nil)), timeout: .seconds(5)) { _ in }
         try c.close().wait()
         h.loop.run()
         #expect(h.bridge.fanout.pending.isEmpty)

@@ -39,7 +39,7 @@ final class Fanout: UpstreamEventSink {
     var replays: [Int: JournalReplay] = [:]
     /// The digits of the last message's receive time (the messages of one read share it).
     private var tsDigits = TimestampDigits()
-    var pending = PendingRequests()
+    let pending: PendingRequests
     /// `request`s answered by the protocol's ids: by client, by the app's id (Fanout+Protocol.swift).
     var protocolRequests: [Int: [String: ProtocolRequest]] = [:]
     /// The application protocol's connection state (`upstream.protocol`; nil: `raw`, every
@@ -87,6 +87,7 @@ final class Fanout: UpstreamEventSink {
         self.status = status
         self.metrics = metrics
         self.eventLoop = eventLoop
+        self.pending = PendingRequests(eventLoop: eventLoop)
         self.ring = ReplayRing(maxMessages: configuration.replay, maxBytes: configuration.replayBytes)
         self.journal = journal?.0
         if let (journal, recovered) = journal {
@@ -122,7 +123,7 @@ final class Fanout: UpstreamEventSink {
     func remove(_ client: LocalClient) -> Bool {
         guard self.clients.removeValue(forKey: client.id) != nil else { return false }
         self.setSubscription(client, subscribed: false, filter: nil)
-        self.pending.removeAll(of: client)
+        self.pending.cancelAll(of: client)
         return true
     }
 

@@ -192,24 +192,21 @@ extension LocalPlane {
             self.requestThroughProtocol(payload, timeout: timeout, id: id, from: client)
             return
         }
-        let key = self.fanout.pending.reserveKey()
-        let timer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
-            guard let entry = self.fanout.pending.remove(key) else { return }
+        // Listen first, so a fast answer cannot be missed.
+        let key = self.fanout.pending.wait(PendingRequests.Entry(client: client, id: id, match: match), timeout: timeout) { entry in
             let what = match.equals.map { "\(match.field) == \($0.serialized)" } ?? "a \(match.field) field"
             self.reply(
                 entry.client,
                 ProtocolError(.timeout, "no upstream message with \(what) arrived within \(timeout.short); raise \"timeout\" or check the match", id: entry.id)
             )
         }
-        // Listen first, so a fast answer cannot be missed.
-        self.fanout.pending.insert(PendingRequests.Entry(client: client, id: id, match: match, timer: timer), key: key)
         switch self.link.send(UpstreamMessage(payload)) {
         case .rejected(let problem):
-            self.fanout.pending.remove(key)
+            self.fanout.pending.cancel(key)
             self.reply(client, ProtocolError(.queueFull, problem, id: id))
         case .spooling(let stored):
             stored.assumeIsolated().whenSuccess { outcome in
-                guard case .rejected(let problem) = outcome, self.fanout.pending.remove(key) != nil else { return }
+                guard case .rejected(let problem) = outcome, self.fanout.pending.cancel(key) else { return }
                 self.reply(client, ProtocolError(.queueFull, problem, id: id))
             }
         case .sent, .queued:
