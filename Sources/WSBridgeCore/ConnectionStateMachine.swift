@@ -82,6 +82,14 @@ package struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     package var phase: ConnectionPhase { Self.phase(of: self.state) }
 
     /// The time the next retry is due, while backing off.
+    /// The daemon is stopping (or stopped): nothing new may be sent or queued.
+    package var isShuttingDown: Bool {
+        switch self.state {
+        case .closing(.shutdown), .stopped: true
+        default: false
+        }
+    }
+
     package var retryAt: MonotonicInstant? {
         if case .backingOff(let until) = self.state { return until }
         return nil

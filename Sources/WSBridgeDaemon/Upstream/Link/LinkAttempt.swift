@@ -1,8 +1,9 @@
 import NIOCore
+import WSBridgeCore
 
 /// The link's current connection, from its first TCP byte to its end: the generation that
 /// tells its callbacks from an older attempt's, its channel and what the handshake negotiated,
-/// the close handshake's two flags, its deadline and close timers, and the clock of the socket
+/// its close handshake (a `CloseHandshake`), its deadline and close timers, and the clock of the socket
 /// read being handled. `end()` forgets it; `begin` starts the next one. The last failure is
 /// kept across attempts, for `status`. Confined to the link's event loop.
 final class LinkAttempt {
@@ -14,10 +15,8 @@ final class LinkAttempt {
     private(set) var subprotocol: String?
     /// permessage-deflate was negotiated (its handler compresses sends).
     private(set) var compression = false
-    /// The server's first close frame on this connection (later ones are ignored).
-    private(set) var receivedClose: (code: UInt16?, reason: String)?
-    /// A close frame was sent: no data may follow it (RFC 6455 §5.5.1).
-    private(set) var sentClose = false
+    /// Which close frames went which way on this connection.
+    private var handshake = CloseHandshake()
     /// The first error of this connection: what its end is reported as.
     private(set) var error: String?
     /// The last failure of any attempt or link (kept across attempts; `status` shows it).
@@ -48,8 +47,7 @@ final class LinkAttempt {
     func begin(number: Int) -> Int {
         self.end()
         self.number = number
-        self.receivedClose = nil
-        self.sentClose = false
+        self.handshake = CloseHandshake()
         self.error = nil
         return self.generation
     }
@@ -78,17 +76,15 @@ final class LinkAttempt {
         if self.error == nil { self.error = failure.description }
     }
 
-    /// Records the server's close frame (only the first counts: a peer must not send another).
-    func received(closeCode code: UInt16?, reason: String) {
-        if self.receivedClose == nil { self.receivedClose = (code, reason) }
-    }
+    /// No close frame was sent on this connection: data, pings and pongs may go.
+    var mayWrite: Bool { self.handshake.mayWrite }
 
-    /// Marks the close frame as sent (by us, or by NIO's protocol error handler). False if one
-    /// was sent already.
-    func closeSent() -> Bool {
-        guard !self.sentClose else { return false }
-        self.sentClose = true
-        return true
+    /// The server's close frame on this connection, once it came.
+    var serverClose: (code: UInt16?, reason: String)? { self.handshake.serverClose }
+
+    /// Feeds the close handshake; returns what the link must do.
+    func closeHandshake(_ input: (inout CloseHandshake) -> CloseHandshake.Action) -> CloseHandshake.Action {
+        input(&self.handshake)
     }
 
     /// Waits for the server to end TCP after the close handshake, until `timer` fires.

@@ -181,7 +181,7 @@ extension UpstreamLink {
         let phase = self.machine.phase
         if phase == .connecting {
             let during = self.session.waiting ? "while waiting for upstream.ready_when" : "during the handshake"
-            let closed = self.attempt.receivedClose.map { c in
+            let closed = self.attempt.serverClose.map { c in
                 "the server closed the connection \(during) (code \(c.code.map(String.init) ?? "none")\(c.reason.isEmpty ? "" : ": \(c.reason)"))"
             }
             self.attemptFailed(generation: generation, self.attempt.error ?? closed ?? "connection closed \(during)")
@@ -189,7 +189,7 @@ extension UpstreamLink {
         }
         guard phase == .open || phase == .closing else { return }
         let reason: DisconnectReason
-        if let close = self.attempt.receivedClose {
+        if let close = self.attempt.serverClose {
             reason = .serverClosed(code: close.code, reason: close.reason)
         } else if let error = self.attempt.error {
             reason = .error(error)

@@ -34,7 +34,7 @@ extension UpstreamLink {
         switch frame.opcode {
         case .ping:
             self.heartbeat.received(now: now)
-            if !self.attempt.sentClose {
+            if self.attempt.mayWrite {
                 let pong = WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData)
                 self.attempt.channel?.writeAndFlush(pong, promise: nil)
             }
@@ -51,11 +51,8 @@ extension UpstreamLink {
             var data = frame.unmaskedData
             let code = data.readWebSocketErrorCode().map { UInt16(webSocketErrorCode: $0) }
             let reason = data.readString(length: data.readableBytes) ?? ""
-            self.attempt.received(closeCode: code, reason: reason)
-            if !self.attempt.sentClose {
-                // Echo the close (RFC 6455 §5.5.1), then wait for the server to end TCP.
-                self.sendClose(code: code ?? 1000, reason: "")
-            }
+            // Echoed if ours has not gone (RFC 6455 §5.5.1), then the server ends TCP.
+            self.perform(self.attempt.closeHandshake { $0.received(code: code, reason: reason) })
         default:
             break
         }
@@ -74,14 +71,20 @@ extension UpstreamLink {
         }
         self.logger.warning("upstream error: \(description)")
         self.attempt.failed(AttemptFailure(description: description))
-        if let closeCode, !self.attempt.sentClose && self.phase == .open {
+        if let closeCode, self.phase == .open {
             self.sendClose(code: UInt16(webSocketErrorCode: closeCode), reason: "")
         }
         self.attempt.channel?.close(promise: nil)
     }
 
+    /// Closes the connection with `code` (once: a second close frame never goes).
     func sendClose(code: UInt16, reason: String) {
-        guard let channel = self.attempt.channel, self.attempt.closeSent() else { return }
+        self.perform(self.attempt.closeHandshake { $0.close(code: code, reason: reason) })
+    }
+
+    /// Writes our close frame when the handshake says so, and waits for the server to end TCP.
+    private func perform(_ action: CloseHandshake.Action) {
+        guard case .sendClose(let code, let reason) = action, let channel = self.attempt.channel else { return }
         var buffer = channel.allocator.buffer(capacity: 2 + reason.utf8.count)
         buffer.writeInteger(code)
         buffer.writeString(String(reason.utf8.prefix(123)) ?? "")

@@ -11,7 +11,7 @@ import WSBridgeProtocol
 extension UpstreamLink {
     /// Sends a message on the open link, or queues it (bounded) until the link opens.
     func send(_ message: UpstreamMessage) -> SendOutcome {
-        if self.stopping {
+        if self.machine.isShuttingDown {
             return .rejected("wsbridged is shutting down; the message was not sent")
         }
         return self.outbound.send(message, on: self)
@@ -37,7 +37,7 @@ extension UpstreamLink {
     /// close frame was sent.
     @discardableResult
     func writeFrame(_ message: UpstreamMessage, flush: Bool = true, promise: EventLoopPromise<Void>? = nil) -> Bool {
-        guard !self.attempt.sentClose, let channel = self.attempt.channel else { return false }
+        guard self.attempt.mayWrite, let channel = self.attempt.channel else { return false }
         // With permessage-deflate, PerMessageDeflateHandler compresses it on the way out.
         let frame = WebSocketFrame(fin: true, opcode: message.kind == .text ? .text : .binary, maskKey: .random(), data: message.data)
         self.counters.sent(bytes: message.data.readableBytes)
@@ -52,7 +52,7 @@ extension UpstreamLink {
     /// A sticky send (or its leave text) from the local plane: written now if the link is
     /// open, ahead of any queued sends; false when it is not (it goes after the next open).
     func sendAhead(_ message: UpstreamMessage) -> Bool {
-        guard self.phase == .open, !self.stopping else { return false }
+        guard self.phase == .open, !self.machine.isShuttingDown else { return false }
         return self.writeFrame(message)
     }
 

@@ -49,8 +49,6 @@ package final class UpstreamLink: LinkControl {
     private(set) var phaseSinceWall = WallClock.millisecondsSinceEpoch()
     /// Why the last open link ended (not a later failed attempt): the reconnect's metric label.
     private(set) var lostBecause: DisconnectReason?
-    /// Set by `shutdown()`: no more sends are accepted.
-    private(set) var stopping = false
     /// How long to wait for the server to end the TCP connection after a close handshake.
     static let closeTimeout: TimeAmount = .seconds(3)
 
@@ -135,7 +133,6 @@ package final class UpstreamLink: LinkControl {
     }
 
     func shutdown() -> EventLoopFuture<Void> {
-        self.stopping = true
         self.input("shutdown", reason: "daemon stopping") { m, now in m.shutdown(now: now) }
         return self.stopped.futureResult
     }
