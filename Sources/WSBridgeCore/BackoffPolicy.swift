@@ -1,13 +1,13 @@
 /// Exponential backoff with full jitter: `sleep = random(0, min(cap, base · 2^attempt))`.
 ///
 /// Pure: the random source is passed in, so tests use a seeded generator.
-package struct BackoffPolicy: Sendable, Equatable {
-    package var base: Duration
-    package var cap: Duration
+public struct BackoffPolicy: Sendable, Equatable {
+    public var base: Duration
+    public var cap: Duration
     /// The attempt count resets only once a link has stayed open this long.
-    package var stableAfter: Duration
+    public var stableAfter: Duration
 
-    package init(base: Duration = .milliseconds(500), cap: Duration = .seconds(60), stableAfter: Duration = .seconds(30)) {
+    public init(base: Duration = .milliseconds(500), cap: Duration = .seconds(60), stableAfter: Duration = .seconds(30)) {
         self.base = base
         self.cap = cap
         self.stableAfter = stableAfter
@@ -15,7 +15,7 @@ package struct BackoffPolicy: Sendable, Equatable {
 
     /// The upper bound of the delay before retry number `attempt` (0 for the first retry).
     /// Computed in a way that cannot overflow: the cap is applied before the exponent grows.
-    package func ceiling(attempt: Int) -> Duration {
+    public func ceiling(attempt: Int) -> Duration {
         let baseNs = max(self.base.nanoseconds, 0)
         let capNs = max(self.cap.nanoseconds, 0)
         guard baseNs > 0 else { return .zero }
@@ -29,7 +29,7 @@ package struct BackoffPolicy: Sendable, Equatable {
     }
 
     /// A full-jitter delay for retry number `attempt`, uniformly in `0 ... ceiling(attempt)`.
-    package func delay(attempt: Int, using generator: inout some RandomNumberGenerator) -> Duration {
+    public func delay(attempt: Int, using generator: inout some RandomNumberGenerator) -> Duration {
         let ceiling = self.ceiling(attempt: attempt).nanoseconds
         guard ceiling > 0 else { return .zero }
         return .nanoseconds(Int64.random(in: 0...ceiling, using: &generator))
@@ -38,7 +38,7 @@ package struct BackoffPolicy: Sendable, Equatable {
 
 extension Duration {
     /// The whole duration in nanoseconds, saturating at Int64's range.
-    package var nanoseconds: Int64 {
+    public var nanoseconds: Int64 {
         let (seconds, attoseconds) = self.components
         let (ns, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
         if overflow { return seconds < 0 ? .min : .max }
@@ -48,12 +48,12 @@ extension Duration {
     }
 
     /// Seconds as a floating-point number, for logs and status.
-    package var seconds: Double {
+    public var seconds: Double {
         Double(self.nanoseconds) / 1e9
     }
 
     /// A short human form: "750ms", "20s", "1.5s".
-    package var short: String {
+    public var short: String {
         let ns = self.nanoseconds
         if ns < 1_000_000 { return "\(Double(ns) / 1000)µs" }
         if ns < 1_000_000_000 {

@@ -2,9 +2,9 @@ import WSBridgeProtocol
 
 /// The daemon's command-line flags that stand for settings, checked by the same rules as the
 /// file (`wsbridged --url ... -H 'Authorization: Bearer x' --ca-file ...` needs no file).
-package enum CommandLineSettings {
+public enum CommandLineSettings {
     /// `--header "Name: value"`.
-    package static func header(_ text: String) throws(ConfigurationError) -> Configuration.Upstream.Header {
+    public static func header(_ text: String) throws(ConfigurationError) -> Configuration.Upstream.Header {
         guard let colon = text.firstIndex(of: ":") else {
             throw ConfigurationError(
                 file: "--header", key: "upstream.headers", value: nil, problem: "write it as \"Name: value\", such as -H 'Authorization: Bearer TOKEN'")
@@ -18,7 +18,7 @@ package enum CommandLineSettings {
     }
 
     /// `--subprotocol NAME`.
-    package static func subprotocol(_ text: String) throws(ConfigurationError) -> String {
+    public static func subprotocol(_ text: String) throws(ConfigurationError) -> String {
         guard ConfigurationReader.isToken(text) else {
             throw ConfigurationError(
                 file: "--subprotocol", key: "upstream.subprotocols", value: text,
@@ -28,7 +28,7 @@ package enum CommandLineSettings {
     }
 
     /// `--proxy URL`.
-    package static func proxy(_ text: String) throws(ConfigurationError) -> ProxyURL {
+    public static func proxy(_ text: String) throws(ConfigurationError) -> ProxyURL {
         guard let url = ProxyURL(parsing: text) else {
             throw ConfigurationError(
                 file: "--proxy", key: "proxy.url", value: UpstreamURL.redacted(text), problem: "use http://HOST:PORT (HTTP CONNECT) or socks5://HOST:PORT")
@@ -37,7 +37,7 @@ package enum CommandLineSettings {
     }
 
     /// `--token-file`, `--ca-file`: a path, absolute or relative to the working directory.
-    package static func path(_ text: String, flag: String, key: String) throws(ConfigurationError) -> String {
+    public static func path(_ text: String, flag: String, key: String) throws(ConfigurationError) -> String {
         guard !text.isEmpty, !text.contains("\0") else {
             throw ConfigurationError(file: flag, key: key, value: text, problem: "must be a path")
         }

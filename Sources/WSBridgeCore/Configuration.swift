@@ -4,29 +4,29 @@ import WSBridgeProtocol
 ///
 /// Every field has the default that `etc/wsbridged.toml` documents; `ConfigurationLoader`
 /// fills it from TOML and validates it.
-package struct Configuration: Sendable, Equatable {
-    package var upstream = Upstream()
-    package var auth = Auth()
-    package var tls = TLS()
-    package var proxy = Proxy()
-    package var heartbeat = Heartbeat()
-    package var backoff = Backoff()
-    package var reachability = Reachability()
-    package var local = Local()
-    package var queue = Queue()
-    package var journal = Journal()
-    package var access = Access()
-    package var log = Log()
-    package var metrics = Metrics()
+public struct Configuration: Sendable, Equatable {
+    public var upstream = Upstream()
+    public var auth = Auth()
+    public var tls = TLS()
+    public var proxy = Proxy()
+    public var heartbeat = Heartbeat()
+    public var backoff = Backoff()
+    public var reachability = Reachability()
+    public var local = Local()
+    public var queue = Queue()
+    public var journal = Journal()
+    public var access = Access()
+    public var log = Log()
+    public var metrics = Metrics()
     /// `upstream.protocol` and `[protocol]`: the application protocol the daemon owns.
-    package var applicationProtocol = ApplicationProtocol()
+    public var applicationProtocol = ApplicationProtocol()
 
-    package init() {}
+    public init() {}
 
     /// The application protocol on the link (docs/protocols.md): `raw` passes every message as it
     /// is; with another, the daemon owns the connection's ids, subscriptions and keepalives.
-    package struct ApplicationProtocol: Sendable, Equatable {
-        package enum Kind: String, Sendable, CaseIterable {
+    public struct ApplicationProtocol: Sendable, Equatable {
+        public enum Kind: String, Sendable, CaseIterable {
             case raw
             case json
             case jsonrpc
@@ -36,226 +36,226 @@ package struct Configuration: Sendable, Equatable {
             case nats
         }
 
-        package var kind = Kind.raw
+        public var kind = Kind.raw
         /// graphql-transport-ws: connection_init's payload, JSON text (placeholders as in
         /// upstream.on_open). nil: none.
-        package var initPayload: String? = nil
+        public var initPayload: String? = nil
         /// Calls and subscriptions one app may hold, and all apps together.
-        package var maxPerApp = 1000
-        package var maxTotal = 10000
+        public var maxPerApp = 1000
+        public var maxTotal = 10000
         /// Bytes of subscription messages remembered to send again on every open, all together.
-        package var maxSubscriptionBytes = 16 << 20
+        public var maxSubscriptionBytes = 16 << 20
         /// Opens in a row the server closed right after a subscription was sent, before it is set aside.
-        package var setAsideAfter = 3
+        public var setAsideAfter = 3
         /// json: the id's path in requests and answers.
-        package var idPath: String? = nil
+        public var idPath: String? = nil
         /// json: the upstream messages the daemon answers itself (the feed's own keepalive).
-        package var replies: [Reply] = []
+        public var replies: [Reply] = []
         /// socketio: the namespace connected, and the CONNECT packet's auth payload (JSON text,
         /// placeholders as in upstream.on_open).
-        package var namespace: String? = nil
-        package var auth: String? = nil
+        public var namespace: String? = nil
+        public var auth: String? = nil
         /// stomp: CONNECT's login, passcode (placeholders), virtual host and heart-beat
         /// (milliseconds: the daemon sends every, it wants every).
-        package var login: String? = nil
-        package var passcode: String? = nil
-        package var host: String? = nil
-        package var heartBeat: HeartBeat? = nil
+        public var login: String? = nil
+        public var passcode: String? = nil
+        public var host: String? = nil
+        public var heartBeat: HeartBeat? = nil
         /// nats: CONNECT's user, pass, auth token (placeholders) and connection name.
-        package var user: String? = nil
-        package var pass: String? = nil
-        package var token: String? = nil
-        package var clientName: String? = nil
+        public var user: String? = nil
+        public var pass: String? = nil
+        public var token: String? = nil
+        public var clientName: String? = nil
 
         /// STOMP's heart-beat setting.
-        package struct HeartBeat: Sendable, Equatable {
-            package var send: Int
-            package var receive: Int
-            package init(send: Int, receive: Int) {
+        public struct HeartBeat: Sendable, Equatable {
+            public var send: Int
+            public var receive: Int
+            public init(send: Int, receive: Int) {
                 self.send = send
                 self.receive = receive
             }
         }
 
-        package init() {}
+        public init() {}
 
         /// One `[[protocol.reply]]`.
-        package struct Reply: Sendable, Equatable {
-            package var when: Filter
-            package var send: ReplyTemplate
+        public struct Reply: Sendable, Equatable {
+            public var when: Filter
+            public var send: ReplyTemplate
 
-            package init(when: Filter, send: ReplyTemplate) {
+            public init(when: Filter, send: ReplyTemplate) {
                 self.when = when
                 self.send = send
             }
         }
     }
 
-    package struct Upstream: Sendable, Equatable {
+    public struct Upstream: Sendable, Equatable {
         /// ws:// or wss:// URL of the upstream.
-        package var url = UpstreamURL(scheme: .ws, host: "127.0.0.1", port: 8080, path: "/")
-        package var headers: [Header] = []
-        package var subprotocols: [String] = []
-        package var compression = true
-        package var maxMessageSize = 16 * 1024 * 1024
-        package var connectTimeout: Duration = .seconds(10)
+        public var url = UpstreamURL(scheme: .ws, host: "127.0.0.1", port: 8080, path: "/")
+        public var headers: [Header] = []
+        public var subprotocols: [String] = []
+        public var compression = true
+        public var maxMessageSize = 16 * 1024 * 1024
+        public var connectTimeout: Duration = .seconds(10)
         /// false: start idle, and connect only on a `connect` request.
-        package var connectOnStart = true
+        public var connectOnStart = true
         /// Tried in turn after the primary `url` fails (each failed attempt moves to the next,
         /// with the same backoff); headers, token and TLS settings apply to each.
-        package var fallbackURLs: [UpstreamURL] = []
+        public var fallbackURLs: [UpstreamURL] = []
         /// While on a fallback, go back to the primary after this long (nil: stay until it fails).
-        package var failbackAfter: Duration? = nil
+        public var failbackAfter: Duration? = nil
         /// Sent first, in order, on every open (docs/sessions.md): a login, a resume.
-        package var onOpen: [OpeningMessage] = []
+        public var onOpen: [OpeningMessage] = []
         /// The link counts as open only once an upstream message matches (nil: at the upgrade).
-        package var readyWhen: Filter? = nil
+        public var readyWhen: Filter? = nil
         /// How long after the upgrade a message may take to match `readyWhen`.
-        package var readyTimeout: Duration = .seconds(10)
+        public var readyTimeout: Duration = .seconds(10)
 
         /// The primary, then the fallbacks.
-        package var urls: [UpstreamURL] { [self.url] + self.fallbackURLs }
+        public var urls: [UpstreamURL] { [self.url] + self.fallbackURLs }
 
-        package init() {}
+        public init() {}
 
         /// An extra HTTP header for the upgrade request.
-        package struct Header: Sendable, Equatable {
-            package var name: String
-            package var value: String
-            package init(name: String, value: String) {
+        public struct Header: Sendable, Equatable {
+            public var name: String
+            public var value: String
+            public init(name: String, value: String) {
                 self.name = name
                 self.value = value
             }
         }
     }
 
-    package struct Auth: Sendable, Equatable {
+    public struct Auth: Sendable, Equatable {
         /// A file holding a bearer token, read at every connect (so rotation works). Never logged.
-        package var tokenFile: String? = nil
-        package init() {}
+        public var tokenFile: String? = nil
+        public init() {}
     }
 
-    package struct TLS: Sendable, Equatable {
-        package var caFile: String? = nil
-        package var certFile: String? = nil
-        package var keyFile: String? = nil
-        package var serverName: String? = nil
-        package var insecure = false
-        package init() {}
+    public struct TLS: Sendable, Equatable {
+        public var caFile: String? = nil
+        public var certFile: String? = nil
+        public var keyFile: String? = nil
+        public var serverName: String? = nil
+        public var insecure = false
+        public init() {}
     }
 
-    package struct Proxy: Sendable, Equatable {
+    public struct Proxy: Sendable, Equatable {
         /// `http://host:port` (HTTP CONNECT) or `socks5://host:port`; nil means none configured.
-        package var url: ProxyURL? = nil
+        public var url: ProxyURL? = nil
         /// Honour `https_proxy`/`http_proxy`/`all_proxy`/`no_proxy` when `url` is not set.
-        package var useEnvironment = true
-        package init() {}
+        public var useEnvironment = true
+        public init() {}
     }
 
-    package struct Heartbeat: Sendable, Equatable {
-        package var interval: Duration = .seconds(20)
-        package var deadline: Duration = .seconds(10)
+    public struct Heartbeat: Sendable, Equatable {
+        public var interval: Duration = .seconds(20)
+        public var deadline: Duration = .seconds(10)
         /// Optional application-level heartbeat text sent with every ping.
-        package var text: String? = nil
-        package init() {}
+        public var text: String? = nil
+        public init() {}
     }
 
-    package struct Backoff: Sendable, Equatable {
-        package var policy = BackoffPolicy()
+    public struct Backoff: Sendable, Equatable {
+        public var policy = BackoffPolicy()
         /// 0 = retry forever.
-        package var maxAttempts = 0
-        package init() {}
+        public var maxAttempts = 0
+        public init() {}
     }
 
-    package struct Reachability: Sendable, Equatable {
-        package var enabled = true
-        package var pollInterval: Duration = .seconds(30)
-        package init() {}
+    public struct Reachability: Sendable, Equatable {
+        public var enabled = true
+        public var pollInterval: Duration = .seconds(30)
+        public init() {}
     }
 
-    package struct Local: Sendable, Equatable {
-        package var socket = "/run/wsbridged/wsbridged.sock"
-        package var mode: UInt32 = 0o660
-        package var group: String? = nil
+    public struct Local: Sendable, Equatable {
+        public var socket = "/run/wsbridged/wsbridged.sock"
+        public var mode: UInt32 = 0o660
+        public var group: String? = nil
         /// Longest request line accepted from a client, in bytes.
-        package var maxLine = 1 << 20
+        public var maxLine = 1 << 20
         /// Messages a subscriber may fall behind before it loses the oldest.
-        package var subscriberQueue = 4096
+        public var subscriberQueue = 4096
         /// Bytes a subscriber may fall behind before it loses the oldest.
-        package var subscriberQueueBytes = 16 << 20
+        public var subscriberQueueBytes = 16 << 20
         /// Recent messages kept for `since` resumption.
-        package var replay = 1024
+        public var replay = 1024
         /// Bytes of encoded lines the replay ring may hold (the oldest go first).
-        package var replayBytes = 16 << 20
+        public var replayBytes = 16 << 20
         /// Clients connected at once; one more is told why and closed.
-        package var maxClients = 1000
+        public var maxClients = 1000
         /// Of `maxClients`, the places kept for root, the daemon's own user and `access.write_*`
         /// (as PostgreSQL keeps connections for superusers): the operator is never locked out.
         /// The loader refuses a value set in the file that is not below `maxClients`.
-        package var reservedClients = 4
+        public var reservedClients = 4
 
         /// The places kept for privileged clients: at most `maxClients - 1`, so the default
         /// leaves others a place when `maxClients` is tiny.
-        package var reserved: Int { min(self.reservedClients, self.maxClients - 1) }
+        public var reserved: Int { min(self.reservedClients, self.maxClients - 1) }
         /// Unread replies and notices a client may have queued before the daemon stops reading
         /// its requests (resumed when half of it drained). Notices alone past twice this
         /// disconnect it.
-        package var clientOutputBytes = 1 << 20
+        public var clientOutputBytes = 1 << 20
         /// Each client socket's kernel send buffer (SO_SNDBUF, which Linux doubles for its own
         /// bookkeeping and caps at net.core.wmem_max); 0 leaves the system's default
         /// (net.core.wmem_default). A reader that empties its socket while the daemon's loop
         /// is busy with an upstream read waits for data; a larger buffer keeps it reading.
-        package var sendBufferBytes = 1 << 20
+        public var sendBufferBytes = 1 << 20
         /// `request`s waiting for their answer, per client and in all.
-        package var maxPendingRequests = 64
-        package var maxPendingRequestsTotal = 1024
+        public var maxPendingRequests = 64
+        public var maxPendingRequestsTotal = 1024
         /// A filter's dotted path: longest in bytes, and most components.
-        package var filterMaxBytes = 256
-        package var filterMaxDepth = 16
+        public var filterMaxBytes = 256
+        public var filterMaxDepth = 16
         /// Put a text payload that is JSON inline (`"json": {...}`) instead of as a string.
-        package var inlineJSON = false
+        public var inlineJSON = false
         /// Sticky keys one client may hold, keys in all, and their bytes in all (key, text and
         /// leave text).
-        package var stickyKeysPerClient = 64
-        package var stickyKeys = 1024
-        package var stickyBytes = 1 << 20
-        package init() {}
+        public var stickyKeysPerClient = 64
+        public var stickyKeys = 1024
+        public var stickyBytes = 1 << 20
+        public init() {}
     }
 
     /// Sends made while the link is not open wait here, flushed in order on reconnect.
-    package struct Queue: Sendable, Equatable {
-        package var maxMessages = 1000
-        package var maxBytes = 16 << 20
+    public struct Queue: Sendable, Equatable {
+        public var maxMessages = 1000
+        public var maxBytes = 16 << 20
         /// The directory of the durable outbound spool (nil: the queue lives in memory only).
-        package var spool: String? = nil
-        package var fsync = FsyncPolicy.always
-        package init() {}
+        public var spool: String? = nil
+        public var fsync = FsyncPolicy.always
+        public init() {}
     }
 
     /// The journal of upstream messages (docs/journal.md): consumers resume from it across
     /// restarts and after longer than the replay ring keeps.
-    package struct Journal: Sendable, Equatable {
+    public struct Journal: Sendable, Equatable {
         /// Its directory (nil: no journal; the replay ring is all there is).
-        package var dir: String? = nil
+        public var dir: String? = nil
         /// Whole segments go, oldest first, once the journal holds more than this...
-        package var maxBytes = 1 << 30
+        public var maxBytes = 1 << 30
         /// ...or once their last message is older than this.
-        package var maxAge: Duration = .seconds(24 * 3600)
+        public var maxAge: Duration = .seconds(24 * 3600)
         /// A segment file is closed and a new one begun past this size.
-        package var segmentBytes = 64 << 20
+        public var segmentBytes = 64 << 20
         /// `always`: every batch written is fdatasync'd at once; `batch`: at most every
         /// `fsyncInterval`, and only after writes.
-        package var fsync = FsyncPolicy.batch
-        package var fsyncInterval: Duration = .seconds(1)
+        public var fsync = FsyncPolicy.batch
+        public var fsyncInterval: Duration = .seconds(1)
         /// Messages waiting for the writer (a disk slower than the feed) beyond this are not
         /// journaled (a `not_durable` gap for a consumer who replays them); live delivery
         /// goes on.
-        package var bufferBytes = 64 << 20
-        package init() {}
+        public var bufferBytes = 64 << 20
+        public init() {}
     }
 
     /// When a queued send (or a journaled message) counts as stored.
-    package enum FsyncPolicy: String, Sendable, CaseIterable {
+    public enum FsyncPolicy: String, Sendable, CaseIterable {
         /// Written and fdatasync'd: survives a crash of the machine. Sends arriving together
         /// share one fdatasync.
         case always
@@ -266,32 +266,32 @@ package struct Configuration: Sendable, Equatable {
 
     /// Who may send, close, connect, reconnect and request (others may subscribe and read status).
     /// root and the daemon's own user may always.
-    package struct Access: Sendable, Equatable {
-        package var writeUIDs: [UInt32] = []
-        package var writeGroups: [String] = []
-        package init() {}
+    public struct Access: Sendable, Equatable {
+        public var writeUIDs: [UInt32] = []
+        public var writeGroups: [String] = []
+        public init() {}
     }
 
     /// The optional HTTP endpoint serving `/metrics` (the `metrics` op works without it).
-    package struct Metrics: Sendable, Equatable {
+    public struct Metrics: Sendable, Equatable {
         /// Where to listen; nil (the default) serves no HTTP at all.
-        package var listen: HostPort?
+        public var listen: HostPort?
         /// HTTP connections at once; one more is closed at once.
-        package var maxConnections = 16
-        package init() {}
+        public var maxConnections = 16
+        public init() {}
     }
 
     /// `HOST:PORT` or `[IPv6]:PORT`; port 0 picks a free one.
-    package struct HostPort: Sendable, Equatable, CustomStringConvertible {
-        package var host: String
-        package var port: Int
+    public struct HostPort: Sendable, Equatable, CustomStringConvertible {
+        public var host: String
+        public var port: Int
 
-        package init(host: String, port: Int) {
+        public init(host: String, port: Int) {
             self.host = host
             self.port = port
         }
 
-        package init?(parsing text: String) {
+        public init?(parsing text: String) {
             let host: Substring
             let port: Substring
             if text.hasPrefix("[") {
@@ -307,15 +307,15 @@ package struct Configuration: Sendable, Equatable {
             self.init(host: String(host), port: p)
         }
 
-        package var description: String { self.host.contains(":") ? "[\(self.host)]:\(self.port)" : "\(self.host):\(self.port)" }
+        public var description: String { self.host.contains(":") ? "[\(self.host)]:\(self.port)" : "\(self.host):\(self.port)" }
     }
 
-    package struct Log: Sendable, Equatable {
-        package var level = LogLevel.info
-        package init() {}
+    public struct Log: Sendable, Equatable {
+        public var level = LogLevel.info
+        public init() {}
     }
 
-    package enum LogLevel: String, Sendable, CaseIterable {
+    public enum LogLevel: String, Sendable, CaseIterable {
         case trace, debug, info, notice, warning, error, critical
     }
 }

@@ -8,9 +8,9 @@ import Synchronization
 /// for the life of the process. A daemon reloaded every few minutes by configuration
 /// management would grow without end; with this cache it grows once per distinct text (the
 /// soak measures it: docs/soak.md).
-package final class ConfigurationCache: Sendable {
+public final class ConfigurationCache: Sendable {
     /// The daemon's: what `wsbridged` loads at start and on every SIGHUP.
-    package static let shared = ConfigurationCache(capacity: 8)
+    public static let shared = ConfigurationCache(capacity: 8)
 
     private struct Entry {
         var fileName: String
@@ -22,16 +22,16 @@ package final class ConfigurationCache: Sendable {
     private let capacity: Int
     private let state = Mutex<(entries: [Entry], parses: Int)>(([], 0))
 
-    package init(capacity: Int) {
+    public init(capacity: Int) {
         self.capacity = max(1, capacity)
     }
 
     /// How many texts were parsed (not taken from the cache), for tests.
-    package var parses: Int { self.state.withLock { $0.parses } }
+    public var parses: Int { self.state.withLock { $0.parses } }
 
     /// `ConfigurationLoader(fileName:).load(text:)`, once per distinct (file name, text) among
     /// the last `capacity`.
-    package func load(text: String, fileName: String, requiresURL: Bool = false) throws(ConfigurationError) -> Configuration {
+    public func load(text: String, fileName: String, requiresURL: Bool = false) throws(ConfigurationError) -> Configuration {
         let hit = self.state.withLock { state in
             state.entries.first { $0.fileName == fileName && $0.text == text && $0.requiresURL == requiresURL }?.result
         }

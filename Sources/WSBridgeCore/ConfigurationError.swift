@@ -1,21 +1,21 @@
 /// A configuration problem, located and explained: what was wrong and what is accepted.
 ///
 /// Rendered as `FILE:LINE: KEY = VALUE: PROBLEM` so editors and operators can jump to it.
-package struct ConfigurationError: Error, Equatable, CustomStringConvertible {
-    package var file: String
-    package var line: Int?
-    package var column: Int?
+public struct ConfigurationError: Error, Equatable, CustomStringConvertible {
+    public var file: String
+    public var line: Int?
+    public var column: Int?
     /// Dotted key (`heartbeat.interval`), or nil for a syntax error.
-    package var key: String?
+    public var key: String?
     /// The offending value as written, if any.
-    package var value: String?
+    public var value: String?
     /// What is wrong and what is accepted instead.
-    package var problem: String
+    public var problem: String
     /// The file's other problems, after this one in file order: a file is read to its end, so
     /// that one run names every mistake.
-    package var further: [ConfigurationError] = []
+    public var further: [ConfigurationError] = []
 
-    package init(file: String, line: Int? = nil, column: Int? = nil, key: String? = nil, value: String? = nil, problem: String) {
+    public init(file: String, line: Int? = nil, column: Int? = nil, key: String? = nil, value: String? = nil, problem: String) {
         self.file = file
         self.line = line
         self.column = column
@@ -25,13 +25,13 @@ package struct ConfigurationError: Error, Equatable, CustomStringConvertible {
     }
 
     /// This problem and the further ones, one line each, in file order.
-    package var description: String {
+    public var description: String {
         ([self.oneLine] + self.further.map(\.oneLine)).joined(separator: "\n")
     }
 
     /// Problems in file order (those without a line last, in the order found), the first holding
     /// the others; nil for none.
-    package static func inFileOrder(_ problems: [ConfigurationError]) -> ConfigurationError? {
+    public static func inFileOrder(_ problems: [ConfigurationError]) -> ConfigurationError? {
         let ordered = problems.enumerated().sorted { a, b in
             (a.element.line ?? Int.max, a.offset) < (b.element.line ?? Int.max, b.offset)
         }.map(\.element)
@@ -41,7 +41,7 @@ package struct ConfigurationError: Error, Equatable, CustomStringConvertible {
     }
 
     /// This one problem: `FILE:LINE: KEY = VALUE: PROBLEM`.
-    package var oneLine: String {
+    public var oneLine: String {
         var location = self.file
         if let line { location += ":\(line)" }
         if let column { location += ":\(column)" }

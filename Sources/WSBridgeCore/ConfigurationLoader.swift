@@ -5,19 +5,19 @@ import WSBridgeProtocol
 ///
 /// Unknown keys are errors (a typo must not silently fall back to a default); every error names
 /// the file, line, key, the bad value and what is accepted.
-package struct ConfigurationLoader: Sendable {
-    package var fileName: String
+public struct ConfigurationLoader: Sendable {
+    public var fileName: String
     /// Whether the file must name `upstream.url` (the daemon's file does, unless `--url` gives it).
-    package var requiresURL: Bool
+    public var requiresURL: Bool
 
-    package init(fileName: String, requiresURL: Bool = false) {
+    public init(fileName: String, requiresURL: Bool = false) {
         self.fileName = fileName
         self.requiresURL = requiresURL
     }
 
     /// Parses and validates TOML text. `environment` is consulted for nothing here; overrides
     /// from the command line are applied by the caller afterwards with `validate`.
-    package func load(text: String) throws(ConfigurationError) -> Configuration {
+    public func load(text: String) throws(ConfigurationError) -> Configuration {
         try Self.checkTableHeaders(text, fileName: self.fileName)
         try Self.checkNULEscapes(text, fileName: self.fileName)
         let table: TOMLTable

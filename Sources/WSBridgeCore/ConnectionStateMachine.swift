@@ -5,20 +5,20 @@ import WSBridgeProtocol
 /// Each input is a `mutating func` that takes the time and returns the `Action` the driver must
 /// perform; the machine performs no I/O and never reads a clock. An input that cannot happen in
 /// the current state throws `InvalidTransition`: that is a bug in the driver, which logs it.
-package struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
-    package struct Settings: Sendable, Equatable {
-        package var backoff: BackoffPolicy
+public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
+    public struct Settings: Sendable, Equatable {
+        public var backoff: BackoffPolicy
         /// 0 = forever.
-        package var maxAttempts: Int
+        public var maxAttempts: Int
 
-        package init(backoff: BackoffPolicy = BackoffPolicy(), maxAttempts: Int = 0) {
+        public init(backoff: BackoffPolicy = BackoffPolicy(), maxAttempts: Int = 0) {
             self.backoff = backoff
             self.maxAttempts = maxAttempts
         }
     }
 
     /// What the driver must do after an input.
-    package enum Action: Sendable, Equatable {
+    public enum Action: Sendable, Equatable {
         case none
         /// Start connection attempt number `attempt` (1-based since the last stable link).
         case connect(attempt: Int)
@@ -34,14 +34,14 @@ package struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
         case abortAndConnect(attempt: Int)
     }
 
-    package struct InvalidTransition: Error, Equatable, CustomStringConvertible {
-        package var input: String
-        package var phase: ConnectionPhase
-        package init(input: String, phase: ConnectionPhase) {
+    public struct InvalidTransition: Error, Equatable, CustomStringConvertible {
+        public var input: String
+        public var phase: ConnectionPhase
+        public init(input: String, phase: ConnectionPhase) {
             self.input = input
             self.phase = phase
         }
-        package var description: String { "invalid input '\(self.input)' in state \(self.phase.rawValue)" }
+        public var description: String { "invalid input '\(self.input)' in state \(self.phase.rawValue)" }
     }
 
     private enum CloseIntent: Equatable {
@@ -64,44 +64,44 @@ package struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     private var settings: Settings
     private var generator: RNG
     /// Consecutive failed attempts since the last link that stayed open for `stableAfter`.
-    package private(set) var failures = 0
-    package private(set) var networkAvailable: Bool
+    public private(set) var failures = 0
+    public private(set) var networkAvailable: Bool
     /// How many times a link was (re)established after the first one.
-    package private(set) var reconnects = 0
+    public private(set) var reconnects = 0
     private var everOpened = false
-    package private(set) var lastDisconnect: DisconnectReason?
-    package private(set) var phaseSince: MonotonicInstant
+    public private(set) var lastDisconnect: DisconnectReason?
+    public private(set) var phaseSince: MonotonicInstant
 
-    package init(settings: Settings, networkAvailable: Bool = true, now: MonotonicInstant, generator: RNG) {
+    public init(settings: Settings, networkAvailable: Bool = true, now: MonotonicInstant, generator: RNG) {
         self.settings = settings
         self.networkAvailable = networkAvailable
         self.generator = generator
         self.phaseSince = now
     }
 
-    package var phase: ConnectionPhase { Self.phase(of: self.state) }
+    public var phase: ConnectionPhase { Self.phase(of: self.state) }
 
     /// The time the next retry is due, while backing off.
     /// The daemon is stopping (or stopped): nothing new may be sent or queued.
-    package var isShuttingDown: Bool {
+    public var isShuttingDown: Bool {
         switch self.state {
         case .closing(.shutdown), .stopped: true
         default: false
         }
     }
 
-    package var retryAt: MonotonicInstant? {
+    public var retryAt: MonotonicInstant? {
         if case .backingOff(let until) = self.state { return until }
         return nil
     }
 
     /// The time the current link opened, while open.
-    package var openSince: MonotonicInstant? {
+    public var openSince: MonotonicInstant? {
         if case .open(let since) = self.state { return since }
         return nil
     }
 
-    package mutating func updateSettings(_ settings: Settings) {
+    public mutating func updateSettings(_ settings: Settings) {
         self.settings = settings
     }
 
@@ -156,7 +156,7 @@ package struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     }
 
     /// The operator (or startup) asks for a connection.
-    package mutating func connectRequested(now: MonotonicInstant) throws(InvalidTransition) -> Action {
+    public mutating func connectRequested(now: MonotonicInstant) throws(InvalidTransition) -> Action {
         switch self.state {
         case .idle:
             self.failures = 0
@@ -175,7 +175,7 @@ package struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     }
 
     /// The operator asks to drop the current link (if any) and connect again now, without backoff.
-    package mutating func reconnectRequested(now: MonotonicInstant) throws(InvalidTransition) -> Action {
+    public mutating func reconnectRequested(now: MonotonicInstant) throws(InvalidTransition) -> Action {
         switch self.state {
         case .open:
             self.enter(.closing(.reconnect), now: now)
@@ -197,7 +197,7 @@ package struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     }
 
     /// The handshake completed: the link is open.
-    package mutating func connectSucceeded(now: MonotonicInstant) throws(InvalidTransition) -> Action {
+    public mutating func connectSucceeded(now: MonotonicInstant) throws(InvalidTransition) -> Action {
         guard case .connecting = self.state else { throw self.invalid("connectSucceeded") }
         if self.everOpened { self.reconnects += 1 }
         self.everOpened = true
@@ -206,13 +206,13 @@ package struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     }
 
     /// The attempt failed before the link opened (refused, TLS, handshake, timeout).
-    package mutating func connectFailed(_ reason: DisconnectReason, now: MonotonicInstant) throws(InvalidTransition) -> Action {
+    public mutating func connectFailed(_ reason: DisconnectReason, now: MonotonicInstant) throws(InvalidTransition) -> Action {
         guard case .connecting = self.state else { throw self.invalid("connectFailed") }
         return self.retry(after: reason, now: now, countsAsFailure: true)
     }
 
     /// An open (or closing) link ended.
-    package mutating func disconnected(_ reason: DisconnectReason, now: MonotonicInstant) throws(InvalidTransition) -> Action {
+    public mutating func disconnected(_ reason: DisconnectReason, now: MonotonicInstant) throws(InvalidTransition) -> Action {
         switch self.state {
         case .open(let since):
             // A link that ended before it was stable counts as a failed attempt, so a server that
@@ -238,13 +238,13 @@ package struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     }
 
     /// The backoff timer fired.
-    package mutating func retryTimerFired(now: MonotonicInstant) throws(InvalidTransition) -> Action {
+    public mutating func retryTimerFired(now: MonotonicInstant) throws(InvalidTransition) -> Action {
         guard case .backingOff = self.state else { throw self.invalid("retryTimerFired") }
         return self.attempt(now: now)
     }
 
     /// The reachability monitor's verdict changed (or was re-confirmed).
-    package mutating func networkChanged(available: Bool, now: MonotonicInstant) -> Action {
+    public mutating func networkChanged(available: Bool, now: MonotonicInstant) -> Action {
         let wasAvailable = self.networkAvailable
         self.networkAvailable = available
         switch (self.state, available) {
@@ -272,7 +272,7 @@ package struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     }
 
     /// The operator closes the link: it stays closed until asked to connect again.
-    package mutating func userClose(code: UInt16 = 1000, reason: String = "", now: MonotonicInstant) -> Action {
+    public mutating func userClose(code: UInt16 = 1000, reason: String = "", now: MonotonicInstant) -> Action {
         switch self.state {
         case .open:
             self.enter(.closing(.user(code: code, reason: reason)), now: now)
@@ -298,7 +298,7 @@ package struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     }
 
     /// The daemon is stopping: close with 1001 (going away) if open.
-    package mutating func shutdown(now: MonotonicInstant) -> Action {
+    public mutating func shutdown(now: MonotonicInstant) -> Action {
         switch self.state {
         case .open:
             self.enter(.closing(.shutdown), now: now)

@@ -1,26 +1,26 @@
 /// permessage-deflate (RFC 7692) as negotiated with the server.
-package struct DeflateParameters: Sendable, Equatable {
+public struct DeflateParameters: Sendable, Equatable {
     /// The server resets its compression context after each message.
-    package var serverNoContextTakeover = false
+    public var serverNoContextTakeover = false
     /// We must reset our compression context after each message.
-    package var clientNoContextTakeover = false
+    public var clientNoContextTakeover = false
     /// The server's LZ77 window (we inflate with 15, which reads any smaller window).
-    package var serverMaxWindowBits = 15
+    public var serverMaxWindowBits = 15
     /// Our LZ77 window limit.
-    package var clientMaxWindowBits = 15
+    public var clientMaxWindowBits = 15
 
-    package init() {}
+    public init() {}
 
     /// What a client offers: deflate, and that the server may limit our window.
-    package static let offer = "permessage-deflate; client_max_window_bits"
+    public static let offer = "permessage-deflate; client_max_window_bits"
 
-    package struct NegotiationError: Error, Equatable, CustomStringConvertible {
-        package var description: String
+    public struct NegotiationError: Error, Equatable, CustomStringConvertible {
+        public var description: String
     }
 
     /// Reads the server's `Sec-WebSocket-Extensions` answer. nil: compression is off for this link.
     /// Throws when the server enabled something that was not offered or answered with bad parameters.
-    package static func negotiate(response: String?, offered: Bool) throws(NegotiationError) -> DeflateParameters? {
+    public static func negotiate(response: String?, offered: Bool) throws(NegotiationError) -> DeflateParameters? {
         guard let response, !response.allSatisfy({ $0 == " " || $0 == "\t" }) else { return nil }
         var result: DeflateParameters?
         for item in response.split(separator: ",") {

@@ -1,7 +1,7 @@
 import WSBridgeProtocol
 
 /// Why a link ended (or an attempt failed).
-package enum DisconnectReason: Sendable, Equatable, CustomStringConvertible {
+public enum DisconnectReason: Sendable, Equatable, CustomStringConvertible {
     /// The server sent a close frame (code nil when the frame carried none) or ended the connection.
     case serverClosed(code: UInt16?, reason: String)
     /// Our own close, asked for by a user (`close`, `reconnect`), acknowledged or timed out.
@@ -15,7 +15,7 @@ package enum DisconnectReason: Sendable, Equatable, CustomStringConvertible {
     /// The route to the upstream host disappeared.
     case networkLost
 
-    package var description: String {
+    public var description: String {
         switch self {
         case .serverClosed(let code, let reason):
             let c = code.map { String($0) } ?? "none"
@@ -34,7 +34,7 @@ package enum DisconnectReason: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Who ended the link.
-    package var initiator: StatusReport.Close.Closer {
+    public var initiator: StatusReport.Close.Closer {
         switch self {
         case .serverClosed: .server
         case .userClosed: .user
@@ -44,7 +44,7 @@ package enum DisconnectReason: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// How `status` reports the link's end: who, the close code, the reason.
-    package var close: StatusReport.Close {
+    public var close: StatusReport.Close {
         switch self {
         case .serverClosed(let code, let reason): StatusReport.Close(code: code, reason: reason, by: self.initiator)
         case .userClosed(let code, let reason): StatusReport.Close(code: code, reason: reason, by: self.initiator)

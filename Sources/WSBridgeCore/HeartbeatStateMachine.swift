@@ -4,8 +4,8 @@
 /// pong, no data, no control frame) arrives within `deadline`: inbound traffic counts as
 /// liveness, so a busy link never times out falsely. Time is passed in; the driver arms one
 /// timer at the instant `next(now:)` returns.
-package struct HeartbeatStateMachine: Sendable {
-    package enum Decision: Sendable, Equatable {
+public struct HeartbeatStateMachine: Sendable {
+    public enum Decision: Sendable, Equatable {
         /// Send a ping with this 8-byte payload now, then call `next(now:)` again.
         case sendPing(payload: UInt64)
         /// Nothing to do until this instant.
@@ -14,8 +14,8 @@ package struct HeartbeatStateMachine: Sendable {
         case dead(silence: Duration)
     }
 
-    package var interval: Duration
-    package var deadline: Duration
+    public var interval: Duration
+    public var deadline: Duration
 
     private var nextPingAt: MonotonicInstant
     /// The earliest ping after which nothing has arrived yet.
@@ -25,10 +25,10 @@ package struct HeartbeatStateMachine: Sendable {
     private var counter: UInt64 = 0
 
     /// The last measured ping → pong round-trip time.
-    package private(set) var roundTripTime: Duration?
+    public private(set) var roundTripTime: Duration?
 
     /// Starts the heartbeat for a link that opened at `now`.
-    package init(interval: Duration, deadline: Duration, now: MonotonicInstant) {
+    public init(interval: Duration, deadline: Duration, now: MonotonicInstant) {
         self.interval = interval
         self.deadline = deadline
         self.nextPingAt = now + interval
@@ -36,14 +36,14 @@ package struct HeartbeatStateMachine: Sendable {
     }
 
     /// Any frame arrived: the link is alive.
-    package mutating func received(now: MonotonicInstant) {
+    public mutating func received(now: MonotonicInstant) {
         self.lastInbound = now
         self.unansweredSince = nil
     }
 
     /// A pong arrived. Returns the round-trip time when it answers our latest ping.
     @discardableResult
-    package mutating func receivedPong(payload: UInt64?, now: MonotonicInstant) -> Duration? {
+    public mutating func receivedPong(payload: UInt64?, now: MonotonicInstant) -> Duration? {
         self.received(now: now)
         guard let ping = self.lastPing, ping.payload == payload else { return nil }
         let rtt = now - ping.sentAt
@@ -53,19 +53,19 @@ package struct HeartbeatStateMachine: Sendable {
     }
 
     /// Ping at once (e.g. after a suspend/resume or a network change) and start the deadline.
-    package mutating func checkNow(now: MonotonicInstant) {
+    public mutating func checkNow(now: MonotonicInstant) {
         self.nextPingAt = now
     }
 
     /// Applies new settings (SIGHUP) from `now` on.
-    package mutating func update(interval: Duration, deadline: Duration, now: MonotonicInstant) {
+    public mutating func update(interval: Duration, deadline: Duration, now: MonotonicInstant) {
         self.interval = interval
         self.deadline = deadline
         self.nextPingAt = min(self.nextPingAt, now + interval)
     }
 
     /// What to do at `now`.
-    package mutating func next(now: MonotonicInstant) -> Decision {
+    public mutating func next(now: MonotonicInstant) -> Decision {
         if let since = self.unansweredSince, now >= since + self.deadline {
             return .dead(silence: now - self.lastInbound)
         }

@@ -2,16 +2,16 @@
 ///
 /// State machines take time as an input (`now:`) and never read a clock themselves, so their
 /// tests can move time by hand.
-package struct MonotonicInstant: Sendable, Hashable, Comparable, CustomStringConvertible {
-    package var nanoseconds: UInt64
+public struct MonotonicInstant: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public var nanoseconds: UInt64
 
-    package init(nanoseconds: UInt64) {
+    public init(nanoseconds: UInt64) {
         self.nanoseconds = nanoseconds
     }
 
-    package static func < (lhs: Self, rhs: Self) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
+    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
 
-    package static func + (lhs: Self, rhs: Duration) -> Self {
+    public static func + (lhs: Self, rhs: Duration) -> Self {
         let d = rhs.nanoseconds
         if d >= 0 {
             let (sum, overflow) = lhs.nanoseconds.addingReportingOverflow(UInt64(d))
@@ -22,12 +22,12 @@ package struct MonotonicInstant: Sendable, Hashable, Comparable, CustomStringCon
     }
 
     /// The duration from `rhs` to `lhs` (negative if `lhs` is earlier).
-    package static func - (lhs: Self, rhs: Self) -> Duration {
+    public static func - (lhs: Self, rhs: Self) -> Duration {
         if lhs.nanoseconds >= rhs.nanoseconds {
             return .nanoseconds(Int64(clamping: lhs.nanoseconds - rhs.nanoseconds))
         }
         return .nanoseconds(-Int64(clamping: rhs.nanoseconds - lhs.nanoseconds))
     }
 
-    package var description: String { "t+\(Duration.nanoseconds(Int64(clamping: self.nanoseconds)).short)" }
+    public var description: String { "t+\(Duration.nanoseconds(Int64(clamping: self.nanoseconds)).short)" }
 }

@@ -1,6 +1,6 @@
 extension StringProtocol {
     /// The text without leading and trailing characters that match `predicate`.
-    package func trimming(while predicate: (Character) -> Bool) -> String {
+    public func trimming(while predicate: (Character) -> Bool) -> String {
         var s = Substring(self)
         while let f = s.first, predicate(f) { s.removeFirst() }
         while let l = s.last, predicate(l) { s.removeLast() }

@@ -4,7 +4,7 @@ import DequeModule
 /// lines of one fan-out flush, in one buffer). A run is queued, dropped from and taken from by
 /// the line, without being taken apart: queueing the lines of a read costs the same for 1 line
 /// as for 1,000.
-package protocol QueuedLines {
+public protocol QueuedLines {
     /// How many lines (at least 1).
     var lineCount: Int { get }
     /// The bytes before line `i`: 0 for the first, the run's size for `lineCount`.
@@ -24,24 +24,24 @@ package protocol QueuedLines {
 /// passes its cap.
 ///
 /// Pure: it holds runs of any type; the daemon drives it from its event loop.
-package struct SubscriberQueue<Lines: QueuedLines> {
-    package struct Limits: Sendable, Equatable {
-        package var messages: Int
-        package var bytes: Int
+public struct SubscriberQueue<Lines: QueuedLines> {
+    public struct Limits: Sendable, Equatable {
+        public var messages: Int
+        public var bytes: Int
 
-        package init(messages: Int, bytes: Int) {
+        public init(messages: Int, bytes: Int) {
             self.messages = messages
             self.bytes = bytes
         }
     }
 
     /// Messages lost since the last notice: how many, and the first and last sequence number.
-    package struct Drop: Sendable, Equatable {
-        package var count: UInt64
-        package var from: UInt64
-        package var to: UInt64
+    public struct Drop: Sendable, Equatable {
+        public var count: UInt64
+        public var from: UInt64
+        public var to: UInt64
 
-        package init(count: UInt64, from: UInt64, to: UInt64) {
+        public init(count: UInt64, from: UInt64, to: UInt64) {
             self.count = count
             self.from = from
             self.to = to
@@ -49,7 +49,7 @@ package struct SubscriberQueue<Lines: QueuedLines> {
     }
 
     /// What to write next.
-    package enum Output {
+    public enum Output {
         /// Write a `dropped` notice for these messages.
         case dropped(Drop)
         /// A reply or notice, whole.
@@ -103,31 +103,31 @@ package struct SubscriberQueue<Lines: QueuedLines> {
     @usableFromInline var nextOrder: UInt64 = 0
     @usableFromInline var pendingDrop: Drop?
 
-    package var limits: Limits
+    public var limits: Limits
     @usableFromInline var _messageCount = 0
     @usableFromInline var _messageBytes = 0
     @usableFromInline var _controlBytes = 0
     /// Bytes of the queued messages.
-    @inlinable package var messageBytes: Int { self._messageBytes }
+    @inlinable public var messageBytes: Int { self._messageBytes }
     /// Bytes of the queued replies and notices.
-    @inlinable package var controlBytes: Int { self._controlBytes }
+    @inlinable public var controlBytes: Int { self._controlBytes }
 
-    package init(limits: Limits) {
+    public init(limits: Limits) {
         self.limits = limits
     }
 
     /// The queued message lines.
     @inlinable
-    package var messageCount: Int { self._messageCount }
+    public var messageCount: Int { self._messageCount }
     @inlinable
-    package var controlCount: Int { self.controlMeta.count }
+    public var controlCount: Int { self.controlMeta.count }
     @inlinable
-    package var isEmpty: Bool { self.messageMeta.isEmpty && self.controlMeta.isEmpty && self.pendingDrop == nil }
+    public var isEmpty: Bool { self.messageMeta.isEmpty && self.controlMeta.isEmpty && self.pendingDrop == nil }
 
     /// Whether `lines` more message lines of `bytes` would pass a limit (the driver writes out
     /// what the socket takes before it lets the queue drop).
     @inlinable
-    package func wouldOverflow(adding lines: Int, bytes: Int) -> Bool {
+    public func wouldOverflow(adding lines: Int, bytes: Int) -> Bool {
         self._messageCount + lines > self.limits.messages || self._messageBytes + bytes > self.limits.bytes
     }
 
@@ -136,7 +136,7 @@ package struct SubscriberQueue<Lines: QueuedLines> {
     /// than the byte limit still goes out. Returns how many lines were dropped.
     @inlinable
     @discardableResult
-    package mutating func appendMessages(_ lines: Lines, seq: UInt64) -> Int {
+    public mutating func appendMessages(_ lines: Lines, seq: UInt64) -> Int {
         let count = lines.lineCount
         let bytes = lines.lineStart(count)
         self.messageMeta.append(Meta(order: self.nextOrder, seq: seq, first: 0, end: count, bytes: bytes))
@@ -149,7 +149,7 @@ package struct SubscriberQueue<Lines: QueuedLines> {
 
     /// Queues a reply or notice, whole. Never dropped.
     @inlinable
-    package mutating func appendControl(_ line: Lines) {
+    public mutating func appendControl(_ line: Lines) {
         let bytes = line.lineStart(line.lineCount)
         self.controlMeta.append(Control(order: self.nextOrder, bytes: bytes))
         self.controlLines.append(line)
@@ -161,7 +161,7 @@ package struct SubscriberQueue<Lines: QueuedLines> {
     /// shrank, or messages were added). Returns how many were dropped.
     @inlinable
     @discardableResult
-    package mutating func trimToLimits() -> Int {
+    public mutating func trimToLimits() -> Int {
         var dropped = 0
         while self._messageCount > 1, self._messageCount > self.limits.messages || self._messageBytes > self.limits.bytes {
             let meta = self.messageMeta[0]
@@ -235,7 +235,7 @@ package struct SubscriberQueue<Lines: QueuedLines> {
     /// (right before the next message, or last when no message is left), or the next message
     /// lines of one run, as many whole lines as fit in `maxBytes` (at least one).
     @inlinable
-    package mutating func next(maxBytes: Int = .max) -> Output? {
+    public mutating func next(maxBytes: Int = .max) -> Output? {
         if self.controlComesFirst {
             let control = self.controlMeta.removeFirst()
             self._controlBytes -= control.bytes
@@ -259,7 +259,7 @@ package struct SubscriberQueue<Lines: QueuedLines> {
     /// subscriber's writes: no per-line work.
     @inlinable
     @discardableResult
-    package mutating func takeMessages(maxBytes: Int, _ body: (Lines, Range<Int>) -> Void) -> Int {
+    public mutating func takeMessages(maxBytes: Int, _ body: (Lines, Range<Int>) -> Void) -> Int {
         guard self.pendingDrop == nil else { return 0 }
         let before = self.controlMeta.first?.order ?? .max
         var room = maxBytes
@@ -280,7 +280,7 @@ package struct SubscriberQueue<Lines: QueuedLines> {
 
     /// Forgets everything queued (the client is gone).
     @inlinable
-    package mutating func removeAll() {
+    public mutating func removeAll() {
         self.messageMeta.removeAll()
         self.messageLines.removeAll()
         self.controlMeta.removeAll()

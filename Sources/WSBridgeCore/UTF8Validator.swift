@@ -7,19 +7,19 @@ import CWSBridgeBytes
 /// false at the first byte that can never start or continue a valid sequence (overlongs,
 /// surrogates, code points past U+10FFFF included); `isComplete` says whether the bytes so far
 /// end on a character boundary.
-package struct UTF8Validator: Sendable, Equatable {
+public struct UTF8Validator: Sendable, Equatable {
     /// Continuation bytes still expected, and the allowed range of the next one.
     private var remaining = 0
     private var lower: UInt8 = 0x80
     private var upper: UInt8 = 0xBF
 
-    package init() {}
+    public init() {}
 
     /// True when everything fed so far ends at a character boundary.
-    package var isComplete: Bool { self.remaining == 0 }
+    public var isComplete: Bool { self.remaining == 0 }
 
     /// Feeds more bytes; false as soon as they cannot be UTF-8 (the state is then meaningless).
-    package mutating func feed(_ bytes: some Sequence<UInt8>) -> Bool {
+    public mutating func feed(_ bytes: some Sequence<UInt8>) -> Bool {
         for byte in bytes {
             if self.remaining == 0 {
                 if byte < 0x80 { continue }
@@ -55,7 +55,7 @@ package struct UTF8Validator: Sendable, Equatable {
 
     /// Feeds a whole buffer fast: runs of ASCII are skipped sixteen bytes at a time
     /// (`cwsb_ascii_prefix`, SSE2).
-    package mutating func feed(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    public mutating func feed(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return true }
         var i = 0
         let n = bytes.count

@@ -1,37 +1,37 @@
 /// A parsed `ws://` or `wss://` URL. Credentials in the URL are refused: use `auth.token_file`
 /// or `headers` so they never reach logs or status output.
-package struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
-    package enum Scheme: String, Sendable {
+public struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
+    public enum Scheme: String, Sendable {
         case ws, wss
     }
 
-    package var scheme: Scheme
-    package var host: String
-    package var port: Int
+    public var scheme: Scheme
+    public var host: String
+    public var port: Int
     /// Path plus query, always starting with "/".
-    package var path: String
+    public var path: String
 
-    package init(scheme: Scheme, host: String, port: Int, path: String) {
+    public init(scheme: Scheme, host: String, port: Int, path: String) {
         self.scheme = scheme
         self.host = host
         self.port = port
         self.path = path
     }
 
-    package var isTLS: Bool { self.scheme == .wss }
+    public var isTLS: Bool { self.scheme == .wss }
 
     /// The value of the HTTP `Host` header.
-    package var hostHeader: String {
+    public var hostHeader: String {
         let defaultPort = self.scheme == .wss ? 443 : 80
         let h = self.host.contains(":") ? "[\(self.host)]" : self.host
         return self.port == defaultPort ? h : "\(h):\(self.port)"
     }
 
-    package var description: String {
+    public var description: String {
         "\(self.scheme.rawValue)://\(self.hostHeader)\(self.path)"
     }
 
-    package enum ParseError: Error, Equatable, CustomStringConvertible {
+    public enum ParseError: Error, Equatable, CustomStringConvertible {
         case scheme(String)
         /// No `scheme://` at all: the text as written.
         case missingScheme(String)
@@ -39,7 +39,7 @@ package struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
         case port(String)
         case credentials
 
-        package var description: String {
+        public var description: String {
             switch self {
             case .scheme(let s):
                 "unsupported scheme '\(s)': use ws:// or wss://"
@@ -56,14 +56,14 @@ package struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// `text` with any `user:password@` in front of the host replaced by `***@`, for messages.
-    package static func redacted(_ text: String) -> String {
+    public static func redacted(_ text: String) -> String {
         let schemeEnd = text.firstRange(of: "://")?.upperBound ?? text.startIndex
         let authorityEnd = text[schemeEnd...].firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? text.endIndex
         guard let at = text[schemeEnd..<authorityEnd].lastIndex(of: "@") else { return text }
         return String(text[..<schemeEnd]) + "***" + String(text[at...])
     }
 
-    package init(parsing text: String) throws(ParseError) {
+    public init(parsing text: String) throws(ParseError) {
         let parts = text.split(separator: "://", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count == 2 else { throw .missingScheme(Self.redacted(text)) }
         let schemeText = parts[0].lowercased()
@@ -100,21 +100,21 @@ package struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// A proxy: HTTP CONNECT (`http://`) or SOCKS5 (`socks5://`, `socks5h://`, `socks://`).
-package struct ProxyURL: Sendable, Equatable, CustomStringConvertible {
-    package enum Kind: Sendable, Equatable {
+public struct ProxyURL: Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
         case httpConnect
         case socks5
     }
 
-    package var kind: Kind
-    package var host: String
-    package var port: Int
+    public var kind: Kind
+    public var host: String
+    public var port: Int
     /// From `user:password@` (percent-decoded): HTTP Basic Proxy-Authorization, or SOCKS5
     /// username/password (RFC 1929). Never part of `description`.
-    package var username: String?
-    package var password: String?
+    public var username: String?
+    public var password: String?
 
-    package init(kind: Kind, host: String, port: Int, username: String? = nil, password: String? = nil) {
+    public init(kind: Kind, host: String, port: Int, username: String? = nil, password: String? = nil) {
         self.kind = kind
         self.host = host
         self.port = port
@@ -123,11 +123,11 @@ package struct ProxyURL: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The proxy's address, without credentials (for logs and messages).
-    package var description: String {
+    public var description: String {
         "\(self.kind == .httpConnect ? "http" : "socks5")://\(self.host):\(self.port)"
     }
 
-    package init?(parsing text: String) {
+    public init?(parsing text: String) {
         let lower = text.lowercased()
         let kind: Kind
         let defaultPort: Int
@@ -187,7 +187,7 @@ package struct ProxyURL: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Chooses the proxy from the conventional environment variables for a given upstream, or nil.
-    package static func fromEnvironment(_ env: [String: String], for url: UpstreamURL) -> ProxyURL? {
+    public static func fromEnvironment(_ env: [String: String], for url: UpstreamURL) -> ProxyURL? {
         func value(_ name: String) -> String? {
             if let v = env[name], !v.isEmpty { return v }
             if let v = env[name.uppercased()], !v.isEmpty { return v }

@@ -1,5 +1,5 @@
 /// The externally visible phase of the upstream link, as logged, published and reported.
-package enum ConnectionPhase: String, Sendable, Equatable, CaseIterable {
+public enum ConnectionPhase: String, Sendable, Equatable, CaseIterable {
     /// Closed by the user (or given up after `backoff.max_attempts`): stays closed until asked to connect.
     case idle
     case connecting
@@ -14,10 +14,10 @@ package enum ConnectionPhase: String, Sendable, Equatable, CaseIterable {
 }
 
 extension ConnectionPhase: CustomStringConvertible {
-    package var description: String { self.rawValue }
+    public var description: String { self.rawValue }
 
     /// The phase in `wsbridgectl`'s readable text (the wire name is for programs).
-    package var readable: String {
+    public var readable: String {
         switch self {
         case .idle: "closed"
         case .connecting: "connecting"
@@ -31,13 +31,13 @@ extension ConnectionPhase: CustomStringConvertible {
 
     /// The phase a line or result names. A name this build does not know (only a daemon of a
     /// newer protocol version could send one) reads as `idle`.
-    package init(wire text: String?) {
+    public init(wire text: String?) {
         self = text.flatMap(ConnectionPhase.init(rawValue:)) ?? .idle
     }
 }
 
 extension ConnectionPhase: Codable {
-    package init(from decoder: any Decoder) throws {
+    public init(from decoder: any Decoder) throws {
         self.init(wire: try? decoder.singleValueContainer().decode(String.self))
     }
 }

@@ -1,27 +1,27 @@
 /// Matches upstream messages whose JSON `field` (a dotted path) equals `equals`, or merely
 /// exists when `equals` is nil; or (`wholeText`, for any text, JSON or not) whose text begins
 /// with or contains a string. The path is split once, here, not for every message.
-package struct Filter: Sendable, Equatable {
-    package let field: String
-    package let equals: JSONValue?
+public struct Filter: Sendable, Equatable {
+    public let field: String
+    public let equals: JSONValue?
     /// `field` split at its dots.
-    package let path: [JSONValue.PathComponent]
+    public let path: [JSONValue.PathComponent]
     /// A test of the message's whole text instead of a field.
-    package let wholeText: TextTest?
+    public let wholeText: TextTest?
 
-    package enum TextTest: Sendable, Equatable {
+    public enum TextTest: Sendable, Equatable {
         case prefix(String)
         case contains(String)
     }
 
-    package init(field: String, equals: JSONValue?) {
+    public init(field: String, equals: JSONValue?) {
         self.field = field
         self.equals = equals
         self.path = JSONValue.PathComponent.split(field)
         self.wholeText = nil
     }
 
-    package init(_ test: TextTest) {
+    public init(_ test: TextTest) {
         self.field = ""
         self.equals = nil
         self.path = []
@@ -29,7 +29,7 @@ package struct Filter: Sendable, Equatable {
     }
 
     /// Whether a message matches: `text` its bytes, `json` them parsed (nil: not JSON).
-    package func matches(json: JSONValue?, text: some Collection<UInt8>) -> Bool {
+    public func matches(json: JSONValue?, text: some Collection<UInt8>) -> Bool {
         switch self.wholeText {
         case .prefix(let p)?: return text.starts(with: p.utf8)
         case .contains(let c)?: return Self.contains(text, Array(c.utf8))
@@ -47,19 +47,19 @@ package struct Filter: Sendable, Equatable {
         return false
     }
 
-    package func matches(_ message: JSONValue) -> Bool {
+    public func matches(_ message: JSONValue) -> Bool {
         guard self.wholeText == nil else { return self.matches(json: message, text: message.serialized.utf8) }
         guard let value = message.value(at: self.path) else { return false }
         guard let equals = self.equals else { return true }
         return value == equals
     }
 
-    package static func == (a: Filter, b: Filter) -> Bool { a.field == b.field && a.equals == b.equals && a.wholeText == b.wholeText }
+    public static func == (a: Filter, b: Filter) -> Bool { a.field == b.field && a.equals == b.equals && a.wholeText == b.wholeText }
 
     /// `FIELD=VALUE` or `FIELD` (the syntax of `wsbridgectl tail --filter` and
     /// `upstream.ready_when`): VALUE is read as JSON when it is JSON (`7`, `true`, `"x"`), else
     /// as text.
-    package init(parsing text: String) {
+    public init(parsing text: String) {
         guard let eq = text.firstIndex(of: "=") else {
             self.init(field: text, equals: nil)
             return
@@ -69,7 +69,7 @@ package struct Filter: Sendable, Equatable {
     }
 
     /// The filter as `FIELD=VALUE` text (VALUE in JSON), for messages.
-    package var text: String {
+    public var text: String {
         switch self.wholeText {
         case .prefix(let p)?: return "text beginning \(JSONValue.string(p).serialized)"
         case .contains(let c)?: return "text containing \(JSONValue.string(c).serialized)"
@@ -77,7 +77,7 @@ package struct Filter: Sendable, Equatable {
         }
     }
 
-    package var json: JSONValue { WireCoding.encode(self) }
+    public var json: JSONValue { WireCoding.encode(self) }
 }
 
 extension Filter: Codable {
@@ -86,7 +86,7 @@ extension Filter: Codable {
     }
 
     /// `equals` is left out when the filter only asks for the field; `"equals": null` matches null.
-    package init(from decoder: any Decoder) throws {
+    public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         if let p = try c.decodeIfPresent(String.self, forKey: .prefix) {
             self.init(.prefix(p))
@@ -102,7 +102,7 @@ extension Filter: Codable {
         self.init(field: try c.decode(String.self, forKey: .field), equals: equals)
     }
 
-    package func encode(to encoder: any Encoder) throws {
+    public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         switch self.wholeText {
         case .prefix(let p)?: try c.encode(p, forKey: .prefix)

@@ -4,9 +4,9 @@
 ///
 /// Equality is by exact decimal value (`1.0 == 1`, `1e2 == 100`, `-0 == 0`), never through
 /// Double, so two neighbouring 64-bit ids never compare equal.
-package struct JSONNumber: Sendable, Hashable, CustomStringConvertible, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral {
+public struct JSONNumber: Sendable, Hashable, CustomStringConvertible, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral {
     /// The number's JSON text.
-    package let text: String
+    public let text: String
 
     /// `text` must be a valid JSON number (the parser checks it).
     init(validatedText text: String) {
@@ -14,18 +14,18 @@ package struct JSONNumber: Sendable, Hashable, CustomStringConvertible, Expressi
     }
 
     /// A number from JSON text (`"12"`, `"1e999"`); nil if the text is not one JSON number.
-    package init?(_ text: String) {
+    public init?(_ text: String) {
         guard case .number(let n)? = try? JSONValue.parse(text) else { return nil }
         self = n
     }
 
-    package init(_ value: some BinaryInteger) {
+    public init(_ value: some BinaryInteger) {
         self.text = String(value)
     }
 
     /// A Double in its shortest form that reads back the same (whole numbers without ".0").
     /// Not finite: there is no JSON for it; `0` is written, and callers should avoid that.
-    package init(_ value: Double) {
+    public init(_ value: Double) {
         if value.isFinite, value == value.rounded(), abs(value) <= 9_007_199_254_740_992 {
             self.text = String(Int64(value))
         } else if value.isFinite {
@@ -35,16 +35,16 @@ package struct JSONNumber: Sendable, Hashable, CustomStringConvertible, Expressi
         }
     }
 
-    package init(integerLiteral value: Int) { self.init(value) }
-    package init(floatLiteral value: Double) { self.init(value) }
+    public init(integerLiteral value: Int) { self.init(value) }
+    public init(floatLiteral value: Double) { self.init(value) }
 
-    package var description: String { self.text }
+    public var description: String { self.text }
 
     /// The nearest Double (may round, or be infinite for 1e999).
-    package var doubleValue: Double { Double(self.text) ?? .nan }
+    public var doubleValue: Double { Double(self.text) ?? .nan }
 
     /// The value as an Int when it is a whole number that fits exactly (`12`, `1.2e1`, `12.0`).
-    package var intValue: Int? {
+    public var intValue: Int? {
         if let i = Int(self.text) { return i }
         let d = self.decimal
         guard d.exponent >= 0, d.exponent < 20 else { return d.digits.isEmpty ? 0 : nil }
@@ -59,11 +59,11 @@ package struct JSONNumber: Sendable, Hashable, CustomStringConvertible, Expressi
         return d.negative ? -value : value
     }
 
-    package static func == (a: JSONNumber, b: JSONNumber) -> Bool {
+    public static func == (a: JSONNumber, b: JSONNumber) -> Bool {
         a.text == b.text || a.decimal == b.decimal
     }
 
-    package func hash(into hasher: inout Hasher) {
+    public func hash(into hasher: inout Hasher) {
         hasher.combine(self.decimal)
     }
 

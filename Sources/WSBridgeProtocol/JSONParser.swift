@@ -1,13 +1,13 @@
 /// Why a line is not JSON: the byte offset and what was expected there.
-package struct JSONParseError: Error, Equatable, CustomStringConvertible {
-    package var offset: Int
-    package var problem: String
-    package var description: String { "invalid JSON at byte \(self.offset): \(self.problem)" }
+public struct JSONParseError: Error, Equatable, CustomStringConvertible {
+    public var offset: Int
+    public var problem: String
+    public var description: String { "invalid JSON at byte \(self.offset): \(self.problem)" }
 }
 
 extension JSONValue {
     /// Parses exactly one JSON value (surrounding white space allowed). Input must be UTF-8.
-    package static func parse(_ bytes: some Collection<UInt8>, maxDepth: Int = 64) throws(JSONParseError) -> JSONValue {
+    public static func parse(_ bytes: some Collection<UInt8>, maxDepth: Int = 64) throws(JSONParseError) -> JSONValue {
         let array = Array(bytes)
         var parser = JSONParser(bytes: array, maxDepth: maxDepth)
         parser.skipSpace()
@@ -19,7 +19,7 @@ extension JSONValue {
         return value
     }
 
-    package static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
+    public static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
         try Self.parse(Array(text.utf8))
     }
 }

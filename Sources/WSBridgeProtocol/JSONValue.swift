@@ -2,7 +2,7 @@ import CWSBridgeBytes
 
 /// A JSON value, with a strict parser (RFC 8259) that says where and what went wrong, and a
 /// compact serializer. No Foundation: both the daemon and the CLI use it.
-package enum JSONValue: Sendable, Equatable {
+public enum JSONValue: Sendable, Equatable {
     case null
     case bool(Bool)
     /// Kept as its text: exact, whatever its size or precision.
@@ -12,7 +12,7 @@ package enum JSONValue: Sendable, Equatable {
     /// Keys keep their order; duplicate keys keep the last value on lookup.
     case object([(String, JSONValue)])
 
-    package static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
         switch (lhs, rhs) {
         case (.null, .null): true
         case (.bool(let a), .bool(let b)): a == b
@@ -25,18 +25,18 @@ package enum JSONValue: Sendable, Equatable {
         }
     }
 
-    package subscript(key: String) -> JSONValue? {
+    public subscript(key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }
         return members.last(where: { $0.0 == key })?.1
     }
 
     /// Follows a dotted path (`data.symbol`, `items.0.id`).
-    package func value(at path: String) -> JSONValue? {
+    public func value(at path: String) -> JSONValue? {
         self.value(at: PathComponent.split(path))
     }
 
     /// Follows a path split beforehand (a filter splits its path once, not for every message).
-    package func value(at path: [PathComponent]) -> JSONValue? {
+    public func value(at path: [PathComponent]) -> JSONValue? {
         var current = self
         for component in path {
             switch current {
@@ -54,42 +54,42 @@ package enum JSONValue: Sendable, Equatable {
     }
 
     /// One part of a dotted path: an object key, which is also an array index when it is a number.
-    package struct PathComponent: Sendable, Equatable {
-        package var key: String
-        package var index: Int?
+    public struct PathComponent: Sendable, Equatable {
+        public var key: String
+        public var index: Int?
 
-        package init(_ key: String) {
+        public init(_ key: String) {
             self.key = key
             self.index = Int(key)
         }
 
-        package static func split(_ path: String) -> [PathComponent] {
+        public static func split(_ path: String) -> [PathComponent] {
             path.split(separator: ".", omittingEmptySubsequences: false).map { PathComponent(String($0)) }
         }
     }
 
-    package var stringValue: String? {
+    public var stringValue: String? {
         if case .string(let s) = self { return s }
         return nil
     }
 
-    package var intValue: Int? {
+    public var intValue: Int? {
         if case .number(let n) = self { return n.intValue }
         return nil
     }
 
-    package var doubleValue: Double? {
+    public var doubleValue: Double? {
         if case .number(let n) = self { return n.doubleValue }
         return nil
     }
 
-    package var boolValue: Bool? {
+    public var boolValue: Bool? {
         if case .bool(let b) = self { return b }
         return nil
     }
 
     /// The type's name as a user reads it in an error message.
-    package var typeName: String {
+    public var typeName: String {
         switch self {
         case .null: "null"
         case .bool: "a boolean"
@@ -104,27 +104,27 @@ package enum JSONValue: Sendable, Equatable {
 extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
     ExpressibleByDictionaryLiteral, ExpressibleByArrayLiteral, ExpressibleByNilLiteral, ExpressibleByFloatLiteral
 {
-    package init(stringLiteral value: String) { self = .string(value) }
-    package init(integerLiteral value: Int) { self = .number(JSONNumber(value)) }
-    package init(floatLiteral value: Double) { self = .number(JSONNumber(value)) }
-    package init(booleanLiteral value: Bool) { self = .bool(value) }
-    package init(dictionaryLiteral elements: (String, JSONValue)...) { self = .object(elements) }
-    package init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
-    package init(nilLiteral: ()) { self = .null }
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int) { self = .number(JSONNumber(value)) }
+    public init(floatLiteral value: Double) { self = .number(JSONNumber(value)) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) { self = .object(elements) }
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    public init(nilLiteral: ()) { self = .null }
 }
 
 // MARK: - Serializing
 
 extension JSONValue {
     /// Compact JSON text (no spaces), as one NDJSON line needs.
-    package var serialized: String {
+    public var serialized: String {
         var out: [UInt8] = []
         out.reserveCapacity(64)
         self.write(into: &out)
         return String(decoding: out, as: UTF8.self)
     }
 
-    package func write(into out: inout [UInt8]) {
+    public func write(into out: inout [UInt8]) {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
@@ -151,15 +151,15 @@ extension JSONValue {
 }
 
 /// Low-level JSON writing, shared with the daemon's hot path (message lines).
-package enum JSONWriter {
-    package static func writeString(_ s: String, into out: inout [UInt8]) {
+public enum JSONWriter {
+    public static func writeString(_ s: String, into out: inout [UInt8]) {
         var s = s
         s.withUTF8 { writeString(utf8: UnsafeRawBufferPointer($0), into: &out) }
     }
 
     /// Writes a JSON string from bytes that are valid UTF-8 (the caller checked): the same one
     /// pass as the daemon's message lines (`escapedCount`, then `writeEscaped`).
-    package static func writeString(utf8 bytes: UnsafeRawBufferPointer, into out: inout [UInt8]) {
+    public static func writeString(utf8 bytes: UnsafeRawBufferPointer, into out: inout [UInt8]) {
         let start = out.count
         let count = Self.escapedCount(utf8: bytes)
         out.append(contentsOf: repeatElement(0, count: count))
@@ -180,7 +180,7 @@ package enum JSONWriter {
 
     /// The length of `bytes` written as a JSON string, quotes included (see `writeEscaped`): the
     /// plain runs found sixty-four bytes per step, each escape counted by the table.
-    package static func escapedCount(utf8 bytes: UnsafeRawBufferPointer) -> Int {
+    public static func escapedCount(utf8 bytes: UnsafeRawBufferPointer) -> Int {
         guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return 2 }
         return Self.escapeExtra.withUnsafeBufferPointer { extra in
             let count = bytes.count
@@ -197,7 +197,7 @@ package enum JSONWriter {
 
     /// Writes `bytes` (valid UTF-8) as a JSON string into `out`, which holds at least
     /// `escapedCount(utf8:)` bytes; returns the bytes written.
-    package static func writeEscaped(utf8 bytes: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) -> Int {
+    public static func writeEscaped(utf8 bytes: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) -> Int {
         Self.writeEscaped(utf8: bytes, ifRoomIn: out)!
     }
 
@@ -206,7 +206,7 @@ package enum JSONWriter {
     /// form: the caller gives room to spare, and counts (`escapedCount`) only when it was not
     /// enough, so a message is read once, not twice. Each run of bytes that need no escape is
     /// found sixty-four bytes per step (`cwsb_json_plain_prefix`, SSE2) and copied at once.
-    package static func writeEscaped(utf8 bytes: UnsafeRawBufferPointer, ifRoomIn out: UnsafeMutableRawBufferPointer) -> Int? {
+    public static func writeEscaped(utf8 bytes: UnsafeRawBufferPointer, ifRoomIn out: UnsafeMutableRawBufferPointer) -> Int? {
         guard let dst = out.baseAddress, out.count >= 2 else { return nil }
         // The closing quote's byte is kept free throughout.
         let end = out.count - 1
@@ -264,7 +264,7 @@ package enum JSONWriter {
 
     /// Writes an unsigned integer's decimal digits into `out` (at least 20 bytes); returns how
     /// many. Two digits per division, from a table, written in place from the end.
-    package static func writeDigits(_ value: UInt64, into out: UnsafeMutableRawBufferPointer) -> Int {
+    public static func writeDigits(_ value: UInt64, into out: UnsafeMutableRawBufferPointer) -> Int {
         var n = 1
         var power: UInt64 = 10
         while n < 20, value >= power {
@@ -292,7 +292,7 @@ package enum JSONWriter {
         }
     }
 
-    package static func writeInteger(_ i: some BinaryInteger, into out: inout [UInt8]) {
+    public static func writeInteger(_ i: some BinaryInteger, into out: inout [UInt8]) {
         out.append(contentsOf: String(i).utf8)
     }
 }

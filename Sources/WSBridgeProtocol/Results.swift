@@ -1,30 +1,30 @@
 /// The `result` objects of successful replies, one type per op (docs/protocol.md).
 
 /// `subscribe` and `unsubscribe`.
-package struct SubscribeResult: Sendable, Equatable, Codable {
-    package var subscribed: Bool
+public struct SubscribeResult: Sendable, Equatable, Codable {
+    public var subscribed: Bool
     /// The last sequence number sent so far (`subscribe` only).
-    @OmitNil package var seq: UInt64?
+    @OmitNil public var seq: UInt64?
     /// The stream `seq` counts in (`subscribe` only).
-    @OmitNil package var stream: String?
-    @OmitNil package var filter: Filter?
+    @OmitNil public var stream: String?
+    @OmitNil public var filter: Filter?
 
-    package init(subscribed: Bool, seq: UInt64? = nil, stream: String? = nil, filter: Filter? = nil) {
+    public init(subscribed: Bool, seq: UInt64? = nil, stream: String? = nil, filter: Filter? = nil) {
         self.subscribed = subscribed
         self.seq = seq
         self.stream = stream
         self.filter = filter
     }
 
-    package var json: JSONValue { WireCoding.encode(self) }
+    public var json: JSONValue { WireCoding.encode(self) }
 
-    package init(json: JSONValue) throws(WireDecodingError) {
+    public init(json: JSONValue) throws(WireDecodingError) {
         self = try WireCoding.decode(Self.self, from: json)
     }
 }
 
 /// `send`: sent now, or queued until the link opens.
-package enum SendResult: Sendable, Equatable {
+public enum SendResult: Sendable, Equatable {
     case sent
     /// With `upstream.protocol`: the daemon answered it itself and sent nothing upstream (the
     /// app's own handshake or keepalive, a subscription already held).
@@ -49,7 +49,7 @@ package enum SendResult: Sendable, Equatable {
         }
     }
 
-    package var json: JSONValue {
+    public var json: JSONValue {
         switch self {
         case .sent: WireCoding.encode(Wire(status: "sent", state: .open))
         case .answered: WireCoding.encode(Wire(status: "answered", state: .open))
@@ -59,7 +59,7 @@ package enum SendResult: Sendable, Equatable {
         }
     }
 
-    package init(json: JSONValue) throws(WireDecodingError) {
+    public init(json: JSONValue) throws(WireDecodingError) {
         let wire = try WireCoding.decode(Wire.self, from: json)
         if let sticky = wire.sticky {
             guard let status = StickyResult.Status(rawValue: wire.status) else {
@@ -78,8 +78,8 @@ package enum SendResult: Sendable, Equatable {
 }
 
 /// What a sticky send did.
-package struct StickyResult: Sendable, Equatable {
-    package enum Status: String, Sendable, Codable {
+public struct StickyResult: Sendable, Equatable {
+    public enum Status: String, Sendable, Codable {
         /// Sent upstream now (a new key, or a new text for a key only this client holds).
         case sent
         /// The link is not open: it goes first thing after the next open (and every one after).
@@ -87,15 +87,15 @@ package struct StickyResult: Sendable, Equatable {
         /// Already held with the same text: nothing sent, this client holds it too.
         case held
     }
-    package var status: Status
-    package var key: String
-    package var scope: StickyScope
+    public var status: Status
+    public var key: String
+    public var scope: StickyScope
     /// Clients (and the daemon, for scope daemon) holding the key now.
-    package var holders: Int
+    public var holders: Int
     /// The link's state.
-    package var state: ConnectionPhase
+    public var state: ConnectionPhase
 
-    package init(status: Status, key: String, scope: StickyScope, holders: Int, state: ConnectionPhase) {
+    public init(status: Status, key: String, scope: StickyScope, holders: Int, state: ConnectionPhase) {
         self.status = status
         self.key = key
         self.scope = scope
@@ -105,33 +105,33 @@ package struct StickyResult: Sendable, Equatable {
 }
 
 /// `sticky`: the registered keys, in the order they go out after every open.
-package struct StickyListResult: Sendable, Equatable, Codable {
-    package struct Holder: Sendable, Equatable, Codable {
-        package var scope: StickyScope
+public struct StickyListResult: Sendable, Equatable, Codable {
+    public struct Holder: Sendable, Equatable, Codable {
+        public var scope: StickyScope
         /// The registering process (for scope daemon: the one that registered it).
-        package var pid: Int32?
-        package var uid: UInt32?
+        public var pid: Int32?
+        public var uid: UInt32?
         /// When this holder registered, ms since the Unix epoch.
-        package var since: Int64
+        public var since: Int64
 
-        package init(scope: StickyScope, pid: Int32?, uid: UInt32?, since: Int64) {
+        public init(scope: StickyScope, pid: Int32?, uid: UInt32?, since: Int64) {
             self.scope = scope
             self.pid = pid
             self.uid = uid
             self.since = since
         }
     }
-    package struct Key: Sendable, Equatable, Codable {
-        package var key: String
-        package var bytes: Int
+    public struct Key: Sendable, Equatable, Codable {
+        public var key: String
+        public var bytes: Int
         /// The registered text (binary payloads as `[N bytes]`), cut to 200 bytes.
-        package var preview: String
-        package var onUnstick: Bool
+        public var preview: String
+        public var onUnstick: Bool
         /// When the key was first registered, ms since the Unix epoch.
-        package var since: Int64
-        package var holders: [Holder]
+        public var since: Int64
+        public var holders: [Holder]
 
-        package init(key: String, bytes: Int, preview: String, onUnstick: Bool, since: Int64, holders: [Holder]) {
+        public init(key: String, bytes: Int, preview: String, onUnstick: Bool, since: Int64, holders: [Holder]) {
             self.key = key
             self.bytes = bytes
             self.preview = preview
@@ -140,86 +140,86 @@ package struct StickyListResult: Sendable, Equatable, Codable {
             self.holders = holders
         }
     }
-    package var keys: [Key]
+    public var keys: [Key]
 
-    package init(keys: [Key]) {
+    public init(keys: [Key]) {
         self.keys = keys
     }
 
-    package var json: JSONValue { WireCoding.encode(self) }
+    public var json: JSONValue { WireCoding.encode(self) }
 
-    package init(json: JSONValue) throws(WireDecodingError) {
+    public init(json: JSONValue) throws(WireDecodingError) {
         self = try WireCoding.decode(Self.self, from: json)
     }
 }
 
 /// `unstick`: whether the key went (its last holder let go) and what was sent upstream.
-package struct UnstickResult: Sendable, Equatable, Codable {
-    package var key: String
+public struct UnstickResult: Sendable, Equatable, Codable {
+    public var key: String
     /// Holders left; 0 when the key went.
-    package var holders: Int
+    public var holders: Int
     /// `sent` (the leave text went upstream), `none` (no leave text, or the key is still held),
     /// or `skipped` (the link is not open: the next connection never had the key).
-    package var leave: String
+    public var leave: String
 
-    package init(key: String, holders: Int, leave: String) {
+    public init(key: String, holders: Int, leave: String) {
         self.key = key
         self.holders = holders
         self.leave = leave
     }
 
-    package var json: JSONValue { WireCoding.encode(self) }
+    public var json: JSONValue { WireCoding.encode(self) }
 
-    package init(json: JSONValue) throws(WireDecodingError) {
+    public init(json: JSONValue) throws(WireDecodingError) {
         self = try WireCoding.decode(Self.self, from: json)
     }
 }
 
 /// `close`, `connect` and `reconnect`: the link's state once the request was taken.
-package struct LinkStateResult: Sendable, Equatable, Codable {
+public struct LinkStateResult: Sendable, Equatable, Codable {
     /// The phase after the command.
-    package var state: ConnectionPhase
+    public var state: ConnectionPhase
     /// The phase before it (older daemons leave it out).
-    @OmitNil package var was: ConnectionPhase?
+    @OmitNil public var was: ConnectionPhase?
 
-    package init(state: ConnectionPhase, was: ConnectionPhase? = nil) {
+    public init(state: ConnectionPhase, was: ConnectionPhase? = nil) {
         self.state = state
         self.was = was
     }
 
-    package var json: JSONValue { WireCoding.encode(self) }
+    public var json: JSONValue { WireCoding.encode(self) }
 
-    package init(json: JSONValue) throws(WireDecodingError) {
+    public init(json: JSONValue) throws(WireDecodingError) {
         self = try WireCoding.decode(Self.self, from: json)
     }
 }
 
 /// `metrics`: the daemon's metrics in the Prometheus text exposition format (version 0.0.4).
-package struct MetricsResult: Sendable, Equatable, Codable {
-    package static let prometheusText = "prometheus-text-0.0.4"
-    package var format: String
-    package var text: String
+public struct MetricsResult: Sendable, Equatable, Codable {
+    public static let prometheusText = "prometheus-text-0.0.4"
+    public var format: String
+    public var text: String
 
-    package init(text: String) {
+    public init(text: String) {
         self.format = Self.prometheusText
         self.text = text
     }
 
-    package var json: JSONValue { WireCoding.encode(self) }
+    public var json: JSONValue { WireCoding.encode(self) }
 
-    package init(json: JSONValue) throws(WireDecodingError) {
+    public init(json: JSONValue) throws(WireDecodingError) {
         self = try WireCoding.decode(Self.self, from: json)
     }
 }
 
 /// `request`: the first upstream message after the send that matched.
-package struct RequestResult: Sendable, Equatable, Codable {
-    package var seq: UInt64
+public struct RequestResult: Sendable, Equatable, Codable {
+    public var seq: UInt64
     /// Always `text` (a request's answer is a JSON text message).
-    package var kind: String
-    package var payload: JSONValue
+    public var kind: String
+    public var payload: JSONValue
 
-    package init(seq: UInt64, payload: JSONValue) {
+    public init(seq: UInt64, payload: JSONValue) {
         self.seq = seq
         self.kind = "text"
         self.payload = payload
@@ -230,9 +230,9 @@ package struct RequestResult: Sendable, Equatable, Codable {
         case payload = "json"
     }
 
-    package var json: JSONValue { WireCoding.encode(self) }
+    public var json: JSONValue { WireCoding.encode(self) }
 
-    package init(json: JSONValue) throws(WireDecodingError) {
+    public init(json: JSONValue) throws(WireDecodingError) {
         self = try WireCoding.decode(Self.self, from: json)
     }
 }

@@ -2,7 +2,7 @@
 /// keys are its stored properties (or its `CodingKeys`), written once: the daemon builds a line
 /// with `json`, clients read it with `ServerLine.decode`, both through `WireCoding`. (Message lines are written by a byte-level encoder for speed; `MessageLine` reads them,
 /// and a test holds the two to the same schema.)
-package enum ServerLine: Sendable, Equatable {
+public enum ServerLine: Sendable, Equatable {
     case hello(Hello)
     case message(MessageLine)
     case state(StateLine)
@@ -11,7 +11,7 @@ package enum ServerLine: Sendable, Equatable {
     case reply(ReplyLine)
 
     /// Reads a line; nil when its `type` is unknown (a newer daemon may add types) or it is malformed.
-    package static func decode(_ json: JSONValue) -> ServerLine? {
+    public static func decode(_ json: JSONValue) -> ServerLine? {
         switch json["type"]?.stringValue {
         case Hello.type: Hello(json: json).map(ServerLine.hello)
         case MessageLine.type: MessageLine(json: json).map(ServerLine.message)
@@ -25,21 +25,21 @@ package enum ServerLine: Sendable, Equatable {
 }
 
 /// The first line on every connection.
-package struct Hello: Sendable, Equatable, Codable {
-    package static let type = "hello"
-    package private(set) var type = Hello.type
-    package var protocolVersion: Int
-    package var version: String
+public struct Hello: Sendable, Equatable, Codable {
+    public static let type = "hello"
+    public private(set) var type = Hello.type
+    public var protocolVersion: Int
+    public var version: String
     /// The git commit the daemon was built from, when it was built from a checkout.
-    @OmitNil package var commit: String?
-    package var state: ConnectionPhase
-    package var seq: UInt64
+    @OmitNil public var commit: String?
+    public var state: ConnectionPhase
+    public var seq: UInt64
     /// The stream `seq` counts in: new whenever seq starts again (a daemon restart).
-    package var stream: String
-    package var subscribed: Bool
-    package var write: Bool
+    public var stream: String
+    public var subscribed: Bool
+    public var write: Bool
 
-    package init(
+    public init(
         protocolVersion: Int = WireProtocol.version, version: String = WSBridgeVersion.current, commit: String? = WSBridgeVersion.commit,
         state: ConnectionPhase, seq: UInt64, stream: String, subscribed: Bool, write: Bool
     ) {
@@ -59,9 +59,9 @@ package struct Hello: Sendable, Equatable, Codable {
         case version, commit, state, seq, stream, subscribed, write
     }
 
-    package var json: JSONValue { WireCoding.encode(self) }
+    public var json: JSONValue { WireCoding.encode(self) }
 
-    package init?(json: JSONValue) {
+    public init?(json: JSONValue) {
         guard json["type"]?.stringValue == Self.type, let hello = try? WireCoding.decode(Self.self, from: json) else { return nil }
         self = hello
     }
@@ -69,18 +69,18 @@ package struct Hello: Sendable, Equatable, Codable {
 
 /// One upstream message. `data` holds a text payload, or a binary one in base64; with
 /// `local.inline_json` a JSON text payload comes as `json` instead.
-package struct MessageLine: Sendable, Equatable, Codable {
-    package static let type = "message"
-    package enum Kind: String, Sendable, Codable { case text, binary }
-    package private(set) var type = MessageLine.type
-    package var seq: UInt64
+public struct MessageLine: Sendable, Equatable, Codable {
+    public static let type = "message"
+    public enum Kind: String, Sendable, Codable { case text, binary }
+    public private(set) var type = MessageLine.type
+    public var seq: UInt64
     /// Receive time, milliseconds since the Unix epoch.
-    package var ts: Int64
-    package var kind: Kind
-    @OmitNil package var data: String?
-    @OmitNil package var inlineJSON: JSONValue?
+    public var ts: Int64
+    public var kind: Kind
+    @OmitNil public var data: String?
+    @OmitNil public var inlineJSON: JSONValue?
 
-    package init(seq: UInt64, ts: Int64, kind: Kind, data: String?, inlineJSON: JSONValue? = nil) {
+    public init(seq: UInt64, ts: Int64, kind: Kind, data: String?, inlineJSON: JSONValue? = nil) {
         self.seq = seq
         self.ts = ts
         self.kind = kind
@@ -93,65 +93,65 @@ package struct MessageLine: Sendable, Equatable, Codable {
         case inlineJSON = "json"
     }
 
-    package var json: JSONValue { WireCoding.encode(self) }
+    public var json: JSONValue { WireCoding.encode(self) }
 
-    package init?(json: JSONValue) {
+    public init?(json: JSONValue) {
         guard json["type"]?.stringValue == Self.type, let line = try? WireCoding.decode(Self.self, from: json) else { return nil }
         self = line
     }
 
     /// The byte-level encoder's pieces, in order: `{"type":"message","seq":` N `,"ts":` MILLIS,
     /// then one of the kind pieces, the payload, and `}` + newline.
-    package static let head: StaticString = #"{"type":"message","seq":"#
-    package static let tsKey: StaticString = #","ts":"#
-    package static let textData: StaticString = #","kind":"text","data":"#
-    package static let textJSON: StaticString = #","kind":"text","json":"#
-    package static let binaryData: StaticString = #","kind":"binary","data":""#
-    package static let tail: StaticString = "}\n"
+    public static let head: StaticString = #"{"type":"message","seq":"#
+    public static let tsKey: StaticString = #","ts":"#
+    public static let textData: StaticString = #","kind":"text","data":"#
+    public static let textJSON: StaticString = #","kind":"text","json":"#
+    public static let binaryData: StaticString = #","kind":"binary","data":""#
+    public static let tail: StaticString = "}\n"
 }
 
 /// The link changed state; `reason` says why and who caused it.
-package struct StateLine: Sendable, Equatable, Codable {
-    package static let type = "state"
-    package private(set) var type = StateLine.type
-    package var state: ConnectionPhase
-    package var reason: String
-    package var ts: Int64
+public struct StateLine: Sendable, Equatable, Codable {
+    public static let type = "state"
+    public private(set) var type = StateLine.type
+    public var state: ConnectionPhase
+    public var reason: String
+    public var ts: Int64
 
-    package init(state: ConnectionPhase, reason: String, ts: Int64) {
+    public init(state: ConnectionPhase, reason: String, ts: Int64) {
         self.state = state
         self.reason = reason
         self.ts = ts
     }
 
-    package var json: JSONValue { WireCoding.encode(self) }
+    public var json: JSONValue { WireCoding.encode(self) }
 
-    package init?(json: JSONValue) {
+    public init?(json: JSONValue) {
         guard json["type"]?.stringValue == Self.type, let line = try? WireCoding.decode(Self.self, from: json) else { return nil }
         self = line
     }
 }
 
 /// This subscriber fell behind and lost messages `from`...`to` (inclusive).
-package struct DroppedLine: Sendable, Equatable, Codable {
-    package static let type = "dropped"
-    package private(set) var type = DroppedLine.type
-    package static let reasonText = "this subscriber fell behind by more than local.subscriber_queue messages or local.subscriber_queue_bytes bytes"
-    package var count: UInt64
-    package var from: UInt64
-    package var to: UInt64
-    package var reason: String
+public struct DroppedLine: Sendable, Equatable, Codable {
+    public static let type = "dropped"
+    public private(set) var type = DroppedLine.type
+    public static let reasonText = "this subscriber fell behind by more than local.subscriber_queue messages or local.subscriber_queue_bytes bytes"
+    public var count: UInt64
+    public var from: UInt64
+    public var to: UInt64
+    public var reason: String
 
-    package init(count: UInt64, from: UInt64, to: UInt64, reason: String = DroppedLine.reasonText) {
+    public init(count: UInt64, from: UInt64, to: UInt64, reason: String = DroppedLine.reasonText) {
         self.count = count
         self.from = from
         self.to = to
         self.reason = reason
     }
 
-    package var json: JSONValue { WireCoding.encode(self) }
+    public var json: JSONValue { WireCoding.encode(self) }
 
-    package init?(json: JSONValue) {
+    public init?(json: JSONValue) {
         guard json["type"]?.stringValue == Self.type, let line = try? WireCoding.decode(Self.self, from: json) else { return nil }
         self = line
     }
@@ -165,35 +165,35 @@ package struct DroppedLine: Sendable, Equatable, Codable {
 /// its checksum), `not_durable` (never written to the journal: with `from`...`to` a hole the
 /// writer recorded, without them what a crashed run numbered after its last journaled message,
 /// `next` then counting in the next run's `stream`). `message` says it in words.
-package struct GapLine: Sendable, Equatable, Codable {
-    package static let type = "gap"
-    package static let notBuffered = "not_buffered"
-    package static let restarted = "restarted"
-    package static let expired = "expired"
-    package static let damaged = "damaged"
-    package static let notDurable = "not_durable"
-    package private(set) var type = GapLine.type
+public struct GapLine: Sendable, Equatable, Codable {
+    public static let type = "gap"
+    public static let notBuffered = "not_buffered"
+    public static let restarted = "restarted"
+    public static let expired = "expired"
+    public static let damaged = "damaged"
+    public static let notDurable = "not_durable"
+    public private(set) var type = GapLine.type
     /// The stream the seq numbers of this line (`from`, `to`, `next`) belong to.
-    package var stream: String
-    package var reason: String
+    public var stream: String
+    public var reason: String
     /// The missing range (`not_buffered`); nil for `restarted`.
-    @OmitNil package var from: UInt64?
-    @OmitNil package var to: UInt64?
+    @OmitNil public var from: UInt64?
+    @OmitNil public var to: UInt64?
     /// The seq of the next line this consumer gets in `stream` (the first replayed, or the next new one).
-    package var next: UInt64
+    public var next: UInt64
     /// `restarted`: the `since` the consumer asked for, in its old stream.
-    @OmitNil package var since: UInt64?
-    package var message: String
+    @OmitNil public var since: UInt64?
+    public var message: String
 
     /// Whether a consumer's `since` (in `stream`, nil when it did not say) cannot belong to the
     /// daemon's stream `current`, whose last seq is `last`: another stream, or a seq this one
     /// has not reached (counted in an earlier run). The daemon answers it with `restarted`.
-    package static func isRestart(since: UInt64, stream: String?, current: String, last: UInt64) -> Bool {
+    public static func isRestart(since: UInt64, stream: String?, current: String, last: UInt64) -> Bool {
         if let stream { return stream != current }
         return since > last
     }
 
-    package init(stream: String, reason: String, from: UInt64? = nil, to: UInt64? = nil, next: UInt64, since: UInt64? = nil, message: String) {
+    public init(stream: String, reason: String, from: UInt64? = nil, to: UInt64? = nil, next: UInt64, since: UInt64? = nil, message: String) {
         self.stream = stream
         self.reason = reason
         self.from = from
@@ -207,26 +207,26 @@ package struct GapLine: Sendable, Equatable, Codable {
         case type, stream, reason, from, to, since, next, message
     }
 
-    package var json: JSONValue { WireCoding.encode(self) }
+    public var json: JSONValue { WireCoding.encode(self) }
 
-    package init?(json: JSONValue) {
+    public init?(json: JSONValue) {
         guard json["type"]?.stringValue == Self.type, let line = try? WireCoding.decode(Self.self, from: json) else { return nil }
         self = line
     }
 }
 
 /// The answer to a request: `result` when `ok`, else `error`.
-package struct ReplyLine: Sendable, Equatable {
-    package static let type = "reply"
-    package var id: JSONValue?
-    package var outcome: Result<JSONValue, ProtocolError>
+public struct ReplyLine: Sendable, Equatable {
+    public static let type = "reply"
+    public var id: JSONValue?
+    public var outcome: Result<JSONValue, ProtocolError>
 
-    package init(id: JSONValue?, _ outcome: Result<JSONValue, ProtocolError>) {
+    public init(id: JSONValue?, _ outcome: Result<JSONValue, ProtocolError>) {
         self.id = id
         self.outcome = outcome
     }
 
-    package static func ok(id: JSONValue?, _ result: JSONValue = .object([])) -> ReplyLine { ReplyLine(id: id, .success(result)) }
+    public static func ok(id: JSONValue?, _ result: JSONValue = .object([])) -> ReplyLine { ReplyLine(id: id, .success(result)) }
 
     /// The line's one shape: `result` when `ok`, else `error`.
     private struct Wire: Codable {
@@ -242,7 +242,7 @@ package struct ReplyLine: Sendable, Equatable {
         }
     }
 
-    package var json: JSONValue {
+    public var json: JSONValue {
         switch self.outcome {
         case .success(let result): WireCoding.encode(Wire(id: self.id ?? .null, ok: true, result: result))
         case .failure(let error): WireCoding.encode(Wire(id: self.id ?? .null, ok: false, error: .init(code: error.code.rawValue, message: error.message)))
@@ -250,7 +250,7 @@ package struct ReplyLine: Sendable, Equatable {
     }
 
     /// The error's code is kept as sent: a newer daemon's code this client does not know reads as `internal`.
-    package init?(json: JSONValue) {
+    public init?(json: JSONValue) {
         guard json["type"]?.stringValue == Self.type, json["ok"]?.boolValue != nil, let wire = try? WireCoding.decode(Wire.self, from: json) else {
             return nil
         }
@@ -267,7 +267,7 @@ package struct ReplyLine: Sendable, Equatable {
 
 extension JSONValue {
     /// The value as a UInt64 when it is a whole number >= 0 that fits.
-    package var uint64Value: UInt64? {
+    public var uint64Value: UInt64? {
         guard case .number(let n) = self else { return nil }
         if let u = UInt64(n.text) { return u }
         return n.intValue.flatMap { $0 >= 0 ? UInt64($0) : nil }

@@ -1,9 +1,9 @@
 /// "Did you mean": the known name closest to a mistyped one.
-package enum Suggestion {
+public enum Suggestion {
     /// The name in `known` at the smallest edit distance from `name` (case-insensitive), if that
     /// distance is at most a third of the name's length (at least 1); ties go to the first in
     /// sorted order.
-    package static func closest(to name: String, in known: some Collection<String>) -> String? {
+    public static func closest(to name: String, in known: some Collection<String>) -> String? {
         let target = Array(name.lowercased().utf8)
         let limit = max(1, target.count / 3)
         var best: (name: String, distance: Int)?

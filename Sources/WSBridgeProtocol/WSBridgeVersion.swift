@@ -3,16 +3,16 @@
 /// and the Debian package (scripts/package asks the binary) all read it; CHANGELOG.md's newest
 /// entry must name it (a test checks). `commit` (the git commit of the build) is written by the
 /// BuildCommit plugin.
-package enum WSBridgeVersion {
-    package static let current = "0.1.0"
+public enum WSBridgeVersion {
+    public static let current = "0.1.0"
 
     /// `0.1.0 (commit 7f101b41ee15)`, or `0.1.0` for a build outside a git checkout.
-    package static var description: String {
+    public static var description: String {
         commit.map { "\(current) (commit \($0))" } ?? current
     }
 
     /// The upgrade request's User-Agent: `wsbridged/0.1.0 (7f101b41ee15)`.
-    package static var userAgent: String {
+    public static var userAgent: String {
         commit.map { "wsbridged/\(current) (\($0))" } ?? "wsbridged/\(current)"
     }
 }

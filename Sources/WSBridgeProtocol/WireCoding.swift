@@ -10,8 +10,8 @@
 ///   error that names where it is (`queue.max_bytes: expected a number, found "x"`); a key that
 ///   is missing reads as zero, false, empty or nil (a daemon of another version may not send
 ///   it).
-package enum WireCoding {
-    package static func encode(_ value: some Encodable) -> JSONValue {
+public enum WireCoding {
+    public static func encode(_ value: some Encodable) -> JSONValue {
         let node = EncodingNode()
         do {
             try node.encode(value, codingPath: [])
@@ -22,7 +22,7 @@ package enum WireCoding {
         return node.json
     }
 
-    package static func decode<T: Decodable>(_ type: T.Type, from json: JSONValue) throws(WireDecodingError) -> T {
+    public static func decode<T: Decodable>(_ type: T.Type, from json: JSONValue) throws(WireDecodingError) -> T {
         do {
             return try WireDecoder(json, codingPath: []).decodeValue(T.self)
         } catch let error as WireDecodingError {
@@ -55,12 +55,12 @@ package enum WireCoding {
 }
 
 /// A line or result that does not read as its type, and where.
-package struct WireDecodingError: Error, Sendable, Equatable, CustomStringConvertible {
+public struct WireDecodingError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Dotted path of the key (`queue.spool.fsyncs`, `keys.0.holders`); empty for the top.
-    package var path: String
-    package var problem: String
+    public var path: String
+    public var problem: String
 
-    package var description: String { self.path.isEmpty ? self.problem : "\(self.path): \(self.problem)" }
+    public var description: String { self.path.isEmpty ? self.problem : "\(self.path): \(self.problem)" }
 
     static func at(_ codingPath: [any CodingKey], _ problem: String) -> Self {
         Self(path: codingPath.map { $0.intValue.map(String.init) ?? WireCoding.snakeCase($0.stringValue) }.joined(separator: "."), problem: problem)
@@ -69,19 +69,19 @@ package struct WireDecodingError: Error, Sendable, Equatable, CustomStringConver
 
 /// An optional property that is left out of the object when nil (instead of written as null).
 @propertyWrapper
-package struct OmitNil<Value: Codable & Sendable & Equatable>: Codable, Sendable, Equatable {
-    package var wrappedValue: Value?
+public struct OmitNil<Value: Codable & Sendable & Equatable>: Codable, Sendable, Equatable {
+    public var wrappedValue: Value?
 
-    package init(wrappedValue: Value?) {
+    public init(wrappedValue: Value?) {
         self.wrappedValue = wrappedValue
     }
 
-    package init(from decoder: any Decoder) throws {
+    public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         self.wrappedValue = container.decodeNil() ? nil : try container.decode(Value.self)
     }
 
-    package func encode(to encoder: any Encoder) throws {
+    public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(self.wrappedValue)
     }
@@ -97,7 +97,7 @@ extension OmitNil: OmittableWhenNil {
 
 extension KeyedDecodingContainer {
     /// A missing key reads as nil; so does null, except for a `JSONValue` (where it is `.null`).
-    package func decode<Value>(_ type: OmitNil<Value>.Type, forKey key: Key) throws -> OmitNil<Value> {
+    public func decode<Value>(_ type: OmitNil<Value>.Type, forKey key: Key) throws -> OmitNil<Value> {
         guard self.contains(key) else { return OmitNil(wrappedValue: nil) }
         if Value.self != JSONValue.self, try self.decodeNil(forKey: key) { return OmitNil(wrappedValue: nil) }
         return OmitNil(wrappedValue: try self.decode(Value.self, forKey: key))

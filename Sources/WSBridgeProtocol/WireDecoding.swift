@@ -191,7 +191,7 @@ private struct SingleValueReader: SingleValueDecodingContainer {
 /// A `JSONValue` field is kept as it is by `WireCoding` (exact numbers, key order). Through any
 /// other coder it goes as the closest plain value.
 extension JSONValue: Codable {
-    package init(from decoder: any Decoder) throws {
+    public init(from decoder: any Decoder) throws {
         let c = try decoder.singleValueContainer()
         if c.decodeNil() {
             self = .null
@@ -208,7 +208,7 @@ extension JSONValue: Codable {
         }
     }
 
-    package func encode(to encoder: any Encoder) throws {
+    public func encode(to encoder: any Encoder) throws {
         var c = encoder.singleValueContainer()
         switch self {
         case .null: try c.encodeNil()
@@ -223,7 +223,7 @@ extension JSONValue: Codable {
 }
 
 extension JSONNumber: Codable {
-    package init(from decoder: any Decoder) throws {
+    public init(from decoder: any Decoder) throws {
         let c = try decoder.singleValueContainer()
         guard let n = JSONNumber(String(try c.decode(Double.self))) else {
             throw DecodingError.dataCorruptedError(in: c, debugDescription: "not a number")
@@ -231,7 +231,7 @@ extension JSONNumber: Codable {
         self = n
     }
 
-    package func encode(to encoder: any Encoder) throws {
+    public func encode(to encoder: any Encoder) throws {
         var c = encoder.singleValueContainer()
         try c.encode(self.doubleValue)
     }

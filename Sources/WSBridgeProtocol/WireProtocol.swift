@@ -1,19 +1,19 @@
 import ExtrasBase64
 
 /// The local plane's newline-delimited JSON protocol, version 1 (docs/protocol.md).
-package enum WireProtocol {
-    package static let version = 1
+public enum WireProtocol {
+    public static let version = 1
     /// The default socket path.
-    package static let defaultSocket = "/run/wsbridged/wsbridged.sock"
+    public static let defaultSocket = "/run/wsbridged/wsbridged.sock"
 }
 
 /// Operations a client may request.
-package enum Op: String, Sendable, CaseIterable {
+public enum Op: String, Sendable, CaseIterable {
     case subscribe, unsubscribe, send, status, metrics, close, connect, reconnect, request, sticky, unstick
     case clearSetAside = "clear_set_aside"
 
     /// Whether the op changes the link (needs write permission).
-    package var writes: Bool {
+    public var writes: Bool {
         switch self {
         case .subscribe, .unsubscribe, .status, .metrics, .sticky: false
         case .send, .close, .connect, .reconnect, .request, .unstick, .clearSetAside: true
@@ -22,7 +22,7 @@ package enum Op: String, Sendable, CaseIterable {
 }
 
 /// Stable, machine-readable error codes (never renamed; new ones may be added).
-package enum ErrorCode: String, Sendable, CaseIterable {
+public enum ErrorCode: String, Sendable, CaseIterable {
     case invalidJSON = "invalid_json"
     case invalidUTF8 = "invalid_utf8"
     case lineTooLong = "line_too_long"
@@ -52,29 +52,29 @@ package enum ErrorCode: String, Sendable, CaseIterable {
 }
 
 /// An error reply: code, what to fix, and the request's id when it could be read.
-package struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible {
-    package var code: ErrorCode
-    package var message: String
-    package var id: JSONValue?
+public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var code: ErrorCode
+    public var message: String
+    public var id: JSONValue?
 
-    package init(_ code: ErrorCode, _ message: String, id: JSONValue? = nil) {
+    public init(_ code: ErrorCode, _ message: String, id: JSONValue? = nil) {
         self.code = code
         self.message = message
         self.id = id
     }
 
-    package var description: String { "\(self.code.rawValue): \(self.message)" }
+    public var description: String { "\(self.code.rawValue): \(self.message)" }
 
     /// The reply line for this error.
-    package var reply: JSONValue { ReplyLine(id: self.id, .failure(self)).json }
+    public var reply: JSONValue { ReplyLine(id: self.id, .failure(self)).json }
 }
 
 /// A message payload: text, or binary carried as base64 on the wire.
-package enum Payload: Sendable, Equatable {
+public enum Payload: Sendable, Equatable {
     case text(String)
     case binary([UInt8])
 
-    package var byteCount: Int {
+    public var byteCount: Int {
         switch self {
         case .text(let s): s.utf8.count
         case .binary(let b): b.count
@@ -83,42 +83,42 @@ package enum Payload: Sendable, Equatable {
 }
 
 /// Bounds a request may not pass, beyond the line length (the daemon's `local.filter_max_*`).
-package struct RequestLimits: Sendable, Equatable {
+public struct RequestLimits: Sendable, Equatable {
     /// A filter path's length in bytes.
-    package var filterMaxBytes: Int
+    public var filterMaxBytes: Int
     /// A filter path's number of dotted components.
-    package var filterMaxDepth: Int
+    public var filterMaxDepth: Int
 
-    package init(filterMaxBytes: Int = 256, filterMaxDepth: Int = 16) {
+    public init(filterMaxBytes: Int = 256, filterMaxDepth: Int = 16) {
         self.filterMaxBytes = filterMaxBytes
         self.filterMaxDepth = filterMaxDepth
     }
 }
 
 /// How long a sticky send lasts: until its client disconnects, or until `unstick`.
-package enum StickyScope: String, Sendable, Equatable, CaseIterable, Codable {
+public enum StickyScope: String, Sendable, Equatable, CaseIterable, Codable {
     case client, daemon
 }
 
 /// `"sticky": KEY` on a send: the message goes again after every reconnect.
-package struct StickyOptions: Sendable, Equatable {
-    package var key: String
-    package var scope: StickyScope
+public struct StickyOptions: Sendable, Equatable {
+    public var key: String
+    public var scope: StickyScope
     /// Sent once when the key goes (its last holder leaves or unsticks it): an unsubscribe.
-    package var onUnstick: String?
+    public var onUnstick: String?
 
-    package init(key: String, scope: StickyScope = .client, onUnstick: String? = nil) {
+    public init(key: String, scope: StickyScope = .client, onUnstick: String? = nil) {
         self.key = key
         self.scope = scope
         self.onUnstick = onUnstick
     }
 
     /// Longest key, in bytes.
-    package static let maxKeyBytes = 256
+    public static let maxKeyBytes = 256
 }
 
 /// A validated request.
-package enum Command: Sendable, Equatable {
+public enum Command: Sendable, Equatable {
     /// `stream`: the stream the consumer's `since` belongs to (from `hello`, `status` or a `gap`).
     /// `all`: the wire as it is, with what the application protocol routes to one app or
     /// answers itself (write permission; no filter or since).
@@ -139,7 +139,7 @@ package enum Command: Sendable, Equatable {
     /// `match` nil: answered by the application protocol's id (`upstream.protocol`).
     case request(Payload, match: Filter?, timeout: Duration)
 
-    package var op: Op {
+    public var op: Op {
         switch self {
         case .subscribe: .subscribe
         case .unsubscribe: .unsubscribe
@@ -158,17 +158,17 @@ package enum Command: Sendable, Equatable {
 }
 
 /// One request line: `{"id": ..., "op": "...", ...}`.
-package struct Request: Sendable, Equatable {
-    package var id: JSONValue?
-    package var command: Command
+public struct Request: Sendable, Equatable {
+    public var id: JSONValue?
+    public var command: Command
 
-    package init(id: JSONValue?, command: Command) {
+    public init(id: JSONValue?, command: Command) {
         self.id = id
         self.command = command
     }
 
     /// Validates a parsed line. Every error names the field and what is accepted.
-    package static func decode(_ json: JSONValue, limits: RequestLimits = RequestLimits()) throws(ProtocolError) -> Request {
+    public static func decode(_ json: JSONValue, limits: RequestLimits = RequestLimits()) throws(ProtocolError) -> Request {
         guard case .object = json else {
             throw ProtocolError(.notAnObject, "a request must be a JSON object like {\"id\":1,\"op\":\"status\"}, not \(json.typeName)")
         }
@@ -421,7 +421,7 @@ extension Request {
 
 extension Payload {
     /// The payload as request fields (`text` or `binary`).
-    package var fields: [(String, JSONValue)] {
+    public var fields: [(String, JSONValue)] {
         switch self {
         case .text(let t): [("text", .string(t))]
         case .binary(let b): [("binary", .string(Base64.encodeToString(bytes: b)))]

@@ -71,7 +71,7 @@ package struct JSONProtocol: ProtocolCodec {
 
 /// `[[protocol.reply]]`'s `send`: JSON text in which `${msg:PATH}` stands for the JSON text of the
 /// matched message's value at PATH (`{"pong":${msg:ping}}`).
-package struct ReplyTemplate: Sendable, Equatable {
+public struct ReplyTemplate: Sendable, Equatable {
     enum Part: Sendable, Equatable {
         case text(String)
         case value([JSONValue.PathComponent], String)
@@ -123,8 +123,8 @@ package struct ReplyTemplate: Sendable, Equatable {
         return try? JSONValue.parse(text)
     }
 
-    package struct TemplateError: Error, CustomStringConvertible {
-        package let description: String
+    public struct TemplateError: Error, CustomStringConvertible {
+        public let description: String
         init(_ description: String) { self.description = description }
     }
 }

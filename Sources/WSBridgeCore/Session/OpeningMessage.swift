@@ -9,18 +9,18 @@ import WSBridgeProtocol
 /// - `${last:PATH}`: the JSON value at PATH (dotted, as in filters) in the last upstream message
 ///   that had it, exactly as received (`123`, `"abc"`, `{"a":1}`), or `null` before any;
 /// - `$${` is a literal `${`.
-package struct OpeningMessage: Sendable, Equatable {
-    package enum Part: Sendable, Equatable {
+public struct OpeningMessage: Sendable, Equatable {
+    public enum Part: Sendable, Equatable {
         case literal(String)
         case token
         case last(path: String)
     }
 
     /// The text as written in the configuration (placeholders unfilled: safe to show).
-    package let template: String
-    package let parts: [Part]
+    public let template: String
+    public let parts: [Part]
 
-    package init(parsing template: String) throws(PlaceholderError) {
+    public init(parsing template: String) throws(PlaceholderError) {
         self.template = template
         var parts: [Part] = []
         var literal = ""
@@ -68,16 +68,16 @@ package struct OpeningMessage: Sendable, Equatable {
         self.parts = parts
     }
 
-    package var usesToken: Bool { self.parts.contains(.token) }
+    public var usesToken: Bool { self.parts.contains(.token) }
 
     /// The paths of its `${last:PATH}` placeholders.
-    package var lastPaths: [String] {
+    public var lastPaths: [String] {
         self.parts.compactMap { if case .last(let p) = $0 { p } else { nil } }
     }
 
     /// The text to send: `token` for `${token}` (nil: none could be read, so "" goes), `last`
     /// gives the JSON text of a path's last value (nil: none yet, so `null`).
-    package func render(token: String?, last: (String) -> String?) -> String {
+    public func render(token: String?, last: (String) -> String?) -> String {
         var out = ""
         for part in self.parts {
             switch part {
@@ -89,11 +89,11 @@ package struct OpeningMessage: Sendable, Equatable {
         return out
     }
 
-    package static func == (a: OpeningMessage, b: OpeningMessage) -> Bool { a.template == b.template }
+    public static func == (a: OpeningMessage, b: OpeningMessage) -> Bool { a.template == b.template }
 }
 
 /// What is wrong with a placeholder in `upstream.on_open`, and what to write instead.
-package struct PlaceholderError: Error, Sendable, Equatable, CustomStringConvertible {
-    package var description: String
-    package init(_ description: String) { self.description = description }
+public struct PlaceholderError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
 }

@@ -8,12 +8,12 @@ import WSBridgeProtocol
 /// of one key share one upstream send; a different text under a key someone else holds is a
 /// conflict. When the last holder lets go, the key's leave text (`on_unstick`) is due. Pure:
 /// the caller sends what the results say, when the link is open.
-package struct StickyRegistry: Sendable {
-    package enum Holder: Hashable, Sendable {
+public struct StickyRegistry: Sendable {
+    public enum Holder: Hashable, Sendable {
         case client(Int)
         case daemon
 
-        package var scope: StickyScope {
+        public var scope: StickyScope {
             switch self {
             case .client: .client
             case .daemon: .daemon
@@ -21,14 +21,14 @@ package struct StickyRegistry: Sendable {
         }
     }
 
-    package struct Hold: Sendable, Equatable {
-        package var holder: Holder
-        package var pid: Int32?
-        package var uid: UInt32?
+    public struct Hold: Sendable, Equatable {
+        public var holder: Holder
+        public var pid: Int32?
+        public var uid: UInt32?
         /// When it registered, ms since the Unix epoch.
-        package var sinceMillis: Int64
+        public var sinceMillis: Int64
 
-        package init(holder: Holder, pid: Int32?, uid: UInt32?, sinceMillis: Int64) {
+        public init(holder: Holder, pid: Int32?, uid: UInt32?, sinceMillis: Int64) {
             self.holder = holder
             self.pid = pid
             self.uid = uid
@@ -36,26 +36,26 @@ package struct StickyRegistry: Sendable {
         }
     }
 
-    package struct Entry: Sendable, Equatable {
-        package var key: String
-        package var payload: Payload
-        package var onUnstick: String?
-        package var holds: [Hold]
+    public struct Entry: Sendable, Equatable {
+        public var key: String
+        public var payload: Payload
+        public var onUnstick: String?
+        public var holds: [Hold]
         /// When the key was first registered, ms since the Unix epoch.
-        package var sinceMillis: Int64
+        public var sinceMillis: Int64
         /// Registration order: the order of the sends after every open.
         var order: UInt64
 
         /// What the key costs against `local.sticky_bytes`: key, text and leave text.
-        package var bytes: Int { self.key.utf8.count + self.payload.byteCount + (self.onUnstick?.utf8.count ?? 0) }
+        public var bytes: Int { self.key.utf8.count + self.payload.byteCount + (self.onUnstick?.utf8.count ?? 0) }
     }
 
-    package struct Limits: Sendable, Equatable {
-        package var keysPerClient: Int
-        package var keys: Int
-        package var bytes: Int
+    public struct Limits: Sendable, Equatable {
+        public var keysPerClient: Int
+        public var keys: Int
+        public var bytes: Int
 
-        package init(keysPerClient: Int, keys: Int, bytes: Int) {
+        public init(keysPerClient: Int, keys: Int, bytes: Int) {
             self.keysPerClient = keysPerClient
             self.keys = keys
             self.bytes = bytes
@@ -63,13 +63,13 @@ package struct StickyRegistry: Sendable {
     }
 
     /// What a registration did: `added` and `replaced` mean the text is due upstream.
-    package enum Registered: Sendable, Equatable {
+    public enum Registered: Sendable, Equatable {
         case added, replaced, joined, unchanged
 
-        package var sends: Bool { self == .added || self == .replaced }
+        public var sends: Bool { self == .added || self == .replaced }
     }
 
-    package enum RegisterError: Error, Sendable, Equatable {
+    public enum RegisterError: Error, Sendable, Equatable {
         /// The key is held by another holder with a different text.
         case conflict(Hold)
         case tooManyForClient(limit: Int)
@@ -77,47 +77,47 @@ package struct StickyRegistry: Sendable {
         case tooManyBytes(limit: Int, used: Int, needed: Int)
     }
 
-    package enum Released: Sendable, Equatable {
+    public enum Released: Sendable, Equatable {
         /// Other holders keep the key.
         case stillHeld(holders: Int)
         /// The key went; `leave` is due upstream (nil: none).
         case removed(leave: String?)
     }
 
-    package enum ReleaseError: Error, Sendable, Equatable {
+    public enum ReleaseError: Error, Sendable, Equatable {
         case unknownKey
         /// The key is held, but not by this client nor by the daemon (for the scope asked).
         case notHolder(Hold)
     }
 
-    package var limits: Limits
+    public var limits: Limits
     /// Bumped whenever what the daemon-scope keys hold changes (a key gains or loses its daemon
     /// hold, or such a key's text or leave text changes): the store writes its file only then.
-    package private(set) var daemonRevision: UInt64 = 0
+    public private(set) var daemonRevision: UInt64 = 0
     private var entries: [String: Entry] = [:]
     private var heldByClient: [Int: Int] = [:]
     private var nextOrder: UInt64 = 0
-    package private(set) var bytes = 0
+    public private(set) var bytes = 0
 
-    package init(limits: Limits) {
+    public init(limits: Limits) {
         self.limits = limits
     }
 
-    package var count: Int { self.entries.count }
-    package var isEmpty: Bool { self.entries.isEmpty }
+    public var count: Int { self.entries.count }
+    public var isEmpty: Bool { self.entries.isEmpty }
 
     /// Every key, in registration order.
-    package var ordered: [Entry] { self.entries.values.sorted { $0.order < $1.order } }
+    public var ordered: [Entry] { self.entries.values.sorted { $0.order < $1.order } }
 
     /// The keys with a daemon hold, in registration order: what the spool directory keeps.
-    package var daemonScoped: [Entry] { self.ordered.filter { $0.holds.contains { $0.holder == .daemon } } }
+    public var daemonScoped: [Entry] { self.ordered.filter { $0.holds.contains { $0.holder == .daemon } } }
 
-    package func entry(_ key: String) -> Entry? { self.entries[key] }
+    public func entry(_ key: String) -> Entry? { self.entries[key] }
 
-    package func keys(heldBy client: Int) -> Int { self.heldByClient[client] ?? 0 }
+    public func keys(heldBy client: Int) -> Int { self.heldByClient[client] ?? 0 }
 
     /// Registers (or re-registers) `key` for a holder. A later `on_unstick` replaces an earlier one.
-    package mutating func register(
+    public mutating func register(
         key: String, payload: Payload, onUnstick: String?, holder: Holder, pid: Int32?, uid: UInt32?, nowMillis: Int64
     ) -> Result<(Registered, holders: Int), RegisterError> {
         let before = self.daemonPart(of: key)
@@ -170,7 +170,7 @@ package struct StickyRegistry: Sendable {
 
     /// Lets go of `key`: this client's hold (scope nil or client), else the daemon's (scope nil
     /// or daemon). `leave` overrides the key's `on_unstick` when the key goes.
-    package mutating func release(key: String, client: Int, scope: StickyScope?, leave: String?) -> Result<Released, ReleaseError> {
+    public mutating func release(key: String, client: Int, scope: StickyScope?, leave: String?) -> Result<Released, ReleaseError> {
         let before = self.daemonPart(of: key)
         let result = self.remove(key: key, client: client, scope: scope, leave: leave)
         if self.daemonPart(of: key) != before { self.daemonRevision += 1 }
@@ -201,7 +201,7 @@ package struct StickyRegistry: Sendable {
 
     /// A client went: its holds end. Returns the keys that went with them, in registration
     /// order, each with its leave text.
-    package mutating func clientGone(_ client: Int) -> [(key: String, leave: String?)] {
+    public mutating func clientGone(_ client: Int) -> [(key: String, leave: String?)] {
         guard self.keys(heldBy: client) > 0 else { return [] }
         var gone: [(key: String, leave: String?)] = []
         for entry in self.ordered where entry.holds.contains(where: { $0.holder == .client(client) }) {
@@ -214,7 +214,7 @@ package struct StickyRegistry: Sendable {
 
     /// Keys kept from an earlier run (scope daemon), ahead of anything registered since.
     /// Bounds are not checked: what was accepted once is kept.
-    package mutating func restore(_ restored: [Entry]) {
+    public mutating func restore(_ restored: [Entry]) {
         for var entry in restored where self.entries[entry.key] == nil {
             entry.holds = entry.holds.filter { $0.holder == .daemon }
             guard !entry.holds.isEmpty else { continue }
@@ -247,7 +247,7 @@ package struct StickyRegistry: Sendable {
 
 extension StickyRegistry.Entry {
     /// A daemon-scope key as read back from the spool directory.
-    package static func restored(key: String, payload: Payload, onUnstick: String?, pid: Int32?, uid: UInt32?, sinceMillis: Int64) -> Self {
+    public static func restored(key: String, payload: Payload, onUnstick: String?, pid: Int32?, uid: UInt32?, sinceMillis: Int64) -> Self {
         Self(
             key: key, payload: payload, onUnstick: onUnstick, holds: [.init(holder: .daemon, pid: pid, uid: uid, sinceMillis: sinceMillis)],
             sinceMillis: sinceMillis, order: 0)
