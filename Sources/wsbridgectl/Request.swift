@@ -23,8 +23,14 @@ struct Request: ParsableCommand {
     @Option(help: "Seconds to wait for the answer.")
     var timeout: Double = 10
 
+    func validate() throws {
+        guard self.timeout.isFinite else { throw ValidationError("--timeout takes a number of seconds, more than 0 and at most 3600") }
+    }
+
     func run() throws {
-        let timeout = Duration.nanoseconds(Int64((self.timeout * 1e9).rounded()))
+        // Out of range is the daemon's to refuse (it says what it accepts); clamped only so the
+        // nanoseconds fit.
+        let timeout = Duration.nanoseconds(Int64(max(-9e18, min(9e18, (self.timeout * 1e9).rounded()))))
         let result = try self.global.run(.request(.text(self.text), match: self.match.map { Filter(parsing: $0) }, timeout: timeout))
         if self.global.json {
             Output.line(result.serialized)

@@ -136,6 +136,12 @@ import WSBridgeProtocol
         let t = try self.ctl(["request", "{\"rid\":1}", "--match", "rid=2", "--timeout", "0.2"], socket: f.socket)
         #expect(t.status == 1)
         #expect(t.err.contains("(timeout)"))
+        // A timeout the daemon does not take is its to refuse, saying what it accepts; none
+        // makes the CLI trap.
+        let huge = try self.ctl(["request", "{\"rid\":1}", "--match", "rid=1", "--timeout", "1e12"], socket: f.socket)
+        #expect(huge.status != 0 && huge.err.contains("at most 3600 seconds"), "\(huge.err)")
+        let nan = try self.ctl(["request", "{\"rid\":1}", "--match", "rid=1", "--timeout", "nan"], socket: f.socket)
+        #expect(nan.status == 64 && nan.err.contains("--timeout takes a number of seconds"), "\(nan.err)")
     }
 
     @Test func daemonNotRunningHasItsOwnExitCode() throws {
