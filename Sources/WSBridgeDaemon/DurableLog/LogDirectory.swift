@@ -16,8 +16,6 @@ struct LogDirectory {
     let setting: String
     private var lockFD: CInt
 
-    var isLocked: Bool { self.lockFD >= 0 }
-
     /// Creates `path` if needed and takes its lock. `name` says what it is ("spool", "journal").
     static func lock(_ path: String, name: String, setting: String) throws(LogFailure) -> LogDirectory {
         if mkdir(path, 0o700) != 0 && errno != EEXIST {
@@ -56,11 +54,7 @@ struct LogDirectory {
         self.lockFD = -1
     }
 
-    /// fsyncs the directory (a created, removed or renamed file is durable once it is).
-    func sync() {
-        Self.sync(self.path)
-    }
-
+    /// fsyncs the directory at `path` (a created, removed or renamed file is durable once it is).
     static func sync(_ path: String) {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { return }
