@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Glibc
 import NIOConcurrencyHelpers
 import NIOCore
 import WSBridgeCore

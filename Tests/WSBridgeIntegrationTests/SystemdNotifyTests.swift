@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Testing
 
 /// A notify socket that nobody reads (PID 1 busy): the daemon goes on serving.
