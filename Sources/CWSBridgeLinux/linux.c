@@ -159,7 +159,8 @@ static uint64_t clock_ns(clockid_t clock) {
 uint64_t cwsb_boottime_ns(void) { return clock_ns(CLOCK_BOOTTIME); }
 uint64_t cwsb_monotonic_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 
-int cwsb_route_exists_to(const struct sockaddr *address) {
+int cwsb_route_exists_to(const void *sockaddr) {
+    const struct sockaddr *address = sockaddr;
     switch (address->sa_family) {
     case AF_INET:
         return cwsb_route_exists(AF_INET, (const uint8_t *)&((const struct sockaddr_in *)address)->sin_addr);

@@ -1,10 +1,12 @@
 #ifndef CWSBRIDGE_LINUX_H
 #define CWSBRIDGE_LINUX_H
 
+// Only the C library's basic types: a system header included here (sys/socket.h, say) would
+// make this module, not Glibc's, the owner of its declarations in the Clang module cache, and
+// a Swift file importing only Glibc then fails to find them (SOCK_STREAM), depending on which
+// module a parallel build happened to compile first.
 #include <stdint.h>
 #include <stddef.h>
-#include <sys/types.h>
-#include <sys/socket.h>
 
 /// Linux's `struct ucred` (which Glibc's Swift module does not export), for SO_PEERCRED
 /// through getsockopt. linux.c checks at compile time that size and offsets match the C
@@ -50,9 +52,10 @@ int cwsb_rtnetlink_drain(int fd);
 /// 0 when there is none (unreachable, no interface up), or -errno on failure.
 int cwsb_route_exists(int family, const uint8_t *address);
 
-/// cwsb_route_exists for the IPv4 or IPv6 address in `address` (a sockaddr_in or sockaddr_in6,
-/// as getaddrinfo and SwiftNIO's SocketAddress give it); -EAFNOSUPPORT for any other family.
-int cwsb_route_exists_to(const struct sockaddr *address);
+/// cwsb_route_exists for the IPv4 or IPv6 address in `address` (a struct sockaddr_in or
+/// sockaddr_in6, as getaddrinfo and SwiftNIO's SocketAddress give it); -EAFNOSUPPORT for any
+/// other family.
+int cwsb_route_exists_to(const void *address);
 
 /// CLOCK_BOOTTIME and CLOCK_MONOTONIC in nanoseconds (their difference grows across suspend).
 uint64_t cwsb_boottime_ns(void);
