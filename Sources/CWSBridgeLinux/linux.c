@@ -189,3 +189,43 @@ int cwsb_copy_fd_of(int pid, int fd) {
     return -1;
 #endif
 }
+
+// systemd's notification protocol (sd_notify(3)): one datagram per notification to the
+// address in NOTIFY_SOCKET, sent from a socket opened once, at start.
+static int notify_fd = -1;
+static struct sockaddr_un notify_address;
+static socklen_t notify_length;
+
+int cwsb_notify_open(const char *address) {
+    size_t length = strlen(address);
+    if (length < 2 || (address[0] != '/' && address[0] != '@')) {
+        errno = EAFNOSUPPORT;
+        return -1;
+    }
+    if (length >= sizeof(notify_address.sun_path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    memset(&notify_address, 0, sizeof(notify_address));
+    notify_address.sun_family = AF_UNIX;
+    memcpy(notify_address.sun_path, address, length);
+    // "@name" is the abstract namespace: a leading NUL, and the length says where it ends.
+    if (address[0] == '@') notify_address.sun_path[0] = 0;
+    notify_length = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + length + (address[0] == '/' ? 1 : 0));
+    notify_fd = fd;
+    return 0;
+}
+
+int cwsb_notify_send(const char *state) {
+    if (notify_fd < 0) {
+        errno = EBADF;
+        return -1;
+    }
+    ssize_t n;
+    do {
+        n = sendto(notify_fd, state, strlen(state), MSG_NOSIGNAL, (const struct sockaddr *)&notify_address, notify_length);
+    } while (n < 0 && errno == EINTR);
+    return n < 0 ? -1 : 0;
+}

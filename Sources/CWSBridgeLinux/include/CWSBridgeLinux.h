@@ -66,4 +66,14 @@ uint64_t cwsb_monotonic_ns(void);
 /// where the CPU has it, else a table. cwsb_crc32c(0, "123456789", 9) == 0xE3069283.
 uint32_t cwsb_crc32c(uint32_t crc, const void *data, size_t length);
 
+/// systemd's notification protocol (sd_notify(3)) from a socket opened once: sd_notify opens
+/// one per call, so a process out of file descriptors could not ping the watchdog or say so in
+/// STATUS=. `address` is NOTIFY_SOCKET: a path, or @name in the abstract namespace. 0, or -1
+/// with errno (EAFNOSUPPORT for another kind of address: sd_notify handles those).
+int cwsb_notify_open(const char *address);
+
+/// Sends `state` ("READY=1", "STATUS=...") to the address cwsb_notify_open was given; blocks
+/// while the receiver's queue is full. 0, or -1 with errno.
+int cwsb_notify_send(const char *state);
+
 #endif

@@ -19,10 +19,25 @@ package enum Systemd {
     /// sends the last one, not each.
     private static let waitingStatus = NIOLockedValueBox<String?>(nil)
 
+    /// Whether notifications leave from the daemon's own socket, opened at the first one (at
+    /// start): out of file descriptors, a notification still leaves (sd_notify opens a socket
+    /// per call), so the watchdog is pinged and STATUS= says the daemon refuses clients. Another
+    /// kind of NOTIFY_SOCKET (vsock:) goes through sd_notify.
+    private static let ownSocket: Bool = getenv("NOTIFY_SOCKET").map { cwsb_notify_open($0) == 0 } ?? false
+
     /// Sends a notification (`READY=1`, `RELOADING=1`, ...) after those before it; a no-op
     /// outside systemd.
     package static func notify(_ state: String) {
-        Self.queue.async { _ = sd_notify(0, state) }
+        Self.queue.async { Self.send(state) }
+    }
+
+    /// Sends `state` now (on `queue`).
+    private static func send(_ state: String) {
+        if Self.ownSocket {
+            _ = cwsb_notify_send(state)
+        } else {
+            _ = sd_notify(0, state)
+        }
     }
 
     /// Sets the STATUS= line that `systemctl status` shows, coalescing a burst of changes.
@@ -41,7 +56,7 @@ package enum Systemd {
             else { return }
             // One line: a newline would end STATUS= there and read the rest as other fields
             // (a start failure's text can span lines: a configuration error's context).
-            _ = sd_notify(0, "STATUS=" + text.split(whereSeparator: \.isNewline).joined(separator: " "))
+            Self.send("STATUS=" + text.split(whereSeparator: \.isNewline).joined(separator: " "))
         }
     }
 
