@@ -54,11 +54,16 @@ public struct StatusReport: Sendable, Equatable, Codable {
         public var notJournaled: UInt64
         /// Consumers reading from it now.
         public var replaying: Int
+        /// How this run began: `continued` (the last run stopped cleanly: its stream goes on),
+        /// `after_crash` (it did not: a new stream, and resuming consumers get a `not_durable`
+        /// gap), or `new` (nothing journaled before).
+        public var opened: String
 
         public init(
             dir: String, fsync: String, state: String, stoppedReason: String?, bytes: Int, segments: Int, oldestSeq: UInt64?, newestSeq: UInt64?,
-            oldestTs: Int64?, newestTs: Int64?, fsyncs: UInt64, notJournaled: UInt64, replaying: Int
+            oldestTs: Int64?, newestTs: Int64?, fsyncs: UInt64, notJournaled: UInt64, replaying: Int, opened: String = "new"
         ) {
+            self.opened = opened
             self.dir = dir
             self.fsync = fsync
             self.state = state
@@ -156,6 +161,25 @@ public struct StatusReport: Sendable, Equatable, Codable {
         }
     }
 
+    /// The last reload (SIGHUP, `systemctl reload`): when, whether it applied, what waits.
+    public struct Reload: Sendable, Equatable, Codable {
+        /// When it ended, ms since the Unix epoch.
+        public var at: Int64
+        /// Why the file was refused (the running configuration is kept); nil when it applied.
+        @OmitNil public var error: String?
+        /// Changed settings that apply only after a restart.
+        public var restartNeeded: [String]
+        /// Changed settings used from the next connection (`wsbridgectl reconnect` applies them now).
+        public var nextConnection: [String]
+
+        public init(at: Int64, error: String? = nil, restartNeeded: [String] = [], nextConnection: [String] = []) {
+            self.at = at
+            self.error = error
+            self.restartNeeded = restartNeeded
+            self.nextConnection = nextConnection
+        }
+    }
+
     public struct Close: Sendable, Equatable, Codable {
         /// Who ended a link, as `status` spells it. A string on the wire: a CLI reads a closer a
         /// newer daemon adds as it is.
@@ -206,6 +230,10 @@ public struct StatusReport: Sendable, Equatable, Codable {
     public var bytesOut: UInt64 = 0
     public var subscribers = 0
     public var clients = 0
+    /// Clients refused at `local.max_clients` (or its reserved places) since the daemon started.
+    public var refusedClients: UInt64 = 0
+    /// Why the socket accepts no client now (out of file descriptors); nil while it does.
+    @OmitNil public var notAccepting: String?
     public var seq: UInt64 = 0
     /// The stream `seq` counts in: new whenever seq starts again (a daemon restart).
     public var stream = ""
@@ -225,6 +253,8 @@ public struct StatusReport: Sendable, Equatable, Codable {
     @OmitNil public var commit: String? = WSBridgeVersion.commit
     public var lastClose: Close?
     @OmitNil public var retryInMs: Int64?
+    /// nil until the first reload.
+    @OmitNil public var lastReload: Reload?
 
     public init() {}
 

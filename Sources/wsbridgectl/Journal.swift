@@ -29,6 +29,13 @@ struct Journal: ParsableCommand {
         rows.append(("directory", j.dir))
         rows.append(("state", j.stoppedReason.map { "stopped: \($0)" } ?? "writing (fsync \(j.fsync))"))
         rows.append(("stream", s.stream))
+        switch j.opened {
+        case "continued": rows.append(("this run", "went on in the stream the last run stopped cleanly in"))
+        case "after_crash":
+            rows.append(("this run", "began a new stream: the last one stopped without a clean shutdown (consumers resuming get a not_durable gap)"))
+        case "new": rows.append(("this run", "began the journal"))
+        default: break
+        }
         if let oldest = j.oldestSeq, let newest = j.newestSeq {
             rows.append(("oldest", "seq \(oldest)" + (j.oldestTs.map { ", \(Status.time(Double($0))) (\(Status.ago(Double($0))))" } ?? "")))
             rows.append(("newest", "seq \(newest)" + (j.newestTs.map { ", \(Status.time(Double($0))) (\(Status.ago(Double($0))))" } ?? "")))

@@ -69,9 +69,13 @@ struct Status: ParsableCommand {
             if let culprit = p.culprit { rows.append(("culprit", culprit)) }
             if let error = p.serverError { rows.append(("server error", error)) }
         }
-        rows.append(("clients", "\(s.clients) connected, \(s.subscribers) subscribed"))
+        var clients = "\(s.clients) connected, \(s.subscribers) subscribed"
+        if s.refusedClients > 0 { clients += ", \(s.refusedClients) refused (local.max_clients)" }
+        rows.append(("clients", clients))
+        if let reason = s.notAccepting { rows.append(("NOT ACCEPTING", reason)) }
         rows.append(("dropped", "\(s.drops) messages (slow subscribers)"))
         rows.append(("last seq", "\(s.seq) (stream \(s.stream))"))
+        if let reload = s.lastReload { rows.append(("last reload", Self.reloadText(reload))) }
         rows.append(("version", s.commit.map { "\(s.version) (commit \($0))" } ?? s.version))
         // One width for every call, whichever optional rows this one has (a longer label widens it).
         let width = max(Self.labelWidth, rows.map(\.0.count).max() ?? 0)
@@ -93,6 +97,17 @@ struct Status: ParsableCommand {
         case .error: return "link lost\(code)\(detail)"
         default: return "by \(close.by)\(code)\(detail)"  // a closer a newer daemon added
         }
+    }
+
+    /// `applied 5 s ago; restart needed for local.max_line`; `FAILED 5 s ago, the running
+    /// configuration kept: heartbeat.interval = "soon" ...`.
+    static func reloadText(_ reload: StatusReport.Reload) -> String {
+        var parts = [
+            reload.error.map { "FAILED \(Self.ago(Double(reload.at))), the running configuration kept: \($0)" } ?? "applied \(Self.ago(Double(reload.at)))"
+        ]
+        if !reload.restartNeeded.isEmpty { parts.append("restart needed for \(reload.restartNeeded.joined(separator: ", "))") }
+        if !reload.nextConnection.isEmpty { parts.append("from the next connection: \(reload.nextConnection.joined(separator: ", "))") }
+        return parts.joined(separator: "; ")
     }
 
     static func bytes(_ n: UInt64) -> String {

@@ -103,20 +103,6 @@ import WSBridgeProtocol
         deinit { self.process.stop() }
     }
 
-    static func status(_ socket: String) throws -> StatusReport? {
-        let r = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket, "status", "--json"])
-        return r.status == 0 ? try? StatusReport(json: try JSONValue.parse(r.stdout)) : nil
-    }
-
-    /// Polls status (a client connecting logs nothing to wait on) until `check` holds.
-    static func until(_ socket: String, _ what: String, _ check: (StatusReport) -> Bool) async throws {
-        for _ in 0..<400 {
-            if let s = try Self.status(socket), check(s) { return }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        throw TestFailure("timed out waiting for \(what)")
-    }
-
     /// Stops or continues a process and its children (the shell subscriber is a pipeline).
     static func signalTree(_ pid: Int32, _ signal: String) throws {
         _ = try run("/usr/bin/pkill", ["-\(signal)", "-P", "\(pid)"], allowFailure: true)
@@ -144,7 +130,7 @@ import WSBridgeProtocol
         let senderCommand = try language.command(language.files.sender, in: dir)
         let subscriber = try ManagedProcess(subscriberCommand[0], Array(subscriberCommand.dropFirst()), environment: env, name: "subscriber")
         defer { subscriber.stop() }
-        try await Self.until(socket, "the subscriber") { $0.subscribers == 1 }
+        try await awaitStatus(socket, "the subscriber") { $0.subscribers == 1 }
 
         // Messages, one line each: SEQ PAYLOAD.
         server.command("burst 3")
@@ -162,7 +148,7 @@ import WSBridgeProtocol
         // Read too slowly: stopped while 1,000 messages of 2 KB (more than the socket buffers hold) pass, it is told what it lost.
         try Self.signalTree(subscriber.pid, "STOP")
         server.command("burst 1000 2000")
-        try await Self.until(socket, "drops") { $0.drops > 0 }
+        try await awaitStatus(socket, "drops") { $0.drops > 0 }
         try Self.signalTree(subscriber.pid, "CONT")
         let dropped = await subscriber.stderr.wait(containing: "dropped ")
         #expect(dropped?.contains("reading too slowly") == true, "\(subscriber.stderr.text)")
@@ -174,7 +160,7 @@ import WSBridgeProtocol
         try await daemon.restart()
         let gap = await subscriber.stderr.wait(from: before, containing: "gap (restarted)")
         #expect(gap != nil, "\(subscriber.stderr.text)")
-        try await Self.until(socket, "the subscriber back") { $0.subscribers == 1 }
+        try await awaitStatus(socket, "the subscriber back") { $0.subscribers == 1 }
         server.command("burst 2")
         #expect(await subscriber.stdout.wait(containing: "\"n\":1005,") != nil, "\(subscriber.stdout.lines.suffix(5))")
         let lines = subscriber.stdout.lines

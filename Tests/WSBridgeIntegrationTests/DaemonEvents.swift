@@ -6,6 +6,23 @@ import WSBridgeProtocol
 /// listener (its own, or the one the test passes): READY=1 once it listens
 /// (and again after each reload), RELOADING=1, STOPPING=1, and a STATUS= on every change of the
 /// link's phase, whose first word is the phase ("open ws://127.0.0.1:8080, 2 subscribers").
+/// `wsbridgectl status --json` of the daemon listening at `socket`: what it reports of itself.
+func daemonStatus(_ socket: String) throws -> StatusReport {
+    let r = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket, "status", "--json"])
+    guard r.status == 0 else { throw TestFailure("wsbridgectl status: \(r.stderr)") }
+    return try StatusReport(json: try JSONValue.parse(r.stdout))
+}
+
+/// Asks status until `check` holds: for state no event announces (a client coming, the journal
+/// stopping on its writer thread, a count).
+func awaitStatus(_ socket: String, _ what: String, _ check: (StatusReport) -> Bool) async throws {
+    for _ in 0..<400 {
+        if let s = try? daemonStatus(socket), check(s) { return }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    throw TestFailure("timed out waiting for \(what)")
+}
+
 extension ManagedProcess {
     /// `command` run with a NOTIFY_SOCKET the test listens on: `events`, or one of its own
     /// unless `environment` names a socket already (one nobody reads, say).

@@ -282,9 +282,10 @@ import WSBridgeProtocol
         )
         let daemon = try ManagedProcess.daemon(["--config", config, "--socket", dir.file("d.sock")])
         defer { daemon.stop() }
-        let line = await daemon.stderr.wait(containing: "cannot read auth.token_file")
-        #expect(line?.contains("No such file or directory") == true, "\(daemon.stderr.text)")
-        #expect(await daemon.stderr.wait(containing: "attempt 3") != nil)
+        // Said in status, and retried.
+        try await awaitStatus(dir.file("d.sock"), "three failed attempts") { $0.failedAttempts >= 3 }
+        let error = try daemonStatus(dir.file("d.sock")).lastError ?? ""
+        #expect(error.contains("cannot read auth.token_file") && error.contains("No such file or directory"), "\(error)")
         // Creating the file fixes it without a restart.
         _ = try dir.write("missing-token", "late-token")
         #expect(await daemon.awaitLink(.open))

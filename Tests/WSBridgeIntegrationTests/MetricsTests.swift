@@ -51,13 +51,21 @@ import WSBridgeProtocol
         return (r.status, parts.first ?? "", parts.dropFirst().joined(separator: "\r\n\r\n"))
     }
 
-    /// Polls (the event is a heartbeat, a reconnect...) until `check` holds.
-    /// The metrics once the daemon has logged `count` lines containing `text` (from `mark` on):
-    /// the event a value follows, awaited rather than polled.
-    static func after(_ f: DaemonFixture, _ text: String, count: Int = 1, from mark: Int = 0) async throws -> Parsed {
-        let seen = await f.daemon.stderr.wait(count: count, from: mark) { $0.contains(text) }
-        #expect(seen.count >= count, "the daemon did not log \(count) × \"\(text)\": \(f.daemon.stderr.text)")
+    /// The metrics once the daemon has sent an event that `matches` (from `mark` on): the
+    /// event a value follows, awaited rather than polled.
+    static func after(_ f: DaemonFixture, from mark: Int = 0, _ matches: @escaping @Sendable (String) -> Bool) async throws -> Parsed {
+        #expect(await f.daemon.awaitEvent(from: mark, matches), "no such event: \(f.daemon.events?.messages.text ?? "")")
         return try Self.metrics(f.socket)
+    }
+
+    /// The metrics once `check` holds of them: for a count no event announces.
+    static func when(_ f: DaemonFixture, _ what: String, _ check: (Parsed) -> Bool) async throws -> Parsed {
+        for _ in 0..<400 {
+            let m = try Self.metrics(f.socket)
+            if check(m) { return m }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw TestFailure("timed out waiting for \(what)")
     }
 
     static func httpPort(_ daemon: ManagedProcess) async throws -> Int {
@@ -84,7 +92,7 @@ import WSBridgeProtocol
         #expect(await subscriber.lines.wait(containing: "\"seq\":25,") != nil)
 
         // A heartbeat answered: the round-trip histogram has a sample.
-        let m = try await Self.after(f, "heartbeat rtt")
+        let m = try await Self.after(f) { $0.hasPrefix("STATUS=open ") && $0.contains(", rtt ") }
         #expect((m["wsbridge_heartbeat_rtt_seconds_count{}"] ?? 0) >= 1)
         for family in MetricFamily.allCases {
             // prometheus_client names a counter family without its _total suffix.
@@ -157,18 +165,18 @@ import WSBridgeProtocol
         )
         // Lost without a close frame, two refused attempts, then open again.
         f.server.command("refuse on")
-        let lost = f.daemon.stderr.count
         f.server.command("drop")
-        var m = try await Self.after(f, "connect failed", count: 2, from: lost)
-        #expect((m["wsbridge_connect_failures_total{reason=error}"] ?? 0) >= 2)
+        // Two failures (no event tells each attempt: the metric is the state to read).
+        var m = try await Self.when(f, "two connect failures") { ($0["wsbridge_connect_failures_total{reason=error}"] ?? 0) >= 2 }
         f.server.command("refuse off")
-        m = try await Self.after(f, "state connecting -> open", from: lost)
+        try await awaitStatus(f.socket, "open again") { $0.state == .open && $0.reconnects == 1 }
+        m = try Self.metrics(f.socket)
         #expect(m["wsbridge_reconnects_total{reason=error}"] == 1)
         #expect(m["wsbridge_link_state{state=open}"] == 1)
         // Closed by the server with a close frame.
-        let closed = f.daemon.stderr.count
         f.server.command("close 1001 going away")
-        m = try await Self.after(f, "state connecting -> open", from: closed)
+        try await awaitStatus(f.socket, "open again") { $0.state == .open && $0.reconnects == 2 }
+        m = try Self.metrics(f.socket)
         #expect(m["wsbridge_reconnects_total{reason=server_closed}"] == 1)
         #expect(m["wsbridge_reconnects_total{reason=error}"] == 1)
 

@@ -183,7 +183,7 @@ struct NetworkNamespaceTests {
         defer { withExtendedLifetime(f) {} }  // the daemon and namespaces live to the test's end
         let (net, daemon) = (f.net, f.daemon)
         // Let a heartbeat round trip complete first.
-        #expect(await daemon.stderr.wait(containing: "heartbeat rtt") != nil)
+        #expect(await daemon.awaitEvent { $0.hasPrefix("STATUS=open ") && $0.contains(", rtt ") })
 
         let mark = daemon.stderr.count
         let started = ContinuousClock.now

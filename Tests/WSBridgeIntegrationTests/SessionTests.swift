@@ -321,8 +321,8 @@ final class ExchangeFeed {
         let mark = feed.process.stdout.count
         let (second, _) = try await Self.daemon(dir, feed: feed, extra: "[queue]\nspool = \"\(spool)\"")
         defer { second.stop() }
-        #expect(await second.stderr.wait(containing: "restored 1 daemon-scope sticky key") != nil)
         guard await second.awaitLink(.open) else { throw TestFailure(second.stderr.text) }
+        #expect(try daemonStatus(socket).session?.stickyKeys == 1)
         #expect(await feed.process.stdout.wait(from: mark, timeout: .seconds(20)) { $0 == "recv \(Self.subscribe("a"))" } != nil)
         let list = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket, "sticky", "--json"])
         let keys = try StickyListResult(json: try JSONValue.parse(list.stdout)).keys

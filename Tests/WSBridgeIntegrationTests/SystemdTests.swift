@@ -203,9 +203,13 @@ final class DatagramListener: Sendable {
 
         // A broken file first: the reload is refused and the running configuration kept.
         try "[heartbeat]\ninterval = \"soon\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let refusedMark = daemon.eventMark
         daemon.signal(SIGHUP)
-        #expect(await daemon.stderr.wait(containing: "reload failed, keeping the running configuration") != nil)
-        #expect(daemon.stderr.text.contains("heartbeat.interval = \"soon\""))
+        #expect(await daemon.awaitReady(from: refusedMark))
+        let refused = try daemonStatus(dir.file("d.sock")).lastReload
+        #expect(refused?.error?.contains("heartbeat.interval = \"soon\"") == true, "\(String(describing: refused))")
+        let table = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", dir.file("d.sock"), "status"]).stdout
+        #expect(table.contains("FAILED") && table.contains("the running configuration kept: "), "\(table)")
 
         try Self.config(server: server, socket: dir.file("d.sock"), heartbeat: "200ms").write(toFile: config, atomically: true, encoding: .utf8)
         let mark = notify.messages.count
@@ -214,7 +218,8 @@ final class DatagramListener: Sendable {
         #expect(await notify.messages.wait(from: mark, containing: "RELOADING=1") != nil)
         #expect(notify.messages.lines[mark...].contains { $0.contains("MONOTONIC_USEC=") })
         #expect(await notify.messages.wait(from: mark, containing: "READY=1") != nil)
-        #expect(await daemon.stderr.wait(containing: "configuration reloaded") != nil)
+        let applied = try daemonStatus(dir.file("d.sock")).lastReload
+        #expect(applied != nil && applied?.error == nil && applied?.restartNeeded == [], "\(String(describing: applied))")
         // The 30 s heartbeat is now 200 ms: pings arrive long before 30 s would have passed.
         #expect(await server.event("ping", from: serverMark, timeout: .seconds(10)) != nil)
         // The subscriber is still connected and served.
@@ -230,8 +235,13 @@ final class DatagramListener: Sendable {
         #expect(await notify.messages.wait(containing: "READY=1") != nil)
         let text = Self.config(server: server, socket: dir.file("d.sock"), heartbeat: "30s") + "\nmax_line = 4096\n"
         try text.write(toFile: config, atomically: true, encoding: .utf8)
+        let mark = daemon.eventMark
         daemon.signal(SIGHUP)
-        #expect(await daemon.stderr.wait(containing: "local.max_line changed but apply only after a restart") != nil)
+        #expect(await daemon.awaitReady(from: mark))
+        let reload = try daemonStatus(dir.file("d.sock")).lastReload
+        #expect(reload?.error == nil && reload?.restartNeeded == ["local.max_line"], "\(String(describing: reload))")
+        let table = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", dir.file("d.sock"), "status"]).stdout
+        #expect(table.contains("restart needed for local.max_line"), "\(table)")
     }
 
     @Test func aReloadThatMovesTheSocketStillRemovesTheOneBoundAtStop() async throws {
@@ -247,8 +257,10 @@ final class DatagramListener: Sendable {
         let bound = unixSocket(fd, other, bind)
         #expect(bound == 0)
         try Self.config(server: server, socket: other, heartbeat: "30s").write(toFile: config, atomically: true, encoding: .utf8)
+        let mark = daemon.eventMark
         daemon.signal(SIGHUP)
-        #expect(await daemon.stderr.wait(containing: "local.socket changed but apply only after a restart") != nil)
+        #expect(await daemon.awaitReady(from: mark))
+        #expect(try daemonStatus(dir.file("d.sock")).lastReload?.restartNeeded == ["local.socket"])
         daemon.signal(SIGTERM)
         #expect(await daemon.waitForExit() == 0)
         #expect(FileManager.default.fileExists(atPath: other), "the other daemon's socket was removed")

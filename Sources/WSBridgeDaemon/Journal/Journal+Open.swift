@@ -26,7 +26,7 @@ extension Journal {
                     ? Recovered(stream: last.stream, lastSeq: last.lastSeq, clean: true)
                     : Recovered(stream: Self.newStream(not: last.stream), lastSeq: last.lastSeq, clean: false, previousStream: last.stream)
             } else {
-                recovered = Recovered(stream: Self.newStream(not: 0), lastSeq: tail.lastSeq, clean: true)
+                recovered = Recovered(stream: Self.newStream(not: 0), lastSeq: tail.lastSeq, clean: true, fresh: true)
             }
             let now = WallClock.millisecondsSinceEpoch()
             let fd: CInt
@@ -49,7 +49,7 @@ extension Journal {
             var writer = JournalWriter(
                 configuration: configuration, directory: lock, stream: recovered.stream, fd: fd, segments: segments, eventLoop: eventLoop, logger: logger)
             writer.applyRetention(now: now)
-            return (Journal(eventLoop: eventLoop, writer: writer), recovered)
+            return (Journal(eventLoop: eventLoop, writer: writer, recovered: recovered), recovered)
         } catch {
             lock.unlock()
             throw error

@@ -42,6 +42,11 @@ final class Journal: Sendable {
         var clean: Bool
         /// After a crash: the stream the last run counted in.
         var previousStream: UInt64?
+        /// No message was journaled before this run.
+        var fresh = false
+
+        /// How this run began, as status says it: `new`, `continued` or `after_crash`.
+        var opened: String { self.fresh ? "new" : self.clean ? "continued" : "after_crash" }
     }
 
     /// A segment as the reader and the status see it.
@@ -97,6 +102,8 @@ final class Journal: Sendable {
     let directory: String
     let configuration: Configuration.Journal
     let stream: UInt64
+    /// What the last run left, as this one found it.
+    let recovered: Recovered
     let logger: Logger
     let eventLoop: any EventLoop
     private let log: LogWriter<JournalWriter>
@@ -104,7 +111,8 @@ final class Journal: Sendable {
     /// How long a stopped journal (a failed write) waits before it tries again.
     static let retryDelay: TimeAmount = .seconds(10)
 
-    init(eventLoop: any EventLoop, writer: JournalWriter) {
+    init(eventLoop: any EventLoop, writer: JournalWriter, recovered: Recovered) {
+        self.recovered = recovered
         self.configuration = writer.configuration
         self.directory = writer.directory.path
         self.stream = writer.stream

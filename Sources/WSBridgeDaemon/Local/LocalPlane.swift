@@ -22,6 +22,10 @@ final class LocalPlane {
     private var nextClientID = 0
     /// Connections refused (over `local.max_clients`) since the last log line.
     private var refusedSinceLog = 0
+    /// Clients refused at local.max_clients (or the reserved places) since the daemon started.
+    private(set) var refusedClients: UInt64 = 0
+    /// The last reload's outcome, for status.
+    private(set) var lastReload: StatusReport.Reload?
 
     init(
         configuration: Configuration,
@@ -66,8 +70,15 @@ final class LocalPlane {
         }
     }
 
+    func reloaded(_ outcome: StatusReport.Reload) {
+        self.lastReload = outcome
+    }
+
     /// STATUS= now, for READY=1 (also sent on every change).
-    var statusSummary: String { SystemdStatus.summary(link: self.link, subscribers: self.fanout.subscriberCount) }
+    var statusSummary: String { self.status.summary(link: self.link, subscribers: self.fanout.subscriberCount) }
+
+    /// Why the socket accepts no client now, while it does not.
+    var notAccepting: String? { self.status.notAccepting }
 
     private func statusChanged() {
         self.status.update(link: self.link, subscribers: self.fanout.subscriberCount)
@@ -94,6 +105,7 @@ final class LocalPlane {
                 self.logger.warning("\(refusal.log)", metadata: ["local.max_clients": "\(self.configuration.local.maxClients)"])
             }
             self.refusedSinceLog += 1
+            self.refusedClients += 1
             return
         }
         let limit = self.configuration.local.maxClients
@@ -158,14 +170,15 @@ final class LocalPlane {
     /// accept(2) failed (out of file descriptors, most often), the first time since clients were
     /// last accepted. Returns how long the listener pauses before each new try.
     func acceptFailed(_ error: IOError) -> TimeAmount {
-        self.logger.error(
-            "cannot accept local clients: \(error); retrying every 200 ms. Raise LimitNOFILE= or lower local.max_clients (\(self.configuration.local.maxClients))"
-        )
+        let reason = "\(error); retrying every 200 ms. Raise LimitNOFILE= or lower local.max_clients (\(self.configuration.local.maxClients))"
+        self.logger.error("cannot accept local clients: \(reason)")
+        self.status.accepting(failed: reason, link: self.link, subscribers: self.fanout.subscriberCount)
         return .milliseconds(200)
     }
 
     func acceptRecovered() {
         self.logger.notice("accepting local clients again")
+        self.status.accepting(failed: nil, link: self.link, subscribers: self.fanout.subscriberCount)
     }
 }
 

@@ -13,13 +13,16 @@ extension LocalPlane {
         report.seq = self.fanout.seq
         report.drops = self.fanout.drops
         report.stream = self.fanout.stream
+        report.refusedClients = self.refusedClients
+        report.notAccepting = self.notAccepting
+        report.lastReload = self.lastReload
         if let journal = self.fanout.journal {
             let st = journal.statistics
             report.journal = .init(
                 dir: journal.directory, fsync: journal.configuration.fsync.rawValue, state: st.stopped == nil ? "writing" : "stopped",
                 stoppedReason: st.stopped, bytes: st.bytes, segments: st.segments, oldestSeq: st.oldestSeq, newestSeq: st.newestSeq,
                 oldestTs: st.oldestMillis, newestTs: st.newestMillis, fsyncs: st.fsyncs, notJournaled: st.notJournaled,
-                replaying: self.fanout.replayingReaders)
+                replaying: self.fanout.replayingReaders, opened: journal.recovered.opened)
         }
         if let router = self.fanout.router {
             report.protocol = .init(

@@ -3,6 +3,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import WSBridgeCore
+import WSBridgeProtocol
 
 extension DaemonService {
     /// Re-reads the configuration and applies what a running daemon can change: queue and plane
@@ -14,6 +15,7 @@ extension DaemonService {
         guard let running = self.running.withLockedValue({ $0 }) else { return }
         Systemd.notify("RELOADING=1\nMONOTONIC_USEC=\(Systemd.monotonicMicroseconds())")
         let logger = self.logger
+        var outcome = StatusReport.Reload(at: 0)
         do {
             // Reading the file and resolving group names block: off the loop and off the
             // cooperative pool.
@@ -22,7 +24,16 @@ extension DaemonService {
                 let next = try load()
                 return (next, Self.resolvePolicy(next.access, logger: logger))
             }
-            Self.logUnappliable(from: running.configuration, to: next, logger: logger)
+            (outcome.restartNeeded, outcome.nextConnection) = Self.unappliable(from: running.configuration, to: next)
+            if !outcome.restartNeeded.isEmpty {
+                logger.warning(
+                    "reload: \(outcome.restartNeeded.joined(separator: ", ")) changed but apply only after a restart (systemctl restart wsbridged)")
+            }
+            if !outcome.nextConnection.isEmpty {
+                logger.notice(
+                    "reload: \(outcome.nextConnection.joined(separator: ", ")) changed: used from the next connection (wsbridgectl reconnect applies them now)"
+                )
+            }
             if next.tls != running.configuration.tls || next.upstream.url != running.configuration.upstream.url {
                 running.connectors.forgetTLS()
             }
@@ -31,15 +42,23 @@ extension DaemonService {
             logger.notice("configuration reloaded")
         } catch {
             logger.error("reload failed, keeping the running configuration: \(error)")
+            outcome.error = "\(error)"
         }
+        outcome.at = WallClock.millisecondsSinceEpoch()
         let bridge = running.bridge
-        let status = (try? await running.eventLoop.submit { bridge.value.plane.statusSummary }.get()) ?? ""
+        let reload = outcome
+        let status =
+            (try? await running.eventLoop.submit {
+                bridge.value.plane.reloaded(reload)
+                return bridge.value.plane.statusSummary
+            }.get()) ?? ""
         Systemd.status(status)
         Systemd.notify("READY=1")
     }
 
-    /// Names the changed settings that a reload cannot apply to the running process.
-    static func logUnappliable(from old: Configuration, to new: Configuration, logger: Logger) {
+    /// The changed settings that a reload cannot apply to the running process, and those used
+    /// from the next connection.
+    static func unappliable(from old: Configuration, to new: Configuration) -> (restart: [String], reconnect: [String]) {
         var restart: [String] = []
         if old.local.socket != new.local.socket { restart.append("local.socket") }
         if old.local.mode != new.local.mode { restart.append("local.mode") }
@@ -54,16 +73,11 @@ extension DaemonService {
         if old.queue.spool != new.queue.spool { restart.append("queue.spool") }
         if old.journal != new.journal { restart.append("journal") }
         if old.applicationProtocol != new.applicationProtocol { restart.append("upstream.protocol and [protocol]") }
-        if !restart.isEmpty {
-            logger.warning("reload: \(restart.joined(separator: ", ")) changed but apply only after a restart (systemctl restart wsbridged)")
-        }
         var reconnect: [String] = []
         if old.upstream != new.upstream { reconnect.append("upstream") }
         if old.tls != new.tls { reconnect.append("tls") }
         if old.proxy != new.proxy { reconnect.append("proxy") }
         if old.auth != new.auth { reconnect.append("auth") }
-        if !reconnect.isEmpty {
-            logger.notice("reload: \(reconnect.joined(separator: ", ")) changed: used from the next connection (wsbridgectl reconnect applies them now)")
-        }
+        return (restart, reconnect)
     }
 }

@@ -16,6 +16,7 @@ package enum MetricFamily: String, CaseIterable, Sendable {
     case outboundQueueBytes = "wsbridge_outbound_queue_bytes"
     case subscribers = "wsbridge_subscribers"
     case clients = "wsbridge_clients"
+    case refusedClients = "wsbridge_refused_clients_total"
     case linkState = "wsbridge_link_state"
     case linkStateSeconds = "wsbridge_link_state_seconds"
     case lastSeq = "wsbridge_last_seq"
@@ -127,6 +128,10 @@ package enum MetricFamily: String, CaseIterable, Sendable {
             Declaration(
                 type: .gauge, help: "Local clients connected, subscribed or not (not the one asking for metrics).",
                 reading: .gauge { i, _ in Double(i.status.clients) })
+        case .refusedClients:
+            Declaration(
+                type: .counter, help: "Local clients refused at local.max_clients (or its reserved places) since the daemon started.",
+                reading: .total { i, _ in i.status.refusedClients })
         case .linkState:
             Declaration(
                 type: .gauge, labels: [Label(name: "state", values: ConnectionPhase.allCases.map(\.rawValue))],
