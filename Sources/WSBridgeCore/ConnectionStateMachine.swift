@@ -50,9 +50,17 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
         case shutdown
     }
 
+    /// Where a connection attempt is (the phase is `connecting` in both).
+    public enum AttemptStep: Sendable, Equatable {
+        /// The connector, TCP, TLS and the WebSocket upgrade.
+        case handshaking
+        /// Upgraded; waiting for the message matching `upstream.ready_when`.
+        case awaitingReady
+    }
+
     private enum State: Equatable {
         case idle
-        case connecting
+        case connecting(AttemptStep)
         case open(since: MonotonicInstant)
         case closing(CloseIntent)
         case waitingForNetwork
@@ -132,7 +140,7 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
             self.enter(.waitingForNetwork, now: now)
             return .none
         }
-        self.enter(.connecting, now: now)
+        self.enter(.connecting(.handshaking), now: now)
         return .connect(attempt: self.failures + 1)
     }
 
@@ -162,7 +170,7 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
             self.failures = 0
             return self.attempt(now: now)
         case .backingOff:
-            self.enter(.connecting, now: now)
+            self.enter(.connecting(.handshaking), now: now)
             return .connect(attempt: self.failures + 1)
         case .waitingForNetwork, .connecting, .open:
             return .none
@@ -196,9 +204,30 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
         }
     }
 
-    /// The handshake completed: the link is open.
-    public mutating func connectSucceeded(now: MonotonicInstant) throws(InvalidTransition) -> Action {
-        guard case .connecting = self.state else { throw self.invalid("connectSucceeded") }
+    /// The attempt's step while connecting; nil in every other phase.
+    public var attemptStep: AttemptStep? {
+        if case .connecting(let step) = self.state { return step }
+        return nil
+    }
+
+    /// The upgrade completed: with a ready gate (`upstream.ready_when`) the attempt waits for
+    /// the message that makes it ready (`ready`), else the link is open.
+    public mutating func upgraded(readyGate: Bool, now: MonotonicInstant) throws(InvalidTransition) -> Action {
+        guard case .connecting(.handshaking) = self.state else { throw self.invalid("upgraded") }
+        guard !readyGate else {
+            self.state = .connecting(.awaitingReady)
+            return .none
+        }
+        return self.opened(now: now)
+    }
+
+    /// The message matching the ready gate came: the link is open.
+    public mutating func ready(now: MonotonicInstant) throws(InvalidTransition) -> Action {
+        guard case .connecting(.awaitingReady) = self.state else { throw self.invalid("ready") }
+        return self.opened(now: now)
+    }
+
+    private mutating func opened(now: MonotonicInstant) -> Action {
         if self.everOpened { self.reconnects += 1 }
         self.everOpened = true
         self.enter(.open(since: now), now: now)
@@ -250,13 +279,13 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
         switch (self.state, available) {
         case (.waitingForNetwork, true):
             // The route is back: connect at once, no backoff delay.
-            self.enter(.connecting, now: now)
+            self.enter(.connecting(.handshaking), now: now)
             return .connect(attempt: self.failures + 1)
         case (.backingOff, false):
             self.enter(.waitingForNetwork, now: now)
             return .cancelRetry
         case (.backingOff, true) where !wasAvailable:
-            self.enter(.connecting, now: now)
+            self.enter(.connecting(.handshaking), now: now)
             return .connect(attempt: self.failures + 1)
         case (.connecting, false):
             self.lastDisconnect = .networkLost

@@ -20,7 +20,7 @@ typealias Machine = ConnectionStateMachine<MaxGenerator>
     func openMachine() throws -> Machine {
         var m = self.machine()
         #expect(try m.connectRequested(now: t(0)) == .connect(attempt: 1))
-        #expect(try m.connectSucceeded(now: t(1)) == .none)
+        #expect(try m.upgraded(readyGate: false, now: t(1)) == .none)
         #expect(m.phase == .open)
         return m
     }
@@ -32,7 +32,7 @@ typealias Machine = ConnectionStateMachine<MaxGenerator>
         #expect(m.phase == .idle)
         #expect(try m.connectRequested(now: t(0)) == .connect(attempt: 1))
         #expect(m.phase == .connecting)
-        #expect(try m.connectSucceeded(now: t(0.2)) == .none)
+        #expect(try m.upgraded(readyGate: false, now: t(0.2)) == .none)
         #expect(m.phase == .open)
         #expect(m.openSince == t(0.2))
         #expect(m.reconnects == 0)
@@ -74,7 +74,7 @@ typealias Machine = ConnectionStateMachine<MaxGenerator>
         #expect(m.phase == .backingOff)
         #expect(m.lastDisconnect?.initiator == .server)
         #expect(try m.retryTimerFired(now: t(42)) == .connect(attempt: 1))
-        #expect(try m.connectSucceeded(now: t(42.1)) == .none)
+        #expect(try m.upgraded(readyGate: false, now: t(42.1)) == .none)
         #expect(m.reconnects == 1)
     }
 
@@ -94,7 +94,7 @@ typealias Machine = ConnectionStateMachine<MaxGenerator>
             delays.append(delay)
             now += delay.seconds
             _ = try m.retryTimerFired(now: t(now))
-            _ = try m.connectSucceeded(now: t(now))
+            _ = try m.upgraded(readyGate: false, now: t(now))
         }
         // The test generator draws the ceiling: base 1 s doubling to the 8 s cap.
         #expect(delays == [.seconds(2), .seconds(4), .seconds(8), .seconds(8), .seconds(8), .seconds(8)])
@@ -109,12 +109,12 @@ typealias Machine = ConnectionStateMachine<MaxGenerator>
         _ = try m.connectFailed(.error("x"), now: t(2))
         _ = try m.retryTimerFired(now: t(6))
         #expect(m.failures == 2)
-        _ = try m.connectSucceeded(now: t(6))
+        _ = try m.upgraded(readyGate: false, now: t(6))
         // Open for 10 s only (< stable_after 30 s): one more failed attempt.
         #expect(try m.disconnected(.error("reset"), now: t(16)) == .scheduleRetry(after: .seconds(8), attempt: 4))
         #expect(m.failures == 3)
         _ = try m.retryTimerFired(now: t(20))
-        _ = try m.connectSucceeded(now: t(20))
+        _ = try m.upgraded(readyGate: false, now: t(20))
         // Open for 30 s: reset.
         #expect(try m.disconnected(.error("reset"), now: t(50)) == .scheduleRetry(after: .seconds(1), attempt: 1))
         #expect(m.failures == 0)
@@ -258,7 +258,7 @@ typealias Machine = ConnectionStateMachine<MaxGenerator>
         // The server's echo ended the connection, but the user closed it.
         #expect(m.lastDisconnect == .userClosed(code: 1000, reason: "reconnect requested"))
         #expect(m.lastDisconnect?.initiator == .user)
-        #expect(try m.connectSucceeded(now: t(2.2)) == .none)
+        #expect(try m.upgraded(readyGate: false, now: t(2.2)) == .none)
         #expect(m.reconnects == 1)
     }
 
@@ -334,8 +334,8 @@ typealias Machine = ConnectionStateMachine<MaxGenerator>
 
     @Test func impossibleInputsThrow() throws {
         var idle = self.machine()
-        #expect(throws: Machine.InvalidTransition(input: "connectSucceeded", phase: .idle)) {
-            try idle.connectSucceeded(now: t(0))
+        #expect(throws: Machine.InvalidTransition(input: "upgraded", phase: .idle)) {
+            try idle.upgraded(readyGate: false, now: t(0))
         }
         #expect(throws: Machine.InvalidTransition(input: "connectFailed", phase: .idle)) {
             try idle.connectFailed(.error("x"), now: t(0))
@@ -348,8 +348,8 @@ typealias Machine = ConnectionStateMachine<MaxGenerator>
         }
 
         var open = try self.openMachine()
-        #expect(throws: Machine.InvalidTransition(input: "connectSucceeded", phase: .open)) {
-            try open.connectSucceeded(now: t(2))
+        #expect(throws: Machine.InvalidTransition(input: "upgraded", phase: .open)) {
+            try open.upgraded(readyGate: false, now: t(2))
         }
         #expect(throws: Machine.InvalidTransition(input: "retryTimerFired", phase: .open)) {
             try open.retryTimerFired(now: t(2))
@@ -385,16 +385,63 @@ typealias Machine = ConnectionStateMachine<MaxGenerator>
         var backingOff = self.machine()
         _ = try backingOff.connectRequested(now: t(0))
         _ = try backingOff.connectFailed(.error("x"), now: t(0))
-        #expect(throws: Machine.InvalidTransition(input: "connectSucceeded", phase: .backingOff)) {
-            try backingOff.connectSucceeded(now: t(1))
+        #expect(throws: Machine.InvalidTransition(input: "upgraded", phase: .backingOff)) {
+            try backingOff.upgraded(readyGate: false, now: t(1))
         }
+    }
+
+    /// With a ready gate the attempt waits after the upgrade, still `connecting`: only `ready`
+    /// opens it; a failure, a lost network, a reconnect, a close or a stop end the wait as they
+    /// end any attempt.
+    @Test func theReadyWaitIsAStepOfTheAttempt() throws {
+        var m = self.machine()
+        _ = try m.connectRequested(now: t(0))
+        #expect(m.attemptStep == .handshaking)
+        #expect(throws: Machine.InvalidTransition(input: "ready", phase: .connecting)) { try m.ready(now: t(1)) }
+        #expect(try m.upgraded(readyGate: true, now: t(1)) == .none)
+        #expect(m.phase == .connecting && m.attemptStep == .awaitingReady && m.phaseSince == t(0))
+        #expect(throws: Machine.InvalidTransition(input: "upgraded", phase: .connecting)) { try m.upgraded(readyGate: true, now: t(2)) }
+        #expect(try m.ready(now: t(2)) == .none)
+        #expect(m.phase == .open && m.attemptStep == nil && m.openSince == t(2))
+
+        var failed = self.machine()
+        _ = try failed.connectRequested(now: t(0))
+        _ = try failed.upgraded(readyGate: true, now: t(1))
+        #expect(try failed.connectFailed(.error("not ready"), now: t(2)) != .none)
+        #expect(failed.phase == .backingOff && failed.attemptStep == nil && failed.failures == 1)
+
+        var reconnecting = self.machine()
+        _ = try reconnecting.connectRequested(now: t(0))
+        _ = try reconnecting.upgraded(readyGate: true, now: t(1))
+        #expect(try reconnecting.reconnectRequested(now: t(2)) == .abortAndConnect(attempt: 1))
+
+        var lost = self.machine()
+        _ = try lost.connectRequested(now: t(0))
+        _ = try lost.upgraded(readyGate: true, now: t(1))
+        #expect(lost.networkChanged(available: false, now: t(2)) == .abort(.networkLost))
+        #expect(lost.phase == .waitingForNetwork)
+        // Back: a new attempt starts at its first step.
+        #expect(lost.networkChanged(available: true, now: t(3)) == .connect(attempt: 1))
+        #expect(lost.attemptStep == .handshaking)
+
+        var closed = self.machine()
+        _ = try closed.connectRequested(now: t(0))
+        _ = try closed.upgraded(readyGate: true, now: t(1))
+        #expect(closed.userClose(now: t(2)) == .abort(.userClosed(code: 1000, reason: "")))
+        #expect(closed.phase == .idle)
+
+        var stopping = self.machine()
+        _ = try stopping.connectRequested(now: t(0))
+        _ = try stopping.upgraded(readyGate: true, now: t(1))
+        #expect(stopping.shutdown(now: t(2)) == .abort(.error("shutting down")))
+        #expect(stopping.phase == .stopped)
     }
 
     @Test func phaseSinceTracksTransitions() throws {
         var m = self.machine()
         _ = try m.connectRequested(now: t(1))
         #expect(m.phaseSince == t(1))
-        _ = try m.connectSucceeded(now: t(2))
+        _ = try m.upgraded(readyGate: false, now: t(2))
         #expect(m.phaseSince == t(2))
         _ = m.networkChanged(available: true, now: t(3))
         #expect(m.phaseSince == t(2))

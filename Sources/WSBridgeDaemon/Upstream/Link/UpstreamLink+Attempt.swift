@@ -32,7 +32,7 @@ extension UpstreamLink {
             .assumeIsolated().whenComplete { result in
                 switch result {
                 case .success(let connector):
-                    guard self.attempt.isCurrent(generation), self.phase == .connecting else { return }
+                    guard self.isAt(.handshaking, generation) else { return }
                     self.connect(connector, generation: generation)
                 case .failure(let error):
                     self.attemptFailed(generation: generation, "\(error)")
@@ -78,10 +78,16 @@ extension UpstreamLink {
         }
     }
 
+    /// Whether a callback of attempt `generation` finds it at `step`: else the attempt was
+    /// forgotten, or is past that step.
+    private func isAt(_ step: Machine.AttemptStep, _ generation: Int) -> Bool {
+        self.attempt.isCurrent(generation) && self.machine.attemptStep == step
+    }
+
     /// The upgrade is done: the opening messages go first; then, with a ready gate, the link
     /// waits (still `connecting`) for a message matching `upstream.ready_when`, else it opens.
     func handshakeSucceeded(_ handshake: UpstreamConnector.Handshake, generation: Int, token: String?) {
-        guard self.attempt.isCurrent(generation), self.phase == .connecting else {
+        guard self.isAt(.handshaking, generation) else {
             handshake.channel.close(promise: nil)
             return
         }
@@ -95,9 +101,10 @@ extension UpstreamLink {
             self.logger.debug("sent \(opening.count) opening message(s) (upstream.on_open)")
         }
         guard let gate = self.session.readyWhen else {
-            self.opened(generation: generation, reason: reason)
+            self.opened(generation: generation, reason: reason) { m, now in try m.upgraded(readyGate: false, now: now) }
             return
         }
+        self.input("upgraded", reason: reason) { m, now in try m.upgraded(readyGate: true, now: now) }
         let timeout = self.session.readyTimeout
         self.logger.info(
             "\(reason); waiting for an upstream message matching upstream.ready_when = \(ConfigurationError.tomlString(gate.text))",
@@ -118,15 +125,18 @@ extension UpstreamLink {
 
     /// A message matched `upstream.ready_when`: the link opens.
     func becameReady(generation: Int) {
-        guard self.attempt.isCurrent(generation), self.phase == .connecting else { return }
+        guard self.isAt(.awaitingReady, generation) else { return }
         self.attempt.setDeadline(nil)
-        self.opened(generation: generation, reason: "\(self.connectedReason), ready (\(self.session.readyWhen?.text ?? "?"))")
+        self.opened(generation: generation, reason: "\(self.connectedReason), ready (\(self.session.readyWhen?.text ?? "?"))") { m, now in
+            try m.ready(now: now)
+        }
     }
 
-    /// The link is open for local clients: sticky sends, then the queue, then new sends.
-    private func opened(generation: Int, reason: String) {
+    /// The link is open for local clients (`transition` opens it): sticky sends, then the queue,
+    /// then new sends.
+    private func opened(generation: Int, reason: String, _ transition: (inout Machine, MonotonicInstant) throws -> Machine.Action) {
         let reconnects = self.machine.reconnects
-        self.input("connected", reason: reason) { m, now in try m.connectSucceeded(now: now) }
+        self.input("connected", reason: reason, transition)
         if self.machine.reconnects > reconnects { self.metrics.reconnected(after: self.lostBecause) }
         guard self.machine.phase == .open else { return }
         self.scheduleFailback()
@@ -145,7 +155,7 @@ extension UpstreamLink {
     }
 
     func attemptFailed(generation: Int, _ failure: AttemptFailure) {
-        guard self.attempt.isCurrent(generation), self.phase == .connecting else { return }
+        guard self.attempt.isCurrent(generation), self.machine.attemptStep != nil else { return }
         let description = failure.description
         self.teardown()
         self.attempt.failed(failure)
@@ -179,8 +189,8 @@ extension UpstreamLink {
     func channelClosed(generation: Int) {
         guard self.attempt.isCurrent(generation) else { return }
         let phase = self.machine.phase
-        if phase == .connecting {
-            let during = self.session.waiting ? "while waiting for upstream.ready_when" : "during the handshake"
+        if let step = self.machine.attemptStep {
+            let during = step == .awaitingReady ? "while waiting for upstream.ready_when" : "during the handshake"
             let closed = self.attempt.serverClose.map { c in
                 "the server closed the connection \(during) (code \(c.code.map(String.init) ?? "none")\(c.reason.isEmpty ? "" : ": \(c.reason)"))"
             }

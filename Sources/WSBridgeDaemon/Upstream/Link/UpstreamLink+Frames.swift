@@ -18,14 +18,17 @@ extension UpstreamLink {
         self.emit(.message(message))
         // Fanned out first, then the session sees it: the message that makes the link ready
         // reaches subscribers before the `open` state line.
-        if self.session.observes, self.session.observe(message) { self.becameReady(generation: generation) }
+        let awaitingReady = self.machine.attemptStep == .awaitingReady
+        if self.session.observes(awaitingReady: awaitingReady), self.session.observe(message, awaitingReady: awaitingReady) {
+            self.becameReady(generation: generation)
+        }
     }
 
     /// The socket read that brought the last messages is done: the next read reads the clocks.
     func readComplete() {
         self.attempt.readComplete()
         self.emitReadComplete()
-        if self.session.observes { self.session.readComplete() }
+        if self.session.observes(awaitingReady: self.machine.attemptStep == .awaitingReady) { self.session.readComplete() }
     }
 
     func received(_ frame: WebSocketFrame, generation: Int) {

@@ -21,7 +21,8 @@ extension UpstreamLink {
         report.messagesOut = self.counters.messagesOut
         report.bytesOut = self.counters.bytesOut
         report.queue = self.outbound.status(fsync: self.configuration.queue.fsync)
-        report.session = self.session.status(open: self.machine.phase == .open)
+        let ready = self.machine.attemptStep == .awaitingReady ? "waiting" : self.machine.phase == .open ? "ready" : "down"
+        report.session = self.session.status(ready: ready)
         report.lastError = self.attempt.lastFailure?.description
         report.lastErrorReason = self.attempt.lastFailure?.kind.rawValue
         // The last link that was open and ended; failed attempts show in last_error instead.

@@ -28,9 +28,7 @@ final class UpstreamSession {
     private var saving = false
     private let eventLoop: any EventLoop
     private let logger: Logger
-    /// The link is up and waits for a message matching `ready_when`.
-    private(set) var waiting = false
-    /// The last upstream message while waiting: shown when the wait fails.
+    /// The last upstream message while the link waited for `ready_when`: shown when the wait fails.
     private var lastSeen: ByteBuffer?
 
     init(
@@ -68,14 +66,14 @@ final class UpstreamSession {
 
     // MARK: - The link's side
 
-    /// Whether the link must show this session each upstream message.
-    var observes: Bool { self.waiting || !self.lastValues.isEmpty }
+    /// Whether the link must show this session each upstream message (`awaitingReady`: the
+    /// link waits for the message matching `ready_when`).
+    func observes(awaitingReady: Bool) -> Bool { awaitingReady || !self.lastValues.isEmpty }
 
     /// The opening messages for a link that just upgraded, and, with a ready gate, the start of
     /// the wait. `token`: the content of `auth.token_file` read for this connection.
     func opened(token: String?) -> [UpstreamMessage] {
         self.lastValues.resolve()
-        self.waiting = self.settings.readyWhen != nil
         self.lastSeen = nil
         let values = self.lastValues.values
         return self.settings.onOpen.map { template in
@@ -84,16 +82,16 @@ final class UpstreamSession {
     }
 
     /// An upstream message. Returns true when it is the one that makes a waiting link ready.
-    func observe(_ message: UpstreamMessage) -> Bool {
+    func observe(_ message: UpstreamMessage, awaitingReady: Bool) -> Bool {
         guard message.kind == .text else {
-            guard self.waiting else { return false }
+            guard awaitingReady else { return false }
             self.lastSeen = message.data
             // A whole-text gate reads a text protocol's binary messages too (NATS's).
             guard let gate = self.settings.readyWhen, gate.wholeText != nil else { return false }
             return gate.matches(json: nil, text: message.data.readableBytesView)
         }
         if !self.lastValues.isEmpty { self.lastValues.observe(message.data) }
-        guard self.waiting, let gate = self.settings.readyWhen else { return false }
+        guard awaitingReady, let gate = self.settings.readyWhen else { return false }
         self.lastSeen = message.data
         if gate.wholeText != nil { return gate.matches(json: nil, text: message.data.readableBytesView) }
         guard let json = try? JSONValue.parse(message.data.readableBytesView), gate.matches(json) else { return false }
@@ -107,7 +105,6 @@ final class UpstreamSession {
 
     /// The link is open (ready): the sticky sends, in registration order.
     func becameReady() -> [UpstreamMessage] {
-        self.waiting = false
         self.lastSeen = nil
         let ordered = self.registry.ordered
         if let last = ordered.last {
@@ -135,7 +132,6 @@ final class UpstreamSession {
     /// The link went down (or the attempt failed).
     func ended() {
         self.lastSent = nil
-        self.waiting = false
         self.lastSeen = nil
         self.lastValues.resolve()
     }
@@ -230,12 +226,12 @@ final class UpstreamSession {
         }
     }
 
-    /// `status`'s session part; `open` is whether the link is open.
-    func status(open: Bool) -> StatusReport.Session {
+    /// `status`'s session part: `ready` is `waiting`, `ready` or `down`, as the link says.
+    func status(ready: String) -> StatusReport.Session {
         StatusReport.Session(
             openingMessages: self.settings.onOpen.count,
             readyWhen: self.settings.readyWhen?.text,
-            ready: self.waiting ? "waiting" : open ? "ready" : "down",
+            ready: ready,
             stickyKeys: self.registry.count,
             stickyBytes: self.registry.bytes,
             culprit: self.culprit
