@@ -31,15 +31,15 @@ extension Fanout {
         self.endReplay(of: client)
         let replay = JournalReplay(client: client, from: since + 1)
         self.replays[client.id] = replay
-        client.replaying = true
+        client.subscription.replaying = true
         self.step(replay)
     }
 
     /// Ends a client's replay, if it has one (it unsubscribed, subscribed again or left).
     func endReplay(of client: LocalClient) {
         guard !self.replays.isEmpty, self.replays.removeValue(forKey: client.id) != nil else { return }
-        client.replaying = false
-        client.onQueueLow = nil
+        client.subscription.replaying = false
+        client.subscription.whenQueueLow(nil)
         self.listenForWrites()
     }
 
@@ -75,7 +75,7 @@ extension Fanout {
             } else if client.queueIsLow {
                 self.step(replay)
             } else {
-                client.onQueueLow = { [weak self] in self?.step(replay) }
+                client.subscription.whenQueueLow { [weak self] in self?.step(replay) }
             }
         }
     }
@@ -110,7 +110,7 @@ extension Fanout {
             }
         }
         self.replays[client.id] = nil
-        client.replaying = false
+        client.subscription.replaying = false
         self.listenForWrites()
     }
 

@@ -173,42 +173,26 @@ extension Fanout {
 
     /// A local app went away: what it held is let go (ended upstream when it was the last holder).
     func appLeft(_ client: LocalClient, link: any LinkControl) {
-        for (_, entry) in self.protocolRequests.removeValue(forKey: client.id) ?? [:] { entry.timer.cancel() }
+        self.protocolRequests.cancelAll(of: client)
         guard let effects = self.withRouter({ $0.appLeft(client.id) }) else { return }
         self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
     }
 
     // MARK: - Requests answered by id
 
-    /// A `request` without `match`: answered by what carries the id of the app's message.
-    struct ProtocolRequest {
-        var id: JSONValue?
-        var timer: Scheduled<Void>
-        /// The answer went; what else carries the id (a query's `complete`) is dropped.
-        var answered = false
-    }
-
     /// Whether `json` (an upstream message, the app's id restored) answers one of `client`'s
     /// requests: then the request's reply carries it (or, `lost`, a `link_lost` error).
     private func answerRequest(of client: LocalClient, with json: JSONValue, lost: String?) -> Bool {
         guard let candidates = self.router?.answerIDs(in: json),
-            let (id, final) = candidates.first(where: { self.protocolRequests[client.id]?[$0.id.key] != nil }),
-            var entry = self.protocolRequests[client.id]?[id.key]
+            let (id, final) = candidates.first(where: { self.protocolRequests.isWaiting(client, $0.id.key) })
         else { return false }
-        if final {
-            self.protocolRequests[client.id]?[id.key] = nil
-            if self.protocolRequests[client.id]?.isEmpty == true { self.protocolRequests[client.id] = nil }
-            entry.timer.cancel()
-        }
-        guard !entry.answered else { return true }
-        entry.answered = true
-        if !final { self.protocolRequests[client.id]?[id.key] = entry }
+        guard case .reply(let replyID) = self.protocolRequests.answer(client, key: id.key, final: final) else { return true }
         self.flush()
         if let lost {
-            let error = ProtocolError(.linkLost, "\(lost); send the request again once status says open", id: entry.id)
+            let error = ProtocolError(.linkLost, "\(lost); send the request again once status says open", id: replyID)
             client.send(MessageLineEncoder.line(error.reply, allocator: self.allocator))
         } else {
-            let reply = ReplyLine.ok(id: entry.id, RequestResult(seq: self.takeSeq(), payload: json).json)
+            let reply = ReplyLine.ok(id: replyID, RequestResult(seq: self.takeSeq(), payload: json).json)
             client.send(MessageLineEncoder.line(reply.json, allocator: self.allocator))
         }
         return true

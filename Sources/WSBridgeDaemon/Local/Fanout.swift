@@ -40,8 +40,8 @@ final class Fanout: UpstreamEventSink {
     /// The digits of the last message's receive time (the messages of one read share it).
     private var tsDigits = TimestampDigits()
     let pending: PendingRequests
-    /// `request`s answered by the protocol's ids: by client, by the app's id (Fanout+Protocol.swift).
-    var protocolRequests: [Int: [String: ProtocolRequest]] = [:]
+    /// `request`s answered by the protocol's ids (Fanout+Protocol.swift).
+    let protocolRequests: ProtocolRequests
     /// The application protocol's connection state (`upstream.protocol`; nil: `raw`, every
     /// message for every subscriber as it is). Fanout+Protocol.swift.
     /// Changed in place only (`withRouter`): a copy would make every table it changes copy
@@ -88,6 +88,7 @@ final class Fanout: UpstreamEventSink {
         self.metrics = metrics
         self.eventLoop = eventLoop
         self.pending = PendingRequests(eventLoop: eventLoop)
+        self.protocolRequests = ProtocolRequests(eventLoop: eventLoop)
         self.ring = ReplayRing(maxMessages: configuration.replay, maxBytes: configuration.replayBytes)
         self.journal = journal?.0
         if let (journal, recovered) = journal {
@@ -434,6 +435,22 @@ final class Subscription {
     fileprivate(set) var filter: Filter?
     /// Sees the wire as it is (`"all"`): also what the protocol layer routes or answers.
     fileprivate(set) var wire = false
+    /// Catching up from the journal: live lines are held back from it (Fanout+Journal).
+    var replaying = false
+    /// The replay's next read, once the client's queue is down to half its bounds.
+    private var onQueueLow: (() -> Void)?
+
+    /// Calls `next` once the client's queue is down to half its bounds (`drained`); nil: never.
+    func whenQueueLow(_ next: (() -> Void)?) {
+        self.onQueueLow = next
+    }
+
+    /// The client wrote what it could: the replay's next read if its queue is low now.
+    func drained(queueIsLow: @autoclosure () -> Bool) {
+        guard let next = self.onQueueLow, queueIsLow() else { return }
+        self.onQueueLow = nil
+        next()
+    }
 }
 
 @available(*, unavailable)

@@ -23,7 +23,8 @@ final class LocalClient: ChannelDuplexHandler {
     let credentials: PeerCredentials?
     /// The peer user's groups, looked up off the loop when the connection was accepted.
     let groups: Set<UInt32>
-    var mayWrite: Bool
+    /// May send upstream (root, the daemon's user, `access.write_*`), as of the last reload.
+    private(set) var mayWrite: Bool
     private let plane: LocalPlane
     private var context: ChannelHandlerContext?
     /// Changed only by the fan-out (its setters are private to Fanout.swift), which keeps its
@@ -31,11 +32,8 @@ final class LocalClient: ChannelDuplexHandler {
     let subscription = Subscription()
     var subscribed: Bool { self.subscription.subscribed }
     var filter: Filter? { self.subscription.filter }
-
-    /// Catching up from the journal: live lines are not delivered to it (the fan-out sets it).
-    var replaying = false
-    /// Called once the queued messages are down to half the queue's bounds (then cleared).
-    var onQueueLow: (() -> Void)?
+    /// Catching up from the journal: live lines are not delivered to it.
+    var replaying: Bool { self.subscription.replaying }
 
     private var queue: SubscriberQueue<LineBatch>
     private var outputLimit: Int
@@ -132,7 +130,9 @@ final class LocalClient: ChannelDuplexHandler {
         context.close(promise: nil)
     }
 
-    func updateLimits(_ limits: Configuration.Local) {
+    /// A reload: the queue's and output's bounds, and whether it may send.
+    func update(limits: Configuration.Local, policy: AccessPolicy) {
+        self.mayWrite = self.credentials?.mayWrite(policy, groups: self.groups) ?? false
         self.queue.limits = .init(messages: limits.subscriberQueue, bytes: limits.subscriberQueueBytes)
         self.queue.trimToLimits()
         self.outputLimit = limits.clientOutputBytes
@@ -284,11 +284,7 @@ final class LocalClient: ChannelDuplexHandler {
         }
         if wrote { context.flush() }
         self.resumeIfDrained(context)
-        if self.onQueueLow != nil, self.queueIsLow {
-            let low = self.onQueueLow
-            self.onQueueLow = nil
-            low?()
-        }
+        self.subscription.drained(queueIsLow: self.queueIsLow)
     }
 
     /// The queued messages take at most half the queue's bounds.

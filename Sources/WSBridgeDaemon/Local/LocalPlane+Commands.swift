@@ -178,8 +178,8 @@ extension LocalPlane {
             return
         }
         let local = self.configuration.local
-        let mine = self.fanout.pending.count(of: client) + (self.fanout.protocolRequests[client.id]?.count ?? 0)
-        let all = self.fanout.pending.count + self.fanout.protocolRequests.values.reduce(0) { $0 + $1.count }
+        let mine = self.fanout.pending.count(of: client) + self.fanout.protocolRequests.count(of: client)
+        let all = self.fanout.pending.count + self.fanout.protocolRequests.count
         guard mine < local.maxPendingRequests, all < local.maxPendingRequestsTotal else {
             let which =
                 mine >= local.maxPendingRequests
@@ -236,14 +236,12 @@ extension LocalPlane {
                     id: id))
             return
         }
-        if self.fanout.protocolRequests[client.id]?[wire.key] != nil {
+        if self.fanout.protocolRequests.isWaiting(client, wire.key) {
             self.reply(client, ProtocolError(.invalidValue, "\(name): a request with id \(wire) is waiting already: use another id", id: id))
             return
         }
-        let timer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
-            guard let entry = self.fanout.protocolRequests[client.id]?.removeValue(forKey: wire.key) else { return }
-            if self.fanout.protocolRequests[client.id]?.isEmpty == true { self.fanout.protocolRequests[client.id] = nil }
-            guard !entry.answered else { return }
+        // Listen first: a local answer comes while the message goes through the protocol layer.
+        self.fanout.protocolRequests.wait(client, key: wire.key, id: id, timeout: timeout) { _ in
             _ = self.fanout.withRouter { router in
                 router.forget(client.id, id: wire)
                 return []
@@ -253,8 +251,6 @@ extension LocalPlane {
                 ProtocolError(
                     .timeout, "no upstream message with id \(wire) arrived within \(timeout.short); raise \"timeout\", or check the server got it", id: id))
         }
-        // Listen first: a local answer comes while the message goes through the protocol layer.
-        self.fanout.protocolRequests[client.id, default: [:]][wire.key] = Fanout.ProtocolRequest(id: id, timer: timer)
         let performed = self.fanout.fromApp(client, json, link: self.link)
         var problem: (ErrorCode, String)?
         if let refusal = performed.refusal {
@@ -263,10 +259,7 @@ extension LocalPlane {
             problem = (.queueFull, reason)
         }
         guard let (code, message) = problem else { return }
-        if let entry = self.fanout.protocolRequests[client.id]?.removeValue(forKey: wire.key) {
-            entry.timer.cancel()
-            if self.fanout.protocolRequests[client.id]?.isEmpty == true { self.fanout.protocolRequests[client.id] = nil }
-        }
+        self.fanout.protocolRequests.cancel(client, key: wire.key)
         self.reply(client, ProtocolError(code, message, id: id))
     }
 

@@ -65,8 +65,7 @@ final class LocalPlane {
         self.policy = policy
         self.fanout.update(configuration: configuration.local)
         for client in self.fanout.clients.values {
-            client.updateLimits(configuration.local)
-            client.mayWrite = client.credentials?.mayWrite(policy, groups: client.groups) ?? false
+            client.update(limits: configuration.local, policy: policy)
         }
     }
 
