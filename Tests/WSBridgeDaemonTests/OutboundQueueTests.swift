@@ -17,23 +17,25 @@ import Testing
 
     @Test func boundsByMessagesAndBytesNameTheSettingToRaise() {
         var q = OutboundQueue(maxMessages: 2, maxBytes: 10)
-        #expect(q.append(Self.message("12345")) == nil)
-        #expect(q.append(Self.message("123456"))?.contains("queue.max_bytes") == true)
-        #expect(q.append(Self.message("1234")) == nil)
-        #expect(q.append(Self.message("1"))?.contains("queue.max_messages") == true)
+        #expect(throws: Never.self) { try q.append(Self.message("12345")) }
+        #expect(throws: OutboundQueue.Full.bytes(waiting: 5, adding: 6, max: 10)) { try q.append(Self.message("123456")) }
+        #expect(OutboundQueue.Full.bytes(waiting: 5, adding: 6, max: 10).description.contains("raise queue.max_bytes"))
+        #expect(throws: Never.self) { try q.append(Self.message("1234")) }
+        #expect(throws: OutboundQueue.Full.messages(waiting: 2, max: 2)) { try q.append(Self.message("1")) }
+        #expect(OutboundQueue.Full.messages(waiting: 2, max: 2).description.contains("raise queue.max_messages"))
         #expect(q.count == 2)
         #expect(q.bytes == 9)
         #expect(Self.texts(&q) == ["12345", "1234"])
         #expect(q.bytes == 0)
     }
 
-    @Test func reservationsCountUntilCommittedOrReleased() {
+    @Test func reservationsCountUntilCommittedOrReleased() throws {
         var q = OutboundQueue(maxMessages: 2, maxBytes: 100)
-        #expect(q.reserve(10) == nil)
+        try q.reserve(10)
         #expect(!q.isIdle)
         #expect(q.isEmpty)
-        #expect(q.reserve(10) == nil)
-        #expect(q.reserve(10) != nil, "a third reservation fits no bound of 2 messages")
+        try q.reserve(10)
+        #expect(throws: OutboundQueue.Full.messages(waiting: 2, max: 2), "a third reservation fits no bound of 2 messages") { try q.reserve(10) }
         q.commit(Self.message("0123456789"), spoolID: 7)
         q.release(10)
         #expect(q.reserved == 0)
@@ -43,9 +45,9 @@ import Testing
         #expect(q.isIdle)
     }
 
-    @Test func restoredEntriesSkipTheBoundsAndGoFirstWhenPutBack() {
+    @Test func restoredEntriesSkipTheBoundsAndGoFirstWhenPutBack() throws {
         var q = OutboundQueue(maxMessages: 1, maxBytes: 4)
-        #expect(q.append(Self.message("c")) == nil)
+        try q.append(Self.message("c"))
         let back = ["a", "b-longer-than-the-bound"].map { OutboundQueue.Entry(message: Self.message($0), spoolID: 0) }
         q.restore(back, atFront: true)
         q.restore([OutboundQueue.Entry(message: Self.message("d"), spoolID: 0)], atFront: false)

@@ -17,10 +17,12 @@ enum DurableFile {
         let tmp = path + ".tmp"
         let fd = Glibc.open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw Failure(description: "cannot create \(tmp): \(Self.describe(errno))") }
-        if let problem = Self.writeAll(fd, bytes, at: 0) {
+        do {
+            try Self.writeAll(fd, bytes, at: 0)
+        } catch {
             Glibc.close(fd)
             unlink(tmp)
-            throw Failure(description: "cannot write \(tmp): \(problem)")
+            throw Failure(description: "cannot write \(tmp): \(error)")
         }
         guard fdatasync(fd) == 0, rename(tmp, path) == 0 else {
             let e = errno
@@ -33,24 +35,41 @@ enum DurableFile {
         return fd
     }
 
-    /// Writes all of `buffer` at `offset`; nil once every byte is written, else what failed.
-    static func writeAll(_ fd: CInt, _ buffer: ByteBuffer, at offset: Int) -> String? {
-        buffer.withUnsafeReadableBytes { raw -> String? in
+    /// Writes all of `buffer` at `offset`.
+    static func writeAll(_ fd: CInt, _ buffer: ByteBuffer, at offset: Int) throws(SystemError) {
+        let failed = buffer.withUnsafeReadableBytes { raw -> CInt? in
             var done = 0
             while done < raw.count {
                 guard let base = raw.baseAddress else { return nil }
                 let n = pwrite(fd, base + done, raw.count - done, off_t(offset + done))
                 if n < 0 {
                     if errno == EINTR { continue }
-                    return Self.describe(errno)
+                    return errno
                 }
                 done += n
             }
             return nil
         }
+        if let failed { throw SystemError(code: failed) }
+    }
+
+    /// fdatasync(2).
+    static func sync(_ fd: CInt) throws(SystemError) {
+        guard fdatasync(fd) == 0 else { throw SystemError(code: errno) }
+    }
+
+    /// ftruncate(2).
+    static func truncate(_ fd: CInt, to size: Int) throws(SystemError) {
+        guard ftruncate(fd, off_t(size)) == 0 else { throw SystemError(code: errno) }
     }
 
     static func describe(_ code: CInt) -> String {
         String(cString: strerror(code))
     }
+}
+
+/// A system call's failure: its errno, read as the C library words it ("No space left on device").
+struct SystemError: Error, CustomStringConvertible {
+    var code: CInt
+    var description: String { DurableFile.describe(self.code) }
 }

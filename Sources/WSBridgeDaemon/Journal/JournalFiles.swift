@@ -89,12 +89,13 @@ enum JournalFiles {
                     "cannot create \(path) (journal.dir): \(DurableFile.describe(errno)); \(Self.accessFix), on a disk with room"
             )
         }
-        if let problem = DurableFile.writeAll(fd, JournalFormat.header(header), at: 0) ?? (fdatasync(fd) == 0 ? nil : DurableFile.describe(errno)) {
+        do {
+            try DurableFile.writeAll(fd, JournalFormat.header(header), at: 0)
+            try DurableFile.sync(fd)
+        } catch {
             close(fd)
             unlink(path)
-            throw Failure(
-                description: "cannot write \(path) (journal.dir): \(problem); \(Self.accessFix), on a disk with room"
-            )
+            throw Failure(description: "cannot write \(path) (journal.dir): \(error); \(Self.accessFix), on a disk with room")
         }
         LogDirectory.sync(directory)
         return fd

@@ -183,10 +183,14 @@ struct JournalWriter: LogPolicy {
         defer { batch.clear() }
         let index = self.segments.count - 1
         let before = self.segments[index].size
-        if out.failure == nil, let problem = DurableFile.writeAll(self.fd, batch, at: before) {
-            _ = ftruncate(self.fd, off_t(before))
-            self.stop("cannot write \(JournalFiles.path(self.directory.path, firstSeq: self.segments[index].firstSeq)): \(problem)", batch, &out)
-            return
+        if out.failure == nil {
+            do {
+                try DurableFile.writeAll(self.fd, batch, at: before)
+            } catch {
+                try? DurableFile.truncate(self.fd, to: before)
+                self.stop("cannot write \(JournalFiles.path(self.directory.path, firstSeq: self.segments[index].firstSeq)): \(error)", batch, &out)
+                return
+            }
         }
         guard out.failure == nil else {
             self.stop(out.failure!, batch, &out)

@@ -29,28 +29,37 @@ struct OutboundQueue {
     /// Nothing waits, and nothing is on its way into the queue: a send may go straight out.
     var isIdle: Bool { self.entries.isEmpty && self.reserved == 0 }
 
-    /// Appends, or explains why the queue cannot take the message.
-    mutating func append(_ message: UpstreamMessage) -> String? {
-        if let problem = self.reserve(message.data.readableBytes) { return problem }
-        self.commit(message, spoolID: 0)
-        return nil
+    /// Why the queue cannot take a message: the bound it would break, which names its setting.
+    enum Full: Error, Equatable, CustomStringConvertible {
+        /// `waiting` messages of queue.max_messages = `max`.
+        case messages(waiting: Int, max: Int)
+        /// `waiting` bytes plus the message's `adding` would pass queue.max_bytes = `max`.
+        case bytes(waiting: Int, adding: Int, max: Int)
+
+        var description: String {
+            switch self {
+            case .messages(let waiting, let max):
+                "the outbound queue is full (\(waiting) of queue.max_messages = \(max) messages wait for the link to open or for the upstream to take them); retry later or raise queue.max_messages"
+            case .bytes(let waiting, let adding, let max):
+                "the outbound queue is full (\(waiting) bytes waiting + \(adding) > queue.max_bytes = \(max)); retry later or raise queue.max_bytes"
+            }
+        }
     }
 
-    /// Counts a message of `size` bytes against the bounds, or explains why it does not fit.
-    mutating func reserve(_ size: Int) -> String? {
+    /// Appends, or says which bound the message would break.
+    mutating func append(_ message: UpstreamMessage) throws(Full) {
+        try self.reserve(message.data.readableBytes)
+        self.commit(message, spoolID: 0)
+    }
+
+    /// Counts a message of `size` bytes against the bounds, or says which it would break.
+    mutating func reserve(_ size: Int) throws(Full) {
         let count = self.entries.count + self.reserved
-        if count >= self.maxMessages {
-            return
-                "the outbound queue is full (\(count) of queue.max_messages = \(self.maxMessages) messages wait for the link to open or for the upstream to take them); retry later or raise queue.max_messages"
-        }
+        guard count < self.maxMessages else { throw .messages(waiting: count, max: self.maxMessages) }
         let bytes = self.bytes + self.reservedBytes
-        if bytes + size > self.maxBytes {
-            return
-                "the outbound queue is full (\(bytes) bytes waiting + \(size) > queue.max_bytes = \(self.maxBytes)); retry later or raise queue.max_bytes"
-        }
+        guard bytes + size <= self.maxBytes else { throw .bytes(waiting: bytes, adding: size, max: self.maxBytes) }
         self.reserved += 1
         self.reservedBytes += size
-        return nil
     }
 
     /// Queues a reserved message.

@@ -141,17 +141,17 @@ final class OutboundPath {
         if self.queue.isIdle, link.sendNow(message) {
             return .sent
         }
-        guard let spool = self.spool else {
-            if let problem = self.queue.append(message) {
-                self.metrics.dropped(1, .outboundQueueFull)
-                return .rejected(problem)
+        do {
+            guard self.spool != nil else {
+                try self.queue.append(message)
+                return .queued(depth: self.queue.count)
             }
-            return .queued(depth: self.queue.count)
-        }
-        if let problem = self.queue.reserve(message.data.readableBytes) {
+            try self.queue.reserve(message.data.readableBytes)
+        } catch {
             self.metrics.dropped(1, .outboundQueueFull)
-            return .rejected(problem)
+            return .rejected(error.description)
         }
+        guard let spool = self.spool else { return .queued(depth: self.queue.count) }
         self.lastSpoolID += 1
         let promise = self.eventLoop.makePromise(of: SendOutcome.self)
         self.spooling.append(PendingSpoolWrite(id: self.lastSpoolID, message: message, promise: promise))

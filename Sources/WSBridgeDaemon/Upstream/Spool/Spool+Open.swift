@@ -47,7 +47,7 @@ extension Spool {
                 // in place (which needs no space), and append after it. Delivered and skipped
                 // records stay and are passed over again at the next start.
                 let keep = contents.truncatedAt?.offset ?? fileSize
-                guard fileSize >= SpoolFormat.headerSize, file.truncate(to: keep) == nil else {
+                guard fileSize >= SpoolFormat.headerSize, (try? file.truncate(to: keep)) != nil else {
                     file.close()
                     throw error
                 }

@@ -47,19 +47,19 @@ struct SpoolFile {
         }
     }
 
-    /// Writes `bytes` at `offset`; nil, or what went wrong.
-    func write(_ bytes: ByteBuffer, at offset: Int) -> String? {
-        DurableFile.writeAll(self.fd, bytes, at: offset).map { "cannot write \(self.path): \($0)" }
+    /// Writes `bytes` at `offset`.
+    func write(_ bytes: ByteBuffer, at offset: Int) throws(Spool.Failure) {
+        do { try DurableFile.writeAll(self.fd, bytes, at: offset) } catch { throw Spool.Failure(description: "cannot write \(self.path): \(error)") }
     }
 
-    /// fdatasync; nil, or what went wrong.
-    func sync() -> String? {
-        fdatasync(self.fd) == 0 ? nil : "cannot fdatasync \(self.path): \(DurableFile.describe(errno))"
+    /// fdatasync(2).
+    func sync() throws(Spool.Failure) {
+        do { try DurableFile.sync(self.fd) } catch { throw Spool.Failure(description: "cannot fdatasync \(self.path): \(error)") }
     }
 
-    /// Cuts the log to `size`; nil, or what went wrong.
-    func truncate(to size: Int) -> String? {
-        ftruncate(self.fd, off_t(size)) == 0 ? nil : "cannot truncate \(self.path): \(DurableFile.describe(errno))"
+    /// Cuts the log to `size`.
+    func truncate(to size: Int) throws(Spool.Failure) {
+        do { try DurableFile.truncate(self.fd, to: size) } catch { throw Spool.Failure(description: "cannot truncate \(self.path): \(error)") }
     }
 
     /// Replaces the log with `bytes` (a temporary file, fdatasync'd, renamed over it).

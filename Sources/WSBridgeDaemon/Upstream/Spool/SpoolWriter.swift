@@ -54,11 +54,12 @@ struct SpoolWriter: LogPolicy {
         var fsyncs: UInt64 = 0
         let refused = self.store(appends, deliveredThrough: deliveredThrough, &fsyncs)
         if self.dirty && (syncAsked || !closes.isEmpty || self.fsync == .always) {
-            if let problem = self.file.sync() {
-                self.logger.error("spool: \(problem)")
-            } else {
+            do {
+                try self.file.sync()
                 fsyncs += 1
                 self.dirty = false
+            } catch {
+                self.logger.error("spool: \(error)")
             }
         }
         for (path, bytes, promise) in snapshots {
@@ -98,12 +99,13 @@ struct SpoolWriter: LogPolicy {
         case .none:
             return nil
         case .cutToHeader:
-            if let problem = self.file.truncate(to: SpoolFormat.headerSize) {
-                self.logger.error("spool: \(problem)")
-            } else {
+            do {
+                try self.file.truncate(to: SpoolFormat.headerSize)
                 self.ledger.cut(to: SpoolFormat.headerSize)
                 self.dirty = true
                 self.logger.debug("spool: everything queued went upstream; \(self.file.path) is cut back to its header")
+            } catch {
+                self.logger.error("spool: \(error)")
             }
             return nil
         case .append(let marker):
@@ -114,21 +116,22 @@ struct SpoolWriter: LogPolicy {
                 SpoolFormat.write(kind: .init(e.kind), id: e.id, payload: e.data, into: &batch)
             }
             let before = self.ledger.fileSize
-            var failure = self.file.write(batch, at: before)
-            if failure == nil {
+            var failure: Spool.Failure?
+            do {
+                try self.file.write(batch, at: before)
                 if self.fsync == .always {
-                    failure = self.file.sync()
-                    if failure == nil {
-                        fsyncs += 1
-                        self.dirty = false
-                    }
+                    try self.file.sync()
+                    fsyncs += 1
+                    self.dirty = false
                 } else {
                     self.dirty = true
                 }
+            } catch {
+                failure = error
             }
             if let failure {
                 // Undo the batch, so the file never holds what was refused.
-                _ = self.file.truncate(to: before)
+                try? self.file.truncate(to: before)
                 self.logger.error("spool: \(failure); \(appends.count) send(s) refused")
                 refused = Spool.Failure(
                     description:
