@@ -34,6 +34,20 @@ public struct Configuration: Sendable, Equatable {
             case socketio
             case stomp
             case nats
+
+            /// The protocol's codec (its file says the rest: its connection and its messages);
+            /// nil for `raw`. A new protocol is its codec's file and its case here.
+            package var codec: (any ProtocolCodec.Type)? {
+                switch self {
+                case .raw: nil
+                case .json: JSONProtocol.self
+                case .jsonrpc: JSONRPC.self
+                case .graphqlTransportWS: GraphQLTransportWS.self
+                case .socketio: SocketIO.self
+                case .stomp: STOMP.self
+                case .nats: NATS.self
+                }
+            }
         }
 
         public var kind = Kind.raw

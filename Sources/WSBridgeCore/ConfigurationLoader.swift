@@ -359,50 +359,17 @@ struct ConfigurationReader {
         return config
     }
 
-    /// What `upstream.protocol` brings to the rest: graphql-transport-ws's handshake becomes the
-    /// first opening message (so `${token}` is filled in at each connect) and its
-    /// acknowledgement the ready gate, and its subprotocol is offered. A key of another
-    /// protocol's is a problem.
+    /// What `upstream.protocol` brings to the rest (its codec's `connection`): its handshake
+    /// becomes the first opening message (so `${token}` is filled in at each connect) and its
+    /// acknowledgement the ready gate, its subprotocol is offered, its keepalive text goes with
+    /// each ping. A key of another protocol's is a problem.
     func applyProtocol(_ config: inout Configuration) -> [ConfigurationError] {
         let settings = config.applicationProtocol
-        switch settings.kind {
-        case .graphqlTransportWS:
-            let payload = settings.initPayload.map { ",\"payload\":\($0)" } ?? ""
-            if let handshake = try? OpeningMessage(parsing: "{\"type\":\"connection_init\"\(payload)}") {
-                config.upstream.onOpen.insert(handshake, at: 0)
-            }
-            if config.upstream.readyWhen == nil { config.upstream.readyWhen = Filter(parsing: "type=connection_ack") }
-            if !config.upstream.subprotocols.contains("graphql-transport-ws") { config.upstream.subprotocols.append("graphql-transport-ws") }
-        case .socketio:
-            let namespace = settings.namespace ?? "/"
-            let prefix = "40" + (namespace == "/" ? "" : namespace + ",")
-            if let connect = try? OpeningMessage(parsing: prefix + (settings.auth ?? "")) { config.upstream.onOpen.insert(connect, at: 0) }
-            if config.upstream.readyWhen == nil { config.upstream.readyWhen = Filter(.prefix(prefix)) }
-        case .stomp:
-            var frame = "CONNECT\naccept-version:1.2\nhost:\(settings.host ?? "/")\n"
-            if let login = settings.login { frame += "login:\(login)\n" }
-            if let passcode = settings.passcode { frame += "passcode:\(passcode)\n" }
-            let beat = settings.heartBeat ?? .init(send: 10_000, receive: 10_000)
-            frame += "heart-beat:\(beat.send),\(beat.receive)\n\n\0"
-            if let connect = try? OpeningMessage(parsing: frame) { config.upstream.onOpen.insert(connect, at: 0) }
-            if config.upstream.readyWhen == nil { config.upstream.readyWhen = Filter(.prefix("CONNECTED")) }
-            if !config.upstream.subprotocols.contains("v12.stomp") { config.upstream.subprotocols.append("v12.stomp") }
-        case .nats:
-            var options = #"{"verbose":false,"pedantic":false,"lang":"wsbridged","version":"\#(WSBridgeVersion.current)","protocol":1,"headers":true"#
-            for (key, value) in [
-                ("name", settings.clientName ?? "wsbridged"), ("user", settings.user), ("pass", settings.pass), ("auth_token", settings.token),
-            ] {
-                if let value { options += ",\(JSONValue.string(key).serialized):\(JSONValue.string(value).serialized)" }
-            }
-            // The inbox the replies to apps' calls come to, then a PING whose PONG says the
-            // server took the CONNECT (with verbose off, nothing else would).
-            let text = "CONNECT \(options)}\r\nSUB \(NATS.processInbox)* \(NATS.inboxSID)\r\nPING\r\n"
-            if let connect = try? OpeningMessage(parsing: text) { config.upstream.onOpen.insert(connect, at: 0) }
-            if config.upstream.readyWhen == nil { config.upstream.readyWhen = Filter(.contains("PONG\r\n")) }
-            // The daemon's own PING with every WebSocket ping: the server's PONG shows it alive.
-            if config.heartbeat.text == nil { config.heartbeat.text = "PING\r\n" }
-        case .raw, .json, .jsonrpc:
-            break
+        if let connection = settings.kind.codec?.connection(settings) {
+            if let text = connection.opening, let opening = try? OpeningMessage(parsing: text) { config.upstream.onOpen.insert(opening, at: 0) }
+            if config.upstream.readyWhen == nil { config.upstream.readyWhen = connection.readyWhen }
+            if let p = connection.subprotocol, !config.upstream.subprotocols.contains(p) { config.upstream.subprotocols.append(p) }
+            if config.heartbeat.text == nil { config.heartbeat.text = connection.heartbeatText }
         }
         var problems: [ConfigurationError] = []
         let owners: [(String, Bool, Configuration.ApplicationProtocol.Kind)] = [

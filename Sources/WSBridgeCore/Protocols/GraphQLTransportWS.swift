@@ -11,6 +11,18 @@ package struct GraphQLTransportWS: ProtocolCodec {
     /// opening message, with `${token}` filled in at each connect, and the ready gate).
     package var sendsHandshake: Bool
 
+    /// The daemon's link sends connection_init (`connection`), not the protocol layer.
+    package init(settings: Configuration.ApplicationProtocol) {
+        self.init(sendsHandshake: false)
+    }
+
+    /// connection_init (with `[protocol] init_payload`) opens it; connection_ack is the gate.
+    package static func connection(_ settings: Configuration.ApplicationProtocol) -> ProtocolConnection {
+        let payload = settings.initPayload.map { ",\"payload\":\($0)" } ?? ""
+        return ProtocolConnection(
+            opening: "{\"type\":\"connection_init\"\(payload)}", readyWhen: Filter(parsing: "type=connection_ack"), subprotocol: "graphql-transport-ws")
+    }
+
     package init(initPayload: JSONValue? = nil, sendsHandshake: Bool = true) {
         self.initPayload = initPayload
         self.sendsHandshake = sendsHandshake

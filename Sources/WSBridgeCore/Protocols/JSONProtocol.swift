@@ -14,6 +14,10 @@ package struct JSONProtocol: ProtocolCodec {
     package var idPath: [JSONValue.PathComponent]
     package var replies: [Reply]
 
+    package init(settings: Configuration.ApplicationProtocol) {
+        self.init(idPath: settings.idPath ?? "id", replies: settings.replies)
+    }
+
     package init(idPath: String = "id", replies: [Reply] = []) {
         self.idPath = JSONValue.PathComponent.split(idPath)
         self.replies = replies

@@ -7,6 +7,8 @@ import WSBridgeProtocol
 package struct JSONRPC: ProtocolCodec {
     package init() {}
 
+    package init(settings: Configuration.ApplicationProtocol) {}
+
     package var name: String { "jsonrpc" }
     /// Answers carry "id", events "subscription".
     package var routingKeys: [String]? { ["id", "subscription"] }

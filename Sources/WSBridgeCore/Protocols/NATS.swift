@@ -16,6 +16,23 @@ package struct NATS: ProtocolCodec {
     /// The daemon's inbox: replies to apps' calls come to `inbox` + the call's id.
     package let inbox: String
 
+    package init(settings: Configuration.ApplicationProtocol) {
+        self.init()
+    }
+
+    /// CONNECT (with `[protocol]` name, user, pass and token), the process's reply inbox, then a
+    /// PING whose PONG is the gate (with verbose off nothing else says the server took the
+    /// CONNECT); and the daemon's own PING with every WebSocket ping: the PONG shows it alive.
+    package static func connection(_ settings: Configuration.ApplicationProtocol) -> ProtocolConnection {
+        var options = #"{"verbose":false,"pedantic":false,"lang":"wsbridged","version":"\#(WSBridgeVersion.current)","protocol":1,"headers":true"#
+        for (key, value) in [("name", settings.clientName ?? "wsbridged"), ("user", settings.user), ("pass", settings.pass), ("auth_token", settings.token)] {
+            if let value { options += ",\(JSONValue.string(key).serialized):\(JSONValue.string(value).serialized)" }
+        }
+        return ProtocolConnection(
+            opening: "CONNECT \(options)}\r\nSUB \(Self.processInbox)* \(Self.inboxSID)\r\nPING\r\n", readyWhen: Filter(.contains("PONG\r\n")),
+            heartbeatText: "PING\r\n")
+    }
+
     package init(inbox: String = NATS.processInbox) {
         self.inbox = inbox
     }

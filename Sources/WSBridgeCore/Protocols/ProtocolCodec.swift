@@ -213,6 +213,11 @@ extension AppID {
 /// One application protocol: how to read and rewrite its messages. A small value type, pure;
 /// the tables and the routing are `ProtocolSession`'s.
 package protocol ProtocolCodec: Sendable {
+    /// The codec `[protocol]` configures.
+    init(settings: Configuration.ApplicationProtocol)
+    /// What the link does for this protocol on every open, from `[protocol]`: its handshake as
+    /// the first opening message, the ready gate, the subprotocol, the keepalive text.
+    static func connection(_ settings: Configuration.ApplicationProtocol) -> ProtocolConnection
     /// `upstream.protocol`'s name for it.
     var name: String { get }
     /// Sent first on every open; empty when the protocol has none (the link is ready at once).
@@ -284,6 +289,37 @@ package protocol ProtocolCodec: Sendable {
     var broadcastPrefixes: [[UInt8]] { get }
 }
 
+extension ProtocolCodec {
+    /// A protocol without a handshake: the link opens as for `raw`.
+    package static func connection(_ settings: Configuration.ApplicationProtocol) -> ProtocolConnection { ProtocolConnection() }
+
+    /// The protocol layer for this codec, as `[protocol]` configures it.
+    static func router(_ settings: Configuration.ApplicationProtocol, limits: ProtocolLimits) -> any ProtocolRouter {
+        ProtocolSession(codec: Self(settings: settings), limits: limits)
+    }
+}
+
+/// What the link does for a protocol on every open (`Configuration`'s loader applies it): the
+/// link, not the protocol layer, sends the handshake, so that `${token}` is filled in at each
+/// connect and the ready gate holds sends until the server answered it.
+package struct ProtocolConnection: Sendable, Equatable {
+    /// The first opening message (`upstream.on_open`'s syntax, placeholders allowed).
+    package var opening: String?
+    /// The ready gate, unless `upstream.ready_when` sets one.
+    package var readyWhen: Filter?
+    /// The WebSocket subprotocol to offer.
+    package var subprotocol: String?
+    /// The daemon's own keepalive text with every WebSocket ping, unless `heartbeat.text` sets one.
+    package var heartbeatText: String?
+
+    package init(opening: String? = nil, readyWhen: Filter? = nil, subprotocol: String? = nil, heartbeatText: String? = nil) {
+        self.opening = opening
+        self.readyWhen = readyWhen
+        self.subprotocol = subprotocol
+        self.heartbeatText = heartbeatText
+    }
+}
+
 /// Bytes that are not a message of the protocol.
 package struct ProtocolSyntaxError: Error, Equatable, Sendable, CustomStringConvertible {
     package var description: String
@@ -352,18 +388,5 @@ package func makeProtocolRouter(
     let limits = ProtocolLimits(
         perApp: settings.maxPerApp, total: settings.maxTotal, setAsideAfter: settings.setAsideAfter,
         stableAfterMillis: stableAfter.nanoseconds / 1_000_000, subscriptionBytes: settings.maxSubscriptionBytes, messageBytes: maxMessageSize)
-    switch settings.kind {
-    case .raw: return nil
-    case .jsonrpc: return ProtocolSession(codec: JSONRPC(), limits: limits)
-    case .graphqlTransportWS: return ProtocolSession(codec: GraphQLTransportWS(sendsHandshake: false), limits: limits)
-    case .json:
-        return ProtocolSession(codec: JSONProtocol(idPath: settings.idPath ?? "id", replies: settings.replies), limits: limits)
-    case .socketio:
-        return ProtocolSession(codec: SocketIO(namespace: settings.namespace ?? "/"), limits: limits)
-    case .stomp:
-        let beat = settings.heartBeat ?? .init(send: 10_000, receive: 10_000)
-        return ProtocolSession(codec: STOMP(heartBeat: (beat.send, beat.receive)), limits: limits)
-    case .nats:
-        return ProtocolSession(codec: NATS(), limits: limits)
-    }
+    return settings.kind.codec?.router(settings, limits: limits)
 }

@@ -14,6 +14,22 @@ package struct STOMP: ProtocolCodec {
     /// `[protocol] heart_beat`: what the daemon offers (milliseconds: it sends every, it wants every).
     package var heartBeat: (send: Int, receive: Int)
 
+    package init(settings: Configuration.ApplicationProtocol) {
+        let beat = settings.heartBeat ?? .init(send: 10_000, receive: 10_000)
+        self.init(heartBeat: (beat.send, beat.receive))
+    }
+
+    /// CONNECT (with `[protocol]` host, login, passcode and heart_beat) opens it; CONNECTED is
+    /// the gate; the subprotocol is STOMP 1.2's.
+    package static func connection(_ settings: Configuration.ApplicationProtocol) -> ProtocolConnection {
+        var frame = "CONNECT\naccept-version:1.2\nhost:\(settings.host ?? "/")\n"
+        if let login = settings.login { frame += "login:\(login)\n" }
+        if let passcode = settings.passcode { frame += "passcode:\(passcode)\n" }
+        let beat = settings.heartBeat ?? .init(send: 10_000, receive: 10_000)
+        frame += "heart-beat:\(beat.send),\(beat.receive)\n\n\0"
+        return ProtocolConnection(opening: frame, readyWhen: Filter(.prefix("CONNECTED")), subprotocol: "v12.stomp")
+    }
+
     package init(heartBeat: (send: Int, receive: Int) = (10_000, 10_000)) {
         self.heartBeat = heartBeat
     }

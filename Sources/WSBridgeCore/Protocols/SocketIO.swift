@@ -15,6 +15,17 @@ package struct SocketIO: ProtocolCodec {
     /// The namespace the daemon connects (`[protocol] namespace`).
     package var namespace: String
 
+    package init(settings: Configuration.ApplicationProtocol) {
+        self.init(namespace: settings.namespace ?? "/")
+    }
+
+    /// The namespace's CONNECT (`40`, with `[protocol] auth`) opens it; its answer is the gate.
+    package static func connection(_ settings: Configuration.ApplicationProtocol) -> ProtocolConnection {
+        let namespace = settings.namespace ?? "/"
+        let prefix = "40" + (namespace == "/" ? "" : namespace + ",")
+        return ProtocolConnection(opening: prefix + (settings.auth ?? ""), readyWhen: Filter(.prefix(prefix)))
+    }
+
     package init(namespace: String = "/") {
         self.namespace = namespace
     }
