@@ -44,7 +44,8 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
         public var description: String { "invalid input '\(self.input)' in state \(self.phase.rawValue)" }
     }
 
-    private enum CloseIntent: Equatable {
+    @usableFromInline
+    enum CloseIntent: Equatable, Sendable {
         case user(code: UInt16, reason: String)
         case reconnect
         case shutdown
@@ -58,7 +59,8 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
         case awaitingReady
     }
 
-    private enum State: Equatable {
+    @usableFromInline
+    enum State: Equatable, Sendable {
         case idle
         case connecting(AttemptStep)
         case open(since: MonotonicInstant)
@@ -68,7 +70,9 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
         case stopped
     }
 
-    private var state: State = .idle
+    // Inlinable readers (`attemptStep`, read for every upstream message) see it; only this
+    // file changes it.
+    @usableFromInline private(set) var state: State = .idle
     private var settings: Settings
     private var generator: RNG
     /// Consecutive failed attempts since the last link that stayed open for `stableAfter`.
@@ -205,6 +209,7 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     }
 
     /// The attempt's step while connecting; nil in every other phase.
+    @inlinable
     public var attemptStep: AttemptStep? {
         if case .connecting(let step) = self.state { return step }
         return nil

@@ -31,14 +31,14 @@ extension Fanout {
         self.endReplay(of: client)
         let replay = JournalReplay(client: client, from: since + 1)
         self.replays[client.id] = replay
-        client.subscription.replaying = true
+        self.relist(client)
         self.step(replay)
     }
 
     /// Ends a client's replay, if it has one (it unsubscribed, subscribed again or left).
     func endReplay(of client: LocalClient) {
         guard !self.replays.isEmpty, self.replays.removeValue(forKey: client.id) != nil else { return }
-        client.subscription.replaying = false
+        self.relist(client)
         client.subscription.whenQueueLow(nil)
         self.listenForWrites()
     }
@@ -110,7 +110,7 @@ extension Fanout {
             }
         }
         self.replays[client.id] = nil
-        client.subscription.replaying = false
+        self.relist(client)
         self.listenForWrites()
     }
 

@@ -23,6 +23,10 @@ final class Fanout: UpstreamEventSink {
     private(set) var clients: [Int: LocalClient] = [:]
     /// The subscribed clients, in one array: the per-message loop walks no dictionary.
     private var subscribers: [LocalClient] = []
+    /// Where live lines go: the subscribers not catching up from the journal, without a filter
+    /// (every line) and with one (the lines it takes). `relist` keeps them.
+    private var liveAll: [LocalClient] = []
+    private var liveFiltered: [LocalClient] = []
     /// How many subscribers have a filter (the payload is parsed only when one does).
     private var filtered = 0
     private(set) var seq: UInt64 = 0
@@ -119,6 +123,20 @@ final class Fanout: UpstreamEventSink {
             self.subscribers.append(client)
             if client.filter != nil { self.filtered += 1 }
         }
+        self.relist(client)
+    }
+
+    /// Puts `client` in the live list its subscription and its replay say (none while it
+    /// replays: the replay delivers to it).
+    func relist(_ client: LocalClient) {
+        self.liveAll.removeAll { $0 === client }
+        self.liveFiltered.removeAll { $0 === client }
+        guard client.subscribed, self.replays[client.id] == nil else { return }
+        if client.filter == nil {
+            self.liveAll.append(client)
+        } else {
+            self.liveFiltered.append(client)
+        }
     }
 
     func remove(_ client: LocalClient) -> Bool {
@@ -146,6 +164,7 @@ final class Fanout: UpstreamEventSink {
             self.subscribers.append(client)
             if filter != nil { self.filtered += 1 }
         }
+        self.relist(client)
     }
 
     func countDrops(_ n: Int) {
@@ -257,7 +276,7 @@ final class Fanout: UpstreamEventSink {
             // A copy for each subscriber whose filter matches (it holds only some lines: a
             // slice would keep whole read buffers alive).
             var copy: ByteBuffer?
-            for client in self.subscribers where !client.replaying {
+            for client in self.liveFiltered {
                 guard let filter = client.filter, message.kind == .text, filter.matches(json: parsed, text: message.data.readableBytesView) else { continue }
                 if copy == nil { copy = self.unsent.getSlice(at: start, length: self.unsent.writerIndex - start).map { ByteBuffer(buffer: $0) } }
                 client.deliver(copy!, seq: seq)
@@ -311,7 +330,7 @@ final class Fanout: UpstreamEventSink {
             journal.append(self.journalEntries)
             self.journalEntries.removeAll(keepingCapacity: true)
         }
-        for client in self.subscribers where client.filter == nil && !client.replaying {
+        for client in self.liveAll {
             client.deliver(batch)
         }
     }
@@ -435,8 +454,6 @@ final class Subscription {
     fileprivate(set) var filter: Filter?
     /// Sees the wire as it is (`"all"`): also what the protocol layer routes or answers.
     fileprivate(set) var wire = false
-    /// Catching up from the journal: live lines are held back from it (Fanout+Journal).
-    var replaying = false
     /// The replay's next read, once the client's queue is down to half its bounds.
     private var onQueueLow: (() -> Void)?
 

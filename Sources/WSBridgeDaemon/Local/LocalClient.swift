@@ -32,8 +32,6 @@ final class LocalClient: ChannelDuplexHandler {
     let subscription = Subscription()
     var subscribed: Bool { self.subscription.subscribed }
     var filter: Filter? { self.subscription.filter }
-    /// Catching up from the journal: live lines are not delivered to it.
-    var replaying: Bool { self.subscription.replaying }
 
     private var queue: SubscriberQueue<LineBatch>
     private var outputLimit: Int
