@@ -116,24 +116,23 @@ struct NetworkNamespaceTests {
         defer { withExtendedLifetime(f) {} }  // the daemon and namespaces live to the test's end
         let (net, daemon) = (f.net, f.daemon)
 
-        let down = daemon.stderr.count
+        let down = daemon.eventMark
         try net.clientLink(up: false)
-        let waiting = await daemon.stderr.wait(from: down, containing: "-> waitingForNetwork")
-        #expect(waiting?.contains("network lost") == true, "\(daemon.stderr.text)")
+        #expect(await daemon.awaitLink(.waitingForNetwork, from: down), "\(daemon.stderr.text)")
+        #expect(try daemonStatus(f.dir.file("d.sock")).lastClose?.reason.hasPrefix("network lost") == true, "\(daemon.stderr.text)")
         // While the route is gone: no connection attempts (backoff cap is 1 s, so 3 s would show several).
-        let idle = daemon.stderr.count
-        #expect(await daemon.stderr.wait(from: idle, timeout: .seconds(3), containing: "connecting (attempt") == nil, "\(daemon.stderr.text)")
+        let idle = daemon.eventMark
+        #expect(await !daemon.awaitLink(.connecting, from: idle, timeout: .seconds(3)), "\(daemon.events?.messages.text ?? "")")
 
-        let up = daemon.stderr.count
+        let up = daemon.eventMark
         let started = ContinuousClock.now
         try net.clientLink(up: true)
-        let reconnecting = await daemon.stderr.wait(from: up, containing: "-> connecting")
-        // Straight from waitingForNetwork to connecting: no backoff delay after link-up.
-        #expect(reconnecting?.contains("state waitingForNetwork -> connecting: network available") == true, "\(daemon.stderr.text)")
-        #expect(await daemon.stderr.wait(from: up, containing: "-> open") != nil)
+        #expect(await daemon.awaitLink(.open, from: up))
         let elapsed = ContinuousClock.now - started
         print("measure: link up -> open in \(elapsed)")
-        #expect(!daemon.stderr.lines[up...].contains { $0.contains("-> backingOff") })
+        // Straight from waitingForNetwork to connecting: no backoff delay after link-up.
+        let phases = daemon.events?.messages.lines[up...].filter { $0.contains("STATUS=") } ?? []
+        #expect(!phases.contains { $0.contains("STATUS=backingOff") }, "\(phases)")
     }
 
     /// With failover, one URL with a route is enough: when the primary's interface goes down,
@@ -143,11 +142,11 @@ struct NetworkNamespaceTests {
         let f = try await NetnsDaemon(fallbackInClient: true)
         defer { withExtendedLifetime(f) {} }  // the daemon and namespaces live to the test's end
         let (net, daemon) = (f.net, f.daemon)
-        let mark = daemon.stderr.count
+        let mark = daemon.eventMark
         try net.clientLink(up: false)
         #expect(await f.fallback?.event("connected") != nil, "\(daemon.stderr.text)")
-        #expect(await daemon.stderr.wait(from: mark, containing: "-> open") != nil, "\(daemon.stderr.text)")
-        #expect(!daemon.stderr.lines[mark...].contains { $0.contains("waitingForNetwork") }, "\(daemon.stderr.text)")
+        #expect(await daemon.awaitLink(.open, from: mark), "\(daemon.stderr.text)")
+        #expect(!(daemon.events?.messages.lines[mark...].contains { $0.contains("STATUS=waitingForNetwork") } ?? true), "\(daemon.stderr.text)")
     }
 
     /// A reload that changes upstream.url moves the route check to the new host (it was fixed
@@ -159,11 +158,11 @@ struct NetworkNamespaceTests {
         let config = dir.file("wsbridged.toml")
         let text = try String(contentsOfFile: config, encoding: .utf8)
         try text.replacingOccurrences(of: "ws://\(net.serverAddress):", with: "ws://169.254.99.1:").write(toFile: config, atomically: true, encoding: .utf8)
-        let mark = daemon.stderr.count
+        let mark = daemon.eventMark
         daemon.signal(SIGHUP)
-        #expect(await daemon.stderr.wait(from: mark, containing: "reachability: now watching the route to 169.254.99.1") != nil, "\(daemon.stderr.text)")
-        let waiting = await daemon.stderr.wait(from: mark, containing: "-> waitingForNetwork")
-        #expect(waiting?.contains("network lost") == true, "\(daemon.stderr.text)")
+        // The route to the new host is checked: there is none, so the link waits for the network.
+        #expect(await daemon.awaitLink(.waitingForNetwork, from: mark), "\(daemon.stderr.text)")
+        #expect(try daemonStatus(dir.file("d.sock")).lastClose?.reason.hasPrefix("network lost") == true, "\(daemon.stderr.text)")
     }
 
     @Test func aNetworkChangeWhileConnectedChecksTheLinkAtOnce() async throws {
@@ -185,19 +184,22 @@ struct NetworkNamespaceTests {
         // Let a heartbeat round trip complete first.
         #expect(await daemon.awaitEvent { $0.hasPrefix("STATUS=open ") && $0.contains(", rtt ") })
 
-        let mark = daemon.stderr.count
+        let mark = daemon.eventMark
         let started = ContinuousClock.now
         try net.blackhole(true)
-        let dead = await daemon.stderr.wait(from: mark, containing: "upstream dead")
+        // The link leaves `open` (STATUS= says every phase; RTT changes keep it `open`).
+        #expect(await daemon.awaitEvent(from: mark) { $0.hasPrefix("STATUS=") && !$0.hasPrefix("STATUS=open ") }, "\(daemon.stderr.text)")
         let detection = ContinuousClock.now - started
-        #expect(dead?.contains("heartbeat deadline passed") == true, "\(daemon.stderr.text)")
+        let dead = try daemonStatus(f.dir.file("d.sock")).lastClose?.reason
+        #expect(dead?.hasPrefix("heartbeat deadline passed") == true, "\(String(describing: dead))")
         print("measure: half-open link detected in \(detection) (interval 1 s + deadline 1 s)")
         // Detection comes from the heartbeat (the unit tests pin its timing to interval +
         // deadline with an injected clock); here: nothing arrived for at least the deadline.
         let silence = dead.flatMap { $0.split(separator: "nothing received for ").last }.flatMap { Double($0.dropLast()) }
         #expect((silence ?? 0) >= 1.0, "\(dead ?? "")")
 
+        let down = daemon.eventMark
         try net.blackhole(false)
-        #expect(await daemon.stderr.wait(from: mark, containing: "-> open") != nil, "\(daemon.stderr.text)")
+        #expect(await daemon.awaitLink(.open, from: down), "\(daemon.stderr.text)")
     }
 }
