@@ -247,12 +247,11 @@ final class ExchangeFeed {
         // Auth only: the feed closes a connection that sends anything more before it is authed.
         let (daemon, socket) = try await Self.daemon(dir, feed: feed, upstream: #"ready_timeout = "300ms""#, logLevel: "trace", onOpen: [Self.auth])
         defer { daemon.stop() }
-        let line = await daemon.stderr.wait(timeout: .seconds(30)) { $0.contains("connect failed") && $0.contains("not ready: no upstream message matched") }
-        #expect(line?.contains("upstream.ready_when") == true && line?.contains("authed") == true, "\(line ?? "")")
-        #expect(line?.contains("auth service busy") == true)
-        #expect(line?.contains("retrying in") == true)
-        // A second failed attempt: it backs off and tries again.
-        #expect(await daemon.stderr.wait(count: 2, timeout: .seconds(30)) { $0.contains("connect failed") && $0.contains("not ready:") }.count == 2)
+        // Two failed attempts: it backs off and tries again, and says why.
+        try await awaitStatus(socket, "two attempts not ready") { $0.failedAttempts >= 2 && $0.lastErrorReason == "not_ready" }
+        let error = try daemonStatus(socket).lastError ?? ""
+        #expect(error.contains("not ready: no upstream message matched") && error.contains("upstream.ready_when") && error.contains("authed"), "\(error)")
+        #expect(error.contains("auth service busy"), "\(error)")
         let status = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket, "status", "--json"])
         let json = try JSONValue.parse(status.stdout)
         #expect(json["last_error_reason"] == "not_ready")

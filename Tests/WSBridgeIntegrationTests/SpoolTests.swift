@@ -61,10 +61,10 @@ import WSBridgeProtocol
         (try? FileManager.default.attributesOfItem(atPath: spool + "/outbound.log")[.size] as? Int) ?? -1
     }
 
-    /// Waits until `daemon` says every spooled message went upstream (its debug log), then
-    /// checks that the file is back to its 16-byte header.
-    static func waitForEmptySpool(_ daemon: ManagedProcess, _ spool: String) async -> Bool {
-        await daemon.stderr.wait(timeout: .seconds(60), containing: "is cut back to its header") != nil && Self.spoolSize(spool) == 16
+    /// Waits until the daemon at `socket` reports its spool file back to its 16-byte header
+    /// (every spooled message went upstream), then checks the file itself.
+    static func waitForEmptySpool(_ socket: String, _ spool: String) async -> Bool {
+        (try? await awaitStatus(socket, "the spool cut back to its header") { $0.queue.spool?.fileBytes == 16 }) != nil && Self.spoolSize(spool) == 16
     }
 
     /// Starts an upstream and a daemon on the spool, waits for `count` messages, then proves
@@ -78,7 +78,7 @@ import WSBridgeProtocol
         defer { daemon.stop() }
         let got = await server.process.stdout.wait(count: count) { $0.hasPrefix("message ") }
         #expect(got.count == count, "upstream port \(server.port): \(server.process.stdout.text)\n\(server.process.stderr.text)\n\(daemon.stderr.text)")
-        #expect(await Self.waitForEmptySpool(daemon, spool), "spool size \(Self.spoolSize(spool))")
+        #expect(await Self.waitForEmptySpool(socket, spool), "spool size \(Self.spoolSize(spool))")
         let client = try await Self.client(socket)
         let reply = await Self.send(["sentinel"], over: client)
         #expect(reply.first?["result"]?["status"] == "sent")
@@ -143,7 +143,7 @@ import WSBridgeProtocol
         let server = try await UpstreamServer(.nio, arguments: ["--no-echo"])
         let (second, socket2) = try await Self.daemon(dir, "after", url: server.url)
         defer { second.stop() }
-        #expect(await Self.waitForEmptySpool(second, dir.file("spool")))
+        #expect(await Self.waitForEmptySpool(socket2, dir.file("spool")))
         let probe = try await Self.client(socket2)
         _ = await Self.send(["sentinel"], over: probe)
         _ = await server.event("message sentinel", timeout: .seconds(60))
