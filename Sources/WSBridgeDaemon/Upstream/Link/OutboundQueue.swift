@@ -15,10 +15,16 @@ struct OutboundQueue {
     /// Sends being written to the spool: counted, not yet in `entries`.
     private(set) var reserved = 0
     private(set) var reservedBytes = 0
-    var maxMessages: Int
-    var maxBytes: Int
+    private(set) var maxMessages: Int
+    private(set) var maxBytes: Int
 
     init(maxMessages: Int, maxBytes: Int) {
+        self.maxMessages = maxMessages
+        self.maxBytes = maxBytes
+    }
+
+    /// A reload's bounds: what waits already stays; new messages meet them.
+    mutating func setBounds(maxMessages: Int, maxBytes: Int) {
         self.maxMessages = maxMessages
         self.maxBytes = maxBytes
     }
