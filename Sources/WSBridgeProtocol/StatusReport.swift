@@ -255,6 +255,8 @@ public struct StatusReport: Sendable, Equatable, Codable {
     @OmitNil public var retryInMs: Int64?
     /// nil until the first reload.
     @OmitNil public var lastReload: Reload?
+    /// The HTTP metrics endpoint (`metrics.listen`, its port as bound): nil when there is none.
+    @OmitNil public var metricsUrl: String?
 
     public init() {}
 

@@ -76,6 +76,7 @@ struct Status: ParsableCommand {
         rows.append(("dropped", "\(s.drops) messages (slow subscribers)"))
         rows.append(("last seq", "\(s.seq) (stream \(s.stream))"))
         if let reload = s.lastReload { rows.append(("last reload", Self.reloadText(reload))) }
+        if let url = s.metricsUrl { rows.append(("metrics", url)) }
         rows.append(("version", s.commit.map { "\(s.version) (commit \($0))" } ?? s.version))
         // One width for every call, whichever optional rows this one has (a longer label widens it).
         let width = max(Self.labelWidth, rows.map(\.0.count).max() ?? 0)

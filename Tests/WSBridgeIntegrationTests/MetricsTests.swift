@@ -68,11 +68,14 @@ import WSBridgeProtocol
         throw TestFailure("timed out waiting for \(what)")
     }
 
-    static func httpPort(_ daemon: ManagedProcess) async throws -> Int {
-        let prefix = "serving metrics on http://127.0.0.1:"
-        guard let line = await daemon.stderr.wait(containing: prefix), let start = line.range(of: prefix),
-            let port = Int(line[start.upperBound...].prefix(while: \.isNumber))
-        else { throw TestFailure("no metrics endpoint in the log: \(daemon.stderr.text)") }
+    /// The port the endpoint bound (`listen = "127.0.0.1:0"`), as status says once the daemon is ready.
+    static func httpPort(_ f: DaemonFixture) async throws -> Int {
+        #expect(await f.daemon.awaitReady())
+        let url = try daemonStatus(f.socket).metricsUrl ?? ""
+        let prefix = "http://127.0.0.1:"
+        guard url.hasPrefix(prefix), url.hasSuffix("/metrics"), let port = Int(url.dropFirst(prefix.count).prefix(while: \.isNumber)) else {
+            throw TestFailure("status names no metrics endpoint: \"\(url)\"")
+        }
         return port
     }
 
@@ -133,7 +136,7 @@ import WSBridgeProtocol
         #expect(abs(started - Date().timeIntervalSince1970) < 600, "start time \(started)")
 
         // The same registry over HTTP, with the format's content type.
-        let port = try await Self.httpPort(f.daemon)
+        let port = try await Self.httpPort(f)
         let http = try Self.curl(["http://127.0.0.1:\(port)/metrics"])
         #expect(http.status == 0 && http.head.hasPrefix("HTTP/1.1 200"), "\(http.head)")
         #expect(http.head.lowercased().contains("content-type: text/plain; version=0.0.4; charset=utf-8"))
@@ -214,7 +217,7 @@ import WSBridgeProtocol
                 max_connections = 1
                 """
         )
-        let port = try await Self.httpPort(f.daemon)
+        let port = try await Self.httpPort(f)
         // One idle connection holds the only place...
         let holder = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         // Closed once: a second close(2) would close whatever descriptor took the number since.

@@ -73,6 +73,13 @@ final class LocalPlane {
         self.lastReload = outcome
     }
 
+    /// The HTTP metrics endpoint, once it listens (`metrics.listen`).
+    private(set) var metricsURL: String?
+
+    func servingMetrics(at url: String) {
+        self.metricsURL = url
+    }
+
     /// STATUS= now, for READY=1 (also sent on every change).
     var statusSummary: String { self.status.summary(link: self.link, subscribers: self.fanout.subscriberCount) }
 

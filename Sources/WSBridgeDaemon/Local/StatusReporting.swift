@@ -16,6 +16,7 @@ extension LocalPlane {
         report.refusedClients = self.refusedClients
         report.notAccepting = self.notAccepting
         report.lastReload = self.lastReload
+        report.metricsUrl = self.metricsURL
         if let journal = self.fanout.journal {
             let st = journal.statistics
             report.journal = .init(

@@ -43,6 +43,7 @@ enum MetricsServer {
             .bind(host: address.host, port: address.port).get()
         let bound = channel.localAddress?.port.map { Configuration.HostPort(host: address.host, port: $0).description } ?? address.description
         logger.notice("serving metrics on http://\(bound)/metrics", metadata: ["metrics.listen": "\(bound)"])
+        try await eventLoop.submit { plane.value.servingMetrics(at: "http://\(bound)/metrics") }.get()
         return channel
     }
 }
