@@ -54,7 +54,7 @@ import WSBridgeCore
         _ = try dir.write("token", "rotated")
         #expect(try await factory.prepare(configuration: configuration, on: loop).get().token == "rotated")
         try FileManager.default.removeItem(atPath: configuration.auth.tokenFile!)
-        await #expect(throws: TokenFile.ReadError.self) {
+        await #expect(throws: TokenFile.ReadError.unreadable(path: configuration.auth.tokenFile!, .cannotOpen(errno: ENOENT))) {
             _ = try await factory.prepare(configuration: configuration, on: loop).get()
         }
     }
