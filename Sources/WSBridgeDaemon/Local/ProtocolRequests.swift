@@ -16,6 +16,8 @@ final class ProtocolRequests {
     }
 
     private var waiting: [Int: [String: Entry]] = [:]
+    /// Requests waiting in all (checked against local.max_pending_requests_total per request).
+    private(set) var count = 0
     private let eventLoop: any EventLoop
 
     init(eventLoop: any EventLoop) {
@@ -23,7 +25,6 @@ final class ProtocolRequests {
     }
 
     var isEmpty: Bool { self.waiting.isEmpty }
-    var count: Int { self.waiting.values.reduce(0) { $0 + $1.count } }
     func count(of client: LocalClient) -> Int { self.waiting[client.id]?.count ?? 0 }
 
     /// Whether `client` waits for the answer to the message whose id has `key`.
@@ -39,7 +40,11 @@ final class ProtocolRequests {
             guard let gone = self.remove(clientID, key), !gone.answered else { return }
             expired(gone)
         }
-        self.waiting[clientID, default: [:]][key] = Entry(id: id, timer: timer)
+        if let replaced = self.waiting[clientID, default: [:]].updateValue(Entry(id: id, timer: timer), forKey: key) {
+            replaced.timer.cancel()
+        } else {
+            self.count += 1
+        }
     }
 
     /// Stops waiting (the message was refused); false if nothing waited.
@@ -52,7 +57,10 @@ final class ProtocolRequests {
 
     /// The client went away: what it waits for goes with it.
     func cancelAll(of client: LocalClient) {
-        for (_, entry) in self.waiting.removeValue(forKey: client.id) ?? [:] { entry.timer.cancel() }
+        for (_, entry) in self.waiting.removeValue(forKey: client.id) ?? [:] {
+            entry.timer.cancel()
+            self.count -= 1
+        }
     }
 
     /// What an upstream message carrying the id with `key` does to `client`'s request.
@@ -84,6 +92,7 @@ final class ProtocolRequests {
     @discardableResult
     private func remove(_ clientID: Int, _ key: String) -> Entry? {
         guard let entry = self.waiting[clientID]?.removeValue(forKey: key) else { return nil }
+        self.count -= 1
         if self.waiting[clientID]?.isEmpty == true { self.waiting[clientID] = nil }
         return entry
     }

@@ -74,12 +74,14 @@ final class OutboundPath {
         if self.queue.isIdle, link.sendNow(message) {
             return .sent
         }
+        // Without a spool the message joins the queue now; with one, its place is reserved
+        // until the spool stored it.
         do {
-            guard self.spool != nil else {
+            if self.spool == nil {
                 try self.queue.append(message)
-                return .queued(depth: self.queue.count)
+            } else {
+                try self.queue.reserve(message.data.readableBytes)
             }
-            try self.queue.reserve(message.data.readableBytes)
         } catch {
             self.metrics.dropped(1, .outboundQueueFull)
             return .rejected(error.description)
