@@ -254,13 +254,46 @@ public struct ReplyLine: Sendable, Equatable {
         guard json["type"]?.stringValue == Self.type, json["ok"]?.boolValue != nil, let wire = try? WireCoding.decode(Wire.self, from: json) else {
             return nil
         }
-        let id = wire.id == .null ? nil : wire.id
+        // `.none`, not `nil`: beside a JSONValue, the nil literal is JSON's null.
+        let id: JSONValue? = wire.id == .null ? .none : wire.id
         if wire.ok {
             self.init(id: id, .success(wire.result ?? .null))
         } else {
             let code = wire.error.flatMap { ErrorCode(rawValue: $0.code) } ?? .internalError
             let message = wire.error?.message ?? "request failed"
             self.init(id: id, .failure(ProtocolError(code, message, id: id)))
+        }
+    }
+}
+
+extension ReplyLine {
+    /// A successful reply whose result never changes (a send's `sent`), as the line's bytes
+    /// before and after its id. They are cut from the line `json` encodes, once, so the bytes are
+    /// the schema's; a reply then costs its id, not an encoding (the send path's largest cost).
+    public struct Constant: Sendable {
+        /// `{"type":"reply","id":`
+        public let head: [UInt8]
+        /// `,"ok":true,"result":...}` and the newline.
+        public let tail: [UInt8]
+
+        public init(result: JSONValue) {
+            let line = Array(ReplyLine.ok(id: .null, result).json.serialized.utf8)
+            let key = Array(#""id":null"#.utf8)
+            guard let at = (0...(line.count - key.count)).first(where: { line[$0..<($0 + key.count)].elementsEqual(key) }) else {
+                preconditionFailure("a reply line has no \"id\": \(String(decoding: line, as: UTF8.self))")
+            }
+            let idStart = at + key.count - 4
+            self.head = Array(line[..<idStart])
+            self.tail = Array(line[(idStart + 4)...]) + [UInt8(ascii: "\n")]
+        }
+
+        /// The whole line for one request's id, newline included.
+        public func line(id: JSONValue?) -> [UInt8] {
+            var out = self.head
+            out.reserveCapacity(self.head.count + self.tail.count + 16)
+            (id ?? .null).write(into: &out)
+            out.append(contentsOf: self.tail)
+            return out
         }
     }
 }

@@ -39,18 +39,22 @@ public enum WireCoding {
         }
     }
 
-    /// `maxMessages` → `max_messages`.
+    /// `maxMessages` → `max_messages`. A name with no capital (every `CodingKeys` raw value
+    /// already in snake_case, most property names) is returned as it is, without a copy: this
+    /// runs for every key of every line.
     static func snakeCase(_ name: String) -> String {
-        var out = ""
-        for c in name {
-            if c.isUppercase {
-                if !out.isEmpty { out.append("_") }
-                out.append(contentsOf: c.lowercased())
+        guard name.utf8.contains(where: { $0 &- UInt8(ascii: "A") < 26 }) else { return name }
+        var out: [UInt8] = []
+        out.reserveCapacity(name.utf8.count + 4)
+        for byte in name.utf8 {
+            if byte &- UInt8(ascii: "A") < 26 {
+                if !out.isEmpty { out.append(UInt8(ascii: "_")) }
+                out.append(byte + 32)
             } else {
-                out.append(c)
+                out.append(byte)
             }
         }
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
 }
 
@@ -87,12 +91,13 @@ public struct OmitNil<Value: Codable & Sendable & Equatable>: Codable, Sendable,
     }
 }
 
-protocol OmittableWhenNil {
-    var isNil: Bool { get }
-}
-
-extension OmitNil: OmittableWhenNil {
-    var isNil: Bool { self.wrappedValue == nil }
+extension KeyedEncodingContainer {
+    /// A nil `@OmitNil` property is left out (chosen at compile time for the synthesized
+    /// `encode(to:)`, so no coder tests each field's type for it).
+    public mutating func encode<Value>(_ value: OmitNil<Value>, forKey key: Key) throws {
+        guard let wrapped = value.wrappedValue else { return }
+        try self.encode(wrapped, forKey: key)
+    }
 }
 
 extension KeyedDecodingContainer {

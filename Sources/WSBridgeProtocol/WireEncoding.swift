@@ -40,21 +40,24 @@ final class EncodingNode {
         }
     }
 
-    static func primitive(_ value: Any) -> JSONValue? {
-        switch value {
-        case let v as JSONValue: v
-        case let v as JSONNumber: .number(v)
-        case let v as String: .string(v)
-        case let v as Bool: .bool(v)
-        case let v as Int: .number(JSONNumber(v))
-        case let v as Int64: .number(JSONNumber(v))
-        case let v as Int32: .number(JSONNumber(v))
-        case let v as UInt64: .number(JSONNumber(v))
-        case let v as UInt32: .number(JSONNumber(v))
-        case let v as UInt16: .number(JSONNumber(v))
-        case let v as UInt8: .number(JSONNumber(v))
-        case let v as Double: .number(JSONNumber(v))
-        default: nil
+    /// The value when it is one of JSON's own: told by its type's identity, not by casts from
+    /// `Any` (a cast per candidate type cost more than the rest of a line's encoding).
+    static func primitive<T>(_ value: T) -> JSONValue? {
+        func be<U>(_: U.Type) -> U { unsafeBitCast(value, to: U.self) }
+        switch ObjectIdentifier(T.self) {
+        case ObjectIdentifier(JSONValue.self): return be(JSONValue.self)
+        case ObjectIdentifier(JSONNumber.self): return .number(be(JSONNumber.self))
+        case ObjectIdentifier(String.self): return .string(be(String.self))
+        case ObjectIdentifier(Bool.self): return .bool(be(Bool.self))
+        case ObjectIdentifier(Int.self): return .number(JSONNumber(be(Int.self)))
+        case ObjectIdentifier(Int64.self): return .number(JSONNumber(be(Int64.self)))
+        case ObjectIdentifier(Int32.self): return .number(JSONNumber(be(Int32.self)))
+        case ObjectIdentifier(UInt64.self): return .number(JSONNumber(be(UInt64.self)))
+        case ObjectIdentifier(UInt32.self): return .number(JSONNumber(be(UInt32.self)))
+        case ObjectIdentifier(UInt16.self): return .number(JSONNumber(be(UInt16.self)))
+        case ObjectIdentifier(UInt8.self): return .number(JSONNumber(be(UInt8.self)))
+        case ObjectIdentifier(Double.self): return .number(JSONNumber(be(Double.self)))
+        default: return nil
         }
     }
 }
@@ -94,7 +97,6 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     }
 
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
-        if let omittable = value as? any OmittableWhenNil, omittable.isNil { return }
         let child = EncodingNode()
         try child.encode(value, codingPath: self.codingPath + [key])
         self.append(key, child)

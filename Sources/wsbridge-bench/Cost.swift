@@ -14,7 +14,7 @@ import Foundation
 /// runtime and allocator, the rest).
 struct Cost: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Instructions per upstream message (callgrind), by phase; beside a baseline build."
+        abstract: "Instructions per upstream message, or per local send (--sends), counted by callgrind, by phase; beside a baseline build."
     )
 
     @OptionGroup var builds: Builds
@@ -42,6 +42,12 @@ struct Cost: AsyncParsableCommand {
             "Count routed messages (--protocol json, stomp or nats): every subscriber holds one subscription (json: a sticky send with an id; stomp: SUBSCRIBE; nats: SUB) and every flooded message belongs to it, so each goes through the id table to its holders instead of being broadcast. socketio's flood is events, broadcast."
     )
     var routed = false
+
+    @Flag(
+        help:
+            "Count a local send instead of an upstream message: one client pipelines the sends (text of --size bytes) and reads every reply; the upstream takes them without echo."
+    )
+    var sends = false
 
     @Option(help: "Python with `websockets` (the upstream when deflate is on).")
     var python = ".build/venv/bin/python"
@@ -99,10 +105,11 @@ struct Cost: AsyncParsableCommand {
                     for phase in Self.phases + ["total"] {
                         perMessage[phase] = Double((long[phase] ?? 0) - (short[phase] ?? 0)) / Double(n)
                     }
+                    let what = self.sends ? "send" : "message"
                     let label =
-                        "\(name)\(self.routed ? ", routed" : ""), \(subscribers) sub\(subscribers == 1 ? "" : "s"), \(self.size) B, deflate \(deflate ? "on" : "off")"
+                        "\(name)\(self.sends ? ", sends" : "")\(self.routed ? ", routed" : ""), \(subscribers) sub\(subscribers == 1 ? "" : "s"), \(self.size) B, deflate \(deflate ? "on" : "off")"
                     emitLine(
-                        "cost \(label): \(Int(perMessage["total"]!.rounded())) instructions per message (runs of \(n) and \(2 * n) messages)")
+                        "cost \(label): \(Int(perMessage["total"]!.rounded())) instructions per \(what) (runs of \(n) and \(2 * n) \(what)s)")
                     rows.append((label, perMessage))
                     byDaemon[name] = perMessage["total"]
                 }
@@ -114,7 +121,7 @@ struct Cost: AsyncParsableCommand {
             }
         }
         print("")
-        print("| daemon, subscribers, size, deflate | instructions / message | " + Self.phases.joined(separator: " | ") + " |")
+        print("| daemon, subscribers, size, deflate | instructions / \(self.sends ? "send" : "message") | " + Self.phases.joined(separator: " | ") + " |")
         print("| --- | ---: | " + Self.phases.map { _ in "---:" }.joined(separator: " | ") + " |")
         for (label, m) in rows {
             let cells = Self.phases.map { String(Int((m[$0] ?? 0).rounded())) }
@@ -168,6 +175,11 @@ struct Cost: AsyncParsableCommand {
             }).contains(#""state":"open""#) == false {
                 try await Task.sleep(for: .milliseconds(50))
             }
+        }
+        if self.sends {
+            _ = try await SpoolCost.pipelined(socket: socket, clients: 1, total: messages, payload: String(repeating: "x", count: self.size))
+            await bridge.stopAndWait()
+            return try Self.parse(out)
         }
         // Readers wait long for lines: the daemon runs some 50 times slower under callgrind.
         // Routed: each reader holds the subscription the flood's messages answer (its first

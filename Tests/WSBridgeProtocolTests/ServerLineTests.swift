@@ -54,6 +54,19 @@ import WSBridgeProtocol
         #expect(failed.json == ProtocolError(.queueFull, "full", id: "q").reply)
     }
 
+    /// The send path's reply, cut from the schema's line once: the same bytes as encoding it,
+    /// for every kind of id.
+    @Test func aConstantReplyIsTheEncodedLine() throws {
+        let constant = ReplyLine.Constant(result: SendResult.sent.json)
+        // `.none`: a bare nil literal would be JSONValue's null.
+        for id: JSONValue? in [.none, 7, "q\"1", 1.5, -3, "é"] {
+            let line = String(decoding: constant.line(id: id), as: UTF8.self)
+            #expect(line == ReplyLine.ok(id: id, SendResult.sent.json).json.serialized + "\n")
+            let decoded = ServerLine.decode(try JSONValue.parse(String(line.dropLast())))
+            #expect(decoded == .reply(ReplyLine.ok(id: id, SendResult.sent.json)), "\(line)")
+        }
+    }
+
     @Test func unknownOrMalformedLinesAreNotGuessed() throws {
         #expect(ServerLine.decode(try JSONValue.parse(#"{"type":"future","x":1}"#)) == nil)
         #expect(ServerLine.decode(try JSONValue.parse(#"{"type":"message","seq":"one","kind":"text"}"#)) == nil)

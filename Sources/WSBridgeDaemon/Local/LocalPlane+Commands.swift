@@ -385,11 +385,18 @@ extension LocalPlane {
         }
     }
 
+    /// The reply to a send that went out, but for its id.
+    private static let sentReply = ReplyLine.Constant(result: SendResult.sent.json)
+
     /// The reply line to a `send`.
     private func sendReply(_ outcome: SendOutcome, id: JSONValue?) -> ByteBuffer {
         let json: JSONValue
         switch outcome {
-        case .sent: json = ReplyLine.ok(id: id, SendResult.sent.json).json
+        case .sent:
+            let line = Self.sentReply.line(id: id)
+            var buffer = self.allocator.buffer(capacity: line.count)
+            buffer.writeBytes(line)
+            return buffer
         case .queued(let depth): json = ReplyLine.ok(id: id, SendResult.queued(depth: depth, state: self.link.phase).json).json
         case .rejected(let problem): json = ProtocolError(.queueFull, problem, id: id).reply
         case .spooling: json = ProtocolError(.internalError, "bug: a send was answered before the spool stored it", id: id).reply
