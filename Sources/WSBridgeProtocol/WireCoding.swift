@@ -43,7 +43,9 @@ public enum WireCoding {
     /// already in snake_case, most property names) is returned as it is, without a copy: this
     /// runs for every key of every line.
     static func snakeCase(_ name: String) -> String {
-        guard name.utf8.contains(where: { $0 &- UInt8(ascii: "A") < 26 }) else { return name }
+        var name = name
+        let capital = name.withUTF8 { bytes in bytes.contains { $0 &- UInt8(ascii: "A") < 26 } }
+        guard capital else { return name }
         var out: [UInt8] = []
         out.reserveCapacity(name.utf8.count + 4)
         for byte in name.utf8 {
@@ -63,11 +65,37 @@ public struct WireDecodingError: Error, Sendable, Equatable, CustomStringConvert
     /// Dotted path of the key (`queue.spool.fsyncs`, `keys.0.holders`); empty for the top.
     public var path: String
     public var problem: String
+    /// When the value is of another type than its key's: what it must be, and what came (a
+    /// request's error reply words it for the client, `RequestSchema`).
+    public var mismatch: Mismatch?
+
+    public struct Mismatch: Sendable, Equatable {
+        /// `a string`, `true or false`, `a whole number >= 0`, `an object`...
+        public var expected: String
+        public var found: JSONValue
+    }
+
+    public init(path: String, problem: String, mismatch: Mismatch? = nil) {
+        self.path = path
+        self.problem = problem
+        self.mismatch = mismatch
+    }
 
     public var description: String { self.path.isEmpty ? self.problem : "\(self.path): \(self.problem)" }
 
+    static func path(_ codingPath: [any CodingKey]) -> String {
+        codingPath.map { $0.intValue.map(String.init) ?? WireCoding.snakeCase($0.stringValue) }.joined(separator: ".")
+    }
+
     static func at(_ codingPath: [any CodingKey], _ problem: String) -> Self {
-        Self(path: codingPath.map { $0.intValue.map(String.init) ?? WireCoding.snakeCase($0.stringValue) }.joined(separator: "."), problem: problem)
+        Self(path: Self.path(codingPath), problem: problem)
+    }
+
+    /// `expected a string, found 5`.
+    static func mismatch(_ codingPath: [any CodingKey], expected: String, found: JSONValue) -> Self {
+        Self(
+            path: Self.path(codingPath), problem: "expected \(expected), found \(WireDecoder.describe(found))",
+            mismatch: Mismatch(expected: expected, found: found))
     }
 }
 

@@ -6,16 +6,31 @@
 struct WireDecoder: Decoder {
     /// nil: the key is missing (its value reads as zero, false, empty or nil).
     let value: JSONValue?
-    let codingPath: [any CodingKey]
+    /// The path to the container this value is in, and its key there: the whole path is made
+    /// only when asked for (an error, a nested container), not for every field read.
+    let parentPath: [any CodingKey]
+    let key: (any CodingKey)?
+    var codingPath: [any CodingKey] { self.key.map { self.parentPath + [$0] } ?? self.parentPath }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     init(_ value: JSONValue?, codingPath: [any CodingKey]) {
         self.value = value
-        self.codingPath = codingPath
+        self.parentPath = codingPath
+        self.key = nil
+    }
+
+    init(_ value: JSONValue?, in parentPath: [any CodingKey], at key: any CodingKey) {
+        self.value = value
+        self.parentPath = parentPath
+        self.key = key
     }
 
     func fail(_ problem: String) -> WireDecodingError {
         WireDecodingError.at(self.codingPath, problem)
+    }
+
+    func mismatch(_ expected: String, _ found: JSONValue) -> WireDecodingError {
+        WireDecodingError.mismatch(self.codingPath, expected: expected, found: found)
     }
 
     static func describe(_ value: JSONValue) -> String {
@@ -23,25 +38,29 @@ struct WireDecoder: Decoder {
         return text.count > 40 ? String(text.prefix(40)) + "…" : text
     }
 
+    /// Primitives are told by their type's identity (a cast per candidate type would cost more
+    /// than the rest of a request's decoding).
     func decodeValue<T: Decodable>(_ type: T.Type) throws -> T {
-        if T.self == JSONValue.self { return (self.value ?? .null) as! T }
+        func be<U>(_ value: U) -> T { unsafeBitCast(value, to: T.self) }
+        let kind = ObjectIdentifier(T.self)
+        if kind == ObjectIdentifier(JSONValue.self) { return be(self.value ?? .null) }
         guard let value = self.value, value != .null else {
             if let zero = Self.zero(T.self) { return zero }
             return try T(from: self)
         }
-        switch T.self {
-        case is String.Type:
-            guard let s = value.stringValue else { throw self.fail("expected a string, found \(Self.describe(value))") }
-            return s as! T
-        case is Bool.Type:
-            guard let b = value.boolValue else { throw self.fail("expected true or false, found \(Self.describe(value))") }
-            return b as! T
-        case is JSONNumber.Type:
-            guard case .number(let n) = value else { throw self.fail("expected a number, found \(Self.describe(value))") }
-            return n as! T
-        case is Double.Type:
-            guard case .number(let n) = value else { throw self.fail("expected a number, found \(Self.describe(value))") }
-            return n.doubleValue as! T
+        switch kind {
+        case ObjectIdentifier(String.self):
+            guard case .string(let s) = value else { throw self.mismatch("a string", value) }
+            return be(s)
+        case ObjectIdentifier(Bool.self):
+            guard case .bool(let b) = value else { throw self.mismatch("true or false", value) }
+            return be(b)
+        case ObjectIdentifier(JSONNumber.self):
+            guard case .number(let n) = value else { throw self.mismatch("a number", value) }
+            return be(n)
+        case ObjectIdentifier(Double.self):
+            guard case .number(let n) = value else { throw self.mismatch("a number", value) }
+            return be(n.doubleValue)
         default:
             if let integer = try self.integer(T.self, value) { return integer }
             return try T(from: self)
@@ -50,37 +69,39 @@ struct WireDecoder: Decoder {
 
     /// What a missing (or null) primitive reads as.
     static func zero<T>(_ type: T.Type) -> T? {
-        switch type {
-        case is String.Type: "" as? T
-        case is Bool.Type: false as? T
-        case is Int.Type: 0 as? T
-        case is Int64.Type: Int64(0) as? T
-        case is Int32.Type: Int32(0) as? T
-        case is UInt64.Type: UInt64(0) as? T
-        case is UInt32.Type: UInt32(0) as? T
-        case is UInt16.Type: UInt16(0) as? T
-        case is UInt8.Type: UInt8(0) as? T
-        case is Double.Type: 0.0 as? T
-        case is JSONNumber.Type: JSONNumber(0) as? T
-        default: nil
+        func be<U>(_ value: U) -> T { unsafeBitCast(value, to: T.self) }
+        switch ObjectIdentifier(type) {
+        case ObjectIdentifier(String.self): return be("")
+        case ObjectIdentifier(Bool.self): return be(false)
+        case ObjectIdentifier(Int.self): return be(0 as Int)
+        case ObjectIdentifier(Int64.self): return be(0 as Int64)
+        case ObjectIdentifier(Int32.self): return be(0 as Int32)
+        case ObjectIdentifier(UInt64.self): return be(0 as UInt64)
+        case ObjectIdentifier(UInt32.self): return be(0 as UInt32)
+        case ObjectIdentifier(UInt16.self): return be(0 as UInt16)
+        case ObjectIdentifier(UInt8.self): return be(0 as UInt8)
+        case ObjectIdentifier(Double.self): return be(0.0)
+        case ObjectIdentifier(JSONNumber.self): return be(JSONNumber(0))
+        default: return nil
         }
     }
 
     func integer<T>(_ type: T.Type, _ value: JSONValue) throws -> T? {
-        func exact<I: FixedWidthInteger>(_: I.Type) throws -> I {
+        func exact<I: FixedWidthInteger>(_: I.Type) throws -> T {
             guard case .number(let n) = value, let i = I(n.text) else {
-                throw self.fail("expected a whole number from \(I.min) to \(I.max), found \(Self.describe(value))")
+                let range = I.min == 0 && I.bitWidth >= 64 ? ">= 0" : "from \(I.min) to \(I.max)"
+                throw self.mismatch("a whole number \(range)", value)
             }
-            return i
+            return unsafeBitCast(i, to: T.self)
         }
-        switch type {
-        case is Int.Type: return try exact(Int.self) as? T
-        case is Int64.Type: return try exact(Int64.self) as? T
-        case is Int32.Type: return try exact(Int32.self) as? T
-        case is UInt64.Type: return try exact(UInt64.self) as? T
-        case is UInt32.Type: return try exact(UInt32.self) as? T
-        case is UInt16.Type: return try exact(UInt16.self) as? T
-        case is UInt8.Type: return try exact(UInt8.self) as? T
+        switch ObjectIdentifier(type) {
+        case ObjectIdentifier(Int.self): return try exact(Int.self)
+        case ObjectIdentifier(Int64.self): return try exact(Int64.self)
+        case ObjectIdentifier(Int32.self): return try exact(Int32.self)
+        case ObjectIdentifier(UInt64.self): return try exact(UInt64.self)
+        case ObjectIdentifier(UInt32.self): return try exact(UInt32.self)
+        case ObjectIdentifier(UInt16.self): return try exact(UInt16.self)
+        case ObjectIdentifier(UInt8.self): return try exact(UInt8.self)
         default: return nil
         }
     }
@@ -89,7 +110,7 @@ struct WireDecoder: Decoder {
         switch self.value {
         case nil, .null?: return KeyedDecodingContainer(KeyedReader<Key>(fields: [], codingPath: self.codingPath))
         case .object(let fields)?: return KeyedDecodingContainer(KeyedReader<Key>(fields: fields, codingPath: self.codingPath))
-        case let other?: throw self.fail("expected an object, found \(Self.describe(other))")
+        case let other?: throw self.mismatch("an object", other)
         }
     }
 
@@ -97,7 +118,7 @@ struct WireDecoder: Decoder {
         switch self.value {
         case nil, .null?: return UnkeyedReader(items: [], codingPath: self.codingPath)
         case .array(let items)?: return UnkeyedReader(items: items, codingPath: self.codingPath)
-        case let other?: throw self.fail("expected an array, found \(Self.describe(other))")
+        case let other?: throw self.mismatch("an array", other)
         }
     }
 
@@ -118,6 +139,8 @@ private struct KeyedReader<Key: CodingKey>: KeyedDecodingContainerProtocol {
         return self.fields.last { $0.0 == name }?.1
     }
 
+    private func decoder(_ key: Key) -> WireDecoder { WireDecoder(self.lookup(key), in: self.codingPath, at: key) }
+
     func contains(_ key: Key) -> Bool { self.lookup(key) != nil }
 
     func decodeNil(forKey key: Key) throws -> Bool {
@@ -126,19 +149,34 @@ private struct KeyedReader<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
-        try WireDecoder(self.lookup(key), codingPath: self.codingPath + [key]).decodeValue(T.self)
+        try self.decoder(key).decodeValue(T.self)
+    }
+
+    /// Missing or null is nil, with one look for the key (the default looks three times).
+    func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
+        guard let value = self.lookup(key), value != .null else { return nil }
+        return try WireDecoder(value, in: self.codingPath, at: key).decodeValue(T.self)
+    }
+    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? { try self.decodeIfPresent(type as String.Type?, key) }
+    func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? { try self.decodeIfPresent(type as Bool.Type?, key) }
+    func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? { try self.decodeIfPresent(type as Double.Type?, key) }
+    func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? { try self.decodeIfPresent(type as Int.Type?, key) }
+    func decodeIfPresent(_ type: UInt64.Type, forKey key: Key) throws -> UInt64? { try self.decodeIfPresent(type as UInt64.Type?, key) }
+
+    private func decodeIfPresent<T: Decodable>(_ type: T.Type?, _ key: Key) throws -> T? {
+        try self.decodeIfPresent(T.self, forKey: key)
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
-        try WireDecoder(self.lookup(key), codingPath: self.codingPath + [key]).container(keyedBy: type)
+        try self.decoder(key).container(keyedBy: type)
     }
 
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
-        try WireDecoder(self.lookup(key), codingPath: self.codingPath + [key]).unkeyedContainer()
+        try self.decoder(key).unkeyedContainer()
     }
 
     func superDecoder() throws -> any Decoder { WireDecoder(.object(self.fields), codingPath: self.codingPath) }
-    func superDecoder(forKey key: Key) throws -> any Decoder { WireDecoder(self.lookup(key), codingPath: self.codingPath + [key]) }
+    func superDecoder(forKey key: Key) throws -> any Decoder { self.decoder(key) }
 }
 
 private struct UnkeyedReader: UnkeyedDecodingContainer {
@@ -157,7 +195,7 @@ private struct UnkeyedReader: UnkeyedDecodingContainer {
     private mutating func next() -> WireDecoder {
         defer { self.currentIndex += 1 }
         let value = self.currentIndex < self.items.count ? self.items[self.currentIndex] : nil
-        return WireDecoder(value, codingPath: self.codingPath + [WireIndex(self.currentIndex)])
+        return WireDecoder(value, in: self.codingPath, at: WireIndex(self.currentIndex))
     }
 
     mutating func decodeNil() throws -> Bool {

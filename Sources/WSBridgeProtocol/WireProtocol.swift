@@ -167,264 +167,273 @@ public struct Request: Sendable, Equatable {
         self.command = command
     }
 
-    /// Validates a parsed line. Every error names the field and what is accepted.
+    /// Reads a parsed line through the request's schema (its `Codable` conformance, below: the
+    /// coder the replies use) and checks it against the daemon's bounds. Every error names the
+    /// field and what is accepted.
     public static func decode(_ json: JSONValue, limits: RequestLimits = RequestLimits()) throws(ProtocolError) -> Request {
         guard case .object = json else {
             throw ProtocolError(.notAnObject, "a request must be a JSON object like {\"id\":1,\"op\":\"status\"}, not \(json.typeName)")
         }
-        let id = json["id"]
-        if let id {
-            switch id {
-            case .string, .number, .null: break
-            default: throw ProtocolError(.wrongType, "\"id\" must be a string or a number, not \(id.typeName)", id: nil)
-            }
+        let request: Request
+        do {
+            request = try WireDecoder(json, codingPath: []).decodeValue(Request.self)
+        } catch let error as ProtocolError {
+            throw error
+        } catch {
+            // `init(from:)` words its own errors; anything else is a bug in it.
+            throw ProtocolError(.internalError, "bug: a request was refused with \(error)", id: json["id"])
         }
-        func fail(_ code: ErrorCode, _ message: String) -> ProtocolError { ProtocolError(code, message, id: id) }
-        if let v = json["v"] {
-            guard v.intValue == WireProtocol.version else {
-                throw fail(
-                    .badVersion,
-                    "protocol version \(v.serialized) is not supported: this daemon speaks version \(WireProtocol.version); upgrade the client or omit \"v\"")
-            }
+        do {
+            try request.command.check(limits)
+        } catch {
+            throw error.with(id: request.id)
         }
-        guard let opValue = json["op"] else {
-            throw fail(.missingField, "missing \"op\": one of \(Op.allCases.map(\.rawValue).joined(separator: ", "))")
-        }
-        guard let opName = opValue.stringValue else {
-            throw fail(.wrongType, "\"op\" must be a string, not \(opValue.typeName)")
-        }
-        guard let op = Op(rawValue: opName) else {
-            throw fail(.unknownOp, "unknown op \"\(opName)\": use one of \(Op.allCases.map(\.rawValue).joined(separator: ", "))")
-        }
-        let fields = FieldReader(json: json, id: id, op: op, limits: limits)
-        let command: Command
-        switch op {
-        case .subscribe:
-            let filter = try fields.filter("filter", required: false)
-            let since = try fields.unsigned("since")
-            let stream = try fields.string("stream")
-            if stream != nil && since == nil {
-                throw fail(.missingField, "\"stream\" goes with \"since\": give the last seq you received in that stream")
-            }
-            let all = try fields.bool("all") ?? false
-            if all && since != nil {
-                throw fail(.invalidValue, "\"all\" shows the live wire as it is, with nothing replayed: leave out \"since\"")
-            }
-            command = .subscribe(filter: filter, since: since, stream: stream, all: all)
-        case .unsubscribe:
-            command = .unsubscribe
-        case .status:
-            command = .status
-        case .metrics:
-            command = .metrics
-        case .connect:
-            command = .connect
-        case .reconnect:
-            command = .reconnect
-        case .send:
-            command = .send(try fields.payload(), sticky: try fields.sticky())
-        case .sticky:
-            command = .sticky
-        case .clearSetAside:
-            command = .clearSetAside
-        case .unstick:
-            guard let key = try fields.string("key") else { throw fail(.missingField, "unstick needs \"key\": the sticky key to remove") }
-            command = .unstick(key: key, text: try fields.string("text"), scope: try fields.scope())
-        case .close:
-            let code = try fields.unsigned("code").map { UInt16(clamping: $0) } ?? 1000
-            guard code == 1000 || code == 1001 || (3000...4999).contains(code) else {
-                throw fail(.invalidValue, "\"code\" \(code) cannot be sent: use 1000 (normal), 1001 (going away) or 3000-4999")
-            }
-            let reason = try fields.string("reason") ?? ""
-            guard reason.utf8.count <= 123 else {
-                throw fail(.invalidValue, "\"reason\" is \(reason.utf8.count) bytes: a close reason holds at most 123 bytes of UTF-8")
-            }
-            command = .close(code: code, reason: reason)
-        case .request:
-            let payload = try fields.payload()
-            let match = try fields.filter("match", required: false)
-            let seconds = try fields.number("timeout") ?? 10
-            guard seconds > 0, seconds <= 3600 else {
-                let got = seconds == seconds.rounded() && abs(seconds) < 1e15 ? String(Int64(seconds)) : "\(seconds)"
-                throw fail(.invalidValue, "\"timeout\" must be more than 0 and at most 3600 seconds, got \(got)")
-            }
-            command = .request(payload, match: match, timeout: .nanoseconds(Int64(seconds * 1e9)))
-        }
-        return Request(id: id, command: command)
+        return request
     }
+
+    /// The request line: `{"id": ..., "op": ..., "v": 1, ...fields}`, as `decode` reads it.
+    package var json: JSONValue { WireCoding.encode(self) }
 }
 
-private struct FieldReader {
-    let json: JSONValue
-    let id: JSONValue?
-    let op: Op
-    let limits: RequestLimits
-
-    func fail(_ code: ErrorCode, _ message: String) -> ProtocolError { ProtocolError(code, message, id: self.id) }
-
-    func string(_ name: String) throws(ProtocolError) -> String? {
-        guard let v = self.json[name], v != .null else { return nil }
-        guard let s = v.stringValue else { throw self.fail(.wrongType, "\"\(name)\" must be a string, not \(v.typeName)") }
-        return s
+/// The request's schema, both ways: every field once (`Field`), read by `init(from:)` and
+/// written by `encode(to:)` (a test holds every command to a round trip). Through `WireCoding`, a
+/// field of the wrong type is worded for the client (`"since" must be a whole number >= 0, not
+/// -1`); the checks of values follow each op's fields.
+extension Request: Codable {
+    private enum Field: String, CodingKey {
+        case id, op, v, text, binary, filter, since, stream, all, key, scope, sticky, code, reason, match, timeout
+        case onUnstick = "on_unstick"
     }
 
-    func bool(_ name: String) throws(ProtocolError) -> Bool? {
-        guard let v = self.json[name], v != .null else { return nil }
-        guard let b = v.boolValue else { throw self.fail(.wrongType, "\"\(name)\" must be true or false, not \(v.typeName)") }
-        return b
-    }
+    private typealias Fields = KeyedDecodingContainer<Field>
 
-    func number(_ name: String) throws(ProtocolError) -> Double? {
-        guard let v = self.json[name], v != .null else { return nil }
-        guard let d = v.doubleValue else { throw self.fail(.wrongType, "\"\(name)\" must be a number, not \(v.typeName)") }
-        return d
-    }
-
-    func unsigned(_ name: String) throws(ProtocolError) -> UInt64? {
-        guard let v = self.json[name], v != .null else { return nil }
-        guard let i = v.intValue, i >= 0 else {
-            throw self.fail(.wrongType, "\"\(name)\" must be a whole number >= 0, not \(v.serialized)")
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: Field.self)
+        let id = try c.decodeIfPresent(JSONValue.self, forKey: .id)
+        if let id {
+            switch id {
+            case .string, .number: break
+            default: throw ProtocolError(.wrongType, "\"id\" must be a string or a number, not \(id.typeName)")
+            }
         }
-        return UInt64(i)
+        do {
+            self.init(id: id, command: try Self.command(c))
+        } catch let error as ProtocolError {
+            throw error.with(id: id)
+        } catch let error as WireDecodingError {
+            throw ProtocolError(error, id: id)
+        }
+    }
+
+    private static func command(_ c: Fields) throws -> Command {
+        if let v = try c.decodeIfPresent(JSONValue.self, forKey: .v), v.intValue != WireProtocol.version {
+            throw ProtocolError(
+                .badVersion,
+                "protocol version \(v.serialized) is not supported: this daemon speaks version \(WireProtocol.version); upgrade the client or omit \"v\"")
+        }
+        guard let name = try c.decodeIfPresent(String.self, forKey: .op) else {
+            throw ProtocolError(.missingField, "missing \"op\": one of \(Op.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        guard let op = Op(rawValue: name) else {
+            throw ProtocolError(.unknownOp, "unknown op \"\(name)\": use one of \(Op.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        switch op {
+        case .subscribe:
+            let filter = try c.decodeIfPresent(Filter.self, forKey: .filter)
+            let since = try c.decodeIfPresent(UInt64.self, forKey: .since)
+            let stream = try c.decodeIfPresent(String.self, forKey: .stream)
+            if stream != nil && since == nil {
+                throw ProtocolError(.missingField, "\"stream\" goes with \"since\": give the last seq you received in that stream")
+            }
+            let all = try c.decodeIfPresent(Bool.self, forKey: .all) ?? false
+            if all && since != nil {
+                throw ProtocolError(.invalidValue, "\"all\" shows the live wire as it is, with nothing replayed: leave out \"since\"")
+            }
+            return .subscribe(filter: filter, since: since, stream: stream, all: all)
+        case .unsubscribe: return .unsubscribe
+        case .status: return .status
+        case .metrics: return .metrics
+        case .connect: return .connect
+        case .reconnect: return .reconnect
+        case .sticky: return .sticky
+        case .clearSetAside: return .clearSetAside
+        case .send: return .send(try Self.payload(c, op: op), sticky: try Self.sticky(c))
+        case .unstick:
+            guard let key = try c.decodeIfPresent(String.self, forKey: .key) else {
+                throw ProtocolError(.missingField, "unstick needs \"key\": the sticky key to remove")
+            }
+            return .unstick(key: key, text: try c.decodeIfPresent(String.self, forKey: .text), scope: try Self.scope(c))
+        case .close:
+            let code = try c.decodeIfPresent(UInt64.self, forKey: .code).map { UInt16(clamping: $0) } ?? 1000
+            guard code == 1000 || code == 1001 || (3000...4999).contains(code) else {
+                throw ProtocolError(.invalidValue, "\"code\" \(code) cannot be sent: use 1000 (normal), 1001 (going away) or 3000-4999")
+            }
+            let reason = try c.decodeIfPresent(String.self, forKey: .reason) ?? ""
+            guard reason.utf8.count <= 123 else {
+                throw ProtocolError(.invalidValue, "\"reason\" is \(reason.utf8.count) bytes: a close reason holds at most 123 bytes of UTF-8")
+            }
+            return .close(code: code, reason: reason)
+        case .request:
+            let payload = try Self.payload(c, op: op)
+            let match = try c.decodeIfPresent(Filter.self, forKey: .match)
+            let seconds = try c.decodeIfPresent(Double.self, forKey: .timeout) ?? 10
+            guard seconds > 0, seconds <= 3600 else {
+                let got = seconds == seconds.rounded() && abs(seconds) < 1e15 ? String(Int64(seconds)) : "\(seconds)"
+                throw ProtocolError(.invalidValue, "\"timeout\" must be more than 0 and at most 3600 seconds, got \(got)")
+            }
+            return .request(payload, match: match, timeout: .nanoseconds(Int64(seconds * 1e9)))
+        }
     }
 
     /// `text` (a string) or `binary` (base64), exactly one.
-    func payload() throws(ProtocolError) -> Payload {
-        let text = try self.string("text")
-        let binary = try self.string("binary")
-        switch (text, binary) {
-        case (let t?, nil):
-            return .text(t)
-        case (nil, let b?):
-            do {
-                return .binary(try Base64.decode(string: b))
-            } catch {
-                throw self.fail(.invalidValue, "\"binary\" is not valid base64: encode the bytes with standard base64 (RFC 4648)")
+    private static func payload(_ c: Fields, op: Op) throws -> Payload {
+        switch (try c.decodeIfPresent(String.self, forKey: .text), try c.decodeIfPresent(String.self, forKey: .binary)) {
+        case (let text?, nil):
+            return .text(text)
+        case (nil, let binary?):
+            guard let bytes = try? Base64.decode(string: binary) else {
+                throw ProtocolError(.invalidValue, "\"binary\" is not valid base64: encode the bytes with standard base64 (RFC 4648)")
             }
+            return .binary(bytes)
         case (nil, nil):
-            throw self.fail(.missingField, "\(self.op.rawValue) needs \"text\" (a string) or \"binary\" (base64)")
+            throw ProtocolError(.missingField, "\(op.rawValue) needs \"text\" (a string) or \"binary\" (base64)")
         case (_?, _?):
-            throw self.fail(.invalidValue, "give either \"text\" or \"binary\", not both")
+            throw ProtocolError(.invalidValue, "give either \"text\" or \"binary\", not both")
         }
     }
 
     /// `"scope": "client" | "daemon"`, or nil.
-    func scope() throws(ProtocolError) -> StickyScope? {
-        guard let s = try self.string("scope") else { return nil }
-        guard let scope = StickyScope(rawValue: s) else {
-            throw self.fail(
+    private static func scope(_ c: Fields) throws -> StickyScope? {
+        guard let name = try c.decodeIfPresent(String.self, forKey: .scope) else { return nil }
+        guard let scope = StickyScope(rawValue: name) else {
+            throw ProtocolError(
                 .invalidValue,
-                "\"scope\" must be \"client\" (ends with this connection, the default) or \"daemon\" (lasts until unstick), not \"\(s)\"")
+                "\"scope\" must be \"client\" (ends with this connection, the default) or \"daemon\" (lasts until unstick), not \"\(name)\"")
         }
         return scope
     }
 
     /// `"sticky": KEY` with optional `"scope"` and `"on_unstick"`, or nil for a plain send.
-    func sticky() throws(ProtocolError) -> StickyOptions? {
-        guard let key = try self.string("sticky") else {
-            if self.json["scope"] != nil || self.json["on_unstick"] != nil {
-                throw self.fail(.missingField, "\"scope\" and \"on_unstick\" go with \"sticky\": name the key, as in \"sticky\":\"trades\"")
+    private static func sticky(_ c: Fields) throws -> StickyOptions? {
+        guard let key = try c.decodeIfPresent(String.self, forKey: .sticky) else {
+            if c.contains(.scope) || c.contains(.onUnstick) {
+                throw ProtocolError(.missingField, "\"scope\" and \"on_unstick\" go with \"sticky\": name the key, as in \"sticky\":\"trades\"")
             }
             return nil
         }
         guard !key.isEmpty, key.utf8.count <= StickyOptions.maxKeyBytes else {
-            throw self.fail(.invalidValue, "\"sticky\" must be a key of 1 to \(StickyOptions.maxKeyBytes) bytes, such as \"trades.BTC\"")
+            throw ProtocolError(.invalidValue, "\"sticky\" must be a key of 1 to \(StickyOptions.maxKeyBytes) bytes, such as \"trades.BTC\"")
         }
-        return StickyOptions(key: key, scope: try self.scope() ?? .client, onUnstick: try self.string("on_unstick"))
+        return StickyOptions(key: key, scope: try Self.scope(c) ?? .client, onUnstick: try c.decodeIfPresent(String.self, forKey: .onUnstick))
     }
 
-    /// `{"field": "a.b", "equals": <any JSON>}`; `equals` may be left out (the field must exist).
-    func filter(_ name: String, required: Bool) throws(ProtocolError) -> Filter? {
-        guard let v = self.json[name], v != .null else {
-            if required { throw self.fail(.missingField, "missing \"\(name)\": {\"field\": \"path.to.field\", \"equals\": value}") }
-            return nil
-        }
-        guard case .object = v else {
-            throw self.fail(.wrongType, "\"\(name)\" must be an object like {\"field\": \"type\", \"equals\": \"trade\"}, not \(v.typeName)")
-        }
-        for key in ["prefix", "contains"] {
-            guard let t = v[key] else { continue }
-            guard name == "filter" else {
-                throw self.fail(.invalidValue, "\"\(name)\" takes a field: {\"field\": \"id\", \"equals\": 7}; \"\(key)\" is for a subscribe's filter")
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Field.self)
+        if let id = self.id { try c.encode(id, forKey: .id) }
+        try c.encode(self.command.op.rawValue, forKey: .op)
+        try c.encode(WireProtocol.version, forKey: .v)
+        func payload(_ payload: Payload) throws {
+            switch payload {
+            case .text(let text): try c.encode(text, forKey: .text)
+            case .binary(let bytes): try c.encode(Base64.encodeToString(bytes: bytes), forKey: .binary)
             }
-            guard let text = t.stringValue, !text.isEmpty else { throw self.fail(.wrongType, "\"\(name).\(key)\" must be a non-empty string") }
-            guard text.utf8.count <= self.limits.filterMaxBytes else {
-                throw self.fail(
-                    .invalidValue,
-                    "\"\(name).\(key)\" is \(text.utf8.count) bytes long: at most \(self.limits.filterMaxBytes) (local.filter_max_bytes)")
+        }
+        switch self.command {
+        case .subscribe(let filter, let since, let stream, let all):
+            if let filter { try c.encode(filter, forKey: .filter) }
+            if let since { try c.encode(since, forKey: .since) }
+            if let stream { try c.encode(stream, forKey: .stream) }
+            if all { try c.encode(true, forKey: .all) }
+        case .unsubscribe, .status, .metrics, .connect, .reconnect, .sticky, .clearSetAside:
+            break
+        case .send(let message, let sticky):
+            try payload(message)
+            if let sticky {
+                try c.encode(sticky.key, forKey: .sticky)
+                try c.encode(sticky.scope.rawValue, forKey: .scope)
+                if let leave = sticky.onUnstick { try c.encode(leave, forKey: .onUnstick) }
             }
-            return Filter(key == "prefix" ? .prefix(text) : .contains(text))
+        case .unstick(let key, let text, let scope):
+            try c.encode(key, forKey: .key)
+            if let text { try c.encode(text, forKey: .text) }
+            if let scope { try c.encode(scope.rawValue, forKey: .scope) }
+        case .close(let code, let reason):
+            try c.encode(code, forKey: .code)
+            try c.encode(reason, forKey: .reason)
+        case .request(let message, let match, let timeout):
+            try payload(message)
+            try c.encode(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18, forKey: .timeout)
+            if let match { try c.encode(match, forKey: .match) }
         }
-        guard let field = v["field"]?.stringValue, !field.isEmpty else {
-            throw self.fail(.missingField, "\"\(name)\" needs \"field\": a dotted path such as \"type\" or \"data.symbol\"")
-        }
-        let bytes = field.utf8.count
-        guard bytes <= self.limits.filterMaxBytes else {
-            throw self.fail(
-                .invalidValue,
-                "\"\(name).field\" is \(bytes) bytes long: a path may be at most \(self.limits.filterMaxBytes) bytes (local.filter_max_bytes)"
-            )
-        }
-        let filter = Filter(field: field, equals: v["equals"])
-        guard filter.path.count <= self.limits.filterMaxDepth else {
-            throw self.fail(
-                .invalidValue,
-                "\"\(name).field\" has \(filter.path.count) parts: a path may have at most \(self.limits.filterMaxDepth) (local.filter_max_depth)"
-            )
-        }
-        return filter
     }
 }
 
 extension Command {
-    /// The request's fields after `op`, as `Request.decode` reads them: one schema, both ways
-    /// (a test holds every command to its decode).
-    package var fields: [(String, JSONValue)] {
+    /// The values against the daemon's bounds (`local.filter_max_*`): what the schema cannot
+    /// know.
+    func check(_ limits: RequestLimits) throws(ProtocolError) {
         switch self {
-        case .subscribe(let filter, let since, let stream, let all):
-            var fields: [(String, JSONValue)] = []
-            if let filter { fields.append(("filter", filter.json)) }
-            if let since { fields.append(("since", .number(JSONNumber(since)))) }
-            if let stream { fields.append(("stream", .string(stream))) }
-            if all { fields.append(("all", true)) }
-            return fields
-        case .unsubscribe, .status, .metrics, .connect, .reconnect, .sticky, .clearSetAside:
-            return []
-        case .send(let payload, let sticky):
-            guard let sticky else { return payload.fields }
-            var fields = payload.fields + [("sticky", .string(sticky.key)), ("scope", .string(sticky.scope.rawValue))]
-            if let leave = sticky.onUnstick { fields.append(("on_unstick", .string(leave))) }
-            return fields
-        case .unstick(let key, let text, let scope):
-            var fields: [(String, JSONValue)] = [("key", .string(key))]
-            if let text { fields.append(("text", .string(text))) }
-            if let scope { fields.append(("scope", .string(scope.rawValue))) }
-            return fields
-        case .close(let code, let reason):
-            return [("code", .number(JSONNumber(UInt64(code)))), ("reason", .string(reason))]
-        case .request(let payload, let match, let timeout):
-            var fields = payload.fields + [("timeout", .number(JSONNumber(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)))]
-            if let match { fields.append(("match", match.json)) }
-            return fields
+        case .subscribe(let filter?, _, _, _): try filter.check(as: "filter", limits)
+        case .request(_, let match?, _): try match.check(as: "match", limits)
+        default: break
         }
     }
 }
 
-extension Request {
-    /// The request line: `{"id": ..., "op": ..., "v": 1, ...fields}`.
-    package var json: JSONValue {
-        let head: [(String, JSONValue)] =
-            (self.id.map { [("id", $0)] } ?? []) + [("op", .string(self.command.op.rawValue)), ("v", .number(JSONNumber(WireProtocol.version)))]
-        return .object(head + self.command.fields)
+extension Filter {
+    /// A subscribe's `filter` or a request's `match`, as the client gave it.
+    func check(as name: String, _ limits: RequestLimits) throws(ProtocolError) {
+        if let test = self.wholeText {
+            let (key, text) =
+                switch test {
+                case .prefix(let text): ("prefix", text)
+                case .contains(let text): ("contains", text)
+                }
+            guard name == "filter" else {
+                throw ProtocolError(.invalidValue, "\"\(name)\" takes a field: {\"field\": \"id\", \"equals\": 7}; \"\(key)\" is for a subscribe's filter")
+            }
+            guard !text.isEmpty else { throw ProtocolError(.wrongType, "\"\(name).\(key)\" must be a non-empty string") }
+            guard text.utf8.count <= limits.filterMaxBytes else {
+                throw ProtocolError(
+                    .invalidValue, "\"\(name).\(key)\" is \(text.utf8.count) bytes long: at most \(limits.filterMaxBytes) (local.filter_max_bytes)")
+            }
+            return
+        }
+        guard !self.field.isEmpty else {
+            throw ProtocolError(.missingField, "\"\(name)\" needs \"field\": a dotted path such as \"type\" or \"data.symbol\"")
+        }
+        let bytes = self.field.utf8.count
+        guard bytes <= limits.filterMaxBytes else {
+            throw ProtocolError(
+                .invalidValue,
+                "\"\(name).field\" is \(bytes) bytes long: a path may be at most \(limits.filterMaxBytes) bytes (local.filter_max_bytes)")
+        }
+        guard self.path.count <= limits.filterMaxDepth else {
+            throw ProtocolError(
+                .invalidValue,
+                "\"\(name).field\" has \(self.path.count) parts: a path may have at most \(limits.filterMaxDepth) (local.filter_max_depth)")
+        }
     }
 }
 
-extension Payload {
-    /// The payload as request fields (`text` or `binary`).
-    public var fields: [(String, JSONValue)] {
-        switch self {
-        case .text(let t): [("text", .string(t))]
-        case .binary(let b): [("binary", .string(Base64.encodeToString(bytes: b)))]
+extension ProtocolError {
+    /// The same error, as the reply to the request with this id.
+    func with(id: JSONValue?) -> ProtocolError {
+        var error = self
+        error.id = id
+        return error
+    }
+
+    /// A request field of the wrong type, worded for the client: `"since" must be a whole
+    /// number >= 0, not -1`, `"filter" must be an object like {...}, not string`.
+    init(_ error: WireDecodingError, id: JSONValue?) {
+        guard let mismatch = error.mismatch else {
+            self.init(.invalidValue, error.description, id: id)
+            return
         }
+        // A number's own text says why it is not a whole number >= 0 (-1, 1.5); else its type.
+        let found = mismatch.expected.hasPrefix("a whole number") ? mismatch.found.serialized : mismatch.found.typeName
+        let example = error.path == "filter" || error.path == "match" ? #" like {"field": "type", "equals": "trade"}"# : ""
+        self.init(.wrongType, "\"\(error.path)\" must be \(mismatch.expected)\(example), not \(found)", id: id)
     }
 }
