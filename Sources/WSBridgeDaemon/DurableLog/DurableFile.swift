@@ -11,24 +11,24 @@ import NIOCore
 enum DurableFile {
     typealias Failure = LogFailure
 
-    /// Replaces `path` with `bytes`. Returns the new file's descriptor, open for reading and
-    /// writing (the caller closes it).
-    static func replace(_ path: String, with bytes: ByteBuffer) throws(Failure) -> CInt {
+    /// Replaces `path` (a file of the `kind` log's directory) with `bytes`. Returns the new
+    /// file's descriptor, open for reading and writing (the caller closes it).
+    static func replace(_ path: String, in kind: DurableLogKind, with bytes: ByteBuffer) throws(Failure) -> CInt {
         let tmp = path + ".tmp"
         let fd = Glibc.open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw Failure(description: "cannot create \(tmp): \(Self.describe(errno))") }
+        guard fd >= 0 else { throw .file(.create, path: tmp, kind, SystemError(code: errno)) }
         do {
             try Self.writeAll(fd, bytes, at: 0)
         } catch {
             Glibc.close(fd)
             unlink(tmp)
-            throw Failure(description: "cannot write \(tmp): \(error)")
+            throw .file(.write, path: tmp, kind, error)
         }
         guard fdatasync(fd) == 0, rename(tmp, path) == 0 else {
             let e = errno
             Glibc.close(fd)
             unlink(tmp)
-            throw Failure(description: "cannot replace \(path): \(Self.describe(e))")
+            throw .file(.replace, path: path, kind, SystemError(code: e))
         }
         let directory = String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)])
         LogDirectory.sync(directory.isEmpty ? "/" : directory)

@@ -2,49 +2,29 @@
     import Glibc
 #endif
 
-/// What went wrong with a durable log's files, and how to fix it.
-struct LogFailure: Error, CustomStringConvertible {
-    var description: String
-}
-
 /// A durable log's directory: created if needed and locked (`DIR/lock`, flock), so a second
 /// daemon keeps off it. The spool and the journal each lock their own; the sticky store lives
 /// in the spool's.
 struct LogDirectory {
     let path: String
-    /// The setting that names it (`queue.spool`, `journal.dir`), for error texts.
-    let setting: String
+    /// Which log it holds, for error texts.
+    let kind: DurableLogKind
     private var lockFD: CInt
 
-    /// Creates `path` if needed and takes its lock. `name` says what it is ("spool", "journal").
-    static func lock(_ path: String, name: String, setting: String) throws(LogFailure) -> LogDirectory {
+    /// Creates `path` if needed and takes its lock.
+    static func lock(_ path: String, _ kind: DurableLogKind) throws(LogFailure) -> LogDirectory {
         if mkdir(path, 0o700) != 0 && errno != EEXIST {
-            throw LogFailure(
-                description:
-                    "cannot create the \(name) directory \(path) (\(setting)): \(DurableFile.describe(errno)); create it writable for the daemon's user (the units' StateDirectory=wsbridged makes /var/lib/wsbridged so)"
-            )
+            throw .file(.createDirectory, path: path, kind, SystemError(code: errno))
         }
         let fd = open(path + "/lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            throw LogFailure(
-                description:
-                    "cannot open \(path)/lock (\(setting)): \(DurableFile.describe(errno)); the \(name) directory must be readable and writable for the daemon's user"
-            )
-        }
+        guard fd >= 0 else { throw .file(.openLock, path: path + "/lock", kind, SystemError(code: errno)) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let e = errno
             close(fd)
-            if e == EWOULDBLOCK {
-                throw LogFailure(
-                    description:
-                        "the \(name) \(path) (\(setting)) is in use by another wsbridged: give each instance its own \(setting) (for example /var/lib/wsbridged/NAME/\(name))"
-                )
-            }
-            throw LogFailure(
-                description:
-                    "cannot lock \(path)/lock (\(setting)): \(DurableFile.describe(e)); put \(setting) on a local file system that supports flock (not NFS)")
+            if e == EWOULDBLOCK { throw .inUse(directory: path, kind) }
+            throw .file(.lock, path: path + "/lock", kind, SystemError(code: e))
         }
-        return LogDirectory(path: path, setting: setting, lockFD: fd)
+        return LogDirectory(path: path, kind: kind, lockFD: fd)
     }
 
     /// Lets go of the lock.

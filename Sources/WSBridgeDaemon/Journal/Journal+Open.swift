@@ -14,8 +14,8 @@ extension Journal {
     /// Opens (creating it if needed) the journal in `configuration.dir`. Blocks: call off the
     /// event loop.
     static func open(configuration: Configuration.Journal, eventLoop: any EventLoop, logger: Logger) throws(Failure) -> (Journal, Recovered) {
-        guard let directory = configuration.dir else { throw Failure(description: "journal.dir is not set") }
-        var lock = try LogDirectory.lock(directory, name: "journal", setting: "journal.dir")
+        guard let directory = configuration.dir else { throw .journalNotSet }
+        var lock = try LogDirectory.lock(directory, .journal)
         do throws(Failure) {
             var segments = try Self.readSegments(directory, logger: logger)
             let tail = try Self.recoverLast(directory, &segments, logger: logger)

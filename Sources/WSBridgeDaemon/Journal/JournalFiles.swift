@@ -11,24 +11,18 @@ import NIOCore
 enum JournalFiles {
     typealias Failure = Journal.Failure
 
-    /// How to fix a file the daemon cannot open, read or write in the journal directory.
-    static let accessFix = "the journal directory must be readable and writable for the daemon's user"
-
     /// Opens segment `firstSeq` (O_CLOEXEC added).
     static func openSegment(_ directory: String, firstSeq: UInt64, flags: CInt) throws(Failure) -> CInt {
         let path = Self.path(directory, firstSeq: firstSeq)
         let fd = Glibc.open(path, flags | O_CLOEXEC)
-        guard fd >= 0 else { throw Failure(description: "cannot open \(path) (journal.dir): \(DurableFile.describe(errno)); \(Self.accessFix)") }
+        guard fd >= 0 else { throw .file(.open, path: path, .journal, SystemError(code: errno)) }
         return fd
     }
 
     /// The segments' first seqs, in order (other files are left alone).
     static func list(_ directory: String) throws(Failure) -> [UInt64] {
         guard let dir = opendir(directory) else {
-            throw Failure(
-                description:
-                    "cannot read the journal directory \(directory) (journal.dir): \(DurableFile.describe(errno)); \(Self.accessFix)"
-            )
+            throw .file(.readDirectory, path: directory, .journal, SystemError(code: errno))
         }
         defer { closedir(dir) }
         var seqs: [UInt64] = []
@@ -58,7 +52,7 @@ enum JournalFiles {
             }
             if failure == EINTR { continue }
             if failure != 0 {
-                throw Failure(description: "cannot read \(path) (journal.dir): \(DurableFile.describe(failure)); check the disk (dmesg), or move the file away")
+                throw .file(.read, path: path, .journal, SystemError(code: failure))
             }
             if n == 0 { break }
             done += n
@@ -84,10 +78,7 @@ enum JournalFiles {
         let path = Self.path(directory, firstSeq: header.firstSeq)
         let fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
-            throw Failure(
-                description:
-                    "cannot create \(path) (journal.dir): \(DurableFile.describe(errno)); \(Self.accessFix), on a disk with room"
-            )
+            throw .file(.create, path: path, .journal, SystemError(code: errno))
         }
         do {
             try DurableFile.writeAll(fd, JournalFormat.header(header), at: 0)
@@ -95,7 +86,7 @@ enum JournalFiles {
         } catch {
             close(fd)
             unlink(path)
-            throw Failure(description: "cannot write \(path) (journal.dir): \(error); \(Self.accessFix), on a disk with room")
+            throw .file(.write, path: path, .journal, error)
         }
         LogDirectory.sync(directory)
         return fd

@@ -34,12 +34,12 @@ final class StickyStore: Sendable {
         case .success(let b):
             bytes = b
         case .failure(let problem):
-            throw Failure(description: "cannot read \(path): \(problem); make it readable for the daemon's user, or move it away to start without its keys")
+            throw .stickyUnreadable(path: path, problem: "\(problem)")
         }
         do {
             return (StickyStore(path: path, spool: spool), try Self.decode(bytes))
         } catch {
-            throw Failure(description: "\(path) is damaged (\(error)): move it away to start without the daemon-scope sticky keys it held")
+            throw .stickyDamaged(path: path, problem: "\(error)")
         }
     }
 

@@ -21,10 +21,13 @@ extension Spool {
             contents = try SpoolFormat.read(bytes)
         } catch let problem as SpoolFormat.HeaderProblem {
             file.close()
-            throw Failure(description: "\(path) (queue.spool): \(problem); move it away, or point queue.spool at another directory")
+            throw .unknownHeader(path: path, problem: "\(problem)")
+        } catch let failure as Failure {
+            file.close()
+            throw failure
         } catch {
             file.close()
-            throw Failure(description: "\(error)")
+            throw .unknownHeader(path: path, problem: "\(error)")
         }
         for skipped in contents.skipped {
             logger.error("spool: \(path): skipped a damaged record at offset \(skipped.offset): \(skipped.problem); one queued message is lost")

@@ -17,7 +17,7 @@ struct SpoolFile {
 
     /// Creates the directory if needed, takes its lock and opens the log. Blocks.
     static func open(directory: String) throws(Spool.Failure) -> SpoolFile {
-        var lock = try LogDirectory.lock(directory, name: "spool", setting: "queue.spool")
+        var lock = try LogDirectory.lock(directory, .spool)
         let path = directory + "/outbound.log"
         // A compaction cut short leaves its temporary file; the log itself is still whole.
         unlink(path + ".tmp")
@@ -25,7 +25,7 @@ struct SpoolFile {
         guard fd >= 0 else {
             let e = errno
             lock.unlock()
-            throw Spool.Failure(description: "cannot open \(path) (queue.spool): \(DurableFile.describe(e))")
+            throw .file(.open, path: path, .spool, SystemError(code: e))
         }
         return SpoolFile(directory: lock, path: path, fd: fd)
     }
@@ -39,7 +39,7 @@ struct SpoolFile {
             let n = chunk.withUnsafeMutableBytes { pread(self.fd, $0.baseAddress, $0.count, offset) }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw Spool.Failure(description: "cannot read \(self.path) (queue.spool): \(DurableFile.describe(errno))")
+                throw .file(.read, path: self.path, .spool, SystemError(code: errno))
             }
             if n == 0 { return file }
             file.writeBytes(chunk[0..<n])
@@ -49,27 +49,22 @@ struct SpoolFile {
 
     /// Writes `bytes` at `offset`.
     func write(_ bytes: ByteBuffer, at offset: Int) throws(Spool.Failure) {
-        do { try DurableFile.writeAll(self.fd, bytes, at: offset) } catch { throw Spool.Failure(description: "cannot write \(self.path): \(error)") }
+        do { try DurableFile.writeAll(self.fd, bytes, at: offset) } catch { throw .file(.write, path: self.path, .spool, error) }
     }
 
     /// fdatasync(2).
     func sync() throws(Spool.Failure) {
-        do { try DurableFile.sync(self.fd) } catch { throw Spool.Failure(description: "cannot fdatasync \(self.path): \(error)") }
+        do { try DurableFile.sync(self.fd) } catch { throw .file(.sync, path: self.path, .spool, error) }
     }
 
     /// Cuts the log to `size`.
     func truncate(to size: Int) throws(Spool.Failure) {
-        do { try DurableFile.truncate(self.fd, to: size) } catch { throw Spool.Failure(description: "cannot truncate \(self.path): \(error)") }
+        do { try DurableFile.truncate(self.fd, to: size) } catch { throw .file(.truncate, path: self.path, .spool, error) }
     }
 
     /// Replaces the log with `bytes` (a temporary file, fdatasync'd, renamed over it).
     mutating func replace(with bytes: ByteBuffer) throws(Spool.Failure) {
-        let fd: CInt
-        do {
-            fd = try DurableFile.replace(self.path, with: bytes)
-        } catch {
-            throw Spool.Failure(description: error.description)
-        }
+        let fd = try DurableFile.replace(self.path, in: .spool, with: bytes)
         Glibc.close(self.fd)
         self.fd = fd
     }

@@ -46,7 +46,7 @@ struct SpoolWriter: LogPolicy {
         }
         let through = appends.last?.id
         guard self.file.isOpen else {
-            let closed = Spool.Failure(description: "the spool is closed (wsbridged is stopping)")
+            let closed = Spool.Failure.spoolClosed
             for (_, _, promise) in snapshots { promise.fail(closed) }
             for p in closes { p.succeed(()) }
             return self.batch(fsyncs: 0, syncDue: false, closed: true, stored: through.map { Spool.Stored(through: $0, failure: closed) })
@@ -64,7 +64,7 @@ struct SpoolWriter: LogPolicy {
         }
         for (path, bytes, promise) in snapshots {
             do {
-                Glibc.close(try DurableFile.replace(path, with: bytes))
+                Glibc.close(try DurableFile.replace(path, in: .spool, with: bytes))
                 promise.succeed(())
             } catch {
                 promise.fail(error)
@@ -133,10 +133,7 @@ struct SpoolWriter: LogPolicy {
                 // Undo the batch, so the file never holds what was refused.
                 try? self.file.truncate(to: before)
                 self.logger.error("spool: \(failure); \(appends.count) send(s) refused")
-                refused = Spool.Failure(
-                    description:
-                        "the message could not be stored in the spool (\(failure)); it was not queued: free space in \(self.file.directory.path), then retry"
-                )
+                refused = .notStored(failure, directory: self.file.directory.path)
             } else {
                 self.ledger.wrote(appends, bytes: batch.readableBytes)
             }
