@@ -105,7 +105,7 @@ final class ConnectorFactory: Sendable {
         } catch let failure as UpstreamConnector.Failure {
             throw failure
         } catch {
-            throw UpstreamConnector.Failure(description: "TLS setup failed: \(error). Check tls.ca_file, tls.cert_file and tls.key_file")
+            throw UpstreamConnector.Failure.tlsSetup(cause: "\(error)")
         }
         self.builds.withLockedValue { $0 += 1 }
         self.cache.withLockedValue { $0 = CachedContext(key: key, context: context) }
@@ -133,18 +133,18 @@ final class ConnectorFactory: Sendable {
     /// Loads one TLS file, or says which setting names it and what is wrong with it.
     private static func load<T>(_ setting: String, _ path: String, _ what: String, _ body: (String) throws -> T) throws -> T {
         guard access(path, R_OK) == 0 else {
-            throw UpstreamConnector.Failure(description: "\(setting) \(path): \(String(cString: strerror(errno)).lowercased())")
+            throw UpstreamConnector.Failure.tlsFile(setting: setting, path: path, .unreadable(String(cString: strerror(errno)).lowercased()))
         }
         do {
             let value = try body(path)
             if let list = value as? [NIOSSLCertificate], list.isEmpty {
-                throw UpstreamConnector.Failure(description: "\(setting) \(path): no certificate in it; it must hold \(what)")
+                throw UpstreamConnector.Failure.tlsFile(setting: setting, path: path, .noCertificate(what: what))
             }
             return value
         } catch let failure as UpstreamConnector.Failure {
             throw failure
         } catch {
-            throw UpstreamConnector.Failure(description: "\(setting) \(path): cannot read \(what) from it (\(error))")
+            throw UpstreamConnector.Failure.tlsFile(setting: setting, path: path, .unparsable(what: what, cause: "\(error)"))
         }
     }
 

@@ -40,13 +40,9 @@ extension UpstreamConnector {
             case .failure(let error):
                 let via = proxy.map(\.description) ?? ""
                 if "\(error)".contains("Proxy Authentication Required") {
-                    let fix =
-                        proxy?.username == nil
-                        ? "it wants credentials: give them in the proxy URL, http://USER:PASSWORD@HOST:PORT (percent-encode special characters)"
-                        : "it refused the user name and password in the proxy URL"
-                    handshake.fail(Failure(description: "the proxy \(via) answered HTTP 407 Proxy Authentication Required: \(fix)"))
+                    handshake.fail(Failure.proxyAuthentication(via: via, hadCredentials: proxy?.username != nil))
                 } else {
-                    handshake.fail(Failure(description: "HTTP CONNECT through proxy \(via) failed: \(error)"))
+                    handshake.fail(Failure.proxyConnect(via: via, cause: "\(error)"))
                 }
                 channel.close(promise: nil)
             case .success:
@@ -55,7 +51,7 @@ extension UpstreamConnector {
                 }.whenComplete { removed in
                     switch removed {
                     case .success: next(channel)
-                    case .failure(let error): handshake.fail(Failure(description: "proxy pipeline error: \(error)"))
+                    case .failure(let error): handshake.fail(Failure.proxyPipeline(cause: "\(error)"))
                     }
                 }
             }
@@ -77,7 +73,7 @@ extension UpstreamConnector {
             established.futureResult.whenComplete { result in
                 switch result {
                 case .failure(let error):
-                    handshake.fail(error as? Failure ?? Failure(description: "SOCKS5 proxy \(proxy.map(\.description) ?? "") failed: \(error)"))
+                    handshake.fail(error as? Failure ?? Failure.socksFailed(via: proxy.map(\.description) ?? "", cause: "\(error)"))
                     channel.close(promise: nil)
                 case .success:
                     next(channel)
@@ -92,7 +88,7 @@ extension UpstreamConnector {
         established.futureResult.whenComplete { result in
             switch result {
             case .failure(let error):
-                handshake.fail(Failure(description: "SOCKS5 proxy \(proxy.map(\.description) ?? "") failed: \(error)"))
+                handshake.fail(Failure.socksFailed(via: proxy.map(\.description) ?? "", cause: "\(error)"))
                 channel.close(promise: nil)
             case .success:
                 channel.pipeline.removeHandler(name: "wsb.socks.waiter").whenComplete { _ in next(channel) }
@@ -130,7 +126,7 @@ final class SOCKSEstablishedHandler: ChannelInboundHandler, RemovableChannelHand
     func channelInactive(context: ChannelHandlerContext) {
         if !self.done {
             self.done = true
-            self.promise.fail(UpstreamConnector.Failure(description: "proxy closed the connection"))
+            self.promise.fail(UpstreamConnector.Failure.proxyClosed)
         }
         context.fireChannelInactive()
     }

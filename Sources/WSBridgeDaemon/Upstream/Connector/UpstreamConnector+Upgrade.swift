@@ -59,24 +59,21 @@ extension UpstreamConnector {
                     // looks only at the code (an HTTP/1.0 101 was taken; found by the handshake
                     // fuzz target).
                     guard response.version == .http1_1 else {
-                        throw Failure(
-                            description:
-                                "server answered the upgrade with HTTP/\(response.version.major).\(response.version.minor) 101, not HTTP/1.1 101: upstream.url must name a WebSocket server (RFC 6455)"
-                        )
+                        throw Failure.upgradeNotHTTP11(major: response.version.major, minor: response.version.minor)
                     }
                     let chosen = response.headers.first(name: "Sec-WebSocket-Protocol")
                     if let chosen, !offered.contains(chosen) {
-                        throw Failure(description: "server chose subprotocol '\(chosen)', which was not offered (upstream.subprotocols = \(offered))")
+                        throw Failure.subprotocolNotOffered(chosen: chosen, offered: offered)
                     }
                     if offered.count > 0 && chosen == nil {
-                        throw Failure(description: "server accepted none of the offered subprotocols \(offered)")
+                        throw Failure.noSubprotocolChosen(offered: offered)
                     }
                     let extensions = response.headers[canonicalForm: "Sec-WebSocket-Extensions"].joined(separator: ", ")
                     let deflate: DeflateParameters?
-                    do {
+                    do throws(DeflateParameters.NegotiationError) {
                         deflate = try DeflateParameters.negotiate(response: extensions, offered: offerDeflate)
                     } catch {
-                        throw Failure(description: "\(error)")
+                        throw Failure.extensions(error)
                     }
                     // With permessage-deflate: one context pair, the encoder compressing what goes
                     // out and the frame handler inflating what comes in.
@@ -118,12 +115,12 @@ extension UpstreamConnector {
             case .success(nil):
                 status.status.assumeIsolated().whenSuccess { status in
                     let code = status.map { " (HTTP \($0.code) \($0.reasonPhrase))" } ?? ""
-                    handshake.fail(Failure(description: "server refused the WebSocket upgrade\(code): check upstream.url's path and the credentials"))
+                    handshake.fail(Failure.upgradeRefused(status: code))
                     channel.close(promise: nil)
                 }
             case .failure(let error):
                 handshake.fail(
-                    error as? Failure ?? Failure(description: UpstreamConnector.describeHandshake(error, tls: url.isTLS, name: self.tls.serverName ?? url.host))
+                    error as? Failure ?? Failure.handshake(UpstreamConnector.describeHandshake(error, tls: url.isTLS, name: self.tls.serverName ?? url.host))
                 )
                 channel.close(promise: nil)
             }

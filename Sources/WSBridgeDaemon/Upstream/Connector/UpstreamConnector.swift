@@ -35,9 +35,72 @@ struct UpstreamConnector: Sendable {
         var deflate: DeflateParameters?
     }
 
-    /// Why an attempt failed, in words an operator can act on.
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
+    /// Why an attempt failed, in words an operator can act on: every text is here.
+    enum Failure: Error, CustomStringConvertible {
+        /// TCP to the server (or the proxy, `via`) failed.
+        case cannotConnect(host: String, port: Int, via: String, cause: String)
+        /// The channel's handlers could not be added.
+        case pipelineSetup(cause: String)
+        /// The TLS context could not be made from the settings.
+        case tlsSetup(cause: String)
+        /// A `tls.*_file` that cannot be used.
+        case tlsFile(setting: String, path: String, TLSFileProblem)
+        /// The server chose a subprotocol the link did not offer, or none of those it did.
+        case subprotocolNotOffered(chosen: String, offered: [String])
+        case noSubprotocolChosen(offered: [String])
+        /// The server's `Sec-WebSocket-Extensions` answer.
+        case extensions(DeflateParameters.NegotiationError)
+        /// A 101 in another HTTP version than 1.1.
+        case upgradeNotHTTP11(major: Int, minor: Int)
+        /// The upgrade was answered without 101 (`status`: " (HTTP 403 Forbidden)", or empty).
+        case upgradeRefused(status: String)
+        /// The handshake failed on the way (TLS, a reset, a timeout), worded by `describeHandshake`.
+        case handshake(String)
+        /// An HTTP proxy's 407, with or without credentials in the proxy URL.
+        case proxyAuthentication(via: String, hadCredentials: Bool)
+        case proxyConnect(via: String, cause: String)
+        case proxyPipeline(cause: String)
+        case proxyClosed
+        /// A SOCKS5 proxy's failure, in its own words or the channel's.
+        case socks(SOCKS5Problem)
+        case socksFailed(via: String, cause: String)
+
+        enum TLSFileProblem: Sendable {
+            /// errno's text, lowercased.
+            case unreadable(String)
+            /// `what`: what it must hold.
+            case noCertificate(what: String)
+            case unparsable(what: String, cause: String)
+        }
+
+        var description: String {
+            switch self {
+            case .cannotConnect(let host, let port, let via, let cause): "cannot connect to \(host):\(port)\(via): \(cause)"
+            case .pipelineSetup(let cause): "pipeline setup failed: \(cause)"
+            case .tlsSetup(let cause): "TLS setup failed: \(cause). Check tls.ca_file, tls.cert_file and tls.key_file"
+            case .tlsFile(let setting, let path, .unreadable(let reason)): "\(setting) \(path): \(reason)"
+            case .tlsFile(let setting, let path, .noCertificate(let what)): "\(setting) \(path): no certificate in it; it must hold \(what)"
+            case .tlsFile(let setting, let path, .unparsable(let what, let cause)): "\(setting) \(path): cannot read \(what) from it (\(cause))"
+            case .subprotocolNotOffered(let chosen, let offered):
+                "server chose subprotocol '\(chosen)', which was not offered (upstream.subprotocols = \(offered))"
+            case .noSubprotocolChosen(let offered): "server accepted none of the offered subprotocols \(offered)"
+            case .extensions(let error): "\(error)"
+            case .upgradeNotHTTP11(let major, let minor):
+                "server answered the upgrade with HTTP/\(major).\(minor) 101, not HTTP/1.1 101: upstream.url must name a WebSocket server (RFC 6455)"
+            case .upgradeRefused(let status): "server refused the WebSocket upgrade\(status): check upstream.url's path and the credentials"
+            case .handshake(let text): text
+            case .proxyAuthentication(let via, let hadCredentials):
+                "the proxy \(via) answered HTTP 407 Proxy Authentication Required: "
+                    + (hadCredentials
+                        ? "it refused the user name and password in the proxy URL"
+                        : "it wants credentials: give them in the proxy URL, http://USER:PASSWORD@HOST:PORT (percent-encode special characters)")
+            case .proxyConnect(let via, let cause): "HTTP CONNECT through proxy \(via) failed: \(cause)"
+            case .proxyPipeline(let cause): "proxy pipeline error: \(cause)"
+            case .proxyClosed: "proxy closed the connection"
+            case .socks(let problem): "\(problem)"
+            case .socksFailed(let via, let cause): "SOCKS5 proxy \(via) failed: \(cause)"
+            }
+        }
     }
 
     /// The proxy to use for `url`: the configured one, else the environment's (if allowed).
@@ -72,7 +135,7 @@ struct UpstreamConnector: Sendable {
                                 makeFrameHandler: makeFrameHandler
                             )
                         } catch {
-                            handshake.fail(Failure(description: "pipeline setup failed: \(error)"))
+                            handshake.fail(Failure.pipelineSetup(cause: "\(error)"))
                         }
                     }
                     switch proxy?.kind {
@@ -88,7 +151,7 @@ struct UpstreamConnector: Sendable {
         let target = proxy.map { ($0.host, $0.port) } ?? (url.host, url.port)
         let channel = bootstrap.connect(host: target.0, port: target.1).flatMapErrorThrowing { error in
             let via = proxy.map { " (proxy \($0))" } ?? ""
-            let failure = Failure(description: "cannot connect to \(target.0):\(target.1)\(via): \(Self.describe(error))")
+            let failure = Failure.cannotConnect(host: target.0, port: target.1, via: via, cause: Self.describe(error))
             handshake.fail(failure)
             throw failure
         }
