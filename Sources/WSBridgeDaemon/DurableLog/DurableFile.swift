@@ -67,9 +67,3 @@ enum DurableFile {
         String(cString: strerror(code))
     }
 }
-
-/// A system call's failure: its errno, read as the C library words it ("No space left on device").
-struct SystemError: Error, CustomStringConvertible {
-    var code: CInt
-    var description: String { DurableFile.describe(self.code) }
-}

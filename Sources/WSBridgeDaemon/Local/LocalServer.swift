@@ -11,8 +11,53 @@ import WSBridgeCore
 /// The Unix socket local programs connect to: binds (replacing a stale socket file, never a live
 /// daemon's), applies mode and group, and gives every connection a `LocalClient`.
 enum LocalServer {
-    struct BindError: Error, CustomStringConvertible {
-        var description: String
+    /// Why the socket could not be made ready, and how to fix it: every text is here.
+    enum BindError: Error, CustomStringConvertible {
+        case pathTooLong(path: String)
+        case cannotInspect(path: String, SystemError)
+        case notASocket(path: String)
+        case socketCall(SystemError)
+        /// A daemon answers on the path.
+        case inUse(path: String)
+        case cannotCheck(path: String, SystemError)
+        case cannotRemoveStale(path: String, SystemError)
+        /// `parent`: the directory it was to be made in.
+        case cannotCreateDirectory(directory: String, parent: String, SystemError)
+        /// bind(2) failed (`directory`: where the socket goes).
+        case cannotCreateSocket(path: String, directory: String, SystemError)
+        case cannotChmod(path: String, mode: Int, SystemError)
+        case noSuchGroup(String)
+        /// `member`: whether this process's user is in the group (then something else refused).
+        case cannotChown(path: String, group: String, member: Bool, SystemError)
+
+        var description: String {
+            switch self {
+            case .pathTooLong(let path):
+                "the socket path \(path) is \(path.utf8.count) bytes; a Unix socket path holds at most 107 (108 with its terminating NUL): choose a shorter local.socket or --socket"
+            case .cannotInspect(let path, let error): "cannot inspect \(path): \(error)"
+            case .notASocket(let path): "\(path) exists and is not a socket; remove it or choose another local.socket"
+            case .socketCall(let error): "socket(): \(error)"
+            case .inUse(let path): "another wsbridged is listening on \(path); stop it first, or give this one another --socket"
+            case .cannotCheck(let path, let error): "cannot check \(path) for a running daemon: \(error)"
+            case .cannotRemoveStale(let path, let error): "cannot remove the stale socket \(path): \(error)"
+            case .cannotCreateDirectory(let directory, let parent, let error):
+                "cannot create the socket's directory \(directory): \(error)\(LocalServer.permissionHint(error.code, dir: parent))"
+            case .cannotCreateSocket(let path, let directory, let error) where error.code == EACCES || error.code == EPERM:
+                "cannot create the socket \(path): permission denied\(LocalServer.permissionHint(error.code, dir: directory))"
+            case .cannotCreateSocket(let path, _, let error): "cannot create the socket \(path): \(error)"
+            case .cannotChmod(let path, let mode, let error): "cannot chmod \(path) to \(String(mode, radix: 8)): \(error)"
+            case .noSuchGroup(let group): "local.group \"\(group)\" does not exist; create it or change local.group"
+            case .cannotChown(let path, let group, let member, let error):
+                "cannot give \(path) to group \(group): \(error)" + (error.code == EPERM ? Self.chownFix(group: group, member: member) : "")
+            }
+        }
+
+        private static func chownFix(group: String, member: Bool) -> String {
+            let user = LocalServer.userName()
+            return member
+                ? "; user \(user) is in group \(group), so something else refused it: a system call filter that denies chown (systemd's SystemCallFilter=~@privileged without SystemCallFilter=@chown)"
+                : "; user \(user) is not a member of group \(group). Under systemd, let wsbridged.socket create the socket (SocketGroup=\(group)), or add SupplementaryGroups=\(group) to the service (systemctl edit wsbridged); by hand, run wsbridged as a member of \(group) or remove local.group"
+        }
     }
 
     /// Makes `path` free to bind: a live daemon there is an error; a dead socket file is removed; a
@@ -23,34 +68,31 @@ enum LocalServer {
         do {
             address = try SocketAddress(unixDomainSocketPath: path)
         } catch {
-            throw BindError(
-                description:
-                    "the socket path \(path) is \(path.utf8.count) bytes; a Unix socket path holds at most 107 (108 with its terminating NUL): choose a shorter local.socket or --socket"
-            )
+            throw .pathTooLong(path: path)
         }
         var st = stat()
         guard lstat(path, &st) == 0 else {
             if errno == ENOENT {
                 return try Self.makeParent(of: path)
             }
-            throw BindError(description: "cannot inspect \(path): \(String(cString: strerror(errno)))")
+            throw .cannotInspect(path: path, .last)
         }
         guard (st.st_mode & S_IFMT) == S_IFSOCK else {
-            throw BindError(description: "\(path) exists and is not a socket; remove it or choose another local.socket")
+            throw .notASocket(path: path)
         }
         // Dial first: a daemon that answers keeps its socket.
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw BindError(description: "socket(): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw .socketCall(.last) }
         defer { close(fd) }
         let connected = address.withSockAddr { connect(fd, $0, socklen_t($1)) }
         if connected == 0 {
-            throw BindError(description: "another wsbridged is listening on \(path); stop it first, or give this one another --socket")
+            throw .inUse(path: path)
         }
         guard errno == ECONNREFUSED else {
-            throw BindError(description: "cannot check \(path) for a running daemon: \(String(cString: strerror(errno)))")
+            throw .cannotCheck(path: path, .last)
         }
         guard unlink(path) == 0 else {
-            throw BindError(description: "cannot remove the stale socket \(path): \(String(cString: strerror(errno)))")
+            throw .cannotRemoveStale(path: path, .last)
         }
         return nil
     }
@@ -62,10 +104,9 @@ enum LocalServer {
         var st = stat()
         if stat(dir, &st) == 0 { return nil }
         if mkdir(dir, 0o755) != 0 && errno != EEXIST {
-            let problem = String(cString: strerror(errno))
-            let code = errno
+            let error = SystemError.last
             let parent = dir.lastIndex(of: "/").map { String(dir[..<$0]) }.flatMap { $0.isEmpty ? "/" : $0 } ?? "."
-            throw BindError(description: "cannot create the socket's directory \(dir): \(problem)\(Self.permissionHint(code, dir: parent))")
+            throw .cannotCreateDirectory(directory: dir, parent: parent, error)
         }
         return dir
     }
@@ -88,40 +129,23 @@ enum LocalServer {
 
     /// A bind error, said with the path and what to do.
     static func explain(_ error: any Error, path: String) -> any Error {
-        if let io = error as? IOError, io.errnoCode == EACCES || io.errnoCode == EPERM {
-            let dir = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
-            return BindError(
-                description: "cannot create the socket \(path): permission denied\(Self.permissionHint(io.errnoCode, dir: dir.isEmpty ? "/" : dir))")
-        }
-        if let io = error as? IOError {
-            return BindError(description: "cannot create the socket \(path): \(String(cString: strerror(io.errnoCode)))")
-        }
-        return error
+        guard let io = error as? IOError else { return error }
+        let dir = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
+        return BindError.cannotCreateSocket(path: path, directory: dir.isEmpty ? "/" : dir, SystemError(code: io.errnoCode))
     }
 
     /// Applies `local.mode` and `local.group` to the bound socket.
     static func applyPermissions(path: String, local: Configuration.Local) throws(BindError) {
         if chmod(path, mode_t(local.mode)) != 0 {
-            throw BindError(description: "cannot chmod \(path) to \(String(local.mode, radix: 8)): \(String(cString: strerror(errno)))")
+            throw .cannotChmod(path: path, mode: Int(local.mode), .last)
         }
         if let group = local.group {
             guard let gid = PeerCredentials.gid(named: group) else {
-                throw BindError(description: "local.group \"\(group)\" does not exist; create it or change local.group")
+                throw .noSuchGroup(group)
             }
             if chown(path, uid_t(bitPattern: -1), gid) != 0 {
-                let code = errno
-                var fix = ""
-                if code == EPERM {
-                    let user = Self.userName()
-                    if Self.isMember(of: gid) {
-                        fix =
-                            "; user \(user) is in group \(group), so something else refused it: a system call filter that denies chown (systemd's SystemCallFilter=~@privileged without SystemCallFilter=@chown)"
-                    } else {
-                        fix =
-                            "; user \(user) is not a member of group \(group). Under systemd, let wsbridged.socket create the socket (SocketGroup=\(group)), or add SupplementaryGroups=\(group) to the service (systemctl edit wsbridged); by hand, run wsbridged as a member of \(group) or remove local.group"
-                    }
-                }
-                throw BindError(description: "cannot give \(path) to group \(group): \(String(cString: strerror(code)))\(fix)")
+                let error = SystemError.last
+                throw .cannotChown(path: path, group: group, member: Self.isMember(of: gid), error)
             }
         }
     }
