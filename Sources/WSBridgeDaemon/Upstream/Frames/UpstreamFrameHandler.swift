@@ -2,20 +2,66 @@ import NIOCore
 import NIOWebSocket
 import WSBridgeCore
 
-/// What an upstream broke, and the close code that says so (RFC 6455 §7.4.1).
-struct UpstreamProtocolError: Error, CustomStringConvertible {
-    var closeCode: WebSocketErrorCode
-    var description: String
+/// What an upstream broke, and the close code that says so (RFC 6455 §7.4.1): every text is here.
+enum UpstreamProtocolError: Error, Equatable, CustomStringConvertible {
+    /// A server must not mask its frames (§5.1).
+    case maskedFrame
+    case lengthTooLarge
+    case reservedBits
+    case compressedWithoutDeflate
+    case messageInterrupted
+    case compressedContinuation
+    case continuationWithoutMessage
+    case compressedControl
+    case fragmentedControl
+    case controlTooLong(Int)
+    case unknownOpcode(UInt8)
+    case closeCodeCut
+    /// `reason`: the server's, which still says what it meant (NATS closes with 1006 "Stale Connection").
+    case closeCodeNotAllowed(UInt16, reason: String?)
+    case tooLarge(limit: Int)
+    case invalidUTF8
+    case closeReasonNotUTF8
+    /// permessage-deflate could not inflate a message.
+    case inflate(String)
 
-    static func violation(_ what: String) -> Self {
-        Self(closeCode: .protocolError, description: "upstream violated the WebSocket protocol: \(what)")
+    var closeCode: WebSocketErrorCode {
+        switch self {
+        case .tooLarge: .messageTooLarge
+        case .invalidUTF8, .closeReasonNotUTF8, .inflate: .dataInconsistentWithMessage
+        default: .protocolError
+        }
     }
 
-    static func tooLarge(_ limit: Int) -> Self {
-        Self(closeCode: .messageTooLarge, description: "upstream sent a message larger than upstream.max_message_size (\(limit) bytes)")
+    var description: String {
+        switch self {
+        case .tooLarge(let limit): "upstream sent a message larger than upstream.max_message_size (\(limit) bytes)"
+        case .invalidUTF8: "upstream sent a text message that is not valid UTF-8"
+        case .closeReasonNotUTF8: "upstream sent a close reason that is not valid UTF-8"
+        case .inflate(let problem): problem
+        default: "upstream violated the WebSocket protocol: \(self.violation)"
+        }
     }
 
-    static let invalidUTF8 = Self(closeCode: .dataInconsistentWithMessage, description: "upstream sent a text message that is not valid UTF-8")
+    private var violation: String {
+        switch self {
+        case .maskedFrame: "a masked frame (a server must not mask its frames, RFC 6455 §5.1)"
+        case .lengthTooLarge: "a frame length with its most significant bit set"
+        case .reservedBits: "reserved bits RSV2/RSV3 set"
+        case .compressedWithoutDeflate: "RSV1 set but permessage-deflate was not negotiated"
+        case .messageInterrupted: "a new message started before the previous one ended"
+        case .compressedContinuation: "RSV1 set on a continuation frame"
+        case .continuationWithoutMessage: "continuation frame without a message to continue"
+        case .compressedControl: "RSV1 set on a control frame"
+        case .fragmentedControl: "fragmented control frame"
+        case .controlTooLong(let length): "a control frame of \(length) bytes (at most 125, RFC 6455 §5.5)"
+        case .unknownOpcode(let opcode): "unknown opcode \(opcode)"
+        case .closeCodeCut: "a close frame with a 1-byte body (a close code takes 2)"
+        case .closeCodeNotAllowed(let code, let reason):
+            "close code \(code)\(reason.map { $0.isEmpty ? "" : ", reason \"\($0)\"" } ?? "") is not one a peer may send"
+        case .tooLarge, .invalidUTF8, .closeReasonNotUTF8, .inflate: "\(self)"
+        }
+    }
 }
 
 /// The inbound side of an upstream channel after the upgrade, in one handler: it reads frames
@@ -163,7 +209,7 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         let first = bytes[start]
         let second = bytes[start + 1]
         guard second & 0x80 == 0 else {
-            throw UpstreamProtocolError.violation("a masked frame (a server must not mask its frames, RFC 6455 §5.1)")
+            throw UpstreamProtocolError.maskedFrame
         }
         var size = 2
         var length = Int(second & 0x7F)
@@ -173,12 +219,12 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
             var value: UInt64 = 0
             for i in 0..<extra { value = value << 8 | UInt64(bytes[start + 2 + i]) }
             if value > UInt64(Int.max) {
-                throw UpstreamProtocolError.violation("a frame length with its most significant bit set")
+                throw UpstreamProtocolError.lengthTooLarge
             }
             size += extra
             length = Int(value)
         }
-        if first & 0x30 != 0 { throw UpstreamProtocolError.violation("reserved bits RSV2/RSV3 set") }
+        if first & 0x30 != 0 { throw UpstreamProtocolError.reservedBits }
         return Header(fin: first & 0x80 != 0, rsv1: first & 0x40 != 0, opcode: first & 0x0F, size: size, length: length)
     }
 
@@ -187,28 +233,28 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         switch header.opcode {
         case 0x1, 0x2:
             if header.rsv1 && self.deflate == nil {
-                throw UpstreamProtocolError.violation("RSV1 set but permessage-deflate was not negotiated")
+                throw UpstreamProtocolError.compressedWithoutDeflate
             }
             guard self.pending == nil else {
-                throw UpstreamProtocolError.violation("a new message started before the previous one ended")
+                throw UpstreamProtocolError.messageInterrupted
             }
             try self.checkSize(header.length)
             self.checkingText = header.opcode == 0x1 && !header.rsv1
             if self.checkingText { self.utf8 = UTF8Validator() }
         case 0x0:
-            if header.rsv1 { throw UpstreamProtocolError.violation("RSV1 set on a continuation frame") }
+            if header.rsv1 { throw UpstreamProtocolError.compressedContinuation }
             guard let pending = self.pending else {
-                throw UpstreamProtocolError.violation("continuation frame without a message to continue")
+                throw UpstreamProtocolError.continuationWithoutMessage
             }
             try self.checkSize(pending.data.readableBytes + header.length)
         case 0x8, 0x9, 0xA:
-            if header.rsv1 { throw UpstreamProtocolError.violation("RSV1 set on a control frame") }
-            if !header.fin { throw UpstreamProtocolError.violation("fragmented control frame") }
+            if header.rsv1 { throw UpstreamProtocolError.compressedControl }
+            if !header.fin { throw UpstreamProtocolError.fragmentedControl }
             if header.length > 125 {
-                throw UpstreamProtocolError.violation("a control frame of \(header.length) bytes (at most 125, RFC 6455 §5.5)")
+                throw UpstreamProtocolError.controlTooLong(header.length)
             }
         default:
-            throw UpstreamProtocolError.violation("unknown opcode \(header.opcode)")
+            throw UpstreamProtocolError.unknownOpcode(header.opcode)
         }
     }
 
@@ -256,7 +302,7 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
     }
 
     private func checkSize(_ size: Int) throws {
-        if size > self.maxMessageSize { throw UpstreamProtocolError.tooLarge(self.maxMessageSize) }
+        if size > self.maxMessageSize { throw UpstreamProtocolError.tooLarge(limit: self.maxMessageSize) }
     }
 
     /// Uncompressed text was checked as it came. A compressed message is inflated (bounded by
@@ -271,9 +317,9 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         do {
             inflated = try deflate.decompress(payload, limit: self.maxMessageSize, allocator: self.allocator)
         } catch PerMessageDeflate.Failure.tooLarge {
-            throw UpstreamProtocolError.tooLarge(self.maxMessageSize)
+            throw UpstreamProtocolError.tooLarge(limit: self.maxMessageSize)
         } catch {
-            throw UpstreamProtocolError(closeCode: .dataInconsistentWithMessage, description: "\(error)")
+            throw UpstreamProtocolError.inflate("\(error)")
         }
         try self.checkSize(inflated.readableBytes)
         if kind == .text {
@@ -305,17 +351,16 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         var body = body
         guard body.readableBytes != 0 else { return }
         guard let code = body.readWebSocketErrorCode() else {
-            throw UpstreamProtocolError.violation("a close frame with a 1-byte body (a close code takes 2)")
+            throw UpstreamProtocolError.closeCodeCut
         }
         guard Self.mayBeSent(code) else {
-            // The server's reason still says what it meant (NATS closes with 1006 "Stale Connection").
-            let reason = body.readString(length: min(body.readableBytes, 123)).map { $0.isEmpty ? "" : ", reason \"\($0)\"" } ?? ""
-            throw UpstreamProtocolError.violation("close code \(UInt16(webSocketErrorCode: code))\(reason) is not one a peer may send")
+            throw UpstreamProtocolError.closeCodeNotAllowed(
+                UInt16(webSocketErrorCode: code), reason: body.readString(length: min(body.readableBytes, 123)))
         }
         var utf8 = UTF8Validator()
         let ok = body.withUnsafeReadableBytes { utf8.feed($0) } && utf8.isComplete
         guard ok else {
-            throw UpstreamProtocolError(closeCode: .dataInconsistentWithMessage, description: "upstream sent a close reason that is not valid UTF-8")
+            throw UpstreamProtocolError.closeReasonNotUTF8
         }
     }
 
