@@ -75,20 +75,20 @@ extension DaemonService {
         var sticky: (StickyStore, [StickyRegistry.Entry])?
         if let directory = configuration.queue.spool {
             // The spool is read (and cleaned of a torn tail) before anything can be queued.
-            let opened = try await Self.blocking(exitCode: 73) {  // EX_CANTCREAT
+            let opened = try await Self.openLog {
                 try Spool.open(directory: directory, fsync: configuration.queue.fsync, eventLoop: eventLoop, logger: logger)
             }
             spool = opened
             // What is still queued stays in the spool for the next start.
             parts.add("spool") { _ = try? await opened.0.close().get() }
             // Daemon-scope sticky keys live beside the spool, which created and locked the directory.
-            sticky = try await Self.blocking(exitCode: 73) { try StickyStore.open(spool: opened.0) }
+            sticky = try await Self.openLog { try StickyStore.open(spool: opened.0) }
         }
         var journal: (Journal, Journal.Recovered)?
         if configuration.journal.dir != nil {
             // Read back (a torn tail cut) before the first message is numbered: the stream and
             // seq go on from it.
-            let opened = try await Self.blocking(exitCode: 73) {  // EX_CANTCREAT
+            let opened = try await Self.openLog {
                 try Journal.open(configuration: configuration.journal, eventLoop: eventLoop, logger: logger)
             }
             journal = opened
@@ -135,9 +135,7 @@ extension DaemonService {
             do {
                 metrics = try await MetricsServer.start(configuration.metrics, address: address, eventLoop: eventLoop, plane: plane, logger: logger)
             } catch {
-                throw StartFailure(
-                    exitCode: 69,  // EX_UNAVAILABLE
-                    description: "cannot serve metrics on \(address) (metrics.listen): \(error); choose a free local address, or leave metrics.listen empty")
+                throw StartFailure.metrics(address: "\(address)", cause: "\(error)")
             }
             parts.add("metrics") { try? await metrics.close() }
         }
@@ -218,16 +216,16 @@ extension DaemonService {
                 logger: self.logger)
             return (channel, configuration.local.socket)
         } catch {
-            throw StartFailure(exitCode: 69, description: "cannot listen on \(configuration.local.socket): \(error)")  // EX_UNAVAILABLE
+            throw StartFailure.listen(socket: configuration.local.socket, cause: "\(error)")
         }
     }
 
-    /// Runs blocking file work on the thread pool; its error is a start failure with `exitCode`.
-    private static func blocking<T: Sendable>(exitCode: Int32, _ body: @escaping @Sendable () throws -> T) async throws -> T {
+    /// Opens a durable log on the thread pool (blocking file work); its error is a start failure.
+    private static func openLog<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         do {
             return try await NIOThreadPool.singleton.runIfActive(body)
         } catch {
-            throw StartFailure(exitCode: exitCode, description: "\(error)")
+            throw StartFailure.durableLog("\(error)")
         }
     }
 }

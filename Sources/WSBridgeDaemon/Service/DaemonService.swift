@@ -22,10 +22,31 @@ package final class DaemonService: Service, Sendable {
         try ConnectorFactory.check(configuration)
     }
 
-    /// The daemon could not start; `exitCode` is what the process should exit with.
-    package struct StartFailure: Error, CustomStringConvertible {
-        package var exitCode: Int32
-        package var description: String
+    /// The daemon could not start: what, its text, and what the process exits with
+    /// (sysexits.h).
+    package enum StartFailure: Error, CustomStringConvertible {
+        /// The spool, its sticky keys or the journal (EX_CANTCREAT).
+        case durableLog(String)
+        /// The local socket (EX_UNAVAILABLE).
+        case listen(socket: String, cause: String)
+        /// `metrics.listen` (EX_UNAVAILABLE).
+        case metrics(address: String, cause: String)
+
+        package var exitCode: Int32 {
+            switch self {
+            case .durableLog: 73
+            case .listen, .metrics: 69
+            }
+        }
+
+        package var description: String {
+            switch self {
+            case .durableLog(let problem): problem
+            case .listen(let socket, let cause): "cannot listen on \(socket): \(cause)"
+            case .metrics(let address, let cause):
+                "cannot serve metrics on \(address) (metrics.listen): \(cause); choose a free local address, or leave metrics.listen empty"
+            }
+        }
     }
 
     let initial: Configuration

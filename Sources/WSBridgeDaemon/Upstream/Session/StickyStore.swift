@@ -82,22 +82,33 @@ final class StickyStore: Sendable {
         return ByteBuffer(string: WireCoding.encode(File(version: 1, keys: keys)).serialized + "\n")
     }
 
-    struct DecodeError: Error, CustomStringConvertible {
-        var description: String
+    /// What makes the file not one this daemon wrote.
+    enum DecodeError: Error, CustomStringConvertible {
+        case version
+        case keyWithoutName
+        case keyWithoutPayload(key: String)
+
+        var description: String {
+            switch self {
+            case .version: "not version 1 of the sticky file"
+            case .keyWithoutName: "a key without \"key\""
+            case .keyWithoutPayload(let key): "key \"\(key)\" has neither text nor binary"
+            }
+        }
     }
 
     static func decode(_ bytes: [UInt8]) throws -> [StickyRegistry.Entry] {
         let file = try WireCoding.decode(File.self, from: try JSONValue.parse(bytes))
-        guard file.version == 1 else { throw DecodeError(description: "not version 1 of the sticky file") }
+        guard file.version == 1 else { throw DecodeError.version }
         return try file.keys.map { k in
-            guard !k.key.isEmpty else { throw DecodeError(description: "a key without \"key\"") }
+            guard !k.key.isEmpty else { throw DecodeError.keyWithoutName }
             let payload: Payload
             if let t = k.text {
                 payload = .text(t)
             } else if let b = k.binary {
                 payload = .binary(try Base64.decode(string: b))
             } else {
-                throw DecodeError(description: "key \"\(k.key)\" has neither text nor binary")
+                throw DecodeError.keyWithoutPayload(key: k.key)
             }
             return .restored(key: k.key, payload: payload, onUnstick: k.onUnstick, pid: k.pid, uid: k.uid, sinceMillis: k.since)
         }
