@@ -14,8 +14,25 @@ public struct DeflateParameters: Sendable, Equatable {
     /// What a client offers: deflate, and that the server may limit our window.
     public static let offer = "permessage-deflate; client_max_window_bits"
 
-    public struct NegotiationError: Error, Equatable, CustomStringConvertible {
-        public var description: String
+    /// What a server's extensions answer got wrong: every text is here.
+    public enum NegotiationError: Error, Equatable, CustomStringConvertible {
+        case notOffered(extension: String)
+        case deflateNotOffered
+        case answeredTwice
+        case repeated(parameter: String)
+        case windowBits(parameter: String, value: String)
+        case unknownParameter(String)
+
+        public var description: String {
+            switch self {
+            case .notOffered(let name): "server enabled extension '\(name)', which was not offered"
+            case .deflateNotOffered: "server enabled permessage-deflate, which was not offered (upstream.compression = false)"
+            case .answeredTwice: "server answered permessage-deflate twice"
+            case .repeated(let key): "permessage-deflate parameter '\(key)' repeated"
+            case .windowBits(let key, let value): "permessage-deflate \(key) must be 8...15, got '\(value)'"
+            case .unknownParameter(let param): "unknown permessage-deflate parameter '\(param)'"
+            }
+        }
     }
 
     /// Reads the server's `Sec-WebSocket-Extensions` answer. nil: compression is off for this link.
@@ -27,13 +44,13 @@ public struct DeflateParameters: Sendable, Equatable {
             let parts = item.split(separator: ";").map { $0.trimmingSpaces() }
             guard let name = parts.first, !name.isEmpty else { continue }
             guard name.lowercased() == "permessage-deflate" else {
-                throw NegotiationError(description: "server enabled extension '\(name)', which was not offered")
+                throw .notOffered(extension: String(name))
             }
             guard offered else {
-                throw NegotiationError(description: "server enabled permessage-deflate, which was not offered (upstream.compression = false)")
+                throw .deflateNotOffered
             }
             guard result == nil else {
-                throw NegotiationError(description: "server answered permessage-deflate twice")
+                throw .answeredTwice
             }
             var p = DeflateParameters()
             var seen: Set<String> = []
@@ -42,11 +59,11 @@ public struct DeflateParameters: Sendable, Equatable {
                 let key = kv[0].lowercased()
                 let value = kv.count > 1 ? kv[1].trimmingQuotes() : nil
                 guard seen.insert(key).inserted else {
-                    throw NegotiationError(description: "permessage-deflate parameter '\(key)' repeated")
+                    throw .repeated(parameter: key)
                 }
                 func bits() throws(NegotiationError) -> Int {
                     guard let value, let b = Int(value), (8...15).contains(b) else {
-                        throw NegotiationError(description: "permessage-deflate \(key) must be 8...15, got '\(value ?? "")'")
+                        throw .windowBits(parameter: key, value: value.map { String($0) } ?? "")
                     }
                     return b
                 }
@@ -60,7 +77,7 @@ public struct DeflateParameters: Sendable, Equatable {
                 case "client_max_window_bits":
                     p.clientMaxWindowBits = try bits()
                 default:
-                    throw NegotiationError(description: "unknown permessage-deflate parameter '\(param)'")
+                    throw .unknownParameter(String(param))
                 }
             }
             result = p

@@ -25,9 +25,35 @@ final class DaemonConnection {
             + "or point --socket (or WSBRIDGE_SOCKET) at the socket of the one running"
     }
 
-    struct ConnectError: Error, CustomStringConvertible {
-        var description: String
-        var exitCode: Int32
+    /// Why the daemon's socket could not be reached, how to fix it, and the exit status
+    /// (sysexits.h): every text is here.
+    enum ConnectError: Error, CustomStringConvertible {
+        case socketCall(errno: Int32)
+        case pathTooLong(String)
+        case notRunning(path: String)
+        case permissionDenied(path: String)
+        case cannotConnect(path: String, errno: Int32)
+        case noHello(path: String)
+
+        var description: String {
+            switch self {
+            case .socketCall(let e): "cannot create a socket: \(String(cString: strerror(e)))"
+            case .pathTooLong(let path): "socket path \(path) is too long (a Unix socket path holds at most 107 bytes)"
+            case .notRunning(let path): "wsbridged is not running (nothing listens on \(path)): \(DaemonConnection.startHint(for: path))"
+            case .permissionDenied(let path): "permission denied on \(path): run as a member of the socket's group (see `ls -l \(path)`) or as root"
+            case .cannotConnect(let path, let e): "cannot connect to \(path): \(String(cString: strerror(e)))"
+            case .noHello(let path): "\(path) did not greet like wsbridged (no hello line); is it the right socket?"
+            }
+        }
+
+        var exitCode: Int32 {
+            switch self {
+            case .socketCall: 71  // EX_OSERR
+            case .pathTooLong: 64  // EX_USAGE
+            case .permissionDenied: 77  // EX_NOPERM
+            case .notRunning, .cannotConnect, .noHello: 69  // EX_UNAVAILABLE
+            }
+        }
     }
 
     struct RequestError: Error, CustomStringConvertible {
@@ -45,32 +71,25 @@ final class DaemonConnection {
 
     init(path: String) throws {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw ConnectError(description: "cannot create a socket: \(String(cString: strerror(errno)))", exitCode: 71) }
+        guard fd >= 0 else { throw ConnectError.socketCall(errno: errno) }
         let r = cwsb_unix_connect(fd, path)
         if r != 0 {
             let e = errno
             close(fd)
             switch e {
             case ENAMETOOLONG:
-                throw ConnectError(description: "socket path \(path) is too long (a Unix socket path holds at most 107 bytes)", exitCode: 64)
+                throw ConnectError.pathTooLong(path)
             case ENOENT, ECONNREFUSED:
-                throw ConnectError(
-                    description:
-                        "wsbridged is not running (nothing listens on \(path)): \(Self.startHint(for: path))",
-                    exitCode: 69
-                )
+                throw ConnectError.notRunning(path: path)
             case EACCES, EPERM:
-                throw ConnectError(
-                    description: "permission denied on \(path): run as a member of the socket's group (see `ls -l \(path)`) or as root",
-                    exitCode: 77
-                )
+                throw ConnectError.permissionDenied(path: path)
             default:
-                throw ConnectError(description: "cannot connect to \(path): \(String(cString: strerror(e)))", exitCode: 69)
+                throw ConnectError.cannotConnect(path: path, errno: e)
             }
         }
         self.fd = fd
         guard let hello = try? self.readLine() else {
-            throw ConnectError(description: "\(path) did not greet like wsbridged (no hello line); is it the right socket?", exitCode: 69)
+            throw ConnectError.noHello(path: path)
         }
         self.hello = hello
     }

@@ -91,10 +91,10 @@ public struct ReplyTemplate: Sendable, Equatable {
         while let start = rest.firstRange(of: "${") {
             if start.lowerBound > rest.startIndex { parts.append(.text(String(rest[..<start.lowerBound]))) }
             let after = rest[start.upperBound...]
-            guard let end = after.firstIndex(of: "}") else { throw TemplateError("\"${\" is not closed: write ${msg:PATH}") }
+            guard let end = after.firstIndex(of: "}") else { throw .notClosed }
             let name = after[..<end]
             guard name.hasPrefix("msg:"), name.count > 4 else {
-                throw TemplateError("unknown placeholder ${\(name)}: the one known here is ${msg:PATH}, the matched message's value at PATH")
+                throw .unknown(String(name))
             }
             let path = String(name.dropFirst(4))
             parts.append(.value(JSONValue.PathComponent.split(path), path))
@@ -109,7 +109,7 @@ public struct ReplyTemplate: Sendable, Equatable {
             return "0"
         }.joined()
         guard (try? JSONValue.parse(sample)) != nil else {
-            throw TemplateError("is not JSON once ${msg:PATH} is filled in: write JSON text such as '{\"pong\":${msg:ping}}'")
+            throw .notJSON
         }
     }
 
@@ -127,9 +127,19 @@ public struct ReplyTemplate: Sendable, Equatable {
         return try? JSONValue.parse(text)
     }
 
-    public struct TemplateError: Error, CustomStringConvertible {
-        public let description: String
-        init(_ description: String) { self.description = description }
+    /// What is wrong with `[protocol] reply`'s template: every text is here.
+    public enum TemplateError: Error, CustomStringConvertible {
+        case notClosed
+        case unknown(String)
+        case notJSON
+
+        public var description: String {
+            switch self {
+            case .notClosed: "\"${\" is not closed: write ${msg:PATH}"
+            case .unknown(let name): "unknown placeholder ${\(name)}: the one known here is ${msg:PATH}, the matched message's value at PATH"
+            case .notJSON: "is not JSON once ${msg:PATH} is filled in: write JSON text such as '{\"pong\":${msg:ping}}'"
+            }
+        }
     }
 }
 

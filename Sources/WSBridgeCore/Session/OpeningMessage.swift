@@ -39,7 +39,7 @@ public struct OpeningMessage: Sendable, Equatable {
                 continue
             }
             guard let close = after.firstIndex(of: "}") else {
-                throw PlaceholderError("\"${\" is not closed: write ${token} or ${last:PATH}, or $${ for a literal ${")
+                throw .notClosed
             }
             let name = String(after[after.index(after: after.startIndex)..<close])
             if name == "token" {
@@ -48,17 +48,12 @@ public struct OpeningMessage: Sendable, Equatable {
             } else if name.hasPrefix("last:") {
                 let path = String(name.dropFirst(5))
                 guard !path.isEmpty, !path.split(separator: ".", omittingEmptySubsequences: false).contains(where: \.isEmpty) else {
-                    throw PlaceholderError("${\(name)} needs a dotted path of the field to resume from, such as ${last:offset} or ${last:data.seq}")
+                    throw .lastWithoutPath(name)
                 }
                 if !literal.isEmpty { parts.append(.literal(literal)) }
                 parts.append(.last(path: path))
             } else {
-                let known = ["token", "last"]
-                let hint =
-                    Suggestion.closest(to: name.split(separator: ":").first.map(String.init) ?? name, in: known).map {
-                        " (did you mean ${\($0 == "last" ? "last:PATH" : $0)}?)"
-                    } ?? ""
-                throw PlaceholderError("unknown placeholder ${\(name)}\(hint): known are ${token} and ${last:PATH}; write $${ for a literal ${")
+                throw .unknown(name, suggestion: Suggestion.closest(to: name.split(separator: ":").first.map(String.init) ?? name, in: ["token", "last"]))
             }
             literal = ""
             rest = after[after.index(after: close)...]
@@ -92,8 +87,20 @@ public struct OpeningMessage: Sendable, Equatable {
     public static func == (a: OpeningMessage, b: OpeningMessage) -> Bool { a.template == b.template }
 }
 
-/// What is wrong with a placeholder in `upstream.on_open`, and what to write instead.
-public struct PlaceholderError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var description: String
-    public init(_ description: String) { self.description = description }
+/// What is wrong with a placeholder in `upstream.on_open`, and what to write instead: every
+/// text is here.
+public enum PlaceholderError: Error, Sendable, Equatable, CustomStringConvertible {
+    case notClosed
+    case lastWithoutPath(String)
+    /// `suggestion`: the known name closest to it.
+    case unknown(String, suggestion: String?)
+
+    public var description: String {
+        switch self {
+        case .notClosed: "\"${\" is not closed: write ${token} or ${last:PATH}, or $${ for a literal ${"
+        case .lastWithoutPath(let name): "${\(name)} needs a dotted path of the field to resume from, such as ${last:offset} or ${last:data.seq}"
+        case .unknown(let name, let suggestion):
+            "unknown placeholder ${\(name)}\(suggestion.map { " (did you mean ${\($0 == "last" ? "last:PATH" : $0)}?)" } ?? ""): known are ${token} and ${last:PATH}; write $${ for a literal ${"
+        }
+    }
 }
