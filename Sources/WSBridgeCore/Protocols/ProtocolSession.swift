@@ -15,39 +15,14 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
 
     package typealias Limits = ProtocolLimits
 
-    struct Holder: Equatable {
-        var app: AppID
-        var appID: WireID
-        /// Whether it has had the subscribe's answer (protocols whose subscribe is answered).
-        var answered: Bool
-    }
-
-    struct Subscription {
-        var key: String
-        /// The subscribe as the first app sent it (its id is replaced on every send).
-        var message: JSONValue
-        var upstreamID: WireID
-        var holders: [Holder]
-        /// Server-assigned id on this connection, and the one apps were given first.
-        var serverID: WireID?
-        var visibleID: WireID?
-        /// When the first holder subscribed (milliseconds since the epoch).
-        var since: Int64
-        /// Why it is not sent again (the server closed the link after it on several opens).
-        var setAside: String? = nil
-    }
-
-    struct Call {
-        var app: AppID
-        var appID: WireID
-    }
-
-    /// What an app's own id stands for: a call (by its upstream id) or a subscription (by its
-    /// key, which outlives the upstream ids of reconnects).
-    enum Held: Equatable {
-        case call(WireID)
-        case subscription(String)
-    }
+    // Outside the generic type, so that their arrays, dictionaries and optionals have metadata
+    // known at compile time: nested, each would be generic over the codec, and the unspecialized
+    // session code (the daemon holds `any ProtocolRouter`) looked it up at run time for every
+    // message, some 1,000 instructions.
+    typealias Holder = ProtocolSessionHolder
+    typealias Subscription = ProtocolSessionSubscription
+    typealias Call = ProtocolSessionCall
+    typealias Held = ProtocolSessionHeld
 
     package let codec: Codec
     package let limits: Limits
@@ -528,4 +503,40 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
                 setAside: $0.setAside)
         }
     }
+}
+
+// MARK: - The session's records
+
+struct ProtocolSessionHolder: Equatable {
+    var app: AppID
+    var appID: WireID
+    /// Whether it has had the subscribe's answer (protocols whose subscribe is answered).
+    var answered: Bool
+}
+
+struct ProtocolSessionSubscription {
+    var key: String
+    /// The subscribe as the first app sent it (its id is replaced on every send).
+    var message: JSONValue
+    var upstreamID: WireID
+    var holders: [ProtocolSessionHolder]
+    /// Server-assigned id on this connection, and the one apps were given first.
+    var serverID: WireID?
+    var visibleID: WireID?
+    /// When the first holder subscribed (milliseconds since the epoch).
+    var since: Int64
+    /// Why it is not sent again (the server closed the link after it on several opens).
+    var setAside: String? = nil
+}
+
+struct ProtocolSessionCall {
+    var app: AppID
+    var appID: WireID
+}
+
+/// What an app's own id stands for: a call (by its upstream id) or a subscription (by its
+/// key, which outlives the upstream ids of reconnects).
+enum ProtocolSessionHeld: Equatable {
+    case call(WireID)
+    case subscription(String)
 }
