@@ -157,14 +157,29 @@ private struct KeyedReader<Key: CodingKey>: KeyedDecodingContainerProtocol {
         guard let value = self.lookup(key), value != .null else { return nil }
         return try WireDecoder(value, in: self.codingPath, at: key).decodeValue(T.self)
     }
-    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? { try self.decodeIfPresent(type as String.Type?, key) }
-    func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? { try self.decodeIfPresent(type as Bool.Type?, key) }
-    func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? { try self.decodeIfPresent(type as Double.Type?, key) }
-    func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? { try self.decodeIfPresent(type as Int.Type?, key) }
-    func decodeIfPresent(_ type: UInt64.Type, forKey key: Key) throws -> UInt64? { try self.decodeIfPresent(type as UInt64.Type?, key) }
-
-    private func decodeIfPresent<T: Decodable>(_ type: T.Type?, _ key: Key) throws -> T? {
-        try self.decodeIfPresent(T.self, forKey: key)
+    // The primitives' own: no generic `T?` whose metadata the unspecialized container would
+    // look up at run time for every field.
+    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? {
+        guard let value = self.lookup(key), value != .null else { return nil }
+        guard case .string(let s) = value else { throw WireDecoder(value, in: self.codingPath, at: key).mismatch("a string", value) }
+        return s
+    }
+    func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? {
+        guard let value = self.lookup(key), value != .null else { return nil }
+        guard case .bool(let b) = value else { throw WireDecoder(value, in: self.codingPath, at: key).mismatch("true or false", value) }
+        return b
+    }
+    func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? {
+        guard let value = self.lookup(key), value != .null else { return nil }
+        guard case .number(let n) = value else { throw WireDecoder(value, in: self.codingPath, at: key).mismatch("a number", value) }
+        return n.doubleValue
+    }
+    func decodeIfPresent(_ type: UInt64.Type, forKey key: Key) throws -> UInt64? {
+        guard let value = self.lookup(key), value != .null else { return nil }
+        guard case .number(let n) = value, let u = UInt64(n.text) else {
+            throw WireDecoder(value, in: self.codingPath, at: key).mismatch("a whole number >= 0", value)
+        }
+        return u
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {

@@ -417,7 +417,10 @@ enum RequestDecoding {
             )
         case .line(let line):
             if line.readableBytes == 0 { return nil }
-            let valid = line.withUnsafeReadableBytes { String(validating: $0.bindMemory(to: UInt8.self), as: UTF8.self) != nil }
+            // The link's own validator (eight ASCII bytes at a time), not the standard library's
+            // generic one.
+            var utf8 = UTF8Validator()
+            let valid = line.withUnsafeReadableBytes { utf8.feed($0) } && utf8.isComplete
             guard valid else {
                 return .failure(ProtocolError(.invalidUTF8, "the request line is not valid UTF-8: send UTF-8 encoded JSON"))
             }
