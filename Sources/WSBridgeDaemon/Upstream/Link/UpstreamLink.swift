@@ -48,6 +48,8 @@ package final class UpstreamLink: LinkControl {
     private var phaseSinceWall = WallClock.millisecondsSinceEpoch()
     /// Why the last open link ended (not a later failed attempt): the reconnect's metric label.
     private var lostBecause: DisconnectReason?
+    /// A flush of the sends written in this event-loop tick is due (`flushSoon`).
+    private var flushScheduled = false
     /// How long to wait for the server to end the TCP connection after a close handshake.
     static let closeTimeout: TimeAmount = .seconds(3)
 
@@ -710,12 +712,22 @@ extension UpstreamLink {
         // With permessage-deflate, PerMessageDeflateHandler compresses it on the way out.
         let frame = WebSocketFrame(fin: true, opcode: message.kind == .text ? .text : .binary, maskKey: .random(), data: message.data)
         self.counters.sent(bytes: message.data.readableBytes)
-        if flush {
-            channel.writeAndFlush(frame, promise: promise)
-        } else {
-            channel.write(frame, promise: promise)
-        }
+        channel.write(frame, promise: promise)
+        if flush { self.flushSoon(channel) }
         return true
+    }
+
+    /// Flushes once the sends of this event-loop tick are written (a client's pipelined
+    /// requests are handled in one tick): one flush through the pipeline and one writev for them
+    /// all, where a flush per send cost some 4,900 instructions each. The flush runs in the same
+    /// tick, after the work already queued.
+    private func flushSoon(_ channel: any Channel) {
+        guard !self.flushScheduled else { return }
+        self.flushScheduled = true
+        self.eventLoop.assumeIsolated().execute {
+            self.flushScheduled = false
+            channel.flush()
+        }
     }
 
     /// A sticky send (or its leave text) from the local plane: written now if the link is
