@@ -77,10 +77,9 @@ public struct Filter: Sendable, Equatable {
         }
     }
 
-    public var json: JSONValue { WireCoding.encode(self) }
 }
 
-extension Filter: Codable {
+extension Filter: WireCodable {
     private enum CodingKeys: String, CodingKey {
         case field, equals, prefix, contains
     }

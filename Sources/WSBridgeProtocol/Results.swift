@@ -1,7 +1,7 @@
 /// The `result` objects of successful replies, one type per op (docs/protocol.md).
 
 /// `subscribe` and `unsubscribe`.
-public struct SubscribeResult: Sendable, Equatable, Codable {
+public struct SubscribeResult: Sendable, Equatable, WireCodable {
     public var subscribed: Bool
     /// The last sequence number sent so far (`subscribe` only).
     @OmitNil public var seq: UInt64?
@@ -16,11 +16,6 @@ public struct SubscribeResult: Sendable, Equatable, Codable {
         self.filter = filter
     }
 
-    public var json: JSONValue { WireCoding.encode(self) }
-
-    public init(json: JSONValue) throws(WireDecodingError) {
-        self = try WireCoding.decode(Self.self, from: json)
-    }
 }
 
 /// `send`: sent now, or queued until the link opens.
@@ -105,7 +100,7 @@ public struct StickyResult: Sendable, Equatable {
 }
 
 /// `sticky`: the registered keys, in the order they go out after every open.
-public struct StickyListResult: Sendable, Equatable, Codable {
+public struct StickyListResult: Sendable, Equatable, WireCodable {
     public struct Holder: Sendable, Equatable, Codable {
         public var scope: StickyScope
         /// The registering process (for scope daemon: the one that registered it).
@@ -146,15 +141,10 @@ public struct StickyListResult: Sendable, Equatable, Codable {
         self.keys = keys
     }
 
-    public var json: JSONValue { WireCoding.encode(self) }
-
-    public init(json: JSONValue) throws(WireDecodingError) {
-        self = try WireCoding.decode(Self.self, from: json)
-    }
 }
 
 /// `unstick`: whether the key went (its last holder let go) and what was sent upstream.
-public struct UnstickResult: Sendable, Equatable, Codable {
+public struct UnstickResult: Sendable, Equatable, WireCodable {
     public var key: String
     /// Holders left; 0 when the key went.
     public var holders: Int
@@ -168,15 +158,10 @@ public struct UnstickResult: Sendable, Equatable, Codable {
         self.leave = leave
     }
 
-    public var json: JSONValue { WireCoding.encode(self) }
-
-    public init(json: JSONValue) throws(WireDecodingError) {
-        self = try WireCoding.decode(Self.self, from: json)
-    }
 }
 
 /// `close`, `connect` and `reconnect`: the link's state once the request was taken.
-public struct LinkStateResult: Sendable, Equatable, Codable {
+public struct LinkStateResult: Sendable, Equatable, WireCodable {
     /// The phase after the command.
     public var state: ConnectionPhase
     /// The phase before it (older daemons leave it out).
@@ -187,15 +172,10 @@ public struct LinkStateResult: Sendable, Equatable, Codable {
         self.was = was
     }
 
-    public var json: JSONValue { WireCoding.encode(self) }
-
-    public init(json: JSONValue) throws(WireDecodingError) {
-        self = try WireCoding.decode(Self.self, from: json)
-    }
 }
 
 /// `metrics`: the daemon's metrics in the Prometheus text exposition format (version 0.0.4).
-public struct MetricsResult: Sendable, Equatable, Codable {
+public struct MetricsResult: Sendable, Equatable, WireCodable {
     public static let prometheusText = "prometheus-text-0.0.4"
     public var format: String
     public var text: String
@@ -205,15 +185,10 @@ public struct MetricsResult: Sendable, Equatable, Codable {
         self.text = text
     }
 
-    public var json: JSONValue { WireCoding.encode(self) }
-
-    public init(json: JSONValue) throws(WireDecodingError) {
-        self = try WireCoding.decode(Self.self, from: json)
-    }
 }
 
 /// `request`: the first upstream message after the send that matched.
-public struct RequestResult: Sendable, Equatable, Codable {
+public struct RequestResult: Sendable, Equatable, WireCodable {
     public var seq: UInt64
     /// Always `text` (a request's answer is a JSON text message).
     public var kind: String
@@ -230,9 +205,4 @@ public struct RequestResult: Sendable, Equatable, Codable {
         case payload = "json"
     }
 
-    public var json: JSONValue { WireCoding.encode(self) }
-
-    public init(json: JSONValue) throws(WireDecodingError) {
-        self = try WireCoding.decode(Self.self, from: json)
-    }
 }

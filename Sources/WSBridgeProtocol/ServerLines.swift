@@ -25,7 +25,7 @@ public enum ServerLine: Sendable, Equatable {
 }
 
 /// The first line on every connection.
-public struct Hello: Sendable, Equatable, Codable {
+public struct Hello: Sendable, Equatable, Codable, WireEncodable {
     public static let type = "hello"
     public private(set) var type = Hello.type
     public var protocolVersion: Int
@@ -59,8 +59,6 @@ public struct Hello: Sendable, Equatable, Codable {
         case version, commit, state, seq, stream, subscribed, write
     }
 
-    public var json: JSONValue { WireCoding.encode(self) }
-
     public init?(json: JSONValue) {
         guard json["type"]?.stringValue == Self.type, let hello = try? WireCoding.decode(Self.self, from: json) else { return nil }
         self = hello
@@ -69,7 +67,7 @@ public struct Hello: Sendable, Equatable, Codable {
 
 /// One upstream message. `data` holds a text payload, or a binary one in base64; with
 /// `local.inline_json` a JSON text payload comes as `json` instead.
-public struct MessageLine: Sendable, Equatable, Codable {
+public struct MessageLine: Sendable, Equatable, Codable, WireEncodable {
     public static let type = "message"
     public enum Kind: String, Sendable, Codable { case text, binary }
     public private(set) var type = MessageLine.type
@@ -93,8 +91,6 @@ public struct MessageLine: Sendable, Equatable, Codable {
         case inlineJSON = "json"
     }
 
-    public var json: JSONValue { WireCoding.encode(self) }
-
     public init?(json: JSONValue) {
         guard json["type"]?.stringValue == Self.type, let line = try? WireCoding.decode(Self.self, from: json) else { return nil }
         self = line
@@ -111,7 +107,7 @@ public struct MessageLine: Sendable, Equatable, Codable {
 }
 
 /// The link changed state; `reason` says why and who caused it.
-public struct StateLine: Sendable, Equatable, Codable {
+public struct StateLine: Sendable, Equatable, Codable, WireEncodable {
     public static let type = "state"
     public private(set) var type = StateLine.type
     public var state: ConnectionPhase
@@ -124,8 +120,6 @@ public struct StateLine: Sendable, Equatable, Codable {
         self.ts = ts
     }
 
-    public var json: JSONValue { WireCoding.encode(self) }
-
     public init?(json: JSONValue) {
         guard json["type"]?.stringValue == Self.type, let line = try? WireCoding.decode(Self.self, from: json) else { return nil }
         self = line
@@ -133,7 +127,7 @@ public struct StateLine: Sendable, Equatable, Codable {
 }
 
 /// This subscriber fell behind and lost messages `from`...`to` (inclusive).
-public struct DroppedLine: Sendable, Equatable, Codable {
+public struct DroppedLine: Sendable, Equatable, Codable, WireEncodable {
     public static let type = "dropped"
     public private(set) var type = DroppedLine.type
     public static let reasonText = "this subscriber fell behind by more than local.subscriber_queue messages or local.subscriber_queue_bytes bytes"
@@ -149,8 +143,6 @@ public struct DroppedLine: Sendable, Equatable, Codable {
         self.reason = reason
     }
 
-    public var json: JSONValue { WireCoding.encode(self) }
-
     public init?(json: JSONValue) {
         guard json["type"]?.stringValue == Self.type, let line = try? WireCoding.decode(Self.self, from: json) else { return nil }
         self = line
@@ -165,7 +157,7 @@ public struct DroppedLine: Sendable, Equatable, Codable {
 /// its checksum), `not_durable` (never written to the journal: with `from`...`to` a hole the
 /// writer recorded, without them what a crashed run numbered after its last journaled message,
 /// `next` then counting in the next run's `stream`). `message` says it in words.
-public struct GapLine: Sendable, Equatable, Codable {
+public struct GapLine: Sendable, Equatable, Codable, WireEncodable {
     public static let type = "gap"
     public static let notBuffered = "not_buffered"
     public static let restarted = "restarted"
@@ -206,8 +198,6 @@ public struct GapLine: Sendable, Equatable, Codable {
     enum CodingKeys: String, CodingKey {
         case type, stream, reason, from, to, since, next, message
     }
-
-    public var json: JSONValue { WireCoding.encode(self) }
 
     public init?(json: JSONValue) {
         guard json["type"]?.stringValue == Self.type, let line = try? WireCoding.decode(Self.self, from: json) else { return nil }

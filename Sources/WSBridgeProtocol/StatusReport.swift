@@ -1,5 +1,5 @@
 /// `status`: the link, its counters, the send queue and the local plane.
-public struct StatusReport: Sendable, Equatable, Codable {
+public struct StatusReport: Sendable, Equatable, WireCodable {
     public struct Queue: Sendable, Equatable, Codable {
         public var messages: Int
         public var bytes: Int
@@ -260,10 +260,4 @@ public struct StatusReport: Sendable, Equatable, Codable {
 
     public init() {}
 
-    public var json: JSONValue { WireCoding.encode(self) }
-
-    /// Reads a status result; fields a daemon did not send read as zero or absent.
-    public init(json: JSONValue) throws(WireDecodingError) {
-        self = try WireCoding.decode(Self.self, from: json)
-    }
 }

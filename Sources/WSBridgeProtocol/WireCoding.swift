@@ -60,6 +60,24 @@ public enum WireCoding {
     }
 }
 
+/// A line or result whose one shape is its Codable conformance: `json` writes it through
+/// `WireCoding` (written once here, not in every type).
+public protocol WireEncodable: Encodable {}
+
+extension WireEncodable {
+    @inlinable public var json: JSONValue { WireCoding.encode(self) }
+}
+
+/// A result read back the same way: `init(json:)`. (The server lines read themselves with a
+/// failable `init?(json:)` that checks their `type` first, for `ServerLine.decode`.)
+public protocol WireCodable: WireEncodable, Codable {}
+
+extension WireCodable {
+    @inlinable public init(json: JSONValue) throws(WireDecodingError) {
+        self = try WireCoding.decode(Self.self, from: json)
+    }
+}
+
 /// A line or result that does not read as its type, and where.
 public struct WireDecodingError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Dotted path of the key (`queue.spool.fsyncs`, `keys.0.holders`); empty for the top.
