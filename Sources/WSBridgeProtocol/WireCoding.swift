@@ -84,13 +84,30 @@ public struct WireDecodingError: Error, Sendable, Equatable, CustomStringConvert
     public var path: String
     public var problem: String
     /// When the value is of another type than its key's: what it must be, and what came (a
-    /// request's error reply words it for the client, `RequestSchema`).
+    /// request's error reply words it for the client: `ProtocolError.init(_:id:)`).
     public var mismatch: Mismatch?
 
     public struct Mismatch: Sendable, Equatable {
-        /// `a string`, `true or false`, `a whole number >= 0`, `an object`...
-        public var expected: String
+        public var expected: Expected
         public var found: JSONValue
+    }
+
+    /// What a key holds.
+    public enum Expected: Sendable, Equatable, CustomStringConvertible {
+        case string, bool, number, object, array
+        /// `range`: `>= 0`, or `from MIN to MAX`.
+        case wholeNumber(range: String)
+
+        public var description: String {
+            switch self {
+            case .string: "a string"
+            case .bool: "true or false"
+            case .number: "a number"
+            case .object: "an object"
+            case .array: "an array"
+            case .wholeNumber(let range): "a whole number \(range)"
+            }
+        }
     }
 
     public init(path: String, problem: String, mismatch: Mismatch? = nil) {
@@ -110,7 +127,7 @@ public struct WireDecodingError: Error, Sendable, Equatable, CustomStringConvert
     }
 
     /// `expected a string, found 5`.
-    static func mismatch(_ codingPath: [any CodingKey], expected: String, found: JSONValue) -> Self {
+    static func mismatch(_ codingPath: [any CodingKey], expected: Expected, found: JSONValue) -> Self {
         Self(
             path: Self.path(codingPath), problem: "expected \(expected), found \(WireDecoder.describe(found))",
             mismatch: Mismatch(expected: expected, found: found))

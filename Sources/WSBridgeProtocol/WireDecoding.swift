@@ -29,8 +29,33 @@ struct WireDecoder: Decoder {
         WireDecodingError.at(self.codingPath, problem)
     }
 
-    func mismatch(_ expected: String, _ found: JSONValue) -> WireDecodingError {
+    func mismatch(_ expected: WireDecodingError.Expected, _ found: JSONValue) -> WireDecodingError {
         WireDecodingError.mismatch(self.codingPath, expected: expected, found: found)
+    }
+
+    // One check per primitive: `decodeValue` and the keyed reader's own reads both use them.
+
+    func string(_ value: JSONValue) throws(WireDecodingError) -> String {
+        guard case .string(let s) = value else { throw self.mismatch(.string, value) }
+        return s
+    }
+
+    func bool(_ value: JSONValue) throws(WireDecodingError) -> Bool {
+        guard case .bool(let b) = value else { throw self.mismatch(.bool, value) }
+        return b
+    }
+
+    func number(_ value: JSONValue) throws(WireDecodingError) -> JSONNumber {
+        guard case .number(let n) = value else { throw self.mismatch(.number, value) }
+        return n
+    }
+
+    /// A whole number that fits `I`, exactly (no rounding of `1.5` or `1e30`).
+    func exact<I: FixedWidthInteger>(_: I.Type, _ value: JSONValue) throws(WireDecodingError) -> I {
+        guard case .number(let n) = value, let i = I(n.text) else {
+            throw self.mismatch(.wholeNumber(range: I.min == 0 && I.bitWidth >= 64 ? ">= 0" : "from \(I.min) to \(I.max)"), value)
+        }
+        return i
     }
 
     static func describe(_ value: JSONValue) -> String {
@@ -49,18 +74,10 @@ struct WireDecoder: Decoder {
             return try T(from: self)
         }
         switch kind {
-        case ObjectIdentifier(String.self):
-            guard case .string(let s) = value else { throw self.mismatch("a string", value) }
-            return be(s)
-        case ObjectIdentifier(Bool.self):
-            guard case .bool(let b) = value else { throw self.mismatch("true or false", value) }
-            return be(b)
-        case ObjectIdentifier(JSONNumber.self):
-            guard case .number(let n) = value else { throw self.mismatch("a number", value) }
-            return be(n)
-        case ObjectIdentifier(Double.self):
-            guard case .number(let n) = value else { throw self.mismatch("a number", value) }
-            return be(n.doubleValue)
+        case ObjectIdentifier(String.self): return be(try self.string(value))
+        case ObjectIdentifier(Bool.self): return be(try self.bool(value))
+        case ObjectIdentifier(JSONNumber.self): return be(try self.number(value))
+        case ObjectIdentifier(Double.self): return be(try self.number(value).doubleValue)
         default:
             if let integer = try self.integer(T.self, value) { return integer }
             return try T(from: self)
@@ -87,13 +104,7 @@ struct WireDecoder: Decoder {
     }
 
     func integer<T>(_ type: T.Type, _ value: JSONValue) throws -> T? {
-        func exact<I: FixedWidthInteger>(_: I.Type) throws -> T {
-            guard case .number(let n) = value, let i = I(n.text) else {
-                let range = I.min == 0 && I.bitWidth >= 64 ? ">= 0" : "from \(I.min) to \(I.max)"
-                throw self.mismatch("a whole number \(range)", value)
-            }
-            return unsafeBitCast(i, to: T.self)
-        }
+        func exact<I: FixedWidthInteger>(_: I.Type) throws -> T { unsafeBitCast(try self.exact(I.self, value), to: T.self) }
         switch ObjectIdentifier(type) {
         case ObjectIdentifier(Int.self): return try exact(Int.self)
         case ObjectIdentifier(Int64.self): return try exact(Int64.self)
@@ -110,7 +121,7 @@ struct WireDecoder: Decoder {
         switch self.value {
         case nil, .null?: return KeyedDecodingContainer(KeyedReader<Key>(fields: [], codingPath: self.codingPath))
         case .object(let fields)?: return KeyedDecodingContainer(KeyedReader<Key>(fields: fields, codingPath: self.codingPath))
-        case let other?: throw self.mismatch("an object", other)
+        case let other?: throw self.mismatch(.object, other)
         }
     }
 
@@ -118,7 +129,7 @@ struct WireDecoder: Decoder {
         switch self.value {
         case nil, .null?: return UnkeyedReader(items: [], codingPath: self.codingPath)
         case .array(let items)?: return UnkeyedReader(items: items, codingPath: self.codingPath)
-        case let other?: throw self.mismatch("an array", other)
+        case let other?: throw self.mismatch(.array, other)
         }
     }
 
@@ -160,26 +171,22 @@ private struct KeyedReader<Key: CodingKey>: KeyedDecodingContainerProtocol {
     // The primitives' own: no generic `T?` whose metadata the unspecialized container would
     // look up at run time for every field.
     func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? {
-        guard let value = self.lookup(key), value != .null else { return nil }
-        guard case .string(let s) = value else { throw WireDecoder(value, in: self.codingPath, at: key).mismatch("a string", value) }
-        return s
+        try self.present(key).map { value, decoder in try decoder.string(value) }
     }
     func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? {
-        guard let value = self.lookup(key), value != .null else { return nil }
-        guard case .bool(let b) = value else { throw WireDecoder(value, in: self.codingPath, at: key).mismatch("true or false", value) }
-        return b
+        try self.present(key).map { value, decoder in try decoder.bool(value) }
     }
     func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? {
-        guard let value = self.lookup(key), value != .null else { return nil }
-        guard case .number(let n) = value else { throw WireDecoder(value, in: self.codingPath, at: key).mismatch("a number", value) }
-        return n.doubleValue
+        try self.present(key).map { value, decoder in try decoder.number(value).doubleValue }
     }
     func decodeIfPresent(_ type: UInt64.Type, forKey key: Key) throws -> UInt64? {
+        try self.present(key).map { value, decoder in try decoder.exact(UInt64.self, value) }
+    }
+
+    /// The key's value unless it is missing or null, with the decoder that reads it.
+    private func present(_ key: Key) -> (JSONValue, WireDecoder)? {
         guard let value = self.lookup(key), value != .null else { return nil }
-        guard case .number(let n) = value, let u = UInt64(n.text) else {
-            throw WireDecoder(value, in: self.codingPath, at: key).mismatch("a whole number >= 0", value)
-        }
-        return u
+        return (value, WireDecoder(value, in: self.codingPath, at: key))
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {

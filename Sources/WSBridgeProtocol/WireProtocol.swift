@@ -432,7 +432,7 @@ extension ProtocolError {
             return
         }
         // A number's own text says why it is not a whole number >= 0 (-1, 1.5); else its type.
-        let found = mismatch.expected.hasPrefix("a whole number") ? mismatch.found.serialized : mismatch.found.typeName
+        let found = if case .wholeNumber = mismatch.expected { mismatch.found.serialized } else { mismatch.found.typeName }
         let example = error.path == "filter" || error.path == "match" ? #" like {"field": "type", "equals": "trade"}"# : ""
         self.init(.wrongType, "\"\(error.path)\" must be \(mismatch.expected)\(example), not \(found)", id: id)
     }

@@ -39,11 +39,12 @@ enum UpstreamProtocolError: Error, Equatable, CustomStringConvertible {
         case .invalidUTF8: "upstream sent a text message that is not valid UTF-8"
         case .closeReasonNotUTF8: "upstream sent a close reason that is not valid UTF-8"
         case .inflate(let problem): problem
-        default: "upstream violated the WebSocket protocol: \(self.violation)"
+        default: "upstream violated the WebSocket protocol: \(self.violation ?? "")"
         }
     }
 
-    private var violation: String {
+    /// The rule broken, for the cases that break one (nil: the message's size or its text).
+    private var violation: String? {
         switch self {
         case .maskedFrame: "a masked frame (a server must not mask its frames, RFC 6455 §5.1)"
         case .lengthTooLarge: "a frame length with its most significant bit set"
@@ -59,7 +60,7 @@ enum UpstreamProtocolError: Error, Equatable, CustomStringConvertible {
         case .closeCodeCut: "a close frame with a 1-byte body (a close code takes 2)"
         case .closeCodeNotAllowed(let code, let reason):
             "close code \(code)\(reason.map { $0.isEmpty ? "" : ", reason \"\($0)\"" } ?? "") is not one a peer may send"
-        case .tooLarge, .invalidUTF8, .closeReasonNotUTF8, .inflate: "\(self)"
+        case .tooLarge, .invalidUTF8, .closeReasonNotUTF8, .inflate: nil
         }
     }
 }

@@ -713,20 +713,20 @@ extension UpstreamLink {
         let frame = WebSocketFrame(fin: true, opcode: message.kind == .text ? .text : .binary, maskKey: .random(), data: message.data)
         self.counters.sent(bytes: message.data.readableBytes)
         channel.write(frame, promise: promise)
-        if flush { self.flushSoon(channel) }
+        if flush { self.flushSoon() }
         return true
     }
 
     /// Flushes once the sends of this event-loop tick are written (a client's pipelined
     /// requests are handled in one tick): one flush through the pipeline and one writev for them
     /// all, where a flush per send cost some 4,900 instructions each. The flush runs in the same
-    /// tick, after the work already queued.
-    private func flushSoon(_ channel: any Channel) {
+    /// tick, after the work already queued, on the connection current then.
+    private func flushSoon() {
         guard !self.flushScheduled else { return }
         self.flushScheduled = true
         self.eventLoop.assumeIsolated().execute {
             self.flushScheduled = false
-            channel.flush()
+            self.attempt.channel?.flush()
         }
     }
 
