@@ -180,6 +180,38 @@ public struct StatusReport: Sendable, Equatable, WireCodable {
         }
     }
 
+    /// What the link has carried, messages and bytes each way: the link keeps this part as its
+    /// counters, and `status` and the metrics read it. A new counter is a property here.
+    public struct Traffic: Sendable, Equatable, Codable {
+        public var messagesIn: UInt64 = 0
+        public var bytesIn: UInt64 = 0
+        public var messagesOut: UInt64 = 0
+        public var bytesOut: UInt64 = 0
+
+        public init() {}
+
+        public mutating func received(bytes: Int) {
+            self.messagesIn &+= 1
+            self.bytesIn &+= UInt64(bytes)
+        }
+
+        public mutating func sent(bytes: Int) {
+            self.messagesOut &+= 1
+            self.bytesOut &+= UInt64(bytes)
+        }
+    }
+
+    /// What the service reports of itself: the local plane keeps this part as it is and sets
+    /// each figure where it changes. A new figure of the service is a property here.
+    public struct Service: Sendable, Equatable, Codable {
+        /// nil until the first reload.
+        @OmitNil public var lastReload: Reload?
+        /// The HTTP metrics endpoint (`metrics.listen`, its port as bound): nil when there is none.
+        @OmitNil public var metricsUrl: String?
+
+        public init() {}
+    }
+
     public struct Close: Sendable, Equatable, Codable {
         /// Who ended a link, as `status` spells it. A string on the wire: a CLI reads a closer a
         /// newer daemon adds as it is.
@@ -214,7 +246,9 @@ public struct StatusReport: Sendable, Equatable, WireCodable {
 
     // The fields in the order a reply lists them; each key is its name in snake_case. A new
     // field is a stored property here (with the value an older daemon's reply reads as) and
-    // its row in wsbridgectl's status table.
+    // the line where its owner fills it in; a figure kept only to be reported is a property of
+    // the part its owner keeps (`Traffic`, `Service`), which is one place. wsbridgectl's status
+    // table shows a field it has no row for as it is; a row is only to word it.
     public var state: ConnectionPhase = .idle
     /// When the link entered `state`, ms since the Unix epoch.
     public var since: Int64 = 0
@@ -224,10 +258,7 @@ public struct StatusReport: Sendable, Equatable, WireCodable {
     public var rttMs: Double?
     public var subprotocol: String?
     public var compression = false
-    public var messagesIn: UInt64 = 0
-    public var bytesIn: UInt64 = 0
-    public var messagesOut: UInt64 = 0
-    public var bytesOut: UInt64 = 0
+    @Flattened public var traffic = Traffic()
     public var subscribers = 0
     public var clients = 0
     /// Clients refused at `local.max_clients` (or its reserved places) since the daemon started.
@@ -253,10 +284,7 @@ public struct StatusReport: Sendable, Equatable, WireCodable {
     @OmitNil public var commit: String? = WSBridgeVersion.commit
     public var lastClose: Close?
     @OmitNil public var retryInMs: Int64?
-    /// nil until the first reload.
-    @OmitNil public var lastReload: Reload?
-    /// The HTTP metrics endpoint (`metrics.listen`, its port as bound): nil when there is none.
-    @OmitNil public var metricsUrl: String?
+    @Flattened public var service = Service()
 
     public init() {}
 

@@ -171,3 +171,39 @@ extension KeyedDecodingContainer {
         return OmitNil(wrappedValue: try self.decode(Value.self, forKey: key))
     }
 }
+
+/// A struct property whose fields are written in the enclosing object, not under its own key:
+/// a part of a reply that one owner keeps (the link's traffic counters in `status`) is its own
+/// type, and the wire stays flat. In `WireCoding`, `superEncoder()` and `superDecoder()` are the
+/// enclosing object itself.
+@propertyWrapper
+public struct Flattened<Value: Codable & Sendable & Equatable>: Codable, Sendable, Equatable {
+    public var wrappedValue: Value
+
+    public init(wrappedValue: Value) {
+        self.wrappedValue = wrappedValue
+    }
+
+    public init(from decoder: any Decoder) throws {
+        self.wrappedValue = try Value(from: decoder)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        try self.wrappedValue.encode(to: encoder)
+    }
+}
+
+extension KeyedEncodingContainer {
+    /// A `@Flattened` property's fields go into this object (chosen at compile time for the
+    /// synthesized `encode(to:)`).
+    public mutating func encode<Value>(_ value: Flattened<Value>, forKey key: Key) throws {
+        try value.wrappedValue.encode(to: self.superEncoder())
+    }
+}
+
+extension KeyedDecodingContainer {
+    /// A `@Flattened` property reads its fields from this object.
+    public func decode<Value>(_ type: Flattened<Value>.Type, forKey key: Key) throws -> Flattened<Value> {
+        Flattened(wrappedValue: try Value(from: self.superDecoder()))
+    }
+}

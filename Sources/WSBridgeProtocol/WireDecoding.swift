@@ -197,6 +197,7 @@ private struct KeyedReader<Key: CodingKey>: KeyedDecodingContainerProtocol {
         try self.decoder(key).unkeyedContainer()
     }
 
+    /// This object itself: `@Flattened` reads a part's fields here.
     func superDecoder() throws -> any Decoder { WireDecoder(.object(self.fields), codingPath: self.codingPath) }
     func superDecoder(forKey key: Key) throws -> any Decoder { self.decoder(key) }
 }

@@ -132,8 +132,13 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
         return WireEncoder(node: child, codingPath: self.codingPath + [key]).unkeyedContainer()
     }
 
+    /// This object itself: `@Flattened` writes a part's fields here.
     mutating func superEncoder() -> any Encoder { WireEncoder(node: self.node, codingPath: self.codingPath) }
-    mutating func superEncoder(forKey key: Key) -> any Encoder { WireEncoder(node: self.node, codingPath: self.codingPath) }
+    mutating func superEncoder(forKey key: Key) -> any Encoder {
+        let child = EncodingNode()
+        self.append(key, child)
+        return WireEncoder(node: child, codingPath: self.codingPath + [key])
+    }
 }
 
 private struct UnkeyedContainer: UnkeyedEncodingContainer {
@@ -172,7 +177,12 @@ private struct UnkeyedContainer: UnkeyedEncodingContainer {
         return WireEncoder(node: child, codingPath: self.codingPath).unkeyedContainer()
     }
 
-    mutating func superEncoder() -> any Encoder { WireEncoder(node: self.node, codingPath: self.codingPath) }
+    /// The next item, as `superDecoder()` reads it.
+    mutating func superEncoder() -> any Encoder {
+        let child = EncodingNode()
+        self.append(child)
+        return WireEncoder(node: child, codingPath: self.codingPath + [WireIndex(self.count - 1)])
+    }
 }
 
 private struct SingleValueContainer: SingleValueEncodingContainer {

@@ -6,7 +6,9 @@ import WSBridgeProtocol
 #endif
 
 struct Status: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show the link's state, counters and subscribers.")
+    static let configuration = CommandConfiguration(
+        abstract: "Show the link's state, counters and subscribers.",
+        discussion: "A field this wsbridgectl has no row for (one a newer wsbridged reports) is shown as it is, its name in words.")
 
     @OptionGroup var global: GlobalOptions
 
@@ -16,71 +18,95 @@ struct Status: ParsableCommand {
 
     static func table(_ json: JSONValue) throws -> String {
         let s = try StatusReport(json: json)
-        var rows: [(String, String)] = []
+        var rows = Rows()
         var culpritRow: String?
-        rows.append(("state", "\(s.state.readable) since \(Self.time(Double(s.since))) (\(Self.ago(Double(s.since))))"))
-        rows.append(("upstream", s.url))
-        if let retry = s.retryInMs { rows.append(("next attempt", "in \(Self.duration(Double(retry)))")) }
-        rows.append(
-            (
-                "rtt",
-                s.rttMs.map { "\(($0 * 10).rounded() / 10) ms" }
-                    ?? (s.state == .open ? "not measured yet on this link (at the next heartbeat)" : "none (the link is not open)")
-            ))
-        if let p = s.subprotocol { rows.append(("subprotocol", p)) }
-        rows.append(("compression", s.compression ? "permessage-deflate" : "off"))
-        rows.append(("reconnects", "\(s.reconnects)"))
-        if s.failedAttempts > 0 { rows.append(("failed attempts", "\(s.failedAttempts)")) }
-        if let close = s.lastClose {
-            rows.append(("last close", Self.closeText(close)))
-        }
-        if let e = s.lastError { rows.append(("last error", e)) }
+        rows.add("state", "\(s.state.readable) since \(Self.time(Double(s.since))) (\(Self.ago(Double(s.since))))", words: "state", "since")
+        rows.add("upstream", s.url, words: "url")
+        rows.add("next attempt", s.retryInMs.map { "in \(Self.duration(Double($0)))" }, words: "retry_in_ms")
+        rows.add(
+            "rtt",
+            s.rttMs.map { "\(($0 * 10).rounded() / 10) ms" }
+                ?? (s.state == .open ? "not measured yet on this link (at the next heartbeat)" : "none (the link is not open)"), words: "rtt_ms")
+        rows.add("subprotocol", s.subprotocol, words: "subprotocol")
+        rows.add("compression", s.compression ? "permessage-deflate" : "off", words: "compression")
+        rows.add("reconnects", "\(s.reconnects)", words: "reconnects")
+        rows.add("failed attempts", s.failedAttempts > 0 ? "\(s.failedAttempts)" : nil, words: "failed_attempts")
+        rows.add("last close", s.lastClose.map(Self.closeText), words: "last_close")
+        // last_error_reason is for scripts: last_error says it in words.
+        rows.add("last error", s.lastError, words: "last_error", "last_error_reason")
+        var session: String?
         if let se = s.session, se.openingMessages > 0 || se.readyWhen != nil || se.stickyKeys > 0 {
             var parts: [String] = []
             if se.openingMessages > 0 { parts.append("\(se.openingMessages) opening message\(se.openingMessages == 1 ? "" : "s")") }
             if let culprit = se.culprit, s.protocol?.culprit == nil { culpritRow = culprit }
             if let gate = se.readyWhen { parts.append("ready when \(gate) (\(se.ready))") }
             parts.append("\(se.stickyKeys) sticky key\(se.stickyKeys == 1 ? "" : "s") (\(Self.bytes(UInt64(se.stickyBytes))))")
-            rows.append(("session", parts.joined(separator: ", ")))
+            session = parts.joined(separator: ", ")
         }
-        rows.append(("messages in", "\(s.messagesIn) (\(Self.bytes(s.bytesIn)))"))
-        rows.append(("messages out", "\(s.messagesOut) (\(Self.bytes(s.bytesOut)))"))
-        rows.append(("send queue", "\(s.queue.messages)/\(s.queue.maxMessages) messages, \(Self.bytes(UInt64(s.queue.bytes)))"))
-        if let spool = s.queue.spool {
-            rows.append(
-                (
-                    "spool",
-                    "\(spool.directory) (fsync \(spool.fsync)), \(Self.bytes(UInt64(spool.fileBytes))), \(spool.fsyncs) fdatasync\(spool.fsyncs == 1 ? "" : "s")"
-                ))
-        }
-        if let j = s.journal {
-            let kept = j.oldestSeq.map { "seq \($0)...\(j.newestSeq ?? $0)" } ?? "no message yet"
-            let state =
-                j.stoppedReason.map { "STOPPED: \($0)" } ?? "\(kept), \(Self.bytes(UInt64(j.bytes))) in \(j.segments) segment\(j.segments == 1 ? "" : "s")"
-            rows.append(("journal", "\(j.dir): \(state) (wsbridgectl journal)"))
-        }
-        if let culprit = culpritRow { rows.append(("culprit", culprit)) }
+        rows.add("session", session, words: "session")
+        rows.add("messages in", "\(s.traffic.messagesIn) (\(Self.bytes(s.traffic.bytesIn)))", words: "messages_in", "bytes_in")
+        rows.add("messages out", "\(s.traffic.messagesOut) (\(Self.bytes(s.traffic.bytesOut)))", words: "messages_out", "bytes_out")
+        rows.add("send queue", "\(s.queue.messages)/\(s.queue.maxMessages) messages, \(Self.bytes(UInt64(s.queue.bytes)))", words: "queue")
+        rows.add(
+            "spool",
+            s.queue.spool.map { spool in
+                "\(spool.directory) (fsync \(spool.fsync)), \(Self.bytes(UInt64(spool.fileBytes))), \(spool.fsyncs) fdatasync\(spool.fsyncs == 1 ? "" : "s")"
+            })
+        rows.add(
+            "journal",
+            s.journal.map { j in
+                let kept = j.oldestSeq.map { "seq \($0)...\(j.newestSeq ?? $0)" } ?? "no message yet"
+                let state =
+                    j.stoppedReason.map { "STOPPED: \($0)" } ?? "\(kept), \(Self.bytes(UInt64(j.bytes))) in \(j.segments) segment\(j.segments == 1 ? "" : "s")"
+                return "\(j.dir): \(state) (wsbridgectl journal)"
+            }, words: "journal")
+        rows.add("culprit", culpritRow)
         if let p = s.protocol {
             let holders = p.subscriptions.reduce(0) { $0 + $1.holders.count }
-            rows.append(
-                ("protocol", "\(p.name): \(p.subscriptions.count) live subscription\(p.subscriptions.count == 1 ? "" : "s") upstream, \(holders) held by apps"))
+            rows.add(
+                "protocol", "\(p.name): \(p.subscriptions.count) live subscription\(p.subscriptions.count == 1 ? "" : "s") upstream, \(holders) held by apps")
             let aside = p.subscriptions.filter { $0.setAside != nil }.count
-            if aside > 0 { rows.append(("set aside", "\(aside) subscription\(aside == 1 ? "" : "s") (wsbridgectl subscriptions; --clear sends again)")) }
-            if let culprit = p.culprit { rows.append(("culprit", culprit)) }
-            if let error = p.serverError { rows.append(("server error", error)) }
+            rows.add("set aside", aside > 0 ? "\(aside) subscription\(aside == 1 ? "" : "s") (wsbridgectl subscriptions; --clear sends again)" : nil)
+            rows.add("culprit", p.culprit)
+            rows.add("server error", p.serverError)
         }
+        rows.add(words: "protocol")
         var clients = "\(s.clients) connected, \(s.subscribers) subscribed"
         if s.refusedClients > 0 { clients += ", \(s.refusedClients) refused (local.max_clients)" }
-        rows.append(("clients", clients))
-        if let reason = s.notAccepting { rows.append(("NOT ACCEPTING", reason)) }
-        rows.append(("dropped", "\(s.drops) messages (slow subscribers)"))
-        rows.append(("last seq", "\(s.seq) (stream \(s.stream))"))
-        if let reload = s.lastReload { rows.append(("last reload", Self.reloadText(reload))) }
-        if let url = s.metricsUrl { rows.append(("metrics", url)) }
-        rows.append(("version", s.commit.map { "\(s.version) (commit \($0))" } ?? s.version))
+        rows.add("clients", clients, words: "clients", "subscribers", "refused_clients")
+        rows.add("NOT ACCEPTING", s.notAccepting, words: "not_accepting")
+        rows.add("dropped", "\(s.drops) messages (slow subscribers)", words: "drops")
+        rows.add("last seq", "\(s.seq) (stream \(s.stream))", words: "seq", "stream")
+        rows.add("last reload", s.service.lastReload.map(Self.reloadText), words: "last_reload")
+        rows.add("metrics", s.service.metricsUrl, words: "metrics_url")
+        // A field this table has no row for (one a newer daemon reports) is shown as it is.
+        if case .object(let fields) = json {
+            for (key, value) in fields where !rows.worded.contains(key) && key != "version" && key != "commit" && value != .null {
+                rows.add(String(key.map { $0 == "_" ? " " : $0 }), Self.plain(value))
+            }
+        }
+        rows.add("version", s.commit.map { "\(s.version) (commit \($0))" } ?? s.version)
         // One width for every call, whichever optional rows this one has (a longer label widens it).
-        let width = max(Self.labelWidth, rows.map(\.0.count).max() ?? 0)
-        return rows.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }.joined(separator: "\n")
+        let width = max(Self.labelWidth, rows.lines.map(\.0.count).max() ?? 0)
+        return rows.lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }.joined(separator: "\n")
+    }
+
+    /// The table's rows, and the status keys they word.
+    struct Rows {
+        private(set) var lines: [(String, String)] = []
+        private(set) var worded: Set<String> = []
+
+        /// A row, when `value` is not nil; `keys` are the status fields it words (shown or not).
+        mutating func add(_ label: String = "", _ value: String? = nil, words keys: String...) {
+            self.worded.formUnion(keys)
+            if let value { self.lines.append((label, value)) }
+        }
+    }
+
+    /// A value as it is: a string without quotes, anything else as JSON.
+    static func plain(_ value: JSONValue) -> String {
+        if case .string(let text) = value { return text }
+        return value.serialized
     }
 
     /// The widest label ("failed attempts", "server error"): the values start after it.

@@ -66,6 +66,29 @@ import WSBridgeProtocol
         #expect(after.contains("last close       by an operator (wsbridgectl reconnect), code 1000\n"), "\(after)")
     }
 
+    /// A field the table has no row for (a newer daemon's) is shown as it is, not dropped; the
+    /// fields it words are not shown twice.
+    @Test func aStatusFieldTheTableHasNoRowForIsShownAsItIs() throws {
+        let dir = try TemporaryDirectory()
+        var status = StatusReport()
+        (status.state, status.url, status.traffic.messagesIn, status.traffic.bytesIn) = (.open, "ws://127.0.0.1:9/", 3, 2048)
+        status.service.metricsUrl = "http://127.0.0.1:9/metrics"
+        guard case .object(var fields) = status.json else { throw ScriptedDaemon.Failure.notAnObject }
+        fields.insert(("pings_sent", 12), at: 3)
+        fields.append(("peer_limits", ["max_frame": 65536]))
+        fields.append(("not_yet", .null))
+        let reply: JSONValue = ["type": "reply", "id": 1, "ok": true, "result": .object(fields)]
+        try ScriptedDaemon.start(at: dir.file("d.sock"), lines: [reply.serialized])
+        let r = try self.ctl(["status"], socket: dir.file("d.sock"))
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out.contains("\npings sent       12\n"), "\(r.out)")
+        #expect(r.out.contains("\n" + #"peer limits      {"max_frame":65536}"# + "\n"), "\(r.out)")
+        #expect(r.out.contains("\nmessages in      3 (2.0 KiB)\n") && r.out.contains("\nmetrics          http://127.0.0.1:9/metrics\n"), "\(r.out)")
+        for worded in ["messages_in", "bytes_in", "metrics url", "bytes in", "not yet", "last error reason"] {
+            #expect(!r.out.contains(worded), "\(worded): \(r.out)")
+        }
+    }
+
     /// docs/protocol.md's one-shot socat recipes end while the feed flows (a new client is
     /// subscribed, and socat ends only after half a second without data).
     @Test func theProtocolDocsOneShotRecipesEndWhileTheFeedFlows() async throws {
@@ -261,5 +284,28 @@ extension CtlTests {
         let r = try self.ctl(["status"], socket: socket)
         #expect(r.status == 76, "\(r.out)\(r.err)")
         #expect(r.err.contains("queue.max_bytes") && r.err.contains("use the wsbridgectl that came with the running wsbridged"), "\(r.err)")
+    }
+}
+
+/// A Unix socket that greets like wsbridged and sends `lines` to the one client it accepts,
+/// reading what the client sends until it hangs up: what the CLI makes of a given reply.
+enum ScriptedDaemon {
+    enum Failure: Error {
+        case notAnObject
+    }
+
+    static func start(at path: String, lines: [String]) throws {
+        let fd = try listeningUnixSocket(at: path)
+        let hello = #"{"type":"hello","protocol":1,"version":"0.0.0","state":"open","seq":0,"stream":"0","subscribed":false,"write":true}"#
+        let text = ([hello] + lines).map { $0 + "\n" }.joined()
+        Thread.detachNewThread {
+            let client = accept(fd, nil, nil)
+            close(fd)
+            guard client >= 0 else { return }
+            _ = text.withCString { write(client, $0, strlen($0)) }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while read(client, &buffer, buffer.count) > 0 {}
+            close(client)
+        }
     }
 }

@@ -342,3 +342,29 @@ func runDaemon(_ arguments: [String], allowFailure: Bool = false) throws -> (sta
     let command = daemonCommand(arguments)
     return try run(command[0], Array(command.dropFirst()), allowFailure: allowFailure)
 }
+
+struct SocketCallFailed: Error, CustomStringConvertible {
+    var call: String
+    var code: Int32
+    var description: String { "\(self.call): \(String(cString: strerror(self.code)))" }
+}
+
+/// A Unix stream socket bound and listening at `path` (close it and the file stays: a stale socket).
+func listeningUnixSocket(at path: String) throws -> Int32 {
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw SocketCallFailed(call: "socket", code: errno) }
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &address.sun_path) { sunPath in
+        for (i, byte) in path.utf8.enumerated() { sunPath[i] = byte }
+    }
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    guard bound == 0, listen(fd, 1) == 0 else {
+        let code = errno
+        close(fd)
+        throw SocketCallFailed(call: "bind \(path)", code: code)
+    }
+    return fd
+}

@@ -71,7 +71,7 @@ import WSBridgeProtocol
     /// The port the endpoint bound (`listen = "127.0.0.1:0"`), as status says once the daemon is ready.
     static func httpPort(_ f: DaemonFixture) async throws -> Int {
         #expect(await f.daemon.awaitReady())
-        let url = try daemonStatus(f.socket).metricsUrl ?? ""
+        let url = try daemonStatus(f.socket).service.metricsUrl ?? ""
         let prefix = "http://127.0.0.1:"
         guard url.hasPrefix(prefix), url.hasSuffix("/metrics"), let port = Int(url.dropFirst(prefix.count).prefix(while: \.isNumber)) else {
             throw TestFailure("status names no metrics endpoint: \"\(url)\"")
@@ -103,9 +103,9 @@ import WSBridgeProtocol
             #expect(m.families[name] == family.type.rawValue, "family \(family.name) missing or mistyped: \(m.families)")
         }
         let status = try StatusReport(json: try JSONValue.parse(try Self.ctl(["status", "--json"], socket: f.socket).out))
-        #expect(m["wsbridge_upstream_messages_total{direction=in}"] == Double(status.messagesIn))
+        #expect(m["wsbridge_upstream_messages_total{direction=in}"] == Double(status.traffic.messagesIn))
         #expect(m["wsbridge_upstream_messages_total{direction=in}"].map { $0 >= 25 } == true)
-        #expect(m["wsbridge_upstream_bytes_total{direction=in}"] == Double(status.bytesIn))
+        #expect(m["wsbridge_upstream_bytes_total{direction=in}"] == Double(status.traffic.bytesIn))
         #expect(m["wsbridge_upstream_messages_total{direction=out}"] == 1)
         #expect(m["wsbridge_upstream_bytes_total{direction=out}"] == 3)
         #expect(m["wsbridge_link_state{state=open}"] == 1)

@@ -206,7 +206,7 @@ final class DatagramListener: Sendable {
         let refusedMark = daemon.eventMark
         daemon.signal(SIGHUP)
         #expect(await daemon.awaitReady(from: refusedMark))
-        let refused = try daemonStatus(dir.file("d.sock")).lastReload
+        let refused = try daemonStatus(dir.file("d.sock")).service.lastReload
         #expect(refused?.error?.contains("heartbeat.interval = \"soon\"") == true, "\(String(describing: refused))")
         let table = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", dir.file("d.sock"), "status"]).stdout
         #expect(table.contains("FAILED") && table.contains("the running configuration kept: "), "\(table)")
@@ -218,7 +218,7 @@ final class DatagramListener: Sendable {
         #expect(await notify.messages.wait(from: mark, containing: "RELOADING=1") != nil)
         #expect(notify.messages.lines[mark...].contains { $0.contains("MONOTONIC_USEC=") })
         #expect(await notify.messages.wait(from: mark, containing: "READY=1") != nil)
-        let applied = try daemonStatus(dir.file("d.sock")).lastReload
+        let applied = try daemonStatus(dir.file("d.sock")).service.lastReload
         #expect(applied != nil && applied?.error == nil && applied?.restartNeeded == [], "\(String(describing: applied))")
         // The 30 s heartbeat is now 200 ms: pings arrive long before 30 s would have passed.
         #expect(await server.event("ping", from: serverMark, timeout: .seconds(10)) != nil)
@@ -238,7 +238,7 @@ final class DatagramListener: Sendable {
         let mark = daemon.eventMark
         daemon.signal(SIGHUP)
         #expect(await daemon.awaitReady(from: mark))
-        let reload = try daemonStatus(dir.file("d.sock")).lastReload
+        let reload = try daemonStatus(dir.file("d.sock")).service.lastReload
         #expect(reload?.error == nil && reload?.restartNeeded == ["local.max_line"], "\(String(describing: reload))")
         let table = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", dir.file("d.sock"), "status"]).stdout
         #expect(table.contains("restart needed for local.max_line"), "\(table)")
@@ -260,7 +260,7 @@ final class DatagramListener: Sendable {
         let mark = daemon.eventMark
         daemon.signal(SIGHUP)
         #expect(await daemon.awaitReady(from: mark))
-        #expect(try daemonStatus(dir.file("d.sock")).lastReload?.restartNeeded == ["local.socket"])
+        #expect(try daemonStatus(dir.file("d.sock")).service.lastReload?.restartNeeded == ["local.socket"])
         daemon.signal(SIGTERM)
         #expect(await daemon.waitForExit() == 0)
         #expect(FileManager.default.fileExists(atPath: other), "the other daemon's socket was removed")

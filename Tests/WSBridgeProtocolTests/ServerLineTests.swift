@@ -79,7 +79,7 @@ import WSBridgeProtocol
         (status.state, status.since, status.url, status.reconnects, status.failedAttempts, status.rttMs, status.subprotocol) = (
             .open, 1, "wss://example.test/x", 2, 3, 1.25, "v1"
         )
-        (status.compression, status.messagesIn, status.bytesIn, status.messagesOut, status.bytesOut) = (true, 4, 5, 6, 7)
+        (status.compression, status.traffic.messagesIn, status.traffic.bytesIn, status.traffic.messagesOut, status.traffic.bytesOut) = (true, 4, 5, 6, 7)
         (status.subscribers, status.clients, status.seq, status.drops) = (8, 9, 10, 11)
         status.queue = .init(messages: 1, bytes: 2, maxMessages: 3, maxBytes: 4)
         (status.lastError, status.lastClose, status.retryInMs) = ("e", .init(code: 1001, reason: "bye", by: .server), 12)

@@ -6,18 +6,26 @@ import Testing
 @Suite struct WireCodingTests {
     @Test func keysAreSnakeCaseInDeclarationOrderAndNilIsNullUnlessOmitted() throws {
         var status = StatusReport()
-        (status.state, status.since, status.url, status.failedAttempts, status.messagesIn) = (.open, 1, "ws://h/", 2, UInt64.max)
+        (status.state, status.since, status.url, status.failedAttempts, status.traffic.messagesIn) = (.open, 1, "ws://h/", 2, UInt64.max)
         status.queue = .init(messages: 0, bytes: 0, maxMessages: 5, maxBytes: 6)
         let json = status.json.serialized
         #expect(json.hasPrefix(#"{"state":"open","since":1,"url":"ws://h/","reconnects":0,"failed_attempts":2,"rtt_ms":null,"#), "\(json)")
         // Exact: UInt64.max is not rounded through a Double.
         #expect(json.contains(#""messages_in":18446744073709551615"#))
+        // A @Flattened part's fields are the object's own, where the part stands.
+        #expect(
+            json.contains(#""compression":false,"messages_in":18446744073709551615,"bytes_in":0,"messages_out":0,"bytes_out":0,"subscribers":0,"#), "\(json)")
+        #expect(!json.contains("traffic") && !json.contains("service"), "\(json)")
         #expect(json.contains(#""queue":{"messages":0,"bytes":0,"max_messages":5,"max_bytes":6,"spool":null}"#))
         // retry_in_ms is left out while nil, written once set.
         #expect(!json.contains("retry_in_ms"))
         status.retryInMs = 250
         #expect(status.json.serialized.hasSuffix(#""retry_in_ms":250}"#))
+        status.service.metricsUrl = "http://127.0.0.1:9/metrics"
+        #expect(status.json.serialized.hasSuffix(#""retry_in_ms":250,"metrics_url":"http://127.0.0.1:9/metrics"}"#))
         #expect(try StatusReport(json: status.json) == status)
+        let flat = try StatusReport(json: try JSONValue.parse(#"{"bytes_out":7,"last_reload":{"at":3,"restart_needed":["local.socket"]}}"#))
+        #expect(flat.traffic.bytesOut == 7 && flat.service.lastReload?.restartNeeded == ["local.socket"] && flat.traffic.messagesIn == 0)
     }
 
     @Test func aWrongTypeIsAnErrorThatSaysWhereAndAMissingKeyReadsAsZero() throws {

@@ -24,8 +24,9 @@ final class LocalPlane {
     private var refusedSinceLog = 0
     /// Clients refused at local.max_clients (or the reserved places) since the daemon started.
     private(set) var refusedClients: UInt64 = 0
-    /// The last reload's outcome, for status.
-    private(set) var lastReload: StatusReport.Reload?
+    /// The service's own part of status (the last reload, the metrics endpoint), kept as it
+    /// reports it.
+    private(set) var service = StatusReport.Service()
 
     init(
         configuration: Configuration,
@@ -70,14 +71,12 @@ final class LocalPlane {
     }
 
     func reloaded(_ outcome: StatusReport.Reload) {
-        self.lastReload = outcome
+        self.service.lastReload = outcome
     }
 
     /// The HTTP metrics endpoint, once it listens (`metrics.listen`).
-    private(set) var metricsURL: String?
-
     func servingMetrics(at url: String) {
-        self.metricsURL = url
+        self.service.metricsUrl = url
     }
 
     /// STATUS= now, for READY=1 (also sent on every change).

@@ -15,8 +15,7 @@ extension LocalPlane {
         report.stream = self.fanout.stream
         report.refusedClients = self.refusedClients
         report.notAccepting = self.notAccepting
-        report.lastReload = self.lastReload
-        report.metricsUrl = self.metricsURL
+        report.service = self.service
         if let journal = self.fanout.journal {
             let st = journal.statistics
             report.journal = .init(

@@ -99,11 +99,11 @@ package enum MetricFamily: String, CaseIterable, Sendable {
         case .upstreamMessages:
             Declaration(
                 type: .counter, labels: Self.direction, help: "WebSocket messages, by direction: in (from the upstream) and out (sent upstream).",
-                reading: .total { i, d in d == "in" ? i.status.messagesIn : i.status.messagesOut })
+                reading: .total { i, d in d == "in" ? i.status.traffic.messagesIn : i.status.traffic.messagesOut })
         case .upstreamBytes:
             Declaration(
                 type: .counter, labels: Self.direction, help: "Payload bytes of those messages, by direction.",
-                reading: .total { i, d in d == "in" ? i.status.bytesIn : i.status.bytesOut })
+                reading: .total { i, d in d == "in" ? i.status.traffic.bytesIn : i.status.traffic.bytesOut })
         case .reconnects:
             Declaration(
                 type: .counter, labels: [Label(name: "reason", values: ReconnectReason.allCases.map(\.rawValue))],

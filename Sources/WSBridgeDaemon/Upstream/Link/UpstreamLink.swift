@@ -11,7 +11,7 @@ import WSBridgeProtocol
 /// frames and the close handshake, the heartbeat (with `LinkHeartbeat`), sends and the status
 /// snapshot. The rest of its state lives in parts that keep it in their own file and change it
 /// only through their methods: the current connection (`LinkAttempt`), the URL list
-/// (`Failover`), the queue and spool (`OutboundPath`) and the counters (`LinkCounters`).
+/// (`Failover`), the queue and spool (`OutboundPath`) and what it carried (`StatusReport.Traffic`).
 ///
 /// Confined to one event loop: every method runs there. Other threads use `UpstreamLinkHandle`.
 /// Each attempt gets a generation number; callbacks from an older attempt are ignored, so a
@@ -39,7 +39,8 @@ package final class UpstreamLink: LinkControl {
     private let outbound: OutboundPath
     /// Pings, the round trip and the pong deadline (UpstreamLink+Heartbeat.swift).
     private let heartbeat = LinkHeartbeat()
-    private let counters = LinkCounters()
+    /// What the link carried, kept as `status` reports it.
+    private var traffic = StatusReport.Traffic()
 
     // The driver's own state: only this file changes it.
     private var machine: Machine
@@ -484,7 +485,7 @@ extension UpstreamLink {
         guard self.attempt.isCurrent(generation) else { return }
         let read = self.attempt.readTime()
         if read.first { self.heartbeat.received(now: Self.now()) }
-        self.counters.received(bytes: data.readableBytes)
+        self.traffic.received(bytes: data.readableBytes)
         let message = UpstreamMessage(kind: kind, data: data, receivedAtMillis: read.millis)
         if self.logger.logLevel <= .trace {
             self.logger.trace("message \(kind == .text ? "text" : "binary") \(data.readableBytes) bytes: \(message.preview)")
@@ -711,7 +712,7 @@ extension UpstreamLink {
         guard self.attempt.mayWrite, let channel = self.attempt.channel else { return false }
         // With permessage-deflate, PerMessageDeflateHandler compresses it on the way out.
         let frame = WebSocketFrame(fin: true, opcode: message.kind == .text ? .text : .binary, maskKey: .random(), data: message.data)
-        self.counters.sent(bytes: message.data.readableBytes)
+        self.traffic.sent(bytes: message.data.readableBytes)
         channel.write(frame, promise: promise)
         if flush { self.flushSoon() }
         return true
@@ -766,10 +767,7 @@ extension UpstreamLink {
         report.rttMs = self.heartbeat.roundTripTime.map { Double($0.nanoseconds) / 1e6 }
         report.subprotocol = self.attempt.subprotocol
         report.compression = self.attempt.compression
-        report.messagesIn = self.counters.messagesIn
-        report.bytesIn = self.counters.bytesIn
-        report.messagesOut = self.counters.messagesOut
-        report.bytesOut = self.counters.bytesOut
+        report.traffic = self.traffic
         report.queue = self.outbound.status(fsync: self.configuration.queue.fsync)
         let ready = self.machine.attemptStep == .awaitingReady ? "waiting" : self.machine.phase == .open ? "ready" : "down"
         report.session = self.session.status(ready: ready)
