@@ -97,6 +97,30 @@ import WSBridgeProtocol
         )
         #expect(runDefault.status == 69)
         #expect(runDefault.stderr.contains("Not running as root: pass --socket"), "\(runDefault.stderr)")
+
+        // A stale socket (no daemon answers) it may not remove, and a path it may not search.
+        let shared = dir.file("shared")
+        #expect(mkdir(shared, 0o755) == 0)
+        close(try listeningUnixSocket(at: "\(shared)/stale.sock"))
+        #expect(chmod("\(shared)/stale.sock", 0o777) == 0 && chmod(shared, 0o555) == 0)
+        let stale = try spawnAndWait(
+            "/usr/bin/setpriv",
+            ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", Paths.daemon, "--url", "ws://127.0.0.1:1/", "--socket", "\(shared)/stale.sock"])
+        #expect(stale.status == 69)
+        #expect(
+            stale.stderr.contains(
+                "cannot remove the stale socket \(shared)/stale.sock (no daemon answers on it): Permission denied; user nobody may not write in \(shared)"),
+            "\(stale.stderr)")
+        let hidden = dir.file("hidden")
+        #expect(mkdir(hidden, 0o700) == 0 && mkdir("\(hidden)/run", 0o777) == 0)
+        let unsearchable = try spawnAndWait(
+            "/usr/bin/setpriv",
+            ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", Paths.daemon, "--url", "ws://127.0.0.1:1/", "--socket", "\(hidden)/run/d.sock"])
+        #expect(unsearchable.status == 69)
+        #expect(
+            unsearchable.stderr.contains(
+                "cannot inspect \(hidden)/run/d.sock: Permission denied; user nobody may not search a directory on the way to \(hidden)/run/d.sock"),
+            "\(unsearchable.stderr)")
     }
 
     /// TCP_NODELAY is on for the daemon's upstream socket, read back off the live socket (a copy

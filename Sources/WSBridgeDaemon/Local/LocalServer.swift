@@ -21,8 +21,7 @@ enum LocalServer {
         case inUse(path: String)
         case cannotCheck(path: String, SystemError)
         case cannotRemoveStale(path: String, SystemError)
-        /// `parent`: the directory it was to be made in.
-        case cannotCreateDirectory(directory: String, parent: String, SystemError)
+        case cannotCreateDirectory(directory: String, SystemError)
         /// bind(2) failed (`directory`: where the socket goes).
         case cannotCreateSocket(path: String, directory: String, SystemError)
         case cannotChmod(path: String, mode: Int, SystemError)
@@ -34,18 +33,24 @@ enum LocalServer {
             switch self {
             case .pathTooLong(let path):
                 "the socket path \(path) is \(path.utf8.count) bytes; a Unix socket path holds at most 107 (108 with its terminating NUL): choose a shorter local.socket or --socket"
-            case .cannotInspect(let path, let error): "cannot inspect \(path): \(error)"
+            case .cannotInspect(let path, let error): "cannot inspect \(path): \(error)\(LocalServer.fix(error, path: path, verb: "search"))"
             case .notASocket(let path): "\(path) exists and is not a socket; remove it or choose another local.socket"
-            case .socketCall(let error): "socket(): \(error)"
+            case .socketCall(let error): "cannot make a Unix socket (socket(2)): \(error)\(LocalServer.fix(error, path: nil))"
             case .inUse(let path): "another wsbridged is listening on \(path); stop it first, or give this one another --socket"
-            case .cannotCheck(let path, let error): "cannot check \(path) for a running daemon: \(error)"
-            case .cannotRemoveStale(let path, let error): "cannot remove the stale socket \(path): \(error)"
-            case .cannotCreateDirectory(let directory, let parent, let error):
-                "cannot create the socket's directory \(directory): \(error)\(LocalServer.permissionHint(error.code, dir: parent))"
+            case .cannotCheck(let path, let error) where error.code == EAGAIN:
+                "cannot check \(path) for a running daemon: it accepts no more connections now, so one may be running and busy; stop it first, or give this one another --socket"
+            case .cannotCheck(let path, let error) where error.code == EACCES || error.code == EPERM:
+                "cannot check \(path) for a running daemon: \(error); user \(LocalServer.userName()) may not connect to it (another user's socket): remove it as its owner if no wsbridged uses it, or give this one another --socket"
+            case .cannotCheck(let path, let error): "cannot check \(path) for a running daemon: \(error)\(LocalServer.fix(error, path: path))"
+            case .cannotRemoveStale(let path, let error):
+                "cannot remove the stale socket \(path) (no daemon answers on it): \(error)\(LocalServer.fix(error, path: path))"
+            case .cannotCreateDirectory(let directory, let error):
+                "cannot create the socket's directory \(directory): \(error)\(LocalServer.fix(error, path: directory))"
             case .cannotCreateSocket(let path, let directory, let error) where error.code == EACCES || error.code == EPERM:
                 "cannot create the socket \(path): permission denied\(LocalServer.permissionHint(error.code, dir: directory))"
-            case .cannotCreateSocket(let path, _, let error): "cannot create the socket \(path): \(error)"
-            case .cannotChmod(let path, let mode, let error): "cannot chmod \(path) to \(String(mode, radix: 8)): \(error)"
+            case .cannotCreateSocket(let path, _, let error): "cannot create the socket \(path): \(error)\(LocalServer.fix(error, path: path))"
+            case .cannotChmod(let path, let mode, let error):
+                "cannot chmod \(path) to \(String(mode, radix: 8)) (local.mode): \(error)\(LocalServer.fix(error, path: path))"
             case .noSuchGroup(let group): "local.group \"\(group)\" does not exist; create it or change local.group"
             case .cannotChown(let path, let group, let member, let error):
                 "cannot give \(path) to group \(group): \(error)" + (error.code == EPERM ? Self.chownFix(group: group, member: member) : "")
@@ -104,11 +109,43 @@ enum LocalServer {
         var st = stat()
         if stat(dir, &st) == 0 { return nil }
         if mkdir(dir, 0o755) != 0 && errno != EEXIST {
-            let error = SystemError.last
-            let parent = dir.lastIndex(of: "/").map { String(dir[..<$0]) }.flatMap { $0.isEmpty ? "/" : $0 } ?? "."
-            throw .cannotCreateDirectory(directory: dir, parent: parent, error)
+            throw .cannotCreateDirectory(directory: dir, .last)
         }
         return dir
+    }
+
+    /// What to do about `error` on `path` (nil: not about a path, as socket(2)), after "; ".
+    /// `verb`: what a permission error means the user may not do in the directory.
+    static func fix(_ error: SystemError, path: String?, verb: String = "write in") -> String {
+        let dir = path.map(Self.directory(of:)) ?? "/"
+        switch error.code {
+        case EACCES, EPERM:
+            guard let path else { return "; a system call filter or security module denies Unix sockets to wsbridged" }
+            return verb == "write in"
+                ? Self.permissionHint(error.code, dir: dir)
+                : "; user \(Self.userName()) may not \(verb) a directory on the way to \(path): give it access, or choose another local.socket or --socket"
+        case EROFS:
+            return
+                "; \(dir) is on a read-only file system: choose a local.socket or --socket on a writable one (under systemd, wsbridged.service's RuntimeDirectory= makes /run/wsbridged)"
+        case EMFILE, ENFILE:
+            return "; out of file descriptors: raise LimitNOFILE= (systemctl edit wsbridged) or the shell's ulimit -n"
+        case ENOSPC, EDQUOT:
+            return "; the file system of \(dir) is full: free some space, or choose a local.socket on another one"
+        case ENOENT, ENOTDIR, ELOOP:
+            return "; a part of \(path ?? dir) is missing, not a directory, or links in a loop: check local.socket or --socket"
+        case ENOMEM, ENOBUFS:
+            return "; the system is short of memory: free some and start wsbridged again"
+        case EAFNOSUPPORT, EPROTONOSUPPORT:
+            return "; this system offers no Unix sockets to wsbridged (a container or a system call filter without AF_UNIX)"
+        default:
+            return "; check that local.socket (or --socket) is a path in a directory wsbridged's user may write in, or choose another"
+        }
+    }
+
+    /// The directory a path is in ("/" for a top-level one, "." for a bare name).
+    static func directory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
     /// For a permission error: who we are, and what to do instead.
@@ -130,8 +167,7 @@ enum LocalServer {
     /// A bind error, said with the path and what to do.
     static func explain(_ error: any Error, path: String) -> any Error {
         guard let io = error as? IOError else { return error }
-        let dir = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
-        return BindError.cannotCreateSocket(path: path, directory: dir.isEmpty ? "/" : dir, SystemError(code: io.errnoCode))
+        return BindError.cannotCreateSocket(path: path, directory: Self.directory(of: path), SystemError(code: io.errnoCode))
     }
 
     /// Applies `local.mode` and `local.group` to the bound socket.
