@@ -190,12 +190,12 @@ public struct StatusReport: Sendable, Equatable, WireCodable {
 
         public init() {}
 
-        public mutating func received(bytes: Int) {
+        @inlinable public mutating func received(bytes: Int) {
             self.messagesIn &+= 1
             self.bytesIn &+= UInt64(bytes)
         }
 
-        public mutating func sent(bytes: Int) {
+        @inlinable public mutating func sent(bytes: Int) {
             self.messagesOut &+= 1
             self.bytesOut &+= UInt64(bytes)
         }

@@ -33,7 +33,7 @@ enum LocalServer {
             switch self {
             case .pathTooLong(let path):
                 "the socket path \(path) is \(path.utf8.count) bytes; a Unix socket path holds at most 107 (108 with its terminating NUL): choose a shorter local.socket or --socket"
-            case .cannotInspect(let path, let error): "cannot inspect \(path): \(error)\(LocalServer.fix(error, path: path, verb: "search"))"
+            case .cannotInspect(let path, let error): "cannot inspect \(path): \(error)\(LocalServer.fix(error, path: path, needing: .search))"
             case .notASocket(let path): "\(path) exists and is not a socket; remove it or choose another local.socket"
             case .socketCall(let error): "cannot make a Unix socket (socket(2)): \(error)\(LocalServer.fix(error, path: nil))"
             case .inUse(let path): "another wsbridged is listening on \(path); stop it first, or give this one another --socket"
@@ -114,16 +114,25 @@ enum LocalServer {
         return dir
     }
 
+    /// What a step needs of the directories of the socket's path.
+    enum Access {
+        /// To make or remove a file in its directory.
+        case write
+        /// To look it up (each directory on the way).
+        case search
+    }
+
     /// What to do about `error` on `path` (nil: not about a path, as socket(2)), after "; ".
-    /// `verb`: what a permission error means the user may not do in the directory.
-    static func fix(_ error: SystemError, path: String?, verb: String = "write in") -> String {
+    static func fix(_ error: SystemError, path: String?, needing access: Access = .write) -> String {
         let dir = path.map(Self.directory(of:)) ?? "/"
         switch error.code {
         case EACCES, EPERM:
             guard let path else { return "; a system call filter or security module denies Unix sockets to wsbridged" }
-            return verb == "write in"
-                ? Self.permissionHint(error.code, dir: dir)
-                : "; user \(Self.userName()) may not \(verb) a directory on the way to \(path): give it access, or choose another local.socket or --socket"
+            switch access {
+            case .write: return Self.permissionHint(error.code, dir: dir)
+            case .search:
+                return "; user \(Self.userName()) may not search a directory on the way to \(path): give it access, or choose another local.socket or --socket"
+            }
         case EROFS:
             return
                 "; \(dir) is on a read-only file system: choose a local.socket or --socket on a writable one (under systemd, wsbridged.service's RuntimeDirectory= makes /run/wsbridged)"
