@@ -160,8 +160,20 @@ struct JSONParser {
 
     mutating func parseString() throws(JSONParseError) -> String {
         self.index += 1
+        // Most strings have no escape: made straight from their bytes, with no buffer between.
+        let start = self.index
+        while !self.atEnd {
+            let c = self.bytes[self.index]
+            if c == UInt8(ascii: "\"") {
+                self.index += 1
+                return String(decoding: self.bytes[start..<(self.index - 1)], as: UTF8.self)
+            }
+            if c == UInt8(ascii: "\\") || c < 0x20 { break }
+            self.index += 1
+        }
         var out: [UInt8] = []
-        var runStart = self.index
+        out.reserveCapacity(self.index - start + 16)
+        var runStart = start
         while true {
             guard !self.atEnd else { throw self.fail("unterminated string") }
             let c = self.bytes[self.index]

@@ -160,6 +160,13 @@ public enum JSONWriter {
     /// Writes a JSON string from bytes that are valid UTF-8 (the caller checked): the same one
     /// pass as the daemon's message lines (`escapedCount`, then `writeEscaped`).
     public static func writeString(utf8 bytes: UnsafeRawBufferPointer, into out: inout [UInt8]) {
+        // Most strings (every key, most values) have nothing to escape: one scan, one copy.
+        if let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), cwsb_json_plain_prefix(base, bytes.count) == bytes.count {
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: UnsafeBufferPointer(start: base, count: bytes.count))
+            out.append(UInt8(ascii: "\""))
+            return
+        }
         let start = out.count
         let count = Self.escapedCount(utf8: bytes)
         out.append(contentsOf: repeatElement(0, count: count))

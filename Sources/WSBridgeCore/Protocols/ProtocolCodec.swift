@@ -10,7 +10,12 @@ package struct WireID: Hashable, Sendable, CustomStringConvertible {
 
     package init(_ json: JSONValue) {
         self.json = json
-        self.key = json.serialized
+        // A number's JSON text is its text (the common id, made without a buffer).
+        if case .number(let number) = json {
+            self.key = number.text
+        } else {
+            self.key = json.serialized
+        }
     }
 
     package static func == (a: WireID, b: WireID) -> Bool { a.key == b.key }
