@@ -1,5 +1,9 @@
 import CWSBridgeBytes
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A JSON value, with a strict parser (RFC 8259) that says where and what went wrong, and a
 /// compact serializer. No Foundation: both the daemon and the CLI use it.
 public enum JSONValue: Sendable, Equatable {
@@ -23,6 +27,30 @@ public enum JSONValue: Sendable, Equatable {
             a.count == b.count && zip(a, b).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
         default: false
         }
+    }
+
+    /// Whether the two serialize to the same text: numbers compared by their text (`1.0` is not
+    /// `1` here) and strings by their bytes (not by Unicode equivalence, as `==` does).
+    public func serializesLike(_ other: JSONValue) -> Bool {
+        switch (self, other) {
+        case (.null, .null): true
+        case (.bool(let a), .bool(let b)): a == b
+        case (.number(let a), .number(let b)): Self.sameBytes(a.text, b.text)
+        case (.string(let a), .string(let b)): Self.sameBytes(a, b)
+        case (.array(let a), .array(let b)): a.count == b.count && zip(a, b).allSatisfy { $0.serializesLike($1) }
+        case (.object(let a), .object(let b)):
+            a.count == b.count && zip(a, b).allSatisfy { Self.sameBytes($0.0, $1.0) && $0.1.serializesLike($1.1) }
+        default: false
+        }
+    }
+
+    /// Whether two strings are the same UTF-8 bytes (one memcmp; `==` would also take the
+    /// Unicode equivalents).
+    private static func sameBytes(_ a: String, _ b: String) -> Bool {
+        guard a.utf8.count == b.utf8.count else { return false }
+        var a = a
+        var b = b
+        return a.withUTF8 { x in b.withUTF8 { y in x.isEmpty || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 } }
     }
 
     public subscript(key: String) -> JSONValue? {

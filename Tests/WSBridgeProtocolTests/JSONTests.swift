@@ -40,6 +40,22 @@ import WSBridgeProtocol
         }
     }
 
+    /// A routed message goes to its app as the server's bytes only when its view would be
+    /// written as the same text: `==` is not that test (it compares numbers by value and strings
+    /// by Unicode equivalence).
+    @Test func serializesLikeComparesTheTextNotTheValue() throws {
+        let a = try JSONValue.parse(#"{"id":1,"result":{"p":"x\u00e9","l":[1,true,null]}}"#)
+        #expect(a.serializesLike(try JSONValue.parse(#"{"id": 1, "result": {"p": "xé", "l": [1, true, null]}}"#)))
+        #expect(!a.serializesLike(try JSONValue.parse(#"{"id":1.0,"result":{"p":"xé","l":[1,true,null]}}"#)))
+        #expect(a == (try JSONValue.parse(#"{"id":1.0,"result":{"p":"xé","l":[1,true,null]}}"#)))
+        // "é" as e and a combining accent: equal as Swift strings, not as bytes.
+        let decomposed = JSONValue.object([("id", 1), ("result", .object([("p", .string("xe\u{301}")), ("l", [1, true, nil])]))])
+        #expect(a == decomposed && !a.serializesLike(decomposed))
+        #expect(!a.serializesLike(try JSONValue.parse(#"{"result":{"p":"xé","l":[1,true,null]},"id":1}"#)))
+        #expect(!a.serializesLike(try JSONValue.parse(#"{"id":1,"result":{"p":"xé","l":[1,true]}}"#)))
+        #expect(!JSONValue.string("1").serializesLike(1) && JSONValue.null.serializesLike(nil))
+    }
+
     @Test func depthIsBounded() {
         let deep = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
         #expect(throws: JSONParseError.self) { try JSONValue.parse(deep) }

@@ -18,7 +18,8 @@ extension Fanout {
         }
         guard let json = try? JSONValue.parse(message.data.readableBytesView) else { return (true, nil) }
         guard let effects = self.withRouter({ $0.fromUpstream(json) }) else { return (true, json) }
-        return (self.perform(effects, link: link, receivedAtMillis: message.receivedAtMillis).broadcast, json)
+        let performed = self.perform(effects, link: link, receivedAtMillis: message.receivedAtMillis, original: (json, message.data))
+        return (performed.broadcast, json)
     }
 
     /// A WebSocket message of a text protocol (Socket.IO, STOMP, NATS): each of the protocol's
@@ -46,7 +47,7 @@ extension Fanout {
                 let effects = self.withRouter { $0.fromUpstream(one.view) } ?? []
                 let data = whole ? message.data : ByteBuffer(string: one.text)
                 let wire = UpstreamMessage(kind: .text, data: data, receivedAtMillis: message.receivedAtMillis)
-                if self.perform(effects, link: link, receivedAtMillis: message.receivedAtMillis).broadcast {
+                if self.perform(effects, link: link, receivedAtMillis: message.receivedAtMillis, original: (one.view, data)).broadcast {
                     self.publish(wire, parsed: one.view)
                 } else if !self.wireTaps.isEmpty {
                     self.tapWire(wire, parsed: one.view)
@@ -92,8 +93,13 @@ extension Fanout {
 
     /// Carries out `effects`: upstream sends through the link, lines for one app each.
     /// `lost`: the effects are the link's loss (a request waiting for an answer gets `link_lost`).
+    /// `original`: the upstream message the effects answer, its view and its bytes; a message for
+    /// an app that is its view unchanged (its ids were the app's own) goes as those bytes, not
+    /// written again.
     @discardableResult
-    func perform(_ effects: [ProtocolEffect], link: any LinkControl, receivedAtMillis: Int64, lost: String? = nil) -> Performed {
+    func perform(
+        _ effects: [ProtocolEffect], link: any LinkControl, receivedAtMillis: Int64, lost: String? = nil, original: (view: JSONValue, data: ByteBuffer)? = nil
+    ) -> Performed {
         var performed = Performed()
         for effect in effects {
             switch effect {
@@ -108,7 +114,8 @@ extension Fanout {
                 guard let client = self.clients[app] else { continue }
                 performed.delivered = true
                 if !self.protocolRequests.isEmpty, self.answerRequest(of: client, with: json, lost: lost) { continue }
-                self.deliver(json, text: self.wireText(json), to: client, receivedAtMillis: receivedAtMillis)
+                let data = original.flatMap { json.serializesLike($0.view) ? $0.data : nil } ?? ByteBuffer(string: self.wireText(json))
+                self.deliver(json, data: data, to: client, receivedAtMillis: receivedAtMillis)
             case .refuse(let reason):
                 performed.refusal = reason
             case .ready:
