@@ -79,48 +79,37 @@ import WSBridgeProtocol
         #expect(tooLong.status == 69)
         #expect(tooLong.stderr.contains("a Unix socket path holds at most 107 (108 with its terminating NUL)"), "\(tooLong.stderr)")
 
-        // As nobody: a folder it may not write in, and the default /run path.
-        let closed = dir.file("closed")
-        #expect(mkdir(closed, 0o555) == 0)
+        // As nobody (root passes every permission check): the daemon with `socket` (nil: the
+        // default /run path) must refuse to start, saying `expected`.
+        func refusedAsNobody(socket: String?, saying expected: String) throws {
+            let arguments = ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", Paths.daemon, "--url", "ws://127.0.0.1:1/"]
+            let r = try spawnAndWait("/usr/bin/setpriv", arguments + (socket.map { ["--socket", $0] } ?? []))
+            #expect(r.status == 69)
+            #expect(r.stderr.contains(expected), "\(r.stderr)")
+        }
         // The binary must be reachable for nobody; where it is not (a private checkout), skip.
         let probe = try spawnAndWait("/usr/bin/setpriv", ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", Paths.daemon, "--version"])
         guard probe.status == 0 else { return }
-        let denied = try spawnAndWait(
-            "/usr/bin/setpriv",
-            ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", Paths.daemon, "--url", "ws://127.0.0.1:1/", "--socket", "\(closed)/d.sock"]
-        )
-        #expect(denied.status == 69)
-        #expect(
-            denied.stderr.contains("cannot create the socket \(closed)/d.sock: permission denied; user nobody may not write in \(closed)"), "\(denied.stderr)")
-        let runDefault = try spawnAndWait(
-            "/usr/bin/setpriv", ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", Paths.daemon, "--url", "ws://127.0.0.1:1/"]
-        )
-        #expect(runDefault.status == 69)
-        #expect(runDefault.stderr.contains("Not running as root: pass --socket"), "\(runDefault.stderr)")
+        // A folder it may not write in, and the default /run path.
+        let closed = dir.file("closed")
+        #expect(mkdir(closed, 0o555) == 0)
+        try refusedAsNobody(
+            socket: "\(closed)/d.sock", saying: "cannot create the socket \(closed)/d.sock: permission denied; user nobody may not write in \(closed)")
+        try refusedAsNobody(socket: nil, saying: "Not running as root: pass --socket")
 
         // A stale socket (no daemon answers) it may not remove, and a path it may not search.
         let shared = dir.file("shared")
         #expect(mkdir(shared, 0o755) == 0)
         close(try listeningUnixSocket(at: "\(shared)/stale.sock"))
         #expect(chmod("\(shared)/stale.sock", 0o777) == 0 && chmod(shared, 0o555) == 0)
-        let stale = try spawnAndWait(
-            "/usr/bin/setpriv",
-            ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", Paths.daemon, "--url", "ws://127.0.0.1:1/", "--socket", "\(shared)/stale.sock"])
-        #expect(stale.status == 69)
-        #expect(
-            stale.stderr.contains(
-                "cannot remove the stale socket \(shared)/stale.sock (no daemon answers on it): Permission denied; user nobody may not write in \(shared)"),
-            "\(stale.stderr)")
+        try refusedAsNobody(
+            socket: "\(shared)/stale.sock",
+            saying: "cannot remove the stale socket \(shared)/stale.sock (no daemon answers on it): Permission denied; user nobody may not write in \(shared)")
         let hidden = dir.file("hidden")
         #expect(mkdir(hidden, 0o700) == 0 && mkdir("\(hidden)/run", 0o777) == 0)
-        let unsearchable = try spawnAndWait(
-            "/usr/bin/setpriv",
-            ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", Paths.daemon, "--url", "ws://127.0.0.1:1/", "--socket", "\(hidden)/run/d.sock"])
-        #expect(unsearchable.status == 69)
-        #expect(
-            unsearchable.stderr.contains(
-                "cannot inspect \(hidden)/run/d.sock: Permission denied; user nobody may not search a directory on the way to \(hidden)/run/d.sock"),
-            "\(unsearchable.stderr)")
+        try refusedAsNobody(
+            socket: "\(hidden)/run/d.sock",
+            saying: "cannot inspect \(hidden)/run/d.sock: Permission denied; user nobody may not search a directory on the way to \(hidden)/run/d.sock")
     }
 
     /// TCP_NODELAY is on for the daemon's upstream socket, read back off the live socket (a copy
