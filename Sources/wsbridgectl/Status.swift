@@ -64,13 +64,13 @@ struct Status: ParsableCommand {
         if let p = s.protocol {
             let holders = p.subscriptions.reduce(0) { $0 + $1.holders.count }
             rows.add(
-                "protocol", "\(p.name): \(p.subscriptions.count) live subscription\(p.subscriptions.count == 1 ? "" : "s") upstream, \(holders) held by apps")
+                "protocol", "\(p.name): \(p.subscriptions.count) live subscription\(p.subscriptions.count == 1 ? "" : "s") upstream, \(holders) held by apps",
+                words: "protocol")
             let aside = p.subscriptions.filter { $0.setAside != nil }.count
             rows.add("set aside", aside > 0 ? "\(aside) subscription\(aside == 1 ? "" : "s") (wsbridgectl subscriptions; --clear sends again)" : nil)
             rows.add("culprit", p.culprit)
             rows.add("server error", p.serverError)
         }
-        rows.add(words: "protocol")
         var clients = "\(s.clients) connected, \(s.subscribers) subscribed"
         if s.refusedClients > 0 { clients += ", \(s.refusedClients) refused (local.max_clients)" }
         rows.add("clients", clients, words: "clients", "subscribers", "refused_clients")
@@ -79,13 +79,16 @@ struct Status: ParsableCommand {
         rows.add("last seq", "\(s.seq) (stream \(s.stream))", words: "seq", "stream")
         rows.add("last reload", s.service.lastReload.map(Self.reloadText), words: "last_reload")
         rows.add("metrics", s.service.metricsUrl, words: "metrics_url")
-        // A field this table has no row for (one a newer daemon reports) is shown as it is.
+        // The last row, below what this table has no row for (a newer daemon's fields), shown as
+        // it is.
+        let version = s.commit.map { "\(s.version) (commit \($0))" } ?? s.version
+        rows.add(words: "version", "commit")
         if case .object(let fields) = json {
-            for (key, value) in fields where !rows.worded.contains(key) && key != "version" && key != "commit" && value != .null {
+            for (key, value) in fields where !rows.worded.contains(key) && value != .null {
                 rows.add(String(key.map { $0 == "_" ? " " : $0 }), Self.plain(value))
             }
         }
-        rows.add("version", s.commit.map { "\(s.version) (commit \($0))" } ?? s.version)
+        rows.add("version", version)
         // One width for every call, whichever optional rows this one has (a longer label widens it).
         let width = max(Self.labelWidth, rows.lines.map(\.0.count).max() ?? 0)
         return rows.lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }.joined(separator: "\n")

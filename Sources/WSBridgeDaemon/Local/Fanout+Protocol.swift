@@ -109,13 +109,12 @@ extension Fanout {
                 performed.sent = link.send(UpstreamMessage(.text(self.wireText(json))))
             case .app(AppID.everyone, let json):
                 // A daemon-scope sticky subscription's: for every subscriber.
-                self.publish(UpstreamMessage(kind: .text, data: ByteBuffer(string: self.wireText(json)), receivedAtMillis: receivedAtMillis), parsed: json)
+                self.publish(UpstreamMessage(kind: .text, data: self.wireBytes(json, original: original), receivedAtMillis: receivedAtMillis), parsed: json)
             case .app(let app, let json):
                 guard let client = self.clients[app] else { continue }
                 performed.delivered = true
                 if !self.protocolRequests.isEmpty, self.answerRequest(of: client, with: json, lost: lost) { continue }
-                let data = original.flatMap { json.serializesLike($0.view) ? $0.data : nil } ?? ByteBuffer(string: self.wireText(json))
-                self.deliver(json, data: data, to: client, receivedAtMillis: receivedAtMillis)
+                self.deliver(json, data: self.wireBytes(json, original: original), to: client, receivedAtMillis: receivedAtMillis)
             case .refuse(let reason):
                 performed.refusal = reason
             case .ready:
@@ -134,6 +133,13 @@ extension Fanout {
 
     /// A view as the wire carries it.
     private func wireText(_ json: JSONValue) -> String { self.router?.wireText(json) ?? json.serialized }
+
+    /// A view for local clients, as the wire carries it: the upstream message's own bytes when
+    /// the view is that message's unchanged (its ids were already the app's), else written.
+    private func wireBytes(_ json: JSONValue, original: (view: JSONValue, data: ByteBuffer)?) -> ByteBuffer {
+        if let original, json.serializesLike(original.view) { return original.data }
+        return ByteBuffer(string: self.wireText(json))
+    }
 
     /// A message from a local app (`send`), through the protocol layer.
     func fromApp(_ client: LocalClient, _ json: JSONValue, link: any LinkControl) -> Performed {
