@@ -2,6 +2,7 @@
 
     count-tests.py LOG              prints "PASSED FAILED SKIPPED"
     count-tests.py --explain LOG    prints the lines that tell why the step failed
+    count-tests.py --failures LOG   prints each failed test's name and what it recorded
 
 Reads swift test's output (Swift Testing's per-test lines and XCTest's "Executed N tests"), the
 plain "N passed, M failed" line that scripts/systemd-test ends with, and the fuzzer's per-target
@@ -74,16 +75,73 @@ def explain(lines):
         print("    " + l)
 
 
+ISSUE = re.compile(r'^\S+ Test ("[^"]*"|[^\s(]+\([^)]*\)) recorded an issue(?: with \d+ arguments?[^:]*)? at (.*)$')
+FAILED_TEST = re.compile(r'^\S+ Test ("[^"]*"|[^\s(]+\([^)]*\))(?: with \d+ test cases?)? failed\b')
+XC_FAILED = re.compile(r"^Test Case '-?\[?([^']+?)\]?' failed")
+XC_ISSUE = re.compile(r"^(\S+\.swift:\d+: error: .*)$")
+# Lines Swift Testing starts with a symbol of its own: a new event, not the issue's text going on.
+EVENT = re.compile(r"^(\S )?(Test|Suite) ")
+
+
+def failures(lines):
+    """Each failed test once, in the order they failed, with the issues it recorded (each
+    issue's first lines: its place, its expectation and the comment printed with it)."""
+    issues = {}
+    order = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m = ISSUE.match(line)
+        if m:
+            name = m.group(1)
+            text = [m.group(2)]
+            j = i + 1
+            while j < len(lines) and len(text) < 8 and lines[j].strip() and not EVENT.match(lines[j]):
+                text.append(lines[j].strip())
+                j += 1
+            if name not in issues:
+                issues[name] = []
+                order.append(name)
+            issues[name].append(text)
+            i = j
+            continue
+        m = FAILED_TEST.match(line) or XC_FAILED.match(line)
+        if m and m.group(1) not in issues:
+            issues[m.group(1)] = []
+            order.append(m.group(1))
+        m = XC_ISSUE.match(line)
+        if m:
+            if "xctest" not in issues:
+                issues["xctest"] = []
+                order.append("xctest")
+            issues["xctest"].append([m.group(1)])
+        i += 1
+    for name in order:
+        print(name)
+        for text in issues[name][:5]:
+            print("    " + text[0])
+            for more in text[1:]:
+                print("      " + more)
+        if len(issues[name]) > 5:
+            print("    (%d more issues in the log)" % (len(issues[name]) - 5))
+
+
 def main():
     args = sys.argv[1:]
     mode = "count"
-    if args and args[0] == "--explain":
-        mode = "explain"
+    if args and args[0] in ("--explain", "--failures"):
+        mode = args[0][2:]
         args = args[1:]
     with open(args[0], encoding="utf-8", errors="replace") as f:
         lines = [l.rstrip("\n") for l in f]
     if mode == "explain":
-        explain(lines)
+        # A test run's failures say it all; the log's tail is other tests' output.
+        if any(FAILED_TEST.match(l) or ISSUE.match(l) for l in lines):
+            failures(lines)
+        else:
+            explain(lines)
+    elif mode == "failures":
+        failures(lines)
     else:
         print("%d %d %d" % count(lines))
 
