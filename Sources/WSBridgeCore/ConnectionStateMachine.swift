@@ -34,6 +34,21 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
         case abortAndConnect(attempt: Int)
     }
 
+    /// A change of phase, told once (`takeTransition`): the driver logs and publishes it
+    /// without comparing phases itself.
+    public struct Transition: Sendable, Equatable {
+        public var from: ConnectionPhase
+        public var to: ConnectionPhase
+        /// Why the link that was open (or closing) ended, when this transition ends it.
+        public var lost: DisconnectReason?
+
+        public init(from: ConnectionPhase, to: ConnectionPhase, lost: DisconnectReason? = nil) {
+            self.from = from
+            self.to = to
+            self.lost = lost
+        }
+    }
+
     public struct InvalidTransition: Error, Equatable, CustomStringConvertible {
         public var input: String
         public var phase: ConnectionPhase
@@ -83,6 +98,8 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     private var everOpened = false
     public private(set) var lastDisconnect: DisconnectReason?
     public private(set) var phaseSince: MonotonicInstant
+    /// The phase change not yet taken by the driver (`takeTransition`).
+    private var untold: (from: ConnectionPhase, to: ConnectionPhase)?
 
     public init(settings: Settings, networkAvailable: Bool = true, now: MonotonicInstant, generator: RNG) {
         self.settings = settings
@@ -118,8 +135,21 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     }
 
     private mutating func enter(_ state: State, now: MonotonicInstant) {
-        if self.phase != Self.phase(of: state) { self.phaseSince = now }
+        let from = self.phase
+        let to = Self.phase(of: state)
         self.state = state
+        guard from != to else { return }
+        self.phaseSince = now
+        let first = self.untold?.from ?? from
+        self.untold = first == to ? nil : (first, to)
+    }
+
+    /// The phase change since the last call, if any (several changes in one input are one).
+    public mutating func takeTransition() -> Transition? {
+        guard let (from, to) = self.untold else { return nil }
+        self.untold = nil
+        let ended = (from == .open || from == .closing) && to != .closing
+        return Transition(from: from, to: to, lost: ended ? self.lastDisconnect : nil)
     }
 
     private static func phase(of state: State) -> ConnectionPhase {

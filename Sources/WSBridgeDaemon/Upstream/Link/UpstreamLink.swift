@@ -37,8 +37,8 @@ package final class UpstreamLink: LinkControl {
     private let failover = Failover()
     /// The queue, the spool and the sends on their way (UpstreamLink+Sending.swift).
     private let outbound: OutboundPath
-    /// Pings, the round trip and the pong deadline (UpstreamLink+Heartbeat.swift).
-    private let heartbeat = LinkHeartbeat()
+    /// Pings, the round trip and the pong deadline (LinkHeartbeat.swift).
+    private let heartbeat: LinkHeartbeat
     /// What the link carried, kept as `status` reports it.
     private var traffic = StatusReport.Traffic()
 
@@ -75,6 +75,7 @@ package final class UpstreamLink: LinkControl {
         self.events = events
         self.connectors = connectors
         self.stopped = eventLoop.makePromise()
+        self.heartbeat = LinkHeartbeat(eventLoop: eventLoop)
         self.outbound = OutboundPath(configuration: configuration, spool: spool, eventLoop: eventLoop, metrics: metrics, logger: logger)
         self.machine = Machine(
             settings: .init(backoff: configuration.backoff.policy, maxAttempts: configuration.backoff.maxAttempts),
@@ -129,11 +130,16 @@ package final class UpstreamLink: LinkControl {
             return
         }
         guard self.phase == .open, self.attempt.channel != nil else { return }
-        let reason = DisconnectReason.error(description)
-        self.attempt.failed(AttemptFailure(description: description))
-        self.logger.warning("upstream dead: \(description)")
+        self.drop(because: .error(description), input: "protocolFailure")
+    }
+
+    /// The open link is dead (the heartbeat's deadline passed, the protocol's keepalive went
+    /// unanswered): no close handshake is possible; TCP is dropped and the machine told.
+    private func drop(because reason: DisconnectReason, input: String) {
+        self.attempt.failed(AttemptFailure(description: reason.description))
+        self.logger.warning("upstream dead: \(reason)")
         self.teardown()
-        self.input("protocolFailure", reason: description) { m, now in try m.disconnected(reason, now: now) }
+        self.input(input, reason: reason.description) { m, now in try m.disconnected(reason, now: now) }
     }
 
     func shutdown() -> EventLoopFuture<Void> {
@@ -164,34 +170,25 @@ package final class UpstreamLink: LinkControl {
 
     /// `reason` is read after the machine took the input (it may describe what the machine recorded).
     func input(_ name: String, reason: @autoclosure () -> String, _ body: (inout Machine, MonotonicInstant) throws -> Machine.Action) {
-        let before = self.machine.phase
         let action: Machine.Action
         do {
             action = try body(&self.machine, Self.now())
         } catch {
-            self.logger.error("bug: the state machine refused \(name) in \(before.rawValue)", metadata: ["error": "\(error)", "input": "\(name)"])
+            self.logger.error("bug: the state machine refused \(name) in \(self.machine.phase.rawValue)", metadata: ["error": "\(error)", "input": "\(name)"])
             return
         }
         self.perform(action)
-        let after = self.machine.phase
-        if after != .backingOff, let timer = self.retryTimer {
-            timer.cancel()
-            self.retryTimer = nil
-        }
-        if after != .open && after != .closing {
-            self.heartbeat.stop()
-        }
-        if before != after {
-            if before == .open || before == .closing { self.lostBecause = self.machine.lastDisconnect }
-            self.phaseSinceWall = WallClock.millisecondsSinceEpoch()
-            var metadata: Logger.Metadata = ["state.from": "\(before.rawValue)", "state.to": "\(after.rawValue)", "reason": "\(reason())"]
-            if after == .open, let p = self.attempt.subprotocol { metadata["upstream.subprotocol"] = "\(p)" }
-            // Retry cycles (connecting <-> backingOff) at debug: each failure is one warning already.
-            let cycling = (before == .connecting && after == .backingOff) || (before == .backingOff && after == .connecting)
-            self.logger.log(level: cycling ? .debug : .notice, "state \(before.rawValue) -> \(after.rawValue): \(reason())", metadata: metadata)
-            self.emit(.state(after, reason: reason()))
-            if after == .stopped { self.stopped.succeed(()) }
-        }
+        guard let transition = self.machine.takeTransition() else { return }
+        let (before, after) = (transition.from, transition.to)
+        if let lost = transition.lost { self.lostBecause = lost }
+        self.phaseSinceWall = WallClock.millisecondsSinceEpoch()
+        var metadata: Logger.Metadata = ["state.from": "\(before.rawValue)", "state.to": "\(after.rawValue)", "reason": "\(reason())"]
+        if after == .open, let p = self.attempt.subprotocol { metadata["upstream.subprotocol"] = "\(p)" }
+        // Retry cycles (connecting <-> backingOff) at debug: each failure is one warning already.
+        let cycling = (before == .connecting && after == .backingOff) || (before == .backingOff && after == .connecting)
+        self.logger.log(level: cycling ? .debug : .notice, "state \(before.rawValue) -> \(after.rawValue): \(reason())", metadata: metadata)
+        self.emit(.state(after, reason: reason()))
+        if after == .stopped { self.stopped.succeed(()) }
     }
 
     func perform(_ action: Machine.Action) {
@@ -199,6 +196,9 @@ package final class UpstreamLink: LinkControl {
         case .none:
             break
         case .connect(let attempt):
+            // Out of a backoff early (asked to connect, the network back): its timer goes.
+            self.retryTimer?.cancel()
+            self.retryTimer = nil
             self.startAttempt(attempt)
         case .scheduleRetry(let delay, let attempt):
             let generation = self.attempt.generation
@@ -484,7 +484,7 @@ extension UpstreamLink {
     func receivedMessage(_ kind: UpstreamMessage.Kind, _ data: ByteBuffer, generation: Int) {
         guard self.attempt.isCurrent(generation) else { return }
         let read = self.attempt.readTime()
-        if read.first { self.heartbeat.received(now: Self.now()) }
+        if read.first { self.heartbeat.received() }
         self.traffic.received(bytes: data.readableBytes)
         let message = UpstreamMessage(kind: kind, data: data, receivedAtMillis: read.millis)
         if self.logger.logLevel <= .trace {
@@ -508,10 +508,9 @@ extension UpstreamLink {
 
     func received(_ frame: WebSocketFrame, generation: Int) {
         guard self.attempt.isCurrent(generation) else { return }
-        let now = Self.now()
         switch frame.opcode {
         case .ping:
-            self.heartbeat.received(now: now)
+            self.heartbeat.received()
             if self.attempt.mayWrite {
                 let pong = WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData)
                 self.attempt.channel?.writeAndFlush(pong, promise: nil)
@@ -519,13 +518,13 @@ extension UpstreamLink {
         case .pong:
             var data = frame.unmaskedData
             let payload: UInt64? = data.readableBytes == 8 ? data.readInteger(as: UInt64.self) : nil
-            if let rtt = self.heartbeat.receivedPong(payload: payload, now: now) {
+            if let rtt = self.heartbeat.receivedPong(payload: payload) {
                 self.logger.debug("heartbeat rtt \(rtt.short)", metadata: ["heartbeat.rtt_ms": "\(Double(rtt.nanoseconds) / 1e6)"])
                 self.metrics.roundTrip(rtt)
                 self.emit(.roundTrip(rtt))
             }
         case .connectionClose:
-            self.heartbeat.received(now: now)
+            self.heartbeat.received()
             var data = frame.unmaskedData
             let code = data.readWebSocketErrorCode().map { UInt16(webSocketErrorCode: $0) }
             let reason = data.readString(length: data.readableBytes) ?? ""
@@ -580,97 +579,38 @@ extension UpstreamLink {
 
 // MARK: - Heartbeat
 
-/// The heartbeat of an open link: its state machine (pings with a payload to measure the round
-/// trip, and a pong deadline that declares a silent link dead) and the timer that wakes it.
-/// Confined to the link's event loop.
-final class LinkHeartbeat {
-    fileprivate var machine: HeartbeatStateMachine?
-    fileprivate var timer: Scheduled<Void>?
-
-    var roundTripTime: Duration? { self.machine?.roundTripTime }
-
-    /// Anything from the upstream shows it is alive.
-    func received(now: MonotonicInstant) {
-        self.machine?.received(now: now)
-    }
-
-    /// A pong: its round trip, when it answers our last ping.
-    func receivedPong(payload: UInt64?, now: MonotonicInstant) -> Duration? {
-        self.machine?.receivedPong(payload: payload, now: now)
-    }
-
-    func stop() {
-        self.timer?.cancel()
-        self.timer = nil
-        self.machine = nil
-    }
-}
-
 extension UpstreamLink {
-    /// The link opened: the heartbeat starts.
+    /// The link opened: the heartbeat starts, writing on this connection until it ends.
     func startHeartbeat(generation: Int) {
-        self.heartbeat.machine = HeartbeatStateMachine(
-            interval: self.configuration.heartbeat.interval,
-            deadline: self.configuration.heartbeat.deadline,
-            now: Self.now()
-        )
-        self.runHeartbeat(generation: generation)
+        self.heartbeat.start(
+            interval: self.configuration.heartbeat.interval, deadline: self.configuration.heartbeat.deadline,
+            ping: { payload in
+                guard self.attempt.isCurrent(generation), let channel = self.attempt.channel else { return }
+                var buffer = channel.allocator.buffer(capacity: 8)
+                buffer.writeInteger(payload)
+                channel.write(WebSocketFrame(fin: true, opcode: .ping, maskKey: .random(), data: buffer), promise: nil)
+                if let text = self.configuration.heartbeat.text {
+                    channel.write(WebSocketFrame(fin: true, opcode: .text, maskKey: .random(), data: channel.allocator.buffer(string: text)), promise: nil)
+                }
+                channel.flush()
+            },
+            dead: { silence in
+                guard self.attempt.isCurrent(generation) else { return }
+                // Dead link: no close handshake is possible; drop TCP and reconnect.
+                self.drop(because: .heartbeatTimeout(silence: silence), input: "heartbeatTimeout")
+            })
     }
 
     /// A reload: a running heartbeat takes the new interval and deadline.
     func updateHeartbeat() {
-        guard self.heartbeat.machine != nil else { return }
-        self.heartbeat.machine?.update(interval: self.configuration.heartbeat.interval, deadline: self.configuration.heartbeat.deadline, now: Self.now())
-        self.runHeartbeat(generation: self.attempt.generation)
+        self.heartbeat.update(interval: self.configuration.heartbeat.interval, deadline: self.configuration.heartbeat.deadline)
     }
 
     /// After a suspend/resume or a network change: ping now and start the deadline.
     func checkLiveness(why: String) {
-        guard self.heartbeat.machine != nil else { return }
+        guard self.heartbeat.isRunning else { return }
         self.logger.info("heartbeat: liveness check: \(why)")
-        self.heartbeat.machine?.checkNow(now: Self.now())
-        self.runHeartbeat(generation: self.attempt.generation)
-    }
-
-    private func runHeartbeat(generation: Int) {
-        guard self.attempt.isCurrent(generation), var machine = self.heartbeat.machine else { return }
-        self.heartbeat.timer?.cancel()
-        self.heartbeat.timer = nil
-        let now = Self.now()
-        var silence = Duration.zero
-        loop: while true {
-            switch machine.next(now: now) {
-            case .sendPing(let payload):
-                if let channel = self.attempt.channel {
-                    var buffer = channel.allocator.buffer(capacity: 8)
-                    buffer.writeInteger(payload)
-                    channel.write(WebSocketFrame(fin: true, opcode: .ping, maskKey: .random(), data: buffer), promise: nil)
-                    if let text = self.configuration.heartbeat.text {
-                        let data = channel.allocator.buffer(string: text)
-                        channel.write(WebSocketFrame(fin: true, opcode: .text, maskKey: .random(), data: data), promise: nil)
-                    }
-                    channel.flush()
-                }
-            case .wait(let until):
-                self.heartbeat.machine = machine
-                self.heartbeat.timer = self.eventLoop.assumeIsolated().scheduleTask(
-                    deadline: NIODeadline.uptimeNanoseconds(until.nanoseconds)
-                ) {
-                    self.heartbeat.timer = nil
-                    self.runHeartbeat(generation: generation)
-                }
-                return
-            case .dead(let s):
-                silence = s
-                break loop
-            }
-        }
-        // Dead link: no close handshake is possible; drop TCP and reconnect.
-        let reason = DisconnectReason.heartbeatTimeout(silence: silence)
-        self.attempt.failed(AttemptFailure(description: reason.description))
-        self.logger.warning("upstream dead: \(reason)")
-        self.teardown()
-        self.input("heartbeatTimeout", reason: reason.description) { m, now in try m.disconnected(reason, now: now) }
+        self.heartbeat.checkNow()
     }
 }
 
