@@ -1,0 +1,247 @@
+import Logging
+import NIOCore
+import NIOWebSocket
+import WSBridgeCore
+import WSBridgeProtocol
+
+// MARK: - Attempts
+
+/// One connection attempt: the connector (token and TLS prepared off the loop), the connect
+/// timeout, the handshake, and what ends it.
+extension UpstreamLink {
+    func startAttempt(_ attempt: Int) {
+        self.teardown()
+        let generation = self.attempt.begin(number: attempt)
+        let url = self.failover.urlForAttempt(in: self.configuration.upstream.urls)
+        // The same settings (headers, token, TLS) for whichever URL this attempt uses.
+        var attemptConfiguration = self.configuration
+        attemptConfiguration.upstream.url = url
+        self.emit(.attempt(number: attempt, url: url))
+        // At debug: a failing attempt is logged once, as a warning saying what comes next.
+        self.logger.debug("connecting (attempt \(attempt))", metadata: ["attempt": "\(attempt)"])
+        if self.configuration.tls.insecure && url.isTLS {
+            self.logger.warning("tls.insecure = true: the upstream's certificate is NOT verified; anyone on the path can read and change this link")
+        }
+        let timeout = self.configuration.upstream.connectTimeout
+        self.attempt.setDeadline(
+            self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
+                self.attemptFailed(
+                    generation: generation,
+                    "timed out after \(timeout.short) waiting for TCP connect, TLS and the WebSocket upgrade (upstream.connect_timeout)"
+                )
+            })
+        // The token and TLS files are read off the event loop; the TLS context is cached.
+        self.connectors.prepare(configuration: attemptConfiguration, on: self.eventLoop)
+            .assumeIsolated().whenComplete { result in
+                switch result {
+                case .success(let connector):
+                    guard self.isAt(.handshaking, generation) else { return }
+                    self.connect(connector, generation: generation)
+                case .failure(let error):
+                    self.attemptFailed(generation: generation, "\(error)")
+                }
+            }
+    }
+
+    private func connect(_ connector: UpstreamConnector, generation: Int) {
+        let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
+        let maxMessageSize = self.configuration.upstream.maxMessageSize
+        let attemptFutures = connector.connect(on: self.eventLoop) { channel, deflate in
+            UpstreamFrameHandler(
+                callbacks: .init(
+                    message: { kind, data in bound.value.receivedMessage(kind, data, generation: generation) },
+                    control: { frame in bound.value.received(frame, generation: generation) },
+                    error: { error in bound.value.channelError(error, generation: generation) },
+                    writable: { bound.value.becameWritable(generation: generation) },
+                    readComplete: { bound.value.readComplete() }
+                ),
+                maxMessageSize: maxMessageSize,
+                deflate: deflate
+            )
+        }
+        attemptFutures.channel.assumeIsolated().whenSuccess { channel in
+            guard self.attempt.isCurrent(generation) else {
+                channel.close(promise: nil)
+                return
+            }
+            self.attempt.attach(channel)
+            channel.closeFuture.assumeIsolated().whenComplete { _ in
+                self.channelClosed(generation: generation)
+            }
+        }
+        // Read for this connection only, for `${token}` in the opening messages; never kept.
+        let token = connector.token
+        attemptFutures.handshake.assumeIsolated().whenComplete { result in
+            switch result {
+            case .success(let handshake):
+                self.handshakeSucceeded(handshake, generation: generation, token: token)
+            case .failure(let error):
+                self.attemptFailed(generation: generation, "\(error)")
+            }
+        }
+    }
+
+    /// Whether a callback of attempt `generation` finds it at `step`: else the attempt was
+    /// forgotten, or is past that step.
+    private func isAt(_ step: Machine.AttemptStep, _ generation: Int) -> Bool {
+        self.attempt.isCurrent(generation) && self.machine.attemptStep == step
+    }
+
+    /// The upgrade is done: the opening messages go first; then, with a ready gate, the link
+    /// waits (still `connecting`) for a message matching `upstream.ready_when`, else it opens.
+    func handshakeSucceeded(_ handshake: UpstreamConnector.Handshake, generation: Int, token: String?) {
+        guard self.isAt(.handshaking, generation) else {
+            handshake.channel.close(promise: nil)
+            return
+        }
+        self.attempt.upgraded(handshake.channel, subprotocol: handshake.subprotocol, compression: handshake.deflate != nil)
+        let reason = self.connectedReason
+        // Only their count is logged: they may carry the token.
+        let opening = self.session.opened(token: token)
+        for message in opening { self.writeFrame(message, flush: false) }
+        if !opening.isEmpty {
+            self.attempt.channel?.flush()
+            self.logger.debug("sent \(opening.count) opening message(s) (upstream.on_open)")
+        }
+        guard let gate = self.session.readyWhen else {
+            self.opened(generation: generation, reason: reason) { m, now in try m.upgraded(readyGate: false, now: now) }
+            return
+        }
+        self.input("upgraded", reason: reason) { m, now in try m.upgraded(readyGate: true, now: now) }
+        let timeout = self.session.readyTimeout
+        self.logger.info(
+            "\(reason); waiting for an upstream message matching upstream.ready_when = \(ConfigurationError.tomlString(gate.text))",
+            metadata: ["upstream.ready_when": "\(gate.text)"])
+        self.attempt.setDeadline(
+            self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
+                self.attemptFailed(generation: generation, AttemptFailure(description: self.session.notReadyDetail(after: timeout), kind: .notReady))
+            })
+    }
+
+    /// `connected`, with the subprotocol and permessage-deflate when negotiated.
+    private var connectedReason: String {
+        var details: [String] = []
+        if let p = self.attempt.subprotocol { details.append("subprotocol \(p)") }
+        if self.attempt.compression { details.append("permessage-deflate") }
+        return details.isEmpty ? "connected" : "connected (\(details.joined(separator: ", ")))"
+    }
+
+    /// A message matched `upstream.ready_when`: the link opens.
+    func becameReady(generation: Int) {
+        guard self.isAt(.awaitingReady, generation) else { return }
+        self.attempt.setDeadline(nil)
+        self.opened(generation: generation, reason: "\(self.connectedReason), ready (\(self.session.readyWhen?.text ?? "?"))") { m, now in
+            try m.ready(now: now)
+        }
+    }
+
+    /// The link is open for local clients (`transition` opens it): sticky sends, then the queue,
+    /// then new sends.
+    private func opened(generation: Int, reason: String, _ transition: (inout Machine, MonotonicInstant) throws -> Machine.Action) {
+        let reconnects = self.machine.reconnects
+        self.input("connected", reason: reason, transition)
+        if self.machine.reconnects > reconnects { self.metrics.reconnected(after: self.lostBecause) }
+        guard self.machine.phase == .open else { return }
+        self.scheduleFailback()
+        let sticky = self.session.becameReady()
+        for message in sticky { self.writeFrame(message, flush: false) }
+        if !sticky.isEmpty {
+            self.attempt.channel?.flush()
+            self.logger.debug("sent \(sticky.count) sticky message(s)")
+        }
+        self.flushOutbound()
+        self.startHeartbeat(generation: generation)
+    }
+
+    func attemptFailed(generation: Int, _ description: String) {
+        self.attemptFailed(generation: generation, AttemptFailure(description: description))
+    }
+
+    func attemptFailed(generation: Int, _ failure: AttemptFailure) {
+        guard self.attempt.isCurrent(generation), self.machine.attemptStep != nil else { return }
+        let description = failure.description
+        self.teardown()
+        self.attempt.failed(failure)
+        self.metrics.attemptFailed(failure.kind)
+        // With fallbacks, each failed attempt moves to the next URL (the backoff is the same).
+        let urls = self.configuration.upstream.urls
+        let failedURL = self.url
+        let nextURL = self.failover.attemptFailed(urls: urls)
+        self.input("connectFailed", reason: description) { m, now in try m.connectFailed(.error(description), now: now) }
+        // One line per failed attempt: what failed, and what happens next.
+        let next: String
+        switch self.machine.phase {
+        case .backingOff:
+            let wait = self.machine.retryAt.map { max(.zero, $0 - Self.now()) } ?? .zero
+            next = "retrying in \(wait.short)"
+        case .waitingForNetwork:
+            next = "waiting for the network to come back"
+        case .idle:
+            next = "giving up after backoff.max_attempts = \(self.configuration.backoff.maxAttempts) attempts; `wsbridgectl connect` tries again"
+        default:
+            next = "now \(self.machine.phase.rawValue)"
+        }
+        let target = urls.count > 1 ? " to \(failedURL)" : ""
+        let then = nextURL.map { self.machine.phase == .backingOff ? ", to \($0)" : "" } ?? ""
+        self.logger.warning(
+            "connect failed (attempt \(self.attempt.number)\(target)): \(description); \(next)\(then)",
+            metadata: ["attempt": "\(self.attempt.number)", "reason": "\(failure.kind.rawValue)"]
+        )
+    }
+
+    func channelClosed(generation: Int) {
+        guard self.attempt.isCurrent(generation) else { return }
+        let phase = self.machine.phase
+        if let step = self.machine.attemptStep {
+            let during = step == .awaitingReady ? "while waiting for upstream.ready_when" : "during the handshake"
+            let closed = self.attempt.serverClose.map { c in
+                "the server closed the connection \(during) (code \(c.code.map(String.init) ?? "none")\(c.reason.isEmpty ? "" : ": \(c.reason)"))"
+            }
+            self.attemptFailed(generation: generation, self.attempt.error ?? closed ?? "connection closed \(during)")
+            return
+        }
+        guard phase == .open || phase == .closing else { return }
+        let reason: DisconnectReason
+        if let close = self.attempt.serverClose {
+            reason = .serverClosed(code: close.code, reason: close.reason)
+        } else if let error = self.attempt.error {
+            reason = .error(error)
+        } else {
+            reason = .error("connection ended without a close frame")
+        }
+        let lastSent = self.session.lastSent
+        let failuresBefore = self.machine.failures
+        defer {
+            // Closed sooner than backoff.stable_after (a failed attempt): name what was sent last.
+            if self.machine.failures > failuresBefore, case .serverClosed = reason, let lastSent {
+                let culprit = "the server closed the link right after open (\(reason)), the last message sent being \(lastSent)"
+                self.session.culprit = culprit
+                self.logger.warning("\(culprit)")
+            } else if self.machine.failures == 0 {
+                self.session.culprit = nil
+            }
+        }
+        self.teardown()
+        // Who closed: the machine knows (a close we sent is the user's or the daemon's, whatever
+        // the server answered), so the state line says what it recorded.
+        self.input("disconnected", reason: self.machine.lastDisconnect?.description ?? reason.description) { m, now in
+            try m.disconnected(reason, now: now)
+        }
+    }
+
+    /// Open on a fallback with `upstream.failback_after` set: after that long, back to the primary
+    /// (a reconnect; if the primary still fails, the next attempt moves on through the list).
+    func scheduleFailback() {
+        self.failover.setFailback(nil)
+        guard self.failover.onFallback, let after = self.configuration.upstream.failbackAfter else { return }
+        let generation = self.attempt.generation
+        self.failover.setFailback(
+            self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(after.nanoseconds)) {
+                guard self.attempt.isCurrent(generation), self.phase == .open, self.failover.onFallback else { return }
+                self.logger.notice(
+                    "going back to the primary \(self.configuration.upstream.url) after \(after.short) on \(self.url) (upstream.failback_after)")
+                self.failover.backToPrimary()
+                self.reconnect()
+            })
+    }
+}

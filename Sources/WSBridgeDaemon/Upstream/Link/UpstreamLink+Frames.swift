@@ -1,0 +1,105 @@
+import Logging
+import NIOCore
+import NIOWebSocket
+import WSBridgeCore
+import WSBridgeProtocol
+
+// MARK: - Frames
+
+/// Frames from the upstream, channel errors, and the close handshake (RFC 6455 §5.5.1, §7).
+extension UpstreamLink {
+    func receivedMessage(_ kind: UpstreamMessage.Kind, _ data: ByteBuffer, generation: Int) {
+        guard self.attempt.isCurrent(generation) else { return }
+        let read = self.attempt.readTime()
+        if read.first { self.heartbeat.received() }
+        self.counted(received: data.readableBytes)
+        let message = UpstreamMessage(kind: kind, data: data, receivedAtMillis: read.millis)
+        if self.logger.logLevel <= .trace {
+            self.logger.trace("message \(kind == .text ? "text" : "binary") \(data.readableBytes) bytes: \(message.preview)")
+        }
+        self.emit(.message(message))
+        // Fanned out first, then the session sees it: the message that makes the link ready
+        // reaches subscribers before the `open` state line.
+        let awaitingReady = self.machine.attemptStep == .awaitingReady
+        if self.session.observes(awaitingReady: awaitingReady), self.session.observe(message, awaitingReady: awaitingReady) {
+            self.becameReady(generation: generation)
+        }
+    }
+
+    /// The socket read that brought the last messages is done: the next read reads the clocks.
+    func readComplete() {
+        self.attempt.readComplete()
+        self.emitReadComplete()
+        if self.session.observes(awaitingReady: self.machine.attemptStep == .awaitingReady) { self.session.readComplete() }
+    }
+
+    func received(_ frame: WebSocketFrame, generation: Int) {
+        guard self.attempt.isCurrent(generation) else { return }
+        switch frame.opcode {
+        case .ping:
+            self.heartbeat.received()
+            if self.attempt.mayWrite {
+                let pong = WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData)
+                self.attempt.channel?.writeAndFlush(pong, promise: nil)
+            }
+        case .pong:
+            var data = frame.unmaskedData
+            let payload: UInt64? = data.readableBytes == 8 ? data.readInteger(as: UInt64.self) : nil
+            if let rtt = self.heartbeat.receivedPong(payload: payload) {
+                self.logger.debug("heartbeat rtt \(rtt.short)", metadata: ["heartbeat.rtt_ms": "\(Double(rtt.nanoseconds) / 1e6)"])
+                self.metrics.roundTrip(rtt)
+                self.emit(.roundTrip(rtt))
+            }
+        case .connectionClose:
+            self.heartbeat.received()
+            var data = frame.unmaskedData
+            let code = data.readWebSocketErrorCode().map { UInt16(webSocketErrorCode: $0) }
+            let reason = data.readString(length: data.readableBytes) ?? ""
+            // Echoed if ours has not gone (RFC 6455 §5.5.1), then the server ends TCP.
+            self.perform(self.attempt.closeHandshake { $0.received(code: code, reason: reason) })
+        default:
+            break
+        }
+    }
+
+    func channelError(_ error: any Error, generation: Int) {
+        guard self.attempt.isCurrent(generation) else { return }
+        let description: String
+        var closeCode: WebSocketErrorCode?
+        switch error {
+        case let e as UpstreamProtocolError:
+            description = e.description
+            closeCode = e.closeCode
+        default:
+            description = UpstreamConnector.describe(error)
+        }
+        self.logger.warning("upstream error: \(description)")
+        self.attempt.failed(AttemptFailure(description: description))
+        if let closeCode, self.phase == .open {
+            self.sendClose(code: UInt16(webSocketErrorCode: closeCode), reason: "")
+        }
+        self.attempt.channel?.close(promise: nil)
+    }
+
+    /// Closes the connection with `code` (once: a second close frame never goes).
+    func sendClose(code: UInt16, reason: String) {
+        self.perform(self.attempt.closeHandshake { $0.close(code: code, reason: reason) })
+    }
+
+    /// Writes our close frame when the handshake says so, and waits for the server to end TCP.
+    private func perform(_ action: CloseHandshake.Action) {
+        guard case .sendClose(let code, let reason) = action, let channel = self.attempt.channel else { return }
+        var buffer = channel.allocator.buffer(capacity: 2 + reason.utf8.count)
+        buffer.writeInteger(code)
+        buffer.writeString(String(reason.utf8.prefix(123)) ?? "")
+        let frame = WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: .random(), data: buffer)
+        channel.writeAndFlush(frame, promise: nil)
+        let generation = self.attempt.generation
+        let timer = self.eventLoop.assumeIsolated().scheduleTask(in: Self.closeTimeout) {
+            guard self.attempt.isCurrent(generation) else { return }
+            self.logger.info("server did not end the connection after the close handshake; closing it")
+            self.attempt.channel?.close(promise: nil)
+        }
+        self.attempt.awaitEnd(timer)
+    }
+}
