@@ -41,11 +41,16 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
         public var to: ConnectionPhase
         /// Why the link that was open (or closing) ended, when this transition ends it.
         public var lost: DisconnectReason?
+        /// The link ended sooner than `backoff.stable_after` after it opened, and not by the
+        /// operator's, the daemon's or the network's doing: a failed attempt, the close "right
+        /// after open" that the session lays at what it sent last. Decided here only.
+        public var closedRightAfterOpen: Bool
 
-        public init(from: ConnectionPhase, to: ConnectionPhase, lost: DisconnectReason? = nil) {
+        public init(from: ConnectionPhase, to: ConnectionPhase, lost: DisconnectReason? = nil, closedRightAfterOpen: Bool = false) {
             self.from = from
             self.to = to
             self.lost = lost
+            self.closedRightAfterOpen = closedRightAfterOpen
         }
     }
 
@@ -100,6 +105,8 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     public private(set) var phaseSince: MonotonicInstant
     /// The phase change not yet taken by the driver (`takeTransition`).
     private var untold: (from: ConnectionPhase, to: ConnectionPhase)?
+    /// The last link that ended did so before `stable_after`, as a failed attempt.
+    private var endedEarly = false
 
     public init(settings: Settings, networkAvailable: Bool = true, now: MonotonicInstant, generator: RNG) {
         self.settings = settings
@@ -149,7 +156,7 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
         guard let (from, to) = self.untold else { return nil }
         self.untold = nil
         let ended = (from == .open || from == .closing) && to != .closing
-        return Transition(from: from, to: to, lost: ended ? self.lastDisconnect : nil)
+        return Transition(from: from, to: to, lost: ended ? self.lastDisconnect : nil, closedRightAfterOpen: ended && self.endedEarly)
     }
 
     private static func phase(of state: State) -> ConnectionPhase {
@@ -283,16 +290,20 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
             // closes right after every open meets a growing backoff, not a loop of reconnects.
             let stable = now - since >= self.settings.backoff.stableAfter
             if stable { self.failures = 0 }
+            self.endedEarly = !stable
             return self.retry(after: reason, now: now, countsAsFailure: !stable)
         case .closing(.user(let code, let reason)):
+            self.endedEarly = false
             self.lastDisconnect = .userClosed(code: code, reason: reason)
             self.enter(.idle, now: now)
             return .none
         case .closing(.reconnect):
             // We sent the close: whatever the server answered, the user asked for it.
+            self.endedEarly = false
             self.lastDisconnect = .userClosed(code: 1000, reason: StatusReport.Close.reconnectReason)
             return self.attempt(now: now)
         case .closing(.shutdown):
+            self.endedEarly = false
             self.lastDisconnect = .daemonStopped
             self.enter(.stopped, now: now)
             return .none
@@ -327,6 +338,7 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
             self.enter(.waitingForNetwork, now: now)
             return .abort(.networkLost)
         case (.open, false):
+            self.endedEarly = false
             self.lastDisconnect = .networkLost
             self.enter(.waitingForNetwork, now: now)
             return .abort(.networkLost)

@@ -146,7 +146,7 @@ extension Reader {
             logger: logger,
             onEvent: { event in
                 switch event {
-                case .state(.open, _):
+                case .state(.open, _, _):
                     emit("ready")
                 case .message(let message):
                     let now = monotonicNanos()

@@ -335,21 +335,17 @@ private func mayRoute(_ router: some ProtocolRouter, _ text: String) -> Bool {
     static let poison = json(#"{"type":"subscribe","id":"1","payload":{"query":"subscription { b }","operationName":7}}"#)
 
     @Test func theSubscriptionSentLastBeforeEarlyClosesIsSetAsideAfterThreeInARow() {
-        var s = GraphQL(codec: GraphQLTransportWS(sendsHandshake: false), limits: ProtocolLimits(setAsideAfter: 3, stableAfterMillis: 30_000))
-        s.now = 1_000
+        var s = GraphQL(codec: GraphQLTransportWS(sendsHandshake: false), limits: ProtocolLimits(setAsideAfter: 3))
         _ = s.opened()
         #expect(s.fromApp(1, Self.good).count == 1)
-        // Long after open: the server's close is not laid at anything.
-        s.now = 100_000
         #expect(s.fromApp(2, Self.poison).count == 1)
-        #expect(s.lost(reason: "gone", serverClose: "closed by the server: 4400 bad").isEmpty)
+        // Not right after open (the link's state machine says which): laid at nothing.
+        #expect(s.lost(reason: "gone", closedRightAfterOpen: nil).isEmpty)
         #expect(s.culprit == nil)
         for open in 1...3 {
-            s.now += 1_000
             let sent = s.opened()
             #expect(sent.count == 3, "open \(open): \(sent)")  // ready, a, b
-            s.now += 10
-            let told = s.lost(reason: "gone", serverClose: "closed by the server: 4400 bad")
+            let told = s.lost(reason: "gone", closedRightAfterOpen: "closed by the server: 4400 bad")
             #expect(s.culprit?.contains("operationName") == true && s.culprit?.contains(#"client 2 as "1""#) == true)
             #expect(s.culprit?.contains("\(open) time") == true, "\(String(describing: s.culprit))")
             if open < 3 {
@@ -364,7 +360,6 @@ private func mayRoute(_ router: some ProtocolRouter, _ text: String) -> Bool {
             }
         }
         // The next open: only the good one goes; it is listed as set aside.
-        s.now += 1_000
         #expect(s.opened().count == 2)
         #expect(s.liveSubscriptions.filter { $0.setAside != nil }.count == 1)
         // The operator clears it: sent again at once, with a fresh id.
@@ -374,15 +369,13 @@ private func mayRoute(_ router: some ProtocolRouter, _ text: String) -> Bool {
     }
 
     @Test func aStableOpenClearsTheCount() {
-        var s = GraphQL(codec: GraphQLTransportWS(sendsHandshake: false), limits: ProtocolLimits(setAsideAfter: 2, stableAfterMillis: 30_000))
+        var s = GraphQL(codec: GraphQLTransportWS(sendsHandshake: false), limits: ProtocolLimits(setAsideAfter: 2))
         _ = s.opened()
         _ = s.fromApp(1, Self.poison)
-        for (after, expectSetAside) in [(10, false), (60_000, false), (10, false), (10, true)] {
+        for (early, expectSetAside) in [(true, false), (false, false), (true, false), (true, true)] {
             _ = s.opened()
-            s.now += Int64(after)
-            _ = s.lost(reason: "gone", serverClose: "closed")
-            #expect((s.liveSubscriptions.first?.setAside != nil) == expectSetAside, "after \(after)")
-            s.now += 1
+            _ = s.lost(reason: "gone", closedRightAfterOpen: early ? "closed" : nil)
+            #expect((s.liveSubscriptions.first?.setAside != nil) == expectSetAside, "early: \(early)")
         }
     }
 }

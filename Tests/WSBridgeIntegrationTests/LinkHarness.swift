@@ -25,7 +25,7 @@ final class LinkHarness: Sendable {
             onEvent: { event in
                 let line: String
                 switch event {
-                case .state(let phase, let reason): line = "state \(phase.rawValue): \(reason)"
+                case .state(let phase, let reason, _): line = "state \(phase.rawValue): \(reason)"
                 case .attempt(let n, let url): line = "attempt \(n) \(url)"
                 case .retryScheduled(let n, let delay): line = "retry \(n) \(delay.short)"
                 case .roundTrip(let rtt): line = "rtt \(rtt.short)"

@@ -118,10 +118,9 @@ package struct ProtocolLimits: Sendable, Equatable {
     package var total: Int
 
     /// A subscription after which the server closed the link right after open (before
-    /// `stableAfterMillis`) on this many opens in a row is set aside (0: never).
+    /// `backoff.stable_after`, as the link's state machine judges) on this many opens in a row
+    /// is set aside (0: never).
     package var setAsideAfter: Int
-    /// backoff.stable_after: a link that lasted less was closed "right after open".
-    package var stableAfterMillis: Int64
 
     /// Bytes of subscription messages remembered (to send again on every open), all together.
     package var subscriptionBytes: Int
@@ -131,7 +130,7 @@ package struct ProtocolLimits: Sendable, Equatable {
     package var messageBytes: Int
 
     package init(
-        perApp: Int = 1000, total: Int = 10000, setAsideAfter: Int = 3, stableAfterMillis: Int64 = 30_000, subscriptionBytes: Int = 16 << 20,
+        perApp: Int = 1000, total: Int = 10000, setAsideAfter: Int = 3, subscriptionBytes: Int = 16 << 20,
         messageBytes: Int = 16 << 20
     ) {
         self.messageBytes = messageBytes
@@ -139,7 +138,6 @@ package struct ProtocolLimits: Sendable, Equatable {
         self.total = total
         self.subscriptionBytes = subscriptionBytes
         self.setAsideAfter = setAsideAfter
-        self.stableAfterMillis = stableAfterMillis
     }
 }
 
@@ -162,9 +160,9 @@ package struct ProtocolSubscriptionInfo: Equatable, Sendable {
 package protocol ProtocolRouter {
     var name: String { get }
     mutating func opened() -> [ProtocolEffect]
-    /// The link left open. `serverClose`: why, when not by the operator or the daemon (then a
-    /// close right after open counts against the subscription sent last).
-    mutating func lost(reason: String, serverClose: String?) -> [ProtocolEffect]
+    /// The link left open. `closedRightAfterOpen`: why, when the link's state machine judged
+    /// that it ended right after open (then it counts against the subscription sent last).
+    mutating func lost(reason: String, closedRightAfterOpen: String?) -> [ProtocolEffect]
     mutating func fromApp(_ app: AppID, _ message: JSONValue) -> [ProtocolEffect]
     mutating func appLeft(_ app: AppID) -> [ProtocolEffect]
     mutating func fromUpstream(_ message: JSONValue) -> [ProtocolEffect]
@@ -207,7 +205,7 @@ package protocol ProtocolRouter {
 }
 
 extension ProtocolRouter {
-    package mutating func lost(reason: String) -> [ProtocolEffect] { self.lost(reason: reason, serverClose: nil) }
+    package mutating func lost(reason: String) -> [ProtocolEffect] { self.lost(reason: reason, closedRightAfterOpen: nil) }
 }
 
 extension AppID {
@@ -388,10 +386,10 @@ extension JSONValue {
 /// The protocol layer for `upstream.protocol` (nil for `raw`). The link sends graphql's
 /// handshake itself (an opening message and the ready gate: Configuration's `applyProtocol`).
 package func makeProtocolRouter(
-    _ settings: Configuration.ApplicationProtocol, stableAfter: Duration = .seconds(30), maxMessageSize: Int = 16 << 20
+    _ settings: Configuration.ApplicationProtocol, maxMessageSize: Int = 16 << 20
 ) -> (any ProtocolRouter)? {
     let limits = ProtocolLimits(
         perApp: settings.maxPerApp, total: settings.maxTotal, setAsideAfter: settings.setAsideAfter,
-        stableAfterMillis: stableAfter.nanoseconds / 1_000_000, subscriptionBytes: settings.maxSubscriptionBytes, messageBytes: maxMessageSize)
+        subscriptionBytes: settings.maxSubscriptionBytes, messageBytes: maxMessageSize)
     return settings.kind.codec?.router(settings, limits: limits)
 }

@@ -41,10 +41,9 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
     package private(set) var isOpen = false
     package private(set) var isReady = false
     package var now: Int64 = 0
-    /// When the link last opened, and the key of the subscription sent last on it (nil: a call
+    /// The key of the subscription sent last on the open link (nil: a call
     /// went after it, its answers or events came, or nothing): what a close right after open is
     /// laid at (a subscription the server answered did not make it close).
-    private var openedAt: Int64 = 0
     private var lastSent: String?
     /// Closes right after open laid at each subscription, in a row.
     private var strikes: [String: Int] = [:]
@@ -136,7 +135,6 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
     package mutating func opened() -> [Effect] {
         self.isOpen = true
         self.isReady = false
-        self.openedAt = self.now
         self.lastSent = nil
         self.partial.removeAll()
         let handshake = self.codec.handshake()
@@ -146,10 +144,9 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
 
     /// The link dropped: every call waiting for an answer is told (its answer went with the
     /// link); subscriptions stay, to be sent again on the next open.
-    package mutating func lost(reason: String, serverClose: String?) -> [Effect] {
+    package mutating func lost(reason: String, closedRightAfterOpen: String?) -> [Effect] {
         // Told once per connection (the link goes on through backingOff, connecting...).
         guard self.isOpen else { return [] }
-        let early = serverClose != nil && self.isOpen && self.now - self.openedAt < self.limits.stableAfterMillis
         self.isOpen = false
         self.isReady = false
         self.acknowledgement = nil
@@ -159,8 +156,8 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
         for call in waiting { self.release(call.app, call.appID) }
         // Subscribes still unanswered are answered when their new subscribe is.
         var effects: [Effect] = waiting.map { .app($0.app, self.codec.linkLostAnswer(id: $0.appID, reason: reason)) }
-        if early, let serverClose {
-            effects += self.strike(reason: serverClose)
+        if let closedRightAfterOpen {
+            effects += self.strike(reason: closedRightAfterOpen)
         } else {
             self.strikes.removeAll()
         }

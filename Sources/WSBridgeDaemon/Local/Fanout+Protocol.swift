@@ -64,15 +64,13 @@ extension Fanout {
     }
 
     /// The link opened (the session re-established, the handshake acknowledged) or left `open`.
-    func protocolLink(_ link: any LinkControl, changedTo phase: ConnectionPhase, reason: String) {
+    func protocolLink(_ link: any LinkControl, changedTo phase: ConnectionPhase, reason: String, closedRightAfterOpen: Bool) {
         if phase != .open { self.protocolKeepalive.stop() }
         let lost = "the upstream link went \(phase.rawValue) (\(reason)) before the answer came"
-        // Left for a retry (not the operator's close or reconnect, not the daemon's stop).
-        let serverClosed = phase == .backingOff || phase == .waitingForNetwork
         let culprit = self.router?.culprit
         guard
             let effects = self.withRouter({
-                phase == .open ? $0.opened() : $0.lost(reason: lost, serverClose: serverClosed ? reason : nil)
+                phase == .open ? $0.opened() : $0.lost(reason: lost, closedRightAfterOpen: closedRightAfterOpen ? reason : nil)
             })
         else { return }
         if let now = self.router?.culprit, now != culprit {

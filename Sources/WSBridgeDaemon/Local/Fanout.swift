@@ -192,14 +192,14 @@ final class Fanout: UpstreamEventSink {
                 return
             }
             self.publish(message)
-        case .state(let phase, let reason):
+        case .state(let phase, let reason, let closedRightAfterOpen):
             self.flush()
             let line = StateLine(state: phase, reason: reason, ts: WallClock.millisecondsSinceEpoch())
             let buffer = MessageLineEncoder.line(line.json, allocator: self.allocator)
             for client in self.subscribers {
                 client.send(buffer)
             }
-            self.protocolLink(link, changedTo: phase, reason: reason)
+            self.protocolLink(link, changedTo: phase, reason: reason, closedRightAfterOpen: closedRightAfterOpen)
             // The answers to requests in flight went with the link: say so now, not at their timeout.
             if phase != .open && !self.pending.isEmpty {
                 for entry in self.pending.takeAll() {

@@ -34,8 +34,7 @@ final class Bridge {
         self.fanout = Fanout(configuration: configuration.local, status: status, metrics: metrics, eventLoop: eventLoop, journal: journal)
         self.fanout.install(
             makeProtocolRouter(
-                configuration.applicationProtocol, stableAfter: configuration.backoff.policy.stableAfter,
-                maxMessageSize: configuration.upstream.maxMessageSize))
+                configuration.applicationProtocol, maxMessageSize: configuration.upstream.maxMessageSize))
         self.fanout.logger = logger
         self.session = UpstreamSession(
             configuration: configuration, store: sticky?.0, restored: sticky?.1 ?? [], eventLoop: eventLoop, logger: logger)

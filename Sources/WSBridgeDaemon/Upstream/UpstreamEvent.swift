@@ -49,8 +49,10 @@ extension UpstreamMessage {
 
 /// What the upstream link reports to its observers (logs, local subscribers, tests).
 package enum UpstreamEvent: Sendable {
-    /// The link entered a new phase; `reason` says why (the close, error or request behind it).
-    case state(ConnectionPhase, reason: String)
+    /// The link entered a new phase; `reason` says why (the close, error or request behind it);
+    /// `closedRightAfterOpen`: the link it ends lasted less than `backoff.stable_after` (the
+    /// state machine's verdict, `ConnectionStateMachine.Transition`).
+    case state(ConnectionPhase, reason: String, closedRightAfterOpen: Bool = false)
     /// A connection attempt started, to `url` (one of `upstream.urls`).
     case attempt(number: Int, url: UpstreamURL)
     /// A retry was scheduled after `delay`.

@@ -210,22 +210,19 @@ extension UpstreamLink {
             reason = .error("connection ended without a close frame")
         }
         let lastSent = self.session.lastSent
-        let failuresBefore = self.machine.failures
-        defer {
-            // Closed sooner than backoff.stable_after (a failed attempt): name what was sent last.
-            if self.machine.failures > failuresBefore, case .serverClosed = reason, let lastSent {
-                let culprit = "the server closed the link right after open (\(reason)), the last message sent being \(lastSent)"
-                self.session.culprit = culprit
-                self.logger.warning("\(culprit)")
-            } else if self.machine.failures == 0 {
-                self.session.culprit = nil
-            }
-        }
         self.teardown()
         // Who closed: the machine knows (a close we sent is the user's or the daemon's, whatever
         // the server answered), so the state line says what it recorded.
-        self.input("disconnected", reason: self.machine.lastDisconnect?.description ?? reason.description) { m, now in
+        let transition = self.input("disconnected", reason: self.machine.lastDisconnect?.description ?? reason.description) { m, now in
             try m.disconnected(reason, now: now)
+        }
+        // Closed right after open (the machine's verdict): name what was sent last.
+        if transition?.closedRightAfterOpen == true, case .serverClosed = reason, let lastSent {
+            let culprit = "the server closed the link right after open (\(reason)), the last message sent being \(lastSent)"
+            self.session.culprit = culprit
+            self.logger.warning("\(culprit)")
+        } else if self.machine.failures == 0 {
+            self.session.culprit = nil
         }
     }
 

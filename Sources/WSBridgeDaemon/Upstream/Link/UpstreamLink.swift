@@ -170,16 +170,18 @@ package final class UpstreamLink: LinkControl {
     // MARK: - Driving the machine
 
     /// `reason` is read after the machine took the input (it may describe what the machine recorded).
-    func input(_ name: String, reason: @autoclosure () -> String, _ body: (inout Machine, MonotonicInstant) throws -> Machine.Action) {
+    /// Returns the change of phase it told, if any.
+    @discardableResult
+    func input(_ name: String, reason: @autoclosure () -> String, _ body: (inout Machine, MonotonicInstant) throws -> Machine.Action) -> Machine.Transition? {
         let action: Machine.Action
         do {
             action = try body(&self.machine, Self.now())
         } catch {
             self.logger.error("bug: the state machine refused \(name) in \(self.machine.phase.rawValue)", metadata: ["error": "\(error)", "input": "\(name)"])
-            return
+            return nil
         }
         self.perform(action)
-        guard let transition = self.machine.takeTransition() else { return }
+        guard let transition = self.machine.takeTransition() else { return nil }
         let (before, after) = (transition.from, transition.to)
         if let lost = transition.lost { self.lostBecause = lost }
         self.phaseSinceWall = WallClock.millisecondsSinceEpoch()
@@ -188,8 +190,9 @@ package final class UpstreamLink: LinkControl {
         // Retry cycles (connecting <-> backingOff) at debug: each failure is one warning already.
         let cycling = (before == .connecting && after == .backingOff) || (before == .backingOff && after == .connecting)
         self.logger.log(level: cycling ? .debug : .notice, "state \(before.rawValue) -> \(after.rawValue): \(reason())", metadata: metadata)
-        self.emit(.state(after, reason: reason()))
+        self.emit(.state(after, reason: reason(), closedRightAfterOpen: transition.closedRightAfterOpen))
         if after == .stopped { self.stopped.succeed(()) }
+        return transition
     }
 
     func perform(_ action: Machine.Action) {
