@@ -20,6 +20,9 @@ public struct Configuration: Sendable, Equatable {
     public var metrics = Metrics()
     /// `upstream.protocol` and `[protocol]`: the application protocol the daemon owns.
     public var applicationProtocol = ApplicationProtocol()
+    /// Every key the file set, as written, with when a change to it takes effect
+    /// (ConfigurationKeys.swift): what a reload compares.
+    public var fileKeys: [String: FileKey] = [:]
 
     public init() {}
 

@@ -182,20 +182,20 @@ extension ConfigurationReader {
 
     /// [reachability]: the network monitor.
     func reachability(_ s: inout Section, _ config: inout Configuration) throws(ConfigurationError) {
-        s.read("enabled") { v in config.reachability.enabled = try self.bool(v, "reachability.enabled") }
-        s.read("poll_interval") { v in config.reachability.pollInterval = try self.duration(v, "reachability.poll_interval") }
+        s.read("enabled", reload: .restart) { v in config.reachability.enabled = try self.bool(v, "reachability.enabled") }
+        s.read("poll_interval", reload: .restart) { v in config.reachability.pollInterval = try self.duration(v, "reachability.poll_interval") }
 
     }
 
     /// [local]: the socket and every bound a local client meets.
     func local(_ s: inout Section, _ config: inout Configuration) throws(ConfigurationError) {
-        s.read("socket") { v in
+        s.read("socket", reload: .restart) { v in
             guard let socket = try self.path(v, "local.socket") else {
                 throw self.error("local.socket", v, "must not be empty: give the socket's absolute path")
             }
             config.local.socket = socket
         }
-        s.read("mode") { v in
+        s.read("mode", reload: .restart) { v in
             if let n = v.int {
                 // TOML reads 660 as the decimal number 660, not as permissions.
                 throw self.error("local.mode", v, "write the permissions as a string in quotes: mode = \"0\(n)\"")
@@ -206,11 +206,11 @@ extension ConfigurationReader {
             }
             config.local.mode = mode
         }
-        s.read("group") { v in
+        s.read("group", reload: .restart) { v in
             let s = try self.string(v, "local.group")
             config.local.group = s.isEmpty ? nil : s
         }
-        s.read("max_line") { v in
+        s.read("max_line", reload: .restart) { v in
             config.local.maxLine = try self.int(v, "local.max_line", in: 1024...(1 << 30), "a byte count from 1024 to 1073741824")
         }
         s.read("subscriber_queue") { v in
@@ -241,7 +241,7 @@ extension ConfigurationReader {
         s.read("client_output_bytes") { v in
             config.local.clientOutputBytes = try self.int(v, "local.client_output_bytes", in: 4096...(1 << 30), "a byte count from 4096 to 1073741824")
         }
-        s.read("send_buffer_bytes") { v in
+        s.read("send_buffer_bytes", reload: .restart) { v in
             let bytes = try self.int(v, "local.send_buffer_bytes", in: 0...(1 << 26), "a byte count from 0 (the system's default) to 67108864")
             guard bytes == 0 || bytes >= 4096 else {
                 throw self.error("local.send_buffer_bytes", v, "must be 0 (the system's default) or at least 4096")
@@ -283,7 +283,7 @@ extension ConfigurationReader {
         s.read("max_bytes") { v in
             config.queue.maxBytes = try self.int(v, "queue.max_bytes", in: 0...(1 << 34), "a byte count from 0")
         }
-        s.read("spool") { v in
+        s.read("spool", reload: .restart) { v in
             let s = try self.string(v, "queue.spool")
             guard s.isEmpty || s.hasPrefix("/") else {
                 throw self.error(

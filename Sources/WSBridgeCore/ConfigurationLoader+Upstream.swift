@@ -62,7 +62,7 @@ extension ConfigurationReader {
             let s = v.string
             config.upstream.failbackAfter = s == "" ? nil : try self.duration(v, "upstream.failback_after")
         }
-        s.read("protocol") { v in
+        s.read("protocol", reload: .restart) { v in
             let name = try self.string(v, "upstream.protocol")
             guard let kind = Configuration.ApplicationProtocol.Kind(rawValue: name) else {
                 let known = Configuration.ApplicationProtocol.Kind.allCases.map(\.rawValue)

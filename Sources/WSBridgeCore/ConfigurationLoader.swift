@@ -228,19 +228,31 @@ struct Section {
     let fileName: String
     private let table: TOMLTable?
     private(set) var known: [String] = []
+    /// When a change to this section's keys takes effect, unless a key says otherwise.
+    let reload: ReloadEffect
+    /// The keys the file set that were read, as written, with when a change takes effect.
+    private(set) var fileKeys: [String: Configuration.FileKey] = [:]
 
-    init(name: String, fileName: String, table: TOMLTable?) {
+    init(name: String, fileName: String, table: TOMLTable?, reload: ReloadEffect = .now) {
         self.name = name
         self.fileName = fileName
         self.table = table
+        self.reload = reload
     }
 
     /// The value the file gives `key` (nil when it sets none); `key` is a key of this section.
     subscript(key: String) -> (any TOMLValueConvertible)? {
-        mutating get {
-            self.known.append(key)
-            return self.table?[key]
-        }
+        mutating get { self.value(key, reload: nil) }
+    }
+
+    /// The value the file gives `key`, recorded with when a change to it takes effect (`reload`,
+    /// or the section's).
+    private mutating func value(_ key: String, reload: ReloadEffect?) -> (any TOMLValueConvertible)? {
+        self.known.append(key)
+        guard let value = self.table?[key] else { return nil }
+        let effect = reload ?? self.fileKeys["\(self.name).\(key)"]?.reload ?? self.reload
+        self.fileKeys["\(self.name).\(key)"] = .init(value: ConfigurationReader.render(value), reload: effect)
+        return value
     }
 
     /// The problems with single keys, in the order they were read.
@@ -250,8 +262,9 @@ struct Section {
     /// on with the next key, so that one run reports every mistake in the file.
     /// (`body` is untyped `throws` because a closure's thrown type is not inferred from its
     /// context; the readers throw only ConfigurationError.)
-    mutating func read(_ key: String, _ body: (any TOMLValueConvertible) throws -> Void) {
-        guard let value = self[key] else { return }
+    /// `reload`: when a change to this key takes effect, where it is not the section's.
+    mutating func read(_ key: String, reload: ReloadEffect? = nil, _ body: (any TOMLValueConvertible) throws -> Void) {
+        guard let value = self.value(key, reload: reload) else { return }
         do {
             try body(value)
         } catch let error as ConfigurationError {
@@ -291,24 +304,27 @@ struct ConfigurationReader {
         }
     }
 
-    /// The sections in the order they are read, each with its reader. A section's keys are
-    /// the ones its reader asks for: there is no second list to keep in step.
-    static var readers: [(name: String, read: (ConfigurationReader) -> (inout Section, inout Configuration) throws(ConfigurationError) -> Void)] {
+    /// The sections in the order they are read, each with its reader and when a change to its
+    /// keys takes effect on a running daemon (a key that differs says so where it is read). A
+    /// section's keys are the ones its reader asks for: there is no second list to keep in step.
+    static var readers:
+        [(name: String, reload: ReloadEffect, read: (ConfigurationReader) -> (inout Section, inout Configuration) throws(ConfigurationError) -> Void)]
+    {
         [
-            ("upstream", ConfigurationReader.upstream),
-            ("auth", ConfigurationReader.auth),
-            ("tls", ConfigurationReader.tls),
-            ("proxy", ConfigurationReader.proxy),
-            ("heartbeat", ConfigurationReader.heartbeat),
-            ("backoff", ConfigurationReader.backoff),
-            ("reachability", ConfigurationReader.reachability),
-            ("local", ConfigurationReader.local),
-            ("queue", ConfigurationReader.queue),
-            ("journal", ConfigurationReader.journal),
-            ("access", ConfigurationReader.access),
-            ("log", ConfigurationReader.logging),
-            ("metrics", ConfigurationReader.metrics),
-            ("protocol", ConfigurationReader.applicationProtocol),
+            ("upstream", .nextConnection, ConfigurationReader.upstream),
+            ("auth", .nextConnection, ConfigurationReader.auth),
+            ("tls", .nextConnection, ConfigurationReader.tls),
+            ("proxy", .nextConnection, ConfigurationReader.proxy),
+            ("heartbeat", .now, ConfigurationReader.heartbeat),
+            ("backoff", .now, ConfigurationReader.backoff),
+            ("reachability", .now, ConfigurationReader.reachability),
+            ("local", .now, ConfigurationReader.local),
+            ("queue", .now, ConfigurationReader.queue),
+            ("journal", .restart, ConfigurationReader.journal),
+            ("access", .now, ConfigurationReader.access),
+            ("log", .restart, ConfigurationReader.logging),
+            ("metrics", .restart, ConfigurationReader.metrics),
+            ("protocol", .restart, ConfigurationReader.applicationProtocol),
         ]
     }
 
@@ -321,7 +337,7 @@ struct ConfigurationReader {
         for key in root.keys.sorted() where !names.contains(key) {
             problems.append(self.error(key, nil, "unknown section\(Self.didYouMean(key, names)); known sections: \(names.sorted().joined(separator: ", "))"))
         }
-        for (name, read) in Self.readers {
+        for (name, reload, read) in Self.readers {
             var table: TOMLTable?
             if let value = root[name] {
                 guard let t = value.table else {
@@ -330,7 +346,7 @@ struct ConfigurationReader {
                 }
                 table = t
             }
-            var section = Section(name: name, fileName: self.fileName, table: table)
+            var section = Section(name: name, fileName: self.fileName, table: table, reload: reload)
             do {
                 // Throws only for what involves more than one key (tls.cert_file with tls.key_file).
                 try read(self)(&section, &config)
@@ -338,6 +354,7 @@ struct ConfigurationReader {
                 problems.append(error)
             }
             problems += section.problems
+            config.fileKeys.merge(section.fileKeys) { $1 }
             for unknown in section.unknownKeys {
                 problems.append(
                     self.error(

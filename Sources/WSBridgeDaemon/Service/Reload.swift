@@ -56,28 +56,10 @@ extension DaemonService {
         Systemd.notify("READY=1")
     }
 
-    /// The changed settings that a reload cannot apply to the running process, and those used
-    /// from the next connection.
+    /// The changed keys that a reload cannot apply to the running process, and those used from
+    /// the next connection: each key says which where it is read (`ReloadEffect`).
     static func unappliable(from old: Configuration, to new: Configuration) -> (restart: [String], reconnect: [String]) {
-        var restart: [String] = []
-        if old.local.socket != new.local.socket { restart.append("local.socket") }
-        if old.local.mode != new.local.mode { restart.append("local.mode") }
-        if old.local.group != new.local.group { restart.append("local.group") }
-        if old.local.maxLine != new.local.maxLine { restart.append("local.max_line") }
-        if old.local.sendBufferBytes != new.local.sendBufferBytes { restart.append("local.send_buffer_bytes") }
-        if old.reachability.enabled != new.reachability.enabled || old.reachability.pollInterval != new.reachability.pollInterval {
-            restart.append("reachability")
-        }
-        if old.log != new.log { restart.append("log.level") }
-        if old.metrics != new.metrics { restart.append("metrics") }
-        if old.queue.spool != new.queue.spool { restart.append("queue.spool") }
-        if old.journal != new.journal { restart.append("journal") }
-        if old.applicationProtocol != new.applicationProtocol { restart.append("upstream.protocol and [protocol]") }
-        var reconnect: [String] = []
-        if old.upstream != new.upstream { reconnect.append("upstream") }
-        if old.tls != new.tls { reconnect.append("tls") }
-        if old.proxy != new.proxy { reconnect.append("proxy") }
-        if old.auth != new.auth { reconnect.append("auth") }
-        return (restart, reconnect)
+        let changed = Configuration.changedKeys(from: old, to: new)
+        return (changed.filter { $0.reload == .restart }.map(\.key), changed.filter { $0.reload == .nextConnection }.map(\.key))
     }
 }
