@@ -167,6 +167,7 @@ package protocol ProtocolRouter {
     mutating func appLeft(_ app: AppID) -> [ProtocolEffect]
     mutating func fromUpstream(_ message: JSONValue) -> [ProtocolEffect]
     var liveSubscriptions: [ProtocolSubscriptionInfo] { get }
+    func stickyHolders(_ key: String) -> Int?
     /// The time the next calls happen at (milliseconds since the epoch), for `since`.
     var now: Int64 { get set }
     /// A sticky send that carries an id: a subscription `key` held by `app` (0: the daemon,

@@ -283,6 +283,11 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
 
     private static func stickyKey(_ key: String) -> String { "sticky " + key }
 
+    /// How many hold the sticky subscription `key` (nil: the protocol layer has none).
+    package func stickyHolders(_ key: String) -> Int? {
+        self.byKey[Self.stickyKey(key)].flatMap { self.subscriptions[$0]?.holders.count }
+    }
+
     package func requestID(in message: JSONValue) -> WireID? {
         switch self.codec.classify(fromApp: message) {
         case .call(let id), .subscribe(let id, _): id

@@ -44,37 +44,10 @@ final class Fanout: UpstreamEventSink {
     /// The digits of the last message's receive time (the messages of one read share it).
     private var tsDigits = TimestampDigits()
     let pending: PendingRequests
-    /// `request`s answered by the protocol's ids (Fanout+Protocol.swift).
-    let protocolRequests: ProtocolRequests
-    /// The application protocol's connection state (`upstream.protocol`; nil: `raw`, every
-    /// message for every subscriber as it is). Fanout+Protocol.swift.
-    /// Changed in place only (`withRouter`): a copy would make every table it changes copy
-    /// itself first.
-    var router: (any ProtocolRouter)?
-
-    /// Sets the protocol layer (at start).
-    func install(_ router: (any ProtocolRouter)?) {
-        self.router = router
-        self.routing = router != nil
-        self.routingText = router?.isText ?? false
-        self.routingNeedles = router?.routingNeedles
-    }
     /// Whether a subscriber needs a message's parsed view: a filter, `inline_json`, a request's match.
     var needsView: Bool { self.configuration.inlineJSON || self.filtered > 0 || !self.pending.isEmpty }
-    /// A text protocol's (Socket.IO, STOMP, NATS): its binary WebSocket messages are its text too.
-    private(set) var routingText = false
-    /// The protocol's keepalive on the open link (Fanout+Protocol.swift).
-    var protocolKeepalive = ProtocolKeepalive()
-    /// The server's last error report (status `protocol.server_error`).
-    var protocolError: ProtocolServerError?
-    /// The router's routing keys: a message with none of them is a broadcast, told without the router.
-    private(set) var routingNeedles: [[UInt8]]?
-    /// For what the protocol layer finds (the message a server closes the link after).
-    var logger = Logger(label: "wsbridged")
     /// The subscribers that see the wire as it is (`"all"`).
     private(set) var wireTaps: [LocalClient] = []
-    /// Whether `router` is set: the per-message test, a plain flag.
-    private(set) var routing = false
     /// The lines published since the last flush, one after another, and where each one ends
     /// (the last has seq `seq`, the ones before count down to it).
     private var unsent = ByteBuffer()
@@ -92,7 +65,6 @@ final class Fanout: UpstreamEventSink {
         self.metrics = metrics
         self.eventLoop = eventLoop
         self.pending = PendingRequests(eventLoop: eventLoop)
-        self.protocolRequests = ProtocolRequests(eventLoop: eventLoop)
         self.ring = ReplayRing(maxMessages: configuration.replay, maxBytes: configuration.replayBytes)
         self.journal = journal?.0
         if let (journal, recovered) = journal {
@@ -177,29 +149,14 @@ final class Fanout: UpstreamEventSink {
     func upstreamLink(_ link: any LinkControl, emitted event: UpstreamEvent) {
         switch event {
         case .message(let message):
-            if self.routing, message.kind == .text || self.routingText {
-                self.protocolKeepalive.heard = true
-                if self.routingText {
-                    self.routeText(message, link: link)
-                    return
-                }
-                let routed = self.route(message, link: link)
-                if routed.broadcast {
-                    self.publish(message, parsed: routed.parsed)
-                } else if !self.wireTaps.isEmpty {
-                    self.tapWire(message, parsed: routed.parsed)
-                }
-                return
-            }
             self.publish(message)
-        case .state(let phase, let reason, let closedRightAfterOpen):
+        case .state(let phase, let reason, _):
             self.flush()
             let line = StateLine(state: phase, reason: reason, ts: WallClock.millisecondsSinceEpoch())
             let buffer = MessageLineEncoder.line(line.json, allocator: self.allocator)
             for client in self.subscribers {
                 client.send(buffer)
             }
-            self.protocolLink(link, changedTo: phase, reason: reason, closedRightAfterOpen: closedRightAfterOpen)
             // The answers to requests in flight went with the link: say so now, not at their timeout.
             if phase != .open && !self.pending.isEmpty {
                 for entry in self.pending.takeAll() {
@@ -221,6 +178,9 @@ final class Fanout: UpstreamEventSink {
     func upstreamLinkReadComplete(_ link: any LinkControl) {
         self.flush()
     }
+
+    /// Some subscriber sees the wire as it is (`tapWire`).
+    var hasWireTaps: Bool { !self.wireTaps.isEmpty }
 
     /// A message for one app (the protocol layer's routing): numbered in the stream, after the
     /// lines already numbered, but for no one else, nor the replay ring or the journal.

@@ -82,17 +82,17 @@ extension LocalPlane {
         case .sticky:
             self.ok(client, id, self.session.list.json)
         case .clearSetAside:
-            guard self.fanout.router != nil else {
+            guard let appProtocol = self.appProtocol else {
                 self.reply(client, ProtocolError(.invalidValue, "upstream.protocol is raw: nothing is ever set aside", id: id))
                 return
             }
-            let count = self.fanout.clearSetAside(link: link)
+            let count = appProtocol.clearSetAside(link: link)
             self.logger.notice("\(count) set-aside subscription\(count == 1 ? "" : "s") cleared: sent again")
             self.ok(client, id, ["cleared": .number(JSONNumber(count))])
         case .unstick(let key, let text, let scope):
             self.unstick(key, leave: text, scope: scope, id: id, from: client)
-        case .send(let payload, nil) where self.fanout.router != nil:
-            self.sendThroughProtocol(payload, id: id, from: client)
+        case .send(let payload, nil) where self.appProtocol != nil:
+            self.sendThroughProtocol(payload, id: id, from: client, through: self.appProtocol!)
         case .send(let payload, nil):
             self.answerSend(link.send(UpstreamMessage(payload)), id: id, to: client)
         case .close(let code, let reason):
@@ -114,7 +114,7 @@ extension LocalPlane {
 
     /// `send` with an application protocol: the message goes through the protocol layer, which
     /// rewrites its ids (or answers it itself), and its answers come back to this client only.
-    private func sendThroughProtocol(_ payload: Payload, id: JSONValue?, from client: LocalClient) {
+    private func sendThroughProtocol(_ payload: Payload, id: JSONValue?, from client: LocalClient, through appProtocol: AppProtocolLayer) {
         let name = self.configuration.applicationProtocol.kind.rawValue
         let views: [JSONValue]
         switch self.appMessages(payload) {
@@ -124,7 +124,7 @@ extension LocalPlane {
         case .success(let parsed):
             views = parsed
         }
-        let performed = self.fanout.fromApp(client, views, link: self.link)
+        let performed = appProtocol.fromApp(client, views, link: self.link)
         if let refusal = performed.refusal {
             self.reply(client, ProtocolError(.invalidValue, "\(name): \(refusal)", id: id))
             return
@@ -140,7 +140,7 @@ extension LocalPlane {
 
     /// An app's `text` as the protocol's messages (their views), or what is wrong with it.
     private func appMessages(_ payload: Payload) -> Result<[JSONValue], ProtocolSyntaxError> {
-        guard let router = self.fanout.router else { return .failure(ProtocolSyntaxError("upstream.protocol is raw")) }
+        guard let router = self.appProtocol?.router else { return .failure(ProtocolSyntaxError("upstream.protocol is raw")) }
         let name = router.name
         let syntax = router.isText ? "text in that protocol's syntax" : "one JSON message of that protocol (as text)"
         guard case .text(let text) = payload else {
@@ -178,8 +178,8 @@ extension LocalPlane {
             return
         }
         let local = self.configuration.local
-        let mine = self.fanout.pending.count(of: client) + self.fanout.protocolRequests.count(of: client)
-        let all = self.fanout.pending.count + self.fanout.protocolRequests.count
+        let mine = self.fanout.pending.count(of: client) + (self.appProtocol?.requests.count(of: client) ?? 0)
+        let all = self.fanout.pending.count + (self.appProtocol?.requests.count ?? 0)
         guard mine < local.maxPendingRequests, all < local.maxPendingRequestsTotal else {
             let which =
                 mine >= local.maxPendingRequests
@@ -189,7 +189,16 @@ extension LocalPlane {
             return
         }
         guard let match else {
-            self.requestThroughProtocol(payload, timeout: timeout, id: id, from: client)
+            guard let appProtocol = self.appProtocol else {
+                self.reply(
+                    client,
+                    ProtocolError(
+                        .missingField,
+                        "missing \"match\": with upstream.protocol = \"raw\" the daemon cannot tell which message answers, so say it: {\"field\": \"id\", \"equals\": 7}",
+                        id: id))
+                return
+            }
+            self.requestThroughProtocol(payload, timeout: timeout, id: id, from: client, through: appProtocol)
             return
         }
         // Listen first, so a fast answer cannot be missed.
@@ -215,18 +224,11 @@ extension LocalPlane {
     }
 
     /// A `request` without `match`: the application protocol's id says what answers it.
-    private func requestThroughProtocol(_ payload: Payload, timeout: Duration, id: JSONValue?, from client: LocalClient) {
-        guard let name = self.fanout.router?.name else {
-            self.reply(
-                client,
-                ProtocolError(
-                    .missingField,
-                    "missing \"match\": with upstream.protocol = \"raw\" the daemon cannot tell which message answers, so say it: {\"field\": \"id\", \"equals\": 7}",
-                    id: id))
-            return
-        }
+    private func requestThroughProtocol(_ payload: Payload, timeout: Duration, id: JSONValue?, from client: LocalClient, through appProtocol: AppProtocolLayer)
+    {
+        let name = appProtocol.router.name
         guard case .success(let views) = self.appMessages(payload), views.count == 1, let json = views.first,
-            let wire = self.fanout.router?.requestID(in: json)
+            let wire = appProtocol.router.requestID(in: json)
         else {
             self.reply(
                 client,
@@ -236,13 +238,13 @@ extension LocalPlane {
                     id: id))
             return
         }
-        if self.fanout.protocolRequests.isWaiting(client, wire.key) {
+        if appProtocol.requests.isWaiting(client, wire.key) {
             self.reply(client, ProtocolError(.invalidValue, "\(name): a request with id \(wire) is waiting already: use another id", id: id))
             return
         }
         // Listen first: a local answer comes while the message goes through the protocol layer.
-        self.fanout.protocolRequests.wait(client, key: wire.key, id: id, timeout: timeout) { _ in
-            _ = self.fanout.withRouter { router in
+        appProtocol.requests.wait(client, key: wire.key, id: id, timeout: timeout) { _ in
+            _ = appProtocol.withRouter { router in
                 router.forget(client.id, id: wire)
                 return []
             }
@@ -251,7 +253,7 @@ extension LocalPlane {
                 ProtocolError(
                     .timeout, "no upstream message with id \(wire) arrived within \(timeout.short); raise \"timeout\", or check the server got it", id: id))
         }
-        let performed = self.fanout.fromApp(client, json, link: self.link)
+        let performed = appProtocol.fromApp(client, json, link: self.link)
         var problem: (ErrorCode, String)?
         if let refusal = performed.refusal {
             problem = (.invalidValue, "\(name): \(refusal)")
@@ -259,7 +261,7 @@ extension LocalPlane {
             problem = (.queueFull, reason)
         }
         guard let (code, message) = problem else { return }
-        self.fanout.protocolRequests.cancel(client, key: wire.key)
+        appProtocol.requests.cancel(client, key: wire.key)
         self.reply(client, ProtocolError(code, message, id: id))
     }
 
@@ -267,10 +269,10 @@ extension LocalPlane {
 
     /// Registers a sticky send; its text goes now if the link is open, else after the next open.
     private func stick(_ options: StickyOptions, _ payload: Payload, id: JSONValue?, from client: LocalClient) {
-        if self.fanout.router != nil, case .success(let views) = self.appMessages(payload), views.count == 1, let json = views.first,
-            self.fanout.router?.requestID(in: json) != nil
+        if let appProtocol = self.appProtocol, case .success(let views) = self.appMessages(payload), views.count == 1, let json = views.first,
+            appProtocol.router.requestID(in: json) != nil
         {
-            self.stickThroughProtocol(options, json, id: id, from: client)
+            self.stickThroughProtocol(options, json, id: id, from: client, through: appProtocol)
             return
         }
         let registered = self.session.register(options, payload: payload, client: client.id, pid: client.credentials?.pid, uid: client.credentials?.uid)
@@ -301,8 +303,10 @@ extension LocalPlane {
     /// A sticky send that carries the protocol's id: a subscription of the protocol layer's, sent
     /// again on every open with a fresh id, what carries its id routed to its holder (the client,
     /// or, with scope daemon, every subscriber).
-    private func stickThroughProtocol(_ options: StickyOptions, _ json: JSONValue, id: JSONValue?, from client: LocalClient) {
-        let name = self.fanout.router?.name ?? ""
+    private func stickThroughProtocol(
+        _ options: StickyOptions, _ json: JSONValue, id: JSONValue?, from client: LocalClient, through appProtocol: AppProtocolLayer
+    ) {
+        let name = appProtocol.router.name
         if options.onUnstick != nil {
             self.reply(
                 client,
@@ -313,22 +317,22 @@ extension LocalPlane {
             return
         }
         let holder = options.scope == .daemon ? AppID.everyone : client.id
-        let performed = self.fanout.stickyFromApp(holder, json, key: options.key, link: self.link)
+        let performed = appProtocol.stickyFromApp(holder, json, key: options.key, link: self.link)
         if let refusal = performed.refusal {
             self.reply(client, ProtocolError(.invalidValue, "\(name): \(refusal)", id: id))
             return
         }
         let status: StickyResult.Status = performed.sent != nil ? .sent : (self.link.phase == .open ? .held : .queued)
-        let holders = self.fanout.router?.liveSubscriptions.first { $0.key == "sticky " + options.key }?.holders.count ?? 1
+        let holders = appProtocol.router.stickyHolders(options.key) ?? 1
         let result = StickyResult(status: status, key: options.key, scope: options.scope, holders: holders, state: self.link.phase)
         self.ok(client, id, SendResult.sticky(result).json)
     }
 
     private func unstick(_ key: String, leave: String?, scope: StickyScope?, id: JSONValue?, from client: LocalClient) {
-        if self.fanout.router != nil {
+        if let appProtocol = self.appProtocol {
             let holder = scope == .daemon ? AppID.everyone : client.id
-            if let performed = self.fanout.stickyRelease(holder, key: key, link: self.link) {
-                let holders = self.fanout.router?.liveSubscriptions.first { $0.key == "sticky " + key }?.holders.count ?? 0
+            if let performed = appProtocol.stickyRelease(holder, key: key, link: self.link) {
+                let holders = appProtocol.router.stickyHolders(key) ?? 0
                 self.ok(client, id, UnstickResult(key: key, holders: holders, leave: performed.sent != nil ? "sent" : "none").json)
                 return
             }

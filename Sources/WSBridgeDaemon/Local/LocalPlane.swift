@@ -15,6 +15,8 @@ final class LocalPlane {
     let logger: Logger
     let link: any LinkControl
     let fanout: Fanout
+    /// The application protocol's layer on the link (nil: `raw`): apps' messages go through it.
+    let appProtocol: AppProtocolLayer?
     /// The sticky keys (and the rest of the session the link restores on every open).
     let session: UpstreamSession
     private let status: SystemdStatus
@@ -33,6 +35,7 @@ final class LocalPlane {
         policy: AccessPolicy,
         link: any LinkControl,
         fanout: Fanout,
+        appProtocol: AppProtocolLayer? = nil,
         session: UpstreamSession,
         status: SystemdStatus,
         eventLoop: any EventLoop,
@@ -42,6 +45,7 @@ final class LocalPlane {
         self.policy = policy
         self.link = link
         self.fanout = fanout
+        self.appProtocol = appProtocol
         self.session = session
         self.status = status
         self.eventLoop = eventLoop
@@ -150,7 +154,7 @@ final class LocalPlane {
 
     func removed(_ client: LocalClient) {
         guard self.fanout.remove(client) else { return }
-        self.fanout.appLeft(client, link: self.link)
+        self.appProtocol?.appLeft(client, link: self.link)
         self.releaseSticky(of: client)
         self.statusChanged()
         self.logger.debug("client disconnected", metadata: ["client.id": "\(client.id)"])

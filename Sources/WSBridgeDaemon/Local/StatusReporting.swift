@@ -24,7 +24,8 @@ extension LocalPlane {
                 oldestTs: st.oldestMillis, newestTs: st.newestMillis, fsyncs: st.fsyncs, notJournaled: st.notJournaled,
                 replaying: self.fanout.replayingReaders, opened: journal.recovered.opened)
         }
-        if let router = self.fanout.router {
+        if let appProtocol = self.appProtocol {
+            let router = appProtocol.router
             report.protocol = .init(
                 name: router.name,
                 subscriptions: router.liveSubscriptions.map { live in
@@ -34,7 +35,7 @@ extension LocalPlane {
                             let credentials = self.fanout.clients[holder.app]?.credentials
                             return .init(client: holder.app, pid: credentials?.pid, uid: credentials?.uid, id: holder.id)
                         }, since: live.since, setAside: live.setAside)
-                }, culprit: router.culprit, serverError: self.fanout.protocolError?.text, serverErrorAt: self.fanout.protocolError?.at)
+                }, culprit: router.culprit, serverError: appProtocol.serverError?.text, serverErrorAt: appProtocol.serverError?.at)
         }
         return report
     }

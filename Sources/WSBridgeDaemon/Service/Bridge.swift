@@ -4,16 +4,20 @@ import WSBridgeCore
 
 /// The daemon's parts on one event loop, built in dependency order and with no cycles:
 ///
-///     Fanout  <-(events)-  UpstreamLink  <-(LinkControl)-  LocalPlane -> Fanout
-///                               |                         |
-///                               +----> UpstreamSession <--+
+///     Fanout <-(events)- [AppProtocolLayer] <-(events)- UpstreamLink <-(LinkControl)- LocalPlane
+///                                                           |                          |
+///                                                           +---> UpstreamSession <----+
 ///
-/// The fan-out is the link's event sink; the link knows nothing else of the plane; the plane
-/// is given the link's control interface and the fan-out at `init`. Confined to the loop.
+/// The link's event sink is the application protocol's layer when `upstream.protocol` is set
+/// (it routes messages and passes the rest on to the fan-out), else the fan-out itself; the
+/// link knows nothing else of the plane; the plane is given the link's control interface, the
+/// fan-out and the protocol layer at `init`, and sends apps' messages through the layer when
+/// there is one. Confined to the loop.
 final class Bridge {
     let link: UpstreamLink
     let plane: LocalPlane
     let fanout: Fanout
+    let appProtocol: AppProtocolLayer?
     let session: UpstreamSession
     let metrics: DaemonMetrics
 
@@ -31,11 +35,12 @@ final class Bridge {
         let status = SystemdStatus()
         let metrics = DaemonMetrics()
         self.metrics = metrics
-        self.fanout = Fanout(configuration: configuration.local, status: status, metrics: metrics, eventLoop: eventLoop, journal: journal)
-        self.fanout.install(
-            makeProtocolRouter(
-                configuration.applicationProtocol, maxMessageSize: configuration.upstream.maxMessageSize))
-        self.fanout.logger = logger
+        let fanout = Fanout(configuration: configuration.local, status: status, metrics: metrics, eventLoop: eventLoop, journal: journal)
+        self.fanout = fanout
+        // With an application protocol, its layer stands between the link and the fan-out.
+        self.appProtocol = makeProtocolRouter(configuration.applicationProtocol, maxMessageSize: configuration.upstream.maxMessageSize).map {
+            AppProtocolLayer(router: $0, fanout: fanout, eventLoop: eventLoop, logger: logger)
+        }
         self.session = UpstreamSession(
             configuration: configuration, store: sticky?.0, restored: sticky?.1 ?? [], eventLoop: eventLoop, logger: logger)
         self.link = UpstreamLink(
@@ -44,7 +49,7 @@ final class Bridge {
             eventLoop: eventLoop,
             logger: logger,
             connectors: connectors,
-            events: self.fanout,
+            events: self.appProtocol ?? self.fanout,
             metrics: metrics,
             spool: spool,
             session: self.session
@@ -54,6 +59,7 @@ final class Bridge {
             policy: policy,
             link: self.link,
             fanout: self.fanout,
+            appProtocol: self.appProtocol,
             session: self.session,
             status: status,
             eventLoop: eventLoop,

@@ -7,78 +7,9 @@ import WSBridgeProtocol
 /// decides, carried out. Messages that belong to an app go to that app only, numbered in the
 /// stream like every message but kept out of the replay ring and the journal (a new connection
 /// owns nothing, so a replay of them would reach nobody's).
-extension Fanout {
-    /// A text message from the upstream, through the protocol layer: whether it goes on to every
-    /// subscriber (a broadcast), as before.
-    @inline(never)  // off the raw message path, which only tests `routing`
-    func route(_ message: UpstreamMessage, link: any LinkControl) -> (broadcast: Bool, parsed: JSONValue?) {
-        // None of the protocol's keys in the text: for everyone, without reading it.
-        if let needles = self.routingNeedles, !message.data.withUnsafeReadableBytes({ RoutingKeys.mayRoute($0, needles: needles) }) {
-            return (true, nil)
-        }
-        guard let json = try? JSONValue.parse(message.data.readableBytesView) else { return (true, nil) }
-        guard let effects = self.withRouter({ $0.fromUpstream(json) }) else { return (true, json) }
-        let performed = self.perform(effects, link: link, receivedAtMillis: message.receivedAtMillis, original: (json, message.data))
-        return (performed.broadcast, json)
-    }
-
-    /// A WebSocket message of a text protocol (Socket.IO, STOMP, NATS): each of the protocol's
-    /// messages in it goes through the protocol layer, and each broadcast is a message of its own
-    /// (its own seq), its view parsed for filters and `inline_json`.
-    @inline(never)
-    func routeText(_ message: UpstreamMessage, link: any LinkControl) {
-        // A server event for everyone, when nobody needs its view (a filter, inline_json, a
-        // request's match): as it came, unread.
-        if !self.needsView, message.data.withUnsafeReadableBytes({ self.router!.isBroadcast($0) }) {
-            self.publish(UpstreamMessage(kind: .text, data: message.data, receivedAtMillis: message.receivedAtMillis))
-            return
-        }
-        let split = message.data.withUnsafeReadableBytes { self.router!.split(upstream: $0) }
-        switch split {
-        case .failure(let error):
-            self.logger.warning(
-                "\(self.router?.name ?? ""): \(error); the upstream message goes to every subscriber as it came",
-                metadata: ["protocol": "\(self.router?.name ?? "")"])
-            self.publish(UpstreamMessage(kind: .text, data: message.data, receivedAtMillis: message.receivedAtMillis))
-        case .success(let messages):
-            // One message that is the whole WebSocket message: its bytes as they came, no copy.
-            let whole = messages.count == 1 && messages[0].text.utf8.count == message.data.readableBytes
-            for one in messages {
-                let effects = self.withRouter { $0.fromUpstream(one.view) } ?? []
-                let data = whole ? message.data : ByteBuffer(string: one.text)
-                let wire = UpstreamMessage(kind: .text, data: data, receivedAtMillis: message.receivedAtMillis)
-                if self.perform(effects, link: link, receivedAtMillis: message.receivedAtMillis, original: (one.view, data)).broadcast {
-                    self.publish(wire, parsed: one.view)
-                } else if !self.wireTaps.isEmpty {
-                    self.tapWire(wire, parsed: one.view)
-                }
-            }
-        }
-    }
-
-    /// Runs `body` on the protocol layer, its clock set (nil: no protocol).
-    func withRouter(_ body: (inout any ProtocolRouter) -> [ProtocolEffect]) -> [ProtocolEffect]? {
-        guard self.router != nil else { return nil }
-        self.router!.now = WallClock.millisecondsSinceEpoch()
-        return body(&self.router!)
-    }
-
-    /// The link opened (the session re-established, the handshake acknowledged) or left `open`.
-    func protocolLink(_ link: any LinkControl, changedTo phase: ConnectionPhase, reason: String, closedRightAfterOpen: Bool) {
-        if phase != .open { self.protocolKeepalive.stop() }
-        let lost = "the upstream link went \(phase.rawValue) (\(reason)) before the answer came"
-        let culprit = self.router?.culprit
-        guard
-            let effects = self.withRouter({
-                phase == .open ? $0.opened() : $0.lost(reason: lost, closedRightAfterOpen: closedRightAfterOpen ? reason : nil)
-            })
-        else { return }
-        if let now = self.router?.culprit, now != culprit {
-            self.logger.warning("\(now)", metadata: ["protocol": "\(self.router?.name ?? "")"])
-        }
-        self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch(), lost: phase == .open ? nil : lost)
-    }
-
+/// What the protocol session decides, carried out: upstream sends through the link, lines for
+/// one app each through the fan-out, requests answered by id, the keepalive the server set.
+extension AppProtocolLayer {
     /// What happened to the messages the protocol layer sent upstream or refused.
     struct Performed {
         var broadcast = false
@@ -107,12 +38,13 @@ extension Fanout {
                 performed.sent = link.send(UpstreamMessage(.text(self.wireText(json))))
             case .app(AppID.everyone, let json):
                 // A daemon-scope sticky subscription's: for every subscriber.
-                self.publish(UpstreamMessage(kind: .text, data: self.wireBytes(json, original: original), receivedAtMillis: receivedAtMillis), parsed: json)
+                self.fanout.publish(
+                    UpstreamMessage(kind: .text, data: self.wireBytes(json, original: original), receivedAtMillis: receivedAtMillis), parsed: json)
             case .app(let app, let json):
-                guard let client = self.clients[app] else { continue }
+                guard let client = self.fanout.clients[app] else { continue }
                 performed.delivered = true
-                if !self.protocolRequests.isEmpty, self.answerRequest(of: client, with: json, lost: lost) { continue }
-                self.deliver(json, data: self.wireBytes(json, original: original), to: client, receivedAtMillis: receivedAtMillis)
+                if !self.requests.isEmpty, self.answerRequest(of: client, with: json, lost: lost) { continue }
+                self.fanout.deliver(json, data: self.wireBytes(json, original: original), to: client, receivedAtMillis: receivedAtMillis)
             case .refuse(let reason):
                 performed.refusal = reason
             case .ready:
@@ -120,8 +52,8 @@ extension Fanout {
             case .timing(let timing):
                 self.startKeepalive(timing, link: link)
             case .serverError(let text, let fatal):
-                let name = self.router?.name ?? ""
-                self.protocolError = ProtocolServerError(text: text, at: WallClock.millisecondsSinceEpoch())
+                let name = self.router.name
+                self.serverError = ProtocolServerError(text: text, at: WallClock.millisecondsSinceEpoch())
                 self.logger.warning("\(name): the server reported an error: \(text)\(fatal ? "; the link reconnects" : "")", metadata: ["protocol": "\(name)"])
                 if fatal { link.fail("\(name): the server reported an error: \(text)") }
             }
@@ -130,7 +62,7 @@ extension Fanout {
     }
 
     /// A view as the wire carries it.
-    private func wireText(_ json: JSONValue) -> String { self.router?.wireText(json) ?? json.serialized }
+    private func wireText(_ json: JSONValue) -> String { self.router.wireText(json) }
 
     /// A view for local clients, as the wire carries it: the upstream message's own bytes when
     /// the view is that message's unchanged (its ids were already the app's), else written.
@@ -141,7 +73,7 @@ extension Fanout {
 
     /// A message from a local app (`send`), through the protocol layer.
     func fromApp(_ client: LocalClient, _ json: JSONValue, link: any LinkControl) -> Performed {
-        guard let effects = self.withRouter({ $0.fromApp(client.id, json) }) else { return Performed() }
+        let effects = self.withRouter { $0.fromApp(client.id, json) }
         return self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
     }
 
@@ -164,28 +96,27 @@ extension Fanout {
     /// A sticky send that carries an id, through the protocol layer: a subscription `holder`
     /// keeps (`AppID.everyone`: the daemon's), sent again on every open.
     func stickyFromApp(_ holder: AppID, _ json: JSONValue, key: String, link: any LinkControl) -> Performed {
-        guard let effects = self.withRouter({ $0.stickySubscribe(holder, json, key: key) }) else { return Performed() }
+        let effects = self.withRouter { $0.stickySubscribe(holder, json, key: key) }
         return self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
     }
 
     /// `holder` lets go of sticky `key`: nil when the protocol layer had no such subscription.
     func stickyRelease(_ holder: AppID, key: String, link: any LinkControl) -> Performed? {
-        guard self.router != nil, let effects = self.router!.stickyRelease(holder, key: key) else { return nil }
+        guard let effects = self.withRouter({ $0.stickyRelease(holder, key: key) }) else { return nil }
         return self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
     }
 
     /// The operator's `clear_set_aside`: the set-aside subscriptions go again; how many.
     func clearSetAside(link: any LinkControl) -> Int {
-        guard self.router != nil else { return 0 }
-        let (count, effects) = self.router!.clearSetAside()
+        let (count, effects) = self.withRouter { $0.clearSetAside() }
         self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
         return count
     }
 
     /// A local app went away: what it held is let go (ended upstream when it was the last holder).
     func appLeft(_ client: LocalClient, link: any LinkControl) {
-        self.protocolRequests.cancelAll(of: client)
-        guard let effects = self.withRouter({ $0.appLeft(client.id) }) else { return }
+        self.requests.cancelAll(of: client)
+        let effects = self.withRouter { $0.appLeft(client.id) }
         self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
     }
 
@@ -194,17 +125,16 @@ extension Fanout {
     /// Whether `json` (an upstream message, the app's id restored) answers one of `client`'s
     /// requests: then the request's reply carries it (or, `lost`, a `link_lost` error).
     private func answerRequest(of client: LocalClient, with json: JSONValue, lost: String?) -> Bool {
-        guard let candidates = self.router?.answerIDs(in: json),
-            let (id, final) = candidates.first(where: { self.protocolRequests.isWaiting(client, $0.id.key) })
+        guard let (id, final) = self.router.answerIDs(in: json).first(where: { self.requests.isWaiting(client, $0.id.key) })
         else { return false }
-        guard case .reply(let replyID) = self.protocolRequests.answer(client, key: id.key, final: final) else { return true }
-        self.flush()
+        guard case .reply(let replyID) = self.requests.answer(client, key: id.key, final: final) else { return true }
+        self.fanout.flush()
         if let lost {
             let error = ProtocolError(.linkLost, "\(lost); send the request again once status says open", id: replyID)
-            client.send(MessageLineEncoder.line(error.reply, allocator: self.allocator))
+            client.send(MessageLineEncoder.line(error.reply, allocator: self.fanout.allocator))
         } else {
-            let reply = ReplyLine.ok(id: replyID, RequestResult(seq: self.takeSeq(), payload: json).json)
-            client.send(MessageLineEncoder.line(reply.json, allocator: self.allocator))
+            let reply = ReplyLine.ok(id: replyID, RequestResult(seq: self.fanout.takeSeq(), payload: json).json)
+            client.send(MessageLineEncoder.line(reply.json, allocator: self.fanout.allocator))
         }
         return true
     }
@@ -234,17 +164,17 @@ struct ProtocolServerError {
     var at: Int64
 }
 
-extension Fanout {
+extension AppProtocolLayer {
     /// Starts the keepalive the server set on this connection (replacing any earlier one).
     func startKeepalive(_ timing: ProtocolTiming, link: any LinkControl) {
-        self.protocolKeepalive.stop()
-        self.protocolKeepalive.heard = true
+        self.keepalive.stop()
+        self.keepalive.heard = true
         if let every = timing.sendEvery, every > 0 { self.keepaliveSend(timing.text, every: every, link: link) }
         if let deadline = timing.deadline, deadline > 0 { self.keepaliveCheck(deadline: deadline, link: link) }
     }
 
     private func keepaliveSend(_ text: String, every: Int64, link: any LinkControl) {
-        self.protocolKeepalive.sender = self.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(every)) { [weak self] in
+        self.keepalive.sender = self.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(every)) { [weak self] in
             guard let self, link.phase == .open else { return }
             _ = link.sendAhead(UpstreamMessage(.text(text)))
             self.keepaliveSend(text, every: every, link: link)
@@ -252,15 +182,15 @@ extension Fanout {
     }
 
     private func keepaliveCheck(deadline: Int64, link: any LinkControl) {
-        self.protocolKeepalive.checker = self.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(deadline)) { [weak self] in
+        self.keepalive.checker = self.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(deadline)) { [weak self] in
             guard let self else { return }
-            guard self.protocolKeepalive.heard else {
-                self.protocolKeepalive.stop()
-                let name = self.router?.name ?? ""
+            guard self.keepalive.heard else {
+                self.keepalive.stop()
+                let name = self.router.name
                 link.fail("\(name): nothing from the server for \(deadline) ms, past the keepalive deadline the server set on this connection")
                 return
             }
-            self.protocolKeepalive.heard = false
+            self.keepalive.heard = false
             self.keepaliveCheck(deadline: deadline, link: link)
         }
     }

@@ -1,0 +1,146 @@
+import Logging
+import NIOCore
+import WSBridgeCore
+import WSBridgeProtocol
+
+/// The application protocol on the link (`upstream.protocol`, docs/protocols.md): the protocol
+/// session (`ProtocolSession` behind `ProtocolRouter`: ids, subscriptions, the handshake)
+/// carried out. It is the link's event sink when a protocol is set, in front of the fan-out:
+/// an upstream message goes through the session, and on to every subscriber (a broadcast) or
+/// to the app it belongs to (numbered in the stream like every message, but kept out of the
+/// replay ring and the journal: a new connection owns nothing, so a replay of them would reach
+/// nobody's); every other event goes on to the fan-out as it is. Apps' messages come in through
+/// the plane and go to the link (`+Effects`). With `raw` there is no such layer and the link's
+/// events go straight to the fan-out. Confined to the daemon's event loop.
+final class AppProtocolLayer: UpstreamEventSink {
+    /// The protocol's session, changed in place only (`withRouter`): a copy would make every
+    /// table it changes copy itself first.
+    private(set) var router: any ProtocolRouter
+    /// `request`s answered by the protocol's ids.
+    let requests: ProtocolRequests
+    /// The protocol's keepalive on the open link (`+Effects`).
+    var keepalive = ProtocolKeepalive()
+    /// The server's last error report (status `protocol.server_error`).
+    var serverError: ProtocolServerError?
+    /// Where messages for subscribers go: numbered, journaled, fanned out.
+    let fanout: Fanout
+    let logger: Logger
+    let eventLoop: any EventLoop
+    /// A text protocol's (Socket.IO, STOMP, NATS): its binary WebSocket messages are its text too.
+    let isText: Bool
+    /// The router's routing keys: a message with none of them is a broadcast, told without the router.
+    let needles: [[UInt8]]?
+
+    init(router: any ProtocolRouter, fanout: Fanout, eventLoop: any EventLoop, logger: Logger) {
+        self.router = router
+        self.fanout = fanout
+        self.eventLoop = eventLoop
+        self.logger = logger
+        self.requests = ProtocolRequests(eventLoop: eventLoop)
+        self.isText = router.isText
+        self.needles = router.routingNeedles
+    }
+
+    // MARK: - The link's events
+
+    func upstreamLink(_ link: any LinkControl, emitted event: UpstreamEvent) {
+        switch event {
+        case .message(let message) where message.kind == .text || self.isText:
+            self.keepalive.heard = true
+            if self.isText {
+                self.routeText(message, link: link)
+                return
+            }
+            let routed = self.route(message, link: link)
+            if routed.broadcast {
+                self.fanout.publish(message, parsed: routed.parsed)
+            } else if self.fanout.hasWireTaps {
+                self.fanout.tapWire(message, parsed: routed.parsed)
+            }
+        case .state(let phase, let reason, let closedRightAfterOpen):
+            // The state line first, then what the session does about it.
+            self.fanout.upstreamLink(link, emitted: event)
+            self.protocolLink(link, changedTo: phase, reason: reason, closedRightAfterOpen: closedRightAfterOpen)
+        default:
+            self.fanout.upstreamLink(link, emitted: event)
+        }
+    }
+
+    func upstreamLinkReadComplete(_ link: any LinkControl) {
+        self.fanout.upstreamLinkReadComplete(link)
+    }
+
+    // MARK: - Routing
+
+    /// A text message from the upstream, through the protocol layer: whether it goes on to every
+    /// subscriber (a broadcast), as before.
+    @inline(never)  // off the raw message path, which only tests `routing`
+    func route(_ message: UpstreamMessage, link: any LinkControl) -> (broadcast: Bool, parsed: JSONValue?) {
+        // None of the protocol's keys in the text: for everyone, without reading it.
+        if let needles = self.needles, !message.data.withUnsafeReadableBytes({ RoutingKeys.mayRoute($0, needles: needles) }) {
+            return (true, nil)
+        }
+        guard let json = try? JSONValue.parse(message.data.readableBytesView) else { return (true, nil) }
+        let effects = self.withRouter { $0.fromUpstream(json) }
+        let performed = self.perform(effects, link: link, receivedAtMillis: message.receivedAtMillis, original: (json, message.data))
+        return (performed.broadcast, json)
+    }
+
+    /// A WebSocket message of a text protocol (Socket.IO, STOMP, NATS): each of the protocol's
+    /// messages in it goes through the protocol layer, and each broadcast is a message of its own
+    /// (its own seq), its view parsed for filters and `inline_json`.
+    @inline(never)
+    func routeText(_ message: UpstreamMessage, link: any LinkControl) {
+        // A server event for everyone, when nobody needs its view (a filter, inline_json, a
+        // request's match): as it came, unread.
+        if !self.fanout.needsView, message.data.withUnsafeReadableBytes({ self.router.isBroadcast($0) }) {
+            self.fanout.publish(UpstreamMessage(kind: .text, data: message.data, receivedAtMillis: message.receivedAtMillis))
+            return
+        }
+        let split = message.data.withUnsafeReadableBytes { self.router.split(upstream: $0) }
+        switch split {
+        case .failure(let error):
+            self.logger.warning(
+                "\(self.router.name): \(error); the upstream message goes to every subscriber as it came",
+                metadata: ["protocol": "\(self.router.name)"])
+            self.fanout.publish(UpstreamMessage(kind: .text, data: message.data, receivedAtMillis: message.receivedAtMillis))
+        case .success(let messages):
+            // One message that is the whole WebSocket message: its bytes as they came, no copy.
+            let whole = messages.count == 1 && messages[0].text.utf8.count == message.data.readableBytes
+            for one in messages {
+                let effects = self.withRouter { $0.fromUpstream(one.view) }
+                let data = whole ? message.data : ByteBuffer(string: one.text)
+                let wire = UpstreamMessage(kind: .text, data: data, receivedAtMillis: message.receivedAtMillis)
+                if self.perform(effects, link: link, receivedAtMillis: message.receivedAtMillis, original: (one.view, data)).broadcast {
+                    self.fanout.publish(wire, parsed: one.view)
+                } else if self.fanout.hasWireTaps {
+                    self.fanout.tapWire(wire, parsed: one.view)
+                }
+            }
+        }
+    }
+
+    /// Runs `body` on the protocol layer, its clock set (nil: no protocol).
+    func withRouter<T>(_ body: (inout any ProtocolRouter) -> T) -> T {
+        self.router.now = WallClock.millisecondsSinceEpoch()
+        return body(&self.router)
+    }
+
+    /// The link opened (the session re-established, the handshake acknowledged) or left `open`.
+    func protocolLink(_ link: any LinkControl, changedTo phase: ConnectionPhase, reason: String, closedRightAfterOpen: Bool) {
+        if phase != .open { self.keepalive.stop() }
+        let lost = "the upstream link went \(phase.rawValue) (\(reason)) before the answer came"
+        let culprit = self.router.culprit
+        let effects = self.withRouter {
+            phase == .open ? $0.opened() : $0.lost(reason: lost, closedRightAfterOpen: closedRightAfterOpen ? reason : nil)
+        }
+        if let now = self.router.culprit, now != culprit {
+            self.logger.warning("\(now)", metadata: ["protocol": "\(self.router.name)"])
+        }
+        self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch(), lost: phase == .open ? nil : lost)
+    }
+
+}
+
+@available(*, unavailable)
+extension AppProtocolLayer: Sendable {}
