@@ -7,8 +7,8 @@ private func json(_ text: String) -> JSONValue {
     do { return try JSONValue.parse(text) } catch { fatalError("bad test JSON \(text): \(error)") }
 }
 
-typealias GraphQL = ProtocolSession<GraphQLTransportWS>
-typealias RPC = ProtocolSession<JSONRPC>
+typealias GraphQL = ProtocolSession
+typealias RPC = ProtocolSession
 
 /// Two apps that use the same ids at the same time, over one connection (issue 33).
 @Suite struct GraphQLTransportWSSessionTests {
@@ -232,9 +232,9 @@ typealias RPC = ProtocolSession<JSONRPC>
     }
 }
 
-typealias JSONSession = ProtocolSession<JSONProtocol>
+typealias JSONSession = ProtocolSession
 
-private func mayRoute(_ router: some ProtocolRouter, _ text: String) -> Bool {
+private func mayRoute(_ router: ProtocolSession, _ text: String) -> Bool {
     Array(text.utf8).withUnsafeBytes { router.mayRoute($0) }
 }
 

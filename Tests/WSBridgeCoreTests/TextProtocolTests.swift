@@ -42,7 +42,7 @@ extension ProtocolSession {
 }
 
 @Suite struct SocketIOTests {
-    func ready() -> ProtocolSession<SocketIO> {
+    func ready() -> ProtocolSession {
         var s = ProtocolSession(codec: SocketIO())
         #expect(s.upstream(#"0{"sid":"e1","upgrades":[],"pingInterval":2000,"pingTimeout":1500,"maxPayload":1000000}"#) == ["timing send 0 \"\" deadline 3500"])
         // The link sent `40` and its ready gate saw the answer first; then it opens.
@@ -109,7 +109,7 @@ extension ProtocolSession {
 }
 
 @Suite struct STOMPTests {
-    func ready() -> ProtocolSession<STOMP> {
+    func ready() -> ProtocolSession {
         var s = ProtocolSession(codec: STOMP(heartBeat: (10_000, 10_000)))
         #expect(s.upstream("CONNECTED\nversion:1.2\nheart-beat:5000,5000\nserver:RabbitMQ/3.10\n\n\0") == ["timing send 10000 \"\\n\" deadline 20000"])
         #expect(s.wire(s.opened()) == ["ready"])
@@ -209,7 +209,7 @@ extension ProtocolSession {
 @Suite struct NATSTests {
     static let inbox = "_INBOX.test."
 
-    func ready() -> ProtocolSession<NATS> {
+    func ready() -> ProtocolSession {
         var s = ProtocolSession(codec: NATS(inbox: Self.inbox))
         #expect(s.upstream(#"INFO {"server_id":"x","max_payload":1048576}"# + "\r\n") == [])
         #expect(s.upstream("PONG\r\n") == [])

@@ -156,59 +156,6 @@ package struct ProtocolSubscriptionInfo: Equatable, Sendable {
     }
 }
 
-/// The protocol layer as the daemon drives it, whatever the protocol (`ProtocolSession`).
-package protocol ProtocolRouter {
-    var name: String { get }
-    mutating func opened() -> [ProtocolEffect]
-    /// The link left open. `closedRightAfterOpen`: why, when the link's state machine judged
-    /// that it ended right after open (then it counts against the subscription sent last).
-    mutating func lost(reason: String, closedRightAfterOpen: String?) -> [ProtocolEffect]
-    mutating func fromApp(_ app: AppID, _ message: JSONValue) -> [ProtocolEffect]
-    mutating func appLeft(_ app: AppID) -> [ProtocolEffect]
-    mutating func fromUpstream(_ message: JSONValue) -> [ProtocolEffect]
-    var liveSubscriptions: [ProtocolSubscriptionInfo] { get }
-    func stickyHolders(_ key: String) -> Int?
-    /// The time the next calls happen at (milliseconds since the epoch), for `since`.
-    var now: Int64 { get set }
-    /// A sticky send that carries an id: a subscription `key` held by `app` (0: the daemon,
-    /// whose messages go to everyone), sent again on every open.
-    mutating func stickySubscribe(_ app: AppID, _ message: JSONValue, key: String) -> [ProtocolEffect]
-    /// `app` lets go of sticky `key` (nil: it held none).
-    mutating func stickyRelease(_ app: AppID, key: String) -> [ProtocolEffect]?
-    /// The id an app's message waits on (a call's or subscribe's), for `request`.
-    func requestID(in message: JSONValue) -> WireID?
-    /// The ids of requests an upstream message restored for an app may answer, and whether it
-    /// is the last answer.
-    func answerIDs(in message: JSONValue) -> [(id: WireID, final: Bool)]
-    /// `app` no longer waits for call `id` (its request timed out).
-    mutating func forget(_ app: AppID, id: WireID)
-    /// Whether an upstream message's text may concern the protocol layer (false: a broadcast,
-    /// known without parsing it).
-    func mayRoute(_ text: UnsafeRawBufferPointer) -> Bool
-    /// `"KEY"` for each routing key (nil: every message must be read), for `RoutingKeys`.
-    var routingNeedles: [[UInt8]]? { get }
-    /// What the server closed the link after, right after open, last (for status and the log).
-    var culprit: String? { get }
-    /// Sends the set-aside subscriptions again (on the next open, or now): how many.
-    mutating func clearSetAside() -> (count: Int, effects: [ProtocolEffect])
-    /// Whether messages are text with a JSON view (Socket.IO, STOMP, NATS).
-    var isText: Bool { get }
-    /// Text protocols: the whole messages in what the upstream sent, after what an earlier
-    /// WebSocket message left unfinished (kept for the next).
-    mutating func split(upstream bytes: UnsafeRawBufferPointer) -> Result<[ProtocolMessage], ProtocolSyntaxError>
-    /// An app's text as the protocol's messages (their views), or why it is not.
-    func parse(app text: String) -> Result<[JSONValue], ProtocolSyntaxError>
-    /// A view as the wire carries it.
-    func wireText(_ view: JSONValue) -> String
-    /// Text protocols: whether a WebSocket message is one broadcast message, told from how it
-    /// begins (nothing of an earlier one is pending).
-    func isBroadcast(_ bytes: UnsafeRawBufferPointer) -> Bool
-}
-
-extension ProtocolRouter {
-    package mutating func lost(reason: String) -> [ProtocolEffect] { self.lost(reason: reason, closedRightAfterOpen: nil) }
-}
-
 extension AppID {
     /// The holder of daemon-scope sticky subscriptions: what belongs to it goes to everyone.
     package static let everyone: AppID = 0
@@ -298,7 +245,7 @@ extension ProtocolCodec {
     package static func connection(_ settings: Configuration.ApplicationProtocol) -> ProtocolConnection { ProtocolConnection() }
 
     /// The protocol layer for this codec, as `[protocol]` configures it.
-    static func router(_ settings: Configuration.ApplicationProtocol, limits: ProtocolLimits) -> any ProtocolRouter {
+    static func session(_ settings: Configuration.ApplicationProtocol, limits: ProtocolLimits) -> ProtocolSession {
         ProtocolSession(codec: Self(settings: settings), limits: limits)
     }
 }
@@ -386,11 +333,11 @@ extension JSONValue {
 
 /// The protocol layer for `upstream.protocol` (nil for `raw`). The link sends graphql's
 /// handshake itself (an opening message and the ready gate: Configuration's `applyProtocol`).
-package func makeProtocolRouter(
+package func makeProtocolSession(
     _ settings: Configuration.ApplicationProtocol, maxMessageSize: Int = 16 << 20
-) -> (any ProtocolRouter)? {
+) -> ProtocolSession? {
     let limits = ProtocolLimits(
         perApp: settings.maxPerApp, total: settings.maxTotal, setAsideAfter: settings.setAsideAfter,
         subscriptionBytes: settings.maxSubscriptionBytes, messageBytes: maxMessageSize)
-    return settings.kind.codec?.router(settings, limits: limits)
+    return settings.kind.codec?.session(settings, limits: limits)
 }

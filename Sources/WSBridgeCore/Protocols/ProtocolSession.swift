@@ -10,21 +10,23 @@ import WSBridgeProtocol
 /// sent again on every open with fresh ids (a server-assigned id is mapped back to the one the
 /// app first saw), identical ones go upstream once, and the last holder's leave ends them
 /// upstream. The handshake and the keepalives are the daemon's: an app's own are answered here.
-package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
+///
+/// One type for every protocol: the codec (how a protocol's messages read and are rewritten) is
+/// the part that differs, held as `any ProtocolCodec`, so the daemon holds the session itself
+/// and no protocol mirrors its members.
+package struct ProtocolSession {
     package typealias Effect = ProtocolEffect
 
     package typealias Limits = ProtocolLimits
 
-    // Outside the generic type, so that their arrays, dictionaries and optionals have metadata
-    // known at compile time: nested, each would be generic over the codec, and the unspecialized
-    // session code (the daemon holds `any ProtocolRouter`) looked it up at run time for every
-    // message, some 1,000 instructions.
+    // Their own types (a session was once generic over its codec, and nested types would have
+    // been too, their metadata looked up at run time for every message).
     typealias Holder = ProtocolSessionHolder
     typealias Subscription = ProtocolSessionSubscription
     typealias Call = ProtocolSessionCall
     typealias Held = ProtocolSessionHeld
 
-    package let codec: Codec
+    package let codec: any ProtocolCodec
     package let limits: Limits
     package var name: String { self.codec.name }
     private var nextID: UInt64 = 0
@@ -56,7 +58,7 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
     /// Text protocols: the start of a message the last WebSocket message cut (`limits.messageBytes`).
     private var partial: [UInt8] = []
 
-    package init(codec: Codec, limits: Limits = Limits()) {
+    package init(codec: any ProtocolCodec, limits: Limits = Limits()) {
         self.codec = codec
         self.limits = limits
         self.needles = codec.routingKeys.map { keys in keys.map { Array("\"\($0)\"".utf8) } }
@@ -141,6 +143,8 @@ package struct ProtocolSession<Codec: ProtocolCodec>: ProtocolRouter {
         if handshake.isEmpty { return [.ready] + self.ready() }
         return handshake.map { .upstream($0) }
     }
+
+    package mutating func lost(reason: String) -> [Effect] { self.lost(reason: reason, closedRightAfterOpen: nil) }
 
     /// The link dropped: every call waiting for an answer is told (its answer went with the
     /// link); subscriptions stay, to be sent again on the next open.

@@ -140,13 +140,13 @@ extension LocalPlane {
 
     /// An app's `text` as the protocol's messages (their views), or what is wrong with it.
     private func appMessages(_ payload: Payload) -> Result<[JSONValue], ProtocolSyntaxError> {
-        guard let router = self.appProtocol?.router else { return .failure(ProtocolSyntaxError("upstream.protocol is raw")) }
-        let name = router.name
-        let syntax = router.isText ? "text in that protocol's syntax" : "one JSON message of that protocol (as text)"
+        guard let session = self.appProtocol?.session else { return .failure(ProtocolSyntaxError("upstream.protocol is raw")) }
+        let name = session.name
+        let syntax = session.isText ? "text in that protocol's syntax" : "one JSON message of that protocol (as text)"
         guard case .text(let text) = payload else {
             return .failure(ProtocolSyntaxError("upstream.protocol is \(name): send \(syntax), not binary, or set upstream.protocol = \"raw\""))
         }
-        switch router.parse(app: text) {
+        switch session.parse(app: text) {
         case .success(let views): return .success(views)
         case .failure(let error):
             return .failure(ProtocolSyntaxError("upstream.protocol is \(name): send \(syntax) (\(error)), or set upstream.protocol = \"raw\""))
@@ -226,9 +226,9 @@ extension LocalPlane {
     /// A `request` without `match`: the application protocol's id says what answers it.
     private func requestThroughProtocol(_ payload: Payload, timeout: Duration, id: JSONValue?, from client: LocalClient, through appProtocol: AppProtocolLayer)
     {
-        let name = appProtocol.router.name
+        let name = appProtocol.session.name
         guard case .success(let views) = self.appMessages(payload), views.count == 1, let json = views.first,
-            let wire = appProtocol.router.requestID(in: json)
+            let wire = appProtocol.session.requestID(in: json)
         else {
             self.reply(
                 client,
@@ -244,8 +244,8 @@ extension LocalPlane {
         }
         // Listen first: a local answer comes while the message goes through the protocol layer.
         appProtocol.requests.wait(client, key: wire.key, id: id, timeout: timeout) { _ in
-            _ = appProtocol.withRouter { router in
-                router.forget(client.id, id: wire)
+            _ = appProtocol.withSession { session in
+                session.forget(client.id, id: wire)
                 return []
             }
             self.reply(
@@ -270,7 +270,7 @@ extension LocalPlane {
     /// Registers a sticky send; its text goes now if the link is open, else after the next open.
     private func stick(_ options: StickyOptions, _ payload: Payload, id: JSONValue?, from client: LocalClient) {
         if let appProtocol = self.appProtocol, case .success(let views) = self.appMessages(payload), views.count == 1, let json = views.first,
-            appProtocol.router.requestID(in: json) != nil
+            appProtocol.session.requestID(in: json) != nil
         {
             self.stickThroughProtocol(options, json, id: id, from: client, through: appProtocol)
             return
@@ -306,7 +306,7 @@ extension LocalPlane {
     private func stickThroughProtocol(
         _ options: StickyOptions, _ json: JSONValue, id: JSONValue?, from client: LocalClient, through appProtocol: AppProtocolLayer
     ) {
-        let name = appProtocol.router.name
+        let name = appProtocol.session.name
         if options.onUnstick != nil {
             self.reply(
                 client,
@@ -323,7 +323,7 @@ extension LocalPlane {
             return
         }
         let status: StickyResult.Status = performed.sent != nil ? .sent : (self.link.phase == .open ? .held : .queued)
-        let holders = appProtocol.router.stickyHolders(options.key) ?? 1
+        let holders = appProtocol.session.stickyHolders(options.key) ?? 1
         let result = StickyResult(status: status, key: options.key, scope: options.scope, holders: holders, state: self.link.phase)
         self.ok(client, id, SendResult.sticky(result).json)
     }
@@ -332,7 +332,7 @@ extension LocalPlane {
         if let appProtocol = self.appProtocol {
             let holder = scope == .daemon ? AppID.everyone : client.id
             if let performed = appProtocol.stickyRelease(holder, key: key, link: self.link) {
-                let holders = appProtocol.router.stickyHolders(key) ?? 0
+                let holders = appProtocol.session.stickyHolders(key) ?? 0
                 self.ok(client, id, UnstickResult(key: key, holders: holders, leave: performed.sent != nil ? "sent" : "none").json)
                 return
             }

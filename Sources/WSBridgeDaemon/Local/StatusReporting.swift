@@ -25,17 +25,17 @@ extension LocalPlane {
                 replaying: self.fanout.replayingReaders, opened: journal.recovered.opened)
         }
         if let appProtocol = self.appProtocol {
-            let router = appProtocol.router
+            let session = appProtocol.session
             report.protocol = .init(
-                name: router.name,
-                subscriptions: router.liveSubscriptions.map { live in
+                name: session.name,
+                subscriptions: session.liveSubscriptions.map { live in
                     .init(
                         upstreamId: live.upstreamID, key: live.key,
                         holders: live.holders.map { holder in
                             let credentials = self.fanout.clients[holder.app]?.credentials
                             return .init(client: holder.app, pid: credentials?.pid, uid: credentials?.uid, id: holder.id)
                         }, since: live.since, setAside: live.setAside)
-                }, culprit: router.culprit, serverError: appProtocol.serverError?.text, serverErrorAt: appProtocol.serverError?.at)
+                }, culprit: session.culprit, serverError: appProtocol.serverError?.text, serverErrorAt: appProtocol.serverError?.at)
         }
         return report
     }

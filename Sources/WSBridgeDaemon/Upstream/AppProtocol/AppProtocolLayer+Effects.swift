@@ -52,7 +52,7 @@ extension AppProtocolLayer {
             case .timing(let timing):
                 self.startKeepalive(timing, link: link)
             case .serverError(let text, let fatal):
-                let name = self.router.name
+                let name = self.session.name
                 self.serverError = ProtocolServerError(text: text, at: WallClock.millisecondsSinceEpoch())
                 self.logger.warning("\(name): the server reported an error: \(text)\(fatal ? "; the link reconnects" : "")", metadata: ["protocol": "\(name)"])
                 if fatal { link.fail("\(name): the server reported an error: \(text)") }
@@ -62,7 +62,7 @@ extension AppProtocolLayer {
     }
 
     /// A view as the wire carries it.
-    private func wireText(_ json: JSONValue) -> String { self.router.wireText(json) }
+    private func wireText(_ json: JSONValue) -> String { self.session.wireText(json) }
 
     /// A view for local clients, as the wire carries it: the upstream message's own bytes when
     /// the view is that message's unchanged (its ids were already the app's), else written.
@@ -73,7 +73,7 @@ extension AppProtocolLayer {
 
     /// A message from a local app (`send`), through the protocol layer.
     func fromApp(_ client: LocalClient, _ json: JSONValue, link: any LinkControl) -> Performed {
-        let effects = self.withRouter { $0.fromApp(client.id, json) }
+        let effects = self.withSession { $0.fromApp(client.id, json) }
         return self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
     }
 
@@ -96,19 +96,19 @@ extension AppProtocolLayer {
     /// A sticky send that carries an id, through the protocol layer: a subscription `holder`
     /// keeps (`AppID.everyone`: the daemon's), sent again on every open.
     func stickyFromApp(_ holder: AppID, _ json: JSONValue, key: String, link: any LinkControl) -> Performed {
-        let effects = self.withRouter { $0.stickySubscribe(holder, json, key: key) }
+        let effects = self.withSession { $0.stickySubscribe(holder, json, key: key) }
         return self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
     }
 
     /// `holder` lets go of sticky `key`: nil when the protocol layer had no such subscription.
     func stickyRelease(_ holder: AppID, key: String, link: any LinkControl) -> Performed? {
-        guard let effects = self.withRouter({ $0.stickyRelease(holder, key: key) }) else { return nil }
+        guard let effects = self.withSession({ $0.stickyRelease(holder, key: key) }) else { return nil }
         return self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
     }
 
     /// The operator's `clear_set_aside`: the set-aside subscriptions go again; how many.
     func clearSetAside(link: any LinkControl) -> Int {
-        let (count, effects) = self.withRouter { $0.clearSetAside() }
+        let (count, effects) = self.withSession { $0.clearSetAside() }
         self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
         return count
     }
@@ -116,7 +116,7 @@ extension AppProtocolLayer {
     /// A local app went away: what it held is let go (ended upstream when it was the last holder).
     func appLeft(_ client: LocalClient, link: any LinkControl) {
         self.requests.cancelAll(of: client)
-        let effects = self.withRouter { $0.appLeft(client.id) }
+        let effects = self.withSession { $0.appLeft(client.id) }
         self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
     }
 
@@ -125,7 +125,7 @@ extension AppProtocolLayer {
     /// Whether `json` (an upstream message, the app's id restored) answers one of `client`'s
     /// requests: then the request's reply carries it (or, `lost`, a `link_lost` error).
     private func answerRequest(of client: LocalClient, with json: JSONValue, lost: String?) -> Bool {
-        guard let (id, final) = self.router.answerIDs(in: json).first(where: { self.requests.isWaiting(client, $0.id.key) })
+        guard let (id, final) = self.session.answerIDs(in: json).first(where: { self.requests.isWaiting(client, $0.id.key) })
         else { return false }
         guard case .reply(let replyID) = self.requests.answer(client, key: id.key, final: final) else { return true }
         self.fanout.flush()
@@ -186,7 +186,7 @@ extension AppProtocolLayer {
             guard let self else { return }
             guard self.keepalive.heard else {
                 self.keepalive.stop()
-                let name = self.router.name
+                let name = self.session.name
                 link.fail("\(name): nothing from the server for \(deadline) ms, past the keepalive deadline the server set on this connection")
                 return
             }

@@ -4,7 +4,7 @@ import WSBridgeCore
 import WSBridgeProtocol
 
 /// The application protocol on the link (`upstream.protocol`, docs/protocols.md): the protocol
-/// session (`ProtocolSession` behind `ProtocolRouter`: ids, subscriptions, the handshake)
+/// session (`ProtocolSession`: ids, subscriptions, what the handshake answered)
 /// carried out. It is the link's event sink when a protocol is set, in front of the fan-out:
 /// an upstream message goes through the session, and on to every subscriber (a broadcast) or
 /// to the app it belongs to (numbered in the stream like every message, but kept out of the
@@ -13,9 +13,9 @@ import WSBridgeProtocol
 /// the plane and go to the link (`+Effects`). With `raw` there is no such layer and the link's
 /// events go straight to the fan-out. Confined to the daemon's event loop.
 final class AppProtocolLayer: UpstreamEventSink {
-    /// The protocol's session, changed in place only (`withRouter`): a copy would make every
+    /// The protocol's session, changed in place only (`withSession`): a copy would make every
     /// table it changes copy itself first.
-    private(set) var router: any ProtocolRouter
+    private(set) var session: ProtocolSession
     /// `request`s answered by the protocol's ids.
     let requests: ProtocolRequests
     /// The protocol's keepalive on the open link (`+Effects`).
@@ -28,17 +28,17 @@ final class AppProtocolLayer: UpstreamEventSink {
     let eventLoop: any EventLoop
     /// A text protocol's (Socket.IO, STOMP, NATS): its binary WebSocket messages are its text too.
     let isText: Bool
-    /// The router's routing keys: a message with none of them is a broadcast, told without the router.
+    /// The session's routing keys: a message with none of them is a broadcast, told without the session.
     let needles: [[UInt8]]?
 
-    init(router: any ProtocolRouter, fanout: Fanout, eventLoop: any EventLoop, logger: Logger) {
-        self.router = router
+    init(session: ProtocolSession, fanout: Fanout, eventLoop: any EventLoop, logger: Logger) {
+        self.session = session
         self.fanout = fanout
         self.eventLoop = eventLoop
         self.logger = logger
         self.requests = ProtocolRequests(eventLoop: eventLoop)
-        self.isText = router.isText
-        self.needles = router.routingNeedles
+        self.isText = session.isText
+        self.needles = session.routingNeedles
     }
 
     // MARK: - The link's events
@@ -81,7 +81,7 @@ final class AppProtocolLayer: UpstreamEventSink {
             return (true, nil)
         }
         guard let json = try? JSONValue.parse(message.data.readableBytesView) else { return (true, nil) }
-        let effects = self.withRouter { $0.fromUpstream(json) }
+        let effects = self.withSession { $0.fromUpstream(json) }
         let performed = self.perform(effects, link: link, receivedAtMillis: message.receivedAtMillis, original: (json, message.data))
         return (performed.broadcast, json)
     }
@@ -93,22 +93,22 @@ final class AppProtocolLayer: UpstreamEventSink {
     func routeText(_ message: UpstreamMessage, link: any LinkControl) {
         // A server event for everyone, when nobody needs its view (a filter, inline_json, a
         // request's match): as it came, unread.
-        if !self.fanout.needsView, message.data.withUnsafeReadableBytes({ self.router.isBroadcast($0) }) {
+        if !self.fanout.needsView, message.data.withUnsafeReadableBytes({ self.session.isBroadcast($0) }) {
             self.fanout.publish(UpstreamMessage(kind: .text, data: message.data, receivedAtMillis: message.receivedAtMillis))
             return
         }
-        let split = message.data.withUnsafeReadableBytes { self.router.split(upstream: $0) }
+        let split = message.data.withUnsafeReadableBytes { self.session.split(upstream: $0) }
         switch split {
         case .failure(let error):
             self.logger.warning(
-                "\(self.router.name): \(error); the upstream message goes to every subscriber as it came",
-                metadata: ["protocol": "\(self.router.name)"])
+                "\(self.session.name): \(error); the upstream message goes to every subscriber as it came",
+                metadata: ["protocol": "\(self.session.name)"])
             self.fanout.publish(UpstreamMessage(kind: .text, data: message.data, receivedAtMillis: message.receivedAtMillis))
         case .success(let messages):
             // One message that is the whole WebSocket message: its bytes as they came, no copy.
             let whole = messages.count == 1 && messages[0].text.utf8.count == message.data.readableBytes
             for one in messages {
-                let effects = self.withRouter { $0.fromUpstream(one.view) }
+                let effects = self.withSession { $0.fromUpstream(one.view) }
                 let data = whole ? message.data : ByteBuffer(string: one.text)
                 let wire = UpstreamMessage(kind: .text, data: data, receivedAtMillis: message.receivedAtMillis)
                 if self.perform(effects, link: link, receivedAtMillis: message.receivedAtMillis, original: (one.view, data)).broadcast {
@@ -121,21 +121,21 @@ final class AppProtocolLayer: UpstreamEventSink {
     }
 
     /// Runs `body` on the protocol layer, its clock set (nil: no protocol).
-    func withRouter<T>(_ body: (inout any ProtocolRouter) -> T) -> T {
-        self.router.now = WallClock.millisecondsSinceEpoch()
-        return body(&self.router)
+    func withSession<T>(_ body: (inout ProtocolSession) -> T) -> T {
+        self.session.now = WallClock.millisecondsSinceEpoch()
+        return body(&self.session)
     }
 
     /// The link opened (the session re-established, the handshake acknowledged) or left `open`.
     func protocolLink(_ link: any LinkControl, changedTo phase: ConnectionPhase, reason: String, closedRightAfterOpen: Bool) {
         if phase != .open { self.keepalive.stop() }
         let lost = "the upstream link went \(phase.rawValue) (\(reason)) before the answer came"
-        let culprit = self.router.culprit
-        let effects = self.withRouter {
+        let culprit = self.session.culprit
+        let effects = self.withSession {
             phase == .open ? $0.opened() : $0.lost(reason: lost, closedRightAfterOpen: closedRightAfterOpen ? reason : nil)
         }
-        if let now = self.router.culprit, now != culprit {
-            self.logger.warning("\(now)", metadata: ["protocol": "\(self.router.name)"])
+        if let now = self.session.culprit, now != culprit {
+            self.logger.warning("\(now)", metadata: ["protocol": "\(self.session.name)"])
         }
         self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch(), lost: phase == .open ? nil : lost)
     }
