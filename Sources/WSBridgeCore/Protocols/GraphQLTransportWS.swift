@@ -5,16 +5,10 @@ import WSBridgeProtocol
 /// id; `complete` from the client ends an operation; `ping`/`pong` both ways. Ids are the
 /// client's strings, unique per connection: a duplicate is closed with 4409.
 package struct GraphQLTransportWS: ProtocolCodec {
-    /// connection_init's payload (JSON), if any.
-    package var initPayload: JSONValue?
-    /// Whether `handshake()` gives connection_init; the daemon's link sends it itself instead (an
-    /// opening message, with `${token}` filled in at each connect, and the ready gate).
-    package var sendsHandshake: Bool
-
     /// The daemon's link sends connection_init (`connection`), not the protocol layer.
-    package init(settings: Configuration.ApplicationProtocol) {
-        self.init(sendsHandshake: false)
-    }
+    package init(settings: Configuration.ApplicationProtocol) {}
+
+    package init() {}
 
     /// connection_init (with `[protocol] init_payload`) opens it; connection_ack is the gate.
     package static func connection(_ settings: Configuration.ApplicationProtocol) -> ProtocolConnection {
@@ -23,19 +17,7 @@ package struct GraphQLTransportWS: ProtocolCodec {
             opening: "{\"type\":\"connection_init\"\(payload)}", readyWhen: Filter(parsing: "type=connection_ack"), subprotocol: "graphql-transport-ws")
     }
 
-    package init(initPayload: JSONValue? = nil, sendsHandshake: Bool = true) {
-        self.initPayload = initPayload
-        self.sendsHandshake = sendsHandshake
-    }
-
     package var name: String { "graphql-transport-ws" }
-
-    package func handshake() -> [JSONValue] {
-        guard self.sendsHandshake else { return [] }
-        var message: JSONValue = ["type": "connection_init"]
-        if let payload = self.initPayload { message = message.setting("payload", to: payload) }
-        return [message]
-    }
 
     package func wireID(_ n: UInt64) -> WireID { WireID(.string(String(n))) }
 

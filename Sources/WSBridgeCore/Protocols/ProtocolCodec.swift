@@ -171,8 +171,6 @@ package protocol ProtocolCodec: Sendable {
     static func connection(_ settings: Configuration.ApplicationProtocol) -> ProtocolConnection
     /// `upstream.protocol`'s name for it.
     var name: String { get }
-    /// Sent first on every open; empty when the protocol has none (the link is ready at once).
-    func handshake() -> [JSONValue]
     /// The id the daemon puts on the wire for its `n`th call or subscription.
     func wireID(_ n: UInt64) -> WireID
     func classify(fromApp message: JSONValue) -> AppOp
@@ -280,7 +278,6 @@ package struct ProtocolSyntaxError: Error, Equatable, Sendable, CustomStringConv
 /// What a protocol without server-assigned subscription ids or local answers to subscribe and
 /// unsubscribe (all but JSON-RPC), and without a handshake of the session's own, needs not write.
 extension ProtocolCodec {
-    package func handshake() -> [JSONValue] { [] }
     package func serverSubscriptionID(in answer: JSONValue) -> WireID? { nil }
     package func replacingSubscriptionID(in message: JSONValue, with id: WireID) -> JSONValue { message }
     package func subscribeAnswer(id: WireID, subscription: WireID) -> JSONValue? { nil }

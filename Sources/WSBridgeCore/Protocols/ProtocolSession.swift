@@ -41,7 +41,6 @@ package struct ProtocolSession {
     /// What the server acknowledged the handshake with, for apps' own handshakes.
     private var acknowledgement: JSONValue?
     package private(set) var isOpen = false
-    package private(set) var isReady = false
     package var now: Int64 = 0
     /// The key of the subscription sent last on the open link (nil: a call
     /// went after it, its answers or events came, or nothing): what a close right after open is
@@ -133,15 +132,15 @@ package struct ProtocolSession {
 
     // MARK: - Link events
 
-    /// The link opened: the handshake to send, or (without one) every subscription again.
+    /// The link opened: every subscription goes again. The handshake has one path, the link's:
+    /// the codec's `connection` makes it the first opening message and its acknowledgement the
+    /// ready gate, so the link is open only once the server acknowledged it (`${token}` filled in
+    /// at each connect), and the acknowledgement came before this.
     package mutating func opened() -> [Effect] {
         self.isOpen = true
-        self.isReady = false
         self.lastSent = nil
         self.partial.removeAll()
-        let handshake = self.codec.handshake()
-        if handshake.isEmpty { return [.ready] + self.ready() }
-        return handshake.map { .upstream($0) }
+        return [.ready] + self.ready()
     }
 
     package mutating func lost(reason: String) -> [Effect] { self.lost(reason: reason, closedRightAfterOpen: nil) }
@@ -152,7 +151,6 @@ package struct ProtocolSession {
         // Told once per connection (the link goes on through backingOff, connecting...).
         guard self.isOpen else { return [] }
         self.isOpen = false
-        self.isReady = false
         self.acknowledgement = nil
         self.partial.removeAll()
         let waiting = self.calls.sorted { Self.older($0.key, $1.key) }.map(\.value)
@@ -196,10 +194,10 @@ package struct ProtocolSession {
         for upstream in aside {
             guard var subscription = self.subscriptions.removeValue(forKey: upstream) else { continue }
             subscription.setAside = nil
-            subscription.upstreamID = self.isReady ? self.allocate() : upstream
+            subscription.upstreamID = self.isOpen ? self.allocate() : upstream
             self.subscriptions[subscription.upstreamID] = subscription
             self.byKey[subscription.key] = subscription.upstreamID
-            if self.isReady {
+            if self.isOpen {
                 self.lastSent = subscription.key
                 effects.append(.upstream(self.codec.replacingID(in: subscription.message, with: subscription.upstreamID)))
             }
@@ -210,7 +208,6 @@ package struct ProtocolSession {
 
     /// Ready: every live subscription goes upstream again, with fresh ids.
     private mutating func ready() -> [Effect] {
-        self.isReady = true
         var effects: [Effect] = []
         let live = self.subscriptions.values.sorted { Self.older($0.upstreamID, $1.upstreamID) }
         self.subscriptions.removeAll()
@@ -336,7 +333,7 @@ package struct ProtocolSession {
             key: key, message: message, upstreamID: upstream, holders: [Holder(app: app, appID: id, answered: false)], since: self.now)
         self.subscriptions[upstream] = subscription
         self.byKey[key] = upstream
-        guard self.isReady else { return [] }
+        guard self.isOpen else { return [] }
         self.lastSent = key
         return [.upstream(self.codec.replacingID(in: message, with: upstream))]
     }
@@ -380,7 +377,7 @@ package struct ProtocolSession {
         }
         self.remove(upstream)
         // A set-aside subscription is not on the server: nothing to end there.
-        guard self.isReady, subscription.setAside == nil else {
+        guard self.isOpen, subscription.setAside == nil else {
             return id.flatMap { self.codec.unsubscribeAnswer(id: $0) }.map { [.app(app, $0)] } ?? []
         }
         // The end goes upstream; its answer (if any) comes back to the app as a call's.
@@ -413,7 +410,7 @@ package struct ProtocolSession {
                 continue
             }
             self.remove(upstream)
-            if self.isReady, subscription.setAside == nil,
+            if self.isOpen, subscription.setAside == nil,
                 let end = self.codec.endMessage(upstreamID: upstream, serverID: subscription.serverID, callID: self.allocate())
             {
                 effects.append(.upstream(end))
@@ -450,11 +447,8 @@ package struct ProtocolSession {
         case .ack:
             // (Not `nil` in a conditional: JSONValue takes the nil literal as `.null`.)
             self.acknowledgement = message["payload"] != nil || self.codec.isText ? .some(message) : .none
-            let timing: [Effect] = self.codec.timing(in: message).map { [.timing($0)] } ?? []
-            // Where the link sends the handshake itself (the daemon's opening messages and ready
-            // gate), the ack comes before `opened()`: that one sends the subscriptions.
-            guard self.isOpen, !self.isReady else { return timing }
-            return timing + [.ready] + self.ready()
+            // The link's ready gate: it comes before `opened()`, which sends the subscriptions.
+            return self.codec.timing(in: message).map { [.timing($0)] } ?? []
         case .event(let server):
             guard let upstream = self.byServerID[server], let subscription = self.subscriptions[upstream] else { return [.broadcast] }
             if self.lastSent == subscription.key { self.lastSent = nil }
