@@ -17,9 +17,9 @@ import WSBridgeCore
         let factory = ConnectorFactory()
         let loop = MultiThreadedEventLoopGroup.singleton.next()
 
-        let first = try await factory.prepare(configuration: configuration, on: loop).get()
+        let first = try await factory.connector(configuration: configuration, on: loop).get()
         #expect(first.sslContext != nil)
-        _ = try await factory.prepare(configuration: configuration, on: loop).get()
+        _ = try await factory.connector(configuration: configuration, on: loop).get()
         #expect(factory.tlsContextsBuilt == 1)
 
         // A changed file (here: replaced by another CA, so inode, size or mtime differ) is reloaded.
@@ -27,20 +27,20 @@ import WSBridgeCore
         let other = try TestCertificates(in: otherDir)
         try FileManager.default.removeItem(atPath: certs.caCert)
         try FileManager.default.copyItem(atPath: other.caCert, toPath: certs.caCert)
-        _ = try await factory.prepare(configuration: configuration, on: loop).get()
+        _ = try await factory.connector(configuration: configuration, on: loop).get()
         #expect(factory.tlsContextsBuilt == 2)
 
         // Changed settings, and a reload, build anew too.
         configuration.tls.insecure = true
-        _ = try await factory.prepare(configuration: configuration, on: loop).get()
+        _ = try await factory.connector(configuration: configuration, on: loop).get()
         #expect(factory.tlsContextsBuilt == 3)
         factory.forgetTLS()
-        _ = try await factory.prepare(configuration: configuration, on: loop).get()
+        _ = try await factory.connector(configuration: configuration, on: loop).get()
         #expect(factory.tlsContextsBuilt == 4)
 
         // ws:// needs none.
         configuration.upstream.url = try UpstreamURL(parsing: "ws://localhost:9/")
-        #expect(try await factory.prepare(configuration: configuration, on: loop).get().sslContext == nil)
+        #expect(try await factory.connector(configuration: configuration, on: loop).get().sslContext == nil)
         #expect(factory.tlsContextsBuilt == 4)
     }
 
@@ -50,12 +50,12 @@ import WSBridgeCore
         configuration.auth.tokenFile = try dir.write("token", "first\n")
         let factory = ConnectorFactory()
         let loop = MultiThreadedEventLoopGroup.singleton.next()
-        #expect(try await factory.prepare(configuration: configuration, on: loop).get().token == "first")
+        #expect(try await factory.connector(configuration: configuration, on: loop).get().token == "first")
         _ = try dir.write("token", "rotated")
-        #expect(try await factory.prepare(configuration: configuration, on: loop).get().token == "rotated")
+        #expect(try await factory.connector(configuration: configuration, on: loop).get().token == "rotated")
         try FileManager.default.removeItem(atPath: configuration.auth.tokenFile!)
         await #expect(throws: TokenFile.ReadError.unreadable(path: configuration.auth.tokenFile!, .cannotOpen(errno: ENOENT))) {
-            _ = try await factory.prepare(configuration: configuration, on: loop).get()
+            _ = try await factory.connector(configuration: configuration, on: loop).get()
         }
     }
 

@@ -70,7 +70,7 @@ final class ConnectorFactory: Sendable {
         self.cache.withLockedValue { $0 = nil }
     }
 
-    func prepare(configuration: Configuration, on eventLoop: any EventLoop) -> EventLoopFuture<UpstreamConnector> {
+    func connector(configuration: Configuration, on eventLoop: any EventLoop) -> EventLoopFuture<UpstreamConnector> {
         self.pool.runIfActive(eventLoop: eventLoop) {
             try self.make(configuration: configuration)
         }

@@ -43,7 +43,7 @@ extension UpstreamLink {
             }
     }
 
-    private func connect(_ connector: UpstreamConnector, generation: Int) {
+    private func connect(_ connector: any PreparedConnection, generation: Int) {
         let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
         let maxMessageSize = self.configuration.upstream.maxMessageSize
         let attemptFutures = connector.connect(on: self.eventLoop) { channel, deflate in
@@ -172,7 +172,7 @@ extension UpstreamLink {
         let next: String
         switch self.machine.phase {
         case .backingOff:
-            let wait = self.machine.retryAt.map { max(.zero, $0 - Self.now()) } ?? .zero
+            let wait = self.machine.retryAt.map { max(.zero, $0 - self.now) } ?? .zero
             next = "retrying in \(wait.short)"
         case .waitingForNetwork:
             next = "waiting for the network to come back"

@@ -27,7 +27,7 @@ package final class UpstreamLink: LinkControl {
     let logger: Logger
     let events: any UpstreamEventSink
     /// Reads the token and builds the TLS context off the loop (cached).
-    let connectors: ConnectorFactory
+    let connectors: any UpstreamDialer
     let metrics: DaemonMetrics
     /// What is restored on every open: opening messages, the ready gate, sticky sends.
     let session: UpstreamSession
@@ -60,7 +60,7 @@ package final class UpstreamLink: LinkControl {
         networkAvailable: Bool,
         eventLoop: any EventLoop,
         logger: Logger,
-        connectors: ConnectorFactory,
+        connectors: any UpstreamDialer,
         events: any UpstreamEventSink,
         metrics: DaemonMetrics = DaemonMetrics(),
         spool: (Spool, Spool.Restored)? = nil,
@@ -81,7 +81,7 @@ package final class UpstreamLink: LinkControl {
         self.machine = Machine(
             settings: .init(backoff: configuration.backoff.policy, maxAttempts: configuration.backoff.maxAttempts),
             networkAvailable: networkAvailable,
-            now: Self.now(),
+            now: MonotonicInstant(nanoseconds: eventLoop.now.uptimeNanoseconds),
             generator: SystemRandomNumberGenerator()
         )
         if let spool = spool?.0 {
@@ -91,9 +91,8 @@ package final class UpstreamLink: LinkControl {
         }
     }
 
-    static func now() -> MonotonicInstant {
-        MonotonicInstant(nanoseconds: NIODeadline.now().uptimeNanoseconds)
-    }
+    /// The loop's clock (an `EmbeddedEventLoop`'s in tests): the machine's, the timers' and the heartbeat's time.
+    var now: MonotonicInstant { MonotonicInstant(nanoseconds: self.eventLoop.now.uptimeNanoseconds) }
 
     // MARK: - Inputs
 
@@ -175,7 +174,7 @@ package final class UpstreamLink: LinkControl {
     func input(_ name: String, reason: @autoclosure () -> String, _ body: (inout Machine, MonotonicInstant) throws -> Machine.Action) -> Machine.Transition? {
         let action: Machine.Action
         do {
-            action = try body(&self.machine, Self.now())
+            action = try body(&self.machine, self.now)
         } catch {
             self.logger.error("bug: the state machine refused \(name) in \(self.machine.phase.rawValue)", metadata: ["error": "\(error)", "input": "\(name)"])
             return nil
@@ -267,7 +266,7 @@ extension UpstreamLink {
         // The last link that was open and ended; failed attempts show in last_error instead.
         report.lastClose = self.lostBecause?.close
         if let at = self.machine.retryAt {
-            report.retryInMs = max(0, (at - Self.now()).nanoseconds / 1_000_000)
+            report.retryInMs = max(0, (at - self.now).nanoseconds / 1_000_000)
         }
         return report
     }
