@@ -1,0 +1,164 @@
+import Foundation
+import Testing
+import WSBridgeProtocol
+
+@testable import WSBridgeCore
+
+extension ConfigurationLoaderTests {
+    @Test func aMistypedKeyOrSectionGetsTheClosestKnownName() {
+        let key = self.failure("[local]\nsubscriber_qeue = 5\n")
+        #expect(key?.description.contains(#"unknown key (did you mean "subscriber_queue"?)"#) == true, "\(String(describing: key))")
+        let section = self.failure("[upstrem]\nurl = \"ws://h/\"\n")
+        #expect(section?.description.contains(#"unknown section (did you mean "upstream"?)"#) == true, "\(String(describing: section))")
+        // Nothing close: no guess, only the list.
+        let far = self.failure("[local]\ncolour = 1\n")
+        #expect(far?.description.contains("did you mean") == false)
+        #expect(far?.description.contains("known keys in [local]") == true)
+    }
+
+    @Test func anUnquotedModeIsAnsweredWithTheQuotedOne() {
+        let error = self.failure("[local]\nmode = 660\n")
+        #expect(error?.key == "local.mode")
+        #expect(error?.description.contains(#"mode = "0660""#) == true, "\(String(describing: error))")
+    }
+
+    @Test func aURLWithoutSchemeSaysWhatToWrite() {
+        let error = self.failure("[upstream]\nurl = \"127.0.0.1:18765\"\n")
+        #expect(error?.description.contains("write ws://127.0.0.1:18765 (or wss://127.0.0.1:18765 for TLS)") == true, "\(String(describing: error))")
+    }
+
+    @Test func credentialsInAURLAreNeverEchoedBack() {
+        let error = self.failure("[upstream]\nurl = \"wss://bob:hunter2@feed.example.test/x\"\n")
+        #expect(error?.description.contains("hunter2") == false, "\(String(describing: error))")
+        #expect(error?.description.contains("wss://***@feed.example.test/x") == true)
+        #expect(UpstreamURL.redacted("ws://h/a@b") == "ws://h/a@b")
+        #expect(UpstreamURL.redacted("ws://u:p@h:1?q=a@b") == "ws://***@h:1?q=a@b")
+    }
+
+    @Test func theMetricsEndpointAddress() throws {
+        #expect(try self.load("[metrics]\nlisten = \"127.0.0.1:9464\"\n").metrics.listen == .init(host: "127.0.0.1", port: 9464))
+        #expect(try self.load("[metrics]\nlisten = \"[::1]:0\"\n").metrics.listen == .init(host: "::1", port: 0))
+        #expect(try self.load("[metrics]\nlisten = \"\"\n").metrics.listen == nil)
+        for bad in ["9464", "::1:9464", "host:99999", ":9464"] {
+            #expect(self.failure("[metrics]\nlisten = \"\(bad)\"\n")?.key == "metrics.listen", "\(bad)")
+        }
+    }
+
+    @Test func fallbackURLsAndFailback() throws {
+        let config = try self.load(
+            """
+            [upstream]
+            url = "wss://primary.example/ws"
+            fallback_urls = ["wss://backup1.example/ws", "ws://127.0.0.1:9000/"]
+            failback_after = "10m"
+            """
+        )
+        #expect(config.upstream.urls.map(\.description) == ["wss://primary.example/ws", "wss://backup1.example/ws", "ws://127.0.0.1:9000/"])
+        #expect(config.upstream.failbackAfter == .seconds(600))
+        let bad = self.failure("[upstream]\nfallback_urls = [\"wss://u:hunter2@b.example/\"]\n")
+        #expect(bad?.key == "upstream.fallback_urls")
+        #expect(bad?.description.contains("hunter2") == false, "\(String(describing: bad))")
+        #expect(self.failure("[upstream]\nfallback_urls = \"wss://b/\"\n")?.description.contains("must be a list") == true)
+    }
+}
+
+// The known keys are the ones the section readers ask for (issue 18): no second list.
+
+extension ConfigurationLoaderTests {
+    @Test func everySectionRefusesAKeyItsReaderDoesNotRead() {
+        let sections = ConfigurationReader.readers.map { $0.name }
+        #expect(sections.count == 14)
+        for section in sections {
+            let error = self.failure("[\(section)]\nno_such_key = 1\n")
+            #expect(error?.key == "\(section).no_such_key", "\(String(describing: error))")
+            #expect(error?.description.contains("known keys in [\(section)]") == true)
+        }
+    }
+
+    @Test func theKnownKeysOfASectionAreExactlyWhatItsReaderAsksFor() {
+        let error = self.failure("[heartbeat]\nbogus = 1\n")
+        #expect(error?.description.contains("known keys in [heartbeat]: deadline, interval, text") == true, "\(String(describing: error))")
+    }
+}
+
+// The operator is never locked out (issue 19).
+
+extension ConfigurationLoaderTests {
+    @Test func reservedClientsDefaultToFourAtMostOneBelowMaxClients() throws {
+        #expect(try ConfigurationLoader(fileName: "t").load(text: "").local.reserved == 4)
+        #expect(try ConfigurationLoader(fileName: "t").load(text: "[local]\nmax_clients = 3\n").local.reserved == 2)
+        #expect(try ConfigurationLoader(fileName: "t").load(text: "[local]\nmax_clients = 10\nreserved_clients = 0\n").local.reserved == 0)
+        let tooMany = self.failure("[local]\nmax_clients = 3\nreserved_clients = 3\n")
+        #expect(tooMany?.key == "local.reserved_clients")
+        #expect(tooMany?.description.contains("must be below local.max_clients (3)") == true, "\(String(describing: tooMany))")
+    }
+}
+
+// Found by fuzzing (issue 19): these made TOMLKit's parser abort the process.
+
+extension ConfigurationLoaderTests {
+    @Test func aTableHeaderThatDoesNotStartWithANameIsAnErrorNotACrash() {
+        for text in ["[!uth]\nx = 1\n", "[upstream]\nurl = \"ws://h/\"\n[ !x ]\n", "[[!x]]\n"] {
+            let error = self.failure(text)
+            #expect(error?.description.contains("a table header must start with a name") == true, "\(text): \(String(describing: error))")
+        }
+        // Inside a multi-line array or string a line may start with a bracket: not a header.
+        let array = "[upstream]\nfallback_urls = [\n  \"ws://a/\",\n]\n[heartbeat]\ntext = '''\n[!not a header\n'''\n"
+        #expect((try? self.load(array))?.heartbeat.text == "[!not a header\n")
+    }
+}
+
+extension ConfigurationLoaderTests {
+    @Test func theHeaderCheckReadsBytesNotCharacters() {
+        // "[" with a combining mark after it is one Character; "\r\n" is one too.
+        for text in ["[\u{0322}\"\n", "[upstream]\r\nurl = \"ws://h/\"\r\n[!x]\r\n"] {
+            #expect(self.failure(text)?.description.contains("a table header must start with a name") == true, "\(text.debugDescription)")
+        }
+    }
+
+    /// A relative path in the file is the file's folder's (the daemon's working directory is /
+    /// under systemd); on the command line, the working directory's.
+    @Test func relativePathsAreTheFilesFoldersOrTheWorkingDirectorys() throws {
+        let config = try ConfigurationLoader(fileName: "/etc/wsbridge/feed.toml").load(
+            text: "[auth]\ntoken_file = \"feed.token\"\n[tls]\nca_file = \"./certs/ca.pem\"\n[local]\nsocket = \"feed.sock\"\n")
+        #expect(config.auth.tokenFile == "/etc/wsbridge/feed.token")
+        #expect(config.local.socket == "/etc/wsbridge/feed.sock")
+        #expect(config.tls.caFile == "/etc/wsbridge/certs/ca.pem")
+        let cwd = FileManager.default.currentDirectoryPath
+        #expect(try CommandLineSettings.path("ca.pem", flag: "--ca-file", key: "tls.ca_file") == "\(cwd)/ca.pem")
+        #expect(try CommandLineSettings.path("./x/ca.pem", flag: "--ca-file", key: "tls.ca_file") == "\(cwd)/x/ca.pem")
+        #expect(try CommandLineSettings.path("/abs/ca.pem", flag: "--ca-file", key: "tls.ca_file") == "/abs/ca.pem")
+    }
+
+    /// "A\u0000B" would load as "A" (TOMLKit hands strings over as C strings): refused, with its line.
+    @Test(arguments: ["[upstream]\non_open = [\"A\\u0000B\"]\n", "[upstream]\n\non_open = [\"\"\"\nA\\U00000000\"\"\"]\n"])
+    func aNULEscapeIsRefusedWithItsLine(_ text: String) throws {
+        let error = try #require(self.failure(text))
+        #expect(error.description.contains("a string holds \\u0000"), "\(error)")
+        #expect(error.line == (text.contains("\"\"\"") ? 4 : 2), "\(error)")
+    }
+
+    /// The escape written as text (an escaped backslash, or in a literal string) is kept.
+    @Test func aNULEscapeWrittenAsTextIsKept() throws {
+        let config = try self.load("[upstream]\non_open = [\"A\\\\u0000B\", 'C\\u0000D']\n")
+        #expect(config.upstream.onOpen.map(\.template) == ["A\\u0000B", "C\\u0000D"])
+    }
+
+    /// The daemon's file must name the upstream (an empty file is not "configuration OK").
+    @Test func theDaemonsFileMustNameTheUpstream() throws {
+        let strict = ConfigurationLoader(fileName: "wsbridged.toml", requiresURL: true)
+        #expect(throws: ConfigurationError.self) { try strict.load(text: "") }
+        do {
+            _ = try strict.load(text: "[local]\nmode = \"0660\"\n")
+        } catch {
+            #expect(error.key == "upstream.url" && error.description.contains("is required"), "\(error)")
+        }
+        #expect(try strict.load(text: "[upstream]\nurl = \"ws://127.0.0.1:9/\"\n").upstream.url.port == 9)
+    }
+
+    @Test func settingsAreQuotedAsTheyAreWritten() {
+        #expect(ConfigurationError.tomlString("type=\"connection_ack\"") == "'type=\"connection_ack\"'")
+        #expect(ConfigurationError.tomlString("type=authed") == "\"type=authed\"")
+        #expect(ConfigurationError.tomlString("a\"b'c") == "\"a\\\"b'c\"")
+    }
+}

@@ -1,0 +1,83 @@
+import Testing
+import WSBridgeProtocol
+
+@testable import WSBridgeCore
+
+@Suite struct NATSTests {
+    static let inbox = "_INBOX.test."
+
+    func ready() -> ProtocolSession {
+        var s = ProtocolSession(codec: NATS(inbox: Self.inbox))
+        #expect(s.upstream(#"INFO {"server_id":"x","max_payload":1048576}"# + "\r\n") == [])
+        #expect(s.upstream("PONG\r\n") == [])
+        #expect(s.wire(s.opened()) == ["ready"])
+        return s
+    }
+
+    @Test func severalOperationsInAFrameAreSeveralMessagesAndOneMaySpanFrames() {
+        var s = self.ready()
+        _ = s.app(1, "SUB a 1\r\n")
+        let three = "MSG a 1 5\r\nhello\r\nPING\r\nMSG a 1 reply.x 7\r\n{\"n\":1}\r\n"
+        #expect(s.upstream(three) == ["app 1 MSG a 1 5\r\nhello\r\n", "up PONG\r\n", "app 1 MSG a 1 reply.x 7\r\n{\"n\":1}\r\n"])
+        #expect(s.upstream("MSG a 1 11\r\nhello") == [])
+        #expect(s.upstream(" world\r\n") == ["app 1 MSG a 1 11\r\nhello world\r\n"])
+        let codec = NATS(inbox: Self.inbox)
+        guard case .success(let (messages, _)) = codec.split(Array("HMSG a 9 reply 12 14\r\nNATS/1.0\r\n\r\n{}\r\n".utf8)[...]) else { return }
+        #expect(messages[0].view["headers"] == "NATS/1.0\r\n\r\n")
+        #expect(messages[0].view["payload"] == .object([]))
+        #expect(codec.wireText(messages[0].view) == "HMSG a 9 reply 12 14\r\nNATS/1.0\r\n\r\n{}\r\n")
+    }
+
+    @Test func twoAppsOnSidOneGetTheirOwnMessagesAndShareASubject() {
+        var s = self.ready()
+        #expect(s.app(1, "SUB prices.btc 1\r\n") == ["up SUB prices.btc 1\r\n"])
+        #expect(s.app(2, "SUB prices.eth 1\r\n") == ["up SUB prices.eth 2\r\n"])
+        #expect(s.upstream("MSG prices.eth 2 2\r\n42\r\n") == ["app 2 MSG prices.eth 1 2\r\n42\r\n"])
+        // The same subject (and queue group): one upstream subscription, each app its own sid.
+        #expect(s.app(3, "SUB prices.btc 7\r\n") == [])
+        #expect(s.upstream("MSG prices.btc 1 1\r\n9\r\n") == ["app 1 MSG prices.btc 1 1\r\n9\r\n", "app 3 MSG prices.btc 7 1\r\n9\r\n"])
+        #expect(s.app(3, "SUB prices.btc workers 8\r\n") == ["up SUB prices.btc workers 3\r\n"])
+        #expect(s.app(1, "UNSUB 1\r\n") == [])
+        #expect(s.app(3, "UNSUB 7\r\n") == ["up UNSUB 1\r\n"])
+        #expect(s.wire(s.appLeft(3)) == ["up UNSUB 3\r\n"])
+    }
+
+    @Test func aPublishWithAReplySubjectIsACallAnsweredThroughTheDaemonsInbox() {
+        var s = self.ready()
+        #expect(s.app(1, "PUB svc.add my.reply 5\r\n[1,2]\r\n") == ["up PUB svc.add \(Self.inbox)1 5\r\n[1,2]\r\n"])
+        #expect(s.app(2, "PUB svc.add my.reply 7\r\n[10,20]\r\n") == ["up PUB svc.add \(Self.inbox)2 7\r\n[10,20]\r\n"])
+        #expect(s.upstream("MSG \(Self.inbox)2 0 2\r\n30\r\n") == ["app 2 MSG my.reply 0 2\r\n30\r\n"])
+        #expect(s.upstream("MSG \(Self.inbox)1 0 1\r\n3\r\n") == ["app 1 MSG my.reply 0 1\r\n3\r\n"])
+        // A client library's own inbox subscription covers its reply subject: as it is.
+        _ = s.app(3, "SUB _INBOX.lib.* 4\r\n")
+        #expect(s.app(3, "PUB svc.add _INBOX.lib.q1 5\r\n[1,1]\r\n") == ["up PUB svc.add _INBOX.lib.q1 5\r\n[1,1]\r\n"])
+        // The link lost with a call in flight: NATS's "no responders" status, at once.
+        _ = s.app(1, "PUB svc.slow r.1 0\r\n\r\n")
+        #expect(s.wire(s.lost(reason: "gone")) == ["app 1 HMSG r.1 0 39 39\r\nNATS/1.0 503\r\nWsbridged-Error: gone\r\n\r\n\r\n"])
+    }
+
+    @Test func theDaemonAnswersPingsAndRefusesWhatItCannotShare() {
+        var s = self.ready()
+        #expect(s.upstream("PING\r\n") == ["up PONG\r\n"])
+        #expect(s.app(1, "PING\r\n") == ["app 1 PONG\r\n"])
+        #expect(s.app(1, #"CONNECT {"verbose":false}"# + "\r\n") == ["app 1 +OK\r\n"])
+        #expect(s.app(1, "UNSUB 1 5\r\n").first?.hasPrefix("refuse UNSUB with a count") == true)
+        #expect(
+            s.upstream("-ERR 'Permissions Violation for Subscription to \"secret\"'\r\n") == [
+                "broadcast", "error Permissions Violation for Subscription to \"secret\"",
+            ])
+        guard case .failure(let error) = s.parse(app: "PUB a 10\r\nshort\r\n") else {
+            Issue.record("a cut PUB was accepted")
+            return
+        }
+        #expect(error.description.contains("ends inside"))
+    }
+
+    @Test(arguments: [
+        ("a.b.c", "a.b.c", true), ("a.b.c", "a.*.c", true), ("a.b.c", "a.>", true), ("a", "a.>", false), ("a.b", "a.*.c", false),
+        ("a.b.c", "*", false),
+    ])
+    func subjectsMatchAsNATSMatchesThem(_ subject: String, _ pattern: String, _ matches: Bool) {
+        #expect(NATS.subject(subject, matches: pattern[...]) == matches)
+    }
+}
