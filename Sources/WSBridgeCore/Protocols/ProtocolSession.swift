@@ -55,7 +55,7 @@ package struct ProtocolSession {
     /// `"KEY"` for each of the codec's routing keys, as bytes (nil: every message is read).
     private let needles: [[UInt8]]?
     /// Text protocols: the start of a message the last WebSocket message cut (`limits.messageBytes`).
-    private var partial: [UInt8] = []
+    private var partial = ProtocolTextRemainder()
 
     package init(codec: any ProtocolCodec, limits: Limits = Limits()) {
         self.codec = codec
@@ -74,41 +74,19 @@ package struct ProtocolSession {
 
     package var isText: Bool { self.codec.isText }
 
+    /// Text protocols: the whole messages in what the upstream sent, after what an earlier
+    /// WebSocket message left unfinished (kept for the next).
     package mutating func split(upstream bytes: UnsafeRawBufferPointer) -> Result<[ProtocolMessage], ProtocolSyntaxError> {
-        self.partial.append(contentsOf: bytes)
-        switch self.codec.split(self.partial[...]) {
-        case .failure(let error):
-            self.partial.removeAll()
-            return .failure(error)
-        case .success(let (messages, consumed)):
-            self.partial.removeFirst(consumed)
-            if self.partial.count > self.limits.messageBytes {
-                let size = self.partial.count
-                self.partial.removeAll()
-                return .failure(
-                    ProtocolSyntaxError(
-                        "a \(self.codec.name) message has come to \(size) bytes without its end, past upstream.max_message_size (\(self.limits.messageBytes))"))
-            }
-            return .success(messages)
-        }
+        self.partial.split(bytes, codec: self.codec, limit: self.limits.messageBytes)
     }
 
-    package func parse(app text: String) -> Result<[JSONValue], ProtocolSyntaxError> {
-        let bytes = Array(text.utf8)
-        switch self.codec.split(bytes[...]) {
-        case .failure(let error): return .failure(error)
-        case .success(let (messages, consumed)):
-            guard consumed == bytes.count else {
-                let rest = String(decoding: bytes[consumed...].prefix(60), as: UTF8.self)
-                return .failure(ProtocolSyntaxError("the text ends inside a \(self.codec.name) message (\(rest.debugDescription)): send whole messages"))
-            }
-            guard !messages.isEmpty else { return .failure(ProtocolSyntaxError("no \(self.codec.name) message in the text")) }
-            return .success(messages.map(\.view))
-        }
-    }
+    /// An app's text as the protocol's messages (their views), or why it is not.
+    package func parse(app text: String) -> Result<[JSONValue], ProtocolSyntaxError> { self.codec.parse(app: text) }
 
     package func wireText(_ view: JSONValue) -> String { self.codec.wireText(view) }
 
+    /// Text protocols: whether a WebSocket message is one broadcast message, told from how it
+    /// begins (nothing of an earlier one is pending).
     package func isBroadcast(_ bytes: UnsafeRawBufferPointer) -> Bool {
         self.partial.isEmpty && self.codec.broadcastPrefixes.contains { bytes.starts(with: $0) }
     }
@@ -503,40 +481,4 @@ package struct ProtocolSession {
                 setAside: $0.setAside)
         }
     }
-}
-
-// MARK: - The session's records
-
-struct ProtocolSessionHolder: Equatable {
-    var app: AppID
-    var appID: WireID
-    /// Whether it has had the subscribe's answer (protocols whose subscribe is answered).
-    var answered: Bool
-}
-
-struct ProtocolSessionSubscription {
-    var key: String
-    /// The subscribe as the first app sent it (its id is replaced on every send).
-    var message: JSONValue
-    var upstreamID: WireID
-    var holders: [ProtocolSessionHolder]
-    /// Server-assigned id on this connection, and the one apps were given first.
-    var serverID: WireID?
-    var visibleID: WireID?
-    /// When the first holder subscribed (milliseconds since the epoch).
-    var since: Int64
-    /// Why it is not sent again (the server closed the link after it on several opens).
-    var setAside: String? = nil
-}
-
-struct ProtocolSessionCall {
-    var app: AppID
-    var appID: WireID
-}
-
-/// What an app's own id stands for: a call (by its upstream id) or a subscription (by its
-/// key, which outlives the upstream ids of reconnects).
-enum ProtocolSessionHeld: Equatable {
-    case call(WireID)
-    case subscription(String)
 }

@@ -41,7 +41,7 @@ extension LocalPlane {
         client.send(MessageLineEncoder.line(error.reply, allocator: self.allocator))
     }
 
-    private func ok(_ client: LocalClient, _ id: JSONValue?, _ result: JSONValue) {
+    func ok(_ client: LocalClient, _ id: JSONValue?, _ result: JSONValue) {
         client.send(MessageLineEncoder.line(ReplyLine.ok(id: id, result).json, allocator: self.allocator))
     }
 
@@ -139,7 +139,7 @@ extension LocalPlane {
     }
 
     /// An app's `text` as the protocol's messages (their views), or what is wrong with it.
-    private func appMessages(_ payload: Payload) -> Result<[JSONValue], ProtocolSyntaxError> {
+    func appMessages(_ payload: Payload) -> Result<[JSONValue], ProtocolSyntaxError> {
         guard let session = self.appProtocol?.session else { return .failure(ProtocolSyntaxError("upstream.protocol is raw")) }
         let name = session.name
         let syntax = session.isText ? "text in that protocol's syntax" : "one JSON message of that protocol (as text)"
@@ -263,181 +263,5 @@ extension LocalPlane {
         guard let (code, message) = problem else { return }
         appProtocol.requests.cancel(client, key: wire.key)
         self.reply(client, ProtocolError(code, message, id: id))
-    }
-
-    // MARK: - Sticky sends
-
-    /// Registers a sticky send; its text goes now if the link is open, else after the next open.
-    private func stick(_ options: StickyOptions, _ payload: Payload, id: JSONValue?, from client: LocalClient) {
-        if let appProtocol = self.appProtocol, case .success(let views) = self.appMessages(payload), views.count == 1, let json = views.first,
-            appProtocol.session.requestID(in: json) != nil
-        {
-            self.stickThroughProtocol(options, json, id: id, from: client, through: appProtocol)
-            return
-        }
-        let registered = self.session.register(options, payload: payload, client: client.id, pid: client.credentials?.pid, uid: client.credentials?.uid)
-        let outcome: StickyRegistry.Registered
-        let holders: Int
-        switch registered {
-        case .failure(var error):
-            error.id = id
-            self.reply(client, error)
-            return
-        case .success(let r):
-            (outcome, holders) = r
-        }
-        let status: StickyResult.Status
-        if outcome.sends {
-            status = self.link.sendAhead(UpstreamMessage(payload)) ? .sent : .queued
-        } else {
-            status = .held
-        }
-        self.logger.debug(
-            "sticky key \(options.key): \(outcome) (\(status.rawValue))",
-            metadata: ["client.id": "\(client.id)", "sticky.key": "\(options.key)", "sticky.scope": "\(options.scope.rawValue)"])
-        let result = StickyResult(status: status, key: options.key, scope: options.scope, holders: holders, state: self.link.phase)
-        let line = MessageLineEncoder.line(ReplyLine.ok(id: id, SendResult.sticky(result).json).json, allocator: self.allocator)
-        self.replyOnceStored(client, line, id: id)
-    }
-
-    /// A sticky send that carries the protocol's id: a subscription of the protocol layer's, sent
-    /// again on every open with a fresh id, what carries its id routed to its holder (the client,
-    /// or, with scope daemon, every subscriber).
-    private func stickThroughProtocol(
-        _ options: StickyOptions, _ json: JSONValue, id: JSONValue?, from client: LocalClient, through appProtocol: AppProtocolLayer
-    ) {
-        let name = appProtocol.session.name
-        if options.onUnstick != nil {
-            self.reply(
-                client,
-                ProtocolError(
-                    .invalidValue,
-                    "\(name): this sticky send carries an id, so it is a subscription the protocol layer keeps, and it ends when its holders leave; on_unstick is not used for it: leave it out",
-                    id: id))
-            return
-        }
-        let holder = options.scope == .daemon ? AppID.everyone : client.id
-        let performed = appProtocol.stickyFromApp(holder, json, key: options.key, link: self.link)
-        if let refusal = performed.refusal {
-            self.reply(client, ProtocolError(.invalidValue, "\(name): \(refusal)", id: id))
-            return
-        }
-        let status: StickyResult.Status = performed.sent != nil ? .sent : (self.link.phase == .open ? .held : .queued)
-        let holders = appProtocol.session.stickyHolders(options.key) ?? 1
-        let result = StickyResult(status: status, key: options.key, scope: options.scope, holders: holders, state: self.link.phase)
-        self.ok(client, id, SendResult.sticky(result).json)
-    }
-
-    private func unstick(_ key: String, leave: String?, scope: StickyScope?, id: JSONValue?, from client: LocalClient) {
-        if let appProtocol = self.appProtocol {
-            let holder = scope == .daemon ? AppID.everyone : client.id
-            if let performed = appProtocol.stickyRelease(holder, key: key, link: self.link) {
-                let holders = appProtocol.session.stickyHolders(key) ?? 0
-                self.ok(client, id, UnstickResult(key: key, holders: holders, leave: performed.sent != nil ? "sent" : "none").json)
-                return
-            }
-        }
-        let result: UnstickResult
-        switch self.session.release(key: key, client: client.id, scope: scope, leave: leave) {
-        case .failure(var error):
-            error.id = id
-            self.reply(client, error)
-            return
-        case .success(.stillHeld(let holders)):
-            result = UnstickResult(key: key, holders: holders, leave: "none")
-        case .success(.removed(let text)):
-            result = UnstickResult(key: key, holders: 0, leave: self.sendLeave(text))
-        }
-        let line = MessageLineEncoder.line(ReplyLine.ok(id: id, result.json).json, allocator: self.allocator)
-        self.replyOnceStored(client, line, id: id)
-    }
-
-    /// A client's keys go with it; the leave texts of keys nobody holds any more go upstream.
-    func releaseSticky(of client: LocalClient) {
-        for message in self.session.clientGone(client.id) {
-            if !self.link.sendAhead(message) {
-                self.logger.debug("a sticky key's leave text was not sent: the link is not open, and the next connection never had the key")
-            }
-        }
-    }
-
-    /// `sent`, `none` or `skipped` (the link is not open: the next connection never had the key).
-    private func sendLeave(_ text: String?) -> String {
-        guard let text else { return "none" }
-        return self.link.sendAhead(UpstreamMessage(.text(text))) ? "sent" : "skipped"
-    }
-
-    /// Sends `line` now, or, when the request changed the daemon-scope keys and `queue.spool` is
-    /// set, once the key file is on disk (later replies to this client wait their turn).
-    private func replyOnceStored(_ client: LocalClient, _ line: ByteBuffer, id: JSONValue?) {
-        guard let stored = self.session.persistChanges() else {
-            client.send(line)
-            return
-        }
-        let ticket = client.holdReply()
-        stored.assumeIsolated().whenComplete { result in
-            switch result {
-            case .success:
-                client.fillReply(ticket, line)
-            case .failure(let error):
-                let problem = ProtocolError(
-                    .internalError,
-                    "the daemon-scope sticky keys could not be stored (\(error)): the change holds until wsbridged stops, not after; free space or fix the permissions of queue.spool, then send it again",
-                    id: id)
-                client.fillReply(ticket, MessageLineEncoder.line(problem.reply, allocator: self.allocator))
-            }
-        }
-    }
-
-    /// The reply to a send that went out, but for its id.
-    private static let sentReply = ReplyLine.Constant(result: SendResult.sent.json)
-
-    /// The reply line to a `send`.
-    private func sendReply(_ outcome: SendOutcome, id: JSONValue?) -> ByteBuffer {
-        let json: JSONValue
-        switch outcome {
-        case .sent:
-            let line = Self.sentReply.line(id: id)
-            var buffer = self.allocator.buffer(capacity: line.count)
-            buffer.writeBytes(line)
-            return buffer
-        case .queued(let depth): json = ReplyLine.ok(id: id, SendResult.queued(depth: depth, state: self.link.phase).json).json
-        case .rejected(let problem): json = ProtocolError(.queueFull, problem, id: id).reply
-        case .spooling: json = ProtocolError(.internalError, "bug: a send was answered before the spool stored it", id: id).reply
-        }
-        return MessageLineEncoder.line(json, allocator: self.allocator)
-    }
-}
-
-/// Turns one request line into a `Request`, or the error reply that says what to fix.
-enum RequestDecoding {
-    /// nil for a blank line (ignored).
-    static func decode(_ input: LocalLine, limits: RequestLimits) -> Result<Request, ProtocolError>? {
-        switch input {
-        case .tooLong(let limit):
-            return .failure(
-                ProtocolError(
-                    .lineTooLong, "request line longer than local.max_line (\(limit) bytes): it was discarded up to its newline; send smaller requests")
-            )
-        case .line(let line):
-            if line.readableBytes == 0 { return nil }
-            // The link's own validator (eight ASCII bytes at a time), not the standard library's
-            // generic one.
-            var utf8 = UTF8Validator()
-            let valid = line.withUnsafeReadableBytes { utf8.feed($0) } && utf8.isComplete
-            guard valid else {
-                return .failure(ProtocolError(.invalidUTF8, "the request line is not valid UTF-8: send UTF-8 encoded JSON"))
-            }
-            do {
-                let json = try JSONValue.parse(line.readableBytesView)
-                return .success(try Request.decode(json, limits: limits))
-            } catch let error as JSONParseError {
-                return .failure(ProtocolError(.invalidJSON, "\(error.description); each line must be one JSON object such as {\"id\":1,\"op\":\"status\"}"))
-            } catch let error as ProtocolError {
-                return .failure(error)
-            } catch {
-                return .failure(ProtocolError(.internalError, "\(error)"))
-            }
-        }
     }
 }

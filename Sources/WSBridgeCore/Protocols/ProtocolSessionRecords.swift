@@ -1,0 +1,37 @@
+import WSBridgeProtocol
+
+/// The session's records, types of their own (not nested in the session) so that their
+/// metadata is known at compile time.
+struct ProtocolSessionHolder: Equatable {
+    var app: AppID
+    var appID: WireID
+    /// Whether it has had the subscribe's answer (protocols whose subscribe is answered).
+    var answered: Bool
+}
+
+struct ProtocolSessionSubscription {
+    var key: String
+    /// The subscribe as the first app sent it (its id is replaced on every send).
+    var message: JSONValue
+    var upstreamID: WireID
+    var holders: [ProtocolSessionHolder]
+    /// Server-assigned id on this connection, and the one apps were given first.
+    var serverID: WireID?
+    var visibleID: WireID?
+    /// When the first holder subscribed (milliseconds since the epoch).
+    var since: Int64
+    /// Why it is not sent again (the server closed the link after it on several opens).
+    var setAside: String? = nil
+}
+
+struct ProtocolSessionCall {
+    var app: AppID
+    var appID: WireID
+}
+
+/// What an app's own id stands for: a call (by its upstream id) or a subscription (by its
+/// key, which outlives the upstream ids of reconnects).
+enum ProtocolSessionHeld: Equatable {
+    case call(WireID)
+    case subscription(String)
+}

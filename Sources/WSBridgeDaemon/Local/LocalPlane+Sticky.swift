@@ -1,0 +1,148 @@
+import Logging
+import NIOCore
+import WSBridgeCore
+import WSBridgeProtocol
+
+/// Sticky sends: registered, sent now or after the next open, released (docs/sessions.md).
+extension LocalPlane {
+    /// Registers a sticky send; its text goes now if the link is open, else after the next open.
+    func stick(_ options: StickyOptions, _ payload: Payload, id: JSONValue?, from client: LocalClient) {
+        if let appProtocol = self.appProtocol, case .success(let views) = self.appMessages(payload), views.count == 1, let json = views.first,
+            appProtocol.session.requestID(in: json) != nil
+        {
+            self.stickThroughProtocol(options, json, id: id, from: client, through: appProtocol)
+            return
+        }
+        let registered = self.session.register(options, payload: payload, client: client.id, pid: client.credentials?.pid, uid: client.credentials?.uid)
+        let outcome: StickyRegistry.Registered
+        let holders: Int
+        switch registered {
+        case .failure(var error):
+            error.id = id
+            self.reply(client, error)
+            return
+        case .success(let r):
+            (outcome, holders) = r
+        }
+        let status: StickyResult.Status
+        if outcome.sends {
+            status = self.link.sendAhead(UpstreamMessage(payload)) ? .sent : .queued
+        } else {
+            status = .held
+        }
+        self.logger.debug(
+            "sticky key \(options.key): \(outcome) (\(status.rawValue))",
+            metadata: ["client.id": "\(client.id)", "sticky.key": "\(options.key)", "sticky.scope": "\(options.scope.rawValue)"])
+        let result = StickyResult(status: status, key: options.key, scope: options.scope, holders: holders, state: self.link.phase)
+        let line = MessageLineEncoder.line(ReplyLine.ok(id: id, SendResult.sticky(result).json).json, allocator: self.allocator)
+        self.replyOnceStored(client, line, id: id)
+    }
+
+    /// A sticky send that carries the protocol's id: a subscription of the protocol layer's, sent
+    /// again on every open with a fresh id, what carries its id routed to its holder (the client,
+    /// or, with scope daemon, every subscriber).
+    private func stickThroughProtocol(
+        _ options: StickyOptions, _ json: JSONValue, id: JSONValue?, from client: LocalClient, through appProtocol: AppProtocolLayer
+    ) {
+        let name = appProtocol.session.name
+        if options.onUnstick != nil {
+            self.reply(
+                client,
+                ProtocolError(
+                    .invalidValue,
+                    "\(name): this sticky send carries an id, so it is a subscription the protocol layer keeps, and it ends when its holders leave; on_unstick is not used for it: leave it out",
+                    id: id))
+            return
+        }
+        let holder = options.scope == .daemon ? AppID.everyone : client.id
+        let performed = appProtocol.stickyFromApp(holder, json, key: options.key, link: self.link)
+        if let refusal = performed.refusal {
+            self.reply(client, ProtocolError(.invalidValue, "\(name): \(refusal)", id: id))
+            return
+        }
+        let status: StickyResult.Status = performed.sent != nil ? .sent : (self.link.phase == .open ? .held : .queued)
+        let holders = appProtocol.session.stickyHolders(options.key) ?? 1
+        let result = StickyResult(status: status, key: options.key, scope: options.scope, holders: holders, state: self.link.phase)
+        self.ok(client, id, SendResult.sticky(result).json)
+    }
+
+    func unstick(_ key: String, leave: String?, scope: StickyScope?, id: JSONValue?, from client: LocalClient) {
+        if let appProtocol = self.appProtocol {
+            let holder = scope == .daemon ? AppID.everyone : client.id
+            if let performed = appProtocol.stickyRelease(holder, key: key, link: self.link) {
+                let holders = appProtocol.session.stickyHolders(key) ?? 0
+                self.ok(client, id, UnstickResult(key: key, holders: holders, leave: performed.sent != nil ? "sent" : "none").json)
+                return
+            }
+        }
+        let result: UnstickResult
+        switch self.session.release(key: key, client: client.id, scope: scope, leave: leave) {
+        case .failure(var error):
+            error.id = id
+            self.reply(client, error)
+            return
+        case .success(.stillHeld(let holders)):
+            result = UnstickResult(key: key, holders: holders, leave: "none")
+        case .success(.removed(let text)):
+            result = UnstickResult(key: key, holders: 0, leave: self.sendLeave(text))
+        }
+        let line = MessageLineEncoder.line(ReplyLine.ok(id: id, result.json).json, allocator: self.allocator)
+        self.replyOnceStored(client, line, id: id)
+    }
+
+    /// A client's keys go with it; the leave texts of keys nobody holds any more go upstream.
+    func releaseSticky(of client: LocalClient) {
+        for message in self.session.clientGone(client.id) {
+            if !self.link.sendAhead(message) {
+                self.logger.debug("a sticky key's leave text was not sent: the link is not open, and the next connection never had the key")
+            }
+        }
+    }
+
+    /// `sent`, `none` or `skipped` (the link is not open: the next connection never had the key).
+    private func sendLeave(_ text: String?) -> String {
+        guard let text else { return "none" }
+        return self.link.sendAhead(UpstreamMessage(.text(text))) ? "sent" : "skipped"
+    }
+
+    /// Sends `line` now, or, when the request changed the daemon-scope keys and `queue.spool` is
+    /// set, once the key file is on disk (later replies to this client wait their turn).
+    private func replyOnceStored(_ client: LocalClient, _ line: ByteBuffer, id: JSONValue?) {
+        guard let stored = self.session.persistChanges() else {
+            client.send(line)
+            return
+        }
+        let ticket = client.holdReply()
+        stored.assumeIsolated().whenComplete { result in
+            switch result {
+            case .success:
+                client.fillReply(ticket, line)
+            case .failure(let error):
+                let problem = ProtocolError(
+                    .internalError,
+                    "the daemon-scope sticky keys could not be stored (\(error)): the change holds until wsbridged stops, not after; free space or fix the permissions of queue.spool, then send it again",
+                    id: id)
+                client.fillReply(ticket, MessageLineEncoder.line(problem.reply, allocator: self.allocator))
+            }
+        }
+    }
+
+    /// The reply to a send that went out, but for its id.
+    private static let sentReply = ReplyLine.Constant(result: SendResult.sent.json)
+
+    /// The reply line to a `send`.
+    func sendReply(_ outcome: SendOutcome, id: JSONValue?) -> ByteBuffer {
+        let json: JSONValue
+        switch outcome {
+        case .sent:
+            let line = Self.sentReply.line(id: id)
+            var buffer = self.allocator.buffer(capacity: line.count)
+            buffer.writeBytes(line)
+            return buffer
+        case .queued(let depth): json = ReplyLine.ok(id: id, SendResult.queued(depth: depth, state: self.link.phase).json).json
+        case .rejected(let problem): json = ProtocolError(.queueFull, problem, id: id).reply
+        case .spooling: json = ProtocolError(.internalError, "bug: a send was answered before the spool stored it", id: id).reply
+        }
+        return MessageLineEncoder.line(json, allocator: self.allocator)
+    }
+}
