@@ -40,7 +40,7 @@ public struct Configuration: Sendable, Equatable {
 
             /// The protocol's codec (its file says the rest: its connection and its messages);
             /// nil for `raw`. A new protocol is its codec's file and its case here.
-            package var codec: (any ProtocolCodec.Type)? {
+            package var codec: (any AppProtocolCodec.Type)? {
                 switch self {
                 case .raw: nil
                 case .json: JSONProtocol.self

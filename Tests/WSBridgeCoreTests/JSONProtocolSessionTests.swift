@@ -3,9 +3,9 @@ import WSBridgeProtocol
 
 @testable import WSBridgeCore
 
-typealias JSONSession = ProtocolSession
+typealias JSONSession = AppProtocolSession
 
-private func mayRoute(_ router: ProtocolSession, _ text: String) -> Bool {
+private func mayRoute(_ router: AppProtocolSession, _ text: String) -> Bool {
     Array(text.utf8).withUnsafeBytes { router.mayRoute($0) }
 }
 
@@ -35,7 +35,7 @@ private func mayRoute(_ router: ProtocolSession, _ text: String) -> Bool {
     }
 
     @Test func theBytesOfKeptSubscriptionsAreBounded() throws {
-        var s = JSONSession(codec: JSONProtocol(), limits: ProtocolLimits(subscriptionBytes: 60))
+        var s = JSONSession(codec: JSONProtocol(), limits: AppProtocolLimits(subscriptionBytes: 60))
         _ = s.opened()
         let big = json(#"{"id":1,"type":"subscribe_events","event_type":"a"}"#)  // 50 bytes
         #expect(s.stickySubscribe(1, big, key: "a").count == 1)

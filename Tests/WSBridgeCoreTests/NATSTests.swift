@@ -6,8 +6,8 @@ import WSBridgeProtocol
 @Suite struct NATSTests {
     static let inbox = "_INBOX.test."
 
-    func ready() -> ProtocolSession {
-        var s = ProtocolSession(codec: NATS(inbox: Self.inbox))
+    func ready() -> AppProtocolSession {
+        var s = AppProtocolSession(codec: NATS(inbox: Self.inbox))
         #expect(s.upstream(#"INFO {"server_id":"x","max_payload":1048576}"# + "\r\n") == [])
         #expect(s.upstream("PONG\r\n") == [])
         #expect(s.wire(s.opened()) == ["ready"])

@@ -9,5 +9,5 @@ func json(_ text: String) -> JSONValue {
 }
 
 /// The session with each codec, as the tests name it.
-typealias GraphQL = ProtocolSession
-typealias RPC = ProtocolSession
+typealias GraphQL = AppProtocolSession
+typealias RPC = AppProtocolSession

@@ -4,8 +4,8 @@ import WSBridgeProtocol
 @testable import WSBridgeCore
 
 @Suite struct STOMPTests {
-    func ready() -> ProtocolSession {
-        var s = ProtocolSession(codec: STOMP(heartBeat: (10_000, 10_000)))
+    func ready() -> AppProtocolSession {
+        var s = AppProtocolSession(codec: STOMP(heartBeat: (10_000, 10_000)))
         #expect(s.upstream("CONNECTED\nversion:1.2\nheart-beat:5000,5000\nserver:RabbitMQ/3.10\n\n\0") == ["timing send 10000 \"\\n\" deadline 20000"])
         #expect(s.wire(s.opened()) == ["ready"])
         return s

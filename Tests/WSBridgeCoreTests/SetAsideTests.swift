@@ -10,7 +10,7 @@ import WSBridgeProtocol
     static let poison = json(#"{"type":"subscribe","id":"1","payload":{"query":"subscription { b }","operationName":7}}"#)
 
     @Test func theSubscriptionSentLastBeforeEarlyClosesIsSetAsideAfterThreeInARow() {
-        var s = GraphQL(codec: GraphQLTransportWS(), limits: ProtocolLimits(setAsideAfter: 3))
+        var s = GraphQL(codec: GraphQLTransportWS(), limits: AppProtocolLimits(setAsideAfter: 3))
         _ = s.opened()
         #expect(s.fromApp(1, Self.good).count == 1)
         #expect(s.fromApp(2, Self.poison).count == 1)
@@ -44,7 +44,7 @@ import WSBridgeProtocol
     }
 
     @Test func aStableOpenClearsTheCount() {
-        var s = GraphQL(codec: GraphQLTransportWS(), limits: ProtocolLimits(setAsideAfter: 2))
+        var s = GraphQL(codec: GraphQLTransportWS(), limits: AppProtocolLimits(setAsideAfter: 2))
         _ = s.opened()
         _ = s.fromApp(1, Self.poison)
         for (early, expectSetAside) in [(true, false), (false, false), (true, false), (true, true)] {

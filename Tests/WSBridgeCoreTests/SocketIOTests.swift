@@ -4,8 +4,8 @@ import WSBridgeProtocol
 @testable import WSBridgeCore
 
 @Suite struct SocketIOTests {
-    func ready() -> ProtocolSession {
-        var s = ProtocolSession(codec: SocketIO())
+    func ready() -> AppProtocolSession {
+        var s = AppProtocolSession(codec: SocketIO())
         #expect(s.upstream(#"0{"sid":"e1","upgrades":[],"pingInterval":2000,"pingTimeout":1500,"maxPayload":1000000}"#) == ["timing send 0 \"\" deadline 3500"])
         // The link sent `40` and its ready gate saw the answer first; then it opens.
         #expect(s.upstream(#"40{"sid":"s1"}"#) == [])
@@ -62,7 +62,7 @@ import WSBridgeProtocol
 
     @Test(arguments: ["hello", "4", "49", #"42{"not":"an array"}"#, "451-[\"bin\",{\"_placeholder\":true,\"num\":0}]"])
     func whatIsNotSocketIOIsRefusedWithTheReason(_ text: String) {
-        guard case .failure(let error) = ProtocolSession(codec: SocketIO()).parse(app: text) else {
+        guard case .failure(let error) = AppProtocolSession(codec: SocketIO()).parse(app: text) else {
             Issue.record("accepted \(text)")
             return
         }

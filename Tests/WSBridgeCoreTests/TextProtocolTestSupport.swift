@@ -5,7 +5,7 @@ import WSBridgeProtocol
 
 /// The text protocols (issue 34): their messages split and viewed, written back byte for byte,
 /// and two apps on the same ids at once, as wire text in and out.
-extension ProtocolSession {
+extension AppProtocolSession {
     /// The app's text as it would come through `send` (must be whole messages).
     mutating func app(_ app: AppID, _ text: String) -> [String] {
         guard case .success(let views) = self.parse(app: text) else {
@@ -26,7 +26,7 @@ extension ProtocolSession {
     }
 
     /// Effects as text: `up TEXT`, `app N TEXT`, `broadcast`, `refuse …`.
-    func wire(_ effects: [ProtocolEffect]) -> [String] {
+    func wire(_ effects: [AppProtocolEffect]) -> [String] {
         effects.map { effect in
             switch effect {
             case .upstream(let v): "up " + self.wireText(v)

@@ -44,7 +44,7 @@ import WSBridgeCore
                     recorder.events.append(frame.opcode == .connectionClose ? "control close" : frame.opcode == .ping ? "control ping" : "control other")
                 },
                 error: { error in
-                    let e = error as? UpstreamProtocolError
+                    let e = error as? UpstreamFrameError
                     recorder.events.append("error \(e.map { UInt16(webSocketErrorCode: $0.closeCode) } ?? 0) \(error)")
                 }
             ),

@@ -129,7 +129,7 @@ import WSBridgeProtocol
             logger.logLevel = .critical
             let loop = self.loop
             self.dialer = EmbeddedDialer(loop: loop)
-            self.appProtocol = makeProtocolSession(configuration.applicationProtocol).map {
+            self.appProtocol = makeAppProtocolSession(configuration.applicationProtocol).map {
                 AppProtocolLayer(
                     session: $0, fanout: Fanout(configuration: configuration.local, status: SystemdStatus(), eventLoop: loop), eventLoop: loop, logger: logger)
             }

@@ -38,7 +38,7 @@ final class Bridge {
         let fanout = Fanout(configuration: configuration.local, status: status, metrics: metrics, eventLoop: eventLoop, journal: journal)
         self.fanout = fanout
         // With an application protocol, its layer stands between the link and the fan-out.
-        self.appProtocol = makeProtocolSession(configuration.applicationProtocol, maxMessageSize: configuration.upstream.maxMessageSize).map {
+        self.appProtocol = makeAppProtocolSession(configuration.applicationProtocol, maxMessageSize: configuration.upstream.maxMessageSize).map {
             AppProtocolLayer(session: $0, fanout: fanout, eventLoop: eventLoop, logger: logger)
         }
         self.session = UpstreamSession(

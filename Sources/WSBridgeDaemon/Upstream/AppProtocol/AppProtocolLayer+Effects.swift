@@ -3,7 +3,7 @@ import NIOCore
 import WSBridgeCore
 import WSBridgeProtocol
 
-/// The application protocol (`upstream.protocol`): what the protocol layer (`ProtocolSession`)
+/// The application protocol (`upstream.protocol`): what the protocol layer (`AppProtocolSession`)
 /// decides, carried out. Messages that belong to an app go to that app only, numbered in the
 /// stream like every message but kept out of the replay ring and the journal (a new connection
 /// owns nothing, so a replay of them would reach nobody's).
@@ -27,7 +27,7 @@ extension AppProtocolLayer {
     /// written again.
     @discardableResult
     func perform(
-        _ effects: [ProtocolEffect], link: any LinkControl, receivedAtMillis: Int64, lost: String? = nil, original: (view: JSONValue, data: ByteBuffer)? = nil
+        _ effects: [AppProtocolEffect], link: any LinkControl, receivedAtMillis: Int64, lost: String? = nil, original: (view: JSONValue, data: ByteBuffer)? = nil
     ) -> Performed {
         var performed = Performed()
         for effect in effects {
@@ -53,7 +53,7 @@ extension AppProtocolLayer {
                 self.startKeepalive(timing, link: link)
             case .serverError(let text, let fatal):
                 let name = self.session.name
-                self.serverError = ProtocolServerError(text: text, at: WallClock.millisecondsSinceEpoch())
+                self.serverError = AppProtocolServerError(text: text, at: WallClock.millisecondsSinceEpoch())
                 self.logger.warning("\(name): the server reported an error: \(text)\(fatal ? "; the link reconnects" : "")", metadata: ["protocol": "\(name)"])
                 if fatal { link.fail("\(name): the server reported an error: \(text)") }
             }
@@ -140,10 +140,10 @@ extension AppProtocolLayer {
     }
 }
 
-/// The application protocol's keepalive on the open link (`ProtocolTiming`): what the daemon sends
+/// The application protocol's keepalive on the open link (`AppProtocolTiming`): what the daemon sends
 /// on a timer (STOMP's heart-beats), and the deadline after which a silent server is a dead link
 /// (a repeated check of a flag every upstream message sets: no timer per message).
-struct ProtocolKeepalive {
+struct AppProtocolKeepalive {
     /// An upstream message arrived since the last check.
     var heard = false
     var sender: Scheduled<Void>?
@@ -158,7 +158,7 @@ struct ProtocolKeepalive {
 }
 
 /// The server's last error report (STOMP `ERROR`, NATS `-ERR`, Socket.IO `44`), for status.
-struct ProtocolServerError {
+struct AppProtocolServerError {
     var text: String
     /// Milliseconds since the epoch.
     var at: Int64
@@ -166,7 +166,7 @@ struct ProtocolServerError {
 
 extension AppProtocolLayer {
     /// Starts the keepalive the server set on this connection (replacing any earlier one).
-    func startKeepalive(_ timing: ProtocolTiming, link: any LinkControl) {
+    func startKeepalive(_ timing: AppProtocolTiming, link: any LinkControl) {
         self.keepalive.stop()
         self.keepalive.heard = true
         if let every = timing.sendEvery, every > 0 { self.keepaliveSend(timing.text, every: every, link: link) }

@@ -4,7 +4,7 @@ import WSBridgeCore
 import WSBridgeProtocol
 
 /// The application protocol on the link (`upstream.protocol`, docs/protocols.md): the protocol
-/// session (`ProtocolSession`: ids, subscriptions, what the handshake answered)
+/// session (`AppProtocolSession`: ids, subscriptions, what the handshake answered)
 /// carried out. It is the link's event sink when a protocol is set, in front of the fan-out:
 /// an upstream message goes through the session, and on to every subscriber (a broadcast) or
 /// to the app it belongs to (numbered in the stream like every message, but kept out of the
@@ -15,13 +15,13 @@ import WSBridgeProtocol
 final class AppProtocolLayer: UpstreamEventSink {
     /// The protocol's session, changed in place only (`withSession`): a copy would make every
     /// table it changes copy itself first.
-    private(set) var session: ProtocolSession
+    private(set) var session: AppProtocolSession
     /// `request`s answered by the protocol's ids.
-    let requests: ProtocolRequests
+    let requests: AppProtocolRequests
     /// The protocol's keepalive on the open link (`+Effects`).
-    var keepalive = ProtocolKeepalive()
+    var keepalive = AppProtocolKeepalive()
     /// The server's last error report (status `protocol.server_error`).
-    var serverError: ProtocolServerError?
+    var serverError: AppProtocolServerError?
     /// Where messages for subscribers go: numbered, journaled, fanned out.
     let fanout: Fanout
     let logger: Logger
@@ -31,12 +31,12 @@ final class AppProtocolLayer: UpstreamEventSink {
     /// The session's routing keys: a message with none of them is a broadcast, told without the session.
     let needles: [[UInt8]]?
 
-    init(session: ProtocolSession, fanout: Fanout, eventLoop: any EventLoop, logger: Logger) {
+    init(session: AppProtocolSession, fanout: Fanout, eventLoop: any EventLoop, logger: Logger) {
         self.session = session
         self.fanout = fanout
         self.eventLoop = eventLoop
         self.logger = logger
-        self.requests = ProtocolRequests(eventLoop: eventLoop)
+        self.requests = AppProtocolRequests(eventLoop: eventLoop)
         self.isText = session.isText
         self.needles = session.routingNeedles
     }
@@ -121,7 +121,7 @@ final class AppProtocolLayer: UpstreamEventSink {
     }
 
     /// Runs `body` on the protocol layer, its clock set (nil: no protocol).
-    func withSession<T>(_ body: (inout ProtocolSession) -> T) -> T {
+    func withSession<T>(_ body: (inout AppProtocolSession) -> T) -> T {
         self.session.now = WallClock.millisecondsSinceEpoch()
         return body(&self.session)
     }

@@ -3,7 +3,7 @@ import NIOWebSocket
 import WSBridgeCore
 
 /// What an upstream broke, and the close code that says so (RFC 6455 §7.4.1): every text is here.
-enum UpstreamProtocolError: Error, Equatable, CustomStringConvertible {
+enum UpstreamFrameError: Error, Equatable, CustomStringConvertible {
     /// A server must not mask its frames (§5.1).
     case maskedFrame
     case lengthTooLarge
@@ -210,7 +210,7 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         let first = bytes[start]
         let second = bytes[start + 1]
         guard second & 0x80 == 0 else {
-            throw UpstreamProtocolError.maskedFrame
+            throw UpstreamFrameError.maskedFrame
         }
         var size = 2
         var length = Int(second & 0x7F)
@@ -220,12 +220,12 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
             var value: UInt64 = 0
             for i in 0..<extra { value = value << 8 | UInt64(bytes[start + 2 + i]) }
             if value > UInt64(Int.max) {
-                throw UpstreamProtocolError.lengthTooLarge
+                throw UpstreamFrameError.lengthTooLarge
             }
             size += extra
             length = Int(value)
         }
-        if first & 0x30 != 0 { throw UpstreamProtocolError.reservedBits }
+        if first & 0x30 != 0 { throw UpstreamFrameError.reservedBits }
         return Header(fin: first & 0x80 != 0, rsv1: first & 0x40 != 0, opcode: first & 0x0F, size: size, length: length)
     }
 
@@ -234,28 +234,28 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         switch header.opcode {
         case 0x1, 0x2:
             if header.rsv1 && self.deflate == nil {
-                throw UpstreamProtocolError.compressedWithoutDeflate
+                throw UpstreamFrameError.compressedWithoutDeflate
             }
             guard self.pending == nil else {
-                throw UpstreamProtocolError.messageInterrupted
+                throw UpstreamFrameError.messageInterrupted
             }
             try self.checkSize(header.length)
             self.checkingText = header.opcode == 0x1 && !header.rsv1
             if self.checkingText { self.utf8 = UTF8Validator() }
         case 0x0:
-            if header.rsv1 { throw UpstreamProtocolError.compressedContinuation }
+            if header.rsv1 { throw UpstreamFrameError.compressedContinuation }
             guard let pending = self.pending else {
-                throw UpstreamProtocolError.continuationWithoutMessage
+                throw UpstreamFrameError.continuationWithoutMessage
             }
             try self.checkSize(pending.data.readableBytes + header.length)
         case 0x8, 0x9, 0xA:
-            if header.rsv1 { throw UpstreamProtocolError.compressedControl }
-            if !header.fin { throw UpstreamProtocolError.fragmentedControl }
+            if header.rsv1 { throw UpstreamFrameError.compressedControl }
+            if !header.fin { throw UpstreamFrameError.fragmentedControl }
             if header.length > 125 {
-                throw UpstreamProtocolError.controlTooLong(header.length)
+                throw UpstreamFrameError.controlTooLong(header.length)
             }
         default:
-            throw UpstreamProtocolError.unknownOpcode(header.opcode)
+            throw UpstreamFrameError.unknownOpcode(header.opcode)
         }
     }
 
@@ -264,7 +264,7 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
     private func checkText(_ header: Header, _ payload: ByteBuffer, from: Int = 0) throws {
         guard !header.isControl, self.checkingText, payload.readableBytes > from else { return }
         let ok = payload.withUnsafeReadableBytes { self.utf8.feed(UnsafeRawBufferPointer(rebasing: $0[from...])) }
-        guard ok else { throw UpstreamProtocolError.invalidUTF8 }
+        guard ok else { throw UpstreamFrameError.invalidUTF8 }
     }
 
     /// A whole frame; `checked`: its leading payload bytes the UTF-8 check has seen already.
@@ -280,7 +280,7 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
             return
         }
         try self.checkText(header, payload, from: checked)
-        if header.fin && self.checkingText && !self.utf8.isComplete { throw UpstreamProtocolError.invalidUTF8 }
+        if header.fin && self.checkingText && !self.utf8.isComplete { throw UpstreamFrameError.invalidUTF8 }
         if header.opcode != 0x0 {
             let kind: UpstreamMessage.Kind = header.opcode == 0x1 ? .text : .binary
             if header.fin {
@@ -303,7 +303,7 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
     }
 
     private func checkSize(_ size: Int) throws {
-        if size > self.maxMessageSize { throw UpstreamProtocolError.tooLarge(limit: self.maxMessageSize) }
+        if size > self.maxMessageSize { throw UpstreamFrameError.tooLarge(limit: self.maxMessageSize) }
     }
 
     /// Uncompressed text was checked as it came. A compressed message is inflated (bounded by
@@ -318,15 +318,15 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         do {
             inflated = try deflate.decompress(payload, limit: self.maxMessageSize, allocator: self.allocator)
         } catch PerMessageDeflate.Failure.tooLarge {
-            throw UpstreamProtocolError.tooLarge(limit: self.maxMessageSize)
+            throw UpstreamFrameError.tooLarge(limit: self.maxMessageSize)
         } catch {
-            throw UpstreamProtocolError.inflate("\(error)")
+            throw UpstreamFrameError.inflate("\(error)")
         }
         try self.checkSize(inflated.readableBytes)
         if kind == .text {
             var utf8 = UTF8Validator()
             let ok = inflated.withUnsafeReadableBytes { utf8.feed($0) } && utf8.isComplete
-            guard ok else { throw UpstreamProtocolError.invalidUTF8 }
+            guard ok else { throw UpstreamFrameError.invalidUTF8 }
         }
         self.callbacks.message(kind, inflated)
     }
@@ -352,16 +352,16 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         var body = body
         guard body.readableBytes != 0 else { return }
         guard let code = body.readWebSocketErrorCode() else {
-            throw UpstreamProtocolError.closeCodeCut
+            throw UpstreamFrameError.closeCodeCut
         }
         guard Self.mayBeSent(code) else {
-            throw UpstreamProtocolError.closeCodeNotAllowed(
+            throw UpstreamFrameError.closeCodeNotAllowed(
                 UInt16(webSocketErrorCode: code), reason: body.readString(length: min(body.readableBytes, 123)))
         }
         var utf8 = UTF8Validator()
         let ok = body.withUnsafeReadableBytes { utf8.feed($0) } && utf8.isComplete
         guard ok else {
-            throw UpstreamProtocolError.closeReasonNotUTF8
+            throw UpstreamFrameError.closeReasonNotUTF8
         }
     }
 

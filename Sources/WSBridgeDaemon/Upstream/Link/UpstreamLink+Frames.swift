@@ -67,7 +67,7 @@ extension UpstreamLink {
         let description: String
         var closeCode: WebSocketErrorCode?
         switch error {
-        case let e as UpstreamProtocolError:
+        case let e as UpstreamFrameError:
             description = e.description
             closeCode = e.closeCode
         default:

@@ -12,7 +12,7 @@ import WSBridgeProtocol
 /// The view: `{"op":"MSG","subject":…,"sid":…,"reply":…,"payload":…}` (the payload inlined when
 /// it is a JSON object or array, else a string; `HMSG`/`HPUB` add `"headers"`), `{"op":"SUB",
 /// "subject":…,"queue":…,"sid":…}`, `{"op":"INFO","info":{…}}`, `{"op":"-ERR","error":…}`…
-package struct NATS: ProtocolCodec {
+package struct NATS: AppProtocolCodec {
     /// The daemon's inbox: replies to apps' calls come to `inbox` + the call's id.
     package let inbox: String
 
@@ -23,12 +23,12 @@ package struct NATS: ProtocolCodec {
     /// CONNECT (with `[protocol]` name, user, pass and token), the process's reply inbox, then a
     /// PING whose PONG is the gate (with verbose off nothing else says the server took the
     /// CONNECT); and the daemon's own PING with every WebSocket ping: the PONG shows it alive.
-    package static func connection(_ settings: Configuration.ApplicationProtocol) -> ProtocolConnection {
+    package static func connection(_ settings: Configuration.ApplicationProtocol) -> AppProtocolConnection {
         var options = #"{"verbose":false,"pedantic":false,"lang":"wsbridged","version":"\#(WSBridgeVersion.current)","protocol":1,"headers":true"#
         for (key, value) in [("name", settings.clientName ?? "wsbridged"), ("user", settings.user), ("pass", settings.pass), ("auth_token", settings.token)] {
             if let value { options += ",\(JSONValue.string(key).serialized):\(JSONValue.string(value).serialized)" }
         }
-        return ProtocolConnection(
+        return AppProtocolConnection(
             opening: "CONNECT \(options)}\r\nSUB \(Self.processInbox)* \(Self.inboxSID)\r\nPING\r\n", readyWhen: Filter(.contains("PONG\r\n")),
             heartbeatText: "PING\r\n")
     }
@@ -54,8 +54,8 @@ package struct NATS: ProtocolCodec {
 
     // MARK: - Operations
 
-    package func split(_ bytes: ArraySlice<UInt8>) -> Result<(messages: [ProtocolMessage], consumed: Int), ProtocolSyntaxError> {
-        var messages: [ProtocolMessage] = []
+    package func split(_ bytes: ArraySlice<UInt8>) -> Result<(messages: [AppProtocolMessage], consumed: Int), AppProtocolSyntaxError> {
+        var messages: [AppProtocolMessage] = []
         var i = bytes.startIndex
         let nl = UInt8(ascii: "\n")
         while i < bytes.endIndex {
@@ -76,11 +76,11 @@ package struct NATS: ProtocolCodec {
                 let fixed = 3 + (withSID ? 1 : 0) + (headed ? 1 : 0)
                 guard words.count == fixed || words.count == fixed + 1, let total = Int(words.last!), total >= 0 else {
                     return .failure(
-                        ProtocolSyntaxError("\(op) is \(Self.usage[op]!), not \(String(decoding: line.prefix(80), as: UTF8.self).debugDescription)"))
+                        AppProtocolSyntaxError("\(op) is \(Self.usage[op]!), not \(String(decoding: line.prefix(80), as: UTF8.self).debugDescription)"))
                 }
                 let headerSize = headed ? Int(words[words.count - 2]) : 0
                 guard let headerSize, headerSize >= 0, headerSize <= total else {
-                    return .failure(ProtocolSyntaxError("\(op)'s header size must be a count of bytes no larger than its total size"))
+                    return .failure(AppProtocolSyntaxError("\(op)'s header size must be a count of bytes no larger than its total size"))
                 }
                 // The payload and its CRLF.
                 guard i + total + 2 <= bytes.endIndex else {
@@ -88,7 +88,7 @@ package struct NATS: ProtocolCodec {
                     return .success((messages, i - bytes.startIndex))
                 }
                 guard bytes[i + total] == UInt8(ascii: "\r"), bytes[i + total + 1] == nl else {
-                    return .failure(ProtocolSyntaxError("\(op)'s payload must be exactly the \(total) bytes it gives, then CRLF"))
+                    return .failure(AppProtocolSyntaxError("\(op)'s payload must be exactly the \(total) bytes it gives, then CRLF"))
                 }
                 view = ["op": .string(op), "subject": .string(words[1])]
                 if withSID { view = view.setting("sid", to: .string(words[2])) }
@@ -98,18 +98,18 @@ package struct NATS: ProtocolCodec {
                 i += total + 2
             case "SUB":
                 guard words.count == 3 || words.count == 4 else {
-                    return .failure(ProtocolSyntaxError("SUB is SUB <subject> [queue group] <sid>"))
+                    return .failure(AppProtocolSyntaxError("SUB is SUB <subject> [queue group] <sid>"))
                 }
                 view = ["op": "SUB", "subject": .string(words[1])]
                 if words.count == 4 { view = view.setting("queue", to: .string(words[2])) }
                 view = view.setting("sid", to: .string(words.last!))
             case "UNSUB":
-                guard words.count == 2 || words.count == 3 else { return .failure(ProtocolSyntaxError("UNSUB is UNSUB <sid> [max messages]")) }
+                guard words.count == 2 || words.count == 3 else { return .failure(AppProtocolSyntaxError("UNSUB is UNSUB <sid> [max messages]")) }
                 view = ["op": "UNSUB", "sid": .string(words[1])]
                 if words.count == 3 { view = view.setting("max", to: .string(words[2])) }
             case "INFO", "CONNECT":
                 let rest = line.dropFirst(words[0].utf8.count).drop(while: { $0 == 0x20 || $0 == 0x09 })
-                guard let json = try? JSONValue.parse(rest) else { return .failure(ProtocolSyntaxError("\(op) is followed by a JSON object")) }
+                guard let json = try? JSONValue.parse(rest) else { return .failure(AppProtocolSyntaxError("\(op) is followed by a JSON object")) }
                 view = ["op": .string(op), op == "INFO" ? "info" : "options": json]
             case "PING", "PONG", "+OK":
                 view = ["op": .string(op)]
@@ -118,11 +118,11 @@ package struct NATS: ProtocolCodec {
                 view = ["op": "-ERR", "error": .string(rest.trimming(while: { $0 == "'" }))]
             default:
                 return .failure(
-                    ProtocolSyntaxError(
+                    AppProtocolSyntaxError(
                         "\(String(op.prefix(20)).debugDescription) is not a NATS operation (PUB, HPUB, SUB, UNSUB, PING, PONG; from the server INFO, MSG, HMSG, +OK, -ERR)"
                     ))
             }
-            messages.append(ProtocolMessage(text: String(decoding: bytes[start..<i], as: UTF8.self), view: view))
+            messages.append(AppProtocolMessage(text: String(decoding: bytes[start..<i], as: UTF8.self), view: view))
         }
         return .success((messages, i - bytes.startIndex))
     }

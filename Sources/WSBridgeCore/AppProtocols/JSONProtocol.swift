@@ -7,7 +7,7 @@ import WSBridgeProtocol
 /// again on every open with a fresh id, what carries its id routed to its holders. Ids the daemon
 /// puts on the wire are numbers from a counter that only rises, which such servers demand.
 /// Upstream messages with an id nobody holds are for everyone (a feed's `id` may be data).
-package struct JSONProtocol: ProtocolCodec {
+package struct JSONProtocol: AppProtocolCodec {
     /// One `[[protocol.reply]]`: an upstream message that `when` matches is answered with `send`.
     package typealias Reply = Configuration.ApplicationProtocol.Reply
 

@@ -12,21 +12,21 @@ import WSBridgeProtocol
 /// upstream. The handshake and the keepalives are the daemon's: an app's own are answered here.
 ///
 /// One type for every protocol: the codec (how a protocol's messages read and are rewritten) is
-/// the part that differs, held as `any ProtocolCodec`, so the daemon holds the session itself
+/// the part that differs, held as `any AppProtocolCodec`, so the daemon holds the session itself
 /// and no protocol mirrors its members.
-package struct ProtocolSession {
-    package typealias Effect = ProtocolEffect
+package struct AppProtocolSession {
+    package typealias Effect = AppProtocolEffect
 
-    package typealias Limits = ProtocolLimits
+    package typealias Limits = AppProtocolLimits
 
     // Their own types (a session was once generic over its codec, and nested types would have
     // been too, their metadata looked up at run time for every message).
-    typealias Holder = ProtocolSessionHolder
-    typealias Subscription = ProtocolSessionSubscription
-    typealias Call = ProtocolSessionCall
-    typealias Held = ProtocolSessionHeld
+    typealias Holder = AppProtocolSessionHolder
+    typealias Subscription = AppProtocolSessionSubscription
+    typealias Call = AppProtocolSessionCall
+    typealias Held = AppProtocolSessionHeld
 
-    package let codec: any ProtocolCodec
+    package let codec: any AppProtocolCodec
     package let limits: Limits
     package var name: String { self.codec.name }
     private var nextID: UInt64 = 0
@@ -55,9 +55,9 @@ package struct ProtocolSession {
     /// `"KEY"` for each of the codec's routing keys, as bytes (nil: every message is read).
     private let needles: [[UInt8]]?
     /// Text protocols: the start of a message the last WebSocket message cut (`limits.messageBytes`).
-    private var partial = ProtocolTextRemainder()
+    private var partial = AppProtocolTextRemainder()
 
-    package init(codec: any ProtocolCodec, limits: Limits = Limits()) {
+    package init(codec: any AppProtocolCodec, limits: Limits = Limits()) {
         self.codec = codec
         self.limits = limits
         self.needles = codec.routingKeys.map { keys in keys.map { Array("\"\($0)\"".utf8) } }
@@ -76,12 +76,12 @@ package struct ProtocolSession {
 
     /// Text protocols: the whole messages in what the upstream sent, after what an earlier
     /// WebSocket message left unfinished (kept for the next).
-    package mutating func split(upstream bytes: UnsafeRawBufferPointer) -> Result<[ProtocolMessage], ProtocolSyntaxError> {
+    package mutating func split(upstream bytes: UnsafeRawBufferPointer) -> Result<[AppProtocolMessage], AppProtocolSyntaxError> {
         self.partial.split(bytes, codec: self.codec, limit: self.limits.messageBytes)
     }
 
     /// An app's text as the protocol's messages (their views), or why it is not.
-    package func parse(app text: String) -> Result<[JSONValue], ProtocolSyntaxError> { self.codec.parse(app: text) }
+    package func parse(app text: String) -> Result<[JSONValue], AppProtocolSyntaxError> { self.codec.parse(app: text) }
 
     package func wireText(_ view: JSONValue) -> String { self.codec.wireText(view) }
 
@@ -474,9 +474,9 @@ package struct ProtocolSession {
     // MARK: - Status
 
     /// The live subscriptions, oldest first.
-    package var liveSubscriptions: [ProtocolSubscriptionInfo] {
+    package var liveSubscriptions: [AppProtocolSubscriptionInfo] {
         self.subscriptions.values.sorted { Self.older($0.upstreamID, $1.upstreamID) }.map {
-            ProtocolSubscriptionInfo(
+            AppProtocolSubscriptionInfo(
                 key: $0.key, upstreamID: $0.upstreamID.key, holders: $0.holders.map { ($0.app, $0.appID.key) }, since: $0.since,
                 setAside: $0.setAside)
         }

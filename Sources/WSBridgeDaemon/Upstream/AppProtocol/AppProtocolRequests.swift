@@ -6,7 +6,7 @@ import WSBridgeProtocol
 /// (docs/protocols.md): by client and that id's key, each with its reply id and timeout timer.
 /// The one owner of the table and its timers: the plane asks it to wait, the fan-out to answer,
 /// a leaving client's go with it; nothing else changes it. Confined to the daemon's event loop.
-final class ProtocolRequests {
+final class AppProtocolRequests {
     struct Entry {
         /// The `request`'s own id, for its reply.
         var id: JSONValue?
@@ -99,4 +99,4 @@ final class ProtocolRequests {
 }
 
 @available(*, unavailable)
-extension ProtocolRequests: Sendable {}
+extension AppProtocolRequests: Sendable {}

@@ -2,7 +2,7 @@ import WSBridgeProtocol
 
 /// A text protocol's stream across WebSocket messages (Socket.IO, STOMP, NATS): the start of a
 /// message the last WebSocket message cut, kept until its end comes, up to a bound.
-struct ProtocolTextRemainder {
+struct AppProtocolTextRemainder {
     private var bytes: [UInt8] = []
 
     var isEmpty: Bool { self.bytes.isEmpty }
@@ -11,7 +11,7 @@ struct ProtocolTextRemainder {
 
     /// The whole messages in `more` after what is kept; keeps what they leave unfinished, at
     /// most `limit` bytes (`upstream.max_message_size`).
-    mutating func split(_ more: UnsafeRawBufferPointer, codec: any ProtocolCodec, limit: Int) -> Result<[ProtocolMessage], ProtocolSyntaxError> {
+    mutating func split(_ more: UnsafeRawBufferPointer, codec: any AppProtocolCodec, limit: Int) -> Result<[AppProtocolMessage], AppProtocolSyntaxError> {
         self.bytes.append(contentsOf: more)
         switch codec.split(self.bytes[...]) {
         case .failure(let error):
@@ -23,26 +23,26 @@ struct ProtocolTextRemainder {
                 let size = self.bytes.count
                 self.bytes.removeAll()
                 return .failure(
-                    ProtocolSyntaxError("a \(codec.name) message has come to \(size) bytes without its end, past upstream.max_message_size (\(limit))"))
+                    AppProtocolSyntaxError("a \(codec.name) message has come to \(size) bytes without its end, past upstream.max_message_size (\(limit))"))
             }
             return .success(messages)
         }
     }
 }
 
-extension ProtocolCodec {
+extension AppProtocolCodec {
     /// An app's text as this protocol's messages (their views), or why it is not: whole
     /// messages only.
-    package func parse(app text: String) -> Result<[JSONValue], ProtocolSyntaxError> {
+    package func parse(app text: String) -> Result<[JSONValue], AppProtocolSyntaxError> {
         let bytes = Array(text.utf8)
         switch self.split(bytes[...]) {
         case .failure(let error): return .failure(error)
         case .success(let (messages, consumed)):
             guard consumed == bytes.count else {
                 let rest = String(decoding: bytes[consumed...].prefix(60), as: UTF8.self)
-                return .failure(ProtocolSyntaxError("the text ends inside a \(self.name) message (\(rest.debugDescription)): send whole messages"))
+                return .failure(AppProtocolSyntaxError("the text ends inside a \(self.name) message (\(rest.debugDescription)): send whole messages"))
             }
-            guard !messages.isEmpty else { return .failure(ProtocolSyntaxError("no \(self.name) message in the text")) }
+            guard !messages.isEmpty else { return .failure(AppProtocolSyntaxError("no \(self.name) message in the text")) }
             return .success(messages.map(\.view))
         }
     }

@@ -4,7 +4,7 @@ import WSBridgeProtocol
 /// notifications (no id) forwarded. Subscriptions the Ethereum way: a `*_subscribe` call is
 /// answered with a server-assigned subscription id, events come as notifications whose
 /// `params.subscription` names it, and `*_unsubscribe` with that id ends it.
-package struct JSONRPC: ProtocolCodec {
+package struct JSONRPC: AppProtocolCodec {
     package init() {}
 
     package init(settings: Configuration.ApplicationProtocol) {}

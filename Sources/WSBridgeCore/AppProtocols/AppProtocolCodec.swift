@@ -66,7 +66,7 @@ package enum UpstreamOp: Equatable, Sendable {
 }
 
 /// What the protocol layer asks the daemon to do.
-package enum ProtocolEffect: Equatable, Sendable {
+package enum AppProtocolEffect: Equatable, Sendable {
     /// Send upstream.
     case upstream(JSONValue)
     /// Deliver to one app.
@@ -78,14 +78,14 @@ package enum ProtocolEffect: Equatable, Sendable {
     /// The handshake was acknowledged: the link is ready.
     case ready
     /// The connection's keepalive as the server set it (replaces any earlier one).
-    case timing(ProtocolTiming)
+    case timing(AppProtocolTiming)
     /// The server reported an error (in the log and status); `fatal`: the link reconnects.
     case serverError(String, fatal: Bool)
 }
 
 /// The protocol's keepalive on one connection: what the daemon sends and how long the server may
 /// stay silent (milliseconds; nil: nothing of that).
-package struct ProtocolTiming: Equatable, Sendable {
+package struct AppProtocolTiming: Equatable, Sendable {
     /// Send `text` upstream this often (STOMP's heart-beat).
     package var sendEvery: Int64?
     package var text: String
@@ -100,7 +100,7 @@ package struct ProtocolTiming: Equatable, Sendable {
 }
 
 /// One message of a text protocol: its wire text and its JSON view.
-package struct ProtocolMessage: Equatable, Sendable {
+package struct AppProtocolMessage: Equatable, Sendable {
     package var text: String
     package var view: JSONValue
 
@@ -111,7 +111,7 @@ package struct ProtocolMessage: Equatable, Sendable {
 }
 
 /// Bounds of the protocol layer's tables (`[protocol]` max_per_app, max_total).
-package struct ProtocolLimits: Sendable, Equatable {
+package struct AppProtocolLimits: Sendable, Equatable {
     /// Calls and subscriptions one app may have open.
     package var perApp: Int
     /// ... and all apps together.
@@ -142,7 +142,7 @@ package struct ProtocolLimits: Sendable, Equatable {
 }
 
 /// A live subscription, for status.
-package struct ProtocolSubscriptionInfo: Equatable, Sendable {
+package struct AppProtocolSubscriptionInfo: Equatable, Sendable {
     package var key: String
     package var upstreamID: String
     package var holders: [(app: AppID, id: String)]
@@ -162,13 +162,13 @@ extension AppID {
 }
 
 /// One application protocol: how to read and rewrite its messages. A small value type, pure;
-/// the tables and the routing are `ProtocolSession`'s.
-package protocol ProtocolCodec: Sendable {
+/// the tables and the routing are `AppProtocolSession`'s.
+package protocol AppProtocolCodec: Sendable {
     /// The codec `[protocol]` configures.
     init(settings: Configuration.ApplicationProtocol)
     /// What the link does for this protocol on every open, from `[protocol]`: its handshake as
     /// the first opening message, the ready gate, the subprotocol, the keepalive text.
-    static func connection(_ settings: Configuration.ApplicationProtocol) -> ProtocolConnection
+    static func connection(_ settings: Configuration.ApplicationProtocol) -> AppProtocolConnection
     /// `upstream.protocol`'s name for it.
     var name: String { get }
     /// The id the daemon puts on the wire for its `n`th call or subscription.
@@ -217,7 +217,7 @@ package protocol ProtocolCodec: Sendable {
     var isText: Bool { get }
     /// The whole messages at the start of `bytes` and the bytes they took (what is left is a
     /// message cut across WebSocket messages), or why the bytes are not this protocol.
-    func split(_ bytes: ArraySlice<UInt8>) -> Result<(messages: [ProtocolMessage], consumed: Int), ProtocolSyntaxError>
+    func split(_ bytes: ArraySlice<UInt8>) -> Result<(messages: [AppProtocolMessage], consumed: Int), AppProtocolSyntaxError>
     /// A view as the wire carries it.
     func wireText(_ view: JSONValue) -> String
     /// The ids of requests an upstream message (its ids restored for an app) may answer.
@@ -232,26 +232,26 @@ package protocol ProtocolCodec: Sendable {
     /// subscriptions).
     var callsMayBeCovered: Bool { get }
     /// The keepalive an acknowledgement or an open message sets (nil: none).
-    func timing(in message: JSONValue) -> ProtocolTiming?
+    func timing(in message: JSONValue) -> AppProtocolTiming?
     /// Text protocols: how a WebSocket message that is one broadcast message begins (Socket.IO's
     /// `42[`: an event without an ack id), told without reading the rest.
     var broadcastPrefixes: [[UInt8]] { get }
 }
 
-extension ProtocolCodec {
+extension AppProtocolCodec {
     /// A protocol without a handshake: the link opens as for `raw`.
-    package static func connection(_ settings: Configuration.ApplicationProtocol) -> ProtocolConnection { ProtocolConnection() }
+    package static func connection(_ settings: Configuration.ApplicationProtocol) -> AppProtocolConnection { AppProtocolConnection() }
 
     /// The protocol layer for this codec, as `[protocol]` configures it.
-    static func session(_ settings: Configuration.ApplicationProtocol, limits: ProtocolLimits) -> ProtocolSession {
-        ProtocolSession(codec: Self(settings: settings), limits: limits)
+    static func session(_ settings: Configuration.ApplicationProtocol, limits: AppProtocolLimits) -> AppProtocolSession {
+        AppProtocolSession(codec: Self(settings: settings), limits: limits)
     }
 }
 
 /// What the link does for a protocol on every open (`Configuration`'s loader applies it): the
 /// link, not the protocol layer, sends the handshake, so that `${token}` is filled in at each
 /// connect and the ready gate holds sends until the server answered it.
-package struct ProtocolConnection: Sendable, Equatable {
+package struct AppProtocolConnection: Sendable, Equatable {
     /// The first opening message (`upstream.on_open`'s syntax, placeholders allowed).
     package var opening: String?
     /// The ready gate, unless `upstream.ready_when` sets one.
@@ -270,31 +270,31 @@ package struct ProtocolConnection: Sendable, Equatable {
 }
 
 /// Bytes that are not a message of the protocol.
-package struct ProtocolSyntaxError: Error, Equatable, Sendable, CustomStringConvertible {
+package struct AppProtocolSyntaxError: Error, Equatable, Sendable, CustomStringConvertible {
     package var description: String
     package init(_ description: String) { self.description = description }
 }
 
 /// What a protocol without server-assigned subscription ids or local answers to subscribe and
 /// unsubscribe (all but JSON-RPC), and without a handshake of the session's own, needs not write.
-extension ProtocolCodec {
+extension AppProtocolCodec {
     package func serverSubscriptionID(in answer: JSONValue) -> WireID? { nil }
     package func replacingSubscriptionID(in message: JSONValue, with id: WireID) -> JSONValue { message }
     package func subscribeAnswer(id: WireID, subscription: WireID) -> JSONValue? { nil }
     package func unsubscribeAnswer(id: WireID) -> JSONValue? { nil }
 }
 
-extension ProtocolCodec {
+extension AppProtocolCodec {
     package var answersEndSubscriptions: Bool { true }
     package var unknownAnswersBroadcast: Bool { false }
     package var routingKeys: [String]? { nil }
     package var isText: Bool { false }
-    package func split(_ bytes: ArraySlice<UInt8>) -> Result<(messages: [ProtocolMessage], consumed: Int), ProtocolSyntaxError> {
+    package func split(_ bytes: ArraySlice<UInt8>) -> Result<(messages: [AppProtocolMessage], consumed: Int), AppProtocolSyntaxError> {
         do {
             let view = try JSONValue.parse(bytes)
-            return .success(([ProtocolMessage(text: String(decoding: bytes, as: UTF8.self), view: view)], bytes.count))
+            return .success(([AppProtocolMessage(text: String(decoding: bytes, as: UTF8.self), view: view)], bytes.count))
         } catch {
-            return .failure(ProtocolSyntaxError("not JSON: \(error)"))
+            return .failure(AppProtocolSyntaxError("not JSON: \(error)"))
         }
     }
     package func wireText(_ view: JSONValue) -> String { view.serialized }
@@ -305,7 +305,7 @@ extension ProtocolCodec {
     package func receipt(for message: JSONValue) -> JSONValue? { nil }
     package func subscription(_ key: String, covers id: WireID) -> Bool { false }
     package var callsMayBeCovered: Bool { false }
-    package func timing(in message: JSONValue) -> ProtocolTiming? { nil }
+    package func timing(in message: JSONValue) -> AppProtocolTiming? { nil }
     package var broadcastPrefixes: [[UInt8]] { [] }
     package func subscriptionID(inSticky message: JSONValue) -> WireID? {
         switch self.classify(fromApp: message) {
@@ -330,10 +330,10 @@ extension JSONValue {
 
 /// The protocol layer for `upstream.protocol` (nil for `raw`). The link sends graphql's
 /// handshake itself (an opening message and the ready gate: Configuration's `applyProtocol`).
-package func makeProtocolSession(
+package func makeAppProtocolSession(
     _ settings: Configuration.ApplicationProtocol, maxMessageSize: Int = 16 << 20
-) -> ProtocolSession? {
-    let limits = ProtocolLimits(
+) -> AppProtocolSession? {
+    let limits = AppProtocolLimits(
         perApp: settings.maxPerApp, total: settings.maxTotal, setAsideAfter: settings.setAsideAfter,
         subscriptionBytes: settings.maxSubscriptionBytes, messageBytes: maxMessageSize)
     return settings.kind.codec?.session(settings, limits: limits)

@@ -11,7 +11,7 @@ import WSBridgeProtocol
 /// The view: `{"type":"event","namespace":"/","event":"ev","args":[…],"id":1}` (`id` only
 /// when it has one), `{"type":"ack","namespace":"/","id":1,"args":[…]}`,
 /// `{"type":"connect","namespace":"/","data":{…}}`, `{"type":"ping"}`, `{"type":"open","data":{…}}`…
-package struct SocketIO: ProtocolCodec {
+package struct SocketIO: AppProtocolCodec {
     /// The namespace the daemon connects (`[protocol] namespace`).
     package var namespace: String
 
@@ -20,10 +20,10 @@ package struct SocketIO: ProtocolCodec {
     }
 
     /// The namespace's CONNECT (`40`, with `[protocol] auth`) opens it; its answer is the gate.
-    package static func connection(_ settings: Configuration.ApplicationProtocol) -> ProtocolConnection {
+    package static func connection(_ settings: Configuration.ApplicationProtocol) -> AppProtocolConnection {
         let namespace = settings.namespace ?? "/"
         let prefix = "40" + (namespace == "/" ? "" : namespace + ",")
-        return ProtocolConnection(opening: prefix + (settings.auth ?? ""), readyWhen: Filter(.prefix(prefix)))
+        return AppProtocolConnection(opening: prefix + (settings.auth ?? ""), readyWhen: Filter(.prefix(prefix)))
     }
 
     package init(namespace: String = "/") {
@@ -43,17 +43,17 @@ package struct SocketIO: ProtocolCodec {
 
     // MARK: - Text
 
-    package func split(_ bytes: ArraySlice<UInt8>) -> Result<(messages: [ProtocolMessage], consumed: Int), ProtocolSyntaxError> {
+    package func split(_ bytes: ArraySlice<UInt8>) -> Result<(messages: [AppProtocolMessage], consumed: Int), AppProtocolSyntaxError> {
         switch Self.view(of: bytes) {
-        case .success(let view): .success(([ProtocolMessage(text: String(decoding: bytes, as: UTF8.self), view: view)], bytes.count))
+        case .success(let view): .success(([AppProtocolMessage(text: String(decoding: bytes, as: UTF8.self), view: view)], bytes.count))
         case .failure(let error): .failure(error)
         }
     }
 
     /// One packet's view.
-    static func view(of bytes: ArraySlice<UInt8>) -> Result<JSONValue, ProtocolSyntaxError> {
+    static func view(of bytes: ArraySlice<UInt8>) -> Result<JSONValue, AppProtocolSyntaxError> {
         guard let first = bytes.first, first >= UInt8(ascii: "0"), first <= UInt8(ascii: "6") else {
-            return .failure(ProtocolSyntaxError("an Engine.IO packet starts with its type, a digit 0 to 6 (\"42[\\\"event\\\",…]\" for an event)"))
+            return .failure(AppProtocolSyntaxError("an Engine.IO packet starts with its type, a digit 0 to 6 (\"42[\\\"event\\\",…]\" for an event)"))
         }
         let engine = Self.engineTypes[Int(first - UInt8(ascii: "0"))]
         var rest = bytes.dropFirst()
@@ -69,12 +69,12 @@ package struct SocketIO: ProtocolCodec {
             return .success(view)
         }
         guard let kind = rest.first, kind >= UInt8(ascii: "0"), kind <= UInt8(ascii: "6") else {
-            return .failure(ProtocolSyntaxError("a Socket.IO packet is 4 and its type, a digit 0 to 6 (\"42[\\\"event\\\",…]\" for an event)"))
+            return .failure(AppProtocolSyntaxError("a Socket.IO packet is 4 and its type, a digit 0 to 6 (\"42[\\\"event\\\",…]\" for an event)"))
         }
         let type = Self.socketTypes[Int(kind - UInt8(ascii: "0"))]
         rest = rest.dropFirst()
         if type == "binary_event" || type == "binary_ack" {
-            return .failure(ProtocolSyntaxError("binary Socket.IO packets (attachments) are not supported: send the data as JSON"))
+            return .failure(AppProtocolSyntaxError("binary Socket.IO packets (attachments) are not supported: send the data as JSON"))
         }
         var namespace = "/"
         if rest.first == UInt8(ascii: "/") {
@@ -85,7 +85,7 @@ package struct SocketIO: ProtocolCodec {
         var id: UInt64?
         while let c = rest.first, c >= UInt8(ascii: "0"), c <= UInt8(ascii: "9") {
             let (n, overflow) = (id ?? 0).multipliedReportingOverflow(by: 10)
-            guard !overflow else { return .failure(ProtocolSyntaxError("the ack id is too long")) }
+            guard !overflow else { return .failure(AppProtocolSyntaxError("the ack id is too long")) }
             id = n + UInt64(c - UInt8(ascii: "0"))
             rest = rest.dropFirst()
         }
@@ -94,7 +94,7 @@ package struct SocketIO: ProtocolCodec {
             do {
                 payload = try JSONValue.parse(rest)
             } catch {
-                return .failure(ProtocolSyntaxError("the Socket.IO packet's data is not JSON: \(error)"))
+                return .failure(AppProtocolSyntaxError("the Socket.IO packet's data is not JSON: \(error)"))
             }
         }
         var view: JSONValue = ["type": .string(type), "namespace": .string(namespace)]
@@ -102,12 +102,12 @@ package struct SocketIO: ProtocolCodec {
         switch type {
         case "event":
             guard case .array(let items)? = payload, let event = items.first, case .string = event else {
-                return .failure(ProtocolSyntaxError("a Socket.IO event's data is an array whose first item is the event's name: 42[\"name\",…]"))
+                return .failure(AppProtocolSyntaxError("a Socket.IO event's data is an array whose first item is the event's name: 42[\"name\",…]"))
             }
             view = view.setting("event", to: event).setting("args", to: .array(Array(items.dropFirst())))
         case "ack":
             guard id != nil, case .array? = payload else {
-                return .failure(ProtocolSyntaxError("a Socket.IO ack carries its id and an array: 43<id>[…]"))
+                return .failure(AppProtocolSyntaxError("a Socket.IO ack carries its id and an array: 43<id>[…]"))
             }
             view = view.setting("args", to: payload!)
         default:
@@ -177,13 +177,13 @@ package struct SocketIO: ProtocolCodec {
         }
     }
 
-    package func timing(in message: JSONValue) -> ProtocolTiming? {
+    package func timing(in message: JSONValue) -> AppProtocolTiming? {
         guard message["type"]?.stringValue == "open", let interval = message["data"]?["pingInterval"]?.intValue,
             let timeout = message["data"]?["pingTimeout"]?.intValue
         else { return nil }
         // The server pings every interval; it gives up on a client after interval + timeout, and
         // so does the daemon on a server that stopped pinging.
-        return ProtocolTiming(deadline: Int64(interval + timeout))
+        return AppProtocolTiming(deadline: Int64(interval + timeout))
     }
 
     package func replacingID(in message: JSONValue, with id: WireID) -> JSONValue { message.setting("id", to: id.json) }

@@ -10,7 +10,7 @@ import WSBridgeProtocol
 ///
 /// The view: `{"command":"MESSAGE","headers":{"destination":…,…},"body":…}`, the body inlined
 /// when it is a JSON object or array, else a string.
-package struct STOMP: ProtocolCodec {
+package struct STOMP: AppProtocolCodec {
     /// `[protocol] heart_beat`: what the daemon offers (milliseconds: it sends every, it wants every).
     package var heartBeat: (send: Int, receive: Int)
 
@@ -21,13 +21,13 @@ package struct STOMP: ProtocolCodec {
 
     /// CONNECT (with `[protocol]` host, login, passcode and heart_beat) opens it; CONNECTED is
     /// the gate; the subprotocol is STOMP 1.2's.
-    package static func connection(_ settings: Configuration.ApplicationProtocol) -> ProtocolConnection {
+    package static func connection(_ settings: Configuration.ApplicationProtocol) -> AppProtocolConnection {
         var frame = "CONNECT\naccept-version:1.2\nhost:\(settings.host ?? "/")\n"
         if let login = settings.login { frame += "login:\(login)\n" }
         if let passcode = settings.passcode { frame += "passcode:\(passcode)\n" }
         let beat = settings.heartBeat ?? .init(send: 10_000, receive: 10_000)
         frame += "heart-beat:\(beat.send),\(beat.receive)\n\n\0"
-        return ProtocolConnection(opening: frame, readyWhen: Filter(.prefix("CONNECTED")), subprotocol: "v12.stomp")
+        return AppProtocolConnection(opening: frame, readyWhen: Filter(.prefix("CONNECTED")), subprotocol: "v12.stomp")
     }
 
     package init(heartBeat: (send: Int, receive: Int) = (10_000, 10_000)) {
@@ -41,8 +41,8 @@ package struct STOMP: ProtocolCodec {
 
     // MARK: - Frames
 
-    package func split(_ bytes: ArraySlice<UInt8>) -> Result<(messages: [ProtocolMessage], consumed: Int), ProtocolSyntaxError> {
-        var messages: [ProtocolMessage] = []
+    package func split(_ bytes: ArraySlice<UInt8>) -> Result<(messages: [AppProtocolMessage], consumed: Int), AppProtocolSyntaxError> {
+        var messages: [AppProtocolMessage] = []
         var i = bytes.startIndex
         let nl = UInt8(ascii: "\n")
         let cr = UInt8(ascii: "\r")
@@ -56,7 +56,7 @@ package struct STOMP: ProtocolCodec {
             let command = Self.line(bytes[i..<commandEnd])
             guard !command.isEmpty, command.utf8.allSatisfy({ $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) else {
                 return .failure(
-                    ProtocolSyntaxError("a STOMP frame starts with its command in capitals (SEND, SUBSCRIBE…), not \(command.prefix(40).debugDescription)"))
+                    AppProtocolSyntaxError("a STOMP frame starts with its command in capitals (SEND, SUBSCRIBE…), not \(command.prefix(40).debugDescription)"))
             }
             let escaped = command != "CONNECT" && command != "CONNECTED"
             var headers: [(String, JSONValue)] = []
@@ -71,13 +71,13 @@ package struct STOMP: ProtocolCodec {
                     break
                 }
                 guard let colon = line.utf8.firstIndex(of: UInt8(ascii: ":")) else {
-                    return .failure(ProtocolSyntaxError("a STOMP header is name:value, not \(line.prefix(40).debugDescription)"))
+                    return .failure(AppProtocolSyntaxError("a STOMP header is name:value, not \(line.prefix(40).debugDescription)"))
                 }
                 let name = escaped ? Self.unescape(line[..<colon]) : String(line[..<colon])
                 let value = escaped ? Self.unescape(line[line.index(after: colon)...]) : String(line[line.index(after: colon)...])
                 if name == "content-length", length == nil {
                     guard let n = Int(value), n >= 0 else {
-                        return .failure(ProtocolSyntaxError("content-length is a count of bytes, not \(value.debugDescription)"))
+                        return .failure(AppProtocolSyntaxError("content-length is a count of bytes, not \(value.debugDescription)"))
                     }
                     length = n
                 }
@@ -88,7 +88,7 @@ package struct STOMP: ProtocolCodec {
             if let length {
                 guard j + length < bytes.endIndex else { break }
                 bodyEnd = j + length
-                guard bytes[bodyEnd] == 0 else { return .failure(ProtocolSyntaxError("a STOMP body of content-length \(length) must be followed by a NUL")) }
+                guard bytes[bodyEnd] == 0 else { return .failure(AppProtocolSyntaxError("a STOMP body of content-length \(length) must be followed by a NUL")) }
             } else {
                 guard let nul = bytes[j...].firstIndex(of: 0) else { break }
                 bodyEnd = nul
@@ -96,7 +96,7 @@ package struct STOMP: ProtocolCodec {
             let body = bytes[j..<bodyEnd]
             i = bodyEnd + 1
             let view: JSONValue = ["command": .string(command), "headers": .object(headers), "body": Self.bodyView(body)]
-            messages.append(ProtocolMessage(text: String(decoding: bytes[start..<i], as: UTF8.self), view: view))
+            messages.append(AppProtocolMessage(text: String(decoding: bytes[start..<i], as: UTF8.self), view: view))
         }
         return .success((messages, i - bytes.startIndex))
     }
@@ -231,7 +231,7 @@ package struct STOMP: ProtocolCodec {
         return []
     }
 
-    package func timing(in message: JSONValue) -> ProtocolTiming? {
+    package func timing(in message: JSONValue) -> AppProtocolTiming? {
         guard message["command"]?.stringValue == "CONNECTED" else { return nil }
         let parts = (Self.header(message, "heart-beat") ?? "0,0").split(separator: ",").map { Int($0.trimmingSpaces()) ?? 0 }
         let (sx, sy) = (parts.first ?? 0, parts.count > 1 ? parts[1] : 0)
@@ -242,7 +242,7 @@ package struct STOMP: ProtocolCodec {
         let receive = sx == 0 || cy == 0 ? nil : Int64(max(sx, cy))
         guard send != nil || receive != nil else { return nil }
         // A server heart-beat may be late by network delay: the deadline is twice its interval.
-        return ProtocolTiming(sendEvery: send, text: "\n", deadline: receive.map { $0 * 2 })
+        return AppProtocolTiming(sendEvery: send, text: "\n", deadline: receive.map { $0 * 2 })
     }
 
     package func replacingID(in message: JSONValue, with id: WireID) -> JSONValue {

@@ -4,16 +4,16 @@ import WSBridgeProtocol
 /// `connection_ack`; `subscribe` {id, payload} answered by `next`/`error`/`complete` with that
 /// id; `complete` from the client ends an operation; `ping`/`pong` both ways. Ids are the
 /// client's strings, unique per connection: a duplicate is closed with 4409.
-package struct GraphQLTransportWS: ProtocolCodec {
+package struct GraphQLTransportWS: AppProtocolCodec {
     /// The daemon's link sends connection_init (`connection`), not the protocol layer.
     package init(settings: Configuration.ApplicationProtocol) {}
 
     package init() {}
 
     /// connection_init (with `[protocol] init_payload`) opens it; connection_ack is the gate.
-    package static func connection(_ settings: Configuration.ApplicationProtocol) -> ProtocolConnection {
+    package static func connection(_ settings: Configuration.ApplicationProtocol) -> AppProtocolConnection {
         let payload = settings.initPayload.map { ",\"payload\":\($0)" } ?? ""
-        return ProtocolConnection(
+        return AppProtocolConnection(
             opening: "{\"type\":\"connection_init\"\(payload)}", readyWhen: Filter(parsing: "type=connection_ack"), subprotocol: "graphql-transport-ws")
     }
 

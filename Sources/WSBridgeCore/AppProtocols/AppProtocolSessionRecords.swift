@@ -2,19 +2,19 @@ import WSBridgeProtocol
 
 /// The session's records, types of their own (not nested in the session) so that their
 /// metadata is known at compile time.
-struct ProtocolSessionHolder: Equatable {
+struct AppProtocolSessionHolder: Equatable {
     var app: AppID
     var appID: WireID
     /// Whether it has had the subscribe's answer (protocols whose subscribe is answered).
     var answered: Bool
 }
 
-struct ProtocolSessionSubscription {
+struct AppProtocolSessionSubscription {
     var key: String
     /// The subscribe as the first app sent it (its id is replaced on every send).
     var message: JSONValue
     var upstreamID: WireID
-    var holders: [ProtocolSessionHolder]
+    var holders: [AppProtocolSessionHolder]
     /// Server-assigned id on this connection, and the one apps were given first.
     var serverID: WireID?
     var visibleID: WireID?
@@ -24,14 +24,14 @@ struct ProtocolSessionSubscription {
     var setAside: String? = nil
 }
 
-struct ProtocolSessionCall {
+struct AppProtocolSessionCall {
     var app: AppID
     var appID: WireID
 }
 
 /// What an app's own id stands for: a call (by its upstream id) or a subscription (by its
 /// key, which outlives the upstream ids of reconnects).
-enum ProtocolSessionHeld: Equatable {
+enum AppProtocolSessionHeld: Equatable {
     case call(WireID)
     case subscription(String)
 }
