@@ -38,7 +38,8 @@ import WSBridgeProtocol
         }
 
         func upstream(_ text: String) {
-            self.bridge.fanout.upstreamLink(self.bridge.link, emitted: .message(UpstreamMessage(.text(text))))
+            self.bridge.fanout.upstreamLink(
+                self.bridge.link, emitted: .message(UpstreamMessage(kind: .text, data: ByteBuffer(string: text), receivedAtMillis: 0)))
             self.loop.run()
         }
 
@@ -131,7 +132,7 @@ import WSBridgeProtocol
     /// Messages published, as the link hands them over within one socket read (no loop turn).
     static func publish(_ h: Harness, _ texts: [String]) {
         for text in texts {
-            h.bridge.fanout.upstreamLink(h.bridge.link, emitted: .message(UpstreamMessage(.text(text))))
+            h.bridge.fanout.upstreamLink(h.bridge.link, emitted: .message(UpstreamMessage(kind: .text, data: ByteBuffer(string: text), receivedAtMillis: 0)))
         }
     }
 

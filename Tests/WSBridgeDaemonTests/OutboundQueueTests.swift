@@ -5,8 +5,8 @@ import Testing
 
 /// The bounded queue of sends made while the link is down.
 @Suite struct OutboundQueueTests {
-    static func message(_ text: String) -> UpstreamMessage {
-        UpstreamMessage(kind: .text, data: ByteBuffer(string: text), receivedAtMillis: 0)
+    static func message(_ text: String) -> OutboundMessage {
+        OutboundMessage(kind: .text, data: ByteBuffer(string: text))
     }
 
     static func texts(_ q: inout OutboundQueue) -> [String] {

@@ -45,7 +45,7 @@ final class LinkHarness: Sendable {
     }
 
     func send(_ text: String) async throws -> Bool {
-        try await self.handle.send(UpstreamMessage(kind: .text, data: ByteBuffer(string: text), receivedAtMillis: 0)).get()
+        try await self.handle.send(OutboundMessage(kind: .text, data: ByteBuffer(string: text))).get()
     }
 
     func shutdown() async {

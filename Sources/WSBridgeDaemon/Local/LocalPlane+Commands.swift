@@ -94,7 +94,7 @@ extension LocalPlane {
         case .send(let payload, nil) where self.appProtocol != nil:
             self.sendThroughProtocol(payload, id: id, from: client, through: self.appProtocol!)
         case .send(let payload, nil):
-            self.answerSend(link.send(UpstreamMessage(payload)), id: id, to: client)
+            self.answerSend(link.send(OutboundMessage(payload)), id: id, to: client)
         case .close(let code, let reason):
             let was = link.phase
             link.close(code: code, reason: reason)
@@ -209,7 +209,7 @@ extension LocalPlane {
                 ProtocolError(.timeout, "no upstream message with \(what) arrived within \(timeout.short); raise \"timeout\" or check the match", id: entry.id)
             )
         }
-        switch self.link.send(UpstreamMessage(payload)) {
+        switch self.link.send(OutboundMessage(payload)) {
         case .rejected(let problem):
             self.fanout.pending.cancel(key)
             self.reply(client, ProtocolError(.queueFull, problem, id: id))

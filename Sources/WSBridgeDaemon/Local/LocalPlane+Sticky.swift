@@ -26,7 +26,7 @@ extension LocalPlane {
         }
         let status: StickyResult.Status
         if outcome.sends {
-            status = self.link.sendAhead(UpstreamMessage(payload)) ? .sent : .queued
+            status = self.link.sendAhead(OutboundMessage(payload)) ? .sent : .queued
         } else {
             status = .held
         }
@@ -102,7 +102,7 @@ extension LocalPlane {
     /// `sent`, `none` or `skipped` (the link is not open: the next connection never had the key).
     private func sendLeave(_ text: String?) -> String {
         guard let text else { return "none" }
-        return self.link.sendAhead(UpstreamMessage(.text(text))) ? "sent" : "skipped"
+        return self.link.sendAhead(OutboundMessage(.text(text))) ? "sent" : "skipped"
     }
 
     /// Sends `line` now, or, when the request changed the daemon-scope keys and `queue.spool` is

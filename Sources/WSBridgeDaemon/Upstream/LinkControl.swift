@@ -13,10 +13,10 @@ protocol LinkControl: AnyObject {
     var status: StatusReport { get }
     /// Sends now, or queues (bounded) until the link opens; with the spool on, `.spooling`
     /// says the outcome follows once the message is stored.
-    func send(_ message: UpstreamMessage) -> SendOutcome
+    func send(_ message: OutboundMessage) -> SendOutcome
     /// A session message (sticky send, leave text): written now, ahead of the queue, if the
     /// link is open; false if it is not (sticky sends go after the next open by themselves).
-    func sendAhead(_ message: UpstreamMessage) -> Bool
+    func sendAhead(_ message: OutboundMessage) -> Bool
     func connect()
     func reconnect()
     func close(code: UInt16, reason: String)

@@ -21,15 +21,27 @@ package struct UpstreamMessage: Sendable {
     }
 }
 
-extension UpstreamMessage {
-    /// A message to send upstream, from a local client's payload (or a configured text).
-    init(_ payload: Payload) {
-        switch payload {
-        case .text(let t): self.init(kind: .text, data: ByteBuffer(string: t), receivedAtMillis: 0)
-        case .binary(let b): self.init(kind: .binary, data: ByteBuffer(bytes: b), receivedAtMillis: 0)
-        }
+/// A message to send upstream: an app's send, an opening message, a sticky send or its leave
+/// text, a protocol's own. What the link receives is an `UpstreamMessage`.
+package struct OutboundMessage: Sendable {
+    package var kind: UpstreamMessage.Kind
+    package var data: ByteBuffer
+
+    package init(kind: UpstreamMessage.Kind, data: ByteBuffer) {
+        self.kind = kind
+        self.data = data
     }
 
+    /// From a local client's payload (or a configured text).
+    init(_ payload: Payload) {
+        switch payload {
+        case .text(let t): self.init(kind: .text, data: ByteBuffer(string: t))
+        case .binary(let b): self.init(kind: .binary, data: ByteBuffer(bytes: b))
+        }
+    }
+}
+
+extension UpstreamMessage {
     /// The start of the payload for a trace log line: text (newlines as spaces) or hex.
     var preview: String {
         let limit = 120

@@ -27,7 +27,8 @@ extension AppProtocolLayer {
     /// written again.
     @discardableResult
     func perform(
-        _ effects: [AppProtocolEffect], link: any LinkControl, receivedAtMillis: Int64, lost: String? = nil, original: (view: JSONValue, data: ByteBuffer)? = nil
+        _ effects: [AppProtocolEffect], link: any LinkControl, receivedAtMillis: Int64, lost: String? = nil,
+        original: (view: JSONValue, data: ByteBuffer)? = nil
     ) -> Performed {
         var performed = Performed()
         for effect in effects {
@@ -35,7 +36,7 @@ extension AppProtocolLayer {
             case .broadcast:
                 performed.broadcast = true
             case .upstream(let json):
-                performed.sent = link.send(UpstreamMessage(.text(self.wireText(json))))
+                performed.sent = link.send(OutboundMessage(.text(self.wireText(json))))
             case .app(AppID.everyone, let json):
                 // A daemon-scope sticky subscription's: for every subscriber.
                 self.fanout.publish(
@@ -176,7 +177,7 @@ extension AppProtocolLayer {
     private func keepaliveSend(_ text: String, every: Int64, link: any LinkControl) {
         self.keepalive.sender = self.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(every)) { [weak self] in
             guard let self, link.phase == .open else { return }
-            _ = link.sendAhead(UpstreamMessage(.text(text)))
+            _ = link.sendAhead(OutboundMessage(.text(text)))
             self.keepaliveSend(text, every: every, link: link)
         }
     }

@@ -26,7 +26,7 @@ final class OutboundPath {
     /// A send the spool is writing, answered once it is stored.
     private struct PendingSpoolWrite {
         var id: UInt64
-        var message: UpstreamMessage
+        var message: OutboundMessage
         var promise: EventLoopPromise<SendOutcome>
     }
 
@@ -39,7 +39,7 @@ final class OutboundPath {
         if let restored = spool?.1 {
             // What the last run left queued goes first, even if the bounds have shrunk since.
             let entries = restored.entries.map { e in
-                OutboundQueue.Entry(message: UpstreamMessage(kind: e.kind, data: e.data, receivedAtMillis: 0), spoolID: e.id)
+                OutboundQueue.Entry(message: OutboundMessage(kind: e.kind, data: e.data), spoolID: e.id)
             }
             self.queue.restore(entries, atFront: false)
             self.lastSpoolID = restored.lastID
@@ -70,7 +70,7 @@ final class OutboundPath {
 
     /// Writes `message` now when nothing waits and the link takes it; else queues it, through
     /// the spool when there is one.
-    func send(_ message: UpstreamMessage, on link: UpstreamLink) -> SendOutcome {
+    func send(_ message: OutboundMessage, on link: UpstreamLink) -> SendOutcome {
         if self.queue.isIdle, link.sendNow(message) {
             return .sent
         }

@@ -5,7 +5,7 @@ import NIOCore
 /// writes it), then `commit`ted once stored, or `release`d if it could not be.
 struct OutboundQueue {
     struct Entry {
-        var message: UpstreamMessage
+        var message: OutboundMessage
         /// Its record in the spool (0: not spooled).
         var spoolID: UInt64
     }
@@ -53,7 +53,7 @@ struct OutboundQueue {
     }
 
     /// Appends, or says which bound the message would break.
-    mutating func append(_ message: UpstreamMessage) throws(Full) {
+    mutating func append(_ message: OutboundMessage) throws(Full) {
         try self.reserve(message.data.readableBytes)
         self.commit(message, spoolID: 0)
     }
@@ -69,7 +69,7 @@ struct OutboundQueue {
     }
 
     /// Queues a reserved message.
-    mutating func commit(_ message: UpstreamMessage, spoolID: UInt64) {
+    mutating func commit(_ message: OutboundMessage, spoolID: UInt64) {
         self.release(message.data.readableBytes)
         self.entries.append(Entry(message: message, spoolID: spoolID))
         self.bytes += message.data.readableBytes

@@ -50,7 +50,7 @@ extension UpstreamLink {
 /// once stored; a stored message leaves the spool once the socket took it.
 extension UpstreamLink {
     /// Sends a message on the open link, or queues it (bounded) until the link opens.
-    func send(_ message: UpstreamMessage) -> SendOutcome {
+    func send(_ message: OutboundMessage) -> SendOutcome {
         if self.machine.isShuttingDown {
             return .rejected("wsbridged is shutting down; the message was not sent")
         }
@@ -65,7 +65,7 @@ extension UpstreamLink {
     /// Writes a message now if it may go now: the link is open, no close frame has been sent
     /// (RFC 6455 §5.5.1: no data after it; the message waits for the next connection), and the
     /// channel is writable (a slow upstream fills the bounded queue, not NIO's buffer).
-    func sendNow(_ message: UpstreamMessage, flush: Bool = true, promise: EventLoopPromise<Void>? = nil) -> Bool {
+    func sendNow(_ message: OutboundMessage, flush: Bool = true, promise: EventLoopPromise<Void>? = nil) -> Bool {
         guard self.phase == .open, self.attempt.channel?.isWritable == true else { return false }
         return self.writeFrame(message, flush: flush, promise: promise)
     }
@@ -76,7 +76,7 @@ extension UpstreamLink {
     /// and must go ahead of the queue. False when there is no connection to write to, or a
     /// close frame was sent.
     @discardableResult
-    func writeFrame(_ message: UpstreamMessage, flush: Bool = true, promise: EventLoopPromise<Void>? = nil) -> Bool {
+    func writeFrame(_ message: OutboundMessage, flush: Bool = true, promise: EventLoopPromise<Void>? = nil) -> Bool {
         guard self.attempt.mayWrite, let channel = self.attempt.channel else { return false }
         // With permessage-deflate, PerMessageDeflateHandler compresses it on the way out.
         let frame = WebSocketFrame(fin: true, opcode: message.kind == .text ? .text : .binary, maskKey: .random(), data: message.data)
@@ -88,7 +88,7 @@ extension UpstreamLink {
 
     /// A sticky send (or its leave text) from the local plane: written now if the link is
     /// open, ahead of any queued sends; false when it is not (it goes after the next open).
-    func sendAhead(_ message: UpstreamMessage) -> Bool {
+    func sendAhead(_ message: OutboundMessage) -> Bool {
         guard self.phase == .open, !self.machine.isShuttingDown else { return false }
         return self.writeFrame(message)
     }

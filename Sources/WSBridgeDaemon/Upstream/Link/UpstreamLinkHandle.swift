@@ -49,7 +49,7 @@ package struct UpstreamLinkHandle: Sendable {
     package func update(configuration: Configuration) { self.run { $0.update(configuration: configuration) } }
 
     /// Sends a message if the link is open; the future says whether it went out.
-    package func send(_ message: UpstreamMessage) -> EventLoopFuture<Bool> {
+    package func send(_ message: OutboundMessage) -> EventLoopFuture<Bool> {
         let link = self.link
         return self.eventLoop.submit { link.value.sendNow(message) }
     }

@@ -72,12 +72,12 @@ final class UpstreamSession {
 
     /// The opening messages for a link that just upgraded, and, with a ready gate, the start of
     /// the wait. `token`: the content of `auth.token_file` read for this connection.
-    func opened(token: String?) -> [UpstreamMessage] {
+    func opened(token: String?) -> [OutboundMessage] {
         self.lastValues.resolve()
         self.lastSeen = nil
         let values = self.lastValues.values
         return self.settings.onOpen.map { template in
-            UpstreamMessage(.text(template.render(token: token, last: { values[$0] })))
+            OutboundMessage(.text(template.render(token: token, last: { values[$0] })))
         }
     }
 
@@ -104,7 +104,7 @@ final class UpstreamSession {
     }
 
     /// The link is open (ready): the sticky sends, in registration order.
-    func becameReady() -> [UpstreamMessage] {
+    func becameReady() -> [OutboundMessage] {
         self.lastSeen = nil
         let ordered = self.registry.ordered
         if let last = ordered.last {
@@ -112,7 +112,7 @@ final class UpstreamSession {
         } else if let opening = self.settings.onOpen.last {
             self.lastSent = "the opening message (upstream.on_open) \(String(opening.template.prefix(200)))"
         }
-        return ordered.map { UpstreamMessage($0.payload) }
+        return ordered.map { OutboundMessage($0.payload) }
     }
 
     /// What this session sent last on the current connection (its last sticky key, else its last
@@ -189,8 +189,8 @@ final class UpstreamSession {
     }
 
     /// A client went: the leave texts of the keys that went with it, in registration order.
-    func clientGone(_ client: Int) -> [UpstreamMessage] {
-        self.registry.clientGone(client).compactMap { gone in gone.leave.map { UpstreamMessage(.text($0)) } }
+    func clientGone(_ client: Int) -> [OutboundMessage] {
+        self.registry.clientGone(client).compactMap { gone in gone.leave.map { OutboundMessage(.text($0)) } }
     }
 
     /// Stores the daemon-scope keys if they changed (with `queue.spool`): the future succeeds
