@@ -16,9 +16,7 @@ import WSBridgeProtocol
     }
 
     static func app(_ socket: String, _ name: String) async throws -> SocketClient {
-        let c = try SocketClient(path: socket, name: name)
-        guard await c.lines.wait(containing: "\"type\":\"hello\"") != nil else { throw TestFailure("no hello") }
-        return c
+        try await SocketClient.connected(to: socket, name: name)
     }
 
     /// `send` of one JSON-RPC message (its text), as an app's client library would write it.

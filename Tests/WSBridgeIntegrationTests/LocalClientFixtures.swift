@@ -23,6 +23,15 @@ final class SocketClient: Sendable {
         if reading { self.startReading() }
     }
 
+    /// Connects and waits for the daemon's `hello` (what it read instead is in the error).
+    static func connected(to path: String, name: String = "client") async throws -> SocketClient {
+        let c = try SocketClient(path: path, name: name)
+        guard await c.lines.wait(containing: "\"type\":\"hello\"") != nil else {
+            throw TestFailure("no hello from \(path) for \(name); read: \(c.lines.text.prefix(500))")
+        }
+        return c
+    }
+
     /// Reads on a thread of its own until the connection ends (`LineCollector.follow`).
     func startReading() {
         self.lines.follow(self.fd, holding: self)
@@ -140,11 +149,8 @@ final class DaemonFixture: Sendable {
     }
 
     func client(reading: Bool = true, name: String = "client") async throws -> SocketClient {
-        let c = try SocketClient(path: self.socket, reading: reading, name: name)
-        if reading {
-            guard await c.lines.wait(containing: "\"type\":\"hello\"") != nil else { throw TestFailure("no hello") }
-        }
-        return c
+        guard reading else { return try SocketClient(path: self.socket, reading: false, name: name) }
+        return try await SocketClient.connected(to: self.socket, name: name)
     }
 
     deinit {

@@ -100,9 +100,7 @@ final class ExchangeFeed {
     }
 
     static func client(_ socket: String, name: String) async throws -> SocketClient {
-        let c = try SocketClient(path: socket, name: name)
-        guard await c.lines.wait(containing: "\"type\":\"hello\"") != nil else { throw TestFailure("no hello from \(socket)") }
-        return c
+        try await SocketClient.connected(to: socket, name: name)
     }
 
     static func stick(_ c: SocketClient, id: String, key: String, channel: String, scope: String = "client") async throws -> JSONValue {

@@ -37,9 +37,7 @@ import WSBridgeProtocol
     }
 
     static func client(_ socket: String) async throws -> SocketClient {
-        let c = try SocketClient(path: socket)
-        guard await c.lines.wait(containing: "\"type\":\"hello\"") != nil else { throw TestFailure("no hello") }
-        return c
+        try await SocketClient.connected(to: socket)
     }
 
     /// Sends `texts` pipelined and returns the replies, in the order they came.

@@ -9,9 +9,7 @@ struct TextApp {
     let client: SocketClient
 
     static func connect(_ socket: String, _ name: String) async throws -> TextApp {
-        let c = try SocketClient(path: socket, name: name)
-        guard await c.lines.wait(containing: "\"type\":\"hello\"") != nil else { throw TestFailure("no hello") }
-        return TextApp(client: c)
+        TextApp(client: try await SocketClient.connected(to: socket, name: name))
     }
 
     /// `send` of `text` (`sticky`: a sticky send under that key, `leave` its on_unstick).

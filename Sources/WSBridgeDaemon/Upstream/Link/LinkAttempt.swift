@@ -107,7 +107,7 @@ final class LinkAttempt {
 
     /// Flushes once the frames of this event-loop tick are written (a client's pipelined
     /// requests are handled in one tick): one flush through the pipeline and one writev for them
-    /// all, where a flush per send cost some 4,900 instructions each. The flush runs in the same
+    /// all, where a flush per send costs a pass through the pipeline each (docs/performance.md). The flush runs in the same
     /// tick, after the work already queued, on the connection current then.
     func flushSoon(on eventLoop: any EventLoop) {
         guard !self.flushScheduled else { return }

@@ -84,7 +84,7 @@ extension UpstreamLink {
     /// Whether a callback of attempt `generation` finds it at `step`: else the attempt was
     /// forgotten, or is past that step.
     private func isAt(_ step: Machine.AttemptStep, _ generation: Int) -> Bool {
-        self.attempt.isCurrent(generation) && self.machine.attemptStep == step
+        self.attempt.isCurrent(generation) && self.attemptStep == step
     }
 
     /// The upgrade is done: the opening messages go first; then, with a ready gate, the link
@@ -138,10 +138,10 @@ extension UpstreamLink {
     /// The link is open for local clients (`transition` opens it): sticky sends, then the queue,
     /// then new sends.
     private func opened(generation: Int, reason: String, _ transition: (inout Machine, MonotonicInstant) throws -> Machine.Action) {
-        let reconnects = self.machine.reconnects
+        let reconnects = self.reconnects
         self.input("connected", reason: reason, transition)
-        if self.machine.reconnects > reconnects { self.metrics.reconnected(after: self.lostBecause) }
-        guard self.machine.phase == .open else { return }
+        if self.reconnects > reconnects { self.metrics.reconnected(after: self.lostBecause) }
+        guard self.phase == .open else { return }
         self.scheduleFailback()
         let sticky = self.session.becameReady()
         for message in sticky { self.writeFrame(message, flush: false) }
@@ -158,7 +158,7 @@ extension UpstreamLink {
     }
 
     func attemptFailed(generation: Int, _ failure: AttemptFailure) {
-        guard self.attempt.isCurrent(generation), self.machine.attemptStep != nil else { return }
+        guard self.attempt.isCurrent(generation), self.attemptStep != nil else { return }
         let description = failure.description
         self.teardown()
         self.attempt.failed(failure)
@@ -170,19 +170,19 @@ extension UpstreamLink {
         self.input("connectFailed", reason: description) { m, now in try m.connectFailed(.error(description), now: now) }
         // One line per failed attempt: what failed, and what happens next.
         let next: String
-        switch self.machine.phase {
+        switch self.phase {
         case .backingOff:
-            let wait = self.machine.retryAt.map { max(.zero, $0 - self.now) } ?? .zero
+            let wait = self.retryAt.map { max(.zero, $0 - self.now) } ?? .zero
             next = "retrying in \(wait.short)"
         case .waitingForNetwork:
             next = "waiting for the network to come back"
         case .idle:
             next = "giving up after backoff.max_attempts = \(self.configuration.backoff.maxAttempts) attempts; `wsbridgectl connect` tries again"
         default:
-            next = "now \(self.machine.phase.rawValue)"
+            next = "now \(self.phase.rawValue)"
         }
         let target = urls.count > 1 ? " to \(failedURL)" : ""
-        let then = nextURL.map { self.machine.phase == .backingOff ? ", to \($0)" : "" } ?? ""
+        let then = nextURL.map { self.phase == .backingOff ? ", to \($0)" : "" } ?? ""
         self.logger.warning(
             "connect failed (attempt \(self.attempt.number)\(target)): \(description); \(next)\(then)",
             metadata: ["attempt": "\(self.attempt.number)", "reason": "\(failure.kind.rawValue)"]
@@ -191,8 +191,8 @@ extension UpstreamLink {
 
     func channelClosed(generation: Int) {
         guard self.attempt.isCurrent(generation) else { return }
-        let phase = self.machine.phase
-        if let step = self.machine.attemptStep {
+        let phase = self.phase
+        if let step = self.attemptStep {
             let during = step == .awaitingReady ? "while waiting for upstream.ready_when" : "during the handshake"
             let closed = self.attempt.serverClose.map { c in
                 "the server closed the connection \(during) (code \(c.code.map(String.init) ?? "none")\(c.reason.isEmpty ? "" : ": \(c.reason)"))"
@@ -213,7 +213,7 @@ extension UpstreamLink {
         self.teardown()
         // Who closed: the machine knows (a close we sent is the user's or the daemon's, whatever
         // the server answered), so the state line says what it recorded.
-        let transition = self.input("disconnected", reason: self.machine.lastDisconnect?.description ?? reason.description) { m, now in
+        let transition = self.input("disconnected", reason: self.lastDisconnect?.description ?? reason.description) { m, now in
             try m.disconnected(reason, now: now)
         }
         // Closed right after open (the machine's verdict): name what was sent last.
@@ -221,7 +221,7 @@ extension UpstreamLink {
             let culprit = "the server closed the link right after open (\(reason)), the last message sent being \(lastSent)"
             self.session.culprit = culprit
             self.logger.warning("\(culprit)")
-        } else if self.machine.failures == 0 {
+        } else if self.failures == 0 {
             self.session.culprit = nil
         }
     }

@@ -20,7 +20,7 @@ extension UpstreamLink {
         self.emit(.message(message))
         // Fanned out first, then the session sees it: the message that makes the link ready
         // reaches subscribers before the `open` state line.
-        let awaitingReady = self.machine.attemptStep == .awaitingReady
+        let awaitingReady = self.attemptStep == .awaitingReady
         if self.session.observes(awaitingReady: awaitingReady), self.session.observe(message, awaitingReady: awaitingReady) {
             self.becameReady(generation: generation)
         }
@@ -30,7 +30,7 @@ extension UpstreamLink {
     func readComplete() {
         self.attempt.readComplete()
         self.emitReadComplete()
-        if self.session.observes(awaitingReady: self.machine.attemptStep == .awaitingReady) { self.session.readComplete() }
+        if self.session.observes(awaitingReady: self.attemptStep == .awaitingReady) { self.session.readComplete() }
     }
 
     func received(_ frame: WebSocketFrame, generation: Int) {

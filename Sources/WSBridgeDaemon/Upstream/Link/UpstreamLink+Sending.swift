@@ -51,7 +51,7 @@ extension UpstreamLink {
 extension UpstreamLink {
     /// Sends a message on the open link, or queues it (bounded) until the link opens.
     func send(_ message: OutboundMessage) -> SendOutcome {
-        if self.machine.isShuttingDown {
+        if self.isShuttingDown {
             return .rejected("wsbridged is shutting down; the message was not sent")
         }
         return self.outbound.send(message, on: self)
@@ -89,7 +89,7 @@ extension UpstreamLink {
     /// A sticky send (or its leave text) from the local plane: written now if the link is
     /// open, ahead of any queued sends; false when it is not (it goes after the next open).
     func sendAhead(_ message: OutboundMessage) -> Bool {
-        guard self.phase == .open, !self.machine.isShuttingDown else { return false }
+        guard self.phase == .open, !self.isShuttingDown else { return false }
         return self.writeFrame(message)
     }
 

@@ -43,10 +43,10 @@ package final class UpstreamLink: LinkControl {
     /// Pings, the round trip and the pong deadline (LinkHeartbeat.swift).
     let heartbeat: LinkHeartbeat
     /// What the link carried, kept as `status` reports it.
-    private(set) var traffic = StatusReport.Traffic()
+    private var traffic = StatusReport.Traffic()
 
     // The driver's own state: only this file changes it (the others read it).
-    private(set) var machine: Machine
+    private var machine: Machine
     private(set) var retryTimer: Scheduled<Void>?
     private let stopped: EventLoopPromise<Void>
     private(set) var phaseSinceWall = WallClock.millisecondsSinceEpoch()
@@ -97,6 +97,15 @@ package final class UpstreamLink: LinkControl {
     // MARK: - Inputs
 
     var phase: ConnectionPhase { self.machine.phase }
+    // The machine as the link's other files read it (they change it only through `input`). Read
+    // here, the machine stays private to this file, so its accesses need no run-time
+    // exclusivity check (the message path reads `attemptStep` for every message).
+    var attemptStep: Machine.AttemptStep? { self.machine.attemptStep }
+    var isShuttingDown: Bool { self.machine.isShuttingDown }
+    var retryAt: MonotonicInstant? { self.machine.retryAt }
+    var reconnects: Int { self.machine.reconnects }
+    var failures: Int { self.machine.failures }
+    var lastDisconnect: DisconnectReason? { self.machine.lastDisconnect }
     var roundTripTime: Duration? { self.heartbeat.roundTripTime }
     var url: UpstreamURL { self.failover.attemptURL ?? self.configuration.upstream.url }
 
