@@ -3,8 +3,8 @@ import WSBridgeCore
 
 /// The link's current connection, from its first TCP byte to its end: the generation that
 /// tells its callbacks from an older attempt's, its channel and what the handshake negotiated,
-/// its close handshake (a `CloseHandshake`), its deadline and close timers, and the clock of the socket
-/// read being handled. `end()` forgets it; `begin` starts the next one. The last failure is
+/// its close handshake (a `CloseHandshake`), its deadline and close timers, its heartbeat, the
+/// flush of a tick's writes and the clock of the socket read being handled. `end()` forgets it; `begin` starts the next one. The last failure is
 /// kept across attempts, for `status`. Confined to the link's event loop.
 final class LinkAttempt {
     /// Bumped by `end()`: a callback carrying an older value belongs to a forgotten attempt.
@@ -29,6 +29,13 @@ final class LinkAttempt {
     private var readWallMillis: Int64?
     /// A flush of the frames written in this event-loop tick is due (`flushSoon`).
     private var flushScheduled = false
+    /// The open connection's heartbeat: pings, the round trip, the pong deadline. It ends with
+    /// the connection.
+    let heartbeat: LinkHeartbeat
+
+    init(eventLoop: any EventLoop) {
+        self.heartbeat = LinkHeartbeat(eventLoop: eventLoop)
+    }
 
     func isCurrent(_ generation: Int) -> Bool { generation == self.generation }
 
@@ -36,6 +43,7 @@ final class LinkAttempt {
     /// callbacks are ignored.
     func end() {
         self.generation += 1
+        self.heartbeat.stop()
         self.setDeadline(nil)
         self.closeTimer?.cancel()
         self.closeTimer = nil

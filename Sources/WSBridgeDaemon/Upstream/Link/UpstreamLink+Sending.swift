@@ -10,7 +10,7 @@ import WSBridgeProtocol
 extension UpstreamLink {
     /// The link opened: the heartbeat starts, writing on this connection until it ends.
     func startHeartbeat(generation: Int) {
-        self.heartbeat.start(
+        self.attempt.heartbeat.start(
             interval: self.configuration.heartbeat.interval, deadline: self.configuration.heartbeat.deadline,
             ping: { payload in
                 guard self.attempt.isCurrent(generation), let channel = self.attempt.channel else { return }
@@ -31,14 +31,14 @@ extension UpstreamLink {
 
     /// A reload: a running heartbeat takes the new interval and deadline.
     func updateHeartbeat() {
-        self.heartbeat.update(interval: self.configuration.heartbeat.interval, deadline: self.configuration.heartbeat.deadline)
+        self.attempt.heartbeat.update(interval: self.configuration.heartbeat.interval, deadline: self.configuration.heartbeat.deadline)
     }
 
     /// After a suspend/resume or a network change: ping now and start the deadline.
     func checkLiveness(why: String) {
-        guard self.heartbeat.isRunning else { return }
+        guard self.attempt.heartbeat.isRunning else { return }
         self.logger.info("heartbeat: liveness check: \(why)")
-        self.heartbeat.checkNow()
+        self.attempt.heartbeat.checkNow()
     }
 }
 

@@ -12,7 +12,7 @@ import WSBridgeProtocol
 /// from the connector to open or failed), `+Frames` (frames, channel errors, the close
 /// handshake), `+Sending` (the heartbeat's writes, sends, the queue's flush). The rest of its
 /// state lives in parts that keep it private to their own file and change it only through
-/// their methods: the current connection (`LinkAttempt`), its heartbeat (`LinkHeartbeat`), the
+/// their methods: the current connection (`LinkAttempt`, with its heartbeat: `LinkHeartbeat`), the
 /// URL list (`Failover`), the queue and spool (`OutboundPath`).
 ///
 /// Confined to one event loop: every method runs there. Other threads use `UpstreamLinkHandle`.
@@ -34,14 +34,12 @@ package final class UpstreamLink: LinkControl {
 
     // The parts, each with its state private to its own file; the link's other files call
     // their methods.
-    /// The current connection: generation, channel, close flags, timers (LinkAttempt.swift).
-    let attempt = LinkAttempt()
+    /// The current connection: generation, channel, close flags, timers, heartbeat (LinkAttempt.swift).
+    let attempt: LinkAttempt
     /// Which URL the next attempt uses, and the return to the primary (Failover.swift).
     let failover = Failover()
     /// The queue, the spool and the sends on their way (UpstreamLink+Sending.swift).
     let outbound: OutboundPath
-    /// Pings, the round trip and the pong deadline (LinkHeartbeat.swift).
-    let heartbeat: LinkHeartbeat
     /// What the link carried, kept as `status` reports it.
     private var traffic = StatusReport.Traffic()
 
@@ -76,7 +74,7 @@ package final class UpstreamLink: LinkControl {
         self.events = events
         self.connectors = connectors
         self.stopped = eventLoop.makePromise()
-        self.heartbeat = LinkHeartbeat(eventLoop: eventLoop)
+        self.attempt = LinkAttempt(eventLoop: eventLoop)
         self.outbound = OutboundPath(configuration: configuration, spool: spool, eventLoop: eventLoop, metrics: metrics, logger: logger)
         self.machine = Machine(
             settings: .init(backoff: configuration.backoff.policy, maxAttempts: configuration.backoff.maxAttempts),
@@ -106,7 +104,7 @@ package final class UpstreamLink: LinkControl {
     var reconnects: Int { self.machine.reconnects }
     var failures: Int { self.machine.failures }
     var lastDisconnect: DisconnectReason? { self.machine.lastDisconnect }
-    var roundTripTime: Duration? { self.heartbeat.roundTripTime }
+    var roundTripTime: Duration? { self.attempt.heartbeat.roundTripTime }
     var url: UpstreamURL { self.failover.attemptURL ?? self.configuration.upstream.url }
 
     func emit(_ event: UpstreamEvent) {
@@ -246,7 +244,6 @@ package final class UpstreamLink: LinkControl {
     /// Forgets the current attempt or link: later callbacks from it are ignored.
     func teardown() {
         self.attempt.end()
-        self.heartbeat.stop()
         self.session.ended()
     }
 }
@@ -263,7 +260,7 @@ extension UpstreamLink {
         report.url = "\(self.url)"
         report.reconnects = self.machine.reconnects
         report.failedAttempts = self.machine.failures
-        report.rttMs = self.heartbeat.roundTripTime.map { Double($0.nanoseconds) / 1e6 }
+        report.rttMs = self.attempt.heartbeat.roundTripTime.map { Double($0.nanoseconds) / 1e6 }
         report.subprotocol = self.attempt.subprotocol
         report.compression = self.attempt.compression
         report.traffic = self.traffic
