@@ -138,3 +138,22 @@ extension Fanout {
         self.listenForWrites()
     }
 }
+
+extension Fanout {
+    /// The fan-out's part of `status`: subscribers and clients (`asker`, a control connection,
+    /// not counted among them), the stream and its seq, drops, the journal.
+    func report(into report: inout StatusReport, askedBy asker: LocalClient?) {
+        report.subscribers = self.subscriberCount
+        report.clients = self.clientCount - (asker.map { $0.subscribed ? 0 : 1 } ?? 0)
+        report.seq = self.seq
+        report.drops = self.drops
+        report.stream = self.stream
+        guard let journal = self.journal else { return }
+        let st = journal.statistics
+        report.journal = .init(
+            dir: journal.directory, fsync: journal.configuration.fsync.rawValue, state: st.stopped == nil ? "writing" : "stopped",
+            stoppedReason: st.stopped, bytes: st.bytes, segments: st.segments, oldestSeq: st.oldestSeq, newestSeq: st.newestSeq,
+            oldestTs: st.oldestMillis, newestTs: st.newestMillis, fsyncs: st.fsyncs, notJournaled: st.notJournaled,
+            replaying: self.replayingReaders, opened: journal.recovered.opened)
+    }
+}

@@ -8,22 +8,10 @@ extension LocalPlane {
     /// not counted among the clients; a subscriber asking is one, and counts.
     func statusReport(askedBy asker: LocalClient? = nil) -> StatusReport {
         var report = self.link.status
-        report.subscribers = self.fanout.subscriberCount
-        report.clients = self.fanout.clientCount - (asker.map { $0.subscribed ? 0 : 1 } ?? 0)
-        report.seq = self.fanout.seq
-        report.drops = self.fanout.drops
-        report.stream = self.fanout.stream
+        self.fanout.report(into: &report, askedBy: asker)
         report.refusedClients = self.refusedClients
         report.notAccepting = self.notAccepting
         report.service = self.service
-        if let journal = self.fanout.journal {
-            let st = journal.statistics
-            report.journal = .init(
-                dir: journal.directory, fsync: journal.configuration.fsync.rawValue, state: st.stopped == nil ? "writing" : "stopped",
-                stoppedReason: st.stopped, bytes: st.bytes, segments: st.segments, oldestSeq: st.oldestSeq, newestSeq: st.newestSeq,
-                oldestTs: st.oldestMillis, newestTs: st.newestMillis, fsyncs: st.fsyncs, notJournaled: st.notJournaled,
-                replaying: self.fanout.replayingReaders, opened: journal.recovered.opened)
-        }
         if let appProtocol = self.appProtocol {
             let session = appProtocol.session
             report.protocol = .init(
