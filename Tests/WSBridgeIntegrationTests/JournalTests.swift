@@ -129,25 +129,32 @@ import WSBridgeProtocol
         let durableEnd = journaled.last ?? behindSince
         // Before the gap: the first run's messages after `since`, as the live reader got them.
         #expect(journaled == Array((behindSince + 1)...max(behindSince, durableEnd)).filter { $0 > behindSince })
+        // As the live reader got them, where it got them: on a loaded machine the journal's
+        // writer can be ahead of a reader's socket, and the kill takes what was on its way to it.
         let liveTicks = Dictionary(liveLines.compactMap { l in l["seq"]?.intValue.map { ($0, Self.tick(l)) } }, uniquingKeysWith: { a, _ in a })
-        #expect(lines[..<gapIndex].allSatisfy { liveTicks[$0["seq"]!.intValue!] == Self.tick($0) })
+        #expect(
+            lines[..<gapIndex].allSatisfy { line in liveTicks[line["seq"]!.intValue!].map { $0 == Self.tick(line) } ?? (line["seq"]!.intValue! > liveSince) })
         // What the kill took: what the first run numbered after its last journaled message,
         // at most a second's worth (journal.fsync_interval) at 1000 msg/s; here only what the
         // writer had not yet written (a kill leaves the page cache).
-        let lost = liveSince - durableEnd
-        #expect(lost >= 0 && lost <= 1000, "lost \(lost): live reader at \(liveSince), journal at \(durableEnd)")
+        #expect(liveSince - durableEnd <= 1000, "live reader at \(liveSince), journal at \(durableEnd)")
         #expect(gaps.first?["next"]?.intValue == durableEnd + 1)
         // After it, the new run: seqs on from there, ticks only rising.
         let after = Self.seqs(Array(lines[(gapIndex + 1)...]))
         #expect(after.first == durableEnd + 1 && after == Array((durableEnd + 1)...(durableEnd + after.count)))
         let ticks = lines.compactMap(Self.tick)
         #expect(zip(ticks, ticks.dropFirst()).allSatisfy { $0 < $1 })
-        // The live reader, ahead of the journal: told at once, then the new stream.
+        // The live reader: ahead of the journal (as it mostly is), told at once, then the new
+        // stream; behind it (its socket lagged the writer), the journal's rest first.
         let (ahead, _, aheadFrom) = try await Self.resume(socket, since: liveSince, stream: stream, name: "ahead")
         #expect(await Self.waitForSeq(ahead, firstNew + 10, from: aheadFrom))
         let aheadLines = Self.feed(ahead, from: aheadFrom)
-        #expect(aheadLines.first?["type"] == "gap" && aheadLines.first?["reason"] == "not_durable" && aheadLines.first?["since"]?.intValue == liveSince)
-        #expect(Self.seqs(aheadLines).first == durableEnd + 1)
+        if liveSince >= durableEnd {
+            #expect(aheadLines.first?["type"] == "gap" && aheadLines.first?["reason"] == "not_durable" && aheadLines.first?["since"]?.intValue == liveSince)
+            #expect(Self.seqs(aheadLines).first == durableEnd + 1)
+        } else {
+            #expect(Self.seqs(aheadLines).first == liveSince + 1, "\(aheadLines.prefix(3))")
+        }
         server.command("ticker off")
     }
 
