@@ -79,8 +79,6 @@ ISSUE = re.compile(r'^\S+ Test ("[^"]*"|[^\s(]+\([^)]*\)) recorded an issue(?: w
 FAILED_TEST = re.compile(r'^\S+ Test ("[^"]*"|[^\s(]+\([^)]*\))(?: with \d+ test cases?)? failed\b')
 XC_FAILED = re.compile(r"^Test Case '-?\[?([^']+?)\]?' failed")
 XC_ISSUE = re.compile(r"^(\S+\.swift:\d+: error: .*)$")
-# Lines Swift Testing starts with a symbol of its own: a new event, not the issue's text going on.
-EVENT = re.compile(r"^(\S )?(Test|Suite) ")
 
 
 def failures(lines):
@@ -96,7 +94,9 @@ def failures(lines):
             name = m.group(1)
             text = [m.group(2)]
             j = i + 1
-            while j < len(lines) and len(text) < 8 and lines[j].strip() and not EVENT.match(lines[j]):
+            # Its comments follow it on lines of their own ("↳ ..."); other tests' output may
+            # come between, and is not its.
+            while j < len(lines) and len(text) < 8 and lines[j].lstrip().startswith("\u21b3"):
                 text.append(lines[j].strip())
                 j += 1
             if name not in issues:
