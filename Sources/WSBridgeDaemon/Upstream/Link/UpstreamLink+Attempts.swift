@@ -104,7 +104,7 @@ extension UpstreamLink {
             self.logger.debug("sent \(opening.count) opening message(s) (upstream.on_open)")
         }
         guard let gate = self.session.readyWhen else {
-            self.opened(generation: generation, reason: reason) { m, now in try m.upgraded(readyGate: false, now: now) }
+            self.opened(reason: reason) { m, now in try m.upgraded(readyGate: false, now: now) }
             return
         }
         self.input("upgraded", reason: reason) { m, now in try m.upgraded(readyGate: true, now: now) }
@@ -130,14 +130,14 @@ extension UpstreamLink {
     func becameReady(generation: Int) {
         guard self.isAt(.awaitingReady, generation) else { return }
         self.attempt.setDeadline(nil)
-        self.opened(generation: generation, reason: "\(self.connectedReason), ready (\(self.session.readyWhen?.text ?? "?"))") { m, now in
+        self.opened(reason: "\(self.connectedReason), ready (\(self.session.readyWhen?.text ?? "?"))") { m, now in
             try m.ready(now: now)
         }
     }
 
     /// The link is open for local clients (`transition` opens it): sticky sends, then the queue,
     /// then new sends.
-    private func opened(generation: Int, reason: String, _ transition: (inout Machine, MonotonicInstant) throws -> Machine.Action) {
+    private func opened(reason: String, _ transition: (inout Machine, MonotonicInstant) throws -> Machine.Action) {
         let reconnects = self.reconnects
         self.input("connected", reason: reason, transition)
         if self.reconnects > reconnects { self.metrics.reconnected(after: self.lostBecause) }
@@ -150,7 +150,7 @@ extension UpstreamLink {
             self.logger.debug("sent \(sticky.count) sticky message(s)")
         }
         self.flushOutbound()
-        self.startHeartbeat(generation: generation)
+        self.startHeartbeat()
     }
 
     func attemptFailed(generation: Int, _ description: String) {

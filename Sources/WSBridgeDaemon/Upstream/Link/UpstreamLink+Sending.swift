@@ -8,12 +8,13 @@ import WSBridgeProtocol
 
 /// The heartbeat's pings (and application heartbeat text) on the open connection.
 extension UpstreamLink {
-    /// The link opened: the heartbeat starts, writing on this connection until it ends.
-    func startHeartbeat(generation: Int) {
+    /// The link opened: the heartbeat starts, writing on this connection until it ends (the
+    /// connection stops its heartbeat when it ends: nothing of an older one fires).
+    func startHeartbeat() {
         self.attempt.heartbeat.start(
             interval: self.configuration.heartbeat.interval, deadline: self.configuration.heartbeat.deadline,
             ping: { payload in
-                guard self.attempt.isCurrent(generation), let channel = self.attempt.channel else { return }
+                guard let channel = self.attempt.channel else { return }
                 var buffer = channel.allocator.buffer(capacity: 8)
                 buffer.writeInteger(payload)
                 channel.write(WebSocketFrame(fin: true, opcode: .ping, maskKey: .random(), data: buffer), promise: nil)
@@ -23,7 +24,6 @@ extension UpstreamLink {
                 channel.flush()
             },
             dead: { silence in
-                guard self.attempt.isCurrent(generation) else { return }
                 // Dead link: no close handshake is possible; drop TCP and reconnect.
                 self.drop(because: .heartbeatTimeout(silence: silence), input: "heartbeatTimeout")
             })
