@@ -6,7 +6,7 @@ import WSBridgeProtocol
 typealias JSONSession = AppProtocolSession
 
 private func mayRoute(_ router: AppProtocolSession, _ text: String) -> Bool {
-    Array(text.utf8).withUnsafeBytes { router.mayRoute($0) }
+    Array(text.utf8).withUnsafeBytes { router.routing?.mayRoute($0) ?? true }
 }
 
 /// `json`: ids at a configured path, rising on the wire; sticky sends with an id are

@@ -66,7 +66,7 @@ import WSBridgeProtocol
             s.upstream("-ERR 'Permissions Violation for Subscription to \"secret\"'\r\n") == [
                 "broadcast", "error Permissions Violation for Subscription to \"secret\"",
             ])
-        guard case .failure(let error) = s.parse(app: "PUB a 10\r\nshort\r\n") else {
+        guard case .failure(let error) = s.codec.parse(app: "PUB a 10\r\nshort\r\n") else {
             Issue.record("a cut PUB was accepted")
             return
         }

@@ -91,7 +91,7 @@ import WSBridgeProtocol
     @Test(arguments: ["send\n\n\0", "SUBSCRIBE\ndestination:/topic/a\n\n\0", "SEND\nno colon\n\n\0", "MESSAGE\nsubscription:1\n\n\0"])
     func whatIsNotAClientFrameIsRefused(_ text: String) {
         var s = self.ready()
-        switch s.parse(app: text) {
+        switch s.codec.parse(app: text) {
         case .failure(let error):
             #expect(!error.description.isEmpty)
         case .success(let views):

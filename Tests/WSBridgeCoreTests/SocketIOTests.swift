@@ -62,7 +62,7 @@ import WSBridgeProtocol
 
     @Test(arguments: ["hello", "4", "49", #"42{"not":"an array"}"#, "451-[\"bin\",{\"_placeholder\":true,\"num\":0}]"])
     func whatIsNotSocketIOIsRefusedWithTheReason(_ text: String) {
-        guard case .failure(let error) = AppProtocolSession(codec: SocketIO()).parse(app: text) else {
+        guard case .failure(let error) = SocketIO().parse(app: text) else {
             Issue.record("accepted \(text)")
             return
         }

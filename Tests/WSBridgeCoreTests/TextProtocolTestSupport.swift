@@ -8,7 +8,7 @@ import WSBridgeProtocol
 extension AppProtocolSession {
     /// The app's text as it would come through `send` (must be whole messages).
     mutating func app(_ app: AppID, _ text: String) -> [String] {
-        guard case .success(let views) = self.parse(app: text) else {
+        guard case .success(let views) = self.codec.parse(app: text) else {
             Issue.record("not a message: \(text.debugDescription)")
             return []
         }
@@ -29,8 +29,8 @@ extension AppProtocolSession {
     func wire(_ effects: [AppProtocolEffect]) -> [String] {
         effects.map { effect in
             switch effect {
-            case .upstream(let v): "up " + self.wireText(v)
-            case .app(let app, let v): "app \(app) " + self.wireText(v)
+            case .upstream(let v): "up " + self.codec.wireText(v)
+            case .app(let app, let v): "app \(app) " + self.codec.wireText(v)
             case .broadcast: "broadcast"
             case .refuse(let reason): "refuse " + reason
             case .ready: "ready"

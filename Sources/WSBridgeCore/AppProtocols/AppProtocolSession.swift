@@ -23,67 +23,45 @@ package struct AppProtocolSession {
     // been too, their metadata looked up at run time for every message).
     typealias Holder = AppProtocolSessionHolder
     typealias Subscription = AppProtocolSessionSubscription
-    typealias Call = AppProtocolSessionCall
     typealias Held = AppProtocolSessionHeld
+    typealias Table = AppProtocolSubscriptionTable
 
     package let codec: any AppProtocolCodec
     package let limits: Limits
     package var name: String { self.codec.name }
     private var nextID: UInt64 = 0
-    private var calls: [WireID: Call] = [:]
-    private var subscriptions: [WireID: Subscription] = [:]
-    private var byKey: [String: WireID] = [:]
-    private var byServerID: [WireID: WireID] = [:]
-    /// Each app's ids in use, so that an app's message never scans the other apps' entries.
-    private var held: [AppID: [WireID: Held]] = [:]
-    /// JSON-RPC: the subscription id apps were given → the subscription's key.
-    private var byVisibleID: [WireID: String] = [:]
+    /// The subscriptions, which outlive the connection, and their indexes.
+    private var table = Table()
+    /// The calls waiting for answers and each app's ids in use.
+    private var ids = AppProtocolAppIDs()
     /// What the server acknowledged the handshake with, for apps' own handshakes.
     private var acknowledgement: JSONValue?
     package private(set) var isOpen = false
     package var now: Int64 = 0
-    /// The key of the subscription sent last on the open link (nil: a call
-    /// went after it, its answers or events came, or nothing): what a close right after open is
-    /// laid at (a subscription the server answered did not make it close).
-    private var lastSent: String?
-    /// Closes right after open laid at each subscription, in a row.
-    private var strikes: [String: Int] = [:]
-    package private(set) var culprit: String?
+    /// What a close right after open is laid at.
+    private var blame = AppProtocolBlame()
+    package var culprit: String? { self.blame.culprit }
     /// Bytes of the subscription messages kept (`limits.subscriptionBytes`).
-    package private(set) var subscriptionBytes = 0
+    package var subscriptionBytes: Int { self.table.bytes }
 
-    /// `"KEY"` for each of the codec's routing keys, as bytes (nil: every message is read).
-    private let needles: [[UInt8]]?
+    /// The codec's routing keys (nil: every message is read).
+    package let routing: RoutingKeys?
     /// Text protocols: the start of a message the last WebSocket message cut (`limits.messageBytes`).
     private var partial = AppProtocolTextRemainder()
 
     package init(codec: any AppProtocolCodec, limits: Limits = Limits()) {
         self.codec = codec
         self.limits = limits
-        self.needles = codec.routingKeys.map { keys in keys.map { Array("\"\($0)\"".utf8) } }
+        self.routing = RoutingKeys(codec.routingKeys)
     }
 
-    package func mayRoute(_ text: UnsafeRawBufferPointer) -> Bool {
-        guard let needles = self.needles else { return true }
-        return RoutingKeys.mayRoute(text, needles: needles)
-    }
-
-    package var routingNeedles: [[UInt8]]? { self.needles }
-
-    // MARK: - Text
-
-    package var isText: Bool { self.codec.isText }
+    // MARK: - Text (the codec reads an app's text and writes the wire's: `codec.parse(app:)`, `codec.wireText`)
 
     /// Text protocols: the whole messages in what the upstream sent, after what an earlier
     /// WebSocket message left unfinished (kept for the next).
     package mutating func split(upstream bytes: UnsafeRawBufferPointer) -> Result<[AppProtocolMessage], AppProtocolSyntaxError> {
         self.partial.split(bytes, codec: self.codec, limit: self.limits.messageBytes)
     }
-
-    /// An app's text as the protocol's messages (their views), or why it is not.
-    package func parse(app text: String) -> Result<[JSONValue], AppProtocolSyntaxError> { self.codec.parse(app: text) }
-
-    package func wireText(_ view: JSONValue) -> String { self.codec.wireText(view) }
 
     /// Text protocols: whether a WebSocket message is one broadcast message, told from how it
     /// begins (nothing of an earlier one is pending).
@@ -97,16 +75,9 @@ package struct AppProtocolSession {
     }
 
     /// Calls and subscriptions `app` holds.
-    package func held(by app: AppID) -> Int { self.held[app]?.count ?? 0 }
+    package func held(by app: AppID) -> Int { self.ids.count(of: app) }
 
-    private mutating func hold(_ app: AppID, _ id: WireID, _ what: Held) { self.held[app, default: [:]][id] = what }
-
-    private mutating func release(_ app: AppID, _ id: WireID) {
-        self.held[app]?[id] = nil
-        if self.held[app]?.isEmpty == true { self.held[app] = nil }
-    }
-
-    package var count: Int { self.calls.count + self.subscriptions.count }
+    package var count: Int { self.ids.callCount + self.table.count }
 
     // MARK: - Link events
 
@@ -116,7 +87,7 @@ package struct AppProtocolSession {
     /// at each connect), and the acknowledgement came before this.
     package mutating func opened() -> [Effect] {
         self.isOpen = true
-        self.lastSent = nil
+        self.blame.sent(nil)
         self.partial.removeAll()
         return [.ready] + self.ready()
     }
@@ -131,80 +102,61 @@ package struct AppProtocolSession {
         self.isOpen = false
         self.acknowledgement = nil
         self.partial.removeAll()
-        let waiting = self.calls.sorted { Self.older($0.key, $1.key) }.map(\.value)
-        self.calls.removeAll()
-        for call in waiting { self.release(call.app, call.appID) }
+        let waiting = self.ids.takeCalls()
         // Subscribes still unanswered are answered when their new subscribe is.
         var effects: [Effect] = waiting.map { .app($0.app, self.codec.linkLostAnswer(id: $0.appID, reason: reason)) }
-        if let closedRightAfterOpen {
-            effects += self.strike(reason: closedRightAfterOpen)
-        } else {
-            self.strikes.removeAll()
-        }
-        self.lastSent = nil
+        let strike = self.blame.ended(rightAfterOpen: closedRightAfterOpen != nil)
+        if let strike, let closedRightAfterOpen { effects += self.strike(strike.key, count: strike.count, reason: closedRightAfterOpen) }
         return effects
     }
 
     /// The server closed the link right after open: laid at the subscription sent last, which
     /// is set aside (its holders told) after `setAsideAfter` such opens in a row.
-    private mutating func strike(reason: String) -> [Effect] {
-        guard let key = self.lastSent, let upstream = self.byKey[key], var subscription = self.subscriptions[upstream] else { return [] }
-        let count = self.strikes[key, default: 0] + 1
-        self.strikes = [key: count]
+    private mutating func strike(_ key: String, count: Int, reason: String) -> [Effect] {
+        guard var subscription = self.table.find(key: key)?.subscription else { return [] }
         let holders = subscription.holders.map { "client \($0.app) as \($0.appID)" }.joined(separator: ", ")
         let text = String(subscription.message.serialized.prefix(200))
-        self.culprit =
+        self.blame.culprit =
             "the server closed the link right after open \(count) time\(count == 1 ? "" : "s") in a row, the last message sent being \(text) (a subscription held by \(holders)): \(reason)"
         guard self.limits.setAsideAfter > 0, count >= self.limits.setAsideAfter else { return [] }
-        self.strikes[key] = nil
+        self.blame.setAside(key)
         let why =
             "set aside: the server closed the link right after this subscription on \(count) opens in a row (\(reason)); it is not sent again until an operator runs `wsbridgectl subscriptions --clear`"
         subscription.setAside = why
-        self.subscriptions[upstream] = subscription
-        self.culprit = (self.culprit ?? "") + "; set aside"
+        self.table.update(subscription)
+        self.blame.culprit = (self.blame.culprit ?? "") + "; set aside"
         return subscription.holders.map { .app($0.app, self.codec.linkLostAnswer(id: $0.appID, reason: why)) }
     }
 
     /// Sends the set-aside subscriptions again: now if the link is ready, else at the next open.
     package mutating func clearSetAside() -> (count: Int, effects: [Effect]) {
-        let aside = self.subscriptions.filter { $0.value.setAside != nil }.keys.sorted(by: Self.older)
+        let aside = self.table.setAside
         var effects: [Effect] = []
         for upstream in aside {
-            guard var subscription = self.subscriptions.removeValue(forKey: upstream) else { continue }
+            guard var subscription = self.table[upstream] else { continue }
             subscription.setAside = nil
             subscription.upstreamID = self.isOpen ? self.allocate() : upstream
-            self.subscriptions[subscription.upstreamID] = subscription
-            self.byKey[subscription.key] = subscription.upstreamID
+            self.table.move(upstream, to: subscription)
             if self.isOpen {
-                self.lastSent = subscription.key
+                self.blame.sent(subscription.key)
                 effects.append(.upstream(self.codec.replacingID(in: subscription.message, with: subscription.upstreamID)))
             }
         }
-        if !aside.isEmpty { self.culprit = nil }
+        if !aside.isEmpty { self.blame.culprit = nil }
         return (aside.count, effects)
     }
 
     /// Ready: every live subscription goes upstream again, with fresh ids.
     private mutating func ready() -> [Effect] {
         var effects: [Effect] = []
-        let live = self.subscriptions.values.sorted { Self.older($0.upstreamID, $1.upstreamID) }
-        self.subscriptions.removeAll()
-        self.byKey.removeAll()
-        self.byServerID.removeAll()
-        for var subscription in live {
-            subscription.upstreamID = self.allocate()
-            subscription.serverID = nil
-            self.subscriptions[subscription.upstreamID] = subscription
-            self.byKey[subscription.key] = subscription.upstreamID
+        let ids = (0..<self.table.count).map { _ in self.allocate() }
+        for subscription in self.table.renumber(ids) {
             guard subscription.setAside == nil else { continue }
-            self.lastSent = subscription.key
+            self.blame.sent(subscription.key)
             effects.append(.upstream(self.codec.replacingID(in: subscription.message, with: subscription.upstreamID)))
         }
         return effects
     }
-
-    /// Whether `a` was allocated before `b` (the counter only rises: shorter, then smaller).
-    private static func older(_ a: WireID, _ b: WireID) -> Bool { (a.key.count, a.key) < (b.key.count, b.key) }
 
     // MARK: - Apps
 
@@ -223,16 +175,15 @@ package struct AppProtocolSession {
             return [.upstream(message)]
         case .call(let id):
             // Answered through a subscription of the app's own (its inbox): it goes as it is.
-            if self.codec.callsMayBeCovered, let held = self.held[app],
-                held.values.contains(where: { if case .subscription(let key) = $0 { self.codec.subscription(key, covers: id) } else { false } })
+            if self.codec.callsMayBeCovered,
+                self.ids.holds(app, where: { if case .subscription(let key) = $0 { self.codec.subscription(key, covers: id) } else { false } })
             {
                 return [.upstream(message)]
             }
             if let refusal = self.refusal(for: app, id: id) { return [.refuse(refusal)] }
             let upstream = self.allocate()
-            self.calls[upstream] = Call(app: app, appID: id)
-            self.hold(app, id, .call(upstream))
-            self.lastSent = nil
+            self.ids.called(upstream, by: app, as: id)
+            self.blame.sent(nil)
             return [.upstream(self.codec.replacingID(in: message, with: upstream))]
         case .subscribe(let id, let key):
             return self.withReceipt(app, message, self.subscribe(app, id: id, key: key, message: message))
@@ -256,7 +207,7 @@ package struct AppProtocolSession {
     /// `app` lets go of its sticky subscription `key`.
     package mutating func stickyRelease(_ app: AppID, key: String) -> [Effect]? {
         let held = Held.subscription(Self.stickyKey(key))
-        guard let id = self.held[app]?.first(where: { $0.value == held })?.key else { return nil }
+        guard let id = self.ids.id(of: app, for: held) else { return nil }
         return self.unsubscribe(app, id: nil, target: id, message: .null)
     }
 
@@ -264,7 +215,7 @@ package struct AppProtocolSession {
 
     /// How many hold the sticky subscription `key` (nil: the protocol layer has none).
     package func stickyHolders(_ key: String) -> Int? {
-        self.byKey[Self.stickyKey(key)].flatMap { self.subscriptions[$0]?.holders.count }
+        self.table.find(key: Self.stickyKey(key))?.subscription.holders.count
     }
 
     package func requestID(in message: JSONValue) -> WireID? {
@@ -278,79 +229,64 @@ package struct AppProtocolSession {
     package func answerIDs(in message: JSONValue) -> [(id: WireID, final: Bool)] { self.codec.answerIDs(in: message) }
 
     package mutating func forget(_ app: AppID, id: WireID) {
-        guard case .call(let upstream) = self.held[app]?[id] else { return }
-        self.calls[upstream] = nil
-        self.release(app, id)
+        guard case .call(let upstream) = self.ids.lookup(app, id) else { return }
+        self.ids.endCall(upstream)
     }
 
     private mutating func subscribe(_ app: AppID, id: WireID, key: String, message: JSONValue) -> [Effect] {
         if let refusal = self.refusal(for: app, id: id) { return [.refuse(refusal)] }
-        self.hold(app, id, .subscription(key))
-        if let shared = self.byKey[key], var subscription = self.subscriptions[shared] {
+        self.ids.hold(app, id, .subscription(key))
+        if var subscription = self.table.find(key: key)?.subscription {
             // The same subscription: held once more, sent no second time.
             let answered = subscription.visibleID != nil
             subscription.holders.append(Holder(app: app, appID: id, answered: answered))
-            self.subscriptions[shared] = subscription
+            self.table.update(subscription)
             guard answered, let visible = subscription.visibleID, let answer = self.codec.subscribeAnswer(id: id, subscription: visible) else {
                 return []
             }
             return [.app(app, answer)]
         }
         let size = message.serialized.utf8.count
-        if self.subscriptionBytes + size > self.limits.subscriptionBytes {
-            self.release(app, id)
+        guard self.table.fits(size, limit: self.limits.subscriptionBytes) else {
+            self.ids.release(app, id)
             return [
                 .refuse(
                     "the subscriptions kept to send again on every open take \(self.subscriptionBytes) bytes, and this one's \(size) more would pass \(self.limits.subscriptionBytes) (protocol.max_subscription_bytes): end some, or raise it"
                 )
             ]
         }
-        self.subscriptionBytes += size
         let upstream = self.allocate()
-        let subscription = Subscription(
-            key: key, message: message, upstreamID: upstream, holders: [Holder(app: app, appID: id, answered: false)], since: self.now)
-        self.subscriptions[upstream] = subscription
-        self.byKey[key] = upstream
+        self.table.insert(
+            Subscription(key: key, message: message, upstreamID: upstream, holders: [Holder(app: app, appID: id, answered: false)], since: self.now))
         guard self.isOpen else { return [] }
-        self.lastSent = key
+        self.blame.sent(key)
         return [.upstream(self.codec.replacingID(in: message, with: upstream))]
     }
 
-    private func refusal(for app: AppID, id: WireID) -> String? {
-        if self.held[app]?[id] != nil { return "id \(id) is already in use by this app: use another" }
-        if self.held(by: app) >= self.limits.perApp {
-            return "this app holds \(self.limits.perApp) calls and subscriptions already (protocol.max_per_app): end some first"
-        }
-        if self.count >= self.limits.total {
-            return "\(self.limits.total) calls and subscriptions are open in all (protocol.max_total): wait, or end some"
-        }
-        return nil
-    }
+    private func refusal(for app: AppID, id: WireID) -> String? { self.ids.refusal(app, id, limits: self.limits, total: self.count) }
 
     private mutating func unsubscribe(_ app: AppID, id: WireID?, target: WireID, message: JSONValue) -> [Effect] {
         // The app names its subscription by its own id (graphql) or by the id it was given (JSON-RPC).
         let key: String
-        switch self.held[app]?[target] {
+        switch self.ids.lookup(app, target) {
         case .call(let upstream):
             // A call of this app's (a graphql query it completes early).
-            self.calls[upstream] = nil
-            self.release(app, target)
+            self.ids.endCall(upstream)
             return [.upstream(self.codec.replacingID(in: message, with: upstream))]
         case .subscription(let k):
             key = k
         case nil:
-            guard let k = self.byVisibleID[target] else { return [.upstream(message)] }
+            guard let k = self.table.key(visible: target) else { return [.upstream(message)] }
             key = k
         }
-        guard let upstream = self.byKey[key], var subscription = self.subscriptions[upstream],
-            subscription.holders.contains(where: { $0.app == app })
-        else { return [.upstream(message)] }
+        guard let (upstream, found) = self.table.find(key: key), found.holders.contains(where: { $0.app == app }) else { return [.upstream(message)] }
+        var subscription = found
         let visible = subscription.visibleID
         let leaving = subscription.holders.filter { $0.app == app && ($0.appID == target || visible == target) }
         subscription.holders.removeAll { $0.app == app && ($0.appID == target || visible == target) }
-        for holder in leaving { self.release(app, holder.appID) }
+        for holder in leaving { self.ids.release(app, holder.appID) }
         if !subscription.holders.isEmpty {
-            self.subscriptions[upstream] = subscription
+            self.table.update(subscription)
             return id.flatMap { self.codec.unsubscribeAnswer(id: $0) }.map { [.app(app, $0)] } ?? []
         }
         self.remove(upstream)
@@ -362,8 +298,7 @@ package struct AppProtocolSession {
         let callID = self.allocate()
         guard let end = self.codec.endMessage(upstreamID: upstream, serverID: subscription.serverID, callID: callID) else { return [] }
         if let id {
-            self.calls[callID] = Call(app: app, appID: id)
-            self.hold(app, id, .call(callID))
+            self.ids.called(callID, by: app, as: id)
         }
         return [.upstream(end)]
     }
@@ -371,20 +306,13 @@ package struct AppProtocolSession {
     /// `app` went away: its calls are forgotten, its subscriptions let go (ended upstream when it
     /// was the last holder).
     package mutating func appLeft(_ app: AppID) -> [Effect] {
-        guard let ids = self.held.removeValue(forKey: app) else { return [] }
+        let keys = self.ids.removeApp(app)
         var effects: [Effect] = []
-        var keys: [String] = []
-        for what in ids.values {
-            switch what {
-            case .call(let upstream): self.calls[upstream] = nil
-            case .subscription(let key): if !keys.contains(key) { keys.append(key) }
-            }
-        }
-        for upstream in keys.compactMap({ self.byKey[$0] }).sorted(by: Self.older) {
-            guard var subscription = self.subscriptions[upstream] else { continue }
+        for upstream in keys.compactMap({ self.table.upstreamID(key: $0) }).sorted(by: Table.older) {
+            guard var subscription = self.table[upstream] else { continue }
             subscription.holders.removeAll { $0.app == app }
             if !subscription.holders.isEmpty {
-                self.subscriptions[upstream] = subscription
+                self.table.update(subscription)
                 continue
             }
             self.remove(upstream)
@@ -399,12 +327,9 @@ package struct AppProtocolSession {
 
     /// Ends subscription `upstream` here; its holders' ids are free again.
     private mutating func remove(_ upstream: WireID) {
-        guard let subscription = self.subscriptions.removeValue(forKey: upstream) else { return }
-        self.subscriptionBytes -= subscription.message.serialized.utf8.count
-        self.byKey[subscription.key] = nil
-        if let server = subscription.serverID { self.byServerID[server] = nil }
-        if let visible = subscription.visibleID { self.byVisibleID[visible] = nil }
-        for holder in subscription.holders { self.release(holder.app, holder.appID) }
+        guard let subscription = self.table.remove(upstream) else { return }
+        self.blame.acquit(subscription.key)
+        for holder in subscription.holders { self.ids.release(holder.app, holder.appID) }
     }
 
     // MARK: - Upstream
@@ -428,33 +353,25 @@ package struct AppProtocolSession {
             // The link's ready gate: it comes before `opened()`, which sends the subscriptions.
             return self.codec.timing(in: message).map { [.timing($0)] } ?? []
         case .event(let server):
-            guard let upstream = self.byServerID[server], let subscription = self.subscriptions[upstream] else { return [.broadcast] }
-            if self.lastSent == subscription.key { self.lastSent = nil }
+            guard let subscription = self.table.find(server: server) else { return [.broadcast] }
+            self.blame.acquit(subscription.key)
             let visible = subscription.visibleID ?? server
             let event = self.codec.replacingSubscriptionID(in: message, with: visible)
             return subscription.holders.map { .app($0.app, event) }
         case .answer(let id, let final):
-            if let call = self.calls[id] {
-                if final {
-                    self.calls[id] = nil
-                    self.release(call.app, call.appID)
-                }
+            if let call = self.ids.call(id) {
+                if final { self.ids.endCall(id) }
                 return [.app(call.app, self.codec.replacingID(in: message, with: call.appID))]
             }
-            if let key = self.subscriptions[id]?.key, key == self.lastSent { self.lastSent = nil }
-            guard var subscription = self.subscriptions[id] else {
+            if let key = self.table[id]?.key { self.blame.acquit(key) }
+            guard let subscription = self.table[id] else {
                 // An answer to an id of an earlier connection, or to an end nobody waits for
                 // (or, for `json`, an id that is data).
                 return self.codec.unknownAnswersBroadcast ? [.broadcast] : []
             }
             if let server = self.codec.serverSubscriptionID(in: message) {
                 // A subscribe's answer: the server's id on this connection; apps keep the first.
-                subscription.serverID = server
-                if subscription.visibleID == nil {
-                    subscription.visibleID = server
-                    self.byVisibleID[server] = subscription.key
-                }
-                self.byServerID[server] = id
+                guard var subscription = self.table.answered(id, server: server) else { return [] }
                 let visible = subscription.visibleID ?? server
                 var effects: [Effect] = []
                 for i in subscription.holders.indices where !subscription.holders[i].answered {
@@ -462,7 +379,7 @@ package struct AppProtocolSession {
                     let answer = self.codec.replacingSubscriptionID(in: message, with: visible)
                     effects.append(.app(subscription.holders[i].app, self.codec.replacingID(in: answer, with: subscription.holders[i].appID)))
                 }
-                self.subscriptions[id] = subscription
+                self.table.update(subscription)
                 return effects
             }
             let effects: [Effect] = subscription.holders.map { .app($0.app, self.codec.replacingID(in: message, with: $0.appID)) }
@@ -471,14 +388,6 @@ package struct AppProtocolSession {
         }
     }
 
-    // MARK: - Status
-
     /// The live subscriptions, oldest first.
-    package var liveSubscriptions: [AppProtocolSubscriptionInfo] {
-        self.subscriptions.values.sorted { Self.older($0.upstreamID, $1.upstreamID) }.map {
-            AppProtocolSubscriptionInfo(
-                key: $0.key, upstreamID: $0.upstreamID.key, holders: $0.holders.map { ($0.app, $0.appID.key) }, since: $0.since,
-                setAside: $0.setAside)
-        }
-    }
+    package var liveSubscriptions: [AppProtocolSubscriptionInfo] { self.table.info }
 }

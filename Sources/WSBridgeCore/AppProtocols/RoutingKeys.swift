@@ -2,10 +2,20 @@ import CWSBridgeBytes
 
 /// Whether an upstream message may concern the protocol layer, told from its bytes without
 /// parsing them: it may only if one of the protocol's routing keys (`"KEY"`) is in its text.
-package enum RoutingKeys {
+package struct RoutingKeys: Sendable {
+    /// `"KEY"` for each key, as bytes.
+    private let needles: [[UInt8]]
+
+    /// The codec's routing keys (nil: it has none, and every message is read).
+    package init?(_ keys: [String]?) {
+        guard let keys else { return nil }
+        self.needles = keys.map { Array("\"\($0)\"".utf8) }
+    }
+
     /// One pass over the text: at each quote, each key; at a backslash, a `\u` escape (a key
     /// may be written with one: then the message is read).
-    package static func mayRoute(_ text: UnsafeRawBufferPointer, needles: [[UInt8]]) -> Bool {
+    package func mayRoute(_ text: UnsafeRawBufferPointer) -> Bool {
+        let needles = self.needles
         let quote = UInt8(ascii: "\"")
         let backslash = UInt8(ascii: "\\")
         let count = text.count

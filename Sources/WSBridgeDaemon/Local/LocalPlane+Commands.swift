@@ -142,11 +142,11 @@ extension LocalPlane {
     func appMessages(_ payload: Payload) -> Result<[JSONValue], AppProtocolSyntaxError> {
         guard let session = self.appProtocol?.session else { return .failure(AppProtocolSyntaxError("upstream.protocol is raw")) }
         let name = session.name
-        let syntax = session.isText ? "text in that protocol's syntax" : "one JSON message of that protocol (as text)"
+        let syntax = session.codec.isText ? "text in that protocol's syntax" : "one JSON message of that protocol (as text)"
         guard case .text(let text) = payload else {
             return .failure(AppProtocolSyntaxError("upstream.protocol is \(name): send \(syntax), not binary, or set upstream.protocol = \"raw\""))
         }
-        switch session.parse(app: text) {
+        switch session.codec.parse(app: text) {
         case .success(let views): return .success(views)
         case .failure(let error):
             return .failure(AppProtocolSyntaxError("upstream.protocol is \(name): send \(syntax) (\(error)), or set upstream.protocol = \"raw\""))

@@ -29,7 +29,7 @@ final class AppProtocolLayer: UpstreamEventSink {
     /// A text protocol's (Socket.IO, STOMP, NATS): its binary WebSocket messages are its text too.
     let isText: Bool
     /// The session's routing keys: a message with none of them is a broadcast, told without the session.
-    let needles: [[UInt8]]?
+    let routing: RoutingKeys?
 
     init(session: AppProtocolSession, fanout: Fanout, eventLoop: any EventLoop, logger: Logger) {
         self.session = session
@@ -37,8 +37,8 @@ final class AppProtocolLayer: UpstreamEventSink {
         self.eventLoop = eventLoop
         self.logger = logger
         self.requests = AppProtocolRequests(eventLoop: eventLoop)
-        self.isText = session.isText
-        self.needles = session.routingNeedles
+        self.isText = session.codec.isText
+        self.routing = session.routing
     }
 
     // MARK: - The link's events
@@ -77,7 +77,7 @@ final class AppProtocolLayer: UpstreamEventSink {
     @inline(never)  // off the raw message path, which only tests `routing`
     func route(_ message: UpstreamMessage, link: any LinkControl) -> (broadcast: Bool, parsed: JSONValue?) {
         // None of the protocol's keys in the text: for everyone, without reading it.
-        if let needles = self.needles, !message.data.withUnsafeReadableBytes({ RoutingKeys.mayRoute($0, needles: needles) }) {
+        if let routing = self.routing, !message.data.withUnsafeReadableBytes({ routing.mayRoute($0) }) {
             return (true, nil)
         }
         guard let json = try? JSONValue.parse(message.data.readableBytesView) else { return (true, nil) }

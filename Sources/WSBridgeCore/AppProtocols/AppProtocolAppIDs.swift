@@ -1,0 +1,82 @@
+import WSBridgeProtocol
+
+/// What each app's ids stand for while the session holds them: the calls waiting for their
+/// answer (by the session's id on the connection, which the answer carries) and, for each app,
+/// its ids in use (a call's, or a subscription's key), so that an app's message never scans the
+/// other apps' entries. The two change together, only through these methods.
+struct AppProtocolAppIDs {
+    typealias Call = AppProtocolSessionCall
+    typealias Held = AppProtocolSessionHeld
+
+    private var calls: [WireID: Call] = [:]
+    private var held: [AppID: [WireID: Held]] = [:]
+
+    var callCount: Int { self.calls.count }
+
+    /// How many ids `app` holds.
+    func count(of app: AppID) -> Int { self.held[app]?.count ?? 0 }
+
+    /// What `app`'s id `id` stands for.
+    func lookup(_ app: AppID, _ id: WireID) -> Held? { self.held[app]?[id] }
+
+    /// Whether `app` holds an id for which `matches` is true.
+    func holds(_ app: AppID, where matches: (Held) -> Bool) -> Bool { self.held[app]?.values.contains(where: matches) ?? false }
+
+    /// Why `app` may not take id `id` now (nil: it may), with `total` calls and subscriptions open.
+    func refusal(_ app: AppID, _ id: WireID, limits: AppProtocolLimits, total: Int) -> String? {
+        if self.lookup(app, id) != nil { return "id \(id) is already in use by this app: use another" }
+        if self.count(of: app) >= limits.perApp {
+            return "this app holds \(limits.perApp) calls and subscriptions already (protocol.max_per_app): end some first"
+        }
+        if total >= limits.total {
+            return "\(limits.total) calls and subscriptions are open in all (protocol.max_total): wait, or end some"
+        }
+        return nil
+    }
+
+    /// `app`'s id that stands for `what`.
+    func id(of app: AppID, for what: Held) -> WireID? { self.held[app]?.first(where: { $0.value == what })?.key }
+
+    /// The call the session sent as `upstream`.
+    func call(_ upstream: WireID) -> Call? { self.calls[upstream] }
+
+    mutating func hold(_ app: AppID, _ id: WireID, _ what: Held) { self.held[app, default: [:]][id] = what }
+
+    mutating func release(_ app: AppID, _ id: WireID) {
+        self.held[app]?[id] = nil
+        if self.held[app]?.isEmpty == true { self.held[app] = nil }
+    }
+
+    /// `app`'s call `id` went upstream as `upstream`.
+    mutating func called(_ upstream: WireID, by app: AppID, as id: WireID) {
+        self.calls[upstream] = Call(app: app, appID: id)
+        self.hold(app, id, .call(upstream))
+    }
+
+    /// The call sent as `upstream` is over (answered, ended, or forgotten): its app's id is free.
+    mutating func endCall(_ upstream: WireID) {
+        guard let call = self.calls.removeValue(forKey: upstream) else { return }
+        self.release(call.app, call.appID)
+    }
+
+    /// Every call waiting, oldest first; none is left (the link that would answer them went).
+    mutating func takeCalls() -> [Call] {
+        let waiting = self.calls.sorted { AppProtocolSubscriptionTable.older($0.key, $1.key) }.map(\.value)
+        self.calls.removeAll()
+        for call in waiting { self.release(call.app, call.appID) }
+        return waiting
+    }
+
+    /// `app` went away: its calls are forgotten; returns the keys of the subscriptions it held.
+    mutating func removeApp(_ app: AppID) -> [String] {
+        guard let ids = self.held.removeValue(forKey: app) else { return [] }
+        var keys: [String] = []
+        for what in ids.values {
+            switch what {
+            case .call(let upstream): self.calls[upstream] = nil
+            case .subscription(let key): if !keys.contains(key) { keys.append(key) }
+            }
+        }
+        return keys
+    }
+}

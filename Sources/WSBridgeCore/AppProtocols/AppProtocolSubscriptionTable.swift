@@ -1,0 +1,122 @@
+import WSBridgeProtocol
+
+/// The session's subscriptions and the indexes that find one: by its id on the connection (the
+/// session's own, renewed at every open), by its key (what makes two subscribes the same one), by
+/// the server's id on this connection (what its events carry) and by the id apps were given first
+/// (JSON-RPC's unsubscribe names that one); and the bytes of the subscribe messages kept. Every
+/// change goes through these methods, so the indexes and the byte count never disagree with the
+/// table.
+struct AppProtocolSubscriptionTable {
+    typealias Subscription = AppProtocolSessionSubscription
+
+    private var byUpstream: [WireID: Subscription] = [:]
+    private var byKey: [String: WireID] = [:]
+    private var byServerID: [WireID: WireID] = [:]
+    /// The subscription id apps were given → the subscription's key.
+    private var byVisibleID: [WireID: String] = [:]
+    /// Bytes of the subscription messages kept (`limits.subscriptionBytes`).
+    private(set) var bytes = 0
+
+    var count: Int { self.byUpstream.count }
+
+    subscript(upstream: WireID) -> Subscription? { self.byUpstream[upstream] }
+
+    /// The id on this connection of the subscription `key`.
+    func upstreamID(key: String) -> WireID? { self.byKey[key] }
+
+    /// The subscription `key` and its id on this connection.
+    func find(key: String) -> (upstream: WireID, subscription: Subscription)? {
+        guard let upstream = self.byKey[key], let subscription = self.byUpstream[upstream] else { return nil }
+        return (upstream, subscription)
+    }
+
+    /// The subscription whose events carry the server's id `server`.
+    func find(server: WireID) -> Subscription? { self.byServerID[server].flatMap { self.byUpstream[$0] } }
+
+    /// The key of the subscription apps know as `visible`.
+    func key(visible: WireID) -> String? { self.byVisibleID[visible] }
+
+    /// All of them, oldest first.
+    var oldestFirst: [Subscription] { self.byUpstream.values.sorted { Self.older($0.upstreamID, $1.upstreamID) } }
+
+    /// All of them, oldest first, as `status` shows them.
+    var info: [AppProtocolSubscriptionInfo] {
+        self.oldestFirst.map {
+            AppProtocolSubscriptionInfo(
+                key: $0.key, upstreamID: $0.upstreamID.key, holders: $0.holders.map { ($0.app, $0.appID.key) }, since: $0.since,
+                setAside: $0.setAside)
+        }
+    }
+
+    /// The ids of those set aside, oldest first.
+    var setAside: [WireID] { self.byUpstream.filter { $0.value.setAside != nil }.keys.sorted(by: Self.older) }
+
+    /// Whether `size` more bytes would stay within `limit`.
+    func fits(_ size: Int, limit: Int) -> Bool { self.bytes + size <= limit }
+
+    /// A new subscription.
+    mutating func insert(_ subscription: Subscription) {
+        self.bytes += subscription.message.serialized.utf8.count
+        self.byUpstream[subscription.upstreamID] = subscription
+        self.byKey[subscription.key] = subscription.upstreamID
+    }
+
+    /// Stores a changed subscription under its (unchanged) id.
+    mutating func update(_ subscription: Subscription) {
+        self.byUpstream[subscription.upstreamID] = subscription
+    }
+
+    /// Stores subscription `upstream` under the id it now has (`subscription.upstreamID`).
+    mutating func move(_ upstream: WireID, to subscription: Subscription) {
+        self.byUpstream[upstream] = nil
+        self.byUpstream[subscription.upstreamID] = subscription
+        self.byKey[subscription.key] = subscription.upstreamID
+    }
+
+    /// The link opened: each subscription, oldest first, takes the next of `ids` (one per
+    /// subscription) and forgets the server's id of the last connection (the id apps were given
+    /// stays). Returns them in that order.
+    mutating func renumber(_ ids: [WireID]) -> [Subscription] {
+        let live = self.oldestFirst
+        precondition(ids.count == live.count, "one id per subscription")
+        self.byUpstream.removeAll()
+        self.byKey.removeAll()
+        self.byServerID.removeAll()
+        return zip(live, ids).map { old, id in
+            var subscription = old
+            subscription.upstreamID = id
+            subscription.serverID = nil
+            self.byUpstream[subscription.upstreamID] = subscription
+            self.byKey[subscription.key] = subscription.upstreamID
+            return subscription
+        }
+    }
+
+    /// The server answered the subscribe of `upstream` with its id `server` on this connection;
+    /// apps keep the first id they were given. Returns the subscription.
+    mutating func answered(_ upstream: WireID, server: WireID) -> Subscription? {
+        guard var subscription = self.byUpstream[upstream] else { return nil }
+        subscription.serverID = server
+        if subscription.visibleID == nil {
+            subscription.visibleID = server
+            self.byVisibleID[server] = subscription.key
+        }
+        self.byServerID[server] = upstream
+        self.byUpstream[upstream] = subscription
+        return subscription
+    }
+
+    /// Ends subscription `upstream`; returns it.
+    @discardableResult
+    mutating func remove(_ upstream: WireID) -> Subscription? {
+        guard let subscription = self.byUpstream.removeValue(forKey: upstream) else { return nil }
+        self.bytes -= subscription.message.serialized.utf8.count
+        self.byKey[subscription.key] = nil
+        if let server = subscription.serverID { self.byServerID[server] = nil }
+        if let visible = subscription.visibleID { self.byVisibleID[visible] = nil }
+        return subscription
+    }
+
+    /// Whether `a` was allocated before `b` (the counter only rises: shorter, then smaller).
+    static func older(_ a: WireID, _ b: WireID) -> Bool { (a.key.count, a.key) < (b.key.count, b.key) }
+}
