@@ -20,7 +20,7 @@ final class Fanout: UpstreamEventSink {
     let metrics: DaemonMetrics
     let allocator = ByteBufferAllocator()
 
-    private(set) var clients: [Int: LocalClient] = [:]
+    private var clients: [Int: LocalClient] = [:]
     /// The subscribed clients, in one array: the per-message loop walks no dictionary.
     private var subscribers: [LocalClient] = []
     /// Where live lines go: the subscribers not catching up from the journal, without a filter
@@ -58,13 +58,13 @@ final class Fanout: UpstreamEventSink {
 
     init(
         configuration: Configuration.Local, status: SystemdStatus, metrics: DaemonMetrics = DaemonMetrics(), eventLoop: any EventLoop,
-        journal: (Journal, Journal.Recovered)? = nil
+        pending: PendingRequests? = nil, journal: (Journal, Journal.Recovered)? = nil
     ) {
         self.configuration = configuration
         self.status = status
         self.metrics = metrics
         self.eventLoop = eventLoop
-        self.pending = PendingRequests(eventLoop: eventLoop)
+        self.pending = pending ?? PendingRequests(eventLoop: eventLoop)
         self.ring = ReplayRing(maxMessages: configuration.replay, maxBytes: configuration.replayBytes)
         self.journal = journal?.0
         if let (journal, recovered) = journal {
@@ -76,7 +76,13 @@ final class Fanout: UpstreamEventSink {
     }
 
     var subscriberCount: Int { self.subscribers.count }
+    /// Where the stream is: the last seq numbered, and the stream's id.
+    var position: (seq: UInt64, stream: String) { (self.seq, self.stream) }
     var clientCount: Int { self.clients.count }
+    /// The connected client `id`, if it still is.
+    func client(_ id: Int) -> LocalClient? { self.clients[id] }
+    /// Every connected client.
+    var allClients: Dictionary<Int, LocalClient>.Values { self.clients.values }
 
     func update(configuration: Configuration.Local) {
         self.configuration = configuration

@@ -58,17 +58,18 @@ extension LocalPlane {
                     "uid \(uid) may not see the wire as it is (\"all\": other apps' answers): add it to access.write_uids, or a group of it to access.write_groups",
                     id: id))
         case .subscribe(let filter, let since, let stream, let all):
-            if let since, let stream, stream == self.fanout.stream, since > self.fanout.seq {
+            let position = self.fanout.position
+            if let since, let stream, stream == position.stream, since > position.seq {
                 self.reply(
                     client,
                     ProtocolError(
                         .invalidValue,
-                        "\"since\" \(since) is beyond the last seq \(self.fanout.seq) of stream \(stream): give the last seq you received in it",
+                        "\"since\" \(since) is beyond the last seq \(position.seq) of stream \(stream): give the last seq you received in it",
                         id: id))
                 return
             }
             self.setSubscription(client, subscribed: true, filter: filter, wire: all)
-            self.ok(client, id, SubscribeResult(subscribed: true, seq: self.fanout.seq, stream: self.fanout.stream, filter: filter).json)
+            self.ok(client, id, SubscribeResult(subscribed: true, seq: position.seq, stream: position.stream, filter: filter).json)
             if let since { self.fanout.replay(to: client, since: since, stream: stream) }
         case .unsubscribe:
             self.setSubscription(client, subscribed: false, filter: nil)
@@ -178,8 +179,8 @@ extension LocalPlane {
             return
         }
         let local = self.configuration.local
-        let mine = self.fanout.pending.count(of: client) + (self.appProtocol?.requests.count(of: client) ?? 0)
-        let all = self.fanout.pending.count + (self.appProtocol?.requests.count ?? 0)
+        let mine = self.pending.count(of: client) + (self.appProtocol?.requests.count(of: client) ?? 0)
+        let all = self.pending.count + (self.appProtocol?.requests.count ?? 0)
         guard mine < local.maxPendingRequests, all < local.maxPendingRequestsTotal else {
             let which =
                 mine >= local.maxPendingRequests
@@ -202,7 +203,7 @@ extension LocalPlane {
             return
         }
         // Listen first, so a fast answer cannot be missed.
-        let key = self.fanout.pending.wait(PendingRequests.Entry(client: client, id: id, match: match), timeout: timeout) { entry in
+        let key = self.pending.wait(PendingRequests.Entry(client: client, id: id, match: match), timeout: timeout) { entry in
             let what = match.equals.map { "\(match.field) == \($0.serialized)" } ?? "a \(match.field) field"
             self.reply(
                 entry.client,
@@ -211,11 +212,11 @@ extension LocalPlane {
         }
         switch self.link.send(OutboundMessage(payload)) {
         case .rejected(let problem):
-            self.fanout.pending.cancel(key)
+            self.pending.cancel(key)
             self.reply(client, ProtocolError(.queueFull, problem, id: id))
         case .spooling(let stored):
             stored.assumeIsolated().whenSuccess { outcome in
-                guard case .rejected(let problem) = outcome, self.fanout.pending.cancel(key) else { return }
+                guard case .rejected(let problem) = outcome, self.pending.cancel(key) else { return }
                 self.reply(client, ProtocolError(.queueFull, problem, id: id))
             }
         case .sent, .queued:

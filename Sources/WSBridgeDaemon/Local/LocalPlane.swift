@@ -15,6 +15,9 @@ final class LocalPlane {
     let logger: Logger
     let link: any LinkControl
     let fanout: Fanout
+    /// `request`s waiting for their upstream message (the fan-out answers them).
+    let pending: PendingRequests
+    let metrics: DaemonMetrics
     /// The application protocol's layer on the link (nil: `raw`): apps' messages go through it.
     let appProtocol: AppProtocolLayer?
     /// The sticky keys (and the rest of the session the link restores on every open).
@@ -35,6 +38,8 @@ final class LocalPlane {
         policy: AccessPolicy,
         link: any LinkControl,
         fanout: Fanout,
+        pending: PendingRequests,
+        metrics: DaemonMetrics,
         appProtocol: AppProtocolLayer? = nil,
         session: UpstreamSession,
         status: SystemdStatus,
@@ -45,6 +50,8 @@ final class LocalPlane {
         self.policy = policy
         self.link = link
         self.fanout = fanout
+        self.pending = pending
+        self.metrics = metrics
         self.appProtocol = appProtocol
         self.session = session
         self.status = status
@@ -69,7 +76,7 @@ final class LocalPlane {
         self.configuration = configuration
         self.policy = policy
         self.fanout.update(configuration: configuration.local)
-        for client in self.fanout.clients.values {
+        for client in self.fanout.allClients {
             client.update(limits: configuration.local, policy: policy)
         }
     }
@@ -84,13 +91,16 @@ final class LocalPlane {
     }
 
     /// STATUS= now, for READY=1 (also sent on every change).
-    var statusSummary: String { self.status.summary(link: self.link, subscribers: self.fanout.subscriberCount) }
+    var statusSummary: String { self.status.summary(link: self.link, subscribers: self.subscribers) }
+
+    /// Subscribers now, for the systemd status line.
+    private var subscribers: Int { self.fanout.subscriberCount }
 
     /// Why the socket accepts no client now, while it does not.
     var notAccepting: String? { self.status.notAccepting }
 
     private func statusChanged() {
-        self.status.update(link: self.link, subscribers: self.fanout.subscriberCount)
+        self.status.update(link: self.link, subscribers: self.subscribers)
     }
 
     /// Tells every client the daemon is stopping, flushes what each can take, and closes them.
@@ -100,7 +110,7 @@ final class LocalPlane {
         let notice = MessageLineEncoder.line(line.json, allocator: self.allocator)
         // The link's own `stopped` state line normally went out already.
         let stopped = self.link.phase == .stopped
-        let closed = self.fanout.clients.values.compactMap { $0.finish(stopped ? nil : notice) }
+        let closed = self.fanout.allClients.compactMap { $0.finish(stopped ? nil : notice) }
         return EventLoopFuture.andAllComplete(closed, on: self.eventLoop)
     }
 
@@ -123,8 +133,8 @@ final class LocalPlane {
             self.refusedSinceLog = 0
         }
         self.fanout.insert(client)
-        let hello = Hello(
-            state: self.link.phase, seq: self.fanout.seq, stream: self.fanout.stream, subscribed: client.subscribed, write: client.mayWrite)
+        let position = self.fanout.position
+        let hello = Hello(state: self.link.phase, seq: position.seq, stream: position.stream, subscribed: client.subscribed, write: client.mayWrite)
         client.send(MessageLineEncoder.line(hello.json, allocator: self.allocator))
         self.statusChanged()
         self.logger.debug(
@@ -181,13 +191,13 @@ final class LocalPlane {
     func acceptFailed(_ error: IOError) -> TimeAmount {
         let reason = "\(error); retrying every 200 ms. Raise LimitNOFILE= or lower local.max_clients (\(self.configuration.local.maxClients))"
         self.logger.error("cannot accept local clients: \(reason)")
-        self.status.accepting(failed: reason, link: self.link, subscribers: self.fanout.subscriberCount)
+        self.status.accepting(failed: reason, link: self.link, subscribers: self.subscribers)
         return .milliseconds(200)
     }
 
     func acceptRecovered() {
         self.logger.notice("accepting local clients again")
-        self.status.accepting(failed: nil, link: self.link, subscribers: self.fanout.subscriberCount)
+        self.status.accepting(failed: nil, link: self.link, subscribers: self.subscribers)
     }
 }
 

@@ -12,19 +12,7 @@ extension LocalPlane {
         report.refusedClients = self.refusedClients
         report.notAccepting = self.notAccepting
         report.service = self.service
-        if let appProtocol = self.appProtocol {
-            let session = appProtocol.session
-            report.protocol = .init(
-                name: session.name,
-                subscriptions: session.liveSubscriptions.map { live in
-                    .init(
-                        upstreamId: live.upstreamID, key: live.key,
-                        holders: live.holders.map { holder in
-                            let credentials = self.fanout.clients[holder.app]?.credentials
-                            return .init(client: holder.app, pid: credentials?.pid, uid: credentials?.uid, id: holder.id)
-                        }, since: live.since, setAside: live.setAside)
-                }, culprit: session.culprit, serverError: appProtocol.serverError?.text, serverErrorAt: appProtocol.serverError?.at)
-        }
+        self.appProtocol?.report(into: &report)
         return report
     }
 }
@@ -35,6 +23,6 @@ extension LocalPlane {
         let report = self.statusReport(askedBy: asker)
         let input = MetricFamily.Input(
             status: report, urls: self.configuration.upstream.urls.map(\.description), nowMillis: WallClock.millisecondsSinceEpoch())
-        return self.fanout.metrics.render(input)
+        return self.metrics.render(input)
     }
 }

@@ -35,7 +35,10 @@ final class Bridge {
         let status = SystemdStatus()
         let metrics = DaemonMetrics()
         self.metrics = metrics
-        let fanout = Fanout(configuration: configuration.local, status: status, metrics: metrics, eventLoop: eventLoop, journal: journal)
+        // `request`s wait in it: the plane asks it to wait, the fan-out answers from the stream.
+        let pending = PendingRequests(eventLoop: eventLoop)
+        let fanout = Fanout(
+            configuration: configuration.local, status: status, metrics: metrics, eventLoop: eventLoop, pending: pending, journal: journal)
         self.fanout = fanout
         // With an application protocol, its layer stands between the link and the fan-out.
         self.appProtocol = makeAppProtocolSession(configuration.applicationProtocol, maxMessageSize: configuration.upstream.maxMessageSize).map {
@@ -59,12 +62,20 @@ final class Bridge {
             policy: policy,
             link: self.link,
             fanout: self.fanout,
+            pending: pending,
+            metrics: metrics,
             appProtocol: self.appProtocol,
             session: self.session,
             status: status,
             eventLoop: eventLoop,
             logger: logger
         )
+    }
+
+    /// Sends what the fan-out numbered; returns the last seq numbered.
+    func flushNumbered() -> UInt64 {
+        self.fanout.flush()
+        return self.fanout.position.seq
     }
 
     func update(configuration: Configuration, policy: AccessPolicy) {

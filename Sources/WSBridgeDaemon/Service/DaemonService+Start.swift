@@ -116,10 +116,7 @@ extension DaemonService {
                 // as their sockets take it), then EOF; what the fan-out numbered goes to the journal.
                 _ = try? await link.shutdown().orTimeout(.seconds(5)).get()
                 _ = try? await eventLoop.flatSubmit { bridge.value.plane.shutdown() }.orTimeout(.seconds(2)).get()
-                let seq = try? await eventLoop.submit {
-                    bridge.value.fanout.flush()
-                    return bridge.value.fanout.seq
-                }.get()
+                let seq = try? await eventLoop.submit { bridge.value.flushNumbered() }.get()
                 // Messages for one app (a protocol's routed ones) are numbered, not journaled:
                 // the clean stop goes after the last seq numbered all the same.
                 if let seq { journaled?.numbered(through: seq) }

@@ -42,7 +42,7 @@ extension AppProtocolLayer {
                 self.fanout.publish(
                     UpstreamMessage(kind: .text, data: self.wireBytes(json, original: original), receivedAtMillis: receivedAtMillis), parsed: json)
             case .app(let app, let json):
-                guard let client = self.fanout.clients[app] else { continue }
+                guard let client = self.fanout.client(app) else { continue }
                 performed.delivered = true
                 if !self.requests.isEmpty, self.answerRequest(of: client, with: json, lost: lost) { continue }
                 self.fanout.deliver(json, data: self.wireBytes(json, original: original), to: client, receivedAtMillis: receivedAtMillis)

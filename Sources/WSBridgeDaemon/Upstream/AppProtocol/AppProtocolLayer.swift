@@ -140,6 +140,20 @@ final class AppProtocolLayer: UpstreamEventSink {
         self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch(), lost: phase == .open ? nil : lost)
     }
 
+    /// Its part of `status`: the subscriptions and who holds them, the culprit of a close right
+    /// after open, the server's last error.
+    func report(into report: inout StatusReport) {
+        report.protocol = .init(
+            name: self.session.name,
+            subscriptions: self.session.liveSubscriptions.map { live in
+                .init(
+                    upstreamId: live.upstreamID, key: live.key,
+                    holders: live.holders.map { holder in
+                        let credentials = self.fanout.client(holder.app)?.credentials
+                        return .init(client: holder.app, pid: credentials?.pid, uid: credentials?.uid, id: holder.id)
+                    }, since: live.since, setAside: live.setAside)
+            }, culprit: self.session.culprit, serverError: self.serverError?.text, serverErrorAt: self.serverError?.at)
+    }
 }
 
 @available(*, unavailable)
