@@ -6,64 +6,6 @@ import WSBridgeProtocol
 /// perform; the machine performs no I/O and never reads a clock. An input that cannot happen in
 /// the current state throws `InvalidTransition`: that is a bug in the driver, which logs it.
 public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
-    public struct Settings: Sendable, Equatable {
-        public var backoff: BackoffPolicy
-        /// 0 = forever.
-        public var maxAttempts: Int
-
-        public init(backoff: BackoffPolicy = BackoffPolicy(), maxAttempts: Int = 0) {
-            self.backoff = backoff
-            self.maxAttempts = maxAttempts
-        }
-    }
-
-    /// What the driver must do after an input.
-    public enum Action: Sendable, Equatable {
-        case none
-        /// Start connection attempt number `attempt` (1-based since the last stable link).
-        case connect(attempt: Int)
-        /// Arm a timer; when it fires, call `retryTimerFired`.
-        case scheduleRetry(after: Duration, attempt: Int)
-        /// Disarm the retry timer.
-        case cancelRetry
-        /// Send a close frame and wait for the server to end the connection.
-        case sendClose(code: UInt16, reason: String)
-        /// Drop the connection or the attempt in flight now; a `disconnected`/`connectFailed` input is not expected for it.
-        case abort(DisconnectReason)
-        /// Drop the attempt in flight and start a new one at once.
-        case abortAndConnect(attempt: Int)
-    }
-
-    /// A change of phase, told once (`takeTransition`): the driver logs and publishes it
-    /// without comparing phases itself.
-    public struct Transition: Sendable, Equatable {
-        public var from: ConnectionPhase
-        public var to: ConnectionPhase
-        /// Why the link that was open (or closing) ended, when this transition ends it.
-        public var lost: DisconnectReason?
-        /// The link ended sooner than `backoff.stable_after` after it opened, and not by the
-        /// operator's, the daemon's or the network's doing: a failed attempt, the close "right
-        /// after open" that the session lays at what it sent last. Decided here only.
-        public var closedRightAfterOpen: Bool
-
-        public init(from: ConnectionPhase, to: ConnectionPhase, lost: DisconnectReason? = nil, closedRightAfterOpen: Bool = false) {
-            self.from = from
-            self.to = to
-            self.lost = lost
-            self.closedRightAfterOpen = closedRightAfterOpen
-        }
-    }
-
-    public struct InvalidTransition: Error, Equatable, CustomStringConvertible {
-        public var input: String
-        public var phase: ConnectionPhase
-        public init(input: String, phase: ConnectionPhase) {
-            self.input = input
-            self.phase = phase
-        }
-        public var description: String { "invalid input '\(self.input)' in state \(self.phase.rawValue)" }
-    }
-
     @usableFromInline
     enum CloseIntent: Equatable, Sendable {
         case user(code: UInt16, reason: String)
@@ -71,20 +13,15 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
         case shutdown
     }
 
-    /// Where a connection attempt is (the phase is `connecting` in both).
-    public enum AttemptStep: Sendable, Equatable {
-        /// The connector, TCP, TLS and the WebSocket upgrade.
-        case handshaking
-        /// Upgraded; waiting for the message matching `upstream.ready_when`.
-        case awaitingReady
-    }
-
+    /// Each connection's own state (`ConnectionContext`: its close handshake) is nested in the
+    /// states that have a connection, from its attempt to its end: a new attempt starts a new
+    /// one, and it ends with them.
     @usableFromInline
     enum State: Equatable, Sendable {
         case idle
-        case connecting(AttemptStep)
-        case open(since: MonotonicInstant)
-        case closing(CloseIntent)
+        case connecting(AttemptStep, ConnectionContext)
+        case open(since: MonotonicInstant, ConnectionContext)
+        case closing(CloseIntent, ConnectionContext)
         case waitingForNetwork
         case backingOff(until: MonotonicInstant)
         case stopped
@@ -121,7 +58,7 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     /// The daemon is stopping (or stopped): nothing new may be sent or queued.
     public var isShuttingDown: Bool {
         switch self.state {
-        case .closing(.shutdown), .stopped: true
+        case .closing(.shutdown, _), .stopped: true
         default: false
         }
     }
@@ -133,7 +70,7 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
 
     /// The time the current link opened, while open.
     public var openSince: MonotonicInstant? {
-        if case .open(let since) = self.state { return since }
+        if case .open(let since, _) = self.state { return since }
         return nil
     }
 
@@ -181,7 +118,7 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
             self.enter(.waitingForNetwork, now: now)
             return .none
         }
-        self.enter(.connecting(.handshaking), now: now)
+        self.enter(.connecting(.handshaking, ConnectionContext()), now: now)
         return .connect(attempt: self.failures + 1)
     }
 
@@ -211,14 +148,14 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
             self.failures = 0
             return self.attempt(now: now)
         case .backingOff:
-            self.enter(.connecting(.handshaking), now: now)
+            self.enter(.connecting(.handshaking, ConnectionContext()), now: now)
             return .connect(attempt: self.failures + 1)
         case .waitingForNetwork, .connecting, .open:
             return .none
-        case .closing(.user), .closing(.reconnect):
-            self.state = .closing(.reconnect)
+        case .closing(.user, let connection), .closing(.reconnect, let connection):
+            self.state = .closing(.reconnect, connection)
             return .none
-        case .closing(.shutdown), .stopped:
+        case .closing(.shutdown, _), .stopped:
             throw self.invalid("connect")
         }
     }
@@ -226,21 +163,22 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     /// The operator asks to drop the current link (if any) and connect again now, without backoff.
     public mutating func reconnectRequested(now: MonotonicInstant) throws(InvalidTransition) -> Action {
         switch self.state {
-        case .open:
-            self.enter(.closing(.reconnect), now: now)
-            return .sendClose(code: 1000, reason: StatusReport.Close.reconnectReason)
+        case .open(_, let connection):
+            return self.close(connection, .reconnect, code: 1000, reason: StatusReport.Close.reconnectReason, now: now)
         case .connecting:
             guard self.networkAvailable else {
                 self.enter(.waitingForNetwork, now: now)
                 return .abort(.networkLost)
             }
+            // A new attempt: a new connection.
+            self.state = .connecting(.handshaking, ConnectionContext())
             return .abortAndConnect(attempt: self.failures + 1)
         case .idle, .backingOff, .waitingForNetwork:
             return try self.connectRequested(now: now)
-        case .closing(.user), .closing(.reconnect):
-            self.state = .closing(.reconnect)
+        case .closing(.user, let connection), .closing(.reconnect, let connection):
+            self.state = .closing(.reconnect, connection)
             return .none
-        case .closing(.shutdown), .stopped:
+        case .closing(.shutdown, _), .stopped:
             throw self.invalid("reconnect")
         }
     }
@@ -248,32 +186,94 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     /// The attempt's step while connecting; nil in every other phase.
     @inlinable
     public var attemptStep: AttemptStep? {
-        if case .connecting(let step) = self.state { return step }
+        if case .connecting(let step, _) = self.state { return step }
         return nil
     }
 
     /// The upgrade completed: with a ready gate (`upstream.ready_when`) the attempt waits for
     /// the message that makes it ready (`ready`), else the link is open.
     public mutating func upgraded(readyGate: Bool, now: MonotonicInstant) throws(InvalidTransition) -> Action {
-        guard case .connecting(.handshaking) = self.state else { throw self.invalid("upgraded") }
+        guard case .connecting(.handshaking, let connection) = self.state else { throw self.invalid("upgraded") }
         guard !readyGate else {
-            self.state = .connecting(.awaitingReady)
+            self.state = .connecting(.awaitingReady, connection)
             return .none
         }
-        return self.opened(now: now)
+        return self.opened(connection, now: now)
     }
 
     /// The message matching the ready gate came: the link is open.
     public mutating func ready(now: MonotonicInstant) throws(InvalidTransition) -> Action {
-        guard case .connecting(.awaitingReady) = self.state else { throw self.invalid("ready") }
-        return self.opened(now: now)
+        guard case .connecting(.awaitingReady, let connection) = self.state else { throw self.invalid("ready") }
+        return self.opened(connection, now: now)
     }
 
-    private mutating func opened(now: MonotonicInstant) -> Action {
+    private mutating func opened(_ connection: ConnectionContext, now: MonotonicInstant) -> Action {
         if self.everOpened { self.reconnects += 1 }
         self.everOpened = true
-        self.enter(.open(since: now), now: now)
+        self.enter(.open(since: now, connection), now: now)
         return .none
+    }
+
+    /// We close the open `connection` for `intent`: the close frame goes unless the server's
+    /// came first (then only the TCP end is left).
+    private mutating func close(_ connection: ConnectionContext, _ intent: CloseIntent, code: UInt16, reason: String, now: MonotonicInstant) -> Action {
+        var connection = connection
+        let action = connection.close.close(code: code, reason: reason)
+        self.enter(.closing(intent, connection), now: now)
+        return Self.action(action)
+    }
+
+    private static func action(_ close: CloseHandshake.Action) -> Action {
+        switch close {
+        case .none: .none
+        case .sendClose(let code, let reason): .sendClose(code: code, reason: reason)
+        }
+    }
+
+    /// Changes the current connection's context (nil when there is none: no attempt under way).
+    private mutating func withConnection<T>(_ body: (inout ConnectionContext) -> T) -> T? {
+        switch self.state {
+        case .connecting(let step, var connection):
+            let result = body(&connection)
+            self.state = .connecting(step, connection)
+            return result
+        case .open(let since, var connection):
+            let result = body(&connection)
+            self.state = .open(since: since, connection)
+            return result
+        case .closing(let intent, var connection):
+            let result = body(&connection)
+            self.state = .closing(intent, connection)
+            return result
+        case .idle, .waitingForNetwork, .backingOff, .stopped:
+            return nil
+        }
+    }
+
+    /// The current connection's context, if there is one.
+    private var connection: ConnectionContext? {
+        switch self.state {
+        case .connecting(_, let connection), .open(_, let connection), .closing(_, let connection): connection
+        case .idle, .waitingForNetwork, .backingOff, .stopped: nil
+        }
+    }
+
+    /// No close frame went on the current connection: data, pings and pongs may go on it.
+    public var mayWrite: Bool { self.connection?.close.mayWrite ?? false }
+
+    /// The server's close frame on the current connection, once it came.
+    public var serverClose: (code: UInt16?, reason: String)? { self.connection?.close.serverClose }
+
+    /// The server's close frame came on the current connection: ours echoes it unless it went
+    /// first (RFC 6455 §5.5.1); then the server ends TCP (`disconnected`).
+    public mutating func closeFrameReceived(code: UInt16?, reason: String) -> Action {
+        Self.action(self.withConnection { $0.close.received(code: code, reason: reason) } ?? .none)
+    }
+
+    /// The server broke the WebSocket protocol on the current connection: our close frame goes
+    /// with `code` (once), and the connection is dropped.
+    public mutating func violated(code: UInt16) -> Action {
+        Self.action(self.withConnection { $0.close.close(code: code, reason: "") } ?? .none)
     }
 
     /// The attempt failed before the link opened (refused, TLS, handshake, timeout).
@@ -285,24 +285,24 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     /// An open (or closing) link ended.
     public mutating func disconnected(_ reason: DisconnectReason, now: MonotonicInstant) throws(InvalidTransition) -> Action {
         switch self.state {
-        case .open(let since):
+        case .open(let since, _):
             // A link that ended before it was stable counts as a failed attempt, so a server that
             // closes right after every open meets a growing backoff, not a loop of reconnects.
             let stable = now - since >= self.settings.backoff.stableAfter
             if stable { self.failures = 0 }
             self.endedEarly = !stable
             return self.retry(after: reason, now: now, countsAsFailure: !stable)
-        case .closing(.user(let code, let reason)):
+        case .closing(.user(let code, let reason), _):
             self.endedEarly = false
             self.lastDisconnect = .userClosed(code: code, reason: reason)
             self.enter(.idle, now: now)
             return .none
-        case .closing(.reconnect):
+        case .closing(.reconnect, _):
             // We sent the close: whatever the server answered, the user asked for it.
             self.endedEarly = false
             self.lastDisconnect = .userClosed(code: 1000, reason: StatusReport.Close.reconnectReason)
             return self.attempt(now: now)
-        case .closing(.shutdown):
+        case .closing(.shutdown, _):
             self.endedEarly = false
             self.lastDisconnect = .daemonStopped
             self.enter(.stopped, now: now)
@@ -325,13 +325,13 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
         switch (self.state, available) {
         case (.waitingForNetwork, true):
             // The route is back: connect at once, no backoff delay.
-            self.enter(.connecting(.handshaking), now: now)
+            self.enter(.connecting(.handshaking, ConnectionContext()), now: now)
             return .connect(attempt: self.failures + 1)
         case (.backingOff, false):
             self.enter(.waitingForNetwork, now: now)
             return .cancelRetry
         case (.backingOff, true) where !wasAvailable:
-            self.enter(.connecting(.handshaking), now: now)
+            self.enter(.connecting(.handshaking, ConnectionContext()), now: now)
             return .connect(attempt: self.failures + 1)
         case (.connecting, false):
             self.lastDisconnect = .networkLost
@@ -350,11 +350,10 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     /// The operator closes the link: it stays closed until asked to connect again.
     public mutating func userClose(code: UInt16 = 1000, reason: String = "", now: MonotonicInstant) -> Action {
         switch self.state {
-        case .open:
-            self.enter(.closing(.user(code: code, reason: reason)), now: now)
-            return .sendClose(code: code, reason: reason)
-        case .closing(.reconnect):
-            self.state = .closing(.user(code: code, reason: reason))
+        case .open(_, let connection):
+            return self.close(connection, .user(code: code, reason: reason), code: code, reason: reason, now: now)
+        case .closing(.reconnect, let connection):
+            self.state = .closing(.user(code: code, reason: reason), connection)
             return .none
         case .connecting:
             self.lastDisconnect = .userClosed(code: code, reason: reason)
@@ -368,7 +367,7 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
             self.lastDisconnect = .userClosed(code: code, reason: reason)
             self.enter(.idle, now: now)
             return .none
-        case .idle, .closing(.user), .closing(.shutdown), .stopped:
+        case .idle, .closing(.user, _), .closing(.shutdown, _), .stopped:
             return .none
         }
     }
@@ -376,11 +375,10 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     /// The daemon is stopping: close with 1001 (going away) if open.
     public mutating func shutdown(now: MonotonicInstant) -> Action {
         switch self.state {
-        case .open:
-            self.enter(.closing(.shutdown), now: now)
-            return .sendClose(code: 1001, reason: "wsbridged shutting down")
-        case .closing:
-            self.state = .closing(.shutdown)
+        case .open(_, let connection):
+            return self.close(connection, .shutdown, code: 1001, reason: "wsbridged shutting down", now: now)
+        case .closing(_, let connection):
+            self.state = .closing(.shutdown, connection)
             return .none
         case .connecting:
             self.enter(.stopped, now: now)

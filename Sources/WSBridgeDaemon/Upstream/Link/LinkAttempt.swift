@@ -3,8 +3,8 @@ import WSBridgeCore
 
 /// The link's current connection, from its first TCP byte to its end: the generation that
 /// tells its callbacks from an older attempt's, its channel and what the handshake negotiated,
-/// its close handshake (a `CloseHandshake`), its deadline and close timers, its heartbeat, the
-/// flush of a tick's writes and the clock of the socket read being handled. `end()` forgets it; `begin` starts the next one. The last failure is
+/// its deadline and close timers, its heartbeat, the flush of a tick's writes and the clock of
+/// the socket read being handled (its close handshake is the connection machine's). `end()` forgets it; `begin` starts the next one. The last failure is
 /// kept across attempts, for `status`. Confined to the link's event loop.
 final class LinkAttempt {
     /// Bumped by `end()`: a callback carrying an older value belongs to a forgotten attempt.
@@ -15,8 +15,6 @@ final class LinkAttempt {
     private(set) var subprotocol: String?
     /// permessage-deflate was negotiated (its handler compresses sends).
     private(set) var compression = false
-    /// Which close frames went which way on this connection.
-    private var handshake = CloseHandshake()
     /// The first error of this connection: what its end is reported as.
     private(set) var error: String?
     /// The last failure of any attempt or link (kept across attempts; `status` shows it).
@@ -57,7 +55,6 @@ final class LinkAttempt {
     func begin(number: Int) -> Int {
         self.end()
         self.number = number
-        self.handshake = CloseHandshake()
         self.error = nil
         return self.generation
     }
@@ -84,17 +81,6 @@ final class LinkAttempt {
     func failed(_ failure: AttemptFailure) {
         self.lastFailure = failure
         if self.error == nil { self.error = failure.description }
-    }
-
-    /// No close frame was sent on this connection: data, pings and pongs may go.
-    var mayWrite: Bool { self.handshake.mayWrite }
-
-    /// The server's close frame on this connection, once it came.
-    var serverClose: (code: UInt16?, reason: String)? { self.handshake.serverClose }
-
-    /// Feeds the close handshake; returns what the link must do.
-    func closeHandshake(_ input: (inout CloseHandshake) -> CloseHandshake.Action) -> CloseHandshake.Action {
-        input(&self.handshake)
     }
 
     /// Waits for the server to end TCP after the close handshake, until `timer` fires.

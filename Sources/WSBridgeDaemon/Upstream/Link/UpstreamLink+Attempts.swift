@@ -194,7 +194,7 @@ extension UpstreamLink {
         let phase = self.phase
         if let step = self.attemptStep {
             let during = step == .awaitingReady ? "while waiting for upstream.ready_when" : "during the handshake"
-            let closed = self.attempt.serverClose.map { c in
+            let closed = self.serverClose.map { c in
                 "the server closed the connection \(during) (code \(c.code.map(String.init) ?? "none")\(c.reason.isEmpty ? "" : ": \(c.reason)"))"
             }
             self.attemptFailed(generation: generation, self.attempt.error ?? closed ?? "connection closed \(during)")
@@ -202,7 +202,7 @@ extension UpstreamLink {
         }
         guard phase == .open || phase == .closing else { return }
         let reason: DisconnectReason
-        if let close = self.attempt.serverClose {
+        if let close = self.serverClose {
             reason = .serverClosed(code: close.code, reason: close.reason)
         } else if let error = self.attempt.error {
             reason = .error(error)

@@ -38,7 +38,7 @@ extension UpstreamLink {
         switch frame.opcode {
         case .ping:
             self.attempt.heartbeat.received()
-            if self.attempt.mayWrite {
+            if self.mayWrite {
                 let pong = WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData)
                 self.attempt.channel?.writeAndFlush(pong, promise: nil)
             }
@@ -56,7 +56,7 @@ extension UpstreamLink {
             let code = data.readWebSocketErrorCode().map { UInt16(webSocketErrorCode: $0) }
             let reason = data.readString(length: data.readableBytes) ?? ""
             // Echoed if ours has not gone (RFC 6455 §5.5.1), then the server ends TCP.
-            self.perform(self.attempt.closeHandshake { $0.received(code: code, reason: reason) })
+            self.input("closeFrame", reason: "the server's close frame") { m, _ in m.closeFrameReceived(code: code, reason: reason) }
         default:
             break
         }
@@ -76,19 +76,15 @@ extension UpstreamLink {
         self.logger.warning("upstream error: \(description)")
         self.attempt.failed(AttemptFailure(description: description))
         if let closeCode, self.phase == .open {
-            self.sendClose(code: UInt16(webSocketErrorCode: closeCode), reason: "")
+            self.input("violation", reason: description) { m, _ in m.violated(code: UInt16(webSocketErrorCode: closeCode)) }
         }
         self.attempt.channel?.close(promise: nil)
     }
 
-    /// Closes the connection with `code` (once: a second close frame never goes).
-    func sendClose(code: UInt16, reason: String) {
-        self.perform(self.attempt.closeHandshake { $0.close(code: code, reason: reason) })
-    }
-
-    /// Writes our close frame when the handshake says so, and waits for the server to end TCP.
-    private func perform(_ action: CloseHandshake.Action) {
-        guard case .sendClose(let code, let reason) = action, let channel = self.attempt.channel else { return }
+    /// Writes our close frame (the machine's close handshake said so: once per connection), and
+    /// waits for the server to end TCP.
+    func writeClose(code: UInt16, reason: String) {
+        guard let channel = self.attempt.channel else { return }
         var buffer = channel.allocator.buffer(capacity: 2 + reason.utf8.count)
         buffer.writeInteger(code)
         buffer.writeString(String(reason.utf8.prefix(123)) ?? "")

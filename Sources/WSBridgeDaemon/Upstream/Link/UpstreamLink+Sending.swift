@@ -77,7 +77,7 @@ extension UpstreamLink {
     /// close frame was sent.
     @discardableResult
     func writeFrame(_ message: OutboundMessage, flush: Bool = true, promise: EventLoopPromise<Void>? = nil) -> Bool {
-        guard self.attempt.mayWrite, let channel = self.attempt.channel else { return false }
+        guard self.mayWrite, let channel = self.attempt.channel else { return false }
         // With permessage-deflate, PerMessageDeflateHandler compresses it on the way out.
         let frame = WebSocketFrame(fin: true, opcode: message.kind == .text ? .text : .binary, maskKey: .random(), data: message.data)
         self.counted(sent: message.data.readableBytes)

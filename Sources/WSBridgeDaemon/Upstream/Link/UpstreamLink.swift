@@ -100,6 +100,10 @@ package final class UpstreamLink: LinkControl {
     // exclusivity check (the message path reads `attemptStep` for every message).
     var attemptStep: Machine.AttemptStep? { self.machine.attemptStep }
     var isShuttingDown: Bool { self.machine.isShuttingDown }
+    /// No close frame went on the current connection: data, pings and pongs may go.
+    var mayWrite: Bool { self.machine.mayWrite }
+    /// The server's close frame on the current connection, once it came.
+    var serverClose: (code: UInt16?, reason: String)? { self.machine.serverClose }
     var retryAt: MonotonicInstant? { self.machine.retryAt }
     var reconnects: Int { self.machine.reconnects }
     var failures: Int { self.machine.failures }
@@ -227,7 +231,7 @@ package final class UpstreamLink: LinkControl {
             self.retryTimer?.cancel()
             self.retryTimer = nil
         case .sendClose(let code, let reason):
-            self.sendClose(code: code, reason: reason)
+            self.writeClose(code: code, reason: reason)
         case .abort(let reason):
             self.logger.info("dropping connection: \(reason)")
             self.teardown()
