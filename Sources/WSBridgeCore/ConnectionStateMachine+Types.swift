@@ -7,10 +7,22 @@ extension ConnectionStateMachine {
         public var backoff: BackoffPolicy
         /// 0 = forever.
         public var maxAttempts: Int
+        /// Each open connection's heartbeat (nil: none).
+        public var heartbeat: Heartbeat?
 
-        public init(backoff: BackoffPolicy = BackoffPolicy(), maxAttempts: Int = 0) {
+        public struct Heartbeat: Sendable, Equatable {
+            public var interval: Duration
+            public var deadline: Duration
+            public init(interval: Duration, deadline: Duration) {
+                self.interval = interval
+                self.deadline = deadline
+            }
+        }
+
+        public init(backoff: BackoffPolicy = BackoffPolicy(), maxAttempts: Int = 0, heartbeat: Heartbeat? = nil) {
             self.backoff = backoff
             self.maxAttempts = maxAttempts
+            self.heartbeat = heartbeat
         }
     }
 

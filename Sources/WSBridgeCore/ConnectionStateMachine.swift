@@ -30,7 +30,7 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     // Inlinable readers (`attemptStep`, read for every upstream message) see it; only this
     // file changes it.
     @usableFromInline private(set) var state: State = .idle
-    private var settings: Settings
+    private(set) var settings: Settings
     private var generator: RNG
     /// Consecutive failed attempts since the last link that stayed open for `stableAfter`.
     public private(set) var failures = 0
@@ -74,8 +74,11 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
         return nil
     }
 
-    public mutating func updateSettings(_ settings: Settings) {
+    /// New settings (a reload); a running heartbeat takes its new interval and deadline from `now`.
+    public mutating func updateSettings(_ settings: Settings, now: MonotonicInstant) {
         self.settings = settings
+        guard let heartbeat = settings.heartbeat else { return }
+        self.withConnection { $0.heartbeat?.update(interval: heartbeat.interval, deadline: heartbeat.deadline, now: now) }
     }
 
     private mutating func enter(_ state: State, now: MonotonicInstant) {
@@ -210,6 +213,8 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     private mutating func opened(_ connection: ConnectionContext, now: MonotonicInstant) -> Action {
         if self.everOpened { self.reconnects += 1 }
         self.everOpened = true
+        var connection = connection
+        connection.heartbeat = self.settings.heartbeat.map { HeartbeatStateMachine(interval: $0.interval, deadline: $0.deadline, now: now) }
         self.enter(.open(since: now, connection), now: now)
         return .none
     }
@@ -223,15 +228,9 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
         return Self.action(action)
     }
 
-    private static func action(_ close: CloseHandshake.Action) -> Action {
-        switch close {
-        case .none: .none
-        case .sendClose(let code, let reason): .sendClose(code: code, reason: reason)
-        }
-    }
-
-    /// Changes the current connection's context (nil when there is none: no attempt under way).
-    private mutating func withConnection<T>(_ body: (inout ConnectionContext) -> T) -> T? {
+    /// Changes the current connection's context (nil when there is none: no attempt under way):
+    /// the one door to it (ConnectionStateMachine+Connection.swift), as `enter` is to the state.
+    mutating func withConnection<T>(_ body: (inout ConnectionContext) -> T) -> T? {
         switch self.state {
         case .connecting(let step, var connection):
             let result = body(&connection)
@@ -248,32 +247,6 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
         case .idle, .waitingForNetwork, .backingOff, .stopped:
             return nil
         }
-    }
-
-    /// The current connection's context, if there is one.
-    private var connection: ConnectionContext? {
-        switch self.state {
-        case .connecting(_, let connection), .open(_, let connection), .closing(_, let connection): connection
-        case .idle, .waitingForNetwork, .backingOff, .stopped: nil
-        }
-    }
-
-    /// No close frame went on the current connection: data, pings and pongs may go on it.
-    public var mayWrite: Bool { self.connection?.close.mayWrite ?? false }
-
-    /// The server's close frame on the current connection, once it came.
-    public var serverClose: (code: UInt16?, reason: String)? { self.connection?.close.serverClose }
-
-    /// The server's close frame came on the current connection: ours echoes it unless it went
-    /// first (RFC 6455 §5.5.1); then the server ends TCP (`disconnected`).
-    public mutating func closeFrameReceived(code: UInt16?, reason: String) -> Action {
-        Self.action(self.withConnection { $0.close.received(code: code, reason: reason) } ?? .none)
-    }
-
-    /// The server broke the WebSocket protocol on the current connection: our close frame goes
-    /// with `code` (once), and the connection is dropped.
-    public mutating func violated(code: UInt16) -> Action {
-        Self.action(self.withConnection { $0.close.close(code: code, reason: "") } ?? .none)
     }
 
     /// The attempt failed before the link opened (refused, TLS, handshake, timeout).

@@ -4,7 +4,7 @@
 /// pong, no data, no control frame) arrives within `deadline`: inbound traffic counts as
 /// liveness, so a busy link never times out falsely. Time is passed in; the driver arms one
 /// timer at the instant `next(now:)` returns.
-public struct HeartbeatStateMachine: Sendable {
+public struct HeartbeatStateMachine: Sendable, Equatable {
     public enum Decision: Sendable, Equatable {
         /// Send a ping with this 8-byte payload now, then call `next(now:)` again.
         case sendPing(payload: UInt64)
@@ -20,7 +20,11 @@ public struct HeartbeatStateMachine: Sendable {
     private var nextPingAt: MonotonicInstant
     /// The earliest ping after which nothing has arrived yet.
     private var unansweredSince: MonotonicInstant?
-    private var lastPing: (payload: UInt64, sentAt: MonotonicInstant)?
+    private struct Ping: Sendable, Equatable {
+        var payload: UInt64
+        var sentAt: MonotonicInstant
+    }
+    private var lastPing: Ping?
     private var lastInbound: MonotonicInstant
     private var counter: UInt64 = 0
 
@@ -71,7 +75,7 @@ public struct HeartbeatStateMachine: Sendable {
         }
         if now >= self.nextPingAt {
             self.counter &+= 1
-            self.lastPing = (self.counter, now)
+            self.lastPing = Ping(payload: self.counter, sentAt: now)
             if self.unansweredSince == nil { self.unansweredSince = now }
             self.nextPingAt = now + self.interval
             return .sendPing(payload: self.counter)

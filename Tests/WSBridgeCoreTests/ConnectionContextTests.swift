@@ -64,4 +64,26 @@ import WSBridgeProtocol
         _ = try m.upgraded(readyGate: false, now: t(3))
         #expect(m.phase == .open)
     }
+
+    @Test func theHeartbeatRunsFromTheOpenToTheEndOfItsConnection() throws {
+        var m = Machine(settings: .init(heartbeat: .init(interval: .seconds(2), deadline: .seconds(1))), now: t(0), generator: MaxGenerator())
+        _ = try m.connectRequested(now: t(0))
+        _ = try m.upgraded(readyGate: true, now: t(1))
+        // Not open yet: no heartbeat.
+        #expect(m.heartbeat(now: t(1)) == nil && !m.checkLiveness(now: t(1)))
+        _ = try m.ready(now: t(2))
+        #expect(m.heartbeat(now: t(2)) == .wait(until: t(4)))
+        #expect(m.heartbeat(now: t(4)) == .sendPing(payload: 1))
+        #expect(m.receivedPong(payload: 1, now: t(4) + .milliseconds(40)) == .milliseconds(40))
+        #expect(m.roundTripTime == .milliseconds(40))
+        // Closing: the connection (and its heartbeat) lives until TCP ends.
+        _ = m.userClose(now: t(5))
+        #expect(m.roundTripTime == .milliseconds(40))
+        _ = try m.disconnected(.userClosed(code: 1000, reason: ""), now: t(6))
+        #expect(m.heartbeat(now: t(6)) == nil && m.roundTripTime == nil)
+        // The next connection starts its own.
+        _ = try m.connectRequested(now: t(7))
+        _ = try m.upgraded(readyGate: false, now: t(8))
+        #expect(m.roundTripTime == nil && m.heartbeat(now: t(8)) == .wait(until: t(10)))
+    }
 }

@@ -150,7 +150,8 @@ extension UpstreamLink {
             self.logger.debug("sent \(sticky.count) sticky message(s)")
         }
         self.flushOutbound()
-        self.startHeartbeat()
+        // The machine started the connection's heartbeat as it opened: its timer starts.
+        self.heartbeatTick()
     }
 
     func attemptFailed(generation: Int, _ description: String) {

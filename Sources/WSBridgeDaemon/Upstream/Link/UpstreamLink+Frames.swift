@@ -11,7 +11,7 @@ extension UpstreamLink {
     func receivedMessage(_ kind: UpstreamMessage.Kind, _ data: ByteBuffer, generation: Int) {
         guard self.attempt.isCurrent(generation) else { return }
         let read = self.attempt.readTime()
-        if read.first { self.attempt.heartbeat.received() }
+        if read.first { self.heartbeatReceived() }
         self.counted(received: data.readableBytes)
         let message = UpstreamMessage(kind: kind, data: data, receivedAtMillis: read.millis)
         if self.logger.logLevel <= .trace {
@@ -37,7 +37,7 @@ extension UpstreamLink {
         guard self.attempt.isCurrent(generation) else { return }
         switch frame.opcode {
         case .ping:
-            self.attempt.heartbeat.received()
+            self.heartbeatReceived()
             if self.mayWrite {
                 let pong = WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData)
                 self.attempt.channel?.writeAndFlush(pong, promise: nil)
@@ -45,13 +45,13 @@ extension UpstreamLink {
         case .pong:
             var data = frame.unmaskedData
             let payload: UInt64? = data.readableBytes == 8 ? data.readInteger(as: UInt64.self) : nil
-            if let rtt = self.attempt.heartbeat.receivedPong(payload: payload) {
+            if let rtt = self.heartbeatPong(payload: payload) {
                 self.logger.debug("heartbeat rtt \(rtt.short)", metadata: ["heartbeat.rtt_ms": "\(Double(rtt.nanoseconds) / 1e6)"])
                 self.metrics.roundTrip(rtt)
                 self.emit(.roundTrip(rtt))
             }
         case .connectionClose:
-            self.attempt.heartbeat.received()
+            self.heartbeatReceived()
             var data = frame.unmaskedData
             let code = data.readWebSocketErrorCode().map { UInt16(webSocketErrorCode: $0) }
             let reason = data.readString(length: data.readableBytes) ?? ""

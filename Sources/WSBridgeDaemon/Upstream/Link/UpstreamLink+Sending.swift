@@ -8,37 +8,17 @@ import WSBridgeProtocol
 
 /// The heartbeat's pings (and application heartbeat text) on the open connection.
 extension UpstreamLink {
-    /// The link opened: the heartbeat starts, writing on this connection until it ends (the
-    /// connection stops its heartbeat when it ends: nothing of an older one fires).
-    func startHeartbeat() {
-        self.attempt.heartbeat.start(
-            interval: self.configuration.heartbeat.interval, deadline: self.configuration.heartbeat.deadline,
-            ping: { payload in
-                guard let channel = self.attempt.channel else { return }
-                var buffer = channel.allocator.buffer(capacity: 8)
-                buffer.writeInteger(payload)
-                channel.write(WebSocketFrame(fin: true, opcode: .ping, maskKey: .random(), data: buffer), promise: nil)
-                if let text = self.configuration.heartbeat.text {
-                    channel.write(WebSocketFrame(fin: true, opcode: .text, maskKey: .random(), data: channel.allocator.buffer(string: text)), promise: nil)
-                }
-                channel.flush()
-            },
-            dead: { silence in
-                // Dead link: no close handshake is possible; drop TCP and reconnect.
-                self.drop(because: .heartbeatTimeout(silence: silence), input: "heartbeatTimeout")
-            })
-    }
-
-    /// A reload: a running heartbeat takes the new interval and deadline.
-    func updateHeartbeat() {
-        self.attempt.heartbeat.update(interval: self.configuration.heartbeat.interval, deadline: self.configuration.heartbeat.deadline)
-    }
-
-    /// After a suspend/resume or a network change: ping now and start the deadline.
-    func checkLiveness(why: String) {
-        guard self.attempt.heartbeat.isRunning else { return }
-        self.logger.info("heartbeat: liveness check: \(why)")
-        self.attempt.heartbeat.checkNow()
+    /// Writes a heartbeat ping with `payload` (and the application heartbeat text, if any) on
+    /// the current connection, unless a close frame went on it.
+    func writePing(_ payload: UInt64) {
+        guard self.mayWrite, let channel = self.attempt.channel else { return }
+        var buffer = channel.allocator.buffer(capacity: 8)
+        buffer.writeInteger(payload)
+        channel.write(WebSocketFrame(fin: true, opcode: .ping, maskKey: .random(), data: buffer), promise: nil)
+        if let text = self.configuration.heartbeat.text {
+            channel.write(WebSocketFrame(fin: true, opcode: .text, maskKey: .random(), data: channel.allocator.buffer(string: text)), promise: nil)
+        }
+        channel.flush()
     }
 }
 

@@ -77,7 +77,7 @@ package final class UpstreamLink: LinkControl {
         self.attempt = LinkAttempt(eventLoop: eventLoop)
         self.outbound = OutboundPath(configuration: configuration, spool: spool, eventLoop: eventLoop, metrics: metrics, logger: logger)
         self.machine = Machine(
-            settings: .init(backoff: configuration.backoff.policy, maxAttempts: configuration.backoff.maxAttempts),
+            settings: Self.machineSettings(configuration),
             networkAvailable: networkAvailable,
             now: MonotonicInstant(nanoseconds: eventLoop.now.uptimeNanoseconds),
             generator: SystemRandomNumberGenerator()
@@ -108,7 +108,46 @@ package final class UpstreamLink: LinkControl {
     var reconnects: Int { self.machine.reconnects }
     var failures: Int { self.machine.failures }
     var lastDisconnect: DisconnectReason? { self.machine.lastDisconnect }
-    var roundTripTime: Duration? { self.attempt.heartbeat.roundTripTime }
+    var roundTripTime: Duration? { self.machine.roundTripTime }
+
+    static func machineSettings(_ configuration: Configuration) -> Machine.Settings {
+        .init(
+            backoff: configuration.backoff.policy, maxAttempts: configuration.backoff.maxAttempts,
+            heartbeat: .init(interval: configuration.heartbeat.interval, deadline: configuration.heartbeat.deadline))
+    }
+
+    // MARK: - The heartbeat (the machine's, in the connection's context)
+
+    /// Does what the connection's heartbeat asks now: pings, sets its timer for the next time,
+    /// or drops a dead link. Nothing when no heartbeat runs (no open connection).
+    func heartbeatTick() {
+        while let decision = self.machine.heartbeat(now: self.now) {
+            switch decision {
+            case .sendPing(let payload):
+                self.writePing(payload)
+            case .wait(let until):
+                self.attempt.heartbeat.arm(at: until) { self.heartbeatTick() }
+                return
+            case .dead(let silence):
+                // Dead link: no close handshake is possible; drop TCP and reconnect.
+                self.drop(because: .heartbeatTimeout(silence: silence), input: "heartbeatTimeout")
+                return
+            }
+        }
+    }
+
+    /// Anything from the upstream shows the connection is alive.
+    func heartbeatReceived() { self.machine.received(now: self.now) }
+
+    /// A pong: its round trip, when it answers the last ping.
+    func heartbeatPong(payload: UInt64?) -> Duration? { self.machine.receivedPong(payload: payload, now: self.now) }
+
+    /// After a suspend/resume or a network change: ping now and start the deadline.
+    func checkLiveness(why: String) {
+        guard self.machine.checkLiveness(now: self.now) else { return }
+        self.logger.info("heartbeat: liveness check: \(why)")
+        self.heartbeatTick()
+    }
     var url: UpstreamURL { self.failover.attemptURL ?? self.configuration.upstream.url }
 
     func emit(_ event: UpstreamEvent) {
@@ -173,8 +212,9 @@ package final class UpstreamLink: LinkControl {
         if self.machine.phase == .open { self.scheduleFailback() }
         self.outbound.update(configuration: configuration)
         self.session.update(configuration: configuration)
-        self.machine.updateSettings(.init(backoff: configuration.backoff.policy, maxAttempts: configuration.backoff.maxAttempts))
-        self.updateHeartbeat()
+        self.machine.updateSettings(Self.machineSettings(configuration), now: self.now)
+        // A running heartbeat took the new interval: its timer is set again.
+        self.heartbeatTick()
     }
 
     // MARK: - Driving the machine
@@ -264,7 +304,7 @@ extension UpstreamLink {
         report.url = "\(self.url)"
         report.reconnects = self.machine.reconnects
         report.failedAttempts = self.machine.failures
-        report.rttMs = self.attempt.heartbeat.roundTripTime.map { Double($0.nanoseconds) / 1e6 }
+        report.rttMs = self.machine.roundTripTime.map { Double($0.nanoseconds) / 1e6 }
         report.subprotocol = self.attempt.subprotocol
         report.compression = self.attempt.compression
         report.traffic = self.traffic

@@ -1,0 +1,67 @@
+// The current connection's own inputs: its close handshake and its heartbeat, which live in
+// its context (`ConnectionContext`), nested in the states that have a connection.
+extension ConnectionStateMachine {
+    /// The current connection's context, if there is one.
+    var connection: ConnectionContext? {
+        switch self.state {
+        case .connecting(_, let connection), .open(_, let connection), .closing(_, let connection): connection
+        case .idle, .waitingForNetwork, .backingOff, .stopped: nil
+        }
+    }
+
+    /// No close frame went on the current connection: data, pings and pongs may go on it.
+    public var mayWrite: Bool { self.connection?.close.mayWrite ?? false }
+
+    /// The server's close frame on the current connection, once it came.
+    public var serverClose: (code: UInt16?, reason: String)? { self.connection?.close.serverClose }
+
+    /// The server's close frame came on the current connection: ours echoes it unless it went
+    /// first (RFC 6455 §5.5.1); then the server ends TCP (`disconnected`).
+    public mutating func closeFrameReceived(code: UInt16?, reason: String) -> Action {
+        Self.action(self.withConnection { $0.close.received(code: code, reason: reason) } ?? .none)
+    }
+
+    /// The server broke the WebSocket protocol on the current connection: our close frame goes
+    /// with `code` (once), and the connection is dropped.
+    public mutating func violated(code: UInt16) -> Action {
+        Self.action(self.withConnection { $0.close.close(code: code, reason: "") } ?? .none)
+    }
+
+    static func action(_ close: CloseHandshake.Action) -> Action {
+        switch close {
+        case .none: .none
+        case .sendClose(let code, let reason): .sendClose(code: code, reason: reason)
+        }
+    }
+
+    // MARK: - Heartbeat
+
+    /// Anything came on the current connection: it is alive.
+    public mutating func received(now: MonotonicInstant) {
+        self.withConnection { $0.heartbeat?.received(now: now) }
+    }
+
+    /// A pong came: its round trip, when it answers the last ping.
+    public mutating func receivedPong(payload: UInt64?, now: MonotonicInstant) -> Duration? {
+        self.withConnection { $0.heartbeat?.receivedPong(payload: payload, now: now) } ?? nil
+    }
+
+    /// Ping at once and start the deadline (a suspend/resume, a network change). False when no
+    /// heartbeat runs.
+    public mutating func checkLiveness(now: MonotonicInstant) -> Bool {
+        self.withConnection { connection -> Bool in
+            guard connection.heartbeat != nil else { return false }
+            connection.heartbeat?.checkNow(now: now)
+            return true
+        } ?? false
+    }
+
+    /// What the current connection's heartbeat does at `now` (nil: none runs): ping, wait until
+    /// an instant (the driver's one timer), or declare the link dead.
+    public mutating func heartbeat(now: MonotonicInstant) -> HeartbeatStateMachine.Decision? {
+        self.withConnection { $0.heartbeat?.next(now: now) } ?? nil
+    }
+
+    /// The current connection's last measured round trip.
+    public var roundTripTime: Duration? { self.connection?.heartbeat?.roundTripTime }
+}
