@@ -13,14 +13,31 @@ func daemonStatus(_ socket: String) throws -> StatusReport {
     return try StatusReport(json: try JSONValue.parse(r.stdout))
 }
 
-/// Asks status until `check` holds: for state no event announces (a client coming, the journal
-/// stopping on its writer thread, a count).
-func awaitStatus(_ socket: String, _ what: String, _ check: (StatusReport) -> Bool) async throws {
-    for _ in 0..<400 {
-        if let s = try? daemonStatus(socket), check(s) { return }
-        try await Task.sleep(for: .milliseconds(50))
+/// Reads `read` until `done` holds of what it read, for state that no event announces (a
+/// server's own tables, a counter, a port that starts to listen); returns what it read last.
+/// The one polling loop of the tests: every `every`, for at most `timeout` (generous: it bounds a
+/// wait that ends as soon as the state is there, and is no measure of speed). On timeout it
+/// throws, naming `what` and what it read last.
+@discardableResult
+func eventually<T>(
+    _ what: String, timeout: Duration = .seconds(30), every: Duration = .milliseconds(50), _ read: () async throws -> T, until done: (T) -> Bool
+) async throws -> T {
+    let deadline = ContinuousClock.now + timeout
+    var last = try await read()
+    while !done(last) {
+        guard ContinuousClock.now < deadline else {
+            throw TestFailure("timed out after \(timeout) waiting for \(what); last read: \(String(describing: last).prefix(3000))")
+        }
+        try await Task.sleep(for: every)
+        last = try await read()
     }
-    throw TestFailure("timed out waiting for \(what)")
+    return last
+}
+
+/// Asks status until `check` holds: for state no event announces (a client coming, the journal
+/// stopping on its writer thread, a count). On timeout it says what status said last.
+func awaitStatus(_ socket: String, _ what: String, _ check: (StatusReport) -> Bool) async throws {
+    try await eventually(what, { try? daemonStatus(socket) }, until: { $0.map(check) ?? false })
 }
 
 extension ManagedProcess {

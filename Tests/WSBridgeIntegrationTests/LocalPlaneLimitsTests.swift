@@ -201,12 +201,15 @@ import WSBridgeProtocol
         let used = try Self.cpuTicks(f.daemon.pid) - before
         #expect(used < Self.ticksPerSecond / 4, "the daemon used \(used) of \(Self.ticksPerSecond) ticks in one second")
         #expect(f.daemon.stderr.lines.filter { $0.contains("cannot accept local clients") }.count == 1, "\(f.daemon.stderr.text)")
-        // fds free up: the clients that waited are accepted.
+        // fds free up: the clients that waited are accepted, and STATUS= says so.
+        let mark = f.daemon.eventMark
         for c in clients.prefix(20) { c.close() }
         for c in clients[20..<40] {
             #expect(await c.lines.wait(containing: "\"type\":\"hello\"") != nil)
         }
-        #expect(await f.daemon.stderr.wait(containing: "accepting local clients again") != nil)
+        #expect(await f.daemon.awaitEvent(from: mark) { $0.hasPrefix("STATUS=") && !$0.contains("NOT accepting") }, "\(f.daemon.events?.messages.text ?? "")")
+        // And the log (read from its pipe, which may come after the datagram).
+        #expect(await f.daemon.stderr.wait(containing: "accepting local clients again") != nil, "\(f.daemon.stderr.text)")
     }
 
     static let ticksPerSecond = Int(sysconf(Int32(_SC_CLK_TCK)))

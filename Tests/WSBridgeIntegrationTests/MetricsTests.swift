@@ -60,12 +60,7 @@ import WSBridgeProtocol
 
     /// The metrics once `check` holds of them: for a count no event announces.
     static func when(_ f: DaemonFixture, _ what: String, _ check: (Parsed) -> Bool) async throws -> Parsed {
-        for _ in 0..<400 {
-            let m = try Self.metrics(f.socket)
-            if check(m) { return m }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        throw TestFailure("timed out waiting for \(what)")
+        try await eventually(what, { try Self.metrics(f.socket) }, until: check)
     }
 
     /// The port the endpoint bound (`listen = "127.0.0.1:0"`), as status says once the daemon is ready.
@@ -232,21 +227,13 @@ import WSBridgeProtocol
         }
         #expect(connected == 0)
         // ...so the next is closed without an answer (curl: empty reply, exit 52).
-        var refused = try Self.curl(["http://127.0.0.1:\(port)/metrics"])
-        for _ in 0..<100 where refused.status == 0 {
-            // The holder may not have been accepted yet: try until it has.
-            try await Task.sleep(for: .milliseconds(20))
-            refused = try Self.curl(["http://127.0.0.1:\(port)/metrics"])
-        }
+        // The holder may not have been accepted yet: try until it has.
+        let refused = try await eventually("a scrape refused", { try Self.curl(["http://127.0.0.1:\(port)/metrics"]) }, until: { $0.status != 0 })
         // 52: an empty reply; 56: reset while reading. Either way no answer.
         #expect(refused.status == 52 || refused.status == 56, "\(refused)")
         close(holder)
         holderOpen = false
-        var served = try Self.curl(["http://127.0.0.1:\(port)/metrics"])
-        for _ in 0..<100 where served.status != 0 {
-            try await Task.sleep(for: .milliseconds(20))
-            served = try Self.curl(["http://127.0.0.1:\(port)/metrics"])
-        }
+        let served = try await eventually("a scrape served", { try Self.curl(["http://127.0.0.1:\(port)/metrics"]) }, until: { $0.status == 0 })
         #expect(served.head.hasPrefix("HTTP/1.1 200"))
     }
 

@@ -119,20 +119,9 @@ struct NATSServer {
         // The subject two apps share stays until the second leaves; then the server has it no more.
         c.close()
         b.close()
-        var subjects: [String] = []
-        for _ in 0..<100 {
-            subjects = try server.subjects()
-            if subjects == ["prices.btc"] { break }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        #expect(subjects == ["prices.btc"])
+        try await eventually("the server's subjects to be prices.btc alone", { try server.subjects() }, until: { $0 == ["prices.btc"] })
         a.close()
-        for _ in 0..<100 {
-            subjects = try server.subjects()
-            if subjects.isEmpty { break }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        #expect(subjects.isEmpty)
+        try await eventually("the server to have no subject", { try server.subjects() }, until: \.isEmpty)
     }
 
     @Test func aRequestIsAnsweredThroughTheDaemonsInboxToItsOwnApp() async throws {

@@ -37,12 +37,13 @@ struct RabbitMQNode {
         let process = try ManagedProcess("/usr/sbin/rabbitmq-server", [], environment: environment, name: "rabbitmq")
         let server = RabbitMQNode(dir: dir, node: node, stomp: stomp, dist: dist, process: process)
         // Up once its Web STOMP port takes connections (start-up takes some seconds).
-        for _ in 0..<600 {
-            if (try? spawnAndWait("/usr/bin/curl", ["-s", "-o", "/dev/null", "http://127.0.0.1:\(stomp)/"]))?.status == 0 { return server }
-            try await Task.sleep(for: .milliseconds(100))
+        do {
+            try await waitUntilListening(port: stomp, timeout: .seconds(60))
+            return server
+        } catch {
+            await server.kill()
+            throw TestFailure("rabbitmq-server did not start: \(process.stdout.text.suffix(3000))")
         }
-        await server.kill()
-        throw TestFailure("rabbitmq-server did not start: \(process.stdout.text.suffix(3000))")
     }
 
     /// The consumers on the node (`rabbitmqctl list_consumers`): one per upstream subscription.
@@ -152,13 +153,7 @@ struct RabbitMQNode {
         await round(22, "c left", withC: false)
         #expect(try node.consumers() == 2)
         a.close()
-        var consumers = 2
-        for _ in 0..<100 {
-            consumers = try node.consumers()
-            if consumers == 1 { break }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        #expect(consumers == 1)
+        try await eventually("one consumer on the node", { try node.consumers() }, until: { $0 == 1 })
     }
 
     @Test func aPoisonSubscriptionsErrorIsSetAsideAndTheOthersFlowAgain() async throws {
@@ -177,13 +172,7 @@ struct RabbitMQNode {
         let told = await bad.wait(from: mark, timeout: .seconds(60)) { $0.hasPrefix("ERROR\n") && $0.contains(#"wsbridged\c set aside"#) }
         #expect(told?.contains("receipt-id:sub-0") == true, "\(bad.client.lines.text.suffix(3000))")
         // The link is up for the other app again, and stays up.
-        var status: JSONValue?
-        for _ in 0..<300 {
-            status = await good.status()
-            if status?.value(at: "result.state") == "open" { break }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        #expect(status?.value(at: "result.state") == "open", "\(daemon.stderr.text.suffix(2000))")
+        let status = try await eventually("the link open again", { await good.status() }, until: { $0?.value(at: "result.state") == "open" })
         #expect(status?.value(at: "result.protocol.server_error")?.stringValue?.contains("Unknown destination") == true, "\(String(describing: status))")
         guard case .array(let subscriptions)? = status?.value(at: "result.protocol.subscriptions") else {
             throw TestFailure("no subscriptions in \(String(describing: status))")
@@ -204,13 +193,8 @@ struct RabbitMQNode {
         let app = try await TextApp.connect(socket, "a")
         let first = await app.status()?.value(at: "result.messages_in")?.intValue ?? 0
         // The broker's heart-beats arrive as messages: 7 more is 7 s on one link, past 3 × 2 s.
-        var status: JSONValue?
-        for _ in 0..<300 {
-            status = await app.status()
-            if (status?.value(at: "result.messages_in")?.intValue ?? 0) >= first + 7 { break }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        #expect((status?.value(at: "result.messages_in")?.intValue ?? 0) >= first + 7, "\(String(describing: status))")
+        let status = try await eventually(
+            "7 more heart-beats on one link", { await app.status() }, until: { ($0?.value(at: "result.messages_in")?.intValue ?? 0) >= first + 7 })
         #expect(status?.value(at: "result.reconnects") == 0 && status?.value(at: "result.state") == "open")
         // The broker freezes (its socket open, its heart-beats stopped) with a request in flight:
         // the daemon's heart-beat deadline ends the link, and the request gets link_lost at once.

@@ -140,12 +140,7 @@ import WSBridgeProtocol
         defer { daemon.stop() }
         guard await daemon.awaitReady() else { throw TestFailure("no socket: \(daemon.stderr.text)") }
         let app = try await TextApp.connect(socket, "a")
-        var status: JSONValue?
-        for _ in 0..<200 {
-            status = await app.status()
-            if status?.value(at: "result.failed_attempts")?.intValue ?? 0 >= 3 { break }
-            try await Task.sleep(for: .milliseconds(50))
-        }
+        let status = try await eventually("3 failed attempts", { await app.status() }, until: { $0?.value(at: "result.failed_attempts")?.intValue ?? 0 >= 3 })
         #expect(
             status?.value(at: "result.protocol.server_error")?.stringValue?.contains("refused namespace / (44): not authorized") == true,
             "\(String(describing: status))")

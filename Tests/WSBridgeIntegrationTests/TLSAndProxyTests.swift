@@ -364,19 +364,19 @@ final class ReservedPort: Sendable {
 
 /// Waits until something accepts TCP connections on 127.0.0.1:port (a readiness probe).
 func waitUntilListening(port: Int, timeout: Duration = .seconds(10)) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = UInt16(port).bigEndian
-        let r = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        close(fd)
-        if r == 0 { return }
-        try await Task.sleep(for: .milliseconds(20))
+    try await eventually("something to listen on 127.0.0.1:\(port)", timeout: timeout, every: .milliseconds(20), { accepts(port: port) }, until: { $0 })
+}
+
+/// Whether a TCP connection to 127.0.0.1:port is accepted now.
+private func accepts(port: Int) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    addr.sin_port = UInt16(port).bigEndian
+    let r = withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
-    throw TestFailure("nothing listens on 127.0.0.1:\(port)")
+    close(fd)
+    return r == 0
 }
