@@ -1,11 +1,13 @@
 /// What one connection has of its own, from its attempt to its end, nested in the connection
 /// machine's states that have a connection (`connecting`, `open`, `closing`): its close
-/// handshake and, from its open on, its heartbeat. A new attempt starts a new context; nothing
-/// of it outlives the connection.
+/// handshake, from its open on its heartbeat, and the application protocol's keepalive its
+/// server set. A new attempt starts a new context; nothing of it outlives the connection.
 @usableFromInline
 struct ConnectionContext: Sendable, Equatable {
     /// Which close frames went which way on this connection.
     var close = CloseHandshake()
     /// Its pings, the round trip, the pong deadline (nil: not open yet, or no heartbeat).
     var heartbeat: HeartbeatStateMachine?
+    /// The keepalive the application protocol's server set on this connection (nil: none).
+    var keepalive: ProtocolKeepalive?
 }

@@ -1,3 +1,5 @@
+import WSBridgeProtocol
+
 // The current connection's own inputs: its close handshake and its heartbeat, which live in
 // its context (`ConnectionContext`), nested in the states that have a connection.
 extension ConnectionStateMachine {
@@ -41,6 +43,15 @@ extension ConnectionStateMachine {
         self.withConnection { $0.heartbeat?.received(now: now) }
     }
 
+    /// A message came on the current connection: alive for the heartbeat, heard for the
+    /// protocol's keepalive.
+    public mutating func receivedMessage(now: MonotonicInstant) {
+        self.withConnection {
+            $0.heartbeat?.received(now: now)
+            $0.keepalive?.heardFrom()
+        }
+    }
+
     /// A pong came: its round trip, when it answers the last ping.
     public mutating func receivedPong(payload: UInt64?, now: MonotonicInstant) -> Duration? {
         self.withConnection { $0.heartbeat?.receivedPong(payload: payload, now: now) } ?? nil
@@ -64,4 +75,21 @@ extension ConnectionStateMachine {
 
     /// The current connection's last measured round trip.
     public var roundTripTime: Duration? { self.connection?.heartbeat?.roundTripTime }
+
+    // MARK: - The application protocol's keepalive
+
+    /// The server set the protocol's keepalive on the current connection (replacing any earlier
+    /// one): its sends and its deadline run from `now` until the connection ends.
+    package mutating func keepaliveSet(_ timing: AppProtocolTiming, protocol name: String, now: MonotonicInstant) {
+        self.withConnection { $0.keepalive = ProtocolKeepalive(timing, name: name, now: now) }
+    }
+
+    /// What the current connection's protocol keepalive does at `now` (nil: none runs, or the
+    /// connection is closing): send its text (only while open), wait until an instant, or
+    /// declare the link dead.
+    package mutating func keepalive(now: MonotonicInstant) -> ProtocolKeepalive.Decision? {
+        if case .closing = self.state { return nil }
+        let open = self.phase == .open
+        return self.withConnection { $0.keepalive?.next(now: now, open: open) } ?? nil
+    }
 }

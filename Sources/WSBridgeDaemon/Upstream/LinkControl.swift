@@ -23,6 +23,10 @@ protocol LinkControl: AnyObject {
     /// The application protocol found the connection dead or over (a keepalive that stopped, the
     /// server's fatal error): dropped without a close handshake, and retried with the backoff.
     func fail(_ description: String)
+    /// The application protocol's server set a keepalive on the current connection (what to
+    /// send how often, how long a silence means a dead link): the link keeps it with the
+    /// connection, and it ends with it.
+    func keepalive(_ timing: AppProtocolTiming, protocol name: String)
 }
 
 /// Receives the link's events, on the link's event loop. The link holds its sink; the sink

@@ -8,7 +8,7 @@ import WSBridgeProtocol
 /// stream like every message but kept out of the replay ring and the journal (a new connection
 /// owns nothing, so a replay of them would reach nobody's).
 /// What the protocol session decides, carried out: upstream sends through the link, lines for
-/// one app each through the fan-out, requests answered by id, the keepalive the server set.
+/// one app each through the fan-out, requests answered by id, and the keepalive the server set handed to the link (which keeps it with the connection).
 extension AppProtocolLayer {
     /// What happened to the messages the protocol layer sent upstream or refused.
     struct Performed {
@@ -51,7 +51,8 @@ extension AppProtocolLayer {
             case .ready:
                 break
             case .timing(let timing):
-                self.startKeepalive(timing, link: link)
+                // Kept by the link with the connection it was set on.
+                link.keepalive(timing, protocol: self.session.name)
             case .serverError(let text, let fatal):
                 let name = self.session.name
                 self.serverError = AppProtocolServerError(text: text, at: WallClock.millisecondsSinceEpoch())
@@ -141,58 +142,9 @@ extension AppProtocolLayer {
     }
 }
 
-/// The application protocol's keepalive on the open link (`AppProtocolTiming`): what the daemon sends
-/// on a timer (STOMP's heart-beats), and the deadline after which a silent server is a dead link
-/// (a repeated check of a flag every upstream message sets: no timer per message).
-struct AppProtocolKeepalive {
-    /// An upstream message arrived since the last check.
-    var heard = false
-    var sender: Scheduled<Void>?
-    var checker: Scheduled<Void>?
-
-    mutating func stop() {
-        self.sender?.cancel()
-        self.checker?.cancel()
-        self.sender = nil
-        self.checker = nil
-    }
-}
-
 /// The server's last error report (STOMP `ERROR`, NATS `-ERR`, Socket.IO `44`), for status.
 struct AppProtocolServerError {
     var text: String
     /// Milliseconds since the epoch.
     var at: Int64
-}
-
-extension AppProtocolLayer {
-    /// Starts the keepalive the server set on this connection (replacing any earlier one).
-    func startKeepalive(_ timing: AppProtocolTiming, link: any LinkControl) {
-        self.keepalive.stop()
-        self.keepalive.heard = true
-        if let every = timing.sendEvery, every > 0 { self.keepaliveSend(timing.text, every: every, link: link) }
-        if let deadline = timing.deadline, deadline > 0 { self.keepaliveCheck(deadline: deadline, link: link) }
-    }
-
-    private func keepaliveSend(_ text: String, every: Int64, link: any LinkControl) {
-        self.keepalive.sender = self.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(every)) { [weak self] in
-            guard let self, link.phase == .open else { return }
-            _ = link.sendAhead(OutboundMessage(.text(text)))
-            self.keepaliveSend(text, every: every, link: link)
-        }
-    }
-
-    private func keepaliveCheck(deadline: Int64, link: any LinkControl) {
-        self.keepalive.checker = self.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(deadline)) { [weak self] in
-            guard let self else { return }
-            guard self.keepalive.heard else {
-                self.keepalive.stop()
-                let name = self.session.name
-                link.fail("\(name): nothing from the server for \(deadline) ms, past the keepalive deadline the server set on this connection")
-                return
-            }
-            self.keepalive.heard = false
-            self.keepaliveCheck(deadline: deadline, link: link)
-        }
-    }
 }

@@ -18,8 +18,6 @@ final class AppProtocolLayer: UpstreamEventSink {
     private(set) var session: AppProtocolSession
     /// `request`s answered by the protocol's ids.
     let requests: AppProtocolRequests
-    /// The protocol's keepalive on the open link (`+Effects`).
-    var keepalive = AppProtocolKeepalive()
     /// The server's last error report (status `protocol.server_error`).
     var serverError: AppProtocolServerError?
     /// Where messages for subscribers go: numbered, journaled, fanned out.
@@ -46,7 +44,6 @@ final class AppProtocolLayer: UpstreamEventSink {
     func upstreamLink(_ link: any LinkControl, emitted event: UpstreamEvent) {
         switch event {
         case .message(let message) where message.kind == .text || self.isText:
-            self.keepalive.heard = true
             if self.isText {
                 self.routeText(message, link: link)
                 return
@@ -128,7 +125,6 @@ final class AppProtocolLayer: UpstreamEventSink {
 
     /// The link opened (the session re-established, the handshake acknowledged) or left `open`.
     func protocolLink(_ link: any LinkControl, changedTo phase: ConnectionPhase, reason: String, closedRightAfterOpen: Bool) {
-        if phase != .open { self.keepalive.stop() }
         let lost = "the upstream link went \(phase.rawValue) (\(reason)) before the answer came"
         let culprit = self.session.culprit
         let effects = self.withSession {

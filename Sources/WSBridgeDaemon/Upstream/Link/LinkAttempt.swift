@@ -27,12 +27,15 @@ final class LinkAttempt {
     private var readWallMillis: Int64?
     /// A flush of the frames written in this event-loop tick is due (`flushSoon`).
     private var flushScheduled = false
-    /// The open connection's heartbeat: pings, the round trip, the pong deadline. It ends with
-    /// the connection.
-    let heartbeat: LinkHeartbeat
+    /// The timer of the open connection's heartbeat (its pings and pong deadline). It stops
+    /// with the connection.
+    let heartbeat: ConnectionTimer
+    /// The timer of the keepalive the application protocol's server set on this connection.
+    let keepalive: ConnectionTimer
 
     init(eventLoop: any EventLoop) {
-        self.heartbeat = LinkHeartbeat(eventLoop: eventLoop)
+        self.heartbeat = ConnectionTimer(eventLoop: eventLoop)
+        self.keepalive = ConnectionTimer(eventLoop: eventLoop)
     }
 
     func isCurrent(_ generation: Int) -> Bool { generation == self.generation }
@@ -42,6 +45,7 @@ final class LinkAttempt {
     func end() {
         self.generation += 1
         self.heartbeat.stop()
+        self.keepalive.stop()
         self.setDeadline(nil)
         self.closeTimer?.cancel()
         self.closeTimer = nil

@@ -11,7 +11,7 @@ extension UpstreamLink {
     func receivedMessage(_ kind: UpstreamMessage.Kind, _ data: ByteBuffer, generation: Int) {
         guard self.attempt.isCurrent(generation) else { return }
         let read = self.attempt.readTime()
-        if read.first { self.heartbeatReceived() }
+        if read.first { self.messageReceived() }
         self.counted(received: data.readableBytes)
         let message = UpstreamMessage(kind: kind, data: data, receivedAtMillis: read.millis)
         if self.logger.logLevel <= .trace {

@@ -136,8 +136,37 @@ package final class UpstreamLink: LinkControl {
         }
     }
 
-    /// Anything from the upstream shows the connection is alive.
+    /// A control frame from the upstream shows the connection is alive.
     func heartbeatReceived() { self.machine.received(now: self.now) }
+
+    /// A message from the upstream (the first of a socket read: one is enough): alive, and
+    /// heard for the protocol's keepalive.
+    func messageReceived() { self.machine.receivedMessage(now: self.now) }
+
+    // MARK: - The application protocol's keepalive (the machine's, in the connection's context)
+
+    /// The application protocol's server set a keepalive on this connection.
+    func keepalive(_ timing: AppProtocolTiming, protocol name: String) {
+        self.machine.keepaliveSet(timing, protocol: name, now: self.now)
+        self.keepaliveTick()
+    }
+
+    /// Does what the protocol's keepalive asks now: sends its text, sets its timer for the next
+    /// time, or drops a dead link.
+    func keepaliveTick() {
+        while let decision = self.machine.keepalive(now: self.now) {
+            switch decision {
+            case .send(let text):
+                _ = self.sendAhead(OutboundMessage(.text(text)))
+            case .wait(let until):
+                self.attempt.keepalive.arm(at: until) { self.keepaliveTick() }
+                return
+            case .dead(let why):
+                self.fail(why)
+                return
+            }
+        }
+    }
 
     /// A pong: its round trip, when it answers the last ping.
     func heartbeatPong(payload: UInt64?) -> Duration? { self.machine.receivedPong(payload: payload, now: self.now) }

@@ -1,12 +1,13 @@
 import NIOCore
 import WSBridgeCore
 
-/// The one timer of a connection's heartbeat. The heartbeat itself (pings, the round trip, the
-/// pong deadline) is the connection machine's, nested in the connection's context; this timer
-/// wakes the link at the instant it asks for (`UpstreamLink.heartbeatTick`). It belongs to the
-/// connection (`LinkAttempt`) and stops with it: nothing of an older connection fires. Its clock
-/// is its event loop's (an `EmbeddedEventLoop`'s in tests). Confined to that loop.
-final class LinkHeartbeat {
+/// One timer of a connection: its heartbeat's or its protocol keepalive's. What they decide
+/// (pings, the round trip, deadlines) is the connection machine's, nested in the connection's
+/// context; a timer wakes the link at the instant they ask for (`UpstreamLink.heartbeatTick`,
+/// `keepaliveTick`). It belongs to the connection (`LinkAttempt`) and stops with it: nothing of
+/// an older connection fires. Its clock is its event loop's (an `EmbeddedEventLoop`'s in tests).
+/// Confined to that loop.
+final class ConnectionTimer {
     private let eventLoop: any EventLoop
     private var timer: Scheduled<Void>?
 
@@ -31,4 +32,4 @@ final class LinkHeartbeat {
 }
 
 @available(*, unavailable)
-extension LinkHeartbeat: Sendable {}
+extension ConnectionTimer: Sendable {}
