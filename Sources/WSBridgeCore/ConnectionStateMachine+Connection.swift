@@ -11,9 +11,6 @@ extension ConnectionStateMachine {
         }
     }
 
-    /// No close frame went on the current connection: data, pings and pongs may go on it.
-    public var mayWrite: Bool { self.connection?.close.mayWrite ?? false }
-
     /// The server's close frame on the current connection, once it came.
     public var serverClose: (code: UInt16?, reason: String)? { self.connection?.close.serverClose }
 

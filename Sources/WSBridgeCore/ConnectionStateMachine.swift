@@ -5,7 +5,7 @@ import WSBridgeProtocol
 /// Each input is a `mutating func` that takes the time and returns the `Action` the driver must
 /// perform; the machine performs no I/O and never reads a clock. An input that cannot happen in
 /// the current state throws `InvalidTransition`: that is a bug in the driver, which logs it.
-public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
+public struct ConnectionStateMachine: Sendable {
     @usableFromInline
     enum CloseIntent: Equatable, Sendable {
         case user(code: UInt16, reason: String)
@@ -27,11 +27,13 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
         case stopped
     }
 
-    // Inlinable readers (`attemptStep`, read for every upstream message) see it; only this
-    // file changes it.
-    @usableFromInline private(set) var state: State = .idle
+    // Only this file changes it (`set`, `withConnection`).
+    private(set) var state: State = .idle
     private(set) var settings: Settings
-    private var generator: RNG
+    /// The backoff's random source (injected: tests use a fixed one). Not a generic parameter:
+    /// the daemon calls the machine for every socket read and every send, across modules, and
+    /// a generic struct's unspecialized calls pay for its metadata each time.
+    private var generator: any RandomNumberGenerator & Sendable
     /// Consecutive failed attempts since the last link that stayed open for `stableAfter`.
     public private(set) var failures = 0
     public private(set) var networkAvailable: Bool
@@ -45,23 +47,42 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     /// The last link that ended did so before `stable_after`, as a failed attempt.
     private var endedEarly = false
 
-    public init(settings: Settings, networkAvailable: Bool = true, now: MonotonicInstant, generator: RNG) {
+    public init(settings: Settings, networkAvailable: Bool = true, now: MonotonicInstant, generator: some RandomNumberGenerator & Sendable) {
         self.settings = settings
         self.networkAvailable = networkAvailable
         self.generator = generator
         self.phaseSince = now
     }
 
-    public var phase: ConnectionPhase { Self.phase(of: self.state) }
+    // Read for every upstream message and every send, so kept beside the state (set by `set`
+    // and `withConnection`, the only writers of the state) instead of read out of its payload:
+    // a switch over a state that carries a connection's context copies the context.
 
-    /// The time the next retry is due, while backing off.
+    public private(set) var phase: ConnectionPhase = .idle
     /// The daemon is stopping (or stopped): nothing new may be sent or queued.
-    public var isShuttingDown: Bool {
-        switch self.state {
-        case .closing(.shutdown, _), .stopped: true
-        default: false
+    public private(set) var isShuttingDown = false
+    /// No close frame went on the current connection: data, pings and pongs may go on it (false
+    /// between connections).
+    public private(set) var mayWrite = false
+    /// The attempt's step while connecting; nil in every other phase.
+    public private(set) var attemptStep: AttemptStep?
+
+    /// Every write of the state but the context's own (`withConnection`) goes through here.
+    private mutating func set(_ state: State) {
+        self.state = state
+        switch state {
+        case .connecting(let step, let connection):
+            (self.phase, self.isShuttingDown, self.mayWrite, self.attemptStep) = (.connecting, false, connection.close.mayWrite, step)
+        case .open(_, let connection):
+            (self.phase, self.isShuttingDown, self.mayWrite, self.attemptStep) = (.open, false, connection.close.mayWrite, nil)
+        case .closing(let intent, let connection):
+            (self.phase, self.isShuttingDown, self.mayWrite, self.attemptStep) = (.closing, intent == .shutdown, connection.close.mayWrite, nil)
+        case .idle, .waitingForNetwork, .backingOff, .stopped:
+            (self.phase, self.isShuttingDown, self.mayWrite, self.attemptStep) = (Self.phase(of: state), state == .stopped, false, nil)
         }
     }
+
+    /// The time the next retry is due, while backing off.
 
     public var retryAt: MonotonicInstant? {
         if case .backingOff(let until) = self.state { return until }
@@ -84,7 +105,7 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     private mutating func enter(_ state: State, now: MonotonicInstant) {
         let from = self.phase
         let to = Self.phase(of: state)
-        self.state = state
+        self.set(state)
         guard from != to else { return }
         self.phaseSince = now
         let first = self.untold?.from ?? from
@@ -156,7 +177,7 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
         case .waitingForNetwork, .connecting, .open:
             return .none
         case .closing(.user, let connection), .closing(.reconnect, let connection):
-            self.state = .closing(.reconnect, connection)
+            self.set(.closing(.reconnect, connection))
             return .none
         case .closing(.shutdown, _), .stopped:
             throw self.invalid("connect")
@@ -174,23 +195,16 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
                 return .abort(.networkLost)
             }
             // A new attempt: a new connection.
-            self.state = .connecting(.handshaking, ConnectionContext())
+            self.set(.connecting(.handshaking, ConnectionContext()))
             return .abortAndConnect(attempt: self.failures + 1)
         case .idle, .backingOff, .waitingForNetwork:
             return try self.connectRequested(now: now)
         case .closing(.user, let connection), .closing(.reconnect, let connection):
-            self.state = .closing(.reconnect, connection)
+            self.set(.closing(.reconnect, connection))
             return .none
         case .closing(.shutdown, _), .stopped:
             throw self.invalid("reconnect")
         }
-    }
-
-    /// The attempt's step while connecting; nil in every other phase.
-    @inlinable
-    public var attemptStep: AttemptStep? {
-        if case .connecting(let step, _) = self.state { return step }
-        return nil
     }
 
     /// The upgrade completed: with a ready gate (`upstream.ready_when`) the attempt waits for
@@ -198,7 +212,7 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     public mutating func upgraded(readyGate: Bool, now: MonotonicInstant) throws(InvalidTransition) -> Action {
         guard case .connecting(.handshaking, let connection) = self.state else { throw self.invalid("upgraded") }
         guard !readyGate else {
-            self.state = .connecting(.awaitingReady, connection)
+            self.set(.connecting(.awaitingReady, connection))
             return .none
         }
         return self.opened(connection, now: now)
@@ -231,17 +245,25 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
     /// Changes the current connection's context (nil when there is none: no attempt under way):
     /// the one door to it (ConnectionStateMachine+Connection.swift), as `enter` is to the state.
     mutating func withConnection<T>(_ body: (inout ConnectionContext) -> T) -> T? {
+        // The context is taken out of the state (which holds no second copy of it meanwhile),
+        // changed and put back; of the cached readers only `mayWrite` can change with it.
         switch self.state {
         case .connecting(let step, var connection):
+            self.state = .idle
             let result = body(&connection)
+            self.mayWrite = connection.close.mayWrite
             self.state = .connecting(step, connection)
             return result
         case .open(let since, var connection):
+            self.state = .idle
             let result = body(&connection)
+            self.mayWrite = connection.close.mayWrite
             self.state = .open(since: since, connection)
             return result
         case .closing(let intent, var connection):
+            self.state = .idle
             let result = body(&connection)
+            self.mayWrite = connection.close.mayWrite
             self.state = .closing(intent, connection)
             return result
         case .idle, .waitingForNetwork, .backingOff, .stopped:
@@ -326,7 +348,7 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
         case .open(_, let connection):
             return self.close(connection, .user(code: code, reason: reason), code: code, reason: reason, now: now)
         case .closing(.reconnect, let connection):
-            self.state = .closing(.user(code: code, reason: reason), connection)
+            self.set(.closing(.user(code: code, reason: reason), connection))
             return .none
         case .connecting:
             self.lastDisconnect = .userClosed(code: code, reason: reason)
@@ -351,7 +373,7 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
         case .open(_, let connection):
             return self.close(connection, .shutdown, code: 1001, reason: "wsbridged shutting down", now: now)
         case .closing(_, let connection):
-            self.state = .closing(.shutdown, connection)
+            self.set(.closing(.shutdown, connection))
             return .none
         case .connecting:
             self.enter(.stopped, now: now)
@@ -365,5 +387,3 @@ public struct ConnectionStateMachine<RNG: RandomNumberGenerator> {
         }
     }
 }
-
-extension ConnectionStateMachine: Sendable where RNG: Sendable {}

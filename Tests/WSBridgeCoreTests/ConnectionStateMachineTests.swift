@@ -2,7 +2,7 @@ import Testing
 import WSBridgeCore
 import WSBridgeProtocol
 
-typealias Machine = ConnectionStateMachine<MaxGenerator>
+typealias Machine = ConnectionStateMachine
 
 @Suite struct ConnectionStateMachineTests {
     let settings = Machine.Settings(

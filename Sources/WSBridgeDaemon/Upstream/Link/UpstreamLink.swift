@@ -20,7 +20,7 @@ import WSBridgeProtocol
 /// late handshake or close can never confuse the state machine. Its state is read by the local
 /// plane through `LinkControl`, and its events go to one `UpstreamEventSink`.
 package final class UpstreamLink: LinkControl {
-    package typealias Machine = ConnectionStateMachine<SystemRandomNumberGenerator>
+    package typealias Machine = ConnectionStateMachine
 
     let eventLoop: any EventLoop
     private(set) var configuration: Configuration
