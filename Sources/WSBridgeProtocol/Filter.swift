@@ -79,7 +79,7 @@ public struct Filter: Sendable, Equatable {
 
 }
 
-extension Filter: WireCodable {
+extension Filter: JSONValueCodable {
     private enum CodingKeys: String, CodingKey {
         case field, equals, prefix, contains
     }

@@ -21,16 +21,16 @@ extension Request: Codable {
             self.init(id: id, command: try Self.command(c))
         } catch let error as ProtocolError {
             throw error.with(id: id)
-        } catch let error as WireDecodingError {
+        } catch let error as JSONValueDecodingError {
             throw ProtocolError(error, id: id)
         }
     }
 
     private static func command(_ c: Fields) throws -> Command {
-        if let v = try c.decodeIfPresent(JSONValue.self, forKey: .v), v.intValue != WireProtocol.version {
+        if let v = try c.decodeIfPresent(JSONValue.self, forKey: .v), v.intValue != LocalProtocol.version {
             throw ProtocolError(
                 .badVersion,
-                "protocol version \(v.serialized) is not supported: this daemon speaks version \(WireProtocol.version); upgrade the client or omit \"v\"")
+                "protocol version \(v.serialized) is not supported: this daemon speaks version \(LocalProtocol.version); upgrade the client or omit \"v\"")
         }
         guard let name = try c.decodeIfPresent(String.self, forKey: .op) else {
             throw ProtocolError(.missingField, "missing \"op\": one of \(Op.allCases.map(\.rawValue).joined(separator: ", "))")
@@ -132,7 +132,7 @@ extension Request: Codable {
         var c = encoder.container(keyedBy: Field.self)
         if let id = self.id { try c.encode(id, forKey: .id) }
         try c.encode(self.command.op.rawValue, forKey: .op)
-        try c.encode(WireProtocol.version, forKey: .v)
+        try c.encode(LocalProtocol.version, forKey: .v)
         func payload(_ payload: Payload) throws {
             switch payload {
             case .text(let text): try c.encode(text, forKey: .text)

@@ -1,7 +1,7 @@
 /// The `result` objects of successful replies, one type per op (docs/protocol.md).
 
 /// `subscribe` and `unsubscribe`.
-public struct SubscribeResult: Sendable, Equatable, WireCodable {
+public struct SubscribeResult: Sendable, Equatable, JSONValueCodable {
     public var subscribed: Bool
     /// The last sequence number sent so far (`subscribe` only).
     @OmitNil public var seq: UInt64?
@@ -46,19 +46,19 @@ public enum SendResult: Sendable, Equatable {
 
     public var json: JSONValue {
         switch self {
-        case .sent: WireCoding.encode(Wire(status: "sent", state: .open))
-        case .answered: WireCoding.encode(Wire(status: "answered", state: .open))
-        case .queued(let depth, let state): WireCoding.encode(Wire(status: "queued", queued: depth, state: state))
+        case .sent: JSONValueCoding.encode(Wire(status: "sent", state: .open))
+        case .answered: JSONValueCoding.encode(Wire(status: "answered", state: .open))
+        case .queued(let depth, let state): JSONValueCoding.encode(Wire(status: "queued", queued: depth, state: state))
         case .sticky(let r):
-            WireCoding.encode(Wire(status: r.status.rawValue, state: r.state, sticky: .init(key: r.key, scope: r.scope, holders: r.holders)))
+            JSONValueCoding.encode(Wire(status: r.status.rawValue, state: r.state, sticky: .init(key: r.key, scope: r.scope, holders: r.holders)))
         }
     }
 
-    public init(json: JSONValue) throws(WireDecodingError) {
-        let wire = try WireCoding.decode(Wire.self, from: json)
+    public init(json: JSONValue) throws(JSONValueDecodingError) {
+        let wire = try JSONValueCoding.decode(Wire.self, from: json)
         if let sticky = wire.sticky {
             guard let status = StickyResult.Status(rawValue: wire.status) else {
-                throw WireDecodingError(path: "status", problem: "\"\(wire.status)\" is not a sticky send's status")
+                throw JSONValueDecodingError(path: "status", problem: "\"\(wire.status)\" is not a sticky send's status")
             }
             self = .sticky(StickyResult(status: status, key: sticky.key, scope: sticky.scope, holders: sticky.holders, state: wire.state))
             return
@@ -67,7 +67,7 @@ public enum SendResult: Sendable, Equatable {
         case "sent": self = .sent
         case "answered": self = .answered
         case "queued": self = .queued(depth: wire.queued ?? 0, state: wire.state)
-        default: throw WireDecodingError(path: "status", problem: "\"\(wire.status)\" is not a send's status")
+        default: throw JSONValueDecodingError(path: "status", problem: "\"\(wire.status)\" is not a send's status")
         }
     }
 }
@@ -100,7 +100,7 @@ public struct StickyResult: Sendable, Equatable {
 }
 
 /// `sticky`: the registered keys, in the order they go out after every open.
-public struct StickyListResult: Sendable, Equatable, WireCodable {
+public struct StickyListResult: Sendable, Equatable, JSONValueCodable {
     public struct Holder: Sendable, Equatable, Codable {
         public var scope: StickyScope
         /// The registering process (for scope daemon: the one that registered it).
@@ -144,7 +144,7 @@ public struct StickyListResult: Sendable, Equatable, WireCodable {
 }
 
 /// `unstick`: whether the key went (its last holder let go) and what was sent upstream.
-public struct UnstickResult: Sendable, Equatable, WireCodable {
+public struct UnstickResult: Sendable, Equatable, JSONValueCodable {
     public var key: String
     /// Holders left; 0 when the key went.
     public var holders: Int
@@ -161,7 +161,7 @@ public struct UnstickResult: Sendable, Equatable, WireCodable {
 }
 
 /// `close`, `connect` and `reconnect`: the link's state once the request was taken.
-public struct LinkStateResult: Sendable, Equatable, WireCodable {
+public struct LinkStateResult: Sendable, Equatable, JSONValueCodable {
     /// The phase after the command.
     public var state: ConnectionPhase
     /// The phase before it (older daemons leave it out).
@@ -175,7 +175,7 @@ public struct LinkStateResult: Sendable, Equatable, WireCodable {
 }
 
 /// `metrics`: the daemon's metrics in the Prometheus text exposition format (version 0.0.4).
-public struct MetricsResult: Sendable, Equatable, WireCodable {
+public struct MetricsResult: Sendable, Equatable, JSONValueCodable {
     public static let prometheusText = "prometheus-text-0.0.4"
     public var format: String
     public var text: String
@@ -188,7 +188,7 @@ public struct MetricsResult: Sendable, Equatable, WireCodable {
 }
 
 /// `request`: the first upstream message after the send that matched.
-public struct RequestResult: Sendable, Equatable, WireCodable {
+public struct RequestResult: Sendable, Equatable, JSONValueCodable {
     public var seq: UInt64
     /// Always `text` (a request's answer is a JSON text message).
     public var kind: String

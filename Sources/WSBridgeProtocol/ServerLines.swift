@@ -1,6 +1,6 @@
 /// The lines the daemon writes to its clients (docs/protocol.md), one type each. Each type's
 /// keys are its stored properties (or its `CodingKeys`), written once: the daemon builds a line
-/// with `json`, clients read it with `ServerLine.decode`, both through `WireCoding`. (Message lines are written by a byte-level encoder for speed; `MessageLine` reads them,
+/// with `json`, clients read it with `ServerLine.decode`, both through `JSONValueCoding`. (Message lines are written by a byte-level encoder for speed; `MessageLine` reads them,
 /// and a test holds the two to the same schema.)
 public enum ServerLine: Sendable, Equatable {
     case hello(Hello)
@@ -25,7 +25,7 @@ public enum ServerLine: Sendable, Equatable {
 }
 
 /// The first line on every connection.
-public struct Hello: Sendable, Equatable, Codable, WireEncodable {
+public struct Hello: Sendable, Equatable, Codable, JSONValueEncodable {
     public static let type = "hello"
     public private(set) var type = Hello.type
     public var protocolVersion: Int
@@ -40,7 +40,7 @@ public struct Hello: Sendable, Equatable, Codable, WireEncodable {
     public var write: Bool
 
     public init(
-        protocolVersion: Int = WireProtocol.version, version: String = WSBridgeVersion.current, commit: String? = WSBridgeVersion.commit,
+        protocolVersion: Int = LocalProtocol.version, version: String = WSBridgeVersion.current, commit: String? = WSBridgeVersion.commit,
         state: ConnectionPhase, seq: UInt64, stream: String, subscribed: Bool, write: Bool
     ) {
         self.protocolVersion = protocolVersion
@@ -60,14 +60,14 @@ public struct Hello: Sendable, Equatable, Codable, WireEncodable {
     }
 
     public init?(json: JSONValue) {
-        guard json["type"]?.stringValue == Self.type, let hello = try? WireCoding.decode(Self.self, from: json) else { return nil }
+        guard json["type"]?.stringValue == Self.type, let hello = try? JSONValueCoding.decode(Self.self, from: json) else { return nil }
         self = hello
     }
 }
 
 /// One upstream message. `data` holds a text payload, or a binary one in base64; with
 /// `local.inline_json` a JSON text payload comes as `json` instead.
-public struct MessageLine: Sendable, Equatable, Codable, WireEncodable {
+public struct MessageLine: Sendable, Equatable, Codable, JSONValueEncodable {
     public static let type = "message"
     public enum Kind: String, Sendable, Codable { case text, binary }
     public private(set) var type = MessageLine.type
@@ -92,7 +92,7 @@ public struct MessageLine: Sendable, Equatable, Codable, WireEncodable {
     }
 
     public init?(json: JSONValue) {
-        guard json["type"]?.stringValue == Self.type, let line = try? WireCoding.decode(Self.self, from: json) else { return nil }
+        guard json["type"]?.stringValue == Self.type, let line = try? JSONValueCoding.decode(Self.self, from: json) else { return nil }
         self = line
     }
 
@@ -107,7 +107,7 @@ public struct MessageLine: Sendable, Equatable, Codable, WireEncodable {
 }
 
 /// The link changed state; `reason` says why and who caused it.
-public struct StateLine: Sendable, Equatable, Codable, WireEncodable {
+public struct StateLine: Sendable, Equatable, Codable, JSONValueEncodable {
     public static let type = "state"
     public private(set) var type = StateLine.type
     public var state: ConnectionPhase
@@ -121,13 +121,13 @@ public struct StateLine: Sendable, Equatable, Codable, WireEncodable {
     }
 
     public init?(json: JSONValue) {
-        guard json["type"]?.stringValue == Self.type, let line = try? WireCoding.decode(Self.self, from: json) else { return nil }
+        guard json["type"]?.stringValue == Self.type, let line = try? JSONValueCoding.decode(Self.self, from: json) else { return nil }
         self = line
     }
 }
 
 /// This subscriber fell behind and lost messages `from`...`to` (inclusive).
-public struct DroppedLine: Sendable, Equatable, Codable, WireEncodable {
+public struct DroppedLine: Sendable, Equatable, Codable, JSONValueEncodable {
     public static let type = "dropped"
     public private(set) var type = DroppedLine.type
     public static let reasonText = "this subscriber fell behind by more than local.subscriber_queue messages or local.subscriber_queue_bytes bytes"
@@ -144,7 +144,7 @@ public struct DroppedLine: Sendable, Equatable, Codable, WireEncodable {
     }
 
     public init?(json: JSONValue) {
-        guard json["type"]?.stringValue == Self.type, let line = try? WireCoding.decode(Self.self, from: json) else { return nil }
+        guard json["type"]?.stringValue == Self.type, let line = try? JSONValueCoding.decode(Self.self, from: json) else { return nil }
         self = line
     }
 }
@@ -157,7 +157,7 @@ public struct DroppedLine: Sendable, Equatable, Codable, WireEncodable {
 /// its checksum), `not_durable` (never written to the journal: with `from`...`to` a hole the
 /// writer recorded, without them what a crashed run numbered after its last journaled message,
 /// `next` then counting in the next run's `stream`). `message` says it in words.
-public struct GapLine: Sendable, Equatable, Codable, WireEncodable {
+public struct GapLine: Sendable, Equatable, Codable, JSONValueEncodable {
     public static let type = "gap"
     public static let notBuffered = "not_buffered"
     public static let restarted = "restarted"
@@ -200,7 +200,7 @@ public struct GapLine: Sendable, Equatable, Codable, WireEncodable {
     }
 
     public init?(json: JSONValue) {
-        guard json["type"]?.stringValue == Self.type, let line = try? WireCoding.decode(Self.self, from: json) else { return nil }
+        guard json["type"]?.stringValue == Self.type, let line = try? JSONValueCoding.decode(Self.self, from: json) else { return nil }
         self = line
     }
 }
@@ -234,14 +234,14 @@ public struct ReplyLine: Sendable, Equatable {
 
     public var json: JSONValue {
         switch self.outcome {
-        case .success(let result): WireCoding.encode(Wire(id: self.id ?? .null, ok: true, result: result))
-        case .failure(let error): WireCoding.encode(Wire(id: self.id ?? .null, ok: false, error: .init(code: error.code.rawValue, message: error.message)))
+        case .success(let result): JSONValueCoding.encode(Wire(id: self.id ?? .null, ok: true, result: result))
+        case .failure(let error): JSONValueCoding.encode(Wire(id: self.id ?? .null, ok: false, error: .init(code: error.code.rawValue, message: error.message)))
         }
     }
 
     /// The error's code is kept as sent: a newer daemon's code this client does not know reads as `internal`.
     public init?(json: JSONValue) {
-        guard json["type"]?.stringValue == Self.type, json["ok"]?.boolValue != nil, let wire = try? WireCoding.decode(Wire.self, from: json) else {
+        guard json["type"]?.stringValue == Self.type, json["ok"]?.boolValue != nil, let wire = try? JSONValueCoding.decode(Wire.self, from: json) else {
             return nil
         }
         // `.none`, not `nil`: beside a JSONValue, the nil literal is JSON's null.

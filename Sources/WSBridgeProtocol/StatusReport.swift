@@ -1,5 +1,5 @@
 /// `status`: the link, its counters, the send queue and the local plane.
-public struct StatusReport: Sendable, Equatable, WireCodable {
+public struct StatusReport: Sendable, Equatable, JSONValueCodable {
     public struct Queue: Sendable, Equatable, Codable {
         public var messages: Int
         public var bytes: Int

@@ -213,7 +213,7 @@ struct Cost: AsyncParsableCommand {
             return "framing"
         }
         if any([
-            "Fanout", "MessageLine", "SubscriberQueue", "LocalClient", "LocalPlane", "ReplayRing", "WireEncoding", "Bridge", "JSONWriter", "LineBatch",
+            "Fanout", "MessageLine", "SubscriberQueue", "LocalClient", "LocalPlane", "ReplayRing", "JSONValueEncoder", "Bridge", "JSONWriter", "LineBatch",
             "TimestampDigits", "cwsb_json",
         ]) {
             return "fan-out"

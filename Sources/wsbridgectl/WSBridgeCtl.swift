@@ -36,7 +36,7 @@ struct WSBridgeCtl: ParsableCommand {
         do {
             var command = try Self.parseAsRoot(arguments)
             try command.run()
-        } catch let error as WireDecodingError {
+        } catch let error as JSONValueDecodingError {
             // A reply of another protocol version: say so once, for every command.
             Output.error(
                 "the daemon's reply does not read as this wsbridgectl's protocol (\(error)): use the wsbridgectl that came with the running wsbridged")
@@ -76,7 +76,7 @@ struct WSBridgeCtl: ParsableCommand {
 struct GlobalOptions: ParsableArguments {
     @Option(
         name: .long,
-        help: ArgumentHelp("The daemon's socket (default: $WSBRIDGE_SOCKET or \(WireProtocol.defaultSocket)).", valueName: "path"),
+        help: ArgumentHelp("The daemon's socket (default: $WSBRIDGE_SOCKET or \(LocalProtocol.defaultSocket)).", valueName: "path"),
         completion: .file()
     )
     var socket: String?
@@ -103,7 +103,7 @@ struct GlobalOptions: ParsableArguments {
         if let socket { return socket }
         if let instance { return "/run/wsbridged/\(instance).sock" }
         if let env = Environment.value("WSBRIDGE_SOCKET"), !env.isEmpty { return env }
-        return WireProtocol.defaultSocket
+        return LocalProtocol.defaultSocket
     }
 
     /// Connects, or exits with a message saying how to fix it.

@@ -373,7 +373,7 @@ extension Fanout: Sendable {}
 /// A client's subscription: whether it receives upstream messages, and through which filter.
 /// Its setters are private to this file, so only the fan-out changes it (in
 /// `setSubscription`), and its subscriber list cannot disagree with the clients' own state.
-final class Subscription {
+final class ClientSubscription {
     fileprivate(set) var subscribed = true
     fileprivate(set) var filter: Filter?
     /// Sees the wire as it is (`"all"`): also what the protocol layer routes or answers.
@@ -395,4 +395,4 @@ final class Subscription {
 }
 
 @available(*, unavailable)
-extension Subscription: Sendable {}
+extension ClientSubscription: Sendable {}

@@ -29,7 +29,7 @@ final class LocalClient: ChannelDuplexHandler {
     private var context: ChannelHandlerContext?
     /// Changed only by the fan-out (its setters are private to Fanout.swift), which keeps its
     /// subscriber list in step.
-    let subscription = Subscription()
+    let subscription = ClientSubscription()
     var subscribed: Bool { self.subscription.subscribed }
     var filter: Filter? { self.subscription.filter }
 

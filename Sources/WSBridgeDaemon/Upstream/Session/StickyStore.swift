@@ -50,7 +50,7 @@ final class StickyStore: Sendable {
 
     // MARK: - The file
 
-    /// `sticky.json`: its keys written once, here (`WireCoding` writes and reads them).
+    /// `sticky.json`: its keys written once, here (`JSONValueCoding` writes and reads them).
     private struct File: Codable {
         var version: Int
         var keys: [Key]
@@ -79,7 +79,7 @@ final class StickyStore: Sendable {
             }
             return key
         }
-        return ByteBuffer(string: WireCoding.encode(File(version: 1, keys: keys)).serialized + "\n")
+        return ByteBuffer(string: JSONValueCoding.encode(File(version: 1, keys: keys)).serialized + "\n")
     }
 
     /// What makes the file not one this daemon wrote.
@@ -98,7 +98,7 @@ final class StickyStore: Sendable {
     }
 
     static func decode(_ bytes: [UInt8]) throws -> [StickyRegistry.Entry] {
-        let file = try WireCoding.decode(File.self, from: try JSONValue.parse(bytes))
+        let file = try JSONValueCoding.decode(File.self, from: try JSONValue.parse(bytes))
         guard file.version == 1 else { throw DecodeError.version }
         return try file.keys.map { k in
             guard !k.key.isEmpty else { throw DecodeError.keyWithoutName }

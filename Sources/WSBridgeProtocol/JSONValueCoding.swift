@@ -10,7 +10,7 @@
 ///   error that names where it is (`queue.max_bytes: expected a number, found "x"`); a key that
 ///   is missing reads as zero, false, empty or nil (a daemon of another version may not send
 ///   it).
-public enum WireCoding {
+public enum JSONValueCoding {
     public static func encode(_ value: some Encodable) -> JSONValue {
         let node = EncodingNode()
         do {
@@ -22,20 +22,20 @@ public enum WireCoding {
         return node.json
     }
 
-    public static func decode<T: Decodable>(_ type: T.Type, from json: JSONValue) throws(WireDecodingError) -> T {
+    public static func decode<T: Decodable>(_ type: T.Type, from json: JSONValue) throws(JSONValueDecodingError) -> T {
         do {
-            return try WireDecoder(json, codingPath: []).decodeValue(T.self)
-        } catch let error as WireDecodingError {
+            return try JSONValueDecoder(json, codingPath: []).decodeValue(T.self)
+        } catch let error as JSONValueDecodingError {
             throw error
         } catch let error as DecodingError {
             switch error {
             case .dataCorrupted(let c), .typeMismatch(_, let c), .valueNotFound(_, let c), .keyNotFound(_, let c):
-                throw WireDecodingError.at(c.codingPath, c.debugDescription)
+                throw JSONValueDecodingError.at(c.codingPath, c.debugDescription)
             @unknown default:
-                throw WireDecodingError(path: "", problem: "\(error)")
+                throw JSONValueDecodingError(path: "", problem: "\(error)")
             }
         } catch {
-            throw WireDecodingError(path: "", problem: "\(error)")
+            throw JSONValueDecodingError(path: "", problem: "\(error)")
         }
     }
 
@@ -61,25 +61,25 @@ public enum WireCoding {
 }
 
 /// A line or result whose one shape is its Codable conformance: `json` writes it through
-/// `WireCoding` (written once here, not in every type).
-public protocol WireEncodable: Encodable {}
+/// `JSONValueCoding` (written once here, not in every type).
+public protocol JSONValueEncodable: Encodable {}
 
-extension WireEncodable {
-    @inlinable public var json: JSONValue { WireCoding.encode(self) }
+extension JSONValueEncodable {
+    @inlinable public var json: JSONValue { JSONValueCoding.encode(self) }
 }
 
 /// A result read back the same way: `init(json:)`. (The server lines read themselves with a
 /// failable `init?(json:)` that checks their `type` first, for `ServerLine.decode`.)
-public protocol WireCodable: WireEncodable, Codable {}
+public protocol JSONValueCodable: JSONValueEncodable, Codable {}
 
-extension WireCodable {
-    @inlinable public init(json: JSONValue) throws(WireDecodingError) {
-        self = try WireCoding.decode(Self.self, from: json)
+extension JSONValueCodable {
+    @inlinable public init(json: JSONValue) throws(JSONValueDecodingError) {
+        self = try JSONValueCoding.decode(Self.self, from: json)
     }
 }
 
 /// A line or result that does not read as its type, and where.
-public struct WireDecodingError: Error, Sendable, Equatable, CustomStringConvertible {
+public struct JSONValueDecodingError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Dotted path of the key (`queue.spool.fsyncs`, `keys.0.holders`); empty for the top.
     public var path: String
     public var problem: String
@@ -119,7 +119,7 @@ public struct WireDecodingError: Error, Sendable, Equatable, CustomStringConvert
     public var description: String { self.path.isEmpty ? self.problem : "\(self.path): \(self.problem)" }
 
     static func path(_ codingPath: [any CodingKey]) -> String {
-        codingPath.map { $0.intValue.map(String.init) ?? WireCoding.snakeCase($0.stringValue) }.joined(separator: ".")
+        codingPath.map { $0.intValue.map(String.init) ?? JSONValueCoding.snakeCase($0.stringValue) }.joined(separator: ".")
     }
 
     static func at(_ codingPath: [any CodingKey], _ problem: String) -> Self {
@@ -129,7 +129,7 @@ public struct WireDecodingError: Error, Sendable, Equatable, CustomStringConvert
     /// `expected a string, found 5`.
     static func mismatch(_ codingPath: [any CodingKey], expected: Expected, found: JSONValue) -> Self {
         Self(
-            path: Self.path(codingPath), problem: "expected \(expected), found \(WireDecoder.describe(found))",
+            path: Self.path(codingPath), problem: "expected \(expected), found \(JSONValueDecoder.describe(found))",
             mismatch: Mismatch(expected: expected, found: found))
     }
 }
@@ -174,7 +174,7 @@ extension KeyedDecodingContainer {
 
 /// A struct property whose fields are written in the enclosing object, not under its own key:
 /// a part of a reply that one owner keeps (the link's traffic counters in `status`) is its own
-/// type, and the wire stays flat. In `WireCoding`, `superEncoder()` and `superDecoder()` are the
+/// type, and the wire stays flat. In `JSONValueCoding`, `superEncoder()` and `superDecoder()` are the
 /// enclosing object itself.
 @propertyWrapper
 public struct Flattened<Value: Codable & Sendable & Equatable>: Codable, Sendable, Equatable {

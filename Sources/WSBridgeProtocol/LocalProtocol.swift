@@ -1,7 +1,7 @@
 import ExtrasBase64
 
 /// The local plane's newline-delimited JSON protocol, version 1 (docs/protocol.md).
-public enum WireProtocol {
+public enum LocalProtocol {
     public static let version = 1
     /// The default socket path.
     public static let defaultSocket = "/run/wsbridged/wsbridged.sock"
@@ -176,7 +176,7 @@ public struct Request: Sendable, Equatable {
         }
         let request: Request
         do {
-            request = try WireDecoder(json, codingPath: []).decodeValue(Request.self)
+            request = try JSONValueDecoder(json, codingPath: []).decodeValue(Request.self)
         } catch let error as ProtocolError {
             throw error
         } catch {
@@ -192,11 +192,11 @@ public struct Request: Sendable, Equatable {
     }
 
     /// The request line: `{"id": ..., "op": ..., "v": 1, ...fields}`, as `decode` reads it.
-    package var json: JSONValue { WireCoding.encode(self) }
+    package var json: JSONValue { JSONValueCoding.encode(self) }
 }
 
 /// The request's schema, both ways: every field once (`Field`), read by `init(from:)` and
-/// written by `encode(to:)` (a test holds every command to a round trip). Through `WireCoding`, a
+/// written by `encode(to:)` (a test holds every command to a round trip). Through `JSONValueCoding`, a
 /// field of the wrong type is worded for the client (`"since" must be a whole number >= 0, not
 /// -1`); the checks of values follow each op's fields.
 extension Command {
@@ -257,7 +257,7 @@ extension ProtocolError {
 
     /// A request field of the wrong type, worded for the client: `"since" must be a whole
     /// number >= 0, not -1`, `"filter" must be an object like {...}, not string`.
-    init(_ error: WireDecodingError, id: JSONValue?) {
+    init(_ error: JSONValueDecodingError, id: JSONValue?) {
         guard let mismatch = error.mismatch else {
             self.init(.invalidValue, error.description, id: id)
             return

@@ -1,4 +1,4 @@
-/// The encoding half of `WireCoding`: Encodable values to `JSONValue`.
+/// The encoding half of `JSONValueCoding`: Encodable values to `JSONValue`.
 
 // MARK: - Encoding
 
@@ -36,7 +36,7 @@ final class EncodingNode {
             self.become(.value)
             self.value = json
         } else {
-            try value.encode(to: WireEncoder(node: self, codingPath: codingPath))
+            try value.encode(to: JSONValueEncoder(node: self, codingPath: codingPath))
         }
     }
 
@@ -62,7 +62,7 @@ final class EncodingNode {
     }
 }
 
-private struct WireEncoder: Encoder {
+private struct JSONValueEncoder: Encoder {
     let node: EncodingNode
     let codingPath: [any CodingKey]
     var userInfo: [CodingUserInfoKey: Any] { [:] }
@@ -87,7 +87,7 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     let codingPath: [any CodingKey]
 
     private func append(_ key: Key, _ child: EncodingNode) {
-        self.node.fields.append((WireCoding.snakeCase(key.stringValue), child))
+        self.node.fields.append((JSONValueCoding.snakeCase(key.stringValue), child))
     }
 
     mutating func encodeNil(forKey key: Key) throws {
@@ -123,21 +123,21 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
         let child = EncodingNode()
         self.append(key, child)
-        return WireEncoder(node: child, codingPath: self.codingPath + [key]).container(keyedBy: keyType)
+        return JSONValueEncoder(node: child, codingPath: self.codingPath + [key]).container(keyedBy: keyType)
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
         let child = EncodingNode()
         self.append(key, child)
-        return WireEncoder(node: child, codingPath: self.codingPath + [key]).unkeyedContainer()
+        return JSONValueEncoder(node: child, codingPath: self.codingPath + [key]).unkeyedContainer()
     }
 
     /// This object itself: `@Flattened` writes a part's fields here.
-    mutating func superEncoder() -> any Encoder { WireEncoder(node: self.node, codingPath: self.codingPath) }
+    mutating func superEncoder() -> any Encoder { JSONValueEncoder(node: self.node, codingPath: self.codingPath) }
     mutating func superEncoder(forKey key: Key) -> any Encoder {
         let child = EncodingNode()
         self.append(key, child)
-        return WireEncoder(node: child, codingPath: self.codingPath + [key])
+        return JSONValueEncoder(node: child, codingPath: self.codingPath + [key])
     }
 }
 
@@ -161,27 +161,27 @@ private struct UnkeyedContainer: UnkeyedEncodingContainer {
 
     mutating func encode<T: Encodable>(_ value: T) throws {
         let child = EncodingNode()
-        try child.encode(value, codingPath: self.codingPath + [WireIndex(self.count)])
+        try child.encode(value, codingPath: self.codingPath + [JSONValueIndex(self.count)])
         self.append(child)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
         let child = EncodingNode()
         self.append(child)
-        return WireEncoder(node: child, codingPath: self.codingPath).container(keyedBy: keyType)
+        return JSONValueEncoder(node: child, codingPath: self.codingPath).container(keyedBy: keyType)
     }
 
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
         let child = EncodingNode()
         self.append(child)
-        return WireEncoder(node: child, codingPath: self.codingPath).unkeyedContainer()
+        return JSONValueEncoder(node: child, codingPath: self.codingPath).unkeyedContainer()
     }
 
     /// The next item, as `superDecoder()` reads it.
     mutating func superEncoder() -> any Encoder {
         let child = EncodingNode()
         self.append(child)
-        return WireEncoder(node: child, codingPath: self.codingPath + [WireIndex(self.count - 1)])
+        return JSONValueEncoder(node: child, codingPath: self.codingPath + [JSONValueIndex(self.count - 1)])
     }
 }
 
@@ -199,7 +199,7 @@ private struct SingleValueContainer: SingleValueEncodingContainer {
     }
 }
 
-struct WireIndex: CodingKey {
+struct JSONValueIndex: CodingKey {
     var intValue: Int?
     var stringValue: String { "\(self.intValue ?? 0)" }
     init(_ index: Int) { self.intValue = index }

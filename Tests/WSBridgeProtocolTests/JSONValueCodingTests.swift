@@ -3,7 +3,7 @@ import Testing
 @testable import WSBridgeProtocol
 
 /// The one mapping per type: keys written once, exact numbers, located errors.
-@Suite struct WireCodingTests {
+@Suite struct JSONValueCodingTests {
     @Test func keysAreSnakeCaseInDeclarationOrderAndNilIsNullUnlessOmitted() throws {
         var status = StatusReport()
         (status.state, status.since, status.url, status.failedAttempts, status.traffic.messagesIn) = (.open, 1, "ws://h/", 2, UInt64.max)
@@ -30,7 +30,7 @@ import Testing
 
     @Test func aWrongTypeIsAnErrorThatSaysWhereAndAMissingKeyReadsAsZero() throws {
         let wrong = try JSONValue.parse(#"{"state":"open","queue":{"max_bytes":"lots"}}"#)
-        do throws(WireDecodingError) {
+        do throws(JSONValueDecodingError) {
             _ = try StatusReport(json: wrong)
             Issue.record("a string read as a byte count")
         } catch {
@@ -40,7 +40,7 @@ import Testing
         let sparse = try StatusReport(json: try JSONValue.parse(#"{"state":"connecting"}"#))
         #expect(sparse.state == .connecting && sparse.queue.maxBytes == 0 && sparse.lastClose == nil && sparse.url == "")
         let unknownScope = try JSONValue.parse(#"{"keys":[{"key":"k","holders":[{"scope":"everyone"}]}]}"#)
-        do throws(WireDecodingError) {
+        do throws(JSONValueDecodingError) {
             _ = try StickyListResult(json: unknownScope)
             Issue.record("an unknown scope was read")
         } catch {
@@ -66,7 +66,7 @@ import Testing
     }
 }
 
-extension WireCodingTests {
+extension JSONValueCodingTests {
     @Test func anInlineJSONNullStaysNull() throws {
         let line = MessageLine(seq: 3, ts: 4, kind: .text, data: nil, inlineJSON: .null)
         #expect(line.json.serialized == #"{"type":"message","seq":3,"ts":4,"kind":"text","json":null}"#)

@@ -1,9 +1,9 @@
-/// The decoding half of `WireCoding`: `JSONValue` to Decodable values, and `JSONValue` and
+/// The decoding half of `JSONValueCoding`: `JSONValue` to Decodable values, and `JSONValue` and
 /// `JSONNumber` as fields of any coder.
 
 // MARK: - Decoding
 
-struct WireDecoder: Decoder {
+struct JSONValueDecoder: Decoder {
     /// nil: the key is missing (its value reads as zero, false, empty or nil).
     let value: JSONValue?
     /// The path to the container this value is in, and its key there: the whole path is made
@@ -25,33 +25,33 @@ struct WireDecoder: Decoder {
         self.key = key
     }
 
-    func fail(_ problem: String) -> WireDecodingError {
-        WireDecodingError.at(self.codingPath, problem)
+    func fail(_ problem: String) -> JSONValueDecodingError {
+        JSONValueDecodingError.at(self.codingPath, problem)
     }
 
-    func mismatch(_ expected: WireDecodingError.Expected, _ found: JSONValue) -> WireDecodingError {
-        WireDecodingError.mismatch(self.codingPath, expected: expected, found: found)
+    func mismatch(_ expected: JSONValueDecodingError.Expected, _ found: JSONValue) -> JSONValueDecodingError {
+        JSONValueDecodingError.mismatch(self.codingPath, expected: expected, found: found)
     }
 
     // One check per primitive: `decodeValue` and the keyed reader's own reads both use them.
 
-    func string(_ value: JSONValue) throws(WireDecodingError) -> String {
+    func string(_ value: JSONValue) throws(JSONValueDecodingError) -> String {
         guard case .string(let s) = value else { throw self.mismatch(.string, value) }
         return s
     }
 
-    func bool(_ value: JSONValue) throws(WireDecodingError) -> Bool {
+    func bool(_ value: JSONValue) throws(JSONValueDecodingError) -> Bool {
         guard case .bool(let b) = value else { throw self.mismatch(.bool, value) }
         return b
     }
 
-    func number(_ value: JSONValue) throws(WireDecodingError) -> JSONNumber {
+    func number(_ value: JSONValue) throws(JSONValueDecodingError) -> JSONNumber {
         guard case .number(let n) = value else { throw self.mismatch(.number, value) }
         return n
     }
 
     /// A whole number that fits `I`, exactly (no rounding of `1.5` or `1e30`).
-    func exact<I: FixedWidthInteger>(_: I.Type, _ value: JSONValue) throws(WireDecodingError) -> I {
+    func exact<I: FixedWidthInteger>(_: I.Type, _ value: JSONValue) throws(JSONValueDecodingError) -> I {
         guard case .number(let n) = value, let i = I(n.text) else {
             throw self.mismatch(.wholeNumber(range: I.min == 0 && I.bitWidth >= 64 ? ">= 0" : "from \(I.min) to \(I.max)"), value)
         }
@@ -146,11 +146,11 @@ private struct KeyedReader<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     /// The last value given for the key (as `JSONValue`'s subscript reads it).
     private func lookup(_ key: Key) -> JSONValue? {
-        let name = WireCoding.snakeCase(key.stringValue)
+        let name = JSONValueCoding.snakeCase(key.stringValue)
         return self.fields.last { $0.0 == name }?.1
     }
 
-    private func decoder(_ key: Key) -> WireDecoder { WireDecoder(self.lookup(key), in: self.codingPath, at: key) }
+    private func decoder(_ key: Key) -> JSONValueDecoder { JSONValueDecoder(self.lookup(key), in: self.codingPath, at: key) }
 
     func contains(_ key: Key) -> Bool { self.lookup(key) != nil }
 
@@ -166,7 +166,7 @@ private struct KeyedReader<Key: CodingKey>: KeyedDecodingContainerProtocol {
     /// Missing or null is nil, with one look for the key (the default looks three times).
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
         guard let value = self.lookup(key), value != .null else { return nil }
-        return try WireDecoder(value, in: self.codingPath, at: key).decodeValue(T.self)
+        return try JSONValueDecoder(value, in: self.codingPath, at: key).decodeValue(T.self)
     }
     // The primitives' own: no generic `T?` whose metadata the unspecialized container would
     // look up at run time for every field.
@@ -184,9 +184,9 @@ private struct KeyedReader<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     /// The key's value unless it is missing or null, with the decoder that reads it.
-    private func present(_ key: Key) -> (JSONValue, WireDecoder)? {
+    private func present(_ key: Key) -> (JSONValue, JSONValueDecoder)? {
         guard let value = self.lookup(key), value != .null else { return nil }
-        return (value, WireDecoder(value, in: self.codingPath, at: key))
+        return (value, JSONValueDecoder(value, in: self.codingPath, at: key))
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
@@ -198,7 +198,7 @@ private struct KeyedReader<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     /// This object itself: `@Flattened` reads a part's fields here.
-    func superDecoder() throws -> any Decoder { WireDecoder(.object(self.fields), codingPath: self.codingPath) }
+    func superDecoder() throws -> any Decoder { JSONValueDecoder(.object(self.fields), codingPath: self.codingPath) }
     func superDecoder(forKey key: Key) throws -> any Decoder { self.decoder(key) }
 }
 
@@ -215,10 +215,10 @@ private struct UnkeyedReader: UnkeyedDecodingContainer {
     var count: Int? { self.items.count }
     var isAtEnd: Bool { self.currentIndex >= self.items.count }
 
-    private mutating func next() -> WireDecoder {
+    private mutating func next() -> JSONValueDecoder {
         defer { self.currentIndex += 1 }
         let value = self.currentIndex < self.items.count ? self.items[self.currentIndex] : nil
-        return WireDecoder(value, in: self.codingPath, at: WireIndex(self.currentIndex))
+        return JSONValueDecoder(value, in: self.codingPath, at: JSONValueIndex(self.currentIndex))
     }
 
     mutating func decodeNil() throws -> Bool {
@@ -239,7 +239,7 @@ private struct UnkeyedReader: UnkeyedDecodingContainer {
 }
 
 private struct SingleValueReader: SingleValueDecodingContainer {
-    let decoder: WireDecoder
+    let decoder: JSONValueDecoder
     var codingPath: [any CodingKey] { self.decoder.codingPath }
 
     func decodeNil() -> Bool { self.decoder.value == nil || self.decoder.value == .null }
@@ -249,7 +249,7 @@ private struct SingleValueReader: SingleValueDecodingContainer {
 
 // MARK: - JSONValue and JSONNumber as fields
 
-/// A `JSONValue` field is kept as it is by `WireCoding` (exact numbers, key order). Through any
+/// A `JSONValue` field is kept as it is by `JSONValueCoding` (exact numbers, key order). Through any
 /// other coder it goes as the closest plain value.
 extension JSONValue: Codable {
     public init(from decoder: any Decoder) throws {
@@ -278,7 +278,7 @@ extension JSONValue: Codable {
         case .string(let s): try c.encode(s)
         case .array(let a): try c.encode(a)
         case .object:
-            throw EncodingError.invalidValue(self, .init(codingPath: c.codingPath, debugDescription: "an object field needs WireCoding"))
+            throw EncodingError.invalidValue(self, .init(codingPath: c.codingPath, debugDescription: "an object field needs JSONValueCoding"))
         }
     }
 }
