@@ -4,7 +4,7 @@ import WSBridgeCore
 
 /// The overflow path alone: what one more message costs a subscriber whose queue is full, for
 /// several queue sizes. Before SubscriberQueue, the cost grew with the queue (the whole queue was
-/// rebuilt per message: 25 µs at 256, 318 µs at 4096, 1 ms at 16384); now it must not.
+/// rebuilt per message; docs/performance.md has the figures); now it must not.
 struct DropCost: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "drop",

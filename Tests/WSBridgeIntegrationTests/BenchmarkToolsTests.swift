@@ -13,9 +13,9 @@ import WSBridgeProtocol
         && FileManager.default.isExecutableFile(atPath: "/usr/bin/valgrind")
 
     /// `wsbridge-bench cost` counts a release daemon under callgrind (valgrind cannot run the
-    /// debug build's dynamic Swift runtime): the figure is per message (start-up cancels), near
-    /// what a hand count gave (9,600-9,700 instructions for 100 B to one subscriber), and split
-    /// into phases that add up to it.
+    /// debug build's dynamic Swift runtime): the figure is per message (start-up cancels), in
+    /// a range no real daemon leaves (docs/performance.md has the figures), and split into
+    /// phases that add up to it.
     @Test(.enabled(if: hasCallgrind, "needs valgrind and the release build with wsbridge-bench (scripts/test builds it)"))
     func theCostBenchmarkCountsInstructionsPerMessage() throws {
         let bin = try #require(Self.release)
