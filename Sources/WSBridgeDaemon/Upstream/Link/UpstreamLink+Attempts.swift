@@ -138,10 +138,9 @@ extension UpstreamLink {
     /// The link is open for local clients (`transition` opens it): sticky sends, then the queue,
     /// then new sends.
     private func opened(reason: String, _ transition: (inout Machine, MonotonicInstant) throws -> Machine.Action) {
-        let reconnects = self.reconnects
-        self.input("connected", reason: reason, transition)
-        if self.reconnects > reconnects { self.metrics.reconnected(after: self.lostBecause) }
-        guard self.phase == .open else { return }
+        // The machine tells whether the input opened the link (a ready gate keeps it connecting).
+        guard self.input("connected", reason: reason, transition)?.to == .open else { return }
+        if self.reconnects > 0 { self.metrics.reconnected(after: self.lostBecause) }
         self.scheduleFailback()
         let sticky = self.session.becameReady()
         for message in sticky { self.writeFrame(message, flush: false) }
