@@ -7,13 +7,14 @@ import WSBridgeProtocol
 /// Drives the upstream WebSocket: feeds its state machine and performs the actions it returns
 /// (connect, timers, close frames), logging and publishing each change of phase the machine
 /// tells (`takeTransition`); channel events come back as inputs. This file holds the driver
-/// and every write to its own state (the machine, the retry timer, why the last link ended, the
+/// and every write to its own state (the machine, with each connection's close handshake,
+/// heartbeat and protocol keepalive in its states; the retry timer, why the last link ended, the
 /// traffic counters); the others read it and go through its methods: `+Attempts` (one attempt,
-/// from the connector to open or failed), `+Frames` (frames, channel errors, the close
-/// handshake), `+Sending` (the heartbeat's writes, sends, the queue's flush). The rest of its
-/// state lives in parts that keep it private to their own file and change it only through
-/// their methods: the current connection (`LinkAttempt`, with its heartbeat: `LinkHeartbeat`), the
-/// URL list (`Failover`), the queue and spool (`OutboundPath`).
+/// from the connector to open or failed), `+Frames` (frames, channel errors, the close frames
+/// the machine decides), `+Sending` (the heartbeat's pings, sends, the queue's flush). The rest of
+/// its state lives in parts that keep it private to their own file and change it only through
+/// their methods: the current connection's I/O side (`LinkAttempt`: channel, generation, timers),
+/// the URL list (`Failover`), the queue and spool (`OutboundPath`).
 ///
 /// Confined to one event loop: every method runs there. Other threads use `UpstreamLinkHandle`.
 /// Each attempt gets a generation number; callbacks from an older attempt are ignored, so a
