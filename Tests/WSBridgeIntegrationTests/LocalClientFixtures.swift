@@ -23,11 +23,13 @@ final class SocketClient: Sendable {
         if reading { self.startReading() }
     }
 
-    /// Connects and waits for the daemon's `hello` (what it read instead is in the error).
-    static func connected(to path: String, name: String = "client") async throws -> SocketClient {
+    /// Connects and waits for the daemon's `hello`. The error says what it read instead and,
+    /// given the daemon, how its log ends (did it accept the client, was it busy).
+    static func connected(to path: String, name: String = "client", daemon: ManagedProcess? = nil) async throws -> SocketClient {
         let c = try SocketClient(path: path, name: name)
         guard await c.lines.wait(containing: "\"type\":\"hello\"") != nil else {
-            throw TestFailure("no hello from \(path) for \(name); read: \(c.lines.text.prefix(500))")
+            let log = daemon.map { "; the daemon's log ends: \($0.stderr.text.suffix(3000))" } ?? ""
+            throw TestFailure("no hello from \(path) for \(name); read: \(c.lines.text.prefix(500))\(log)")
         }
         return c
     }

@@ -63,10 +63,10 @@ struct NATSServer {
         defer { server.process.stop() }
         let (daemon, socket) = try await protocolDaemon(dir, url: Self.url(server), protocol: "nats")
         defer { daemon.stop() }
-        let a = try await TextApp.connect(socket, "a")
-        let b = try await TextApp.connect(socket, "b")
-        let c = try await TextApp.connect(socket, "c")
-        let p = try await TextApp.connect(socket, "publisher")
+        let a = try await TextApp.connect(socket, "a", of: daemon)
+        let b = try await TextApp.connect(socket, "b", of: daemon)
+        let c = try await TextApp.connect(socket, "c", of: daemon)
+        let p = try await TextApp.connect(socket, "publisher", of: daemon)
         a.send("SUB prices.btc 1\r\n", request: "sa")
         b.send("SUB prices.eth 1\r\n", request: "sb")
         c.send("SUB prices.btc 7\r\n", request: "sc")
@@ -74,7 +74,7 @@ struct NATSServer {
         // One upstream subscription per subject, whatever the apps' sids.
         #expect(try server.subjects() == ["prices.btc", "prices.eth"])
         // The operator's view of the wire, selected by subject on the views.
-        let tap = try await TextApp.connect(socket, "tap")
+        let tap = try await TextApp.connect(socket, "tap", of: daemon)
         tap.client.send(#"{"id":"t","op":"subscribe","all":true,"filter":{"field":"subject","equals":"prices.eth"}}"#)
         #expect(await tap.client.reply("t")?["ok"] == true)
         // Three operations in one send: three messages, each with its own seq.
@@ -130,11 +130,11 @@ struct NATSServer {
         defer { server.process.stop() }
         let (daemon, socket) = try await protocolDaemon(dir, url: Self.url(server), protocol: "nats")
         defer { daemon.stop() }
-        let responder = try await TextApp.connect(socket, "responder")
+        let responder = try await TextApp.connect(socket, "responder", of: daemon)
         responder.send("SUB svc.add 1\r\n", request: "s")
         #expect(await responder.client.reply("s")?["ok"] == true)
-        let q1 = try await TextApp.connect(socket, "q1")
-        let q2 = try await TextApp.connect(socket, "q2")
+        let q1 = try await TextApp.connect(socket, "q1", of: daemon)
+        let q2 = try await TextApp.connect(socket, "q2", of: daemon)
         // Both ask with the same reply subject; the responder answers each on the subject it saw.
         async let one = q1.request("PUB svc.add rep 5\r\n[1,2]\r\n", id: "r1")
         async let two = q2.request("PUB svc.add rep 7\r\n[10,20]\r\n", id: "r2")
@@ -170,7 +170,7 @@ struct NATSServer {
         let pongs = await server.process.stderr.wait(count: 7, timeout: .seconds(30)) { $0.contains("<<- [PONG]") }
         #expect(pongs.count == 7, "\(server.process.stderr.text.suffix(2000))")
         #expect(!server.process.stderr.text.contains("Stale Connection"))
-        let app = try await TextApp.connect(socket, "a")
+        let app = try await TextApp.connect(socket, "a", of: daemon)
         #expect(await app.status()?.value(at: "result.reconnects") == 0)
         app.send("PING\r\n", request: "ping")
         #expect(await app.wait { $0 == "PONG\r\n" } != nil)

@@ -98,10 +98,10 @@ struct RabbitMQNode {
         defer { node.stopNow() }
         let (daemon, socket) = try await protocolDaemon(dir, url: Self.url(node), protocol: "stomp", settings: Self.settings)
         defer { daemon.stop() }
-        let a = try await TextApp.connect(socket, "a")
-        let b = try await TextApp.connect(socket, "b")
-        let c = try await TextApp.connect(socket, "c")
-        let p = try await TextApp.connect(socket, "publisher")
+        let a = try await TextApp.connect(socket, "a", of: daemon)
+        let b = try await TextApp.connect(socket, "b", of: daemon)
+        let c = try await TextApp.connect(socket, "c", of: daemon)
+        let p = try await TextApp.connect(socket, "publisher", of: daemon)
         // stomp.js's first id is sub-0: two apps use it at once; a third shares a's destination.
         a.send(Self.subscribe("sub-0", "/topic/a"), request: "sa")
         b.send(Self.subscribe("sub-0", "/topic/b"), request: "sb")
@@ -112,7 +112,7 @@ struct RabbitMQNode {
         #expect(receipt?.value(at: "result.json.command") == "RECEIPT" && receipt?.value(at: "result.json.headers.receipt-id") == "r-1")
         #expect(try node.consumers() == 2, "one upstream subscription per destination")
         // The operator's view of the wire, selected by destination on the views.
-        let tap = try await TextApp.connect(socket, "tap")
+        let tap = try await TextApp.connect(socket, "tap", of: daemon)
         tap.client.send(#"{"id":"t","op":"subscribe","all":true,"filter":{"field":"headers.destination","equals":"/topic/b"}}"#)
         #expect(await tap.client.reply("t")?["ok"] == true)
 
@@ -162,8 +162,8 @@ struct RabbitMQNode {
         defer { node.stopNow() }
         let (daemon, socket) = try await protocolDaemon(dir, url: Self.url(node), protocol: "stomp", settings: Self.settings)
         defer { daemon.stop() }
-        let good = try await TextApp.connect(socket, "good")
-        let bad = try await TextApp.connect(socket, "bad")
+        let good = try await TextApp.connect(socket, "good", of: daemon)
+        let bad = try await TextApp.connect(socket, "bad", of: daemon)
         good.send(Self.subscribe("sub-0", "/topic/a"), request: "g")
         #expect(await good.client.reply("g")?["ok"] == true)
         // RabbitMQ answers a destination it does not know with an ERROR frame and a close.
@@ -190,7 +190,7 @@ struct RabbitMQNode {
         // Heart-beats every second both ways; the broker drops a client silent for two.
         let (daemon, socket) = try await protocolDaemon(dir, url: Self.url(node), protocol: "stomp", settings: Self.settings)
         defer { daemon.stop() }
-        let app = try await TextApp.connect(socket, "a")
+        let app = try await TextApp.connect(socket, "a", of: daemon)
         let first = await app.status()?.value(at: "result.messages_in")?.intValue ?? 0
         // The broker's heart-beats arrive as messages: 7 more is 7 s on one link, past 3 × 2 s.
         let status = try await eventually(

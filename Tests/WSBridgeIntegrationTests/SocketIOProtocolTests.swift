@@ -25,8 +25,8 @@ import WSBridgeProtocol
         defer { peer.stop() }
         let (daemon, socket) = try await protocolDaemon(dir, url: Self.url(port), protocol: "socketio")
         defer { daemon.stop() }
-        let a = try await TextApp.connect(socket, "a")
-        let b = try await TextApp.connect(socket, "b")
+        let a = try await TextApp.connect(socket, "a", of: daemon)
+        let b = try await TextApp.connect(socket, "b", of: daemon)
         // Both emit with ack id 1, five rounds: each gets its own sum under its own id.
         for round in 0..<5 {
             a.send(#"421["add",10,\#(round)]"#, request: "a\(round)")
@@ -50,7 +50,7 @@ import WSBridgeProtocol
         for app in [a, b] { #expect(await app.wait { $0.hasPrefix(#"42["tick""#) } != nil) }
         #expect(peer.stdout.lines.filter { $0 == "join room-a" }.count == 1)
         // Filters read the view: {"type":"event","namespace":"/","event":"tick","args":[{…}]}.
-        let watcher = try await TextApp.connect(socket, "watcher")
+        let watcher = try await TextApp.connect(socket, "watcher", of: daemon)
         watcher.client.send(#"{"id":"f","op":"subscribe","filter":{"field":"event","equals":"tick"}}"#)
         #expect(await watcher.client.reply("f")?["ok"] == true)
         let seen = await watcher.client.lines.wait { $0.contains(#""type":"message""#) }
@@ -98,7 +98,7 @@ import WSBridgeProtocol
         #expect(
             peer.stdout.lines.filter { $0.hasPrefix("connected ") }.count == 1 && !peer.stdout.lines.contains { $0.hasPrefix("disconnected") },
             "\(daemon.stderr.text.suffix(3000))")
-        let app = try await TextApp.connect(socket, "a")
+        let app = try await TextApp.connect(socket, "a", of: daemon)
         #expect(await app.status()?.value(at: "result.reconnects") == 0)
         // An app's own handshake and pings are answered here, never forwarded.
         app.send("40", request: "h")
@@ -119,7 +119,7 @@ import WSBridgeProtocol
         defer { peer.stop() }
         let (daemon, socket) = try await protocolDaemon(dir, url: Self.url(port), protocol: "socketio")
         defer { daemon.stop() }
-        let a = try await TextApp.connect(socket, "a")
+        let a = try await TextApp.connect(socket, "a", of: daemon)
         a.client.send(#"{"id":"slow","op":"request","text":"429[\"slow\",60]","timeout":120}"#)
         #expect(await peer.stdout.wait { $0 == "call slow" } != nil)
         peer.stop()
@@ -139,7 +139,7 @@ import WSBridgeProtocol
         let daemon = try ManagedProcess.daemon(["--config", config])
         defer { daemon.stop() }
         guard await daemon.awaitReady() else { throw TestFailure("no socket: \(daemon.stderr.text)") }
-        let app = try await TextApp.connect(socket, "a")
+        let app = try await TextApp.connect(socket, "a", of: daemon)
         let status = try await eventually("3 failed attempts", { await app.status() }, until: { $0?.value(at: "result.failed_attempts")?.intValue ?? 0 >= 3 })
         #expect(
             status?.value(at: "result.protocol.server_error")?.stringValue?.contains("refused namespace / (44): not authorized") == true,

@@ -8,8 +8,8 @@ import WSBridgeProtocol
 struct TextApp {
     let client: SocketClient
 
-    static func connect(_ socket: String, _ name: String) async throws -> TextApp {
-        TextApp(client: try await SocketClient.connected(to: socket, name: name))
+    static func connect(_ socket: String, _ name: String, of daemon: ManagedProcess? = nil) async throws -> TextApp {
+        TextApp(client: try await SocketClient.connected(to: socket, name: name, daemon: daemon))
     }
 
     /// `send` of `text` (`sticky`: a sticky send under that key, `leave` its on_unstick).
