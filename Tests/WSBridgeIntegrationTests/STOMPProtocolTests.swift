@@ -201,7 +201,9 @@ struct RabbitMQNode {
         node.signal(SIGSTOP)
         defer { node.signal(SIGCONT) }
         let reply = await app.request("SEND\ndestination:/topic/x\nreceipt:r-9\n\nhi\0", id: "frozen", timeout: 120)
-        #expect(reply?.value(at: "error.code") == "link_lost", "\(String(describing: reply))")
+        #expect(
+            reply?.value(at: "error.code") == "link_lost",
+            "\(String(describing: reply)); the daemon is \(daemon.isRunning ? "running" : "gone"), its log ends: \(daemon.stderr.text.suffix(3000))")
         // Why, as status says it (set before the link's requests were answered link_lost).
         let after = await app.status()
         #expect(
