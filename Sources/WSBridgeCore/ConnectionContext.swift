@@ -2,7 +2,6 @@
 /// machine's states that have a connection (`connecting`, `open`, `closing`): its close
 /// handshake, from its open on its heartbeat, and the application protocol's keepalive its
 /// server set. A new attempt starts a new context; nothing of it outlives the connection.
-@usableFromInline
 struct ConnectionContext: Sendable, Equatable {
     /// Which close frames went which way on this connection.
     var close = CloseHandshake()

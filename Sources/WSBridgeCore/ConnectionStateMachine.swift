@@ -6,17 +6,15 @@ import WSBridgeProtocol
 /// perform; the machine performs no I/O and never reads a clock. An input that cannot happen in
 /// the current state throws `InvalidTransition`: that is a bug in the driver, which logs it.
 public struct ConnectionStateMachine: Sendable {
-    @usableFromInline
     enum CloseIntent: Equatable, Sendable {
         case user(code: UInt16, reason: String)
         case reconnect
         case shutdown
     }
 
-    /// Each connection's own state (`ConnectionContext`: its close handshake) is nested in the
-    /// states that have a connection, from its attempt to its end: a new attempt starts a new
-    /// one, and it ends with them.
-    @usableFromInline
+    /// Each connection's own state (`ConnectionContext`: its close handshake, heartbeat and
+    /// protocol keepalive) is nested in the states that have a connection, from its attempt to
+    /// its end: a new attempt starts a new one, and it ends with them.
     enum State: Equatable, Sendable {
         case idle
         case connecting(AttemptStep, ConnectionContext)
