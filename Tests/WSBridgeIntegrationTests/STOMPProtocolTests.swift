@@ -13,12 +13,33 @@ struct RabbitMQNode {
     let dist: Int
     let process: ManagedProcess
 
+    /// Starts one. Without `stomp` and `dist`, on free ports, again on others while a parallel
+    /// test's server takes one first; with them (a restart), on those.
     static func start(_ test: TemporaryDirectory, stomp: Int? = nil, dist: Int? = nil, node: String? = nil) async throws -> RabbitMQNode {
+        var attempt = 1
+        while true {
+            let server = try Self.launch(test, stomp: try stomp ?? freePort(), dist: try dist ?? freePort(), node: node)
+            do {
+                // Up once its own Web STOMP listener is there (start-up takes some seconds).
+                try await waitUntilListening(port: server.stomp, by: { server.pid }, timeout: .seconds(60))
+                return server
+            } catch let error as PortTaken where stomp == nil && attempt < 3 {
+                print("\(error) before rabbitmq-server did: starting it again on other ports")
+                await server.kill()
+                attempt += 1
+            } catch {
+                await server.kill()
+                throw TestFailure("rabbitmq-server did not start: \(error); \(server.process.stdout.text.suffix(3000))")
+            }
+        }
+    }
+
+    private static func launch(_ test: TemporaryDirectory, stomp: Int, dist: Int, node: String?) throws -> RabbitMQNode {
         let dir = test.file("rabbitmq")
-        let stomp = try stomp ?? freePort()
-        let dist = try dist ?? freePort()
         let node = node ?? "wsbt-\(getpid())-\(stomp)@localhost"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        // A restart's node writes its own: until then the last one's pid is no one's.
+        try? FileManager.default.removeItem(atPath: "\(dir)/pid")
         try """
         listeners.tcp = none
         stomp.listeners.tcp = none
@@ -35,15 +56,13 @@ struct RabbitMQNode {
             "RABBITMQ_DIST_PORT": "\(dist)", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/var/lib/rabbitmq",
         ]
         let process = try ManagedProcess("/usr/sbin/rabbitmq-server", [], environment: environment, name: "rabbitmq")
-        let server = RabbitMQNode(dir: dir, node: node, stomp: stomp, dist: dist, process: process)
-        // Up once its Web STOMP port takes connections (start-up takes some seconds).
-        do {
-            try await waitUntilListening(port: stomp, timeout: .seconds(60))
-            return server
-        } catch {
-            await server.kill()
-            throw TestFailure("rabbitmq-server did not start: \(process.stdout.text.suffix(3000))")
-        }
+        return RabbitMQNode(dir: dir, node: node, stomp: stomp, dist: dist, process: process)
+    }
+
+    /// The Erlang VM's pid, from its pid file (written early in its start-up).
+    var pid: Int32? {
+        guard let text = try? String(contentsOfFile: "\(self.dir)/pid", encoding: .utf8) else { return nil }
+        return Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     /// The consumers on the node (`rabbitmqctl list_consumers`): one per upstream subscription.
@@ -60,16 +79,12 @@ struct RabbitMQNode {
 
     /// Signals the Erlang VM (from its pid file).
     func signal(_ signal: Int32) {
-        if let text = try? String(contentsOfFile: "\(self.dir)/pid", encoding: .utf8), let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
-            Glibc.kill(pid, signal)
-        }
+        if let pid = self.pid { Glibc.kill(pid, signal) }
     }
 
     /// Kills the server process (the Erlang VM, from its pid file).
     func stopNow() {
-        if let text = try? String(contentsOfFile: "\(self.dir)/pid", encoding: .utf8), let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
-            Glibc.kill(pid, SIGKILL)
-        }
+        if let pid = self.pid { Glibc.kill(pid, SIGKILL) }
         self.process.stop()
     }
 }

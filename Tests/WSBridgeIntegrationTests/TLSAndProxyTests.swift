@@ -157,25 +157,25 @@ import WSBridgeProtocol
     // MARK: - HTTP CONNECT proxy (Debian's tinyproxy)
 
     func startTinyproxy(basicAuth: String? = nil) async throws -> (ManagedProcess, Int, String) {
-        let port = try freePort()
         let log = self.dir.file("tinyproxy.log")
-        let conf = try self.dir.write(
-            "tinyproxy.conf",
-            """
-            Port \(port)
-            Listen 127.0.0.1
-            Timeout 60
-            LogLevel Connect
-            LogFile "\(log)"
-            Allow 127.0.0.1
-            MaxClients 10
-            \(basicAuth.map { "BasicAuth \($0)" } ?? "")
+        // tinyproxy logs to stderr in the foreground; it is ready once it listens.
+        let (proxy, port) = try await startListening { port in
+            let conf = try self.dir.write(
+                "tinyproxy.conf",
+                """
+                Port \(port)
+                Listen 127.0.0.1
+                Timeout 60
+                LogLevel Connect
+                LogFile "\(log)"
+                Allow 127.0.0.1
+                MaxClients 10
+                \(basicAuth.map { "BasicAuth \($0)" } ?? "")
 
-            """
-        )
-        let proxy = try ManagedProcess("/usr/bin/tinyproxy", ["-d", "-c", conf], name: "tinyproxy")
-        // tinyproxy logs to stderr in the foreground; it is ready once it accepts connections.
-        try await waitUntilListening(port: port)
+                """
+            )
+            return try ManagedProcess("/usr/bin/tinyproxy", ["-d", "-c", conf], name: "tinyproxy")
+        }
         return (proxy, port, log)
     }
 
@@ -208,10 +208,10 @@ import WSBridgeProtocol
     }
 
     @Test func socks5CredentialsAreSentAsUsernamePassword() async throws {
-        let port = try freePort()
-        let proxy = try ManagedProcess("/usr/bin/microsocks", ["-i", "127.0.0.1", "-p", "\(port)", "-u", "feeduser", "-P", "s3cret"], name: "microsocks")
+        let (proxy, port) = try await startListening { port in
+            try ManagedProcess("/usr/bin/microsocks", ["-i", "127.0.0.1", "-p", "\(port)", "-u", "feeduser", "-P", "s3cret"], name: "microsocks")
+        }
         defer { proxy.stop() }
-        try await waitUntilListening(port: port)
         let server = try await self.tlsServer()
 
         // A wrong password: said as the proxy's refusal, not a silent fallback.
@@ -285,10 +285,10 @@ import WSBridgeProtocol
 
     @Test(arguments: ["config", "environment"])
     func connectsThroughASOCKS5Proxy(_ source: String) async throws {
-        let port = try freePort()
-        let proxy = try ManagedProcess("/usr/bin/microsocks", ["-i", "127.0.0.1", "-p", "\(port)"], name: "microsocks")
+        let (proxy, port) = try await startListening { port in
+            try ManagedProcess("/usr/bin/microsocks", ["-i", "127.0.0.1", "-p", "\(port)"], name: "microsocks")
+        }
         defer { proxy.stop() }
-        try await waitUntilListening(port: port)
         let server = try await self.tlsServer()
         var config = try self.config(server)
         var environment: [String: String] = [:]
@@ -320,63 +320,4 @@ import WSBridgeProtocol
         link.handle.connect()
         #expect(await link.state(.open) != nil, "\(link.events.text)")
     }
-}
-
-/// A port that was free a moment ago (bound to 0 and released).
-func freePort() throws -> Int {
-    let reserved = try ReservedPort()
-    defer { reserved.release() }
-    return reserved.port
-}
-
-/// A loopback port bound but not listening: connecting to it is refused, and no other test can
-/// take it until `release()` (a port merely freed can be reused at once by a parallel test).
-final class ReservedPort: Sendable {
-    let port: Int
-    private let fd: Int32
-
-    init() throws {
-        let (fd, port) = try Self.bindEphemeral()
-        self.fd = fd
-        self.port = port
-    }
-
-    func release() {
-        close(self.fd)
-    }
-
-    private static func bindEphemeral() throws -> (Int32, Int) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = 0
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
-        guard bound == 0 else {
-            close(fd)
-            throw TestFailure("bind failed")
-        }
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-        return (fd, Int(UInt16(bigEndian: addr.sin_port)))
-    }
-}
-
-/// Waits until something accepts TCP connections on 127.0.0.1:port (a readiness probe).
-func waitUntilListening(port: Int, timeout: Duration = .seconds(10)) async throws {
-    try await eventually("something to listen on 127.0.0.1:\(port)", timeout: timeout, every: .milliseconds(20), { accepts(port: port) }, until: { $0 })
-}
-
-/// Whether a TCP connection to 127.0.0.1:port is accepted now.
-private func accepts(port: Int) -> Bool {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    addr.sin_port = UInt16(port).bigEndian
-    let r = withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    close(fd)
-    return r == 0
 }

@@ -1,0 +1,154 @@
+import Foundation
+import Glibc
+
+// Ports for the third-party servers a test starts (RabbitMQ, tinyproxy, microsocks), which take
+// the port on their command line. A port is picked here and bound there a moment (or, for
+// RabbitMQ, seconds) later: in between another process can take it. So the pick avoids the
+// kernel's ephemeral range (which every connect(2) and bind to port 0 draws from), and a
+// server counts as started only once *its own process* listens on the port: a server of a
+// parallel test answering there instead (seen: a STOMP test froze its broker while its daemon
+// talked to another test's broker on the same port) is a port lost, and the server starts
+// again on another.
+
+/// A loopback port below the kernel's ephemeral range that nobody has bound now.
+func freePort() throws -> Int {
+    let ephemeralStart = Int(ephemeralPortRange().lowerBound)
+    for _ in 0..<200 {
+        let port = Int.random(in: 20000..<max(20001, ephemeralStart))
+        if bindable(port) { return port }
+    }
+    throw TestFailure("no free loopback port between 20000 and \(ephemeralStart)")
+}
+
+/// net.ipv4.ip_local_port_range (Linux's default when unreadable).
+private func ephemeralPortRange() -> ClosedRange<Int> {
+    let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+    let bounds = text.split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+    guard bounds.count == 2, bounds[0] <= bounds[1] else { return 32768...60999 }
+    return bounds[0]...bounds[1]
+}
+
+/// Whether 127.0.0.1:port can be bound now (without SO_REUSEADDR: a socket in TIME_WAIT counts).
+private func bindable(_ port: Int) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    addr.sin_port = UInt16(port).bigEndian
+    return withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    } == 0
+}
+
+/// Another process listens on the port a server of the test was to take.
+struct PortTaken: Error, CustomStringConvertible {
+    let port: Int
+    var description: String { "another process listens on port \(self.port)" }
+}
+
+/// Who listens on a TCP port, from /proc: the listening sockets' inodes, and whether one of them
+/// is among a process's descriptors.
+enum TCPListener {
+    case nobody
+    case process
+    case another
+
+    static func on(port: Int, process pid: Int32?) -> TCPListener {
+        let listening = self.listeningInodes(port: port)
+        if listening.isEmpty { return .nobody }
+        guard let pid, !listening.isDisjoint(with: self.socketInodes(of: pid)) else { return .another }
+        return .process
+    }
+
+    /// The inodes of the sockets in LISTEN state (st 0A) on `port`, on any address.
+    private static func listeningInodes(port: Int) -> Set<String> {
+        var inodes: Set<String> = []
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n").dropFirst() {
+                let fields = line.split(whereSeparator: \.isWhitespace)
+                guard fields.count > 9, fields[3] == "0A", let colon = fields[1].lastIndex(of: ":"),
+                    Int(fields[1][fields[1].index(after: colon)...], radix: 16) == port
+                else { continue }
+                inodes.insert(String(fields[9]))
+            }
+        }
+        return inodes
+    }
+
+    /// The inodes of the sockets among `pid`'s descriptors (`socket:[inode]` links).
+    private static func socketInodes(of pid: Int32) -> Set<String> {
+        let dir = "/proc/\(pid)/fd"
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
+        return Set(
+            entries.compactMap { entry -> String? in
+                guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(dir)/\(entry)"),
+                    target.hasPrefix("socket:["), target.hasSuffix("]")
+                else { return nil }
+                return String(target.dropFirst("socket:[".count).dropLast())
+            })
+    }
+}
+
+/// Waits until process `pid()` (nil while not known yet) itself listens on `port`; throws
+/// `PortTaken` as soon as another process listens there instead.
+func waitUntilListening(port: Int, by pid: () -> Int32?, timeout: Duration = .seconds(10)) async throws {
+    let listener = try await eventually(
+        "process to listen on 127.0.0.1:\(port)", timeout: timeout, every: .milliseconds(20), { TCPListener.on(port: port, process: pid()) },
+        until: { $0 != .nobody })
+    if listener == .another { throw PortTaken(port: port) }
+}
+
+/// Starts a server on a free port, again on another one while a parallel test's server takes the
+/// port first (three times at most).
+func startListening(_ start: (Int) throws -> ManagedProcess) async throws -> (ManagedProcess, Int) {
+    var attempt = 1
+    while true {
+        let port = try freePort()
+        let process = try start(port)
+        do {
+            try await waitUntilListening(port: port, by: { process.pid })
+            return (process, port)
+        } catch let error as PortTaken where attempt < 3 {
+            print("\(error) before \(process.stderr.name.dropLast(".stderr".count)) did: starting it again on another port")
+            process.stop()
+            _ = await process.waitForExit()
+            attempt += 1
+        }
+    }
+}
+
+/// A loopback port bound but not listening: connecting to it is refused, and no other test can
+/// take it until `release()` (a port merely freed can be reused at once by a parallel test).
+final class ReservedPort: Sendable {
+    let port: Int
+    private let fd: Int32
+
+    init() throws {
+        let (fd, port) = try Self.bindEphemeral()
+        self.fd = fd
+        self.port = port
+    }
+
+    func release() {
+        close(self.fd)
+    }
+
+    private static func bindEphemeral() throws -> (Int32, Int) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
+        guard bound == 0 else {
+            close(fd)
+            throw TestFailure("bind failed")
+        }
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        return (fd, Int(UInt16(bigEndian: addr.sin_port)))
+    }
+}
