@@ -66,8 +66,7 @@ enum TCPListener {
     private static func listeningInodes(port: Int) -> Set<String> {
         var inodes: Set<String> = []
         for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
-            for line in text.split(separator: "\n").dropFirst() {
+            for line in Self.read(table).split(separator: "\n").dropFirst() {
                 let fields = line.split(whereSeparator: \.isWhitespace)
                 guard fields.count > 9, fields[3] == "0A", let colon = fields[1].lastIndex(of: ":"),
                     Int(fields[1][fields[1].index(after: colon)...], radix: 16) == port
@@ -76,6 +75,24 @@ enum TCPListener {
             }
         }
         return inodes
+    }
+
+    /// A /proc file to its end. Its size reads as 0, and a read gives only part of a long table:
+    /// read until read(2) says there is no more (Foundation's file reading stopped at the first
+    /// part, and a listener among a busy machine's hundreds of sockets went unseen).
+    private static func read(_ path: String) -> String {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return "" }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { break }
+            bytes.append(contentsOf: chunk[0..<n])
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// The inodes of the sockets among `pid`'s descriptors (`socket:[inode]` links).

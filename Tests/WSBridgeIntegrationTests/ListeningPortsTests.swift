@@ -37,6 +37,22 @@ import Testing
         try await waitUntilListening(port: port, by: { getpid() })
     }
 
+    /// /proc/net/tcp comes in parts: a listener far down a long table is seen too (a busy
+    /// machine's: the whole suite's servers and clients).
+    @Test func everyListenerOfALongTableIsSeen() throws {
+        var listeners: [(fd: Int32, port: Int)] = []
+        defer { for l in listeners { close(l.fd) } }
+        while listeners.count < 300 {
+            let port = try freePort()
+            guard let fd = try? Self.listen(on: port) else { continue }
+            listeners.append((fd, port))
+        }
+        // Every tenth: some of them far down the table, whatever its order.
+        let checked = listeners.enumerated().filter { $0.offset % 10 == 0 }.map(\.element.port)
+        let unseen = checked.filter { TCPListener.on(port: $0, process: getpid()) != .process }
+        #expect(unseen.isEmpty, "\(unseen.count) of \(checked.count) listeners unseen")
+    }
+
     @Test func aServerWhosePortWasTakenStartsAgainOnAnother() async throws {
         // The first port offered is taken by a listener of this process before the server starts.
         var taken: [Int32] = []
