@@ -11,26 +11,13 @@ import WSBridgeProtocol
         #expect(output.contains("configuration OK"))
     }
 
-    /// A TCP socket bound to a loopback port and never listening: connects to it are refused.
-    static func boundNotListening() throws -> (Int32, Int) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard fd >= 0, bound else { throw TestFailure("cannot bind a loopback port: \(String(cString: strerror(errno)))") }
-        return (fd, Int(UInt16(bigEndian: address.sin_port)))
-    }
-
     @Test func eachFailedAttemptIsOneLogLineSayingWhatComesNext() async throws {
         let dir = try TemporaryDirectory()
         // A port nothing listens on, and nothing else can take while the test runs: bound, never
         // listening (a connect to it is refused), held until the end.
-        let (held, port) = try Self.boundNotListening()
-        defer { close(held) }
+        let held = try ReservedPort()
+        defer { held.release() }
+        let port = held.port
         let config = try dir.write(
             "refused.toml",
             """

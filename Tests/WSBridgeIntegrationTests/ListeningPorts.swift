@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import NIOCore
 
 // Ports for the third-party servers a test starts (RabbitMQ, tinyproxy, microsocks), which take
 // the port on their command line. A port is picked here and bound there a moment (or, for
@@ -33,13 +34,21 @@ private func bindable(_ port: Int) -> Bool {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { return false }
     defer { close(fd) }
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    addr.sin_port = UInt16(port).bigEndian
-    return withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    } == 0
+    return loopbackTCP(fd, port, bind) == 0
+}
+
+/// `bind` or `connect` of `fd` to 127.0.0.1:port (0: any port): 0, or -1 with errno set.
+func loopbackTCP(_ fd: Int32, _ port: Int, _ call: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
+    guard let address = try? SocketAddress(ipAddress: "127.0.0.1", port: port) else { return -1 }
+    return address.withSockAddr { call(fd, $0, socklen_t($1)) }
+}
+
+/// The port `fd` is bound to.
+private func boundPort(_ fd: Int32) -> Int? {
+    var address = sockaddr_in()
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let r = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+    return r == 0 ? Int(UInt16(bigEndian: address.sin_port)) : nil
 }
 
 /// Another process listens on the port a server of the test was to take.
@@ -65,8 +74,10 @@ enum TCPListener {
     /// The inodes of the sockets in LISTEN state (st 0A) on `port`, on any address.
     private static func listeningInodes(port: Int) -> Set<String> {
         var inodes: Set<String> = []
+        // The local address ends ":PORT " (hex): only such lines are read field by field.
+        let needle = ":" + String(port, radix: 16, uppercase: true).leftPadded(to: 4) + " "
         for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            for line in Self.read(table).split(separator: "\n").dropFirst() {
+            for line in Self.read(table).split(separator: "\n").dropFirst() where line.contains(needle) {
                 let fields = line.split(whereSeparator: \.isWhitespace)
                 guard fields.count > 9, fields[3] == "0A", let colon = fields[1].lastIndex(of: ":"),
                     Int(fields[1][fields[1].index(after: colon)...], radix: 16) == port
@@ -111,28 +122,52 @@ enum TCPListener {
 
 /// Waits until process `pid()` (nil while not known yet) itself listens on `port`; throws
 /// `PortTaken` as soon as another process listens there instead.
-func waitUntilListening(port: Int, by pid: () -> Int32?, timeout: Duration = .seconds(10)) async throws {
+func waitUntilListening(port: Int, by pid: () -> Int32?, timeout: Duration = .seconds(10), every: Duration = .milliseconds(20)) async throws {
     let listener = try await eventually(
-        "process to listen on 127.0.0.1:\(port)", timeout: timeout, every: .milliseconds(20), { TCPListener.on(port: port, process: pid()) },
+        "process to listen on 127.0.0.1:\(port)", timeout: timeout, every: every, { TCPListener.on(port: port, process: pid()) },
         until: { $0 != .nobody })
     if listener == .another { throw PortTaken(port: port) }
 }
 
-/// Starts a server on a free port, again on another one while a parallel test's server takes the
-/// port first (three times at most).
-func startListening(_ start: (Int) throws -> ManagedProcess) async throws -> (ManagedProcess, Int) {
+/// A server a test starts on a port it is given, and how to tell it is the one listening.
+protocol PortServer {
+    /// The process that listens (nil while not known yet).
+    var listenerPID: Int32? { get }
+    /// Stops it and waits until it is gone.
+    func stopAndWait() async
+    /// The end of its output, for a failure that says why it did not start.
+    var logTail: String { get }
+}
+
+extension ManagedProcess: PortServer {
+    var listenerPID: Int32? { self.pid }
+    func stopAndWait() async {
+        self.stop()
+        _ = await self.waitForExit()
+    }
+    var logTail: String { String((self.stdout.text + self.stderr.text).suffix(3000)) }
+}
+
+/// Starts `name` on `fixed` (a restart), or on a free port and again on another while a
+/// parallel test's server takes the port first (three times at most), until its own process
+/// listens there. A server that does not start is stopped, and the error says why.
+func startListening<Server: PortServer>(
+    _ name: String, on fixed: Int? = nil, timeout: Duration = .seconds(10), every: Duration = .milliseconds(20), _ start: (Int) throws -> Server
+) async throws -> (Server, Int) {
     var attempt = 1
     while true {
-        let port = try freePort()
-        let process = try start(port)
+        let port = try fixed ?? freePort()
+        let server = try start(port)
         do {
-            try await waitUntilListening(port: port, by: { process.pid })
-            return (process, port)
-        } catch let error as PortTaken where attempt < 3 {
-            print("\(error) before \(process.stderr.name.dropLast(".stderr".count)) did: starting it again on another port")
-            process.stop()
-            _ = await process.waitForExit()
+            try await waitUntilListening(port: port, by: { server.listenerPID }, timeout: timeout, every: every)
+            return (server, port)
+        } catch let error as PortTaken where fixed == nil && attempt < 3 {
+            print("\(error) before \(name) did: starting it again on another port")
+            await server.stopAndWait()
             attempt += 1
+        } catch {
+            await server.stopAndWait()
+            throw TestFailure("\(name) did not start on port \(port): \(error); its output ends: \(server.logTail)")
         }
     }
 }
@@ -155,17 +190,16 @@ final class ReservedPort: Sendable {
 
     private static func bindEphemeral() throws -> (Int32, Int) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = 0
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
-        guard bound == 0 else {
-            close(fd)
-            throw TestFailure("bind failed")
+        guard fd >= 0, loopbackTCP(fd, 0, bind) == 0, let port = boundPort(fd) else {
+            let reason = String(cString: strerror(errno))
+            if fd >= 0 { close(fd) }
+            throw TestFailure("cannot bind a loopback port: \(reason)")
         }
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-        return (fd, Int(UInt16(bigEndian: addr.sin_port)))
+        return (fd, port)
     }
+}
+
+extension String {
+    /// This text with zeros before it, to `width` characters.
+    fileprivate func leftPadded(to width: Int) -> String { String(repeating: "0", count: max(0, width - self.count)) + self }
 }

@@ -8,21 +8,14 @@ import Testing
     /// A socket of this process listening on 127.0.0.1:port.
     static func listen(on port: Int) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = UInt16(port).bigEndian
-        let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0, Glibc.listen(fd, 1) == 0 else {
+        guard loopbackTCP(fd, port, bind) == 0, Glibc.listen(fd, 1) == 0 else {
             close(fd)
             throw TestFailure("cannot listen on \(port)")
         }
         return fd
     }
 
-    @Test func aPortIsTheProcesssOnlyWhenItsOwnSocketListensThere() async throws {
+    @Test func aPortIsAProcessesOnlyWhenItsOwnSocketListensThere() async throws {
         let port = try freePort()
         #expect(port < 32768)
         #expect(TCPListener.on(port: port, process: getpid()) == .nobody)
@@ -56,7 +49,7 @@ import Testing
     @Test func aServerWhosePortWasTakenStartsAgainOnAnother() async throws {
         // The first port offered is taken by a listener of this process before the server starts.
         var taken: [Int32] = []
-        let (server, port) = try await startListening { port in
+        let (server, port) = try await startListening("microsocks") { port in
             if taken.isEmpty { taken.append(try Self.listen(on: port)) }
             return try ManagedProcess("/usr/bin/microsocks", ["-i", "127.0.0.1", "-p", "\(port)"], name: "microsocks")
         }

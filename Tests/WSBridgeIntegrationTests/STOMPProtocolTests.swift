@@ -13,25 +13,13 @@ struct RabbitMQNode {
     let dist: Int
     let process: ManagedProcess
 
-    /// Starts one. Without `stomp` and `dist`, on free ports, again on others while a parallel
-    /// test's server takes one first; with them (a restart), on those.
+    /// Starts one. Without `stomp`, on free ports (again on others while a parallel test's
+    /// server takes one first); with it (a restart), on those; up once its own Web STOMP
+    /// listener is there (start-up takes some seconds).
     static func start(_ test: TemporaryDirectory, stomp: Int? = nil, dist: Int? = nil, node: String? = nil) async throws -> RabbitMQNode {
-        var attempt = 1
-        while true {
-            let server = try Self.launch(test, stomp: try stomp ?? freePort(), dist: try dist ?? freePort(), node: node)
-            do {
-                // Up once its own Web STOMP listener is there (start-up takes some seconds).
-                try await waitUntilListening(port: server.stomp, by: { server.pid }, timeout: .seconds(60))
-                return server
-            } catch let error as PortTaken where stomp == nil && attempt < 3 {
-                print("\(error) before rabbitmq-server did: starting it again on other ports")
-                await server.kill()
-                attempt += 1
-            } catch {
-                await server.kill()
-                throw TestFailure("rabbitmq-server did not start: \(error); \(server.process.stdout.text.suffix(3000))")
-            }
-        }
+        try await startListening("rabbitmq-server", on: stomp, timeout: .seconds(60), every: .milliseconds(100)) { port in
+            try Self.launch(test, stomp: port, dist: try dist ?? freePort(), node: node)
+        }.0
     }
 
     private static func launch(_ test: TemporaryDirectory, stomp: Int, dist: Int, node: String?) throws -> RabbitMQNode {
@@ -87,6 +75,12 @@ struct RabbitMQNode {
         if let pid = self.pid { Glibc.kill(pid, SIGKILL) }
         self.process.stop()
     }
+}
+
+extension RabbitMQNode: PortServer {
+    var listenerPID: Int32? { self.pid }
+    func stopAndWait() async { await self.kill() }
+    var logTail: String { String(self.process.stdout.text.suffix(3000)) }
 }
 
 /// `upstream.protocol = "stomp"` against RabbitMQ 3.10's Web STOMP (a private node).

@@ -159,7 +159,7 @@ import WSBridgeProtocol
     func startTinyproxy(basicAuth: String? = nil) async throws -> (ManagedProcess, Int, String) {
         let log = self.dir.file("tinyproxy.log")
         // tinyproxy logs to stderr in the foreground; it is ready once it listens.
-        let (proxy, port) = try await startListening { port in
+        let (proxy, port) = try await startListening("tinyproxy") { port in
             let conf = try self.dir.write(
                 "tinyproxy.conf",
                 """
@@ -208,7 +208,7 @@ import WSBridgeProtocol
     }
 
     @Test func socks5CredentialsAreSentAsUsernamePassword() async throws {
-        let (proxy, port) = try await startListening { port in
+        let (proxy, port) = try await startListening("microsocks") { port in
             try ManagedProcess("/usr/bin/microsocks", ["-i", "127.0.0.1", "-p", "\(port)", "-u", "feeduser", "-P", "s3cret"], name: "microsocks")
         }
         defer { proxy.stop() }
@@ -285,7 +285,7 @@ import WSBridgeProtocol
 
     @Test(arguments: ["config", "environment"])
     func connectsThroughASOCKS5Proxy(_ source: String) async throws {
-        let (proxy, port) = try await startListening { port in
+        let (proxy, port) = try await startListening("microsocks") { port in
             try ManagedProcess("/usr/bin/microsocks", ["-i", "127.0.0.1", "-p", "\(port)"], name: "microsocks")
         }
         defer { proxy.stop() }
