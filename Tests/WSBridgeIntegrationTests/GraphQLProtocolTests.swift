@@ -86,6 +86,37 @@ import WSBridgeProtocol
         #expect(await peer.stdout.wait(timeout: .seconds(20)) { $0 == "unsubscribe beta" } != nil)
     }
 
+    /// A sticky subscribe the protocol cannot read (its payload not an object: a client bug) is
+    /// refused to its app and never sent, kept or sent again: another app's sticky subscription on
+    /// the same id flows on, on a link that never drops (it looped for every app, issue 44).
+    @Test func anUnreadableStickySubscribeIsRefusedAndNeverReachesTheServer() async throws {
+        let dir = try TemporaryDirectory()
+        let (peer, port) = try await Self.peer()
+        defer { peer.stop() }
+        let (daemon, socket) = try await Self.daemon(dir, port: port, settings: "")
+        defer { daemon.stop() }
+        let a = try await JSONRPCProtocolTests.app(socket, "a")
+        let b = try await JSONRPCProtocolTests.app(socket, "b")
+        let query = "subscription { ticks(name: \"beta\") { name n } }"
+        let good: JSONValue = ["type": "subscribe", "id": "1", "payload": ["query": .string(query)]]
+        b.send((["id": "sb", "op": "send", "text": .string(good.serialized), "sticky": "beta"] as JSONValue).serialized)
+        #expect(await b.reply("sb")?["ok"] == true)
+        #expect(await JSONRPCProtocolTests.waitFor(b) { $0["type"] == "next" } != nil)
+        let bad: JSONValue = ["type": "subscribe", "id": "1", "payload": "not an object"]
+        a.send((["id": "sa", "op": "send", "text": .string(bad.serialized), "sticky": "alpha"] as JSONValue).serialized)
+        let refused = await a.reply("sa")
+        #expect(refused?.value(at: "error.code") == "invalid_value", "\(String(describing: refused))")
+        #expect(refused?.value(at: "error.message")?.stringValue?.contains("\"payload\" object") == true, "\(String(describing: refused))")
+        // b's subscription goes on on the first connection: more events, no reconnect, one
+        // subscribe ever reached the server.
+        let mark = b.lines.count
+        #expect(await JSONRPCProtocolTests.waitFor(b, from: mark) { $0["type"] == "next" } != nil)
+        b.send(#"{"id":"st","op":"status"}"#)
+        let status = await b.reply("st")
+        #expect(status?.value(at: "result.reconnects") == 0 && status?.value(at: "result.session.sticky_keys") == 0, "\(String(describing: status))")
+        #expect(peer.stdout.lines.filter { $0.hasPrefix("subscribe ") } == ["subscribe beta"], "\(peer.stdout.text)")
+    }
+
     /// One app's malformed subscription makes strawberry close the link (4400) on every open: after
     /// protocol.set_aside_after (3) such opens it is set aside, its holder told, the other app's
     /// subscription flows on one link; status names the culprit; the operator may send it again.

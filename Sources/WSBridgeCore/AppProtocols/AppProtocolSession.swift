@@ -218,6 +218,12 @@ package struct AppProtocolSession {
         self.table.find(key: Self.stickyKey(key))?.subscription.holders.count
     }
 
+    /// Why the protocol cannot read `message` as one of its apps' messages (nil: it can).
+    package func invalidity(of message: JSONValue) -> String? {
+        if case .invalid(let reason) = self.codec.classify(fromApp: message) { return reason }
+        return nil
+    }
+
     package func requestID(in message: JSONValue) -> WireID? {
         switch self.codec.classify(fromApp: message) {
         case .call(let id), .subscribe(let id, _): id

@@ -7,11 +7,25 @@ import WSBridgeProtocol
 extension LocalPlane {
     /// Registers a sticky send; its text goes now if the link is open, else after the next open.
     func stick(_ options: StickyOptions, _ payload: Payload, id: JSONValue?, from client: LocalClient) {
-        if let appProtocol = self.appProtocol, case .success(let views) = self.appMessages(payload), views.count == 1, let json = views.first,
-            appProtocol.session.requestID(in: json) != nil
-        {
-            self.stickThroughProtocol(options, json, id: id, from: client, through: appProtocol)
-            return
+        if let appProtocol = self.appProtocol {
+            // What the protocol cannot read is refused, never kept: sent again on every open, it
+            // would drop the connection for every app (a server closing on it, each time).
+            let views: [JSONValue]
+            switch self.appMessages(payload) {
+            case .failure(let problem):
+                self.reply(client, ProtocolError(.invalidValue, problem.description, id: id))
+                return
+            case .success(let parsed):
+                views = parsed
+            }
+            if let reason = views.lazy.compactMap({ appProtocol.session.invalidity(of: $0) }).first {
+                self.reply(client, ProtocolError(.invalidValue, "\(appProtocol.session.name): \(reason); nothing was sent or kept", id: id))
+                return
+            }
+            if views.count == 1, let json = views.first, appProtocol.session.requestID(in: json) != nil {
+                self.stickThroughProtocol(options, json, id: id, from: client, through: appProtocol)
+                return
+            }
         }
         let registered = self.session.register(options, payload: payload, client: client.id, pid: client.credentials?.pid, uid: client.credentials?.uid)
         let outcome: StickyRegistry.Registered
