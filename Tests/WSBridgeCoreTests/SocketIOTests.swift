@@ -44,6 +44,28 @@ import WSBridgeProtocol
         #expect(s.app(1, #"42["join","room-1"]"#) == [#"up 42["join","room-1"]"#])
     }
 
+    /// `socket.emit("join", room, ack)` made sticky: acknowledged once to each holder, under its
+    /// own id; sent again on every open, the acks of those sends for no app; held until its
+    /// holders let go (issue 44: its ack ended it, and the room was lost at the next open).
+    @Test func aStickyEmitWithAnAckIdIsAcknowledgedOnceAndSentAgainOnEveryOpen() {
+        var s = self.ready()
+        #expect(s.sticky(1, #"421["join","room"]"#, key: "room") == [#"up 421["join","room"]"#])
+        #expect(s.upstream("431[]") == ["app 1 431[]"])
+        // A second holder: its ack at once, nothing sent.
+        #expect(s.sticky(2, #"427["join","room"]"#, key: "room") == ["app 2 437[]"])
+        #expect(s.stickyHolders("room") == 2)
+        for _ in 1...3 {
+            _ = s.lost(reason: "gone")
+            #expect(s.upstream(#"0{"sid":"e2","upgrades":[],"pingInterval":2000,"pingTimeout":1500,"maxPayload":1000000}"#).count == 1)
+            #expect(s.upstream(#"40{"sid":"s2"}"#) == [])
+            let sent = s.wire(s.opened())
+            #expect(sent.count == 2 && sent[0] == "ready" && sent[1].hasPrefix("up 42") && sent[1].hasSuffix(#"["join","room"]"#), "\(sent)")
+            let ackID = sent[1].dropFirst("up 42".count).prefix { $0.isNumber }
+            #expect(s.upstream("43\(ackID)[]") == [])
+        }
+        #expect(s.stickyRelease(1, key: "room") != nil && s.stickyHolders("room") == 1)
+    }
+
     @Test func theDaemonAnswersTheServersPingAndAnAppsOwnHandshake() {
         var s = self.ready()
         #expect(s.upstream("2") == ["up 3"])

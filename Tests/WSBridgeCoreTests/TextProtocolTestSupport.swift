@@ -15,6 +15,15 @@ extension AppProtocolSession {
         return views.flatMap { self.wire(self.fromApp(app, $0)) }
     }
 
+    /// The app's text as a sticky send under `key` (one whole message).
+    mutating func sticky(_ app: AppID, _ text: String, key: String) -> [String] {
+        guard case .success(let views) = self.codec.parse(app: text), views.count == 1 else {
+            Issue.record("not one message: \(text.debugDescription)")
+            return []
+        }
+        return self.wire(self.stickySubscribe(app, views[0], key: key))
+    }
+
     /// What the upstream sent, as one WebSocket message.
     mutating func upstream(_ text: String) -> [String] {
         let split = Array(text.utf8).withUnsafeBytes { self.split(upstream: $0) }

@@ -84,6 +84,42 @@ import WSBridgeProtocol
         #expect(await peer.stdout.wait { $0 == "leave room-a" } != nil, "\(peer.stdout.text)")
     }
 
+    /// A sticky emit with an ack id (`socket.emit("join", room, ack)` writes `421["join",…]`) is
+    /// held as the other sticky sends are: acknowledged once to each app under its own id, joined
+    /// again after every server restart, the acks of those re-sends going to no app (issue 44: it
+    /// was never sent again, the room silently lost).
+    @Test func aStickyEmitWithAnAckIdKeepsItsRoomAcrossServerRestarts() async throws {
+        let dir = try TemporaryDirectory()
+        var (peer, port) = try await Self.peer()
+        defer { peer.stop() }
+        let (daemon, socket) = try await protocolDaemon(dir, url: Self.url(port), protocol: "socketio")
+        defer { daemon.stop() }
+        let a = try await TextApp.connect(socket, "a", of: daemon)
+        let b = try await TextApp.connect(socket, "b", of: daemon)
+        a.send(#"421["join","room-b"]"#, request: "ja", sticky: "room-b")
+        #expect(await a.client.reply("ja")?["ok"] == true)
+        #expect(await a.wait { $0.hasPrefix("431[") } != nil, "\(a.client.lines.text)")
+        // A second holder, with its own ack id: acknowledged at once, not sent again.
+        b.send(#"424["join","room-b"]"#, request: "jb", sticky: "room-b")
+        #expect(await b.client.reply("jb")?["ok"] == true)
+        #expect(await b.wait { $0.hasPrefix("434[") } != nil, "\(b.client.lines.text)")
+        #expect(await a.wait { $0.hasPrefix(#"42["tick",{"room":"room-b""#) } != nil)
+        #expect(peer.stdout.lines.filter { $0 == "join room-b" }.count == 1)
+        for restart in 1...5 {
+            peer.stop()
+            _ = await peer.waitForExit()
+            let marks = (a.mark, b.mark)
+            (peer, _) = try await Self.peer(port: port)
+            #expect(await peer.stdout.wait { $0 == "join room-b" } != nil, "restart \(restart): \(daemon.stderr.text.suffix(2000))")
+            for (app, mark) in [(a, marks.0), (b, marks.1)] {
+                #expect(await app.wait(from: mark) { $0.hasPrefix(#"42["tick",{"room":"room-b""#) } != nil, "restart \(restart)")
+            }
+        }
+        // One acknowledgement each, under the app's own id: the re-sends' went to no app.
+        #expect(a.texts().filter { $0.hasPrefix("43") } == a.texts().filter { $0.hasPrefix("431[") }.prefix(1).map { $0 })
+        #expect(a.texts().filter { $0.hasPrefix("43") }.count == 1 && b.texts().filter { $0.hasPrefix("43") }.count == 1)
+    }
+
     @Test func theLinkIdlesPastThreeTimesTheServersPingDeadline() async throws {
         let dir = try TemporaryDirectory()
         // pingInterval + pingTimeout = 1.5 s (the open packet gives the interval in whole

@@ -201,7 +201,10 @@ package struct AppProtocolSession {
     /// A sticky send that carries an id: a subscription held by `app` under `key`.
     package mutating func stickySubscribe(_ app: AppID, _ message: JSONValue, key: String) -> [Effect] {
         guard let id = self.codec.subscriptionID(inSticky: message) else { return self.fromApp(app, message) }
-        return self.subscribe(app, id: id, key: Self.stickyKey(key), message: message)
+        // A call whose answer would end it (a Socket.IO emit with an ack id) is acknowledged
+        // instead; where answers end nothing (json), every message with its id is its holders'.
+        let call = if case .call = self.codec.classify(fromApp: message) { true } else { false }
+        return self.subscribe(app, id: id, key: Self.stickyKey(key), message: message, acknowledged: call && self.codec.answersEndSubscriptions)
     }
 
     /// `app` lets go of its sticky subscription `key`.
@@ -218,30 +221,20 @@ package struct AppProtocolSession {
         self.table.find(key: Self.stickyKey(key))?.subscription.holders.count
     }
 
-    /// Why the protocol cannot read `message` as one of its apps' messages (nil: it can).
-    package func invalidity(of message: JSONValue) -> String? {
-        if case .invalid(let reason) = self.codec.classify(fromApp: message) { return reason }
-        return nil
-    }
-
-    package func requestID(in message: JSONValue) -> WireID? {
-        switch self.codec.classify(fromApp: message) {
-        case .call(let id), .subscribe(let id, _): id
-        case .unsubscribe(let id, _): id
-        default: nil
-        }
-    }
-
-    package func answerIDs(in message: JSONValue) -> [(id: WireID, final: Bool)] { self.codec.answerIDs(in: message) }
-
     package mutating func forget(_ app: AppID, id: WireID) {
         guard case .call(let upstream) = self.ids.lookup(app, id) else { return }
         self.ids.endCall(upstream)
     }
 
-    private mutating func subscribe(_ app: AppID, id: WireID, key: String, message: JSONValue) -> [Effect] {
+    private mutating func subscribe(_ app: AppID, id: WireID, key: String, message: JSONValue, acknowledged: Bool = false) -> [Effect] {
         if let refusal = self.refusal(for: app, id: id) { return [.refuse(refusal)] }
         self.ids.hold(app, id, .subscription(key))
+        if var subscription = self.table.find(key: key)?.subscription, subscription.acknowledgement != nil {
+            // A sticky call held once more: acknowledged as the first holder was, if it was.
+            let answer = subscription.holdAcknowledged(Holder(app: app, appID: id, answered: false))
+            self.table.update(subscription)
+            return answer.map { [.app(app, self.codec.replacingID(in: $0, with: id))] } ?? []
+        }
         if var subscription = self.table.find(key: key)?.subscription {
             // The same subscription: held once more, sent no second time.
             let answered = subscription.visibleID != nil
@@ -263,7 +256,9 @@ package struct AppProtocolSession {
         }
         let upstream = self.allocate()
         self.table.insert(
-            Subscription(key: key, message: message, upstreamID: upstream, holders: [Holder(app: app, appID: id, answered: false)], since: self.now))
+            Subscription(
+                key: key, message: message, upstreamID: upstream, holders: [Holder(app: app, appID: id, answered: false)], since: self.now,
+                acknowledgement: acknowledged ? .init() : nil))
         guard self.isOpen else { return [] }
         self.blame.sent(key)
         return [.upstream(self.codec.replacingID(in: message, with: upstream))]
@@ -387,6 +382,12 @@ package struct AppProtocolSession {
                 }
                 self.table.update(subscription)
                 return effects
+            }
+            if subscription.acknowledgement != nil {
+                var subscription = subscription
+                let due = subscription.acknowledge(with: message)
+                self.table.update(subscription)
+                return due.map { .app($0.app, self.codec.replacingID(in: message, with: $0.appID)) }
             }
             let effects: [Effect] = subscription.holders.map { .app($0.app, self.codec.replacingID(in: message, with: $0.appID)) }
             if final && self.codec.answersEndSubscriptions { self.remove(id) }

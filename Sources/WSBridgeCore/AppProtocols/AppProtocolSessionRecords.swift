@@ -22,6 +22,36 @@ struct AppProtocolSessionSubscription {
     var since: Int64
     /// Why it is not sent again (the server closed the link after it on several opens).
     var setAside: String? = nil
+    /// A sticky call (a Socket.IO emit with an ack id): the server's answer acknowledges it, once
+    /// to each holder (the first answer, kept for later holders), and ends nothing; the answers
+    /// to its sends on later opens go to no app.
+    var acknowledgement: Acknowledgement? = nil
+
+    struct Acknowledgement {
+        var answer: JSONValue?
+    }
+}
+
+extension AppProtocolSessionSubscription {
+    /// A sticky call's answer: the holders it is due to (those not yet acknowledged), now
+    /// acknowledged; the first answer is kept for later holders. On a later open: none.
+    mutating func acknowledge(with answer: JSONValue) -> [AppProtocolSessionHolder] {
+        if self.acknowledgement?.answer == nil { self.acknowledgement?.answer = answer }
+        var due: [AppProtocolSessionHolder] = []
+        for i in self.holders.indices where !self.holders[i].answered {
+            self.holders[i].answered = true
+            due.append(self.holders[i])
+        }
+        return due
+    }
+
+    /// One more holder of a sticky call: the answer it is due now, if the call had one.
+    mutating func holdAcknowledged(_ holder: AppProtocolSessionHolder) -> JSONValue? {
+        var holder = holder
+        holder.answered = self.acknowledgement?.answer != nil
+        self.holders.append(holder)
+        return self.acknowledgement?.answer
+    }
 }
 
 struct AppProtocolSessionCall {

@@ -1,0 +1,23 @@
+import WSBridgeProtocol
+
+/// What the protocol makes of an app's or the upstream's message, asked without changing the
+/// session (the codec's reading).
+extension AppProtocolSession {
+    /// Why the protocol cannot read `message` as one of its apps' messages (nil: it can).
+    package func invalidity(of message: JSONValue) -> String? {
+        if case .invalid(let reason) = self.codec.classify(fromApp: message) { return reason }
+        return nil
+    }
+
+    /// The id an app's message expects answers under (a call's, a subscribe's, an unsubscribe's).
+    package func requestID(in message: JSONValue) -> WireID? {
+        switch self.codec.classify(fromApp: message) {
+        case .call(let id), .subscribe(let id, _): id
+        case .unsubscribe(let id, _): id
+        default: nil
+        }
+    }
+
+    /// The ids an upstream message answers, and whether it ends each.
+    package func answerIDs(in message: JSONValue) -> [(id: WireID, final: Bool)] { self.codec.answerIDs(in: message) }
+}
