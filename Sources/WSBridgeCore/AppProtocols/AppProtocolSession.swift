@@ -94,8 +94,7 @@ package struct AppProtocolSession {
 
     package mutating func lost(reason: String) -> [Effect] { self.lost(reason: reason, closedRightAfterOpen: nil) }
 
-    /// The link dropped: every call waiting for an answer is told (its answer went with the
-    /// link); subscriptions stay, to be sent again on the next open.
+    /// The link dropped: every call waiting is told (its answer went); subscriptions stay.
     package mutating func lost(reason: String, closedRightAfterOpen: String?) -> [Effect] {
         // Told once per connection (the link goes on through backingOff, connecting...).
         guard self.isOpen else { return [] }
@@ -146,11 +145,12 @@ package struct AppProtocolSession {
         return (aside.count, effects)
     }
 
-    /// Ready: every live subscription goes upstream again, with fresh ids.
+    /// Ready: every live subscription goes again, fresh ids, those that worked before first.
     private mutating func ready() -> [Effect] {
         var effects: [Effect] = []
         let ids = (0..<self.table.count).map { _ in self.allocate() }
-        for subscription in self.table.renumber(ids) {
+        let renumbered = self.table.renumber(ids)
+        for subscription in renumbered.filter({ self.blame.isConfirmed($0.key) }) + renumbered.filter({ !self.blame.isConfirmed($0.key) }) {
             guard subscription.setAside == nil else { continue }
             self.blame.sent(subscription.key)
             effects.append(.upstream(self.codec.replacingID(in: subscription.message, with: subscription.upstreamID)))
@@ -329,7 +329,7 @@ package struct AppProtocolSession {
     /// Ends subscription `upstream` here; its holders' ids are free again.
     private mutating func remove(_ upstream: WireID) {
         guard let subscription = self.table.remove(upstream) else { return }
-        self.blame.acquit(subscription.key)
+        self.blame.removed(subscription.key)
         for holder in subscription.holders { self.ids.release(holder.app, holder.appID) }
     }
 
