@@ -117,14 +117,7 @@ extension LocalPlane {
     /// rewrites its ids (or answers it itself), and its answers come back to this client only.
     private func sendThroughProtocol(_ payload: Payload, id: JSONValue?, from client: LocalClient, through appProtocol: AppProtocolLayer) {
         let name = self.configuration.applicationProtocol.kind.rawValue
-        let views: [JSONValue]
-        switch self.appMessages(payload) {
-        case .failure(let problem):
-            self.reply(client, ProtocolError(.invalidValue, problem.description, id: id))
-            return
-        case .success(let parsed):
-            views = parsed
-        }
+        guard let views = self.protocolMessages(payload, id: id, for: client) else { return }
         let performed = appProtocol.fromApp(client, views, link: self.link)
         if let refusal = performed.refusal {
             self.reply(client, ProtocolError(.invalidValue, "\(name): \(refusal)", id: id))
@@ -140,6 +133,17 @@ extension LocalPlane {
     }
 
     /// An app's `text` as the protocol's messages (their views), or what is wrong with it.
+    /// The protocol's messages in `payload`, or nil once `client` was told why it has none.
+    func protocolMessages(_ payload: Payload, id: JSONValue?, for client: LocalClient) -> [JSONValue]? {
+        switch self.appMessages(payload) {
+        case .failure(let problem):
+            self.reply(client, ProtocolError(.invalidValue, problem.description, id: id))
+            return nil
+        case .success(let views):
+            return views
+        }
+    }
+
     func appMessages(_ payload: Payload) -> Result<[JSONValue], AppProtocolSyntaxError> {
         guard let session = self.appProtocol?.session else { return .failure(AppProtocolSyntaxError("upstream.protocol is raw")) }
         let name = session.name

@@ -10,14 +10,7 @@ extension LocalPlane {
         if let appProtocol = self.appProtocol {
             // What the protocol cannot read is refused, never kept: sent again on every open, it
             // would drop the connection for every app (a server closing on it, each time).
-            let views: [JSONValue]
-            switch self.appMessages(payload) {
-            case .failure(let problem):
-                self.reply(client, ProtocolError(.invalidValue, problem.description, id: id))
-                return
-            case .success(let parsed):
-                views = parsed
-            }
+            guard let views = self.protocolMessages(payload, id: id, for: client) else { return }
             if let reason = views.lazy.compactMap({ appProtocol.session.invalidity(of: $0) }).first {
                 self.reply(client, ProtocolError(.invalidValue, "\(appProtocol.session.name): \(reason); nothing was sent or kept", id: id))
                 return
