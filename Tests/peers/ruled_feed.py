@@ -1,0 +1,152 @@
+"""An exchange-style feed that enforces per-connection rules, as Binance publishes them, scaled
+down (issue 44): Python `websockets` (asyncio server).
+
+Streams are named s1, s2, ...; each carries --events-per-second events
+{"stream":S,"data":{"u":N}} where N is the update id, taken from the clock (the same update id
+on every connection at the same instant, every id sent once per connection from the subscribe
+on: two connections overlapping deliver the same events, and a consumer can tell a gap from a
+duplicate).
+
+Rules, per connection unless said:
+- --messages-per-second M (with a burst of M): a client message (text, binary, ping or pong)
+  beyond it is a violation: printed, and the connection closed with 1008;
+- --max-streams K: a SUBSCRIBE that would hold more than K streams is answered
+  {"error":{"code":-1,"msg":"max streams"},"id":N} and changes nothing;
+- --lifetime T: the server closes every connection T seconds after it opened (1001), after
+  sending {"event":"closing","in_ms":500} half a second before;
+- --connect-attempts A --window W: upgrades beyond A in any W seconds (all connections) are
+  refused with HTTP 429 (printed: refused).
+Requests: {"method":"SUBSCRIBE"|"UNSUBSCRIBE","params":[S,...],"id":N} answered
+{"result":null,"id":N}; {"method":"LIST_SUBSCRIPTIONS","id":N} answered with the list.
+
+Events on stdout: listening PORT, connected C, recv C TEXT, violation C WHAT, subscribed C S,
+refused, closed C CODE.
+"""
+
+import argparse
+import asyncio
+import collections
+import http
+import json
+import sys
+import time
+
+from websockets.asyncio.server import serve
+from websockets.exceptions import ConnectionClosed
+
+
+def out(line):
+    print(line, flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--messages-per-second", type=float, default=5)
+    p.add_argument("--max-streams", type=int, default=20)
+    p.add_argument("--lifetime", type=float, default=0)
+    p.add_argument("--connect-attempts", type=int, default=0)
+    p.add_argument("--window", type=float, default=300)
+    p.add_argument("--events-per-second", type=float, default=10)
+    a = p.parse_args()
+    attempts = collections.deque()
+    counter = [0]
+
+    def admit(connection, request):
+        if a.connect_attempts <= 0:
+            return None
+        now = time.monotonic()
+        while attempts and attempts[0] <= now - a.window:
+            attempts.popleft()
+        if len(attempts) >= a.connect_attempts:
+            out("refused")
+            return connection.respond(http.HTTPStatus.TOO_MANY_REQUESTS, "too many connection attempts\n")
+        attempts.append(now)
+        return None
+
+    async def handler(ws):
+        counter[0] += 1
+        c = counter[0]
+        out(f"connected {c}")
+        streams = []
+        tokens = a.messages_per_second
+        last = time.monotonic()
+
+        def clock():
+            return int(time.time() * a.events_per_second)
+
+        # The next update id each stream sends on this connection: every id from the subscribe
+        # on, none skipped however late the loop wakes.
+        following = {}
+
+        async def feed():
+            while True:
+                await asyncio.sleep(1 / a.events_per_second)
+                now = clock()
+                for s in list(streams):
+                    start = following.setdefault(s, now)
+                    for u in range(start, now + 1):
+                        await ws.send(json.dumps({"stream": s, "data": {"u": u}}))
+                    following[s] = now + 1
+
+        async def lifetime():
+            await asyncio.sleep(max(0, a.lifetime - 0.5))
+            await ws.send(json.dumps({"event": "closing", "in_ms": 500}))
+            await asyncio.sleep(0.5)
+            await ws.close(1001, "connection lifetime reached")
+
+        tasks = [asyncio.create_task(feed())]
+        if a.lifetime > 0:
+            tasks.append(asyncio.create_task(lifetime()))
+        try:
+            async for text in ws:
+                now = time.monotonic()
+                tokens = min(a.messages_per_second, tokens + (now - last) * a.messages_per_second)
+                last = now
+                if tokens < 1:
+                    out(f"violation {c} more than {a.messages_per_second:g} messages per second")
+                    await ws.close(1008, "too many messages")
+                    break
+                tokens -= 1
+                out(f"recv {c} {text}")
+                try:
+                    request = json.loads(text)
+                except ValueError:
+                    continue
+                method, params, rid = request.get("method"), request.get("params") or [], request.get("id")
+                if method == "SUBSCRIBE":
+                    new = [s for s in params if s not in streams]
+                    if len(streams) + len(new) > a.max_streams:
+                        await ws.send(json.dumps({"error": {"code": -1, "msg": "max streams"}, "id": rid}))
+                        continue
+                    streams.extend(new)
+                    for s in new:
+                        out(f"subscribed {c} {s}")
+                    await ws.send(json.dumps({"result": None, "id": rid}))
+                elif method == "UNSUBSCRIBE":
+                    streams[:] = [s for s in streams if s not in params]
+                    for s in params:
+                        following.pop(s, None)
+                    await ws.send(json.dumps({"result": None, "id": rid}))
+                elif method == "LIST_SUBSCRIPTIONS":
+                    await ws.send(json.dumps({"result": streams, "id": rid}))
+        except ConnectionClosed:
+            pass
+        finally:
+            for t in tasks:
+                t.cancel()
+            out(f"closed {c} {ws.close_code}")
+
+    async def run():
+        async with serve(handler, "127.0.0.1", a.port, process_request=admit, ping_interval=None) as server:
+            out(f"listening {server.sockets[0].getsockname()[1]}")
+            await asyncio.Future()
+
+    try:
+        asyncio.run(run())
+    except KeyboardInterrupt:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
