@@ -204,7 +204,7 @@ package struct AppProtocolSession {
         // A call whose answer would end it (a Socket.IO emit with an ack id) is acknowledged
         // instead; where answers end nothing (json), every message with its id is its holders'.
         let call = if case .call = self.codec.classify(fromApp: message) { true } else { false }
-        return self.subscribe(app, id: id, key: Self.stickyKey(key), message: message, acknowledged: call && self.codec.answersEndSubscriptions)
+        return self.subscribe(app, id: id, key: Self.stickyKey(key), message: message, stickyCall: call && self.codec.answersEndSubscriptions)
     }
 
     /// `app` lets go of its sticky subscription `key`.
@@ -226,12 +226,12 @@ package struct AppProtocolSession {
         self.ids.endCall(upstream)
     }
 
-    private mutating func subscribe(_ app: AppID, id: WireID, key: String, message: JSONValue, acknowledged: Bool = false) -> [Effect] {
+    private mutating func subscribe(_ app: AppID, id: WireID, key: String, message: JSONValue, stickyCall: Bool = false) -> [Effect] {
         if let refusal = self.refusal(for: app, id: id) { return [.refuse(refusal)] }
         self.ids.hold(app, id, .subscription(key))
-        if var subscription = self.table.find(key: key)?.subscription, subscription.acknowledgement != nil {
+        if var subscription = self.table.find(key: key)?.subscription, subscription.stickyCall != nil {
             // A sticky call held once more: acknowledged as the first holder was, if it was.
-            let answer = subscription.holdAcknowledged(Holder(app: app, appID: id, answered: false))
+            let answer = subscription.holdStickyCall(Holder(app: app, appID: id, answered: false))
             self.table.update(subscription)
             return answer.map { [.app(app, self.codec.replacingID(in: $0, with: id))] } ?? []
         }
@@ -258,7 +258,7 @@ package struct AppProtocolSession {
         self.table.insert(
             Subscription(
                 key: key, message: message, upstreamID: upstream, holders: [Holder(app: app, appID: id, answered: false)], since: self.now,
-                acknowledgement: acknowledged ? .init() : nil))
+                stickyCall: stickyCall ? .init() : nil))
         guard self.isOpen else { return [] }
         self.blame.sent(key)
         return [.upstream(self.codec.replacingID(in: message, with: upstream))]
@@ -383,9 +383,9 @@ package struct AppProtocolSession {
                 self.table.update(subscription)
                 return effects
             }
-            if subscription.acknowledgement != nil {
+            if subscription.stickyCall != nil {
                 var subscription = subscription
-                let due = subscription.acknowledge(with: message)
+                let due = subscription.answerStickyCall(with: message)
                 self.table.update(subscription)
                 return due.map { .app($0.app, self.codec.replacingID(in: message, with: $0.appID)) }
             }

@@ -25,9 +25,9 @@ struct AppProtocolSessionSubscription {
     /// A sticky call (a Socket.IO emit with an ack id): the server's answer acknowledges it, once
     /// to each holder (the first answer, kept for later holders), and ends nothing; the answers
     /// to its sends on later opens go to no app.
-    var acknowledgement: Acknowledgement? = nil
+    var stickyCall: StickyCall? = nil
 
-    struct Acknowledgement {
+    struct StickyCall {
         var answer: JSONValue?
     }
 }
@@ -35,8 +35,8 @@ struct AppProtocolSessionSubscription {
 extension AppProtocolSessionSubscription {
     /// A sticky call's answer: the holders it is due to (those not yet acknowledged), now
     /// acknowledged; the first answer is kept for later holders. On a later open: none.
-    mutating func acknowledge(with answer: JSONValue) -> [AppProtocolSessionHolder] {
-        if self.acknowledgement?.answer == nil { self.acknowledgement?.answer = answer }
+    mutating func answerStickyCall(with answer: JSONValue) -> [AppProtocolSessionHolder] {
+        if self.stickyCall?.answer == nil { self.stickyCall?.answer = answer }
         var due: [AppProtocolSessionHolder] = []
         for i in self.holders.indices where !self.holders[i].answered {
             self.holders[i].answered = true
@@ -46,11 +46,11 @@ extension AppProtocolSessionSubscription {
     }
 
     /// One more holder of a sticky call: the answer it is due now, if the call had one.
-    mutating func holdAcknowledged(_ holder: AppProtocolSessionHolder) -> JSONValue? {
+    mutating func holdStickyCall(_ holder: AppProtocolSessionHolder) -> JSONValue? {
         var holder = holder
-        holder.answered = self.acknowledgement?.answer != nil
+        holder.answered = self.stickyCall?.answer != nil
         self.holders.append(holder)
-        return self.acknowledgement?.answer
+        return self.stickyCall?.answer
     }
 }
 
