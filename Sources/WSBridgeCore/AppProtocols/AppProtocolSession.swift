@@ -150,9 +150,9 @@ package struct AppProtocolSession {
         var effects: [Effect] = []
         let ids = (0..<self.table.count).map { _ in self.allocate() }
         let renumbered = self.table.renumber(ids)
-        for subscription in renumbered.filter({ self.blame.isConfirmed($0.key) }) + renumbered.filter({ !self.blame.isConfirmed($0.key) }) {
+        for subscription in renumbered.filter(\.worked) + renumbered.filter({ !$0.worked }) {
             guard subscription.setAside == nil else { continue }
-            self.blame.sent(subscription.key)
+            if !subscription.worked { self.blame.sent(subscription.key) }
             effects.append(.upstream(self.codec.replacingID(in: subscription.message, with: subscription.upstreamID)))
         }
         return effects
@@ -329,7 +329,7 @@ package struct AppProtocolSession {
     /// Ends subscription `upstream` here; its holders' ids are free again.
     private mutating func remove(_ upstream: WireID) {
         guard let subscription = self.table.remove(upstream) else { return }
-        self.blame.removed(subscription.key)
+        self.blame.acquit(subscription.key)
         for holder in subscription.holders { self.ids.release(holder.app, holder.appID) }
     }
 
@@ -355,7 +355,7 @@ package struct AppProtocolSession {
             return self.codec.timing(in: message).map { [.timing($0)] } ?? []
         case .event(let server):
             guard let subscription = self.table.find(server: server) else { return [.broadcast] }
-            self.blame.acquit(subscription.key)
+            if !subscription.worked { self.blame.acquit(self.table.worked(subscription.upstreamID)) }
             let visible = subscription.visibleID ?? server
             let event = self.codec.replacingSubscriptionID(in: message, with: visible)
             return subscription.holders.map { .app($0.app, event) }
@@ -364,7 +364,7 @@ package struct AppProtocolSession {
                 if final { self.ids.endCall(id) }
                 return [.app(call.app, self.codec.replacingID(in: message, with: call.appID))]
             }
-            if let key = self.table[id]?.key { self.blame.acquit(key) }
+            if let subscription = self.table[id], !subscription.worked { self.blame.acquit(self.table.worked(id)) }
             guard let subscription = self.table[id] else {
                 // An answer to an id of an earlier connection, or to an end nobody waits for
                 // (or, for `json`, an id that is data).

@@ -22,6 +22,9 @@ struct AppProtocolSessionSubscription {
     var since: Int64
     /// Why it is not sent again (the server closed the link after it on several opens).
     var setAside: String? = nil
+    /// The server answered it or sent its events, on this connection or an earlier one: a close
+    /// right after an open is never laid at it, and it goes first on the next open.
+    var worked = false
     /// A sticky call (a Socket.IO emit with an ack id): the server's answer acknowledges it, once
     /// to each holder (the first answer, kept for later holders), and ends nothing; the answers
     /// to its sends on later opens go to no app.

@@ -54,6 +54,13 @@ struct AppProtocolSubscriptionTable {
     /// Whether `size` more bytes would stay within `limit`.
     func fits(_ size: Int, limit: Int) -> Bool { self.bytes + size <= limit }
 
+    /// The server answered subscription `upstream` or sent its first event (marked once: later
+    /// messages cost the check of a flag). Returns its key.
+    mutating func worked(_ upstream: WireID) -> String {
+        self.byUpstream[upstream]?.worked = true
+        return self.byUpstream[upstream]?.key ?? ""
+    }
+
     /// A new subscription.
     mutating func insert(_ subscription: Subscription) {
         self.bytes += subscription.message.serialized.utf8.count
