@@ -229,10 +229,9 @@ package struct AppProtocolSession {
     private mutating func subscribe(_ app: AppID, id: WireID, key: String, message: JSONValue, stickyCall: Bool = false) -> [Effect] {
         if let refusal = self.refusal(for: app, id: id) { return [.refuse(refusal)] }
         self.ids.hold(app, id, .subscription(key))
-        if var subscription = self.table.find(key: key)?.subscription, subscription.stickyCall != nil {
+        if self.table.find(key: key)?.subscription.stickyCall == true {
             // A sticky call held once more: acknowledged as the first holder was, if it was.
-            let answer = subscription.holdStickyCall(Holder(app: app, appID: id, answered: false))
-            self.table.update(subscription)
+            let answer = self.table.holdStickyCall(key, Holder(app: app, appID: id, answered: false))
             return answer.map { [.app(app, self.codec.replacingID(in: $0, with: id))] } ?? []
         }
         if var subscription = self.table.find(key: key)?.subscription {
@@ -258,7 +257,7 @@ package struct AppProtocolSession {
         self.table.insert(
             Subscription(
                 key: key, message: message, upstreamID: upstream, holders: [Holder(app: app, appID: id, answered: false)], since: self.now,
-                stickyCall: stickyCall ? .init() : nil))
+                stickyCall: stickyCall))
         guard self.isOpen else { return [] }
         self.blame.sent(key)
         return [.upstream(self.codec.replacingID(in: message, with: upstream))]
@@ -364,12 +363,12 @@ package struct AppProtocolSession {
                 if final { self.ids.endCall(id) }
                 return [.app(call.app, self.codec.replacingID(in: message, with: call.appID))]
             }
-            if let subscription = self.table[id], !subscription.worked { self.blame.acquit(self.table.worked(id)) }
             guard let subscription = self.table[id] else {
                 // An answer to an id of an earlier connection, or to an end nobody waits for
                 // (or, for `json`, an id that is data).
                 return self.codec.unknownAnswersBroadcast ? [.broadcast] : []
             }
+            if !subscription.worked { self.blame.acquit(self.table.worked(id)) }
             if let server = self.codec.serverSubscriptionID(in: message) {
                 // A subscribe's answer: the server's id on this connection; apps keep the first.
                 guard var subscription = self.table.answered(id, server: server) else { return [] }
@@ -383,10 +382,8 @@ package struct AppProtocolSession {
                 self.table.update(subscription)
                 return effects
             }
-            if subscription.stickyCall != nil {
-                var subscription = subscription
-                let due = subscription.answerStickyCall(with: message)
-                self.table.update(subscription)
+            if subscription.stickyCall {
+                let due = self.table.answerStickyCall(id, with: message)
                 return due.map { .app($0.app, self.codec.replacingID(in: message, with: $0.appID)) }
             }
             let effects: [Effect] = subscription.holders.map { .app($0.app, self.codec.replacingID(in: message, with: $0.appID)) }

@@ -26,35 +26,10 @@ struct AppProtocolSessionSubscription {
     /// right after an open is never laid at it, and it goes first on the next open.
     var worked = false
     /// A sticky call (a Socket.IO emit with an ack id): the server's answer acknowledges it, once
-    /// to each holder (the first answer, kept for later holders), and ends nothing; the answers
-    /// to its sends on later opens go to no app.
-    var stickyCall: StickyCall? = nil
-
-    struct StickyCall {
-        var answer: JSONValue?
-    }
-}
-
-extension AppProtocolSessionSubscription {
-    /// A sticky call's answer: the holders it is due to (those not yet acknowledged), now
-    /// acknowledged; the first answer is kept for later holders. On a later open: none.
-    mutating func answerStickyCall(with answer: JSONValue) -> [AppProtocolSessionHolder] {
-        if self.stickyCall?.answer == nil { self.stickyCall?.answer = answer }
-        var due: [AppProtocolSessionHolder] = []
-        for i in self.holders.indices where !self.holders[i].answered {
-            self.holders[i].answered = true
-            due.append(self.holders[i])
-        }
-        return due
-    }
-
-    /// One more holder of a sticky call: the answer it is due now, if the call had one.
-    mutating func holdStickyCall(_ holder: AppProtocolSessionHolder) -> JSONValue? {
-        var holder = holder
-        holder.answered = self.stickyCall?.answer != nil
-        self.holders.append(holder)
-        return self.stickyCall?.answer
-    }
+    /// to each holder (the first answer, kept by the table for later holders), and ends nothing;
+    /// the answers to its sends on later opens go to no app. (A flag: the record is copied for
+    /// every routed message, and the answer is read only on a sticky call's own paths.)
+    var stickyCall = false
 }
 
 struct AppProtocolSessionCall {

@@ -16,6 +16,8 @@ struct AppProtocolSubscriptionTable {
     private var byVisibleID: [WireID: String] = [:]
     /// Bytes of the subscription messages kept (`limits.subscriptionBytes`).
     private(set) var bytes = 0
+    /// The first answer to each sticky call (by key), for the holders that come after it.
+    private var callAnswers: [String: JSONValue] = [:]
 
     var count: Int { self.byUpstream.count }
 
@@ -59,6 +61,30 @@ struct AppProtocolSubscriptionTable {
     mutating func worked(_ upstream: WireID) -> String {
         self.byUpstream[upstream]?.worked = true
         return self.byUpstream[upstream]?.key ?? ""
+    }
+
+    /// The answer to sticky call `upstream`: the holders it is due to (not yet answered), now
+    /// answered; the first answer is kept for later holders. On a later open: none.
+    mutating func answerStickyCall(_ upstream: WireID, with answer: JSONValue) -> [AppProtocolSessionHolder] {
+        guard var subscription = self.byUpstream[upstream] else { return [] }
+        if self.callAnswers[subscription.key] == nil { self.callAnswers[subscription.key] = answer }
+        var due: [AppProtocolSessionHolder] = []
+        for i in subscription.holders.indices where !subscription.holders[i].answered {
+            subscription.holders[i].answered = true
+            due.append(subscription.holders[i])
+        }
+        self.byUpstream[upstream] = subscription
+        return due
+    }
+
+    /// One more holder of sticky call `key`: the answer due to it now, if the call had one.
+    mutating func holdStickyCall(_ key: String, _ holder: AppProtocolSessionHolder) -> JSONValue? {
+        guard let upstream = self.byKey[key] else { return nil }
+        let answer = self.callAnswers[key]
+        var holder = holder
+        holder.answered = answer != nil
+        self.byUpstream[upstream]?.holders.append(holder)
+        return answer
     }
 
     /// A new subscription.
@@ -119,6 +145,7 @@ struct AppProtocolSubscriptionTable {
         guard let subscription = self.byUpstream.removeValue(forKey: upstream) else { return nil }
         self.bytes -= subscription.message.serialized.utf8.count
         self.byKey[subscription.key] = nil
+        self.callAnswers[subscription.key] = nil
         if let server = subscription.serverID { self.byServerID[server] = nil }
         if let visible = subscription.visibleID { self.byVisibleID[visible] = nil }
         return subscription
