@@ -97,6 +97,35 @@ extension ConfigurationReader {
             }
         }
         s.read("ready_timeout") { v in config.upstream.readyTimeout = try self.duration(v, "upstream.ready_timeout") }
+        s.table("limits", reader: self) { s in self.limits(&s, &config) }
+    }
 
+    /// [upstream.limits]: the feed's rules for a connection (docs/limits.md).
+    func limits(_ s: inout Section, _ config: inout Configuration) {
+        s.read("messages_per_second") { v in
+            let rate = v.double ?? v.int.map(Double.init)
+            guard let rate, rate.isFinite, rate >= 0, rate <= 1_000_000 else {
+                throw self.error("upstream.limits.messages_per_second", v, "must be a number of messages from 0 to 1000000 (0: unpaced), e.g. 5 or 0.5")
+            }
+            config.upstream.limits.messagesPerSecond = rate == 0 ? nil : rate
+        }
+        s.read("burst") { v in
+            config.upstream.limits.burst = try self.int(v, "upstream.limits.burst", in: 1...100_000, "a count of messages from 1 to 100000")
+        }
+        s.read("count_pings") { v in config.upstream.limits.countPings = try self.bool(v, "upstream.limits.count_pings") }
+        s.read("connect_attempts") { v in
+            let text = try self.string(v, "upstream.limits.connect_attempts")
+            guard !text.isEmpty else { return }
+            let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+            let limit = parts.count == 2 ? Int(parts[0].trimmingSpaces()) : nil
+            let seconds = parts.count == 2 ? Self.parseDuration(String(parts[1])) : nil
+            guard let limit, (1...1_000_000).contains(limit), let seconds, seconds.isFinite, seconds > 0, seconds <= 86_400 * 7 else {
+                throw self.error(
+                    "upstream.limits.connect_attempts", v,
+                    "must be ATTEMPTS/WINDOW: at most ATTEMPTS (1 to 1000000) connection attempts in any WINDOW (a duration up to 7 days), e.g. \"300/5m\"; empty: no limit"
+                )
+            }
+            config.upstream.limits.connectAttempts = .init(limit: limit, window: .nanoseconds(Int64((seconds * 1e9).rounded())))
+        }
     }
 }

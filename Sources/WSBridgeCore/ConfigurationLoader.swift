@@ -135,6 +135,30 @@ struct Section {
         }
     }
 
+    /// A table of this section's (`[upstream.limits]`), read by `body` as a section of its own
+    /// named `NAME.KEY`, its keys taking effect as this section's do: its problems and its keys
+    /// become this section's, and a key `body` did not read is a problem.
+    mutating func table(_ key: String, reader: ConfigurationReader, _ body: (inout Section) -> Void) {
+        self.known.append(key)
+        guard let value = self.table?[key] else { return }
+        let name = "\(self.name).\(key)"
+        guard let table = value.table else {
+            self.problems.append(reader.error(name, value, "must be a table: write it as [\(name)]"))
+            return
+        }
+        var inner = Section(name: name, fileName: self.fileName, table: table, reload: self.reload)
+        body(&inner)
+        self.problems += inner.problems
+        self.fileKeys.merge(inner.fileKeys) { $1 }
+        for unknown in inner.unknownKeys {
+            self.problems.append(
+                reader.error(
+                    "\(name).\(unknown)", table[unknown],
+                    "unknown key\(ConfigurationReader.didYouMean(unknown, inner.known)); known keys in [\(name)]: \(inner.known.sorted().joined(separator: ", "))"
+                ))
+        }
+    }
+
     /// The file's keys in this section that no reader asked for, sorted.
     var unknownKeys: [String] {
         (self.table?.keys ?? []).filter { !self.known.contains($0) }.sorted()

@@ -161,6 +161,42 @@ public struct StatusReport: Sendable, Equatable, JSONValueCodable {
         }
     }
 
+    /// `[upstream.limits]` as the link keeps them (docs/limits.md): the pace of its writes and
+    /// the rule on connection attempts; nil when none is set.
+    public struct Limits: Sendable, Equatable, Codable {
+        /// `messages_per_second` (nil: unpaced), its `burst`, and whether pings and pongs count.
+        @OmitNil public var messagesPerSecond: Double?
+        @OmitNil public var burst: Int?
+        public var countPings: Bool
+        /// The daemon's own messages (opening, sticky, keepalive, pings) waiting for the pace
+        /// now; apps' sends wait in `queue`.
+        public var waiting: Int
+        /// How long messages have waited for the pace, in ms (nil: none waits).
+        @OmitNil public var waitMs: Int64?
+        /// Messages written after waiting for the pace, since the daemon started.
+        public var paced: UInt64
+        /// `connect_attempts` ("300/5m"), the attempts in its window now, and how long the next
+        /// attempt still waits for room in it (ms; nil: none waits).
+        @OmitNil public var connectAttempts: String?
+        @OmitNil public var attemptsInWindow: Int?
+        @OmitNil public var connectWaitMs: Int64?
+
+        public init(
+            messagesPerSecond: Double? = nil, burst: Int? = nil, countPings: Bool = false, waiting: Int = 0, waitMs: Int64? = nil, paced: UInt64 = 0,
+            connectAttempts: String? = nil, attemptsInWindow: Int? = nil, connectWaitMs: Int64? = nil
+        ) {
+            self.messagesPerSecond = messagesPerSecond
+            self.burst = burst
+            self.countPings = countPings
+            self.waiting = waiting
+            self.waitMs = waitMs
+            self.paced = paced
+            self.connectAttempts = connectAttempts
+            self.attemptsInWindow = attemptsInWindow
+            self.connectWaitMs = connectWaitMs
+        }
+    }
+
     /// The last reload (SIGHUP, `systemctl reload`): when, whether it applied, what waits.
     public struct Reload: Sendable, Equatable, Codable {
         /// When it ended, ms since the Unix epoch.
@@ -270,6 +306,8 @@ public struct StatusReport: Sendable, Equatable, JSONValueCodable {
     public var stream = ""
     public var drops: UInt64 = 0
     public var queue = Queue(messages: 0, bytes: 0, maxMessages: 0, maxBytes: 0)
+    /// nil when `[upstream.limits]` sets nothing.
+    @OmitNil public var limits: Limits?
     /// nil when `journal.dir` is not set.
     @OmitNil public var journal: Journal?
     public var session: Session?

@@ -47,6 +47,7 @@ struct Status: ParsableCommand {
         rows.add("messages in", "\(s.traffic.messagesIn) (\(Self.bytes(s.traffic.bytesIn)))", words: "messages_in", "bytes_in")
         rows.add("messages out", "\(s.traffic.messagesOut) (\(Self.bytes(s.traffic.bytesOut)))", words: "messages_out", "bytes_out")
         rows.add("send queue", "\(s.queue.messages)/\(s.queue.maxMessages) messages, \(Self.bytes(UInt64(s.queue.bytes)))", words: "queue")
+        rows.add("limits", s.limits.map(Self.limitsText), words: "limits")
         rows.add(
             "spool",
             s.queue.spool.map { spool in
@@ -92,6 +93,33 @@ struct Status: ParsableCommand {
         // One width for every call, whichever optional rows this one has (a longer label widens it).
         let width = max(Self.labelWidth, rows.lines.map(\.0.count).max() ?? 0)
         return rows.lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }.joined(separator: "\n")
+    }
+
+    /// `[upstream.limits]` in words: "5/s (burst 1, pings count): 3 waiting for 1.2s, 40 paced;
+    /// connect attempts 2 of 3/10s, the next in 4.1s".
+    static func limitsText(_ l: StatusReport.Limits) -> String {
+        var parts: [String] = []
+        if let rate = l.messagesPerSecond {
+            var pace = "\(Self.number(rate))/s (burst \(l.burst ?? 1)\(l.countPings ? ", pings count" : ""))"
+            if let wait = l.waitMs {
+                pace += ": \(l.waiting) of the daemon's own waiting, for \(Self.millis(wait))"
+            }
+            parts.append(pace + ", \(l.paced) paced")
+        }
+        if let attempts = l.connectAttempts {
+            var text = "connect attempts \(l.attemptsInWindow ?? 0) of \(attempts)"
+            if let wait = l.connectWaitMs { text += ", the next in \(Self.millis(wait))" }
+            parts.append(text)
+        }
+        return parts.joined(separator: "; ")
+    }
+
+    private static func number(_ value: Double) -> String {
+        value == value.rounded() ? "\(Int(value))" : "\(value)"
+    }
+
+    private static func millis(_ ms: Int64) -> String {
+        ms < 1000 ? "\(ms)ms" : "\(Double(ms / 100) / 10)s"
     }
 
     /// The table's rows, and the status keys they word.

@@ -162,3 +162,43 @@ extension ConfigurationLoaderTests {
         #expect(ConfigurationError.tomlString("a\"b'c") == "\"a\\\"b'c\"")
     }
 }
+
+extension ConfigurationLoaderTests {
+    @Test func theUpstreamsLimitsAreATableOfTheirOwn() throws {
+        let config = try self.load(
+            """
+            [upstream]
+            url = "ws://127.0.0.1:9/"
+            [upstream.limits]
+            messages_per_second = 5
+            burst = 2
+            count_pings = true
+            connect_attempts = "300/5m"
+            """)
+        let limits = config.upstream.limits
+        #expect(limits.messagesPerSecond == 5 && limits.burst == 2 && limits.countPings)
+        #expect(limits.connectAttempts == .init(limit: 300, window: .seconds(300)))
+        #expect(limits.connectAttempts?.description == "300/300s")
+        // Each key is its own for a reload, used from the next connection.
+        #expect(config.fileKeys["upstream.limits.messages_per_second"]?.reload == .nextConnection)
+        #expect(config.fileKeys["upstream.limits"] == nil)
+        // A fraction is a rate too; 0 and "" are off.
+        #expect(try self.load("[upstream.limits]\nmessages_per_second = 0.5\n").upstream.limits.messagesPerSecond == 0.5)
+        let off = try self.load("[upstream.limits]\nmessages_per_second = 0\nconnect_attempts = \"\"\n").upstream.limits
+        #expect(off.messagesPerSecond == nil && off.connectAttempts == nil)
+    }
+
+    @Test func aMistakeInTheLimitsNamesItsKeyAndSaysWhatToWrite() {
+        let attempts = self.failure("[upstream.limits]\nconnect_attempts = \"300 per 5m\"\n")
+        #expect(attempts?.key == "upstream.limits.connect_attempts")
+        #expect(attempts?.description.contains(#"e.g. "300/5m""#) == true, "\(String(describing: attempts))")
+        #expect(self.failure("[upstream.limits]\nconnect_attempts = \"0/5m\"\n")?.key == "upstream.limits.connect_attempts")
+        #expect(self.failure("[upstream.limits]\nmessages_per_second = -1\n")?.key == "upstream.limits.messages_per_second")
+        #expect(self.failure("[upstream.limits]\nburst = 0\n")?.key == "upstream.limits.burst")
+        let unknown = self.failure("[upstream.limits]\nmessages_per_secnd = 5\n")
+        #expect(unknown?.key == "upstream.limits.messages_per_secnd")
+        #expect(unknown?.description.contains(#"did you mean "messages_per_second"?"#) == true, "\(String(describing: unknown))")
+        let notATable = self.failure("[upstream]\nlimits = 5\n")
+        #expect(notATable?.description.contains("write it as [upstream.limits]") == true, "\(String(describing: notATable))")
+    }
+}

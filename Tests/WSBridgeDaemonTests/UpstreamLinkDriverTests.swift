@@ -17,6 +17,8 @@ import WSBridgeProtocol
         struct Dial {
             let channel: EmbeddedChannel
             let upgrade: EventLoopPromise<UpstreamConnector.Handshake>
+            /// When the link dialed it (the loop's clock).
+            let at: NIODeadline
 
             /// The upgrade completes.
             func upgraded() {
@@ -81,7 +83,7 @@ import WSBridgeProtocol
                 return (eventLoop.makeFailedFuture(error), eventLoop.makeFailedFuture(error))
             }
             let upgrade = eventLoop.makePromise(of: UpstreamConnector.Handshake.self)
-            self.dialer.dialed(.init(channel: channel, upgrade: upgrade))
+            self.dialer.dialed(.init(channel: channel, upgrade: upgrade, at: self.dialer.loop.now))
             return (eventLoop.makeSucceededFuture(channel), upgrade.futureResult)
         }
     }

@@ -8,14 +8,15 @@ on: two connections overlapping deliver the same events, and a consumer can tell
 duplicate).
 
 Rules, per connection unless said:
-- --messages-per-second M (with a burst of M): a client message (text, binary, ping or pong)
-  beyond it is a violation: printed, and the connection closed with 1008;
+- --messages-per-second M (with a burst of M): a client message (text or binary; pings are
+  answered by the library, uncounted) beyond it is a violation: printed, and the connection
+  closed with 1008;
 - --max-streams K: a SUBSCRIBE that would hold more than K streams is answered
   {"error":{"code":-1,"msg":"max streams"},"id":N} and changes nothing;
 - --lifetime T: the server closes every connection T seconds after it opened (1001), after
   sending {"event":"closing","in_ms":500} half a second before;
 - --connect-attempts A --window W: upgrades beyond A in any W seconds (all connections) are
-  refused with HTTP 429 (printed: refused).
+  refused with HTTP 429 (printed: refused); --refuse: every upgrade is refused so (HTTP 503).
 Requests: {"method":"SUBSCRIBE"|"UNSUBSCRIBE","params":[S,...],"id":N} answered
 {"result":null,"id":N}; {"method":"LIST_SUBSCRIPTIONS","id":N} answered with the list.
 
@@ -48,11 +49,15 @@ def main():
     p.add_argument("--connect-attempts", type=int, default=0)
     p.add_argument("--window", type=float, default=300)
     p.add_argument("--events-per-second", type=float, default=10)
+    p.add_argument("--refuse", action="store_true")
     a = p.parse_args()
     attempts = collections.deque()
     counter = [0]
 
     def admit(connection, request):
+        if a.refuse:
+            out("refused")
+            return connection.respond(http.HTTPStatus.SERVICE_UNAVAILABLE, "not now\n")
         if a.connect_attempts <= 0:
             return None
         now = time.monotonic()

@@ -3,7 +3,7 @@ import WSBridgeCore
 
 /// The link's current connection, from its first TCP byte to its end: the generation that
 /// tells its callbacks from an older attempt's, its channel and what the handshake negotiated,
-/// its deadline and close timers, its heartbeat, the flush of a tick's writes and the clock of
+/// its deadline and close timers, its heartbeat, its pace, the flush of a tick's writes and the clock of
 /// the socket read being handled (its close handshake is the connection machine's). `end()` forgets it; `begin` starts the next one. The last failure is
 /// kept across attempts, for `status`. Confined to the link's event loop.
 final class LinkAttempt {
@@ -32,6 +32,9 @@ final class LinkAttempt {
     let heartbeat: ConnectionTimer
     /// The timer of the keepalive the application protocol's server set on this connection.
     let keepalive: ConnectionTimer
+    /// The connection's pace (`upstream.limits.messages_per_second`), from its upgrade on; nil
+    /// when it is not paced.
+    private(set) var pacing: PacedWrites?
 
     init(eventLoop: any EventLoop) {
         self.heartbeat = ConnectionTimer(eventLoop: eventLoop)
@@ -46,6 +49,8 @@ final class LinkAttempt {
         self.generation += 1
         self.heartbeat.stop()
         self.keepalive.stop()
+        self.pacing?.end()
+        self.pacing = nil
         self.setDeadline(nil)
         self.closeTimer?.cancel()
         self.closeTimer = nil
@@ -68,9 +73,10 @@ final class LinkAttempt {
         self.channel = channel
     }
 
-    /// The upgrade completed on `channel`.
-    func upgraded(_ channel: any Channel, subprotocol: String?, compression: Bool) {
+    /// The upgrade completed on `channel`; `pacing`: its pace, when its writes are paced.
+    func upgraded(_ channel: any Channel, subprotocol: String?, compression: Bool, pacing: PacedWrites?) {
         self.setDeadline(nil)
+        self.pacing = pacing
         self.channel = channel
         self.subprotocol = subprotocol
         self.compression = compression

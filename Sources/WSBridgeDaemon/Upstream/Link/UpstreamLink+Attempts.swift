@@ -12,6 +12,21 @@ extension UpstreamLink {
     func startAttempt(_ attempt: Int) {
         self.teardown()
         let generation = self.attempt.begin(number: attempt)
+        if let at = self.connectAttempts.admit(now: self.now) {
+            // upstream.limits.connect_attempts: the attempt starts when the window has room.
+            self.connectWaits(until: at)
+            let limit = self.connectAttempts.limit.map { "\($0)" } ?? "?"
+            self.logger.notice(
+                "upstream.limits.connect_attempts = \(limit): the window is full; attempt \(attempt) starts in \((at - self.now).short)",
+                metadata: ["attempt": "\(attempt)"])
+            self.attempt.setDeadline(
+                self.eventLoop.assumeIsolated().scheduleTask(deadline: NIODeadline.uptimeNanoseconds(at.nanoseconds)) {
+                    guard self.isAt(.handshaking, generation) else { return }
+                    self.startAttempt(attempt)
+                })
+            return
+        }
+        self.connectWaits(until: nil)
         let url = self.failover.urlForAttempt(in: self.configuration.upstream.urls)
         // The same settings (headers, token, TLS) for whichever URL this attempt uses.
         var attemptConfiguration = self.configuration
@@ -94,11 +109,13 @@ extension UpstreamLink {
             handshake.channel.close(promise: nil)
             return
         }
-        self.attempt.upgraded(handshake.channel, subprotocol: handshake.subprotocol, compression: handshake.deflate != nil)
+        let limits = self.configuration.upstream.limits
+        let pacing = limits.messagesPerSecond.map { PacedWrites(perSecond: $0, burst: limits.burst, now: self.now, eventLoop: self.eventLoop) }
+        self.attempt.upgraded(handshake.channel, subprotocol: handshake.subprotocol, compression: handshake.deflate != nil, pacing: pacing)
         let reason = self.connectedReason
         // Only their count is logged: they may carry the token.
         let opening = self.session.opened(token: token)
-        for message in opening { self.writeFrame(message, flush: false) }
+        for message in opening { self.writeOwn(message) }
         if !opening.isEmpty {
             self.attempt.channel?.flush()
             self.logger.debug("sent \(opening.count) opening message(s) (upstream.on_open)")
@@ -143,7 +160,7 @@ extension UpstreamLink {
         if self.reconnects > 0 { self.metrics.reconnected(after: self.lostBecause) }
         self.scheduleFailback()
         let sticky = self.session.becameReady()
-        for message in sticky { self.writeFrame(message, flush: false) }
+        for message in sticky { self.writeOwn(message) }
         if !sticky.isEmpty {
             self.attempt.channel?.flush()
             self.logger.debug("sent \(sticky.count) sticky message(s)")

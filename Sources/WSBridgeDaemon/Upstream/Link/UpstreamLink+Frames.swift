@@ -38,9 +38,8 @@ extension UpstreamLink {
         switch frame.opcode {
         case .ping:
             self.heartbeatReceived()
-            if self.mayWrite {
-                let pong = WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData)
-                self.attempt.channel?.writeAndFlush(pong, promise: nil)
+            if self.mayWrite, let channel = self.attempt.channel {
+                self.writeControl(WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData), on: channel)
             }
         case .pong:
             var data = frame.unmaskedData

@@ -14,11 +14,24 @@ extension UpstreamLink {
         guard self.mayWrite, let channel = self.attempt.channel else { return }
         var buffer = channel.allocator.buffer(capacity: 8)
         buffer.writeInteger(payload)
-        channel.write(WebSocketFrame(fin: true, opcode: .ping, maskKey: .random(), data: buffer), promise: nil)
+        self.writeControl(WebSocketFrame(fin: true, opcode: .ping, maskKey: .random(), data: buffer), on: channel)
         if let text = self.configuration.heartbeat.text {
-            channel.write(WebSocketFrame(fin: true, opcode: .text, maskKey: .random(), data: channel.allocator.buffer(string: text)), promise: nil)
+            self.writeOwn(OutboundMessage(.text(text)))
         }
-        channel.flush()
+    }
+
+    /// A ping or a pong: now, or, when the connection is paced and they count
+    /// (`upstream.limits.count_pings`), first among what waits for the pace.
+    func writeControl(_ frame: WebSocketFrame, on channel: any Channel) {
+        if self.configuration.upstream.limits.countPings, let pacing = self.attempt.pacing {
+            guard let frame = pacing.own(frame, first: true, now: self.now) else {
+                self.armPacing(pacing)
+                return
+            }
+            channel.writeAndFlush(frame, promise: nil)
+            return
+        }
+        channel.writeAndFlush(frame, promise: nil)
     }
 }
 
@@ -45,16 +58,20 @@ extension UpstreamLink {
     /// Writes a message now if it may go now: the link is open, no close frame has been sent
     /// (RFC 6455 §5.5.1: no data after it; the message waits for the next connection), and the
     /// channel is writable (a slow upstream fills the bounded queue, not NIO's buffer).
+    /// A paced connection (`upstream.limits`) takes it only when the pace allows: else it waits
+    /// in the queue, and the pace's timer flushes it in its turn.
     func sendNow(_ message: OutboundMessage, flush: Bool = true, promise: EventLoopPromise<Void>? = nil) -> Bool {
         guard self.phase == .open, self.attempt.channel?.isWritable == true else { return false }
+        if let pacing = self.attempt.pacing, !pacing.mayWriteQueued(now: self.now) {
+            self.armPacing(pacing)
+            return false
+        }
         return self.writeFrame(message, flush: flush, promise: promise)
     }
 
     /// Writes on the connection, open or still waiting to be ready, whether or not the channel
-    /// is writable: what `sendNow` sends once it checked, and the session's own messages (opening
-    /// and sticky sends), which are few and bounded (`upstream.on_open`, `local.sticky_bytes`)
-    /// and must go ahead of the queue. False when there is no connection to write to, or a
-    /// close frame was sent.
+    /// is writable: what `sendNow` sends once it checked (and the pace allowed). False when
+    /// there is no connection to write to, or a close frame was sent.
     @discardableResult
     func writeFrame(_ message: OutboundMessage, flush: Bool = true, promise: EventLoopPromise<Void>? = nil) -> Bool {
         guard self.mayWrite, let channel = self.attempt.channel else { return false }
@@ -66,19 +83,65 @@ extension UpstreamLink {
         return true
     }
 
-    /// A sticky send (or its leave text) from the local plane: written now if the link is
-    /// open, ahead of any queued sends; false when it is not (it goes after the next open).
-    func sendAhead(_ message: OutboundMessage) -> Bool {
-        guard self.phase == .open, !self.isShuttingDown else { return false }
-        return self.writeFrame(message)
+    /// Writes a message of the link's own (opening messages, sticky sends and their leave
+    /// texts, the protocol's keepalive), ahead of the queue: they are few and bounded
+    /// (`upstream.on_open`, `local.sticky_bytes`), and go whether or not the channel is
+    /// writable. On a paced connection, in their turn (before any queued send). False when
+    /// there is no connection to write to, or a close frame was sent.
+    @discardableResult
+    func writeOwn(_ message: OutboundMessage) -> Bool {
+        guard let pacing = self.attempt.pacing else { return self.writeFrame(message) }
+        guard self.mayWrite, self.attempt.channel != nil else { return false }
+        let frame = WebSocketFrame(fin: true, opcode: message.kind == .text ? .text : .binary, maskKey: .random(), data: message.data)
+        guard let frame = pacing.own(frame, now: self.now) else {
+            self.armPacing(pacing)
+            return true
+        }
+        self.counted(sent: frame.data.readableBytes)
+        self.attempt.channel?.write(frame, promise: nil)
+        self.attempt.flushSoon(on: self.eventLoop)
+        return true
     }
 
-    /// Sends what waited, in order, with one flush, while the link takes it.
-    func flushOutbound() {
+    /// A sticky send (or its leave text) from the local plane: written now if the link is
+    /// open, ahead of any queued sends (on a paced connection, in its turn ahead of them); false
+    /// when it is not (it goes after the next open).
+    func sendAhead(_ message: OutboundMessage) -> Bool {
+        guard self.phase == .open, !self.isShuttingDown else { return false }
+        return self.writeOwn(message)
+    }
+
+    /// Sends what waited, in order, with one flush, while the link takes it; returns how many.
+    @discardableResult
+    func flushOutbound() -> Int {
         let count = self.outbound.flush(to: self)
-        guard count > 0 else { return }
+        guard count > 0 else { return 0 }
         self.attempt.channel?.flush()
         self.logger.debug("sent \(count) queued message(s)", metadata: ["queue.left": "\(self.outbound.count)"])
+        return count
+    }
+
+    // MARK: - The pace
+
+    /// Wakes the link when the pace lets the next message go.
+    func armPacing(_ pacing: PacedWrites) {
+        let generation = self.attempt.generation
+        pacing.timer.arm(at: pacing.next(now: self.now)) { self.pacingTick(generation: generation) }
+    }
+
+    /// The pace lets messages go: the link's own that waited first, then the queue's, as many
+    /// as it allows; then it waits again if anything is left.
+    func pacingTick(generation: Int) {
+        guard self.attempt.isCurrent(generation), let pacing = self.attempt.pacing, let channel = self.attempt.channel else { return }
+        let frames = pacing.due(now: self.now)
+        for frame in frames {
+            if frame.opcode == .text || frame.opcode == .binary { self.counted(sent: frame.data.readableBytes) }
+            channel.write(frame, promise: nil)
+        }
+        if !frames.isEmpty { channel.flush() }
+        let queued = self.phase == .open ? self.flushOutbound() : 0
+        self.counted(paced: frames.count + queued)
+        if pacing.settle() { self.armPacing(pacing) }
     }
 
     func becameWritable(generation: Int) {

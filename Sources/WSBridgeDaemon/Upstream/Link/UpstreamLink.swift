@@ -43,6 +43,13 @@ package final class UpstreamLink: LinkControl {
     let outbound: OutboundPath
     /// What the link carried, kept as `status` reports it.
     private var traffic = StatusReport.Traffic()
+    /// Messages written after waiting for the pace, since the daemon started.
+    private(set) var pacedMessages: UInt64 = 0
+    /// The rule on connection attempts (`upstream.limits.connect_attempts`), shared by the
+    /// daemon's connections.
+    let connectAttempts: ConnectAttempts
+    /// When the attempt waiting for `connect_attempts` may start (nil: none waits).
+    private(set) var connectWaitUntil: MonotonicInstant?
 
     // The driver's own state: only this file changes it (the others read it).
     private var machine: Machine
@@ -63,8 +70,10 @@ package final class UpstreamLink: LinkControl {
         events: any UpstreamEventSink,
         metrics: DaemonMetrics = DaemonMetrics(),
         spool: (Spool, Spool.Restored)? = nil,
-        session: UpstreamSession? = nil
+        session: UpstreamSession? = nil,
+        connectAttempts: ConnectAttempts? = nil
     ) {
+        self.connectAttempts = connectAttempts ?? ConnectAttempts(configuration.upstream.limits.connectAttempts)
         self.metrics = metrics
         self.session = session ?? UpstreamSession(configuration: configuration, eventLoop: eventLoop, logger: logger)
         self.eventLoop = eventLoop
@@ -242,6 +251,7 @@ package final class UpstreamLink: LinkControl {
         if self.machine.phase == .open { self.scheduleFailback() }
         self.outbound.update(configuration: configuration)
         self.session.update(configuration: configuration)
+        self.connectAttempts.update(configuration.upstream.limits.connectAttempts)
         self.machine.updateSettings(Self.machineSettings(configuration), now: self.now)
         // A running heartbeat took the new interval: its timer is set again.
         self.heartbeatTick()
@@ -314,6 +324,10 @@ package final class UpstreamLink: LinkControl {
     /// What the link carried: the counters are changed here only.
     func counted(received bytes: Int) { self.traffic.received(bytes: bytes) }
     func counted(sent bytes: Int) { self.traffic.sent(bytes: bytes) }
+    /// Messages written after waiting for the pace (`upstream.limits`).
+    func counted(paced messages: Int) { self.pacedMessages &+= UInt64(messages) }
+    /// The next attempt waits for `connect_attempts` until `instant` (nil: it started).
+    func connectWaits(until instant: MonotonicInstant?) { self.connectWaitUntil = instant }
 
     /// Forgets the current attempt or link: later callbacks from it are ignored.
     func teardown() {
@@ -339,6 +353,7 @@ extension UpstreamLink {
         report.compression = self.attempt.compression
         report.traffic = self.traffic
         report.queue = self.outbound.status(fsync: self.configuration.queue.fsync)
+        report.limits = self.limitsStatus
         let ready = self.machine.attemptStep == .awaitingReady ? "waiting" : self.machine.phase == .open ? "ready" : "down"
         report.session = self.session.status(ready: ready)
         report.lastError = self.attempt.lastFailure?.description
@@ -349,6 +364,23 @@ extension UpstreamLink {
             report.retryInMs = max(0, (at - self.now).nanoseconds / 1_000_000)
         }
         return report
+    }
+}
+
+extension UpstreamLink {
+    /// `status`'s `limits`: the pace and the attempts' window, when set.
+    private var limitsStatus: StatusReport.Limits? {
+        let limits = self.configuration.upstream.limits
+        guard limits.messagesPerSecond != nil || self.connectAttempts.limit != nil else { return nil }
+        let now = self.now
+        let pacing = self.attempt.pacing
+        let waiting = self.connectWaitUntil.flatMap { $0 > now && self.phase == .connecting ? $0 : nil }
+        return StatusReport.Limits(
+            messagesPerSecond: limits.messagesPerSecond, burst: limits.messagesPerSecond == nil ? nil : limits.burst,
+            countPings: limits.countPings, waiting: pacing?.waiting ?? 0,
+            waitMs: pacing?.waitingSince.map { (now - $0).nanoseconds / 1_000_000 }, paced: self.pacedMessages,
+            connectAttempts: self.connectAttempts.limit.map { "\($0)" }, attemptsInWindow: self.connectAttempts.count(now: now),
+            connectWaitMs: waiting.map { ($0 - now).nanoseconds / 1_000_000 })
     }
 }
 

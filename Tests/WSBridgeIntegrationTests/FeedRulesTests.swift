@@ -1,0 +1,103 @@
+import Foundation
+import Testing
+import WSBridgeProtocol
+
+/// The rules a feed sets on each connection (docs/limits.md), against an exchange-style peer that
+/// enforces Binance's, scaled down (Tests/peers/ruled_feed.py): a client message over its rate
+/// closes the connection with 1008, and it says so on its stdout.
+@Suite struct FeedRulesTests {
+    /// The feed, and a daemon for it with `limits` in `[upstream.limits]`, its link open.
+    static func start(feed arguments: [String], limits: String, dir: TemporaryDirectory, awaitOpen: Bool = true) async throws -> (
+        feed: ManagedProcess, daemon: ManagedProcess, socket: String
+    ) {
+        let (feed, port) = try await pythonPeer("ruled_feed.py", port: 0, arguments)
+        let socket = dir.file("d.sock")
+        let config = try writeDaemonConfig(dir, "wsbridged", url: "ws://127.0.0.1:\(port)/", socket: socket, upstream: "[upstream.limits]\n\(limits)")
+        let daemon = try ManagedProcess.daemon(["--config", config, "--log-level", "debug"])
+        guard await (awaitOpen ? daemon.awaitLink(.open) : daemon.awaitReady()) else {
+            daemon.stop()
+            feed.stop()
+            throw TestFailure("the daemon did not start: \(daemon.stderr.text)")
+        }
+        return (feed, daemon, socket)
+    }
+
+    static func subscribe(_ stream: Int) -> String { #"{"method":"SUBSCRIBE","params":["s\#(stream)"],"id":\#(stream)}"# }
+
+    /// Waits (60 s in all) until `app` has a message of each of `streams` after its line
+    /// `mark`; returns the streams it has none of.
+    static func flowing(_ app: SocketClient, _ streams: ClosedRange<Int>, after mark: Int) async -> [Int] {
+        let deadline = ContinuousClock.now + .seconds(60)
+        var missing: [Int] = []
+        for n in streams {
+            let left = max(.zero, deadline - ContinuousClock.now)
+            if await app.lines.wait(from: mark, timeout: left, containing: #"\"stream\": \"s\#(n)\""#) == nil { missing.append(n) }
+        }
+        return missing
+    }
+
+    @Test func fortyStickySubscriptionsAtFiveASecondAllFlowAfterEachOfTenReconnectsWithNoViolation() async throws {
+        let dir = try TemporaryDirectory()
+        let (feed, daemon, socket) = try await Self.start(
+            feed: ["--messages-per-second", "5", "--max-streams", "100", "--events-per-second", "2"], limits: "messages_per_second = 5", dir: dir)
+        defer {
+            daemon.stop()
+            feed.stop()
+        }
+        let app = try await SocketClient.connected(to: socket, name: "app", daemon: daemon)
+        // 40 at once: each is answered at once, and they go upstream at the feed's rate.
+        for n in 1...40 {
+            app.send(#"{"id":"k\#(n)","op":"send","text":\#(JSONValue.string(Self.subscribe(n)).serialized),"sticky":"s\#(n)"}"#)
+        }
+        for n in 1...40 {
+            #expect(await app.reply("k\(n)")?["ok"] == true, "sticky \(n): \(app.lines.text.suffix(500))")
+        }
+        let waiting = try daemonStatus(socket).limits
+        #expect(waiting?.messagesPerSecond == 5, "\(String(describing: waiting))")
+        #expect(await Self.flowing(app, 1...40, after: 0) == [], "before any reconnect")
+        for cut in 1...10 {
+            let mark = app.lines.count
+            app.send(#"{"id":"r\#(cut)","op":"reconnect"}"#)
+            #expect(await app.reply("r\(cut)")?["ok"] == true)
+            guard let open = await app.lines.wait(from: mark, timeout: .seconds(60), containing: #""type":"state","state":"open""#) else {
+                Issue.record("reconnect \(cut): the link did not open again: \(daemon.stderr.lines.suffix(20))")
+                return
+            }
+            let openIndex = app.lines.lines.lastIndex(of: open) ?? mark
+            // Every message after the open line came on the new connection.
+            let missing = await Self.flowing(app, 1...40, after: openIndex)
+            #expect(missing == [], "reconnect \(cut): streams not flowing: \(missing); \(feed.stdout.lines.suffix(10))")
+        }
+        let lines = feed.stdout.lines
+        #expect(lines.filter { $0.hasPrefix("violation") } == [])
+        #expect(lines.filter { $0.hasPrefix("connected") }.count == 11, "\(lines.filter { $0.hasPrefix("connected") || $0.hasPrefix("closed") })")
+        // Each connection got the 40 subscriptions once each.
+        #expect(lines.filter { $0.hasPrefix("subscribed") }.count == 11 * 40)
+        let status = try daemonStatus(socket)
+        #expect((status.limits?.paced ?? 0) >= 10 * 35, "\(String(describing: status.limits))")
+        let table = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket, "status"]).stdout
+        #expect(table.contains("5/s (burst 1)"), "\(table)")
+    }
+
+    @Test func aFeedThatRefusesEveryUpgradeSeesNoMoreAttemptsThanTheLimitEvenOnAReconnect() async throws {
+        let dir = try TemporaryDirectory()
+        // The backoff (50 to 200 ms) would try several times a second; the limit allows 3 an hour.
+        let (feed, daemon, socket) = try await Self.start(feed: ["--refuse"], limits: #"connect_attempts = "3/1h""#, dir: dir, awaitOpen: false)
+        defer {
+            daemon.stop()
+            feed.stop()
+        }
+        try await awaitStatus(socket, "the fourth attempt waiting for the window") { ($0.limits?.connectWaitMs ?? 0) > 3_000_000 }
+        #expect(feed.stdout.lines.filter { $0 == "refused" }.count == 3)
+        // An operator's reconnect is an attempt too: it waits for the window as well.
+        let app = try await SocketClient.connected(to: socket, name: "app", daemon: daemon)
+        app.send(#"{"id":"r","op":"reconnect"}"#)
+        #expect(await app.reply("r")?["ok"] == true)
+        let status = try daemonStatus(socket)
+        #expect(status.state == .connecting && status.limits?.attemptsInWindow == 3, "\(String(describing: status.limits))")
+        #expect((status.limits?.connectWaitMs ?? 0) > 3_000_000)
+        #expect(feed.stdout.lines.filter { $0 == "refused" }.count == 3)
+        let table = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket, "status"]).stdout
+        #expect(table.contains("connect attempts 3 of 3/3600s, the next in"), "\(table)")
+    }
+}
