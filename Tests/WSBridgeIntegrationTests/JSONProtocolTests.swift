@@ -132,6 +132,38 @@ import WSBridgeProtocol
         print("json 20 restarts: " + report.joined(separator: "; "))
     }
 
+    /// A well-formed subscription the server answers by closing the connection (4403), added by
+    /// one app after another app's working one: after protocol.set_aside_after (3) such opens it
+    /// is set aside and its holder told; the working one was never blamed and flows again.
+    @Test func aSubscriptionTheServerClosesOnIsSetAsideAndTheWorkingOneFlowsAgain() async throws {
+        let dir = try TemporaryDirectory()
+        let (peer, port) = try await Self.peer()
+        defer { peer.stop() }
+        let (daemon, socket) = try await Self.daemon(dir, port: port)
+        defer { daemon.stop() }
+        let a = try await JSONRPCProtocolTests.app(socket, "a")
+        let b = try await JSONRPCProtocolTests.app(socket, "b")
+        Self.subscribe(a, id: 1, type: "alpha", request: "sa")
+        #expect(await JSONRPCProtocolTests.waitFor(a) { $0["type"] == "event" && $0.value(at: "event.n") == 3 } != nil)
+        Self.subscribe(b, id: 1, type: "forbidden", request: "sb")
+        let told = await JSONRPCProtocolTests.waitFor(b) { $0["id"] == 1 && $0["error"]?.stringValue?.contains("set aside") == true }
+        #expect(told?["error"]?.stringValue?.contains("4403") == true, "\(String(describing: told)) \(daemon.stderr.text.suffix(3000))")
+        // The working subscription flows again: three events of a connection after it.
+        let mark = a.lines.count
+        let third = await JSONRPCProtocolTests.waitFor(a, from: mark) { $0["type"] == "event" && $0.value(at: "event.n") == 3 }
+        #expect(third?["id"] == 1 && third?.value(at: "event.event_type") == "alpha")
+        a.send(#"{"id":"st","op":"status"}"#)
+        let status = await a.reply("st")
+        #expect(status?.value(at: "result.state") == "open")
+        guard case .array(let subscriptions)? = status?.value(at: "result.protocol.subscriptions") else {
+            throw TestFailure("no subscriptions in \(String(describing: status))")
+        }
+        let aside = subscriptions.filter { $0["set_aside"] != nil }.map { $0["key"]?.stringValue ?? "" }
+        #expect(aside.count == 1 && aside.allSatisfy { $0.contains("forbidden") }, "\(subscriptions)")
+        // The server closed three connections on it, and never on the working one alone.
+        #expect(peer.stdout.lines.filter { $0.hasPrefix("closed 4403") }.count == 3, "\(peer.stdout.text.suffix(2000))")
+    }
+
     @Test func aRequestInFlightWhenTheLinkDropsGetsLinkLostAtOnce() async throws {
         let dir = try TemporaryDirectory()
         let (peer, port) = try await Self.peer()

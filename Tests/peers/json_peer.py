@@ -6,6 +6,8 @@ connection closed with 4002. Messages:
   {"id":N,"type":"subscribe_events","event_type":T} -> {"id":N,"type":"result","success":true},
       then {"id":N,"type":"event","event":{"event_type":T,"n":K}} every --interval seconds, K
       counting per subscription from 1 (the server numbers them: a consumer can count gaps);
+      event_type "forbidden" is not allowed: the connection is closed with 4403 (a well-formed
+      message the server answers by closing);
   {"id":N,"type":"unsubscribe_events","subscription":M} -> result; the subscription ends;
   {"id":N,"type":"echo","value":V} -> {"id":N,"type":"result","success":true,"result":V};
   {"id":N,"type":"slow","seconds":S} -> the echo's answer after S seconds;
@@ -82,7 +84,10 @@ async def handler(ws, args):
         msg_id = message["id"]
         kind = message.get("type")
         out(f"call {kind} {msg_id}")
-        if kind == "subscribe_events":
+        if kind == "subscribe_events" and message.get("event_type") == "forbidden":
+            out("closed 4403 forbidden event type")
+            await ws.close(4403, "forbidden event type")
+        elif kind == "subscribe_events":
             event_type = message.get("event_type", "any")
             subscriptions[msg_id] = asyncio.create_task(events(ws, msg_id, event_type, args.interval))
             out(f"subscribe {event_type}")
