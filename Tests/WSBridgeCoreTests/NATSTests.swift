@@ -80,4 +80,23 @@ import WSBridgeProtocol
     func subjectsMatchAsNATSMatchesThem(_ subject: String, _ pattern: String, _ matches: Bool) {
         #expect(NATS.subject(subject, matches: pattern[...]) == matches)
     }
+
+    @Test func aPermissionsViolationNamesTheSubscriptionItRefused() {
+        #expect(NATS.refusedSubscription(#"Permissions Violation for Subscription to "secret.x""#) == "secret.x")
+        #expect(NATS.refusedSubscription(#"Permissions Violation for Subscription to "a.b" using queue "q""#) == "a.b q")
+        #expect(NATS.refusedSubscription(#"Permissions Violation for Publish to "a.b""#) == nil)
+        #expect(NATS.refusedSubscription("Maximum Subscriptions Exceeded") == nil)
+        // In the session: the subscription with that key is set aside, its holder told; a later
+        // open does not send it.
+        var s = self.ready()
+        _ = s.app(1, "SUB ok 1\r\n")
+        _ = s.app(2, "SUB secret.x 5\r\n")
+        let refused = s.upstream("-ERR 'Permissions Violation for Subscription to \"secret.x\"'\r\n")
+        #expect(
+            refused.contains("broadcast") && refused.contains { $0.hasPrefix("app 2 HMSG 5 ") && $0.contains("set aside: the server refused it") }, "\(refused)"
+        )
+        _ = s.lost(reason: "gone", closedRightAfterOpen: nil)
+        let again = s.wire(s.opened()).filter { $0.contains("SUB") }
+        #expect(again.count == 1 && again.allSatisfy { $0.hasPrefix("up SUB ok ") }, "\(again)")
+    }
 }

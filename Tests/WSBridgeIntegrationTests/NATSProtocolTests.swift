@@ -11,7 +11,10 @@ struct NATSServer {
     let monitor: Int
 
     /// Starts one (ports 0: any, found in its log); `trace`: every protocol operation logged.
-    static func start(_ dir: TemporaryDirectory, websocket: Int = 0, monitor: Int = 0, trace: Bool = false) async throws -> NATSServer {
+    /// `extra`: more of its configuration (an `authorization` block).
+    static func start(_ dir: TemporaryDirectory, websocket: Int = 0, monitor: Int = 0, trace: Bool = false, extra: String = "") async throws
+        -> NATSServer
+    {
         func port(_ p: Int) -> String { p == 0 ? "-1" : "\(p)" }
         let config = try dir.write(
             "nats.conf",
@@ -21,6 +24,7 @@ struct NATSServer {
             ping_interval: "1s"
             ping_max: 2
             websocket { listen: "127.0.0.1:\(port(websocket))", no_tls: true }
+            \(extra)
             """)
         let process = try ManagedProcess("/usr/sbin/nats-server", ["-c", config] + (trace ? ["-V"] : []), name: "nats-server")
         guard let ws = await process.stderr.wait(containing: "Listening for websocket clients on ws://127.0.0.1:"),
@@ -122,6 +126,55 @@ struct NATSServer {
         try await eventually("the server's subjects to be prices.btc alone", { try server.subjects() }, until: { $0 == ["prices.btc"] })
         a.close()
         try await eventually("the server to have no subject", { try server.subjects() }, until: \.isEmpty)
+    }
+
+    /// nats-server answers a SUB its user may not make with `-ERR 'Permissions Violation for
+    /// Subscription to "…"'` and keeps the connection: the subscription never started. It is set
+    /// aside at once (its holder told), never sent again on a later open, and the other app's
+    /// subscription flows on, the link never down.
+    @Test func aSubscriptionTheServerRefusesIsSetAsideAndTheOthersFlowOn() async throws {
+        let dir = try TemporaryDirectory()
+        let server = try await NATSServer.start(
+            dir,
+            extra: #"authorization { users = [ { user: "app", password: "pw", permissions: { subscribe: { deny: ["secret.>"] } } } ] }"#)
+        defer { server.process.stop() }
+        let (daemon, socket) = try await protocolDaemon(dir, url: Self.url(server), protocol: "nats", settings: "user = \"app\"\npass = \"pw\"")
+        defer { daemon.stop() }
+        let good = try await TextApp.connect(socket, "good", of: daemon)
+        let bad = try await TextApp.connect(socket, "bad", of: daemon)
+        good.send("SUB news 1\r\n", request: "g")
+        #expect(await good.client.reply("g")?["ok"] == true)
+        let mark = bad.mark
+        bad.send("SUB secret.x 1\r\n", request: "b")
+        #expect(await bad.client.reply("b")?["ok"] == true)
+        // Its holder is told, under its sid, why it is set aside.
+        let told = await bad.wait(from: mark) { $0.contains("Wsbridged-Error: set aside: the server refused it") }
+        #expect(told?.contains("Permissions Violation for Subscription to") == true, "\(bad.client.lines.text.suffix(2000))")
+        func subscriptions(_ status: JSONValue?) -> [JSONValue] {
+            guard case .array(let list)? = status?.value(at: "result.protocol.subscriptions") else { return [] }
+            return list
+        }
+        let status = try await eventually(
+            "the refusal in status", { await good.status() }, until: { subscriptions($0).contains { $0["set_aside"] != nil } })
+        let subscriptions = subscriptions(status)
+        #expect(subscriptions.filter { $0["set_aside"] != nil }.map { $0["key"] } == ["secret.x"], "\(subscriptions)")
+        #expect(status?.value(at: "result.reconnects") == 0)
+        // The other app's subscription flows, on the same connection.
+        let before = good.mark
+        Self.publish(good, "news", #"{"n":1}"#, request: "p1")
+        #expect(await good.wait(from: before) { $0 == "MSG news 1 7\r\n{\"n\":1}\r\n" } != nil, "\(good.client.lines.text.suffix(1000))")
+        // A new connection sends the working one again, not the refused one.
+        let reopened = good.mark
+        good.client.send(#"{"id":"r","op":"reconnect"}"#)
+        #expect(await good.client.reply("r")?["ok"] == true)
+        #expect(await good.client.lines.wait(from: reopened) { $0.contains(#""type":"state""#) && $0.contains(#""state":"open""#) } != nil)
+        let after = good.mark
+        Self.publish(good, "news", #"{"n":2}"#, request: "p2")
+        #expect(await good.wait(from: after) { $0 == "MSG news 1 7\r\n{\"n\":2}\r\n" } != nil)
+        #expect(try server.subjects() == ["news"])
+        // The server's -ERR reached every subscriber once: the refused SUB went on one connection only.
+        let violations = good.texts().filter { $0.hasPrefix("-ERR") && $0.contains("Permissions Violation for Subscription") }
+        #expect(violations.count == 1, "\(violations)")
     }
 
     @Test func aRequestIsAnsweredThroughTheDaemonsInboxToItsOwnApp() async throws {

@@ -63,6 +63,9 @@ package enum UpstreamOp: Equatable, Sendable {
     /// The server reports an error (STOMP `ERROR`, NATS `-ERR`, Socket.IO `44`): for every
     /// subscriber, in the log and status; `fatal`: the connection is over, the link reconnects.
     case error(String, fatal: Bool)
+    /// The server refused the subscription with routing key `key` (it never started; a NATS
+    /// permissions violation): an error as `error`, and the subscription is set aside.
+    case refused(key: String, String)
 }
 
 /// What the protocol layer asks the daemon to do.

@@ -112,19 +112,24 @@ package struct AppProtocolSession {
     /// The server closed the link right after open: laid at the subscription sent last, which
     /// is set aside (its holders told) after `setAsideAfter` such opens in a row.
     private mutating func strike(_ key: String, count: Int, reason: String) -> [Effect] {
-        guard var subscription = self.table.find(key: key)?.subscription else { return [] }
+        guard let subscription = self.table.find(key: key)?.subscription else { return [] }
         let holders = subscription.holders.map { "client \($0.app) as \($0.appID)" }.joined(separator: ", ")
         let text = String(subscription.message.serialized.prefix(200))
         self.blame.culprit =
             "the server closed the link right after open \(count) time\(count == 1 ? "" : "s") in a row, the last message sent being \(text) (a subscription held by \(holders)): \(reason)"
         guard self.limits.setAsideAfter > 0, count >= self.limits.setAsideAfter else { return [] }
-        self.blame.setAside(key)
-        let why =
-            "set aside: the server closed the link right after this subscription on \(count) opens in a row (\(reason)); it is not sent again until an operator runs `wsbridgectl subscriptions --clear`"
-        subscription.setAside = why
-        self.table.update(subscription)
         self.blame.culprit = (self.blame.culprit ?? "") + "; set aside"
-        return subscription.holders.map { .app($0.app, self.codec.linkLostAnswer(id: $0.appID, reason: why)) }
+        return self.setAside(key, because: "the server closed the link right after this subscription on \(count) opens in a row (\(reason))")
+    }
+
+    /// Subscription `key` is set aside, `why`: not sent again until an operator clears it, its
+    /// holders told.
+    private mutating func setAside(_ key: String, because why: String) -> [Effect] {
+        guard var subscription = self.table.find(key: key)?.subscription, subscription.setAside == nil else { return [] }
+        self.blame.setAside(key)
+        subscription.setAside = "set aside: \(why); it is not sent again until an operator runs `wsbridgectl subscriptions --clear`"
+        self.table.update(subscription)
+        return subscription.holders.map { .app($0.app, self.codec.linkLostAnswer(id: $0.appID, reason: subscription.setAside ?? why)) }
     }
 
     /// Sends the set-aside subscriptions again: now if the link is ready, else at the next open.
@@ -345,6 +350,8 @@ package struct AppProtocolSession {
             return self.codec.timing(in: message).map { [.timing($0)] } ?? []
         case .error(let text, let fatal):
             return [.broadcast, .serverError(text, fatal: fatal)]
+        case .refused(let key, let text):
+            return [.broadcast, .serverError(text, fatal: false)] + self.setAside(key, because: "the server refused it (\(text))")
         case .ping:
             return self.codec.pong(to: message).map { [.upstream($0)] } ?? []
         case .ack:

@@ -192,7 +192,8 @@ package struct NATS: AppProtocolCodec {
         case "PONG", "+OK", "INFO": return .swallow
         case "-ERR":
             // A fatal one closes the connection from the server's side; the link sees that.
-            return .error(message["error"]?.stringValue ?? "-ERR", fatal: false)
+            let text = message["error"]?.stringValue ?? "-ERR"
+            return Self.refusedSubscription(text).map { .refused(key: $0, text) } ?? .error(text, fatal: false)
         case "MSG", "HMSG":
             if let subject = message["subject"]?.stringValue, subject.hasPrefix(self.inbox) {
                 return .answer(id: WireID(.string(String(subject.dropFirst(self.inbox.utf8.count)))), final: true)
@@ -202,6 +203,17 @@ package struct NATS: AppProtocolCodec {
         default:
             return .broadcast
         }
+    }
+
+    /// The subscription key (subject, and queue group) a permissions violation names:
+    /// `Permissions Violation for Subscription to "a.b" using queue "q"`; nil for another error.
+    static func refusedSubscription(_ text: String) -> String? {
+        let prefix = "Permissions Violation for Subscription to "
+        guard text.hasPrefix(prefix) else { return nil }
+        let quoted = text.dropFirst(prefix.count).split(separator: "\"", omittingEmptySubsequences: false)
+        // ["", subject, " using queue ", queue, ""] or ["", subject, ""]
+        guard quoted.count >= 3, quoted[0].isEmpty else { return nil }
+        return quoted.count >= 5 && quoted[2] == " using queue " ? "\(quoted[1]) \(quoted[3])" : String(quoted[1])
     }
 
     package func answerIDs(in message: JSONValue) -> [(id: WireID, final: Bool)] {
