@@ -148,8 +148,11 @@ import WSBridgeProtocol
         Self.subscribe(b, id: 1, type: "forbidden", request: "sb")
         let told = await JSONRPCProtocolTests.waitFor(b) { $0["id"] == 1 && $0["error"]?.stringValue?.contains("set aside") == true }
         #expect(told?["error"]?.stringValue?.contains("4403") == true, "\(String(describing: told)) \(daemon.stderr.text.suffix(3000))")
-        // The working subscription flows again: three events of a connection after it.
-        let mark = a.lines.count
+        // The working subscription flows again: three events of the connection after the server's
+        // third close (everything after the third open line in a's stream came on it).
+        let opens = await a.lines.wait(count: 3, timeout: .seconds(60)) { $0.contains(#""type":"state","state":"open""#) }
+        let mark = opens.count == 3 ? (a.lines.lines.lastIndex(of: opens[2]) ?? 0) : a.lines.count
+        #expect(opens.count == 3, "\(a.lines.text.suffix(2000))")
         let third = await JSONRPCProtocolTests.waitFor(a, from: mark) { $0["type"] == "event" && $0.value(at: "event.n") == 3 }
         #expect(third?["id"] == 1 && third?.value(at: "event.event_type") == "alpha")
         a.send(#"{"id":"st","op":"status"}"#)
