@@ -125,11 +125,10 @@ package struct AppProtocolSession {
     /// Subscription `key` is set aside, `why`: not sent again until an operator clears it, its
     /// holders told.
     private mutating func setAside(_ key: String, because why: String) -> [Effect] {
-        guard var subscription = self.table.find(key: key)?.subscription, subscription.setAside == nil else { return [] }
+        let reason = "set aside: \(why); it is not sent again until an operator runs `wsbridgectl subscriptions --clear`"
+        guard let subscription = self.table.setAside(key: key, why: reason) else { return [] }
         self.blame.setAside(key)
-        subscription.setAside = "set aside: \(why); it is not sent again until an operator runs `wsbridgectl subscriptions --clear`"
-        self.table.update(subscription)
-        return subscription.holders.map { .app($0.app, self.codec.linkLostAnswer(id: $0.appID, reason: subscription.setAside ?? why)) }
+        return subscription.holders.map { .app($0.app, self.codec.linkLostAnswer(id: $0.appID, reason: reason)) }
     }
 
     /// Sends the set-aside subscriptions again: now if the link is ready, else at the next open.
@@ -137,14 +136,10 @@ package struct AppProtocolSession {
         let aside = self.table.setAside
         var effects: [Effect] = []
         for upstream in aside {
-            guard var subscription = self.table[upstream] else { continue }
-            subscription.setAside = nil
-            subscription.upstreamID = self.isOpen ? self.allocate() : upstream
-            self.table.move(upstream, to: subscription)
-            if self.isOpen {
-                self.blame.sent(subscription.key)
-                effects.append(.upstream(self.codec.replacingID(in: subscription.message, with: subscription.upstreamID)))
-            }
+            let id = self.isOpen ? self.allocate() : upstream
+            guard let subscription = self.table.clearSetAside(upstream, id: id), self.isOpen else { continue }
+            self.blame.sent(subscription.key)
+            effects.append(.upstream(self.codec.replacingID(in: subscription.message, with: id)))
         }
         if !aside.isEmpty { self.blame.culprit = nil }
         return (aside.count, effects)

@@ -53,6 +53,23 @@ struct AppProtocolSubscriptionTable {
     /// The ids of those set aside, oldest first.
     var setAside: [WireID] { self.byUpstream.filter { $0.value.setAside != nil }.keys.sorted(by: Self.older) }
 
+    /// Sets subscription `key` aside, `why` (not sent again until an operator clears it); it,
+    /// or nil when there is none or it is aside already.
+    mutating func setAside(key: String, why: String) -> Subscription? {
+        guard let upstream = self.byKey[key], self.byUpstream[upstream]?.setAside == nil else { return nil }
+        self.byUpstream[upstream]?.setAside = why
+        return self.byUpstream[upstream]
+    }
+
+    /// Clears set-aside subscription `upstream`, now under the id `id`; it, or nil when there is none.
+    mutating func clearSetAside(_ upstream: WireID, id: WireID) -> Subscription? {
+        guard var subscription = self.byUpstream[upstream] else { return nil }
+        subscription.setAside = nil
+        subscription.upstreamID = id
+        self.move(upstream, to: subscription)
+        return subscription
+    }
+
     /// Whether `size` more bytes would stay within `limit`.
     func fits(_ size: Int, limit: Int) -> Bool { self.bytes + size <= limit }
 
