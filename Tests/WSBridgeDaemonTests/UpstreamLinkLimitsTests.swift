@@ -117,6 +117,23 @@ import WSBridgeProtocol
         }
     }
 
+    @Test func aRateBelowTheHeartbeatsKeepsOnePingWaitingNotOnePerInterval() throws {
+        let h = Harness {
+            $0.upstream.limits.messagesPerSecond = 0.1
+            $0.upstream.limits.countPings = true
+            $0.heartbeat.interval = .seconds(1)
+            $0.heartbeat.deadline = .seconds(100)
+        }
+        _ = h.link.session.register(.init(key: "k"), payload: .text("sub"), client: 1, pid: nil, uid: nil)
+        let dial = h.open()
+        // "sub" at once; then a ping due every second, one place every 10 s.
+        let written = try Self.run(h, dial, for: .milliseconds(9500), step: .milliseconds(500))
+        #expect(written.map(\.text) == ["sub"])
+        #expect(h.link.status.limits?.waiting == 1, "\(String(describing: h.link.status.limits))")
+        let later = try Self.run(h, dial, for: .seconds(1), step: .milliseconds(500))
+        #expect(later.map(\.text) == ["ping"])
+    }
+
     @Test func whatWaitedOnALostConnectionIsNotWrittenOnTheNextButTheSessionIsRestoredAgain() throws {
         let h = Harness {
             $0.upstream.limits.messagesPerSecond = 5

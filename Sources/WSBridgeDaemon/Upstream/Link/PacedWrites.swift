@@ -42,6 +42,13 @@ final class PacedWrites {
     /// cannot hold the heartbeat past its deadline).
     func own(_ frame: WebSocketFrame, first: Bool = false, now: MonotonicInstant) -> WebSocketFrame? {
         if self.own.isEmpty, self.pacer.take(now: now) { return frame }
+        // One ping and one pong wait at most: a newer one takes the older's place (the heartbeat
+        // waits for the last ping's pong; a pong answers the last ping, RFC 6455 §5.5.3), so a
+        // rate below the heartbeat's cannot grow the lane.
+        if frame.opcode == .ping || frame.opcode == .pong, let older = self.own.firstIndex(where: { $0.opcode == frame.opcode }) {
+            self.own[older] = frame
+            return nil
+        }
         if first { self.own.prepend(frame) } else { self.own.append(frame) }
         self.held(now)
         return nil
