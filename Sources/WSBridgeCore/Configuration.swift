@@ -64,6 +64,9 @@ public struct Configuration: Sendable, Equatable {
         public var maxSubscriptionBytes = 16 << 20
         /// Opens in a row the server closed right after a subscription was sent, before it is set aside.
         public var setAsideAfter = 3
+        /// After an open, how long a subscription that never worked may go unconfirmed (no answer,
+        /// no event) before the next one goes.
+        public var confirmTimeout: Duration = .seconds(1)
         /// json: the id's path in requests and answers.
         public var idPath: String? = nil
         /// json: the upstream messages the daemon answers itself (the feed's own keepalive).

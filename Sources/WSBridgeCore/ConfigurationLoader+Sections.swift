@@ -77,6 +77,7 @@ extension ConfigurationReader {
         s.read("set_aside_after") { v in
             config.applicationProtocol.setAsideAfter = try self.int(v, "protocol.set_aside_after", in: 0...1000, "a count from 0 (never) to 1000")
         }
+        s.read("confirm_timeout") { v in config.applicationProtocol.confirmTimeout = try self.duration(v, "protocol.confirm_timeout") }
         s.read("id") { v in
             let path = try self.string(v, "protocol.id")
             guard !path.isEmpty, !JSONValue.PathComponent.split(path).contains(where: { $0.key.isEmpty }) else {

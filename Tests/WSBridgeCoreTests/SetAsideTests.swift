@@ -18,8 +18,20 @@ import WSBridgeProtocol
         #expect(s.lost(reason: "gone", closedRightAfterOpen: nil).isEmpty)
         #expect(s.culprit == nil)
         for open in 1...3 {
+            // The first time: ready and a, and once a delivers, b (neither worked before, so one
+            // at a time). After that a worked: ready, a, b at once.
             let sent = s.opened()
-            #expect(sent.count == 3, "open \(open): \(sent)")  // ready, a, b
+            if open == 1 {
+                guard sent.count == 2, case .upstream(let a) = sent[1], let id = a["id"] else {
+                    Issue.record("open \(open): \(sent)")
+                    return
+                }
+                let next: JSONValue = ["type": "next", "id": id, "payload": ["data": ["a": 1]]]
+                let b = s.fromUpstream(next)
+                #expect(b.count == 2 && b.last.map { if case .upstream(let m) = $0 { m["payload"]?["operationName"] == 7 } else { false } } == true, "\(b)")
+            } else {
+                #expect(sent.count == 3, "open \(open): \(sent)")
+            }
             let told = s.lost(reason: "gone", closedRightAfterOpen: "closed by the server: 4400 bad")
             #expect(s.culprit?.contains("operationName") == true && s.culprit?.contains(#"client 2 as "1""#) == true)
             #expect(s.culprit?.contains("\(open) time") == true, "\(String(describing: s.culprit))")
@@ -81,5 +93,51 @@ import WSBridgeProtocol
             _ = s.lost(reason: "gone", closedRightAfterOpen: early ? "closed" : nil)
             #expect((s.liveSubscriptions.first?.setAside != nil) == expectSetAside, "early: \(early)")
         }
+    }
+}
+
+/// After an open, the subscriptions that never worked go one at a time (issue 44, item 6).
+@Suite struct RestoreOneAtATimeTests {
+    static func subscribe(_ id: String, _ field: String) -> JSONValue {
+        ["type": "subscribe", "id": .string(id), "payload": ["query": .string("subscription { \(field) }")]]
+    }
+
+    /// The upstream subscribes among `effects`, as their fields.
+    static func sent(_ effects: [AppProtocolEffect]) -> [String] {
+        effects.compactMap { if case .upstream(let m) = $0 { m["payload"]?["query"]?.stringValue?.split(separator: " ")[2].description } else { nil } }
+    }
+
+    @Test func eachGoesOnceTheOneBeforeItDeliversOrItsWaitPassesAndNewOnesWaitTheirTurn() throws {
+        var s = GraphQL(codec: GraphQLTransportWS(), limits: AppProtocolLimits(setAsideAfter: 3))
+        for (n, field) in ["a", "b", "c"].enumerated() { _ = s.fromApp(AppID(n + 1), Self.subscribe("1", field)) }
+        _ = s.lost(reason: "gone", closedRightAfterOpen: nil)
+        // (Each mutating call outside #expect, which may evaluate its expression more than once.)
+        let opened = s.opened()
+        #expect(Self.sent(opened) == ["a"])
+        let first = try #require(s.restoreStep)
+        // A new subscription meanwhile waits behind the restore.
+        let d = s.fromApp(4, Self.subscribe("1", "d"))
+        #expect(Self.sent(d) == [])
+        // a delivers: b goes.
+        let afterA = s.fromUpstream(["type": "next", "id": "4", "payload": [:]])
+        #expect(Self.sent(afterA) == ["b"])
+        // A stale wait changes nothing; b's wait passing sends c.
+        let stale = s.confirmationTimedOut(step: first)
+        #expect(stale == [])
+        let second = try #require(s.restoreStep)
+        let timedOut = s.confirmationTimedOut(step: second)
+        #expect(Self.sent(timedOut) == ["c"])
+        // c delivers: d; d delivers: the restore is over.
+        let afterC = s.fromUpstream(["type": "next", "id": "6", "payload": [:]])
+        #expect(Self.sent(afterC) == ["d"])
+        #expect(s.restoreStep != nil)
+        let afterD = s.fromUpstream(["type": "next", "id": "7", "payload": [:]])
+        #expect(Self.sent(afterD) == [])
+        #expect(s.restoreStep == nil)
+        // Next open: a, c and d worked: at once; b never did (its wait passed): after them, alone.
+        _ = s.lost(reason: "gone", closedRightAfterOpen: nil)
+        let again = s.opened()
+        #expect(Self.sent(again) == ["a", "c", "d", "b"])
+        #expect(s.restoreStep != nil)
     }
 }

@@ -31,15 +31,17 @@ package struct AppProtocolSession {
     package var name: String { self.codec.name }
     private var nextID: UInt64 = 0
     /// The subscriptions, which outlive the connection, and their indexes.
-    private var table = Table()
+    var table = Table()
     /// The calls waiting for answers and each app's ids in use.
-    private var ids = AppProtocolAppIDs()
+    var ids = AppProtocolAppIDs()
     /// What the server acknowledged the handshake with, for apps' own handshakes.
-    private var acknowledgement: JSONValue?
-    package private(set) var isOpen = false
+    var acknowledgement: JSONValue?
+    package internal(set) var isOpen = false
     package var now: Int64 = 0
     /// What a close right after open is laid at.
-    private var blame = AppProtocolBlame()
+    var blame = AppProtocolBlame()
+    /// The subscriptions that never worked, sent one at a time after an open.
+    var restore = AppProtocolRestore()
     package var culprit: String? { self.blame.culprit }
     /// Bytes of the subscription messages kept (`limits.subscriptionBytes`).
     package var subscriptionBytes: Int { self.table.bytes }
@@ -47,7 +49,7 @@ package struct AppProtocolSession {
     /// The codec's routing keys (nil: every message is read).
     package let routing: RoutingKeys?
     /// Text protocols: the start of a message the last WebSocket message cut (`limits.messageBytes`).
-    private var partial = AppProtocolTextRemainder()
+    var partial = AppProtocolTextRemainder()
 
     package init(codec: any AppProtocolCodec, limits: Limits = Limits()) {
         self.codec = codec
@@ -69,7 +71,7 @@ package struct AppProtocolSession {
         self.partial.isEmpty && self.codec.broadcastPrefixes.contains { bytes.starts(with: $0) }
     }
 
-    private mutating func allocate() -> WireID {
+    mutating func allocate() -> WireID {
         self.nextID += 1
         return self.codec.wireID(self.nextID)
     }
@@ -78,85 +80,6 @@ package struct AppProtocolSession {
     package func held(by app: AppID) -> Int { self.ids.count(of: app) }
 
     package var count: Int { self.ids.callCount + self.table.count }
-
-    // MARK: - Link events
-
-    /// The link opened: every subscription goes again. The handshake has one path, the link's:
-    /// the codec's `connection` makes it the first opening message and its acknowledgement the
-    /// ready gate, so the link is open only once the server acknowledged it (`${token}` filled in
-    /// at each connect), and the acknowledgement came before this.
-    package mutating func opened() -> [Effect] {
-        self.isOpen = true
-        self.blame.sent(nil)
-        self.partial.removeAll()
-        return [.ready] + self.ready()
-    }
-
-    package mutating func lost(reason: String) -> [Effect] { self.lost(reason: reason, closedRightAfterOpen: nil) }
-
-    /// The link dropped: every call waiting is told (its answer went); subscriptions stay.
-    package mutating func lost(reason: String, closedRightAfterOpen: String?) -> [Effect] {
-        // Told once per connection (the link goes on through backingOff, connecting...).
-        guard self.isOpen else { return [] }
-        self.isOpen = false
-        self.acknowledgement = nil
-        self.partial.removeAll()
-        let waiting = self.ids.takeCalls()
-        // Subscribes still unanswered are answered when their new subscribe is.
-        var effects: [Effect] = waiting.map { .app($0.app, self.codec.linkLostAnswer(id: $0.appID, reason: reason)) }
-        let strike = self.blame.ended(rightAfterOpen: closedRightAfterOpen != nil)
-        if let strike, let closedRightAfterOpen { effects += self.strike(strike.key, count: strike.count, reason: closedRightAfterOpen) }
-        return effects
-    }
-
-    /// The server closed the link right after open: laid at the subscription sent last, which
-    /// is set aside (its holders told) after `setAsideAfter` such opens in a row.
-    private mutating func strike(_ key: String, count: Int, reason: String) -> [Effect] {
-        guard let subscription = self.table.find(key: key)?.subscription else { return [] }
-        let holders = subscription.holders.map { "client \($0.app) as \($0.appID)" }.joined(separator: ", ")
-        let text = String(subscription.message.serialized.prefix(200))
-        self.blame.culprit =
-            "the server closed the link right after open \(count) time\(count == 1 ? "" : "s") in a row, the last message sent being \(text) (a subscription held by \(holders)): \(reason)"
-        guard self.limits.setAsideAfter > 0, count >= self.limits.setAsideAfter else { return [] }
-        self.blame.culprit = (self.blame.culprit ?? "") + "; set aside"
-        return self.setAside(key, because: "the server closed the link right after this subscription on \(count) opens in a row (\(reason))")
-    }
-
-    /// Subscription `key` is set aside, `why`: not sent again until an operator clears it, its
-    /// holders told.
-    private mutating func setAside(_ key: String, because why: String) -> [Effect] {
-        let reason = "set aside: \(why); it is not sent again until an operator runs `wsbridgectl subscriptions --clear`"
-        guard let subscription = self.table.setAside(key: key, why: reason) else { return [] }
-        self.blame.setAside(key)
-        return subscription.holders.map { .app($0.app, self.codec.linkLostAnswer(id: $0.appID, reason: reason)) }
-    }
-
-    /// Sends the set-aside subscriptions again: now if the link is ready, else at the next open.
-    package mutating func clearSetAside() -> (count: Int, effects: [Effect]) {
-        let aside = self.table.setAside
-        var effects: [Effect] = []
-        for upstream in aside {
-            let id = self.isOpen ? self.allocate() : upstream
-            guard let subscription = self.table.clearSetAside(upstream, id: id), self.isOpen else { continue }
-            self.blame.sent(subscription.key)
-            effects.append(.upstream(self.codec.replacingID(in: subscription.message, with: id)))
-        }
-        if !aside.isEmpty { self.blame.culprit = nil }
-        return (aside.count, effects)
-    }
-
-    /// Ready: every live subscription goes again, fresh ids, those that worked before first.
-    private mutating func ready() -> [Effect] {
-        var effects: [Effect] = []
-        let ids = (0..<self.table.count).map { _ in self.allocate() }
-        let renumbered = self.table.renumber(ids)
-        for subscription in renumbered.filter(\.worked) + renumbered.filter({ !$0.worked }) {
-            guard subscription.setAside == nil else { continue }
-            if !subscription.worked { self.blame.sent(subscription.key) }
-            effects.append(.upstream(self.codec.replacingID(in: subscription.message, with: subscription.upstreamID)))
-        }
-        return effects
-    }
 
     // MARK: - Apps
 
@@ -259,6 +182,11 @@ package struct AppProtocolSession {
                 key: key, message: message, upstreamID: upstream, holders: [Holder(app: app, appID: id, answered: false)], since: self.now,
                 stickyCall: stickyCall))
         guard self.isOpen else { return [] }
+        if self.restore.isActive {
+            // After the restore's, in its turn.
+            self.restore.enqueue(upstream)
+            return []
+        }
         self.blame.sent(key)
         return [.upstream(self.codec.replacingID(in: message, with: upstream))]
     }
@@ -356,10 +284,10 @@ package struct AppProtocolSession {
             return self.codec.timing(in: message).map { [.timing($0)] } ?? []
         case .event(let server):
             guard let subscription = self.table.find(server: server) else { return [.broadcast] }
-            if !subscription.worked { self.blame.acquit(self.table.worked(subscription.upstreamID)) }
+            let next = subscription.worked ? [] : self.worked(subscription.upstreamID)
             let visible = subscription.visibleID ?? server
             let event = self.codec.replacingSubscriptionID(in: message, with: visible)
-            return subscription.holders.map { .app($0.app, event) }
+            return subscription.holders.map { .app($0.app, event) } + next
         case .answer(let id, let final):
             if let call = self.ids.call(id) {
                 if final { self.ids.endCall(id) }
@@ -370,10 +298,10 @@ package struct AppProtocolSession {
                 // (or, for `json`, an id that is data).
                 return self.codec.unknownAnswersBroadcast ? [.broadcast] : []
             }
-            if !subscription.worked { self.blame.acquit(self.table.worked(id)) }
+            let next = subscription.worked ? [] : self.worked(id)
             if let server = self.codec.serverSubscriptionID(in: message) {
                 // A subscribe's answer: the server's id on this connection; apps keep the first.
-                guard var subscription = self.table.answered(id, server: server) else { return [] }
+                guard var subscription = self.table.answered(id, server: server) else { return next }
                 let visible = subscription.visibleID ?? server
                 var effects: [Effect] = []
                 for i in subscription.holders.indices where !subscription.holders[i].answered {
@@ -382,15 +310,15 @@ package struct AppProtocolSession {
                     effects.append(.app(subscription.holders[i].app, self.codec.replacingID(in: answer, with: subscription.holders[i].appID)))
                 }
                 self.table.update(subscription)
-                return effects
+                return effects + next
             }
             if subscription.stickyCall {
                 let due = self.table.answerStickyCall(id, with: message)
-                return due.map { .app($0.app, self.codec.replacingID(in: message, with: $0.appID)) }
+                return due.map { .app($0.app, self.codec.replacingID(in: message, with: $0.appID)) } + next
             }
             let effects: [Effect] = subscription.holders.map { .app($0.app, self.codec.replacingID(in: message, with: $0.appID)) }
             if final && self.codec.answersEndSubscriptions { self.remove(id) }
-            return effects
+            return effects + next
         }
     }
 

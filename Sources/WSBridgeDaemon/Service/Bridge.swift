@@ -42,7 +42,8 @@ final class Bridge {
         self.fanout = fanout
         // With an application protocol, its layer stands between the link and the fan-out.
         self.appProtocol = makeAppProtocolSession(configuration.applicationProtocol, maxMessageSize: configuration.upstream.maxMessageSize).map {
-            AppProtocolLayer(session: $0, fanout: fanout, eventLoop: eventLoop, logger: logger)
+            AppProtocolLayer(
+                session: $0, fanout: fanout, eventLoop: eventLoop, logger: logger, confirmTimeout: configuration.applicationProtocol.confirmTimeout)
         }
         self.session = UpstreamSession(
             configuration: configuration, store: sticky?.0, restored: sticky?.1 ?? [], eventLoop: eventLoop, logger: logger)

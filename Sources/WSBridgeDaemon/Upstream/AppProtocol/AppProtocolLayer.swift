@@ -29,7 +29,13 @@ final class AppProtocolLayer: UpstreamEventSink {
     /// The session's routing keys: a message with none of them is a broadcast, told without the session.
     let routing: RoutingKeys?
 
-    init(session: AppProtocolSession, fanout: Fanout, eventLoop: any EventLoop, logger: Logger) {
+    /// `protocol.confirm_timeout`, and the wait for the restore's subscription in flight.
+    let confirmTimeout: Duration
+    private var confirmTimer: Scheduled<Void>?
+    private var confirmStep: Int?
+
+    init(session: AppProtocolSession, fanout: Fanout, eventLoop: any EventLoop, logger: Logger, confirmTimeout: Duration = .seconds(1)) {
+        self.confirmTimeout = confirmTimeout
         self.session = session
         self.fanout = fanout
         self.eventLoop = eventLoop
@@ -80,6 +86,7 @@ final class AppProtocolLayer: UpstreamEventSink {
         guard let json = try? JSONValue.parse(message.data.readableBytesView) else { return (true, nil) }
         let effects = self.withSession { $0.fromUpstream(json) }
         let performed = self.perform(effects, link: link, receivedAtMillis: message.receivedAtMillis, original: (json, message.data))
+        if self.session.restoreStep != self.confirmStep { self.watchRestore(link: link) }
         return (performed.broadcast, json)
     }
 
@@ -114,6 +121,24 @@ final class AppProtocolLayer: UpstreamEventSink {
                     self.fanout.tapWire(wire, parsed: one.view)
                 }
             }
+            if self.session.restoreStep != self.confirmStep { self.watchRestore(link: link) }
+        }
+    }
+
+    /// Waits `protocol.confirm_timeout` for the restore's subscription in flight (a new one
+    /// each time the session sends the next); when it passes unconfirmed, the next goes.
+    func watchRestore(link: any LinkControl) {
+        let step = self.session.restoreStep
+        guard step != self.confirmStep else { return }
+        self.confirmStep = step
+        self.confirmTimer?.cancel()
+        self.confirmTimer = nil
+        guard let step else { return }
+        self.confirmTimer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(self.confirmTimeout.nanoseconds)) {
+            self.confirmTimer = nil
+            let effects = self.withSession { $0.confirmationTimedOut(step: step) }
+            self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
+            self.watchRestore(link: link)
         }
     }
 
@@ -134,6 +159,7 @@ final class AppProtocolLayer: UpstreamEventSink {
             self.logger.warning("\(now)", metadata: ["protocol": "\(self.session.name)"])
         }
         self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch(), lost: phase == .open ? nil : lost)
+        self.watchRestore(link: link)
     }
 
     /// Its part of `status`: the subscriptions and who holds them, the culprit of a close right
