@@ -134,6 +134,27 @@ public struct Configuration: Sendable, Equatable {
         public var readyTimeout: Duration = .seconds(10)
         /// `[upstream.limits]`: the feed's rules for a connection. Off by default.
         public var limits = Limits()
+        /// A connection is renewed (a second one opened, the first closed once it delivers)
+        /// this long after it opened, less up to `renewJitter` (nil: never).
+        public var maxLifetime: Duration? = nil
+        /// The most taken off `maxLifetime` at random (nil: 1 % of it).
+        public var renewJitter: Duration? = nil
+        /// An upstream message matching it (a server's notice that it will close) renews the
+        /// connection now (nil: none).
+        public var renewWhen: Filter? = nil
+        /// The longest a renewal's overlap lasts: a new connection that has not delivered by
+        /// then is given up (the old one stays, and a renewal is tried again later).
+        public var renewTimeout: Duration = .seconds(30)
+        /// The paths whose values tell one message from another during a renewal's overlap
+        /// (empty: the message's bytes).
+        public var dedupe: [String] = []
+        /// The most messages of one connection the overlap remembers for `dedupe`.
+        public var dedupeWindow = 65_536
+
+        /// The renewal's jitter: `renewJitter`, else 1 % of `maxLifetime`.
+        public var effectiveRenewJitter: Duration {
+            self.renewJitter ?? (self.maxLifetime.map { .nanoseconds($0.nanoseconds / 100) } ?? .zero)
+        }
 
         /// The primary, then the fallbacks.
         public var urls: [UpstreamURL] { [self.url] + self.fallbackURLs }

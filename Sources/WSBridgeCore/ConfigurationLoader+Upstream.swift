@@ -98,6 +98,41 @@ extension ConfigurationReader {
         }
         s.read("ready_timeout") { v in config.upstream.readyTimeout = try self.duration(v, "upstream.ready_timeout") }
         s.table("limits", reader: self) { s in self.limits(&s, &config) }
+        self.renewal(&s, &config)
+    }
+
+    /// A connection renewed with no gap (docs/limits.md): when, and how its overlap is told apart.
+    func renewal(_ s: inout Section, _ config: inout Configuration) {
+        s.read("max_lifetime", reload: .nextConnection) { v in
+            config.upstream.maxLifetime = v.string == "" ? nil : try self.duration(v, "upstream.max_lifetime")
+        }
+        s.read("renew_jitter", reload: .nextConnection) { v in
+            config.upstream.renewJitter = v.string == "" ? nil : try self.duration(v, "upstream.renew_jitter", allowZero: true)
+        }
+        s.read("renew_when") { v in
+            let s = try self.string(v, "upstream.renew_when")
+            guard !s.isEmpty else { return }
+            let filter = Filter(parsing: s)
+            guard filter.wholeText != nil || (!filter.field.isEmpty && !filter.path.contains(where: { $0.key.isEmpty })) else {
+                throw self.error(
+                    "upstream.renew_when", v, "must be FIELD=VALUE or FIELD, as in tail --filter: \"e=serverShutdown\" or \"event=closing\"")
+            }
+            config.upstream.renewWhen = filter
+        }
+        s.read("renew_timeout") { v in config.upstream.renewTimeout = try self.duration(v, "upstream.renew_timeout") }
+        s.read("dedupe") { v in
+            guard let a = v.array else { throw self.error("upstream.dedupe", v, "must be a list of paths in the message, e.g. [\"stream\", \"data.u\"]") }
+            config.upstream.dedupe = try a.map { (item: any TOMLValueConvertible) throws(ConfigurationError) -> String in
+                let path = try self.string(item, "upstream.dedupe")
+                guard !path.isEmpty, !JSONValue.PathComponent.split(path).contains(where: { $0.key.isEmpty }) else {
+                    throw self.error("upstream.dedupe", item, "a path names a field, its parts split by dots: \"data.u\"")
+                }
+                return path
+            }
+        }
+        s.read("dedupe_window") { v in
+            config.upstream.dedupeWindow = try self.int(v, "upstream.dedupe_window", in: 16...16_777_216, "a count of messages from 16 to 16777216")
+        }
     }
 
     /// [upstream.limits]: the feed's rules for a connection (docs/limits.md).

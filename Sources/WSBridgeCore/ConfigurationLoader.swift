@@ -375,14 +375,24 @@ struct ConfigurationReader {
         return .nanoseconds(Int64((seconds * 1e9).rounded()))
     }
 
+    /// Seconds from a number (seconds) or from numbers each with a unit, added up as Go's
+    /// durations are: "500ms", "20s", "2m", "1h", "23h50m", "1m30s".
     static func parseDuration(_ s: String) -> Double? {
         let t = s.trimmingSpaces()
-        let units: [(String, Double)] = [("ms", 0.001), ("us", 1e-6), ("s", 1), ("m", 60), ("h", 3600)]
-        for (suffix, factor) in units where t.hasSuffix(suffix) {
-            guard let n = Double(t.dropLast(suffix.count).trimmingSpaces()) else { return nil }
-            return n * factor
+        if let seconds = Double(t) { return seconds }
+        let units: [Substring: Double] = ["ms": 0.001, "us": 1e-6, "s": 1, "m": 60, "h": 3600]
+        var total = 0.0
+        var rest = Substring(t)
+        guard !rest.isEmpty else { return nil }
+        while !rest.isEmpty {
+            let number = rest.prefix { $0.isNumber || $0 == "." }
+            rest = rest.dropFirst(number.count).drop { $0 == " " }
+            let unit = rest.prefix { $0.isLetter }
+            rest = rest.dropFirst(unit.count).drop { $0 == " " }
+            guard let n = Double(number), let factor = units[unit] else { return nil }
+            total += n * factor
         }
-        return Double(t)
+        return total
     }
 
     static func isToken(_ s: String) -> Bool {

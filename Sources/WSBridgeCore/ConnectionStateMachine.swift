@@ -222,6 +222,17 @@ public struct ConnectionStateMachine: Sendable {
         return self.opened(connection, now: now)
     }
 
+    /// The open link moved to a renewed connection (`upstream.max_lifetime`, `renew_when`): still
+    /// open, not a reconnect; the new connection has a context of its own (its close handshake,
+    /// its heartbeat from now), and its time open counts from now.
+    public mutating func renewed(now: MonotonicInstant) throws(InvalidTransition) -> Action {
+        guard case .open = self.state else { throw self.invalid("renewed") }
+        var connection = ConnectionContext()
+        connection.heartbeat = self.settings.heartbeat.map { HeartbeatStateMachine(interval: $0.interval, deadline: $0.deadline, now: now) }
+        self.set(.open(since: now, connection))
+        return .none
+    }
+
     private mutating func opened(_ connection: ConnectionContext, now: MonotonicInstant) -> Action {
         if self.everOpened { self.reconnects += 1 }
         self.everOpened = true

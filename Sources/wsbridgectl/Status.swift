@@ -48,6 +48,7 @@ struct Status: ParsableCommand {
         rows.add("messages out", "\(s.traffic.messagesOut) (\(Self.bytes(s.traffic.bytesOut)))", words: "messages_out", "bytes_out")
         rows.add("send queue", "\(s.queue.messages)/\(s.queue.maxMessages) messages, \(Self.bytes(UInt64(s.queue.bytes)))", words: "queue")
         rows.add("limits", s.limits.map(Self.limitsText), words: "limits")
+        rows.add("renewal", s.renewal.map(Self.renewalText), words: "renewal")
         rows.add(
             "spool",
             s.queue.spool.map { spool in
@@ -110,6 +111,20 @@ struct Status: ParsableCommand {
             var text = "connect attempts \(l.attemptsInWindow ?? 0) of \(attempts)"
             if let wait = l.connectWaitMs { text += ", the next in \(Self.millis(wait))" }
             parts.append(text)
+        }
+        return parts.joined(separator: "; ")
+    }
+
+    static func renewalText(_ r: StatusReport.Renewal) -> String {
+        var parts = ["\(r.renewals) renewed, \(r.failed) failed, \(r.duplicatesDropped) duplicates dropped"]
+        if let underway = r.underway {
+            parts.append(underway == "opening" ? "a new connection is opening" : "the old connection is closing")
+        } else if let next = r.inMs {
+            parts.append("the next in \(Self.millis(next))")
+        }
+        if let last = r.last {
+            let how = last.failure.map { "failed: \($0)" } ?? "overlap \(Self.millis(last.overlapMs ?? 0))"
+            parts.append("last: \(last.why), \(how)")
         }
         return parts.joined(separator: "; ")
     }

@@ -202,3 +202,31 @@ extension ConfigurationLoaderTests {
         #expect(notATable?.description.contains("write it as [upstream.limits]") == true, "\(String(describing: notATable))")
     }
 }
+
+extension ConfigurationLoaderTests {
+    @Test func aRenewalIsSetByALifetimeANoticeAndThePathsThatTellMessagesApart() throws {
+        let config = try self.load(
+            """
+            [upstream]
+            url = "ws://127.0.0.1:9/"
+            max_lifetime = "23h50m"
+            renew_when = "event=closing"
+            dedupe = ["stream", "data.u"]
+            """)
+        let upstream = config.upstream
+        #expect(upstream.maxLifetime == .seconds(23 * 3600 + 50 * 60))
+        #expect(upstream.renewWhen?.field == "event" && upstream.dedupe == ["stream", "data.u"])
+        // The jitter: 1 % of the lifetime unless set.
+        #expect(upstream.effectiveRenewJitter == .seconds((23 * 3600 + 50 * 60) / 100))
+        #expect(upstream.renewTimeout == .seconds(30) && upstream.dedupeWindow == 65_536)
+        #expect(config.fileKeys["upstream.max_lifetime"]?.reload == .nextConnection)
+        #expect(try self.load("[upstream]\nmax_lifetime = \"1h\"\nrenew_jitter = \"0s\"\n").upstream.effectiveRenewJitter == .zero)
+        // Durations with more than one unit add up, as Go's do.
+        #expect(try self.load("[upstream]\nrenew_timeout = \"1m30s\"\n").upstream.renewTimeout == .seconds(90))
+        #expect(self.failure("[upstream]\nrenew_timeout = \"1m30\"\n")?.key == "upstream.renew_timeout")
+        #expect(self.failure("[upstream]\ndedupe = [\"data..u\"]\n")?.key == "upstream.dedupe")
+        #expect(self.failure("[upstream]\ndedupe = \"stream\"\n")?.description.contains(#"["stream", "data.u"]"#) == true)
+        #expect(self.failure("[upstream]\nrenew_when = \"=x\"\n")?.key == "upstream.renew_when")
+        #expect(self.failure("[upstream]\ndedupe_window = 1\n")?.key == "upstream.dedupe_window")
+    }
+}

@@ -266,3 +266,24 @@ extension ConnectionStateMachineTests {
         #expect(m.phaseSince == t(2))
     }
 }
+
+extension ConnectionStateMachineTests {
+    /// A renewal (issue 44) moves the open link to a new connection: still open, no reconnect,
+    /// the new connection's close handshake and time open its own.
+    @Test func aRenewedLinkStaysOpenWithANewConnectionsState() throws {
+        var m = try self.openMachine()
+        _ = m.takeTransition()
+        // The old connection's server sent its close frame: nothing more may go on it.
+        _ = m.closeFrameReceived(code: 1001, reason: "going away")
+        #expect(!m.mayWrite)
+        #expect(try m.renewed(now: t(10)) == .none)
+        #expect(m.phase == .open && m.mayWrite && m.openSince == t(10))
+        let transition = m.takeTransition()
+        #expect(m.reconnects == 0 && transition == nil)
+        // Only an open link is renewed.
+        var idle = self.machine()
+        var refused = false
+        do { _ = try idle.renewed(now: t(1)) } catch { refused = true }
+        #expect(refused && idle.phase == .idle)
+    }
+}

@@ -36,8 +36,8 @@ func eventually<T>(
 
 /// Asks status until `check` holds: for state no event announces (a client coming, the journal
 /// stopping on its writer thread, a count). On timeout it says what status said last.
-func awaitStatus(_ socket: String, _ what: String, _ check: (StatusReport) -> Bool) async throws {
-    try await eventually(what, { try? daemonStatus(socket) }, until: { $0.map(check) ?? false })
+func awaitStatus(_ socket: String, _ what: String, timeout: Duration = .seconds(30), _ check: (StatusReport) -> Bool) async throws {
+    try await eventually(what, timeout: timeout, { try? daemonStatus(socket) }, until: { $0.map(check) ?? false })
 }
 
 extension ManagedProcess {

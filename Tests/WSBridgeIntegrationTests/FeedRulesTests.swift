@@ -7,12 +7,13 @@ import WSBridgeProtocol
 /// closes the connection with 1008, and it says so on its stdout.
 @Suite struct FeedRulesTests {
     /// The feed, and a daemon for it with `limits` in `[upstream.limits]`, its link open.
-    static func start(feed arguments: [String], limits: String, dir: TemporaryDirectory, awaitOpen: Bool = true) async throws -> (
+    static func start(feed arguments: [String], limits: String, upstream: String = "", dir: TemporaryDirectory, awaitOpen: Bool = true) async throws -> (
         feed: ManagedProcess, daemon: ManagedProcess, socket: String
     ) {
         let (feed, port) = try await pythonPeer("ruled_feed.py", port: 0, arguments)
         let socket = dir.file("d.sock")
-        let config = try writeDaemonConfig(dir, "wsbridged", url: "ws://127.0.0.1:\(port)/", socket: socket, upstream: "[upstream.limits]\n\(limits)")
+        let config = try writeDaemonConfig(
+            dir, "wsbridged", url: "ws://127.0.0.1:\(port)/", socket: socket, upstream: "\(upstream)\n[upstream.limits]\n\(limits)")
         let daemon = try ManagedProcess.daemon(["--config", config, "--log-level", "debug"])
         guard await (awaitOpen ? daemon.awaitLink(.open) : daemon.awaitReady()) else {
             daemon.stop()
@@ -99,5 +100,74 @@ import WSBridgeProtocol
         #expect(feed.stdout.lines.filter { $0 == "refused" }.count == 3)
         let table = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket, "status"]).stdout
         #expect(table.contains("connect attempts 3 of 3/3600s, the next in"), "\(table)")
+    }
+
+    /// A subscriber's message lines: per stream, its update ids and the times they came.
+    static func updates(_ lines: [String]) -> [String: [(u: Int, ts: Int64)]] {
+        var streams: [String: [(u: Int, ts: Int64)]] = [:]
+        for line in lines where line.contains(#""type":"message""#) {
+            guard let message = try? JSONValue.parse(line), case .string(let data)? = message["data"], let event = try? JSONValue.parse(data),
+                case .string(let stream)? = event["stream"], case .number(let u)? = event.value(at: "data.u"), case .number(let ts)? = message["ts"]
+            else { continue }
+            guard let u = u.intValue, let ts = ts.intValue else { continue }
+            streams[stream, default: []].append((u, Int64(ts)))
+        }
+        return streams
+    }
+
+    @Test func twentyRenewalsOfTenStreamsAtFiftyASecondLoseNothingAndDoubleNothing() async throws {
+        let dir = try TemporaryDirectory()
+        // The feed ends every connection at 5 s; the daemon renews each at 2 s, paced under the
+        // feed's 5 messages/s (4 a second, 4 back to back: a margin for the times they arrive),
+        // telling the two connections' events apart by stream and update id.
+        let (feed, daemon, socket) = try await Self.start(
+            feed: ["--messages-per-second", "5", "--max-streams", "20", "--events-per-second", "50", "--lifetime", "5"],
+            limits: "messages_per_second = 4\nburst = 4",
+            upstream: #"max_lifetime = "2s"\#nrenew_jitter = "0s"\#nrenew_when = "event=closing"\#ndedupe = ["stream", "data.u"]"#, dir: dir)
+        defer {
+            daemon.stop()
+            feed.stop()
+        }
+        let app = try await SocketClient.connected(to: socket, name: "app", daemon: daemon)
+        for n in 1...10 {
+            app.send(#"{"id":"k\#(n)","op":"send","text":\#(JSONValue.string(Self.subscribe(n)).serialized),"sticky":"s\#(n)","scope":"daemon"}"#)
+        }
+        for n in 1...10 {
+            #expect(await app.reply("k\(n)")?["ok"] == true, "sticky \(n): \(app.lines.text.suffix(500))")
+        }
+        let reader = try await SocketClient.connected(to: socket, name: "reader", daemon: daemon)
+        reader.send(#"{"id":"sub","op":"subscribe"}"#)
+        #expect(await reader.reply("sub")?["ok"] == true)
+        try await awaitStatus(socket, "20 renewals", timeout: .seconds(240)) { ($0.renewal?.renewals ?? 0) >= 20 }
+        let status = try daemonStatus(socket)
+        let streams = Self.updates(reader.lines.lines)
+        #expect(streams.count == 10, "\(streams.keys.sorted())")
+        var longest: [String: Int64] = [:]
+        for (stream, events) in streams.sorted(by: { $0.key < $1.key }) {
+            let ids = events.map(\.u)
+            guard let first = ids.min(), let last = ids.max() else { continue }
+            let missing = (last - first + 1) - Set(ids).count
+            let twice = ids.count - Set(ids).count
+            #expect(missing == 0 && twice == 0, "\(stream): \(missing) missing, \(twice) twice between \(first) and \(last)")
+            #expect(ids == ids.sorted(), "\(stream): out of order")
+            longest[stream] = zip(events.dropFirst(), events).map { $0.ts - $1.ts }.max() ?? 0
+        }
+        let seqs = reader.lines.lines.compactMap { line -> Int? in
+            guard line.contains(#""type":"message""#), case .number(let seq)? = (try? JSONValue.parse(line))?["seq"] else { return nil }
+            return seq.intValue
+        }
+        #expect(seqs == Array((seqs.first ?? 0)..<((seqs.first ?? 0) + seqs.count)), "seq is continuous")
+        let lines = feed.stdout.lines
+        #expect(lines.filter { $0.hasPrefix("violation") } == [])
+        // Every connection the daemon replaced, it closed itself (1000), before the feed's cut (1001).
+        let closes = lines.filter { $0.hasPrefix("closed") }
+        #expect(closes.allSatisfy { $0.hasSuffix(" 1000") }, "\(closes)")
+        #expect(status.reconnects == 0, "renewals are not reconnects")
+        #expect((status.renewal?.duplicatesDropped ?? 0) > 0)
+        let table = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket, "status"]).stdout
+        #expect(table.contains("duplicates dropped; ") && table.contains("last: upstream.max_lifetime = 2s, overlap"), "\(table)")
+        print(
+            "renewals: \(status.renewal?.renewals ?? 0), duplicates dropped \(status.renewal?.duplicatesDropped ?? 0), events \(streams.values.map(\.count).reduce(0, +)), longest silence per stream (ms): \(longest.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")); last \(String(describing: status.renewal?.last))"
+        )
     }
 }

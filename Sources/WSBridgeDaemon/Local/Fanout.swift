@@ -45,6 +45,8 @@ final class Fanout: UpstreamEventSink {
     private var tsDigits = TimestampDigits()
     let pending: PendingRequests
     /// Whether a subscriber needs a message's parsed view: a filter, `inline_json`, a request's match.
+    func upstreamLinkRequestsInFlight(_ link: any LinkControl) -> Int { self.pending.count }
+
     var needsView: Bool { self.configuration.inlineJSON || self.filtered > 0 || !self.pending.isEmpty }
     /// The subscribers that see the wire as it is (`"all"`).
     private(set) var wireTaps: [LocalClient] = []

@@ -10,6 +10,8 @@ package enum MetricFamily: String, CaseIterable, Sendable {
     case upstreamMessages = "wsbridge_upstream_messages_total"
     case upstreamBytes = "wsbridge_upstream_bytes_total"
     case reconnects = "wsbridge_reconnects_total"
+    case renewals = "wsbridge_renewals_total"
+    case renewalDuplicates = "wsbridge_renewal_duplicates_total"
     case connectFailures = "wsbridge_connect_failures_total"
     case droppedMessages = "wsbridge_dropped_messages_total"
     case outboundQueueMessages = "wsbridge_outbound_queue_messages"
@@ -108,6 +110,14 @@ package enum MetricFamily: String, CaseIterable, Sendable {
             Declaration(
                 type: .counter, labels: [Label(name: "reason", values: ReconnectReason.allCases.map(\.rawValue))],
                 help: "Links opened again after one was lost, by the reason it was lost.", reading: .event)
+        case .renewals:
+            Declaration(
+                type: .counter, help: "Connections renewed with no gap (upstream.max_lifetime, upstream.renew_when).",
+                reading: .total { i, _ in UInt64(i.status.renewal?.renewals ?? 0) })
+        case .renewalDuplicates:
+            Declaration(
+                type: .counter, help: "Messages dropped during renewals' overlaps as the other connection's duplicates (upstream.dedupe).",
+                reading: .total { i, _ in UInt64(i.status.renewal?.duplicatesDropped ?? 0) })
         case .connectFailures:
             Declaration(
                 type: .counter, labels: [Label(name: "reason", values: AttemptFailure.Kind.allCases.map(\.rawValue))],

@@ -35,10 +35,13 @@ protocol UpstreamEventSink: AnyObject {
     func upstreamLink(_ link: any LinkControl, emitted event: UpstreamEvent)
     /// The socket read that brought the last messages is done (the fan-out sends them now).
     func upstreamLinkReadComplete(_ link: any LinkControl)
+    /// Requests waiting for their answers: a renewal's old connection stays open for them.
+    func upstreamLinkRequestsInFlight(_ link: any LinkControl) -> Int
 }
 
 extension UpstreamEventSink {
     func upstreamLinkReadComplete(_ link: any LinkControl) {}
+    func upstreamLinkRequestsInFlight(_ link: any LinkControl) -> Int { 0 }
 }
 
 /// A sink that hands each event to a closure (tests, benchmarks, logging).

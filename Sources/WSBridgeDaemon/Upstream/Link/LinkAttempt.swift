@@ -7,8 +7,10 @@ import WSBridgeCore
 /// the socket read being handled (its close handshake is the connection machine's). `end()` forgets it; `begin` starts the next one. The last failure is
 /// kept across attempts, for `status`. Confined to the link's event loop.
 final class LinkAttempt {
-    /// Bumped by `end()`: a callback carrying an older value belongs to a forgotten attempt.
-    private(set) var generation = 0
+    /// Renewed by `end()` from the link's counter (unique among the link's connections, a
+    /// renewal's second one included): a callback carrying another value is not this attempt's.
+    private(set) var generation: Int
+    private let generations: LinkGenerations
     /// The number of the current (or last) connection attempt, for the log.
     private(set) var number = 0
     private(set) var channel: (any Channel)?
@@ -35,8 +37,12 @@ final class LinkAttempt {
     /// The connection's pace (`upstream.limits.messages_per_second`), from its upgrade on; nil
     /// when it is not paced.
     private(set) var pacing: PacedWrites?
+    /// When the upgrade completed: a connection's lifetime counts from it.
+    private(set) var upgradedAt: MonotonicInstant?
 
-    init(eventLoop: any EventLoop) {
+    init(eventLoop: any EventLoop, generations: LinkGenerations) {
+        self.generations = generations
+        self.generation = generations.next()
         self.heartbeat = ConnectionTimer(eventLoop: eventLoop)
         self.keepalive = ConnectionTimer(eventLoop: eventLoop)
     }
@@ -46,11 +52,12 @@ final class LinkAttempt {
     /// Forgets the current connection: its timers stop, its channel closes, and its later
     /// callbacks are ignored.
     func end() {
-        self.generation += 1
+        self.generation = self.generations.next()
         self.heartbeat.stop()
         self.keepalive.stop()
         self.pacing?.end()
         self.pacing = nil
+        self.upgradedAt = nil
         self.setDeadline(nil)
         self.closeTimer?.cancel()
         self.closeTimer = nil
@@ -74,8 +81,9 @@ final class LinkAttempt {
     }
 
     /// The upgrade completed on `channel`; `pacing`: its pace, when its writes are paced.
-    func upgraded(_ channel: any Channel, subprotocol: String?, compression: Bool, pacing: PacedWrites?) {
+    func upgraded(_ channel: any Channel, subprotocol: String?, compression: Bool, pacing: PacedWrites?, at now: MonotonicInstant) {
         self.setDeadline(nil)
+        self.upgradedAt = now
         self.pacing = pacing
         self.channel = channel
         self.subprotocol = subprotocol
@@ -130,3 +138,15 @@ final class LinkAttempt {
 
 @available(*, unavailable)
 extension LinkAttempt: Sendable {}
+
+/// The numbers a link gives its connections' attempts (`LinkAttempt.generation`).
+final class LinkGenerations {
+    private var last = 0
+    func next() -> Int {
+        self.last += 1
+        return self.last
+    }
+}
+
+@available(*, unavailable)
+extension LinkGenerations: Sendable {}

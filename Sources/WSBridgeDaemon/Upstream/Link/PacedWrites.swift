@@ -1,6 +1,7 @@
 import NIOCore
 import NIOWebSocket
 import WSBridgeCore
+import WSBridgeProtocol
 
 /// A connection's pace (`upstream.limits.messages_per_second`, docs/limits.md): its token bucket,
 /// and the link's own frames (opening messages, sticky re-sends, the protocol's keepalive text;
@@ -122,3 +123,20 @@ extension PacedWrites: Sendable {}
 
 @available(*, unavailable)
 extension ConnectAttempts: Sendable {}
+
+extension UpstreamLink {
+    /// `status`'s `limits`: the pace and the attempts' window, when set.
+    var limitsStatus: StatusReport.Limits? {
+        let limits = self.configuration.upstream.limits
+        guard limits.messagesPerSecond != nil || self.connectAttempts.limit != nil else { return nil }
+        let now = self.now
+        let pacing = self.attempt.pacing
+        let waiting = self.connectWaitUntil.flatMap { $0 > now && self.phase == .connecting ? $0 : nil }
+        return StatusReport.Limits(
+            messagesPerSecond: limits.messagesPerSecond, burst: limits.messagesPerSecond == nil ? nil : limits.burst,
+            countPings: limits.countPings, waiting: pacing?.waiting ?? 0,
+            waitMs: pacing?.waitingSince.map { (now - $0).nanoseconds / 1_000_000 }, paced: self.pacedMessages,
+            connectAttempts: self.connectAttempts.limit.map { "\($0)" }, attemptsInWindow: self.connectAttempts.count(now: now),
+            connectWaitMs: waiting.map { ($0 - now).nanoseconds / 1_000_000 })
+    }
+}

@@ -58,7 +58,9 @@ extension UpstreamLink {
             }
     }
 
-    private func connect(_ connector: any PreparedConnection, generation: Int) {
+    /// Connects attempt `generation`: the link's (`successor` nil) or a renewal's second
+    /// connection's.
+    func connect(_ connector: any PreparedConnection, generation: Int, successor: LinkAttempt? = nil) {
         let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
         let maxMessageSize = self.configuration.upstream.maxMessageSize
         let attemptFutures = connector.connect(on: self.eventLoop) { channel, deflate in
@@ -75,11 +77,12 @@ extension UpstreamLink {
             )
         }
         attemptFutures.channel.assumeIsolated().whenSuccess { channel in
-            guard self.attempt.isCurrent(generation) else {
+            let connection = successor ?? self.attempt
+            guard connection.isCurrent(generation) else {
                 channel.close(promise: nil)
                 return
             }
-            self.attempt.attach(channel)
+            connection.attach(channel)
             channel.closeFuture.assumeIsolated().whenComplete { _ in
                 self.channelClosed(generation: generation)
             }
@@ -87,11 +90,15 @@ extension UpstreamLink {
         // Read for this connection only, for `${token}` in the opening messages; never kept.
         let token = connector.token
         attemptFutures.handshake.assumeIsolated().whenComplete { result in
-            switch result {
-            case .success(let handshake):
+            switch (result, successor) {
+            case (.success(let handshake), nil):
                 self.handshakeSucceeded(handshake, generation: generation, token: token)
-            case .failure(let error):
+            case (.success(let handshake), _?):
+                self.successorUpgraded(handshake, generation: generation, token: token)
+            case (.failure(let error), nil):
                 self.attemptFailed(generation: generation, "\(error)")
+            case (.failure(let error), _?):
+                self.renewalFailed(generation, "\(error)")
             }
         }
     }
@@ -111,7 +118,7 @@ extension UpstreamLink {
         }
         let limits = self.configuration.upstream.limits
         let pacing = limits.messagesPerSecond.map { PacedWrites(perSecond: $0, burst: limits.burst, now: self.now, eventLoop: self.eventLoop) }
-        self.attempt.upgraded(handshake.channel, subprotocol: handshake.subprotocol, compression: handshake.deflate != nil, pacing: pacing)
+        self.attempt.upgraded(handshake.channel, subprotocol: handshake.subprotocol, compression: handshake.deflate != nil, pacing: pacing, at: self.now)
         let reason = self.connectedReason
         // Only their count is logged: they may carry the token.
         let opening = self.session.opened(token: token)
@@ -159,6 +166,7 @@ extension UpstreamLink {
         guard self.input("connected", reason: reason, transition)?.to == .open else { return }
         if self.reconnects > 0 { self.metrics.reconnected(after: self.lostBecause) }
         self.scheduleFailback()
+        self.armLifetime()
         let sticky = self.session.becameReady()
         for message in sticky { self.writeOwn(message) }
         if !sticky.isEmpty {
@@ -207,7 +215,10 @@ extension UpstreamLink {
     }
 
     func channelClosed(generation: Int) {
-        guard self.attempt.isCurrent(generation) else { return }
+        guard self.attempt.isCurrent(generation) else {
+            self.overlapEnded(generation: generation, "connection closed")
+            return
+        }
         let phase = self.phase
         if let step = self.attemptStep {
             let during = step == .awaitingReady ? "while waiting for upstream.ready_when" : "during the handshake"
@@ -218,6 +229,11 @@ extension UpstreamLink {
             return
         }
         guard phase == .open || phase == .closing else { return }
+        if phase == .open,
+            self.successorTakesOverEarly(self.serverClose.map { "the server closed it, code \($0.code.map(String.init) ?? "none")" } ?? "it ended")
+        {
+            return
+        }
         let reason: DisconnectReason
         if let close = self.serverClose {
             reason = .serverClosed(code: close.code, reason: close.reason)

@@ -9,7 +9,10 @@ import WSBridgeProtocol
 /// Frames from the upstream, channel errors, and the close handshake (RFC 6455 §5.5.1, §7).
 extension UpstreamLink {
     func receivedMessage(_ kind: UpstreamMessage.Kind, _ data: ByteBuffer, generation: Int) {
-        guard self.attempt.isCurrent(generation) else { return }
+        guard self.attempt.isCurrent(generation) else {
+            self.overlapMessage(kind, data, generation: generation)
+            return
+        }
         let read = self.attempt.readTime()
         if read.first { self.messageReceived() }
         self.counted(received: data.readableBytes)
@@ -17,7 +20,15 @@ extension UpstreamLink {
         if self.logger.logLevel <= .trace {
             self.logger.trace("message \(kind == .text ? "text" : "binary") \(data.readableBytes) bytes: \(message.preview)")
         }
-        self.emit(.message(message))
+        // A renewal's overlap: the old connection's and the new one's messages, each once.
+        if !self.renewal.isOverlapping {
+            self.emit(.message(message))
+        } else if let delivered = self.renewal.admitCurrent(message) {
+            self.emit(.message(delivered))
+        }
+        if let notice = self.configuration.upstream.renewWhen, self.isRenewalNotice(message, filter: notice) {
+            self.renew(why: "upstream.renew_when = \(ConfigurationError.tomlString(notice.text)) matched")
+        }
         // Fanned out first, then the session sees it: the message that makes the link ready
         // reaches subscribers before the `open` state line.
         let awaitingReady = self.attemptStep == .awaitingReady
@@ -29,12 +40,19 @@ extension UpstreamLink {
     /// The socket read that brought the last messages is done: the next read reads the clocks.
     func readComplete() {
         self.attempt.readComplete()
+        if self.renewal.isUnderway {
+            self.renewal.successor?.readComplete()
+            self.renewal.retiring?.readComplete()
+        }
         self.emitReadComplete()
         if self.session.observes(awaitingReady: self.attemptStep == .awaitingReady) { self.session.readComplete() }
     }
 
     func received(_ frame: WebSocketFrame, generation: Int) {
-        guard self.attempt.isCurrent(generation) else { return }
+        guard self.attempt.isCurrent(generation) else {
+            self.overlapFrame(frame, generation: generation)
+            return
+        }
         switch frame.opcode {
         case .ping:
             self.heartbeatReceived()
@@ -62,7 +80,10 @@ extension UpstreamLink {
     }
 
     func channelError(_ error: any Error, generation: Int) {
-        guard self.attempt.isCurrent(generation) else { return }
+        guard self.attempt.isCurrent(generation) else {
+            self.renewal.connection(generation)?.0.channel?.close(promise: nil)
+            return
+        }
         let description: String
         var closeCode: WebSocketErrorCode?
         switch error {

@@ -90,16 +90,29 @@ extension UpstreamLink {
     /// there is no connection to write to, or a close frame was sent.
     @discardableResult
     func writeOwn(_ message: OutboundMessage) -> Bool {
-        guard let pacing = self.attempt.pacing else { return self.writeFrame(message) }
-        guard self.mayWrite, self.attempt.channel != nil else { return false }
+        guard self.attempt.pacing != nil else { return self.writeFrame(message) }
+        guard self.mayWrite else { return false }
+        return self.writeOwn(message, on: self.attempt)
+    }
+
+    /// Writes a message of the link's own on `connection` (the current one, or a renewal's
+    /// second one while its session is restored), paced as it is.
+    @discardableResult
+    func writeOwn(_ message: OutboundMessage, on connection: LinkAttempt) -> Bool {
+        guard let channel = connection.channel else { return false }
         let frame = WebSocketFrame(fin: true, opcode: message.kind == .text ? .text : .binary, maskKey: .random(), data: message.data)
-        guard let frame = pacing.own(frame, now: self.now) else {
-            self.armPacing(pacing)
-            return true
+        if let pacing = connection.pacing {
+            guard let frame = pacing.own(frame, now: self.now) else {
+                self.armPacing(pacing, on: connection)
+                return true
+            }
+            self.counted(sent: frame.data.readableBytes)
+            channel.write(frame, promise: nil)
+        } else {
+            self.counted(sent: frame.data.readableBytes)
+            channel.write(frame, promise: nil)
         }
-        self.counted(sent: frame.data.readableBytes)
-        self.attempt.channel?.write(frame, promise: nil)
-        self.attempt.flushSoon(on: self.eventLoop)
+        connection.flushSoon(on: self.eventLoop)
         return true
     }
 
@@ -124,24 +137,26 @@ extension UpstreamLink {
     // MARK: - The pace
 
     /// Wakes the link when the pace lets the next message go.
-    func armPacing(_ pacing: PacedWrites) {
-        let generation = self.attempt.generation
+    func armPacing(_ pacing: PacedWrites, on connection: LinkAttempt? = nil) {
+        let generation = (connection ?? self.attempt).generation
         pacing.timer.arm(at: pacing.next(now: self.now)) { self.pacingTick(generation: generation) }
     }
 
     /// The pace lets messages go: the link's own that waited first, then the queue's, as many
-    /// as it allows; then it waits again if anything is left.
+    /// as it allows; then it waits again if anything is left. A renewal's second connection
+    /// has only its own (until it takes over: its generation is then the current one).
     func pacingTick(generation: Int) {
-        guard self.attempt.isCurrent(generation), let pacing = self.attempt.pacing, let channel = self.attempt.channel else { return }
+        let connection = self.attempt.isCurrent(generation) ? self.attempt : self.renewal.connection(generation)?.0
+        guard let connection, let pacing = connection.pacing, let channel = connection.channel else { return }
         let frames = pacing.due(now: self.now)
         for frame in frames {
             if frame.opcode == .text || frame.opcode == .binary { self.counted(sent: frame.data.readableBytes) }
             channel.write(frame, promise: nil)
         }
         if !frames.isEmpty { channel.flush() }
-        let queued = self.phase == .open ? self.flushOutbound() : 0
+        let queued = self.phase == .open && connection === self.attempt ? self.flushOutbound() : 0
         self.counted(paced: frames.count + queued)
-        if pacing.settle() { self.armPacing(pacing) }
+        if pacing.settle() { self.armPacing(pacing, on: connection) }
     }
 
     func becameWritable(generation: Int) {

@@ -36,7 +36,12 @@ package final class UpstreamLink: LinkControl {
     // The parts, each with its state private to its own file; the link's other files call
     // their methods.
     /// The current connection: generation, channel, close flags, timers, heartbeat (LinkAttempt.swift).
-    let attempt: LinkAttempt
+    private(set) var attempt: LinkAttempt
+    /// The numbers of the link's connections (the current one's, a renewal's).
+    let generations = LinkGenerations()
+    /// A renewal under way: the second connection, the overlap's dedupe, the old one closing
+    /// (UpstreamLink+Renewal.swift).
+    let renewal = Renewal()
     /// Which URL the next attempt uses, and the return to the primary (Failover.swift).
     let failover = Failover()
     /// The queue, the spool and the sends on their way (UpstreamLink+Sending.swift).
@@ -84,7 +89,7 @@ package final class UpstreamLink: LinkControl {
         self.events = events
         self.connectors = connectors
         self.stopped = eventLoop.makePromise()
-        self.attempt = LinkAttempt(eventLoop: eventLoop)
+        self.attempt = LinkAttempt(eventLoop: eventLoop, generations: self.generations)
         self.outbound = OutboundPath(configuration: configuration, spool: spool, eventLoop: eventLoop, metrics: metrics, logger: logger)
         self.machine = Machine(
             settings: Self.machineSettings(configuration),
@@ -329,10 +334,21 @@ package final class UpstreamLink: LinkControl {
     /// The next attempt waits for `connect_attempts` until `instant` (nil: it started).
     func connectWaits(until instant: MonotonicInstant?) { self.connectWaitUntil = instant }
 
-    /// Forgets the current attempt or link: later callbacks from it are ignored.
+    /// Forgets the current attempt or link: later callbacks from it are ignored. A renewal
+    /// under way goes with it.
     func teardown() {
         self.attempt.end()
         self.session.ended()
+        self.renewal.abandon()
+    }
+
+    /// The renewal's connection delivered: it becomes the current one, the link still open (its
+    /// heartbeat starts again); the old one is returned, to close.
+    func takeOver(_ successor: LinkAttempt) -> LinkAttempt {
+        let old = self.attempt
+        self.attempt = successor
+        self.input("renewed", reason: "renewed") { m, now in try m.renewed(now: now) }
+        return old
     }
 }
 
@@ -354,6 +370,7 @@ extension UpstreamLink {
         report.traffic = self.traffic
         report.queue = self.outbound.status(fsync: self.configuration.queue.fsync)
         report.limits = self.limitsStatus
+        report.renewal = self.renewalStatus
         let ready = self.machine.attemptStep == .awaitingReady ? "waiting" : self.machine.phase == .open ? "ready" : "down"
         report.session = self.session.status(ready: ready)
         report.lastError = self.attempt.lastFailure?.description
@@ -364,23 +381,6 @@ extension UpstreamLink {
             report.retryInMs = max(0, (at - self.now).nanoseconds / 1_000_000)
         }
         return report
-    }
-}
-
-extension UpstreamLink {
-    /// `status`'s `limits`: the pace and the attempts' window, when set.
-    private var limitsStatus: StatusReport.Limits? {
-        let limits = self.configuration.upstream.limits
-        guard limits.messagesPerSecond != nil || self.connectAttempts.limit != nil else { return nil }
-        let now = self.now
-        let pacing = self.attempt.pacing
-        let waiting = self.connectWaitUntil.flatMap { $0 > now && self.phase == .connecting ? $0 : nil }
-        return StatusReport.Limits(
-            messagesPerSecond: limits.messagesPerSecond, burst: limits.messagesPerSecond == nil ? nil : limits.burst,
-            countPings: limits.countPings, waiting: pacing?.waiting ?? 0,
-            waitMs: pacing?.waitingSince.map { (now - $0).nanoseconds / 1_000_000 }, paced: self.pacedMessages,
-            connectAttempts: self.connectAttempts.limit.map { "\($0)" }, attemptsInWindow: self.connectAttempts.count(now: now),
-            connectWaitMs: waiting.map { ($0 - now).nanoseconds / 1_000_000 })
     }
 }
 

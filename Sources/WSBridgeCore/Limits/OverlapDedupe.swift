@@ -1,0 +1,170 @@
+import DequeModule
+import WSBridgeProtocol
+
+/// A renewal's overlap: two connections to the same feed, their messages delivered once each and
+/// in the order of one connection at a time.
+///
+/// A message is known by the values at `upstream.dedupe`'s paths (Binance's stream and update
+/// id: `["stream", "data.u"]`), else, when it has none of them or no paths are set, by its bytes.
+/// Until the new connection takes over, the old one's messages are delivered; the new one's are
+/// matched against them (the same: dropped) or, when it is ahead, held. At the takeover the held
+/// ones are delivered, in their order, and from then on the new connection's are; the old one's
+/// still arriving are dropped when they are events of a stream (the new connection has them),
+/// and delivered when they are not (an answer to a request sent on it). The two are matched one to
+/// one, so a message that really comes twice on one connection is delivered twice. Each side
+/// remembers at most `window` messages (the oldest forgotten first), and at most `window` wait.
+///
+/// It tells when the new connection has caught up: it has brought a message of every stream (the
+/// first path's value; with fewer than two paths, the feed as a whole) the old one delivered during
+/// the overlap, and one of its messages was the same as one of the old's (proof that the two
+/// overlap: nothing fell between them). Pure: no clock, no I/O.
+package struct OverlapDedupe<Message> {
+    package enum Side: Int {
+        case old = 0
+        case new = 1
+    }
+
+    private let paths: [[JSONValue.PathComponent]]
+    private let window: Int
+    /// Per side: the keys it delivered that the other has not matched yet, with their counts,
+    /// and their order (to forget the oldest).
+    private var pending: [[Key: Int]] = [[:], [:]]
+    private var order: [Deque<Key>] = [Deque(), Deque()]
+    /// The new connection's messages waiting for the takeover (it was ahead of the old), and
+    /// those of them the old one delivered meanwhile (not to be delivered again).
+    private var held: Deque<(key: Key, message: Message)> = []
+    private var heldKeys: [Key: Int] = [:]
+    private var cancelled: [Key: Int] = [:]
+    /// Streams the old connection delivered during the overlap, and those the new one brought.
+    private var oldStreams: Set<String> = []
+    private var newStreams: Set<String> = []
+    private var matched = false
+    /// The new connection took over.
+    package private(set) var tookOver = false
+    /// Messages dropped as the other connection's duplicates.
+    package private(set) var dropped = 0
+
+    private struct Key: Hashable {
+        var hash: Int
+        var length: Int
+    }
+
+    package init(paths: [String], window: Int) {
+        self.paths = paths.map { JSONValue.PathComponent.split($0) }
+        self.window = max(1, window)
+    }
+
+    /// `message` (its `bytes`) from `side`, when it is delivered now (nil: a duplicate, or held
+    /// for the takeover).
+    package mutating func admit(_ message: Message, bytes: some Collection<UInt8>, from side: Side) -> Message? {
+        let (key, stream) = self.key(bytes)
+        if side == .old {
+            return self.fromOld(message, key, stream)
+        }
+        if let stream { self.newStreams.insert(stream) }
+        if self.take(key, from: Side.old.rawValue) {
+            self.matched = true
+            self.dropped += 1
+            return nil
+        }
+        guard self.tookOver else {
+            self.held.append((key, message))
+            self.heldKeys[key, default: 0] += 1
+            return nil
+        }
+        self.remember(key, Side.new.rawValue)
+        return message
+    }
+
+    private mutating func fromOld(_ message: Message, _ key: Key, _ stream: String?) -> Message? {
+        if self.tookOver {
+            // An event of a stream: the new connection has it, or will.
+            if stream != nil && !self.paths.isEmpty || self.take(key, from: Side.new.rawValue) {
+                self.dropped += 1
+                return nil
+            }
+            return message
+        }
+        if let stream { self.oldStreams.insert(stream) }
+        if let count = self.heldKeys[key] {
+            // The new connection brought it first and holds it: delivered now, from here.
+            self.heldKeys[key] = count == 1 ? nil : count - 1
+            self.cancelled[key, default: 0] += 1
+            self.matched = true
+            self.dropped += 1
+            return message
+        }
+        self.remember(key, Side.old.rawValue)
+        return message
+    }
+
+    /// The new connection takes over: what it held, in its order, to deliver now.
+    package mutating func takeOver() -> [Message] {
+        self.tookOver = true
+        var out: [Message] = []
+        out.reserveCapacity(self.held.count)
+        while let (key, message) = self.held.popFirst() {
+            if let count = self.cancelled[key] {
+                self.cancelled[key] = count == 1 ? nil : count - 1
+                continue
+            }
+            self.remember(key, Side.new.rawValue)
+            out.append(message)
+        }
+        self.heldKeys = [:]
+        self.cancelled = [:]
+        return out
+    }
+
+    /// The new connection has caught up with the old (see the type's notes).
+    package var caughtUp: Bool { self.matched && self.oldStreams.isSubset(of: self.newStreams) }
+
+    /// The new connection holds `window` messages: it must take over (the old one lags).
+    package var isFull: Bool { self.held.count >= self.window }
+
+    /// The streams the old connection delivered that the new one has not brought (at most `limit`).
+    package func behind(limit: Int = 5) -> [String] {
+        Array(self.oldStreams.subtracting(self.newStreams).sorted().prefix(limit))
+    }
+
+    /// Takes one of `side`'s pending `key`; false when there is none.
+    private mutating func take(_ key: Key, from side: Int) -> Bool {
+        guard let count = self.pending[side][key] else { return false }
+        self.pending[side][key] = count == 1 ? nil : count - 1
+        return true
+    }
+
+    private mutating func remember(_ key: Key, _ side: Int) {
+        self.pending[side][key, default: 0] += 1
+        self.order[side].append(key)
+        guard self.order[side].count > self.window else { return }
+        // Keys matched already are gone from `pending` but still in `order`: skip them.
+        while let oldest = self.order[side].popFirst() {
+            if self.take(oldest, from: side) { return }
+        }
+    }
+
+    /// The message's key and stream: from the paths when they are set and the message has them,
+    /// else from its bytes (its stream: the feed's, "", when no paths are set; none when the
+    /// paths are set and the message lacks them, an answer or a notice).
+    private func key(_ bytes: some Collection<UInt8>) -> (Key, String?) {
+        var hasher = Hasher()
+        if !self.paths.isEmpty, let json = try? JSONValue.parse(bytes) {
+            let values = self.paths.map { json.value(at: $0) }
+            if values.allSatisfy({ $0 != nil }) {
+                var length = 0
+                for value in values {
+                    let text = value?.serialized ?? ""
+                    hasher.combine(text)
+                    length += text.utf8.count
+                }
+                let stream = self.paths.count > 1 ? values[0]?.serialized ?? "" : ""
+                return (Key(hash: hasher.finalize(), length: length), stream)
+            }
+        }
+        if bytes.withContiguousStorageIfAvailable({ hasher.combine(bytes: UnsafeRawBufferPointer($0)) }) == nil {
+            for byte in bytes { hasher.combine(byte) }
+        }
+        return (Key(hash: hasher.finalize(), length: bytes.count), self.paths.isEmpty ? "" : nil)
+    }
+}

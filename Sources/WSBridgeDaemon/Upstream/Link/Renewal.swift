@@ -1,0 +1,152 @@
+import NIOCore
+import WSBridgeCore
+import WSBridgeProtocol
+
+/// A renewal of the link's connection (`upstream.max_lifetime`, `upstream.renew_when`,
+/// docs/limits.md), from the second connection's attempt to the old one's end: the second
+/// connection (`successor`) while its session is restored, the overlap's dedupe, then the old
+/// connection (`retiring`) while it closes. One at a time. Its state changes only through its
+/// methods; the link drives it (UpstreamLink+Renewal.swift). Confined to the link's event loop.
+final class Renewal {
+    /// The second connection, from its attempt until it delivers and takes over.
+    private(set) var successor: LinkAttempt?
+    /// Its session is restored (opening messages, ready gate, sticky sends): its messages count.
+    private(set) var successorReady = false
+    /// The sticky keys sent on it: those registered later go when it takes over.
+    private(set) var sentKeys: Set<String> = []
+    /// What the new connection held at its takeover, for the link to deliver first.
+    var held: [UpstreamMessage] = []
+    /// The old connection, after the new one took over, until its TCP ends.
+    private(set) var retiring: LinkAttempt?
+    /// The old connection's close frame went.
+    private(set) var retiringClosed = false
+    /// The overlap's dedupe: from the renewal's start until a moment after the old one ended.
+    var dedupe: OverlapDedupe<UpstreamMessage>?
+    /// Duplicates dropped by the overlaps that ended.
+    private var droppedBefore = 0
+    var duplicatesDropped: Int { self.droppedBefore + (self.dedupe?.dropped ?? 0) }
+    /// Why this renewal, for the log and `status`.
+    private(set) var why = ""
+    private(set) var startedAt: MonotonicInstant?
+    /// The connection's lifetime, until its renewal starts.
+    private var lifetime: Scheduled<Void>?
+    /// When the lifetime ends (nil: no renewal planned).
+    private(set) var lifetimeEnds: MonotonicInstant?
+    /// The renewal's deadline (`upstream.renew_timeout`), then the end of the dedupe after the
+    /// old connection ended.
+    private var deadline: Scheduled<Void>?
+    /// Renewals done, and given up.
+    private(set) var count = 0
+    private(set) var failed = 0
+    /// The last renewal: when (wall clock), how long its overlap took, why; or why it failed.
+    private(set) var last: StatusReport.Renewal.Last?
+
+    /// An overlap's dedupe is on: messages are compared.
+    var isOverlapping: Bool { self.dedupe != nil }
+
+    var isUnderway: Bool { self.successor != nil || self.retiring != nil }
+
+    /// The connection the callbacks of `generation` belong to, and which it is.
+    func connection(_ generation: Int) -> (LinkAttempt, isSuccessor: Bool)? {
+        if let s = self.successor, s.isCurrent(generation) { return (s, true) }
+        if let r = self.retiring, r.isCurrent(generation) { return (r, false) }
+        return nil
+    }
+
+    func armLifetime(_ timer: Scheduled<Void>?, ends: MonotonicInstant?) {
+        self.lifetime?.cancel()
+        self.lifetime = timer
+        self.lifetimeEnds = ends
+    }
+
+    var hasDeadline: Bool { self.deadline != nil }
+
+    func setDeadline(_ timer: Scheduled<Void>?) {
+        self.deadline?.cancel()
+        self.deadline = timer
+    }
+
+    /// A renewal starts: `successor` is its connection.
+    func start(_ successor: LinkAttempt, why: String, dedupe: OverlapDedupe<UpstreamMessage>, now: MonotonicInstant) {
+        self.abandon()
+        self.successor = successor
+        self.successorReady = false
+        self.sentKeys = []
+        self.why = why
+        self.startedAt = now
+        self.endDedupe()
+        self.dedupe = dedupe
+    }
+
+    /// The successor's session is restored, `keys` the sticky keys sent on it.
+    func ready(sent keys: Set<String>) {
+        self.successorReady = true
+        self.sentKeys = keys
+    }
+
+    /// What the overlap delivers of `message` from `side` (all of it when there is no overlap).
+    func admit(_ message: UpstreamMessage, from side: OverlapDedupe<UpstreamMessage>.Side) -> UpstreamMessage? {
+        guard self.dedupe != nil else { return message }
+        return self.dedupe!.admit(message, bytes: message.data.readableBytesView, from: side)
+    }
+
+    /// What the overlap delivers of the current connection's `message`: the old one's until the
+    /// new one took over, then the new one's.
+    func admitCurrent(_ message: UpstreamMessage) -> UpstreamMessage? {
+        self.admit(message, from: self.dedupe?.tookOver == true ? .new : .old)
+    }
+
+    /// The successor took over; `old` closes. Returns how long the overlap took.
+    func tookOver(old: LinkAttempt, now: MonotonicInstant) -> Duration {
+        let took = self.startedAt.map { now - $0 } ?? .zero
+        self.setDeadline(nil)
+        self.held = self.dedupe?.takeOver() ?? []
+        self.successor = nil
+        self.retiring = old
+        self.retiringClosed = false
+        self.count += 1
+        self.last = .init(at: WallClock.millisecondsSinceEpoch(), overlapMs: took.nanoseconds / 1_000_000, why: self.why, failure: nil)
+        return took
+    }
+
+    /// The overlap is over: messages are no longer compared.
+    func endDedupe() {
+        self.droppedBefore += self.dedupe?.dropped ?? 0
+        self.dedupe = nil
+    }
+
+    /// The old connection's close frame went.
+    func closingRetiring() { self.retiringClosed = true }
+
+    /// The old connection ended.
+    func retired() {
+        self.retiring?.end()
+        self.retiring = nil
+    }
+
+    /// The renewal failed before its connection took over (`why`): it goes; the old stays.
+    func failed(_ why: String) {
+        self.successor?.end()
+        self.successor = nil
+        self.endDedupe()
+        self.setDeadline(nil)
+        self.failed += 1
+        self.last = .init(at: WallClock.millisecondsSinceEpoch(), overlapMs: nil, why: self.why, failure: why)
+    }
+
+    /// The link's connection went (or the daemon stops): every part of a renewal goes with it.
+    func abandon() {
+        self.successor?.end()
+        self.successor = nil
+        self.retiring?.end()
+        self.retiring = nil
+        self.endDedupe()
+        self.setDeadline(nil)
+        self.lifetime?.cancel()
+        self.lifetime = nil
+        self.lifetimeEnds = nil
+    }
+}
+
+@available(*, unavailable)
+extension Renewal: Sendable {}

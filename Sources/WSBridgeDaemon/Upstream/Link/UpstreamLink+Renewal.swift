@@ -1,0 +1,260 @@
+import Logging
+import NIOCore
+import NIOWebSocket
+import WSBridgeCore
+import WSBridgeProtocol
+
+// MARK: - Renewal
+
+/// A connection renewed with no gap (`upstream.max_lifetime`, `upstream.renew_when`,
+/// docs/limits.md): a second connection opens beside the current one (within
+/// `connect_attempts`), its session is restored on it (opening messages, ready gate, sticky
+/// sends, each paced on it), and once it delivers (a message of every stream the old one
+/// delivered meanwhile, one of them the same as the old's) it takes over: the old one closes
+/// once the requests sent on it are answered. Meanwhile both deliver, each message once
+/// (`OverlapDedupe`); seq stays continuous. Apps' sends go on the current connection throughout.
+/// A close the server did not announce still reconnects as before.
+extension UpstreamLink {
+    /// The current connection opened (or took over): its lifetime counts from its upgrade (a
+    /// renewal's connection's from before its overlap).
+    func armLifetime() {
+        guard let lifetime = self.configuration.upstream.maxLifetime else {
+            self.renewal.armLifetime(nil, ends: nil)
+            return
+        }
+        let jitter = self.configuration.upstream.effectiveRenewJitter.nanoseconds
+        let less = jitter > 0 ? Int64.random(in: 0...jitter) : 0
+        let ends = (self.attempt.upgradedAt ?? self.now) + .nanoseconds(max(lifetime.nanoseconds - less, 1_000_000))
+        let generation = self.attempt.generation
+        let timer = self.eventLoop.assumeIsolated().scheduleTask(deadline: NIODeadline.uptimeNanoseconds(ends.nanoseconds)) {
+            guard self.attempt.isCurrent(generation) else { return }
+            self.renew(why: "upstream.max_lifetime = \(lifetime.short)")
+        }
+        self.renewal.armLifetime(timer, ends: ends)
+    }
+
+    /// Whether an upstream message of the current connection is the server's notice that it
+    /// will close (`upstream.renew_when`).
+    func isRenewalNotice(_ message: UpstreamMessage, filter: Filter) -> Bool {
+        guard message.kind == .text, !self.renewal.isUnderway else { return false }
+        let bytes = message.data.readableBytesView
+        if filter.wholeText != nil { return filter.matches(json: nil, text: bytes) }
+        guard let json = try? JSONValue.parse(bytes) else { return false }
+        return filter.matches(json)
+    }
+
+    /// Renews the open connection (`why`: what asked for it), unless a renewal is under way.
+    func renew(why: String) {
+        guard self.phase == .open, !self.isShuttingDown, !self.renewal.isUnderway else { return }
+        if self.configuration.applicationProtocol.kind != .raw {
+            // A protocol's ids and subscriptions are per connection: one session cannot yet
+            // run on two at once, so the renewal is a reconnect (with its gap).
+            self.logger.notice("renewing the connection (\(why)) by a reconnect: with upstream.protocol, the connections cannot overlap")
+            self.reconnect()
+            return
+        }
+        if let at = self.connectAttempts.admit(now: self.now) {
+            let generation = self.attempt.generation
+            self.logger.notice("renewal (\(why)) waits \((at - self.now).short) for upstream.limits.connect_attempts")
+            let timer = self.eventLoop.assumeIsolated().scheduleTask(deadline: NIODeadline.uptimeNanoseconds(at.nanoseconds)) {
+                guard self.attempt.isCurrent(generation) else { return }
+                self.renew(why: why)
+            }
+            self.renewal.armLifetime(timer, ends: at)
+            return
+        }
+        let successor = LinkAttempt(eventLoop: self.eventLoop, generations: self.generations)
+        let generation = successor.begin(number: self.attempt.number)
+        let upstream = self.configuration.upstream
+        self.renewal.start(successor, why: why, dedupe: OverlapDedupe<UpstreamMessage>(paths: upstream.dedupe, window: upstream.dedupeWindow), now: self.now)
+        let url = self.url
+        self.logger.notice("renewing the connection (\(why)): a second connection to \(url) opens; the current one stays until it delivers")
+        let timeout = upstream.renewTimeout
+        self.renewal.setDeadline(
+            self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
+                guard self.renewal.connection(generation)?.isSuccessor == true else { return }
+                let behind = self.renewal.dedupe?.behind() ?? []
+                let detail =
+                    self.renewal.successorReady
+                    ? (behind.isEmpty
+                        ? "no message of it matched one of the old connection's" : "streams \(behind.joined(separator: ", ")) not delivered on it")
+                    : "its session was not restored (connect, upgrade, upstream.ready_when)"
+                self.renewalFailed(generation, "the new connection did not deliver within upstream.renew_timeout = \(timeout.short): \(detail)")
+            })
+        var attemptConfiguration = self.configuration
+        attemptConfiguration.upstream.url = url
+        self.connectors.prepare(configuration: attemptConfiguration, on: self.eventLoop).assumeIsolated().whenComplete { result in
+            guard self.renewal.connection(generation)?.isSuccessor == true else { return }
+            switch result {
+            case .success(let connector): self.connect(connector, generation: generation, successor: successor)
+            case .failure(let error): self.renewalFailed(generation, "\(error)")
+            }
+        }
+    }
+
+    /// The renewal's connection is given up: the current one stays; a lifetime's renewal is
+    /// tried again after `upstream.renew_timeout`.
+    func renewalFailed(_ generation: Int, _ why: String) {
+        guard self.renewal.connection(generation)?.isSuccessor == true else { return }
+        self.renewal.failed(why)
+        self.logger.warning("renewal failed: \(why); the current connection stays")
+        guard self.configuration.upstream.maxLifetime != nil else { return }
+        let retry = self.configuration.upstream.renewTimeout
+        let current = self.attempt.generation
+        let ends = self.now + retry
+        let timer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(retry.nanoseconds)) {
+            guard self.attempt.isCurrent(current) else { return }
+            self.renew(why: "a renewal again after the last failed")
+        }
+        self.renewal.armLifetime(timer, ends: ends)
+    }
+
+    /// The renewal's connection upgraded: its opening messages, then its ready gate or its
+    /// sticky sends.
+    func successorUpgraded(_ handshake: UpstreamConnector.Handshake, generation: Int, token: String?) {
+        guard let (successor, isSuccessor) = self.renewal.connection(generation), isSuccessor else {
+            handshake.channel.close(promise: nil)
+            return
+        }
+        let limits = self.configuration.upstream.limits
+        let pacing = limits.messagesPerSecond.map { PacedWrites(perSecond: $0, burst: limits.burst, now: self.now, eventLoop: self.eventLoop) }
+        successor.upgraded(handshake.channel, subprotocol: handshake.subprotocol, compression: handshake.deflate != nil, pacing: pacing, at: self.now)
+        for message in self.session.opened(token: token) { self.writeOwn(message, on: successor) }
+        if self.session.readyWhen == nil { self.successorReady(successor) }
+    }
+
+    /// The renewal's connection is ready: the sticky sends go on it, and its messages count.
+    func successorReady(_ successor: LinkAttempt) {
+        let sticky = self.session.registry.ordered
+        for entry in sticky { self.writeOwn(OutboundMessage(entry.payload), on: successor) }
+        self.renewal.ready(sent: Set(sticky.map(\.key)))
+        self.logger.info("renewal: the new connection is ready (\(sticky.count) sticky message(s) sent on it); waiting for it to deliver")
+    }
+
+    /// A message of the renewal's connection (before it took over) or of the old one (after).
+    func overlapMessage(_ kind: UpstreamMessage.Kind, _ data: ByteBuffer, generation: Int) {
+        guard let (connection, isSuccessor) = self.renewal.connection(generation) else { return }
+        let read = connection.readTime()
+        let message = UpstreamMessage(kind: kind, data: data, receivedAtMillis: read.millis)
+        self.counted(received: data.readableBytes)
+        if isSuccessor, !self.renewal.successorReady {
+            // Its session's own answers (a login's): the ready gate reads them; apps do not.
+            if self.session.observe(message, awaitingReady: true) { self.successorReady(connection) }
+            return
+        }
+        if let delivered = self.renewal.admit(message, from: isSuccessor ? .new : .old) { self.emit(.message(delivered)) }
+        if isSuccessor {
+            if let dedupe = self.renewal.dedupe, dedupe.caughtUp || dedupe.isFull { self.successorTookOver() }
+        } else {
+            self.closeRetiringWhenAnswered()
+        }
+    }
+
+    /// The current connection ended (`why`) while a renewal's was restored: it takes over at
+    /// once, instead of a reconnect. True when it did.
+    func successorTakesOverEarly(_ why: String) -> Bool {
+        guard let successor = self.renewal.successor, self.renewal.successorReady, self.phase == .open else { return false }
+        let old = self.attempt
+        self.logger.notice("the connection ended (\(why)) while its renewal was under way: the new connection takes over now")
+        self.successorTookOver()
+        guard self.attempt === successor else { return false }
+        self.overlapEnded(generation: old.generation, why)
+        return true
+    }
+
+    /// The renewal's connection delivered: it becomes the current one; the old one closes.
+    private func successorTookOver() {
+        guard let successor = self.renewal.successor else { return }
+        let registered = self.session.registry.ordered.filter { !self.renewal.sentKeys.contains($0.key) }
+        let old = self.takeOver(successor)
+        let took = self.renewal.tookOver(old: old, now: self.now)
+        // What it brought ahead of the old one, in its order, before anything else of it.
+        let held = self.renewal.held
+        self.renewal.held = []
+        for message in held { self.emit(.message(message)) }
+        // Keys registered while it was restored went on the old connection only.
+        for entry in registered { self.writeOwn(OutboundMessage(entry.payload)) }
+        self.logger.notice(
+            "renewed (\(self.renewal.why)): the new connection delivered after \(took.short); the old one closes",
+            metadata: ["renewals": "\(self.renewal.count)"])
+        self.heartbeatTick()
+        self.flushOutbound()
+        self.armLifetime()
+        self.closeRetiringWhenAnswered()
+    }
+
+    /// The old connection closes (1000) once no request waits for its answer, or at
+    /// `upstream.renew_timeout` after it was replaced whatever waits; then its TCP end is
+    /// awaited (as any close handshake), and the overlap's dedupe stays a moment more for the
+    /// new connection's messages the old one delivered first.
+    func closeRetiringWhenAnswered() {
+        guard let old = self.renewal.retiring, !self.renewal.retiringClosed else { return }
+        let generation = old.generation
+        if self.events.upstreamLinkRequestsInFlight(self) > 0 {
+            if !self.renewal.hasDeadline {
+                let timeout = self.configuration.upstream.renewTimeout
+                self.renewal.setDeadline(
+                    self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
+                        guard self.renewal.connection(generation) != nil else { return }
+                        self.closeRetiring(old)
+                    })
+            }
+            return
+        }
+        self.closeRetiring(old)
+    }
+
+    private func closeRetiring(_ old: LinkAttempt) {
+        guard !self.renewal.retiringClosed, let channel = old.channel else { return }
+        self.renewal.closingRetiring()
+        var buffer = channel.allocator.buffer(capacity: 16)
+        buffer.writeInteger(UInt16(1000))
+        buffer.writeString("renewed")
+        channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: .random(), data: buffer), promise: nil)
+        old.awaitEnd(
+            self.eventLoop.assumeIsolated().scheduleTask(in: Self.closeTimeout) {
+                old.channel?.close(promise: nil)
+            })
+    }
+
+    /// A control frame on the renewal's connection or the old one: pings answered; the
+    /// server's close ends it.
+    func overlapFrame(_ frame: WebSocketFrame, generation: Int) {
+        guard let (connection, _) = self.renewal.connection(generation), let channel = connection.channel else { return }
+        switch frame.opcode {
+        case .ping:
+            channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData), promise: nil)
+        case .connectionClose:
+            channel.close(promise: nil)
+        default:
+            break
+        }
+    }
+
+    /// The renewal's connection or the old one ended (or failed).
+    func overlapEnded(generation: Int, _ why: String) {
+        guard let (_, isSuccessor) = self.renewal.connection(generation) else { return }
+        if isSuccessor {
+            self.renewalFailed(generation, "the new connection ended before it delivered: \(why)")
+            return
+        }
+        self.renewal.retired()
+        // The new connection may still bring what the old one delivered first.
+        self.renewal.setDeadline(
+            self.eventLoop.assumeIsolated().scheduleTask(in: Self.closeTimeout) {
+                guard self.renewal.retiring == nil else { return }
+                self.renewal.endDedupe()
+            })
+    }
+
+    /// `status`'s `renewal`, when renewal is set.
+    var renewalStatus: StatusReport.Renewal? {
+        let upstream = self.configuration.upstream
+        guard upstream.maxLifetime != nil || upstream.renewWhen != nil || self.renewal.count + self.renewal.failed > 0 else { return nil }
+        let underway = self.renewal.successor != nil ? "opening" : self.renewal.retiring != nil ? "closing" : nil
+        return StatusReport.Renewal(
+            underway: underway, inMs: self.renewal.lifetimeEnds.map { max(0, ($0 - self.now).nanoseconds / 1_000_000) },
+            renewals: self.renewal.count, failed: self.renewal.failed, duplicatesDropped: self.renewal.duplicatesDropped,
+            last: self.renewal.last)
+    }
+}
