@@ -151,6 +151,16 @@ public struct Configuration: Sendable, Equatable {
         /// The most messages of one connection the overlap remembers for `dedupe`.
         public var dedupeWindow = 65_536
 
+        /// A pool: at most this many subscriptions (sticky keys, each weighing 1 or the length
+        /// of the array at `subscriptionWeight` in its text) on one connection; the next
+        /// connection opens when they are full (nil: one connection carries them all).
+        public var subscriptionsPerConnection: Int? = nil
+        /// The most connections a pool opens.
+        public var connections = 10
+        /// A path in a sticky text whose array's length is the subscription's weight (Binance's
+        /// `params`: one SUBSCRIBE for several streams); nil: each weighs 1.
+        public var subscriptionWeight: String? = nil
+
         /// The renewal's jitter: `renewJitter`, else 1 % of `maxLifetime`.
         public var effectiveRenewJitter: Duration {
             self.renewJitter ?? (self.maxLifetime.map { .nanoseconds($0.nanoseconds / 100) } ?? .zero)
@@ -160,35 +170,6 @@ public struct Configuration: Sendable, Equatable {
         public var urls: [UpstreamURL] { [self.url] + self.fallbackURLs }
 
         public init() {}
-
-        /// `[upstream.limits]` (docs/limits.md): what the feed allows a connection, kept by the
-        /// daemon so that the feed never has to enforce it. Each is off until set.
-        public struct Limits: Sendable, Equatable {
-            /// Messages the daemon may write on one connection per second (nil: unpaced): apps'
-            /// sends, opening messages, sticky re-sends, protocol keepalives.
-            public var messagesPerSecond: Double? = nil
-            /// How many may go back to back before the rate holds (a new connection starts with
-            /// them). 1: never more than `messagesPerSecond` in any second.
-            public var burst = 1
-            /// WebSocket pings and pongs count against `messagesPerSecond` (Binance counts them).
-            public var countPings = false
-            /// No more connection attempts than this in any window, across every connection
-            /// of the daemon, whatever the backoff would allow.
-            public var connectAttempts: AttemptLimit? = nil
-
-            public init() {}
-
-            /// `connect_attempts = "300/5m"`: `limit` attempts in any `window`.
-            public struct AttemptLimit: Sendable, Equatable, CustomStringConvertible {
-                public var limit: Int
-                public var window: Duration
-                public init(limit: Int, window: Duration) {
-                    self.limit = limit
-                    self.window = window
-                }
-                public var description: String { "\(self.limit)/\(self.window.short)" }
-            }
-        }
 
         /// An extra HTTP header for the upgrade request.
         public struct Header: Sendable, Equatable {

@@ -130,6 +130,21 @@ extension ConfigurationReader {
                 return path
             }
         }
+        s.read("subscriptions_per_connection", reload: .restart) { v in
+            let n = try self.int(v, "upstream.subscriptions_per_connection", in: 0...1_000_000, "a count of subscriptions from 1 to 1000000 (0: no pool)")
+            config.upstream.subscriptionsPerConnection = n == 0 ? nil : n
+        }
+        s.read("connections", reload: .restart) { v in
+            config.upstream.connections = try self.int(v, "upstream.connections", in: 1...1000, "a count of connections from 1 to 1000")
+        }
+        s.read("subscription_weight", reload: .restart) { v in
+            let path = try self.string(v, "upstream.subscription_weight")
+            guard !path.isEmpty else { return }
+            guard !JSONValue.PathComponent.split(path).contains(where: { $0.key.isEmpty }) else {
+                throw self.error("upstream.subscription_weight", v, "a path names a field, its parts split by dots: \"params\"")
+            }
+            config.upstream.subscriptionWeight = path
+        }
         s.read("dedupe_window") { v in
             config.upstream.dedupeWindow = try self.int(v, "upstream.dedupe_window", in: 16...16_777_216, "a count of messages from 16 to 16777216")
         }

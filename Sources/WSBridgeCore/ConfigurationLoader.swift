@@ -257,6 +257,13 @@ struct ConfigurationReader {
         if config.upstream.onOpen.contains(where: \.usesToken) && config.auth.tokenFile == nil {
             problems.append(self.error("upstream.on_open", nil, "${token} needs auth.token_file: set it to the file holding the token"))
         }
+        if config.upstream.subscriptionsPerConnection != nil && config.applicationProtocol.kind != .raw {
+            problems.append(
+                self.error(
+                    "upstream.subscriptions_per_connection", nil,
+                    "a pool of connections is not yet made for upstream.protocol (its ids and subscriptions are per connection): leave it out, or use protocol = \"raw\" with sticky sends"
+                ))
+        }
         if let first = ConfigurationError.inFileOrder(problems) { throw first }
         return config
     }
@@ -375,31 +382,4 @@ struct ConfigurationReader {
         return .nanoseconds(Int64((seconds * 1e9).rounded()))
     }
 
-    /// Seconds from a number (seconds) or from numbers each with a unit, added up as Go's
-    /// durations are: "500ms", "20s", "2m", "1h", "23h50m", "1m30s".
-    static func parseDuration(_ s: String) -> Double? {
-        let t = s.trimmingSpaces()
-        if let seconds = Double(t) { return seconds }
-        let units: [Substring: Double] = ["ms": 0.001, "us": 1e-6, "s": 1, "m": 60, "h": 3600]
-        var total = 0.0
-        var rest = Substring(t)
-        guard !rest.isEmpty else { return nil }
-        while !rest.isEmpty {
-            let number = rest.prefix { $0.isNumber || $0 == "." }
-            rest = rest.dropFirst(number.count).drop { $0 == " " }
-            let unit = rest.prefix { $0.isLetter }
-            rest = rest.dropFirst(unit.count).drop { $0 == " " }
-            guard let n = Double(number), let factor = units[unit] else { return nil }
-            total += n * factor
-        }
-        return total
-    }
-
-    static func isToken(_ s: String) -> Bool {
-        !s.isEmpty
-            && s.utf8.allSatisfy { c in
-                (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
-                    || "!#$%&'*+-.^_`|~".utf8.contains(c)
-            }
-    }
 }

@@ -197,46 +197,6 @@ public struct StatusReport: Sendable, Equatable, JSONValueCodable {
         }
     }
 
-    /// The connection's renewals (`upstream.max_lifetime`, `upstream.renew_when`, docs/limits.md).
-    public struct Renewal: Sendable, Equatable, Codable {
-        /// The renewal under way: `opening` (the second connection restores its session),
-        /// `closing` (it took over; the old one closes), nil when none is.
-        @OmitNil public var underway: String?
-        /// When the current connection is renewed, in ms from now (nil: not planned).
-        @OmitNil public var inMs: Int64?
-        /// Renewals done, and given up (the second connection did not deliver in time).
-        public var renewals: Int
-        public var failed: Int
-        /// Messages dropped as duplicates during overlaps.
-        public var duplicatesDropped: Int
-        @OmitNil public var last: Last?
-
-        public init(underway: String? = nil, inMs: Int64? = nil, renewals: Int = 0, failed: Int = 0, duplicatesDropped: Int = 0, last: Last? = nil) {
-            self.underway = underway
-            self.inMs = inMs
-            self.renewals = renewals
-            self.failed = failed
-            self.duplicatesDropped = duplicatesDropped
-            self.last = last
-        }
-
-        /// The last renewal: when it took over or failed (ms since the Unix epoch), how long
-        /// the overlap lasted, why it started, and why it failed.
-        public struct Last: Sendable, Equatable, Codable {
-            public var at: Int64
-            @OmitNil public var overlapMs: Int64?
-            public var why: String
-            @OmitNil public var failure: String?
-
-            public init(at: Int64, overlapMs: Int64?, why: String, failure: String?) {
-                self.at = at
-                self.overlapMs = overlapMs
-                self.why = why
-                self.failure = failure
-            }
-        }
-    }
-
     /// The last reload (SIGHUP, `systemctl reload`): when, whether it applied, what waits.
     public struct Reload: Sendable, Equatable, Codable {
         /// When it ended, ms since the Unix epoch.
@@ -348,6 +308,9 @@ public struct StatusReport: Sendable, Equatable, JSONValueCodable {
     public var queue = Queue(messages: 0, bytes: 0, maxMessages: 0, maxBytes: 0)
     /// nil when `[upstream.limits]` sets nothing.
     @OmitNil public var limits: Limits?
+    /// With a pool (`upstream.subscriptions_per_connection`): each connection; nil without one
+    /// (the top-level fields are then the one connection's; with one, the first's).
+    @OmitNil public var connections: [Connection]?
     /// nil when neither `upstream.max_lifetime` nor `upstream.renew_when` is set.
     @OmitNil public var renewal: Renewal?
     /// nil when `journal.dir` is not set.

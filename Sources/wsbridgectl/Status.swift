@@ -49,6 +49,10 @@ struct Status: ParsableCommand {
         rows.add("send queue", "\(s.queue.messages)/\(s.queue.maxMessages) messages, \(Self.bytes(UInt64(s.queue.bytes)))", words: "queue")
         rows.add("limits", s.limits.map(Self.limitsText), words: "limits")
         rows.add("renewal", s.renewal.map(Self.renewalText), words: "renewal")
+        rows.add(words: "connections")
+        for c in s.connections ?? [] {
+            rows.add("connection \(c.connection)", Self.connectionText(c))
+        }
         rows.add(
             "spool",
             s.queue.spool.map { spool in
@@ -113,6 +117,15 @@ struct Status: ParsableCommand {
             parts.append(text)
         }
         return parts.joined(separator: "; ")
+    }
+
+    static func connectionText(_ c: StatusReport.Connection) -> String {
+        var text = "\(c.state.rawValue), \(c.subscriptions) subscriptions (\(c.keys) keys), \(c.messagesIn) in, \(c.messagesOut) out"
+        if let rtt = c.rttMs { text += ", rtt \(Self.number((rtt * 10).rounded() / 10))ms" }
+        if c.reconnects > 0 { text += ", \(c.reconnects) reconnects" }
+        if c.renewals > 0 { text += ", \(c.renewals) renewals" }
+        if c.waiting > 0 { text += ", \(c.waiting) waiting for the pace" }
+        return text
     }
 
     static func renewalText(_ r: StatusReport.Renewal) -> String {

@@ -230,3 +230,18 @@ extension ConfigurationLoaderTests {
         #expect(self.failure("[upstream]\ndedupe_window = 1\n")?.key == "upstream.dedupe_window")
     }
 }
+
+extension ConfigurationLoaderTests {
+    @Test func aPoolIsSetBySubscriptionsPerConnectionAndItsMostConnections() throws {
+        let config = try self.load("[upstream]\nsubscriptions_per_connection = 1024\nconnections = 5\nsubscription_weight = \"params\"\n")
+        #expect(config.upstream.subscriptionsPerConnection == 1024 && config.upstream.connections == 5)
+        #expect(config.upstream.subscriptionWeight == "params")
+        #expect(config.fileKeys["upstream.subscriptions_per_connection"]?.reload == .restart)
+        #expect(try self.load("[upstream]\nsubscriptions_per_connection = 0\n").upstream.subscriptionsPerConnection == nil)
+        #expect(self.failure("[upstream]\nconnections = 0\n")?.key == "upstream.connections")
+        // Not yet with a protocol: its ids and subscriptions are per connection.
+        let withProtocol = self.failure("[upstream]\nprotocol = \"graphql-transport-ws\"\nsubscriptions_per_connection = 10\n")
+        #expect(withProtocol?.key == "upstream.subscriptions_per_connection", "\(String(describing: withProtocol))")
+        #expect(withProtocol?.description.contains("protocol = \"raw\"") == true)
+    }
+}

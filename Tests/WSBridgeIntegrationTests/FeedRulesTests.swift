@@ -117,11 +117,11 @@ import WSBridgeProtocol
 
     @Test func twentyRenewalsOfTenStreamsAtFiftyASecondLoseNothingAndDoubleNothing() async throws {
         let dir = try TemporaryDirectory()
-        // The feed ends every connection at 5 s; the daemon renews each at 2 s, paced under the
+        // The feed ends every connection at 10 s; the daemon renews each at 2 s, paced under the
         // feed's 5 messages/s (4 a second, 4 back to back: a margin for the times they arrive),
         // telling the two connections' events apart by stream and update id.
         let (feed, daemon, socket) = try await Self.start(
-            feed: ["--messages-per-second", "5", "--max-streams", "20", "--events-per-second", "50", "--lifetime", "5"],
+            feed: ["--messages-per-second", "5", "--max-streams", "20", "--events-per-second", "50", "--lifetime", "10"],
             limits: "messages_per_second = 4\nburst = 4",
             upstream: #"max_lifetime = "2s"\#nrenew_jitter = "0s"\#nrenew_when = "event=closing"\#ndedupe = ["stream", "data.u"]"#, dir: dir)
         defer {
@@ -169,5 +169,62 @@ import WSBridgeProtocol
         print(
             "renewals: \(status.renewal?.renewals ?? 0), duplicates dropped \(status.renewal?.duplicatesDropped ?? 0), events \(streams.values.map(\.count).reduce(0, +)), longest silence per stream (ms): \(longest.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")); last \(String(describing: status.renewal?.last))"
         )
+    }
+
+    @Test func fortyStreamsAtTwentyAConnectionFlowOnTwoAndACutRestoresOnlyItsOwn() async throws {
+        let dir = try TemporaryDirectory()
+        let (feed, daemon, socket) = try await Self.start(
+            feed: ["--messages-per-second", "5", "--max-streams", "20", "--events-per-second", "10"], limits: "messages_per_second = 4\nburst = 4",
+            upstream: "subscriptions_per_connection = 20\nconnections = 3", dir: dir)
+        defer {
+            daemon.stop()
+            feed.stop()
+        }
+        let app = try await SocketClient.connected(to: socket, name: "app", daemon: daemon)
+        for n in 1...40 {
+            app.send(#"{"id":"k\#(n)","op":"send","text":\#(JSONValue.string(Self.subscribe(n)).serialized),"sticky":"s\#(n)","scope":"daemon"}"#)
+        }
+        for n in 1...40 {
+            #expect(await app.reply("k\(n)")?["ok"] == true, "sticky \(n): \(app.lines.text.suffix(500))")
+        }
+        let reader = try await SocketClient.connected(to: socket, name: "reader", daemon: daemon)
+        reader.send(#"{"id":"sub","op":"subscribe"}"#)
+        #expect(await reader.reply("sub")?["ok"] == true)
+        #expect(await Self.flowing(reader, 1...40, after: 0) == [], "all 40 on 2 connections")
+        var status = try daemonStatus(socket)
+        #expect(status.connections?.map(\.subscriptions) == [20, 20], "\(String(describing: status.connections))")
+        #expect(!feed.stdout.text.contains("max streams") && !reader.lines.text.contains("max streams"))
+        #expect(feed.stdout.lines.filter { $0.hasPrefix("connected") } == ["connected 1", "connected 2"])
+        // The first connection carries a send that is not a subscription: the feed cuts it.
+        app.send(#"{"id":"cut","op":"send","text":"{\"method\":\"CUT\"}"}"#)
+        #expect(await app.reply("cut")?["ok"] == true)
+        #expect(await feed.stdout.wait(timeout: .seconds(30), containing: "closed 1 1012") != nil)
+        // The new connection (3) restores the first's 20 (at 4 a second).
+        #expect(await feed.stdout.wait(count: 20, timeout: .seconds(60)) { $0.hasPrefix("subscribed 3 ") }.count == 20)
+        let afterRestore = reader.lines.count
+        #expect(await Self.flowing(reader, 1...40, after: afterRestore) == [], "all 40 again after the cut")
+        let lines = feed.stdout.lines
+        // The new connection (3) restored the first's 20, and only them; the second's kept flowing.
+        let restored = lines.filter { $0.hasPrefix("subscribed 3 ") }.map { String($0.dropFirst("subscribed 3 ".count)) }
+        #expect(Set(restored) == Set((1...20).map { "s\($0)" }), "\(restored)")
+        #expect(!lines.contains { $0.hasPrefix("closed 2") })
+        let second = Self.updates(reader.lines.lines).filter { Int($0.key.dropFirst()).map { $0 > 20 } ?? false }
+        for (stream, events) in second {
+            let ids = events.map(\.u)
+            #expect(ids.count == Set(ids).count && (ids.max() ?? 0) - (ids.min() ?? 0) + 1 == ids.count, "\(stream) was interrupted")
+        }
+        #expect(lines.filter { $0.hasPrefix("violation") } == [])
+        // The second connection's subscriptions all leave: it closes; one connection is left.
+        for n in 21...40 {
+            app.send(
+                #"{"id":"u\#(n)","op":"unstick","key":"s\#(n)","scope":"daemon","text":\#(JSONValue.string(#"{"method":"UNSUBSCRIBE","params":["s\#(n)"],"id":\#(n)}"#).serialized)}"#
+            )
+            #expect(await app.reply("u\(n)")?["ok"] == true, "unstick \(n): \(app.lines.text.suffix(300))")
+        }
+        #expect(await feed.stdout.wait(timeout: .seconds(30), containing: "closed 2 1000") != nil, "\(feed.stdout.lines.suffix(5))")
+        status = try daemonStatus(socket)
+        #expect(status.connections?.count == 1 && status.connections?.first?.subscriptions == 20, "\(String(describing: status.connections))")
+        let table = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket, "status"]).stdout
+        #expect(table.contains("connection 1"), "\(table)")
     }
 }

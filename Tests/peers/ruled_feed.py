@@ -18,7 +18,8 @@ Rules, per connection unless said:
 - --connect-attempts A --window W: upgrades beyond A in any W seconds (all connections) are
   refused with HTTP 429 (printed: refused); --refuse: every upgrade is refused so (HTTP 503).
 Requests: {"method":"SUBSCRIBE"|"UNSUBSCRIBE","params":[S,...],"id":N} answered
-{"result":null,"id":N}; {"method":"LIST_SUBSCRIPTIONS","id":N} answered with the list.
+{"result":null,"id":N}; {"method":"LIST_SUBSCRIPTIONS","id":N} answered with the list; {"method":"CUT"} closes the
+connection that carried it (1012), as a server ending it without notice.
 
 Events on stdout: listening PORT, connected C, recv C TEXT, violation C WHAT, subscribed C S,
 refused, closed C CODE.
@@ -133,6 +134,10 @@ def main():
                     for s in params:
                         following.pop(s, None)
                     await ws.send(json.dumps({"result": None, "id": rid}))
+                elif method == "CUT":
+                    # The test cuts this connection, as a server ending it without notice would.
+                    await ws.close(1012, "cut")
+                    break
                 elif method == "LIST_SUBSCRIPTIONS":
                     await ws.send(json.dumps({"result": streams, "id": rid}))
         except ConnectionClosed:

@@ -14,10 +14,12 @@ import WSBridgeProtocol
 /// one, so a message that really comes twice on one connection is delivered twice. Each side
 /// remembers at most `window` messages (the oldest forgotten first), and at most `window` wait.
 ///
-/// It tells when the new connection has caught up: it has brought a message of every stream (the
-/// first path's value; with fewer than two paths, the feed as a whole) the old one delivered during
-/// the overlap, and one of its messages was the same as one of the old's (proof that the two
-/// overlap: nothing fell between them). Pure: no clock, no I/O.
+/// It tells when the new connection has caught up: for every stream (the first path's value; with
+/// fewer than two paths, the feed as a whole) the old one delivered during the overlap, one of the
+/// new one's messages was the same as one of the old's. From that message on the new one has the
+/// stream, and before it the old one delivered it: nothing falls between them, even when the old
+/// one lags (a later message on the new one alone proves nothing: the old may still bring the ones
+/// before it). Pure: no clock, no I/O.
 package struct OverlapDedupe<Message> {
     package enum Side: Int {
         case old = 0
@@ -35,7 +37,8 @@ package struct OverlapDedupe<Message> {
     private var held: Deque<(key: Key, message: Message)> = []
     private var heldKeys: [Key: Int] = [:]
     private var cancelled: [Key: Int] = [:]
-    /// Streams the old connection delivered during the overlap, and those the new one brought.
+    /// Streams the old connection delivered during the overlap, and those whose messages the two
+    /// connections had in common (from there on the new one has every one of them).
     private var oldStreams: Set<String> = []
     private var newStreams: Set<String> = []
     private var matched = false
@@ -61,8 +64,8 @@ package struct OverlapDedupe<Message> {
         if side == .old {
             return self.fromOld(message, key, stream)
         }
-        if let stream { self.newStreams.insert(stream) }
         if self.take(key, from: Side.old.rawValue) {
+            if let stream { self.newStreams.insert(stream) }
             self.matched = true
             self.dropped += 1
             return nil
@@ -90,6 +93,7 @@ package struct OverlapDedupe<Message> {
             // The new connection brought it first and holds it: delivered now, from here.
             self.heldKeys[key] = count == 1 ? nil : count - 1
             self.cancelled[key, default: 0] += 1
+            if let stream { self.newStreams.insert(stream) }
             self.matched = true
             self.dropped += 1
             return message
@@ -122,7 +126,7 @@ package struct OverlapDedupe<Message> {
     /// The new connection holds `window` messages: it must take over (the old one lags).
     package var isFull: Bool { self.held.count >= self.window }
 
-    /// The streams the old connection delivered that the new one has not brought (at most `limit`).
+    /// The streams the old connection delivered that the two have no message of in common yet (at most `limit`).
     package func behind(limit: Int = 5) -> [String] {
         Array(self.oldStreams.subtracting(self.newStreams).sorted().prefix(limit))
     }

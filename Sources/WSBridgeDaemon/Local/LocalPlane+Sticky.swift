@@ -20,12 +20,20 @@ extension LocalPlane {
                 return
             }
         }
+        // A pool (upstream.subscriptions_per_connection) places a new key on a connection with
+        // room, or says why none has.
+        if self.session.registry.entry(options.key) == nil, let full = self.link.refusal(forNewKey: options.key, payload: payload) {
+            self.reply(client, ProtocolError(.stickyLimit, full, id: id))
+            return
+        }
         let registered = self.session.register(options, payload: payload, client: client.id, pid: client.credentials?.pid, uid: client.credentials?.uid)
         let outcome: StickyRegistry.Registered
         let holders: Int
         switch registered {
         case .failure(var error):
             error.id = id
+            // A pool placed it: the place is free again.
+            if self.session.registry.entry(options.key) == nil { self.link.released(key: options.key) }
             self.reply(client, error)
             return
         case .success(let r):
@@ -33,7 +41,7 @@ extension LocalPlane {
         }
         let status: StickyResult.Status
         if outcome.sends {
-            status = self.link.sendAhead(OutboundMessage(payload)) ? .sent : .queued
+            status = self.link.sendAhead(OutboundMessage(payload), key: options.key) ? .sent : .queued
         } else {
             status = .held
         }
@@ -91,7 +99,8 @@ extension LocalPlane {
         case .success(.stillHeld(let holders)):
             result = UnstickResult(key: key, holders: holders, leave: "none")
         case .success(.removed(let text)):
-            result = UnstickResult(key: key, holders: 0, leave: self.sendLeave(text))
+            result = UnstickResult(key: key, holders: 0, leave: self.sendLeave(text, key: key))
+            self.link.released(key: key)
         }
         let line = MessageLineEncoder.line(ReplyLine.ok(id: id, result.json).json, allocator: self.allocator)
         self.replyOnceStored(client, line, id: id)
@@ -99,17 +108,18 @@ extension LocalPlane {
 
     /// A client's keys go with it; the leave texts of keys nobody holds any more go upstream.
     func releaseSticky(of client: LocalClient) {
-        for message in self.session.clientGone(client.id) {
-            if !self.link.sendAhead(message) {
+        for (key, message) in self.session.clientGone(client.id) {
+            if let message, !self.link.sendAhead(message, key: key) {
                 self.logger.debug("a sticky key's leave text was not sent: the link is not open, and the next connection never had the key")
             }
+            self.link.released(key: key)
         }
     }
 
     /// `sent`, `none` or `skipped` (the link is not open: the next connection never had the key).
-    private func sendLeave(_ text: String?) -> String {
+    private func sendLeave(_ text: String?, key: String) -> String {
         guard let text else { return "none" }
-        return self.link.sendAhead(OutboundMessage(.text(text))) ? "sent" : "skipped"
+        return self.link.sendAhead(OutboundMessage(.text(text)), key: key) ? "sent" : "skipped"
     }
 
     /// Sends `line` now, or, when the request changed the daemon-scope keys and `queue.spool` is

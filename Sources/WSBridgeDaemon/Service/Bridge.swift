@@ -15,6 +15,8 @@ import WSBridgeCore
 /// there is one. Confined to the loop.
 final class Bridge {
     let link: UpstreamLink
+    /// With `upstream.subscriptions_per_connection`: the pool whose first connection is `link`.
+    let pool: UpstreamPool?
     let plane: LocalPlane
     let fanout: Fanout
     let appProtocol: AppProtocolLayer?
@@ -58,10 +60,16 @@ final class Bridge {
             spool: spool,
             session: self.session
         )
+        self.pool =
+            configuration.upstream.subscriptionsPerConnection == nil
+            ? nil
+            : UpstreamPool(
+                first: self.link, fanout: self.fanout, session: self.session, configuration: configuration, eventLoop: eventLoop, logger: logger,
+                connectors: connectors, metrics: metrics)
         self.plane = LocalPlane(
             configuration: configuration,
             policy: policy,
-            link: self.link,
+            link: self.pool ?? self.link,
             fanout: self.fanout,
             pending: pending,
             metrics: metrics,
@@ -81,7 +89,7 @@ final class Bridge {
 
     func update(configuration: Configuration, policy: AccessPolicy) {
         self.plane.update(configuration: configuration, policy: policy)
-        self.link.update(configuration: configuration)
+        if let pool = self.pool { pool.update(configuration: configuration) } else { self.link.update(configuration: configuration) }
     }
 }
 

@@ -105,7 +105,11 @@ extension DaemonService {
                 eventLoop: eventLoop
             )
         }.get()
-        let link = try await eventLoop.submit { UpstreamLinkHandle(link: NIOLoopBound(bridge.value.link, eventLoop: eventLoop), eventLoop: eventLoop) }.get()
+        let link = try await eventLoop.submit {
+            UpstreamLinkHandle(
+                link: NIOLoopBound(bridge.value.link, eventLoop: eventLoop), pool: bridge.value.pool.map { NIOLoopBound($0, eventLoop: eventLoop) },
+                eventLoop: eventLoop)
+        }.get()
         let plane = try await eventLoop.submit { NIOLoopBound(bridge.value.plane, eventLoop: eventLoop) }.get()
         let journaled = journal?.0
         parts.add(

@@ -16,7 +16,11 @@ protocol LinkControl: AnyObject {
     func send(_ message: OutboundMessage) -> SendOutcome
     /// A session message (sticky send, leave text): written now, ahead of the queue, if the
     /// link is open; false if it is not (sticky sends go after the next open by themselves).
-    func sendAhead(_ message: OutboundMessage) -> Bool
+    func sendAhead(_ message: OutboundMessage, key: String?) -> Bool
+    /// Why a new sticky key cannot be placed (a pool whose connections are all full); nil: it can.
+    func refusal(forNewKey key: String, payload: Payload) -> String?
+    /// Sticky key `key` is gone: its place is free.
+    func released(key: String)
     func connect()
     func reconnect()
     func close(code: UInt16, reason: String)
@@ -37,6 +41,12 @@ protocol UpstreamEventSink: AnyObject {
     func upstreamLinkReadComplete(_ link: any LinkControl)
     /// Requests waiting for their answers: a renewal's old connection stays open for them.
     func upstreamLinkRequestsInFlight(_ link: any LinkControl) -> Int
+}
+
+extension LinkControl {
+    func sendAhead(_ message: OutboundMessage) -> Bool { self.sendAhead(message, key: nil) }
+    func refusal(forNewKey key: String, payload: Payload) -> String? { nil }
+    func released(key: String) {}
 }
 
 extension UpstreamEventSink {

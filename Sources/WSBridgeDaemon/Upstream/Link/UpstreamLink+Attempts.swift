@@ -167,7 +167,7 @@ extension UpstreamLink {
         if self.reconnects > 0 { self.metrics.reconnected(after: self.lostBecause) }
         self.scheduleFailback()
         self.armLifetime()
-        let sticky = self.session.becameReady()
+        let sticky = self.session.becameReady(slot: self.slot)
         for message in sticky { self.writeOwn(message) }
         if !sticky.isEmpty {
             self.attempt.channel?.flush()
@@ -242,7 +242,7 @@ extension UpstreamLink {
         } else {
             reason = .error("connection ended without a close frame")
         }
-        let lastSent = self.session.lastSent
+        let lastSent = self.session.lastSent(slot: self.slot)
         self.teardown()
         // Who closed: the machine knows (a close we sent is the user's or the daemon's, whatever
         // the server answered), so the state line says what it recorded.

@@ -125,7 +125,7 @@ extension UpstreamLink {
 
     /// The renewal's connection is ready: the sticky sends go on it, and its messages count.
     func successorReady(_ successor: LinkAttempt) {
-        let sticky = self.session.registry.ordered
+        let sticky = self.session.entries(slot: self.slot)
         for entry in sticky { self.writeOwn(OutboundMessage(entry.payload), on: successor) }
         self.renewal.ready(sent: Set(sticky.map(\.key)))
         self.logger.info("renewal: the new connection is ready (\(sticky.count) sticky message(s) sent on it); waiting for it to deliver")
@@ -165,7 +165,7 @@ extension UpstreamLink {
     /// The renewal's connection delivered: it becomes the current one; the old one closes.
     private func successorTookOver() {
         guard let successor = self.renewal.successor else { return }
-        let registered = self.session.registry.ordered.filter { !self.renewal.sentKeys.contains($0.key) }
+        let registered = self.session.entries(slot: self.slot).filter { !self.renewal.sentKeys.contains($0.key) }
         let old = self.takeOver(successor)
         let took = self.renewal.tookOver(old: old, now: self.now)
         // What it brought ahead of the old one, in its order, before anything else of it.

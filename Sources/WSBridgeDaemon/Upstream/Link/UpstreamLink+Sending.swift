@@ -119,7 +119,7 @@ extension UpstreamLink {
     /// A sticky send (or its leave text) from the local plane: written now if the link is
     /// open, ahead of any queued sends (on a paced connection, in its turn ahead of them); false
     /// when it is not (it goes after the next open).
-    func sendAhead(_ message: OutboundMessage) -> Bool {
+    func sendAhead(_ message: OutboundMessage, key: String? = nil) -> Bool {
         guard self.phase == .open, !self.isShuttingDown else { return false }
         return self.writeOwn(message)
     }

@@ -32,6 +32,9 @@ package final class UpstreamLink: LinkControl {
     let metrics: DaemonMetrics
     /// What is restored on every open: opening messages, the ready gate, sticky sends.
     let session: UpstreamSession
+    /// Its place in a pool (`upstream.subscriptions_per_connection`): which sticky keys are its
+    /// (`session.placement`). 0: the first, or the only, connection.
+    let slot: Int
 
     // The parts, each with its state private to its own file; the link's other files call
     // their methods.
@@ -76,8 +79,10 @@ package final class UpstreamLink: LinkControl {
         metrics: DaemonMetrics = DaemonMetrics(),
         spool: (Spool, Spool.Restored)? = nil,
         session: UpstreamSession? = nil,
-        connectAttempts: ConnectAttempts? = nil
+        connectAttempts: ConnectAttempts? = nil,
+        slot: Int = 0
     ) {
+        self.slot = slot
         self.connectAttempts = connectAttempts ?? ConnectAttempts(configuration.upstream.limits.connectAttempts)
         self.metrics = metrics
         self.session = session ?? UpstreamSession(configuration: configuration, eventLoop: eventLoop, logger: logger)
@@ -85,6 +90,7 @@ package final class UpstreamLink: LinkControl {
         self.configuration = configuration
         var logger = logger
         logger[metadataKey: "upstream.url"] = "\(configuration.upstream.url)"
+        if slot > 0 { logger[metadataKey: "upstream.connection"] = "\(slot + 1)" }
         self.logger = logger
         self.events = events
         self.connectors = connectors
@@ -115,6 +121,7 @@ package final class UpstreamLink: LinkControl {
     // exclusivity check (the message path reads `attemptStep` for every message).
     var attemptStep: Machine.AttemptStep? { self.machine.attemptStep }
     var isShuttingDown: Bool { self.machine.isShuttingDown }
+    var networkAvailable: Bool { self.machine.networkAvailable }
     /// No close frame went on the current connection: data, pings and pongs may go.
     var mayWrite: Bool { self.machine.mayWrite }
     /// The server's close frame on the current connection, once it came.
@@ -338,7 +345,7 @@ package final class UpstreamLink: LinkControl {
     /// under way goes with it.
     func teardown() {
         self.attempt.end()
-        self.session.ended()
+        self.session.ended(slot: self.slot)
         self.renewal.abandon()
     }
 

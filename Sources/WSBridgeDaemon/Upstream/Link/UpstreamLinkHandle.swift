@@ -7,9 +7,12 @@ import WSBridgeProtocol
 package struct UpstreamLinkHandle: Sendable {
     package let eventLoop: any EventLoop
     let link: NIOLoopBound<UpstreamLink>
+    /// A pool's connections, the first being `link` (nil: `link` alone).
+    let pool: NIOLoopBound<UpstreamPool>?
 
-    init(link: NIOLoopBound<UpstreamLink>, eventLoop: any EventLoop) {
+    init(link: NIOLoopBound<UpstreamLink>, pool: NIOLoopBound<UpstreamPool>? = nil, eventLoop: any EventLoop) {
         self.link = link
+        self.pool = pool
         self.eventLoop = eventLoop
     }
 
@@ -36,9 +39,12 @@ package struct UpstreamLinkHandle: Sendable {
         }
     }
 
+    /// Runs `body` on every connection (a pool's, or the one).
     private func run(_ body: @escaping @Sendable (UpstreamLink) -> Void) {
-        let link = self.link
-        self.eventLoop.execute { body(link.value) }
+        let (link, pool) = (self.link, self.pool)
+        self.eventLoop.execute {
+            for each in pool?.value.allLinks ?? [link.value] { body(each) }
+        }
     }
 
     package func connect() { self.run { $0.connect() } }
@@ -62,7 +68,9 @@ package struct UpstreamLinkHandle: Sendable {
 
     /// Closes with 1001 and completes once the link is stopped.
     package func shutdown() -> EventLoopFuture<Void> {
-        let link = self.link
-        return self.eventLoop.flatSubmit { link.value.shutdown() }
+        let (link, pool, eventLoop) = (self.link, self.pool, self.eventLoop)
+        return self.eventLoop.flatSubmit {
+            EventLoopFuture.andAllComplete((pool?.value.allLinks ?? [link.value]).map { $0.shutdown() }, on: eventLoop)
+        }
     }
 }

@@ -103,21 +103,33 @@ final class UpstreamSession {
         self.lastValues.resolve()
     }
 
-    /// The link is open (ready): the sticky sends, in registration order.
-    func becameReady() -> [OutboundMessage] {
+    /// With a pool (`upstream.subscriptions_per_connection`): which connection (its slot) each
+    /// sticky key is on. nil: one connection has them all.
+    var placement: [String: Int]?
+
+    /// The sticky keys connection `slot` restores, in registration order.
+    func entries(slot: Int) -> [StickyRegistry.Entry] {
+        guard let placement = self.placement else { return self.registry.ordered }
+        return self.registry.ordered.filter { placement[$0.key] == slot }
+    }
+
+    /// The link is open (ready): the sticky sends (of connection `slot`'s keys), in registration order.
+    func becameReady(slot: Int = 0) -> [OutboundMessage] {
         self.lastSeen = nil
-        let ordered = self.registry.ordered
+        let ordered = self.entries(slot: slot)
         if let last = ordered.last {
-            self.lastSent = "sticky key \"\(last.key)\" (held by \(last.holds.map(Self.who).joined(separator: ", "))): \(Self.preview(last.payload))"
+            self.lastSentBySlot[slot] =
+                "sticky key \"\(last.key)\" (held by \(last.holds.map(Self.who).joined(separator: ", "))): \(Self.preview(last.payload))"
         } else if let opening = self.settings.onOpen.last {
-            self.lastSent = "the opening message (upstream.on_open) \(String(opening.template.prefix(200)))"
+            self.lastSentBySlot[slot] = "the opening message (upstream.on_open) \(String(opening.template.prefix(200)))"
         }
         return ordered.map { OutboundMessage($0.payload) }
     }
 
-    /// What this session sent last on the current connection (its last sticky key, else its last
+    /// What this session sent last on connection `slot` (its last sticky key, else its last
     /// opening message): what a close right after open is laid at.
-    private(set) var lastSent: String?
+    func lastSent(slot: Int = 0) -> String? { self.lastSentBySlot[slot] }
+    private var lastSentBySlot: [Int: String] = [:]
 
     /// What the server closed the link after, right after open, last; nil once a link is stable.
     var culprit: String?
@@ -129,9 +141,9 @@ final class UpstreamSession {
         }
     }
 
-    /// The link went down (or the attempt failed).
-    func ended() {
-        self.lastSent = nil
+    /// Connection `slot` went down (or its attempt failed).
+    func ended(slot: Int = 0) {
+        self.lastSentBySlot[slot] = nil
         self.lastSeen = nil
         self.lastValues.resolve()
     }
@@ -188,9 +200,9 @@ final class UpstreamSession {
         }
     }
 
-    /// A client went: the leave texts of the keys that went with it, in registration order.
-    func clientGone(_ client: Int) -> [OutboundMessage] {
-        self.registry.clientGone(client).compactMap { gone in gone.leave.map { OutboundMessage(.text($0)) } }
+    /// A client went: the keys that went with it, and their leave texts, in registration order.
+    func clientGone(_ client: Int) -> [(key: String, leave: OutboundMessage?)] {
+        self.registry.clientGone(client).map { gone in (gone.key, gone.leave.map { OutboundMessage(.text($0)) }) }
     }
 
     /// Stores the daemon-scope keys if they changed (with `queue.spool`): the future succeeds

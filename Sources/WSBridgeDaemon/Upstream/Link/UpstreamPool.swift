@@ -1,0 +1,200 @@
+import Logging
+import NIOCore
+import WSBridgeCore
+import WSBridgeProtocol
+
+/// A pool of connections to one feed (`upstream.subscriptions_per_connection`, docs/limits.md):
+/// the subscriptions (sticky keys) are placed on the first connection with room, weighed 1 each or
+/// by the length of an array in their text (`upstream.subscription_weight`); when every connection
+/// is full the next one opens (up to `upstream.connections`, each attempt within
+/// `connect_attempts`). Each connection is an `UpstreamLink` of its own (session restored with its
+/// own keys only, heartbeat, backoff, pace, renewal); a lost connection restores only its own
+/// keys while the others flow on. A connection whose keys all left closes (the first stays).
+/// Apps see one feed: every connection's messages go to the one fan-out (one seq, one journal);
+/// their state lines are the first connection's. Sends that are not sticky go on the first open
+/// connection. Confined to the links' event loop.
+final class UpstreamPool: LinkControl {
+    /// The connections, the first (slot 0) first; a slot is free again once its link closed.
+    private(set) var links: [UpstreamLink]
+    /// Connections whose keys all left, closing; each is stopped once idle, and forgotten.
+    private var retiring: [UpstreamLink] = []
+    /// Every connection, closing ones included (a daemon's stop stops them all).
+    var allLinks: [UpstreamLink] { self.links + self.retiring }
+    private let session: UpstreamSession
+    private var configuration: Configuration
+    private let eventLoop: any EventLoop
+    private let logger: Logger
+    private let connectors: any UpstreamDialer
+    private let metrics: DaemonMetrics
+    private let members: PoolMemberSink
+    /// Each key's slot and weight, and the weight on each slot.
+    private var placed: [String: (slot: Int, weight: Int)] = [:]
+    private var load: [Int: Int] = [:]
+
+    init(
+        first: UpstreamLink, fanout: any UpstreamEventSink, session: UpstreamSession, configuration: Configuration, eventLoop: any EventLoop,
+        logger: Logger, connectors: any UpstreamDialer, metrics: DaemonMetrics
+    ) {
+        self.links = [first]
+        self.session = session
+        self.configuration = configuration
+        self.eventLoop = eventLoop
+        self.logger = logger
+        self.connectors = connectors
+        self.metrics = metrics
+        self.members = PoolMemberSink(fanout)
+        self.members.pool = self
+        session.placement = [:]
+        // The daemon-scope keys restored from the spool directory, placed as they were registered.
+        for entry in session.registry.ordered {
+            if let full = self.refusal(forNewKey: entry.key, payload: entry.payload) {
+                logger.error("sticky key \(entry.key) restored but not placed: \(full)")
+            }
+        }
+    }
+
+    private var first: UpstreamLink { self.links[0] }
+    private var capacity: Int { self.configuration.upstream.subscriptionsPerConnection ?? Int.max }
+
+    // MARK: - LinkControl: the first connection's state is the feed's
+
+    var phase: ConnectionPhase { self.first.phase }
+    var roundTripTime: Duration? { self.first.roundTripTime }
+    var url: UpstreamURL { self.first.url }
+
+    var status: StatusReport {
+        var report = self.first.status
+        report.connections = self.links.map { link in
+            let s = link.status
+            return StatusReport.Connection(
+                connection: link.slot + 1, state: s.state, since: s.since, url: s.url, subscriptions: self.load[link.slot] ?? 0,
+                keys: self.placed.values.filter { $0.slot == link.slot }.count, rttMs: s.rttMs, reconnects: s.reconnects,
+                renewals: s.renewal?.renewals ?? 0, messagesIn: s.traffic.messagesIn, messagesOut: s.traffic.messagesOut,
+                waiting: s.limits?.waiting ?? 0, lastClose: s.lastClose)
+        }
+        return report
+    }
+
+    /// A send that is not a subscription: on the first open connection (queued on the first
+    /// when none is open).
+    func send(_ message: OutboundMessage) -> SendOutcome {
+        (self.links.first { $0.phase == .open } ?? self.first).send(message)
+    }
+
+    func sendAhead(_ message: OutboundMessage, key: String?) -> Bool {
+        guard let key, let slot = self.placed[key]?.slot, let link = self.links.first(where: { $0.slot == slot }) else {
+            return self.first.sendAhead(message)
+        }
+        return link.sendAhead(message)
+    }
+
+    /// Places a new key on the first connection with room, opening the next when all are full.
+    func refusal(forNewKey key: String, payload: Payload) -> String? {
+        if self.placed[key] != nil { return nil }
+        let weight = self.weight(of: payload)
+        let limit = self.capacity
+        guard weight <= limit else {
+            return
+                "this sticky send weighs \(weight) subscriptions (upstream.subscription_weight), more than upstream.subscriptions_per_connection = \(limit) allows on one connection: split it"
+        }
+        if let link = self.links.first(where: { (self.load[$0.slot] ?? 0) + weight <= limit }) {
+            self.place(key, weight, on: link.slot)
+            return nil
+        }
+        let most = self.configuration.upstream.connections
+        guard self.links.count < most else {
+            return
+                "all upstream.connections = \(most) connections hold upstream.subscriptions_per_connection = \(limit) subscriptions: unstick some, or raise either setting"
+        }
+        let slot = (0...).first { s in !self.links.contains { $0.slot == s } }!
+        let link = UpstreamLink(
+            configuration: self.configuration, networkAvailable: self.first.networkAvailable, eventLoop: self.eventLoop, logger: self.logger,
+            connectors: self.connectors, events: self.members, metrics: self.metrics, session: self.session,
+            connectAttempts: self.first.connectAttempts, slot: slot)
+        self.links.append(link)
+        self.links.sort { $0.slot < $1.slot }
+        self.place(key, weight, on: slot)
+        self.logger.notice(
+            "connection \(slot + 1) opens: the other \(self.links.count - 1) hold upstream.subscriptions_per_connection = \(limit) subscriptions",
+            metadata: ["upstream.connection": "\(slot + 1)"])
+        // Connected now, unless the first waits for a connect request (not started yet, or closed
+        // by an operator): the pool's `connect` connects them all.
+        if self.first.phase != .idle { link.connect() }
+        return nil
+    }
+
+    private func place(_ key: String, _ weight: Int, on slot: Int) {
+        self.placed[key] = (slot, weight)
+        self.load[slot, default: 0] += weight
+        self.session.placement?[key] = slot
+    }
+
+    /// A key went: its place is free; a connection (not the first) left with none closes.
+    func released(key: String) {
+        guard let (slot, weight) = self.placed.removeValue(forKey: key) else { return }
+        self.session.placement?[key] = nil
+        self.load[slot, default: 0] -= weight
+        guard slot != 0, (self.load[slot] ?? 0) <= 0, let index = self.links.firstIndex(where: { $0.slot == slot }) else { return }
+        let link = self.links.remove(at: index)
+        self.load[slot] = nil
+        self.logger.notice("connection \(slot + 1) closes: its subscriptions all left", metadata: ["upstream.connection": "\(slot + 1)"])
+        self.retiring.append(link)
+        link.close(code: 1000, reason: "its subscriptions all left")
+    }
+
+    /// A connection of the pool changed phase: a closing one that is idle stops (its promise
+    /// kept) and is forgotten.
+    func member(_ link: any LinkControl, changedTo phase: ConnectionPhase) {
+        guard phase == .idle, let index = self.retiring.firstIndex(where: { $0 === link }) else { return }
+        let link = self.retiring.remove(at: index)
+        // Out of the link's own transition (it is telling this one).
+        self.eventLoop.assumeIsolated().execute { _ = link.shutdown() }
+    }
+
+    /// A sticky text's weight: the length of the array at `upstream.subscription_weight`, else 1.
+    private func weight(of payload: Payload) -> Int {
+        guard let path = self.configuration.upstream.subscriptionWeight, case .text(let text) = payload,
+            let json = try? JSONValue.parse(text), case .array(let items)? = json.value(at: path)
+        else { return 1 }
+        return max(1, items.count)
+    }
+
+    func connect() { for link in self.links { link.connect() } }
+    func reconnect() { for link in self.links { link.reconnect() } }
+    func close(code: UInt16, reason: String) { for link in self.links { link.close(code: code, reason: reason) } }
+    func fail(_ description: String) { self.first.fail(description) }
+    func keepalive(_ timing: AppProtocolTiming, protocol name: String) { self.first.keepalive(timing, protocol: name) }
+
+    func update(configuration: Configuration) {
+        self.configuration = configuration
+        for link in self.links { link.update(configuration: configuration) }
+    }
+}
+
+/// The sink of a pool's connections after the first: their messages go to the fan-out as the
+/// first's do; their state changes are theirs (logged, in `status`), not the feed's.
+final class PoolMemberSink: UpstreamEventSink {
+    private let fanout: any UpstreamEventSink
+    weak var pool: UpstreamPool?
+
+    init(_ fanout: any UpstreamEventSink) {
+        self.fanout = fanout
+    }
+
+    func upstreamLink(_ link: any LinkControl, emitted event: UpstreamEvent) {
+        switch event {
+        case .message: self.fanout.upstreamLink(link, emitted: event)
+        case .state(let phase, _, _): self.pool?.member(link, changedTo: phase)
+        default: break
+        }
+    }
+
+    func upstreamLinkReadComplete(_ link: any LinkControl) { self.fanout.upstreamLinkReadComplete(link) }
+    func upstreamLinkRequestsInFlight(_ link: any LinkControl) -> Int { self.fanout.upstreamLinkRequestsInFlight(link) }
+}
+
+@available(*, unavailable)
+extension UpstreamPool: Sendable {}
+
+@available(*, unavailable)
+extension PoolMemberSink: Sendable {}
