@@ -9,13 +9,13 @@ public enum LocalProtocol {
 
 /// Operations a client may request.
 public enum Op: String, Sendable, CaseIterable {
-    case subscribe, unsubscribe, send, status, metrics, close, connect, reconnect, request, sticky, unstick
+    case subscribe, unsubscribe, send, status, metrics, close, connect, reconnect, request, sticky, unstick, clients
     case clearSetAside = "clear_set_aside"
 
     /// Whether the op changes the link (needs write permission).
     public var writes: Bool {
         switch self {
-        case .subscribe, .unsubscribe, .status, .metrics, .sticky: false
+        case .subscribe, .unsubscribe, .status, .metrics, .sticky, .clients: false
         case .send, .close, .connect, .reconnect, .request, .unstick, .clearSetAside: true
         }
     }
@@ -132,6 +132,8 @@ public enum Command: Sendable, Equatable {
     /// `scope` nil: this client's own hold if it has one, else the daemon-scope hold.
     case unstick(key: String, text: String?, scope: StickyScope?)
     case status
+    /// Every local client: its subscription, what it was sent, what waits for it, its drops.
+    case clients
     case metrics
     case close(code: UInt16, reason: String)
     case connect
@@ -145,6 +147,7 @@ public enum Command: Sendable, Equatable {
         case .unsubscribe: .unsubscribe
         case .send: .send
         case .status: .status
+        case .clients: .clients
         case .metrics: .metrics
         case .close: .close
         case .connect: .connect

@@ -53,6 +53,7 @@ extension Request: Codable {
             return .subscribe(filter: filter, since: since, stream: stream, all: all)
         case .unsubscribe: return .unsubscribe
         case .status: return .status
+        case .clients: return .clients
         case .metrics: return .metrics
         case .connect: return .connect
         case .reconnect: return .reconnect
@@ -145,7 +146,7 @@ extension Request: Codable {
             if let since { try c.encode(since, forKey: .since) }
             if let stream { try c.encode(stream, forKey: .stream) }
             if all { try c.encode(true, forKey: .all) }
-        case .unsubscribe, .status, .metrics, .connect, .reconnect, .sticky, .clearSetAside:
+        case .unsubscribe, .status, .clients, .metrics, .connect, .reconnect, .sticky, .clearSetAside:
             break
         case .send(let message, let sticky):
             try payload(message)

@@ -187,6 +187,45 @@ public struct MetricsResult: Sendable, Equatable, JSONValueCodable {
 
 }
 
+/// `clients`: every local client of the daemon now (the one asking included), and the seq the
+/// fan-out numbered last.
+public struct ClientsResult: Sendable, Equatable, JSONValueCodable {
+    public var seq: UInt64
+    public var clients: [Client]
+
+    public init(seq: UInt64, clients: [Client]) {
+        self.seq = seq
+        self.clients = clients
+    }
+
+    /// One client: its number and peer, whether it subscribes (and its filter), the messages
+    /// queued for it since it connected, those waiting in its queue now (and their bytes), and
+    /// those dropped because it fell behind.
+    public struct Client: Sendable, Equatable, Codable {
+        public var id: Int
+        @OmitNil public var pid: Int32?
+        @OmitNil public var uid: UInt32?
+        public var subscribed: Bool
+        @OmitNil public var filter: String?
+        public var messages: UInt64
+        public var queued: Int
+        public var queueBytes: Int
+        public var drops: UInt64
+
+        public init(id: Int, pid: Int32?, uid: UInt32?, subscribed: Bool, filter: String?, messages: UInt64, queued: Int, queueBytes: Int, drops: UInt64) {
+            self.id = id
+            self.pid = pid
+            self.uid = uid
+            self.subscribed = subscribed
+            self.filter = filter
+            self.messages = messages
+            self.queued = queued
+            self.queueBytes = queueBytes
+            self.drops = drops
+        }
+    }
+}
+
 /// `request`: the first upstream message after the send that matched.
 public struct RequestResult: Sendable, Equatable, JSONValueCodable {
     public var seq: UInt64

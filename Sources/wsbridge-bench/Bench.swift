@@ -7,7 +7,7 @@ struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "wsbridge-bench",
         abstract: "wsbridged's benchmarks, each side by side with its baselines in one run.",
-        subcommands: [Suite.self, Cost.self, Latency.self, DropCost.self, DeflateCost.self, RawCopy.self, SpoolCost.self, OrderFile.self],
+        subcommands: [Suite.self, Cost.self, Latency.self, DropCost.self, DeflateCost.self, RawCopy.self, SpoolCost.self, OrderFile.self, DedupeCost.self],
         defaultSubcommand: Suite.self
     )
 }

@@ -49,6 +49,15 @@ struct Cost: AsyncParsableCommand {
     )
     var sends = false
 
+    @Option(
+        help:
+            "TOML added to the daemon's [upstream] under count (and not to the baseline's when it does not know it: pass --baseline-upstream), e.g. '[upstream.limits]\\nmessages_per_second = 1000000' to count the pace."
+    )
+    var upstream = ""
+
+    @Option(help: "TOML added to the baseline daemon's [upstream] (default: --upstream's).")
+    var baselineUpstream: String?
+
     @Option(help: "Python with `websockets` (the upstream when deflate is on).")
     var python = ".build/venv/bin/python"
 
@@ -150,6 +159,7 @@ struct Cost: AsyncParsableCommand {
         url = "ws://127.0.0.1:\(port)/"
         compression = \(deflate)
         protocol = "\(self.protocol)"
+        \((daemon.hasSuffix("/baseline") ? self.baselineUpstream ?? self.upstream : self.upstream).replacingOccurrences(of: "\\n", with: "\n"))
         \(self.routed && self.protocol == "json" ? "[protocol]\nid = \"id\"" : "")
         [heartbeat]
         interval = "1h"

@@ -15,7 +15,7 @@ struct WSBridgeCtl: ParsableCommand {
         version: WSBridgeVersion.description,
         subcommands: [
             Status.self, Metrics.self, Send.self, Sticky.self, Unstick.self, Close.self, Connect.self, Reconnect.self, Tail.self, Request.self, Journal.self,
-            Subscriptions.self,
+            Subscriptions.self, Top.self,
         ],
         defaultSubcommand: Status.self
     )

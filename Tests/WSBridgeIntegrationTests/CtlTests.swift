@@ -218,7 +218,7 @@ import WSBridgeProtocol
         #expect(bogus.status == 64)
         #expect(
             bogus.err
-                == "wsbridgectl: unknown command 'bogus'. The commands are status, metrics, send, sticky, unstick, close, connect, reconnect, tail, request, journal, subscriptions (wsbridgectl COMMAND --help for one).\n",
+                == "wsbridgectl: unknown command 'bogus'. The commands are status, metrics, send, sticky, unstick, close, connect, reconnect, tail, request, journal, subscriptions, top (wsbridgectl COMMAND --help for one).\n",
             "\(bogus.err)")
         #expect(!bogus.err.contains("Usage"))
         // `help` is ArgumentParser's: it still works.
@@ -234,7 +234,7 @@ import WSBridgeProtocol
     static let goldenCommands: [[String]] = [
         ["--help"], ["status", "--help"], ["metrics", "--help"], ["send", "--help"], ["close", "--help"], ["connect", "--help"],
         ["reconnect", "--help"], ["tail", "--help"], ["request", "--help"], ["sticky", "--help"], ["unstick", "--help"], ["journal", "--help"],
-        ["subscriptions", "--help"],
+        ["subscriptions", "--help"], ["top", "--help"],
     ]
 
     @Test(arguments: Self.goldenCommands)

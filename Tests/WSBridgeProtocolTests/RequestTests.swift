@@ -58,7 +58,7 @@ import WSBridgeProtocol
             .subscribe(filter: Filter(.prefix("42[")), since: nil, stream: nil), .subscribe(filter: nil, since: nil, stream: nil, all: true),
             .unsubscribe, .send(.text("hi"), sticky: nil), .send(.binary([0, 1, 2, 255]), sticky: nil),
             .send(.text("sub"), sticky: StickyOptions(key: "t", scope: .daemon, onUnstick: "unsub")), .sticky, .clearSetAside,
-            .unstick(key: "t", text: nil, scope: nil), .unstick(key: "t", text: "bye", scope: .daemon), .status, .metrics,
+            .unstick(key: "t", text: nil, scope: nil), .unstick(key: "t", text: "bye", scope: .daemon), .status, .clients, .metrics,
             .close(code: 4001, reason: "bye"), .connect, .reconnect,
             .request(.text("q"), match: Filter(field: "id", equals: 7), timeout: .milliseconds(2500)),
             .request(.text("q"), match: nil, timeout: .seconds(10)),

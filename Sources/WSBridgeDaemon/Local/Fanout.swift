@@ -20,7 +20,7 @@ final class Fanout: UpstreamEventSink {
     let metrics: DaemonMetrics
     let allocator = ByteBufferAllocator()
 
-    private var clients: [Int: LocalClient] = [:]
+    private(set) var clients: [Int: LocalClient] = [:]
     /// The subscribed clients, in one array: the per-message loop walks no dictionary.
     private var subscribers: [LocalClient] = []
     /// Where live lines go: the subscribers not catching up from the journal, without a filter

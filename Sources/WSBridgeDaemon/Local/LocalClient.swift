@@ -34,6 +34,11 @@ final class LocalClient: ChannelDuplexHandler {
     var filter: Filter? { self.subscription.filter }
 
     private var queue: SubscriberQueue<LineBatch>
+    /// Message lines written or queued for it since it connected, and those dropped (it fell behind).
+    private(set) var messages: UInt64 = 0
+    private(set) var drops: UInt64 = 0
+    /// Message lines waiting in its queue now, and their bytes.
+    var queued: (messages: Int, bytes: Int) { (self.queue.messageCount, self.queue.messageBytes) }
     private var outputLimit: Int
     private var drainScheduled = false
     /// Requests are not read while the client has too much unread output, or after its turn.
@@ -210,6 +215,7 @@ final class LocalClient: ChannelDuplexHandler {
     /// that is behind queues the batch whole (one entry, whatever its number of lines).
     func deliver(_ batch: LineBatch) {
         if self.queue.isEmpty, !self.closing, let context = self.context, context.channel.isWritable {
+            self.messages &+= UInt64(batch.lineCount)
             context.writeAndFlush(Self.wrapOutboundOut(batch.lines), promise: nil)
             return
         }
@@ -230,7 +236,11 @@ final class LocalClient: ChannelDuplexHandler {
             self.drain()
         }
         let dropped = self.queue.appendMessages(batch, seq: batch.seq)
-        if dropped > 0 { self.plane.countDrops(dropped) }
+        self.messages &+= UInt64(batch.lineCount)
+        if dropped > 0 {
+            self.drops &+= UInt64(dropped)
+            self.plane.countDrops(dropped)
+        }
         self.scheduleDrain()
     }
 

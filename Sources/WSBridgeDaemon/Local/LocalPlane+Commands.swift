@@ -76,6 +76,8 @@ extension LocalPlane {
             self.ok(client, id, SubscribeResult(subscribed: false).json)
         case .status:
             self.ok(client, id, self.statusReport(askedBy: client).json)
+        case .clients:
+            self.ok(client, id, self.clientList.json)
         case .metrics:
             self.ok(client, id, MetricsResult(text: String(decoding: self.metricsText(askedBy: client), as: UTF8.self)).json)
         case .send(let payload, let sticky?):

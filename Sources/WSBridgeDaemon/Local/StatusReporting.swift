@@ -26,3 +26,16 @@ extension LocalPlane {
         return self.metrics.render(input)
     }
 }
+
+extension LocalPlane {
+    /// The `clients` reply: every local client now, by number.
+    var clientList: ClientsResult {
+        let clients = self.fanout.clients.values.sorted { $0.id < $1.id }.map { c in
+            let queued = c.queued
+            return ClientsResult.Client(
+                id: c.id, pid: c.credentials?.pid, uid: c.credentials?.uid, subscribed: c.subscribed, filter: c.filter?.text, messages: c.messages,
+                queued: queued.messages, queueBytes: queued.bytes, drops: c.drops)
+        }
+        return ClientsResult(seq: self.fanout.position.seq, clients: clients)
+    }
+}
