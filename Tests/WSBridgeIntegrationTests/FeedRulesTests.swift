@@ -195,6 +195,9 @@ import WSBridgeProtocol
         #expect(status.connections?.map(\.subscriptions) == [20, 20], "\(String(describing: status.connections))")
         #expect(!feed.stdout.text.contains("max streams") && !reader.lines.text.contains("max streams"))
         #expect(feed.stdout.lines.filter { $0.hasPrefix("connected") } == ["connected 1", "connected 2"])
+        let metrics = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket, "metrics"]).stdout
+        #expect(metrics.contains(#"wsbridge_connection_subscriptions{connection="2"} 20"#), "\(metrics)")
+        #expect(metrics.contains(#"wsbridge_connection_up{connection="1"} 1"#))
         // The first connection carries a send that is not a subscription: the feed cuts it.
         app.send(#"{"id":"cut","op":"send","text":"{\"method\":\"CUT\"}"}"#)
         #expect(await app.reply("cut")?["ok"] == true)

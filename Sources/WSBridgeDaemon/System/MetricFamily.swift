@@ -34,6 +34,9 @@ package enum MetricFamily: String, CaseIterable, Sendable {
     case journalStopped = "wsbridge_journal_stopped"
     case journalReplays = "wsbridge_journal_replays"
     case upstreamURL = "wsbridge_upstream_url"
+    case connectionUp = "wsbridge_connection_up"
+    case connectionSubscriptions = "wsbridge_connection_subscriptions"
+    case connectionRTT = "wsbridge_connection_rtt_seconds"
     case buildInfo = "wsbridge_build_info"
     // The process collector, with the names Prometheus' client libraries give these figures.
     case processCPUSeconds = "process_cpu_seconds_total"
@@ -56,6 +59,18 @@ package enum MetricFamily: String, CaseIterable, Sendable {
     /// What a render reads the figures from: the daemon's `status`, the configured URLs, the
     /// time, the process.
     struct Input {
+        /// The connections: a pool's, else the one (as connection 1).
+        var connections: [StatusReport.Connection] {
+            let s = self.status
+            return s.connections
+                ?? [
+                    StatusReport.Connection(
+                        connection: 1, state: s.state, since: s.since, url: s.url, subscriptions: s.session?.stickyKeys ?? 0, keys: s.session?.stickyKeys ?? 0,
+                        rttMs: s.rttMs, reconnects: s.reconnects, renewals: s.renewal?.renewals ?? 0, messagesIn: s.traffic.messagesIn,
+                        messagesOut: s.traffic.messagesOut, waiting: s.limits?.waiting ?? 0, lastClose: s.lastClose)
+                ]
+        }
+
         var status: StatusReport
         /// The configured URLs, primary first.
         var urls: [String]
@@ -189,6 +204,24 @@ package enum MetricFamily: String, CaseIterable, Sendable {
                 reading: .gauge { i, _ in i.status.journal?.stoppedReason == nil ? 0 : 1 })
         case .journalReplays:
             Declaration(type: .gauge, help: "Consumers catching up from the journal now.", reading: .gauge { i, _ in Double(i.status.journal?.replaying ?? 0) })
+        case .connectionUp:
+            Declaration(
+                type: .gauge, labels: [Label(name: "connection", values: nil)],
+                help:
+                    "1 for each upstream connection that is open, 0 for one that is not (label connection: 1, 2... with a pool, upstream.subscriptions_per_connection; else 1).",
+                reading: .series { i in i.connections.map { ([("connection", "\($0.connection)")], $0.state == .open ? 1 : 0) } })
+        case .connectionSubscriptions:
+            Declaration(
+                type: .gauge, labels: [Label(name: "connection", values: nil)],
+                help: "The subscriptions (sticky keys, or their weight) each upstream connection carries.",
+                reading: .series { i in i.connections.map { ([("connection", "\($0.connection)")], Double($0.subscriptions)) } })
+        case .connectionRTT:
+            Declaration(
+                type: .gauge, labels: [Label(name: "connection", values: nil)],
+                help: "Each upstream connection's last heartbeat round trip, in seconds (0: none measured).",
+                reading: .series { i in
+                    i.connections.map { c in ([("connection", "\(c.connection)")], (c.rttMs ?? 0) / 1000) }
+                })
         case .upstreamURL:
             Declaration(
                 type: .gauge, labels: [Label(name: "url", values: nil), Label(name: "role", values: ["primary", "fallback"])],
