@@ -102,6 +102,26 @@ import WSBridgeProtocol
         #expect(table.contains("connect attempts 3 of 3/3600s, the next in"), "\(table)")
     }
 
+    /// An app holding a daemon-scope sticky subscription for each of `streams`.
+    static func subscribed(streams: ClosedRange<Int>, socket: String, daemon: ManagedProcess) async throws -> SocketClient {
+        let app = try await SocketClient.connected(to: socket, name: "app", daemon: daemon)
+        for n in streams {
+            app.send(#"{"id":"k\#(n)","op":"send","text":\#(JSONValue.string(Self.subscribe(n)).serialized),"sticky":"s\#(n)","scope":"daemon"}"#)
+        }
+        for n in streams {
+            #expect(await app.reply("k\(n)")?["ok"] == true, "sticky \(n): \(app.lines.text.suffix(500))")
+        }
+        return app
+    }
+
+    /// A subscriber of the feed.
+    static func reader(_ socket: String, _ daemon: ManagedProcess) async throws -> SocketClient {
+        let reader = try await SocketClient.connected(to: socket, name: "reader", daemon: daemon)
+        reader.send(#"{"id":"sub","op":"subscribe"}"#)
+        #expect(await reader.reply("sub")?["ok"] == true)
+        return reader
+    }
+
     /// A subscriber's message lines: per stream, its update ids and the times they came.
     static func updates(_ lines: [String]) -> [String: [(u: Int, ts: Int64)]] {
         var streams: [String: [(u: Int, ts: Int64)]] = [:]
@@ -128,16 +148,8 @@ import WSBridgeProtocol
             daemon.stop()
             feed.stop()
         }
-        let app = try await SocketClient.connected(to: socket, name: "app", daemon: daemon)
-        for n in 1...10 {
-            app.send(#"{"id":"k\#(n)","op":"send","text":\#(JSONValue.string(Self.subscribe(n)).serialized),"sticky":"s\#(n)","scope":"daemon"}"#)
-        }
-        for n in 1...10 {
-            #expect(await app.reply("k\(n)")?["ok"] == true, "sticky \(n): \(app.lines.text.suffix(500))")
-        }
-        let reader = try await SocketClient.connected(to: socket, name: "reader", daemon: daemon)
-        reader.send(#"{"id":"sub","op":"subscribe"}"#)
-        #expect(await reader.reply("sub")?["ok"] == true)
+        _ = try await Self.subscribed(streams: 1...10, socket: socket, daemon: daemon)
+        let reader = try await Self.reader(socket, daemon)
         try await awaitStatus(socket, "20 renewals", timeout: .seconds(240)) { ($0.renewal?.renewals ?? 0) >= 20 }
         let status = try daemonStatus(socket)
         let streams = Self.updates(reader.lines.lines)
@@ -180,16 +192,8 @@ import WSBridgeProtocol
             daemon.stop()
             feed.stop()
         }
-        let app = try await SocketClient.connected(to: socket, name: "app", daemon: daemon)
-        for n in 1...40 {
-            app.send(#"{"id":"k\#(n)","op":"send","text":\#(JSONValue.string(Self.subscribe(n)).serialized),"sticky":"s\#(n)","scope":"daemon"}"#)
-        }
-        for n in 1...40 {
-            #expect(await app.reply("k\(n)")?["ok"] == true, "sticky \(n): \(app.lines.text.suffix(500))")
-        }
-        let reader = try await SocketClient.connected(to: socket, name: "reader", daemon: daemon)
-        reader.send(#"{"id":"sub","op":"subscribe"}"#)
-        #expect(await reader.reply("sub")?["ok"] == true)
+        let app = try await Self.subscribed(streams: 1...40, socket: socket, daemon: daemon)
+        let reader = try await Self.reader(socket, daemon)
         #expect(await Self.flowing(reader, 1...40, after: 0) == [], "all 40 on 2 connections")
         var status = try daemonStatus(socket)
         #expect(status.connections?.map(\.subscriptions) == [20, 20], "\(String(describing: status.connections))")
