@@ -234,4 +234,35 @@ import WSBridgeProtocol
         let table = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket, "status"]).stdout
         #expect(table.contains("connection 1"), "\(table)")
     }
+
+    @Test func aRequestInFlightOnTheRenewedConnectionIsAnsweredThere() async throws {
+        let dir = try TemporaryDirectory()
+        let (feed, daemon, socket) = try await Self.start(
+            feed: ["--messages-per-second", "5", "--max-streams", "20", "--events-per-second", "20"], limits: "messages_per_second = 4\nburst = 4",
+            upstream: #"renew_when = "event=closing"\#ndedupe = ["stream", "data.u"]"#, dir: dir)
+        defer {
+            daemon.stop()
+            feed.stop()
+        }
+        let app = try await Self.subscribed(streams: 1...2, socket: socket, daemon: daemon)
+        let reader = try await Self.reader(socket, daemon)
+        #expect(await Self.flowing(reader, 1...2, after: 0) == [])
+        // A request the feed answers 6 s later on connection 1 (the renewal takes well under 1 s);
+        // then its notice that it closes.
+        let slow = JSONValue.string(#"{"method":"SLOW","id":77,"delay":6}"#).serialized
+        app.send(#"{"id":"q","op":"request","text":\#(slow),"match":{"field":"id","equals":77},"timeout":30}"#)
+        app.send(#"{"id":"n","op":"send","text":"{\"method\":\"NOTICE\"}"}"#)
+        #expect(await app.reply("n")?["ok"] == true)
+        // The new connection takes over before the answer comes; the old one stays for it.
+        try await awaitStatus(socket, "the renewal") { ($0.renewal?.renewals ?? 0) >= 1 }
+        #expect(!feed.stdout.lines.contains("answered 1 77"), "the renewal came after the answer: the test proves nothing")
+        let answer = await app.reply("q")
+        #expect(
+            answer?["ok"] == true && answer?["result"]?["json"]?["result"] == "slow",
+            "\(String(describing: answer)) \(feed.stdout.lines.filter { !$0.hasPrefix("recv") })")
+        // Then it closes, by the daemon (1000).
+        #expect(await feed.stdout.wait(timeout: .seconds(30), containing: "closed 1 1000") != nil, "\(feed.stdout.lines.suffix(5))")
+        let lines = feed.stdout.lines
+        #expect(lines.firstIndex(of: "answered 1 77").map { a in lines.firstIndex(of: "closed 1 1000").map { a < $0 } ?? false } == true)
+    }
 }

@@ -19,7 +19,9 @@ Rules, per connection unless said:
   refused with HTTP 429 (printed: refused); --refuse: every upgrade is refused so (HTTP 503).
 Requests: {"method":"SUBSCRIBE"|"UNSUBSCRIBE","params":[S,...],"id":N} answered
 {"result":null,"id":N}; {"method":"LIST_SUBSCRIPTIONS","id":N} answered with the list; {"method":"CUT"} closes the
-connection that carried it (1012), as a server ending it without notice.
+connection that carried it (1012), as a server ending it without notice; {"method":"SLOW",
+"id":N,"delay":S} is answered {"result":"slow","id":N} on its connection S seconds later (printed:
+answered C N); {"method":"NOTICE"} sends that connection the closing notice (without closing).
 
 Events on stdout: listening PORT, connected C, recv C TEXT, violation C WHAT, subscribed C S,
 refused, closed C CODE.
@@ -134,6 +136,16 @@ def main():
                     for s in params:
                         following.pop(s, None)
                     await ws.send(json.dumps({"result": None, "id": rid}))
+                elif method == "SLOW":
+                    # Answered on this connection after `delay` seconds: a request in flight.
+                    async def answer_later(rid, delay):
+                        await asyncio.sleep(delay)
+                        await ws.send(json.dumps({"result": "slow", "id": rid}))
+                        out(f"answered {c} {rid}")
+                    tasks.append(asyncio.create_task(answer_later(rid, float(request.get("delay", 1)))))
+                elif method == "NOTICE":
+                    # The server's notice that it will close this connection (it does not).
+                    await ws.send(json.dumps({"event": "closing", "in_ms": 500}))
                 elif method == "CUT":
                     # The test cuts this connection, as a server ending it without notice would.
                     await ws.close(1012, "cut")
