@@ -25,6 +25,8 @@ final class Renewal {
     /// Duplicates dropped by the overlaps that ended.
     private var droppedBefore = 0
     var duplicatesDropped: Int { self.droppedBefore + (self.dedupe?.dropped ?? 0) }
+    /// A renewal asked for while the last one's old connection was still closing: why.
+    var waiting: String?
     /// Why this renewal, for the log and `status`.
     private(set) var why = ""
     private(set) var startedAt: MonotonicInstant?
@@ -136,6 +138,7 @@ final class Renewal {
 
     /// The link's connection went (or the daemon stops): every part of a renewal goes with it.
     func abandon() {
+        self.waiting = nil
         self.successor?.end()
         self.successor = nil
         self.retiring?.end()

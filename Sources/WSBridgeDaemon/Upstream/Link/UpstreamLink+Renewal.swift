@@ -36,7 +36,7 @@ extension UpstreamLink {
     /// Whether an upstream message of the current connection is the server's notice that it
     /// will close (`upstream.renew_when`).
     func isRenewalNotice(_ message: UpstreamMessage, filter: Filter) -> Bool {
-        guard message.kind == .text, !self.renewal.isUnderway else { return false }
+        guard message.kind == .text, self.renewal.successor == nil else { return false }
         let bytes = message.data.readableBytesView
         if filter.wholeText != nil { return filter.matches(json: nil, text: bytes) }
         guard let json = try? JSONValue.parse(bytes) else { return false }
@@ -45,7 +45,13 @@ extension UpstreamLink {
 
     /// Renews the open connection (`why`: what asked for it), unless a renewal is under way.
     func renew(why: String) {
-        guard self.phase == .open, !self.isShuttingDown, !self.renewal.isUnderway else { return }
+        guard self.phase == .open, !self.isShuttingDown, self.renewal.successor == nil else { return }
+        if self.renewal.retiring != nil {
+            // The last renewal's old connection is still closing: this one starts once it ended.
+            self.logger.debug("renewal (\(why)) waits for the last renewal's old connection to end")
+            self.renewal.waiting = why
+            return
+        }
         if self.configuration.applicationProtocol.kind != .raw {
             // A protocol's ids and subscriptions are per connection: one session cannot yet
             // run on two at once, so the renewal is a reconnect (with its gap).
@@ -239,6 +245,12 @@ extension UpstreamLink {
             return
         }
         self.renewal.retired()
+        if let why = self.renewal.waiting {
+            // A renewal asked for while it closed (a short lifetime, a notice): now.
+            self.renewal.waiting = nil
+            self.renew(why: why)
+            return
+        }
         // The new connection may still bring what the old one delivered first.
         self.renewal.setDeadline(
             self.eventLoop.assumeIsolated().scheduleTask(in: Self.closeTimeout) {
