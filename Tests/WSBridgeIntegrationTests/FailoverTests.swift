@@ -67,7 +67,8 @@ import WSBridgeProtocol
         link.handle.connect()
         // attempt 1 -> A, 2 -> B, 3 -> A: each failure says which it was, and schedules one
         // backoff retry (the same policy, counting every failure).
-        let failed = await link.events.wait(count: 3) { $0.hasPrefix("state backingOff:") }
+        // A generous bound: under a loaded suite the test process itself may wait its turn.
+        let failed = await link.events.wait(count: 3, timeout: .seconds(90)) { $0.hasPrefix("state backingOff:") }
         #expect(failed.count == 3)
         for (line, port) in zip(failed, [portA, portB, portA]) {
             #expect(line.contains("cannot connect to 127.0.0.1:\(port)"), "\(line)")
