@@ -265,4 +265,37 @@ import WSBridgeProtocol
         let lines = feed.stdout.lines
         #expect(lines.firstIndex(of: "answered 1 77").map { a in lines.firstIndex(of: "closed 1 1000").map { a < $0 } ?? false } == true)
     }
+
+    @Test func aSubscriptionWeighsTheStreamsItNamesAndAFullPoolSaysWhatToRaise() async throws {
+        let dir = try TemporaryDirectory()
+        let (feed, daemon, socket) = try await Self.start(
+            feed: ["--messages-per-second", "5", "--max-streams", "4", "--events-per-second", "2"], limits: "messages_per_second = 4\nburst = 4",
+            upstream: "subscriptions_per_connection = 4\nconnections = 2\nsubscription_weight = \"params\"", dir: dir)
+        defer {
+            daemon.stop()
+            feed.stop()
+        }
+        let app = try await SocketClient.connected(to: socket, name: "app", daemon: daemon)
+        // One SUBSCRIBE for 3 streams weighs 3; the next, for 2, does not fit beside it.
+        let groups = [["s1", "s2", "s3"], ["s4", "s5"], ["s6", "s7", "s8"]]
+        for (n, streams) in groups.enumerated() {
+            let text = JSONValue.string(#"{"method":"SUBSCRIBE","params":[\#(streams.map { "\"\($0)\"" }.joined(separator: ","))],"id":\#(n)}"#).serialized
+            app.send(#"{"id":"k\#(n)","op":"send","text":\#(text),"sticky":"g\#(n)","scope":"daemon"}"#)
+        }
+        #expect(await app.reply("k0")?["ok"] == true)
+        #expect(await app.reply("k1")?["ok"] == true)
+        // Both connections hold 3 and 2 of their 4: a third group of 3 fits on neither, and no
+        // third connection may open.
+        let refused = await app.reply("k2")
+        #expect(refused?["ok"] == false && refused?["error"]?["code"] == "sticky_limit", "\(app.lines.text) \(feed.stdout.lines.prefix(12))")
+        let message = refused?["error"]?["message"].flatMap { if case .string(let m) = $0 { m } else { nil } } ?? ""
+        #expect(message.contains("upstream.connections = 2") && message.contains("raise either setting"), "\(message)")
+        try await awaitStatus(socket, "two connections open") { $0.connections?.filter { $0.state == .open }.count == 2 }
+        let status = try daemonStatus(socket)
+        #expect(status.connections?.map(\.subscriptions) == [3, 2], "\(String(describing: status.connections))")
+        #expect(await feed.stdout.wait(timeout: .seconds(30), containing: "subscribed 2 s5") != nil)
+        #expect(!feed.stdout.text.contains("max streams"))
+        // The refused key was never kept: nothing of it goes upstream on any open.
+        #expect(!feed.stdout.text.contains("s6"))
+    }
 }
