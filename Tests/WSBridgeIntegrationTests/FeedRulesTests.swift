@@ -298,4 +298,26 @@ import WSBridgeProtocol
         // The refused key was never kept: nothing of it goes upstream on any open.
         #expect(!feed.stdout.text.contains("s6"))
     }
+
+    @Test func aSubscriptionMadeWhileARenewalRestoresGoesOnBothConnections() async throws {
+        let dir = try TemporaryDirectory()
+        // Slow events: the new connection needs a while to show an event in common with the old.
+        let (feed, daemon, socket) = try await Self.start(
+            feed: ["--messages-per-second", "5", "--max-streams", "20", "--events-per-second", "0.5"], limits: "messages_per_second = 4\nburst = 4",
+            upstream: #"max_lifetime = "2s"\#nrenew_jitter = "0s"\#nrenew_timeout = "20s"\#ndedupe = ["stream", "data.u"]"#, dir: dir)
+        defer {
+            daemon.stop()
+            feed.stop()
+        }
+        let app = try await Self.subscribed(streams: 1...1, socket: socket, daemon: daemon)
+        try await awaitStatus(socket, "a renewal restoring") { $0.renewal?.underway == "opening" }
+        // Made now, it goes on the old connection and on the new one: the new one can catch up.
+        app.send(#"{"id":"k2","op":"send","text":\#(JSONValue.string(Self.subscribe(2)).serialized),"sticky":"s2","scope":"daemon"}"#)
+        #expect(await app.reply("k2")?["ok"] == true)
+        #expect(await feed.stdout.wait(timeout: .seconds(30), containing: "subscribed 2 s2") != nil, "\(feed.stdout.lines.suffix(8))")
+        try await awaitStatus(socket, "the renewal done", timeout: .seconds(60)) { ($0.renewal?.renewals ?? 0) >= 1 }
+        #expect(try daemonStatus(socket).renewal?.failed == 0)
+        // Once: the new connection got it before its takeover, not again after.
+        #expect(feed.stdout.lines.filter { $0 == "subscribed 2 s2" }.count == 1)
+    }
 }

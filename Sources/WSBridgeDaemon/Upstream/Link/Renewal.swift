@@ -98,6 +98,9 @@ final class Renewal {
         self.admit(message, from: self.dedupe?.tookOver == true ? .new : .old)
     }
 
+    /// Sticky key `key` went on the successor too (registered while it was ready).
+    func sent(_ key: String) { self.sentKeys.insert(key) }
+
     /// The successor took over; `old` closes. Returns how long the overlap took.
     func tookOver(old: LinkAttempt, now: MonotonicInstant) -> Duration {
         let took = self.startedAt.map { now - $0 } ?? .zero

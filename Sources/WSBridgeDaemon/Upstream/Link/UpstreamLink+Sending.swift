@@ -121,6 +121,12 @@ extension UpstreamLink {
     /// when it is not (it goes after the next open).
     func sendAhead(_ message: OutboundMessage, key: String? = nil) -> Bool {
         guard self.phase == .open, !self.isShuttingDown else { return false }
+        // A renewal's connection, its session restored, takes it too: it must carry every
+        // subscription before it can take over.
+        if let successor = self.renewal.successor, self.renewal.successorReady {
+            self.writeOwn(message, on: successor)
+            if let key { self.renewal.sent(key) }
+        }
         return self.writeOwn(message)
     }
 
