@@ -14,8 +14,6 @@ final class Renewal {
     private(set) var successorReady = false
     /// The sticky keys sent on it: those registered later go when it takes over.
     private(set) var sentKeys: Set<String> = []
-    /// What the new connection held at its takeover, for the link to deliver first.
-    var held: [UpstreamMessage] = []
     /// The old connection, after the new one took over, until its TCP ends.
     private(set) var retiring: LinkAttempt?
     /// The old connection's close frame went.
@@ -101,17 +99,18 @@ final class Renewal {
     /// Sticky key `key` went on the successor too (registered while it was ready).
     func sent(_ key: String) { self.sentKeys.insert(key) }
 
-    /// The successor took over; `old` closes. Returns how long the overlap took.
-    func tookOver(old: LinkAttempt, now: MonotonicInstant) -> Duration {
+    /// The successor took over; `old` closes. Returns how long the overlap took, and what the
+    /// new connection held (it was ahead of the old), for the link to deliver first, in order.
+    func tookOver(old: LinkAttempt, now: MonotonicInstant) -> (took: Duration, held: [UpstreamMessage]) {
         let took = self.startedAt.map { now - $0 } ?? .zero
         self.setDeadline(nil)
-        self.held = self.dedupe?.takeOver() ?? []
+        let held = self.dedupe?.takeOver() ?? []
         self.successor = nil
         self.retiring = old
         self.retiringClosed = false
         self.count += 1
         self.last = .init(at: WallClock.millisecondsSinceEpoch(), overlapMs: took.nanoseconds / 1_000_000, why: self.why, failure: nil)
-        return took
+        return (took, held)
     }
 
     /// The overlap is over: messages are no longer compared.

@@ -173,10 +173,8 @@ extension UpstreamLink {
         guard let successor = self.renewal.successor else { return }
         let registered = self.session.entries(slot: self.slot).filter { !self.renewal.sentKeys.contains($0.key) }
         let old = self.takeOver(successor)
-        let took = self.renewal.tookOver(old: old, now: self.now)
+        let (took, held) = self.renewal.tookOver(old: old, now: self.now)
         // What it brought ahead of the old one, in its order, before anything else of it.
-        let held = self.renewal.held
-        self.renewal.held = []
         for message in held { self.emit(.message(message)) }
         // Keys registered while it was restored went on the old connection only.
         for entry in registered { self.writeOwn(OutboundMessage(entry.payload)) }
