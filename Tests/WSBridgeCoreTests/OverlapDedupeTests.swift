@@ -116,4 +116,12 @@ import Testing
         o.takeOver()
         #expect(o.delivered == ["m1", "m2", "m3", "m4", "m5", "m1", "m2", "m6"])
     }
+
+    @Test func theStreamsItTracksAreBoundedByTheWindowWhateverTheFeedNames() {
+        var o = Overlap(window: 3)
+        for n in 1...10 { o.old(Self.e("stream-\(n)", 1)) }
+        // At most 3 tracked, each by its hash; the names kept for the log are the feed's.
+        let behind = o.dedupe.behind(limit: 10)
+        #expect(behind.count == 3 && behind.allSatisfy { $0.hasPrefix("\"stream-") }, "\(behind)")
+    }
 }

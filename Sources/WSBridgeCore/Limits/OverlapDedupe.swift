@@ -39,8 +39,11 @@ package struct OverlapDedupe<Message> {
     private var cancelled: [Key: Int] = [:]
     /// Streams the old connection delivered during the overlap, and those whose messages the two
     /// connections had in common (from there on the new one has every one of them).
-    private var oldStreams: Set<String> = []
-    private var newStreams: Set<String> = []
+    /// Kept by their hashes (a value's size is the feed's to choose), at most `window` of each;
+    /// the names of the first few, for `behind`.
+    private var oldStreams: Set<Int> = []
+    private var newStreams: Set<Int> = []
+    private var names: [Int: String] = [:]
     private var matched = false
     /// The new connection took over.
     package private(set) var tookOver = false
@@ -65,7 +68,7 @@ package struct OverlapDedupe<Message> {
             return self.fromOld(message, key, stream)
         }
         if self.take(key, from: Side.old.rawValue) {
-            if let stream { self.newStreams.insert(stream) }
+            if let stream { self.note(stream, on: .new) }
             self.matched = true
             self.dropped += 1
             return nil
@@ -88,12 +91,12 @@ package struct OverlapDedupe<Message> {
             }
             return message
         }
-        if let stream { self.oldStreams.insert(stream) }
+        if let stream { self.note(stream, on: .old) }
         if let count = self.heldKeys[key] {
             // The new connection brought it first and holds it: delivered now, from here.
             self.heldKeys[key] = count == 1 ? nil : count - 1
             self.cancelled[key, default: 0] += 1
-            if let stream { self.newStreams.insert(stream) }
+            if let stream { self.note(stream, on: .new) }
             self.matched = true
             self.dropped += 1
             return message
@@ -128,7 +131,21 @@ package struct OverlapDedupe<Message> {
 
     /// The streams the old connection delivered that the two have no message of in common yet (at most `limit`).
     package func behind(limit: Int = 5) -> [String] {
-        Array(self.oldStreams.subtracting(self.newStreams).sorted().prefix(limit))
+        let missing = self.oldStreams.subtracting(self.newStreams)
+        return Array(missing.map { self.names[$0] ?? "#\($0)" }.sorted().prefix(limit))
+    }
+
+    /// Stream `stream` seen on `side` (delivered by the old, or in common for the new).
+    private mutating func note(_ stream: String, on side: Side) {
+        let hash = stream.hashValue
+        // Inserted in place (a set bound to a local first would be copied by the insert).
+        switch side {
+        case .old:
+            guard self.oldStreams.count < self.window, self.oldStreams.insert(hash).inserted else { return }
+        case .new:
+            guard self.newStreams.count < self.window, self.newStreams.insert(hash).inserted else { return }
+        }
+        if self.names.count < 64, self.names[hash] == nil { self.names[hash] = String(stream.prefix(200)) }
     }
 
     /// Takes one of `side`'s pending `key`; false when there is none.
