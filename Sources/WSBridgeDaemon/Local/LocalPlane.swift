@@ -90,8 +90,10 @@ final class LocalPlane {
         self.service.metricsUrl = url
     }
 
-    /// STATUS= now, for READY=1 (also sent on every change).
-    var statusSummary: String { self.status.summary(link: self.link, subscribers: self.subscribers) }
+    /// Sends STATUS= now, for READY=1 (it is also sent on every change). Called on the loop, as
+    /// every change's is: a summary taken here and sent from elsewhere could arrive after a newer
+    /// one (the link's phase changed in between) and leave `systemctl status` showing the old.
+    func postStatus() { self.status.post(link: self.link, subscribers: self.subscribers) }
 
     /// Subscribers now, for the systemd status line.
     private var subscribers: Int { self.fanout.subscriberCount }

@@ -162,8 +162,7 @@ extension DaemonService {
             logger.notice("upstream.connect_on_start = false: the link stays closed until a connect request")
         }
         // Ready once the local socket listens; the upstream may still be connecting.
-        let status = try await eventLoop.submit { bridge.value.plane.statusSummary }.get()
-        Systemd.status(status)
+        try await eventLoop.submit { bridge.value.plane.postStatus() }.get()
         Systemd.notify("READY=1")
 
         // The watchdog is pinged from the event loop itself: a stuck loop stops the pings.

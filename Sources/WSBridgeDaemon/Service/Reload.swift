@@ -47,12 +47,10 @@ extension DaemonService {
         outcome.at = WallClock.millisecondsSinceEpoch()
         let bridge = running.bridge
         let reload = outcome
-        let status =
-            (try? await running.eventLoop.submit {
-                bridge.value.plane.reloaded(reload)
-                return bridge.value.plane.statusSummary
-            }.get()) ?? ""
-        Systemd.status(status)
+        try? await running.eventLoop.submit {
+            bridge.value.plane.reloaded(reload)
+            bridge.value.plane.postStatus()
+        }.get()
         Systemd.notify("READY=1")
     }
 

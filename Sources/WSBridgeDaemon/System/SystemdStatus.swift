@@ -22,6 +22,12 @@ final class SystemdStatus {
         self.post(text)
     }
 
+    /// Sends the line even if unchanged (READY=1 after a start or a reload goes with it).
+    func post(link: any LinkControl, subscribers: Int) {
+        self.last = self.summary(link: link, subscribers: subscribers)
+        self.post(self.last)
+    }
+
     /// accept(2) failed (`reason`) or works again (nil).
     func accepting(failed reason: String?, link: any LinkControl, subscribers: Int) {
         self.notAccepting = reason
