@@ -257,13 +257,6 @@ struct ConfigurationReader {
         if config.upstream.onOpen.contains(where: \.usesToken) && config.auth.tokenFile == nil {
             problems.append(self.error("upstream.on_open", nil, "${token} needs auth.token_file: set it to the file holding the token"))
         }
-        if config.upstream.subscriptionsPerConnection != nil && config.applicationProtocol.kind != .raw {
-            problems.append(
-                self.error(
-                    "upstream.subscriptions_per_connection", nil,
-                    "a pool of connections is not yet made for upstream.protocol (its ids and subscriptions are per connection): leave it out, or use protocol = \"raw\" with sticky sends"
-                ))
-        }
         if let first = ConfigurationError.inFileOrder(problems) { throw first }
         return config
     }

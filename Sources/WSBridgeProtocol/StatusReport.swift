@@ -127,13 +127,16 @@ public struct StatusReport: Sendable, Equatable, JSONValueCodable {
             public var since: Int64
             /// Why it is set aside (not sent again until `clear_set_aside`), if it is.
             @OmitNil public var setAside: String?
+            /// With a pool (`upstream.subscriptions_per_connection`): the connection it is on, from 1.
+            @OmitNil public var connection: Int?
 
-            public init(upstreamId: String, key: String, holders: [Holder], since: Int64 = 0, setAside: String? = nil) {
+            public init(upstreamId: String, key: String, holders: [Holder], since: Int64 = 0, setAside: String? = nil, connection: Int? = nil) {
                 self.upstreamId = upstreamId
                 self.key = key
                 self.holders = holders
                 self.since = since
                 self.setAside = setAside
+                self.connection = connection
             }
         }
 

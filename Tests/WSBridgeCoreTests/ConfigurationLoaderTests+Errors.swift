@@ -239,9 +239,8 @@ extension ConfigurationLoaderTests {
         #expect(config.fileKeys["upstream.subscriptions_per_connection"]?.reload == .restart)
         #expect(try self.load("[upstream]\nsubscriptions_per_connection = 0\n").upstream.subscriptionsPerConnection == nil)
         #expect(self.failure("[upstream]\nconnections = 0\n")?.key == "upstream.connections")
-        // Not yet with a protocol: its ids and subscriptions are per connection.
-        let withProtocol = self.failure("[upstream]\nprotocol = \"graphql-transport-ws\"\nsubscriptions_per_connection = 10\n")
-        #expect(withProtocol?.key == "upstream.subscriptions_per_connection", "\(String(describing: withProtocol))")
-        #expect(withProtocol?.description.contains("protocol = \"raw\"") == true)
+        // With a protocol too: each connection gets its protocol layer.
+        let withProtocol = try self.load("[upstream]\nprotocol = \"graphql-transport-ws\"\nsubscriptions_per_connection = 10\n")
+        #expect(withProtocol.upstream.subscriptionsPerConnection == 10 && withProtocol.applicationProtocol.kind == .graphqlTransportWS)
     }
 }

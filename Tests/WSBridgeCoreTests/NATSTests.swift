@@ -56,6 +56,24 @@ import WSBridgeProtocol
         #expect(s.wire(s.lost(reason: "gone")) == ["app 1 HMSG r.1 0 39 39\r\nNATS/1.0 503\r\nWsbridged-Error: gone\r\n\r\n\r\n"])
     }
 
+    /// A pool's connections each number from a range of their own: a reply to the daemon's inbox
+    /// (every connection gets it) is taken by the one that asked, dropped by the others.
+    @Test func aPoolsConnectionsNumberFromRangesOfTheirOwn() {
+        var first = self.ready()
+        var second = self.ready()
+        second.numberIDs(after: 1 << 40)
+        #expect(first.app(1, "PUB svc.a r 0\r\n\r\n") == ["up PUB svc.a \(Self.inbox)1 0\r\n\r\n"])
+        #expect(second.app(2, "SUB s 1\r\n") == ["up SUB s 1099511627777\r\n"])
+        #expect(second.app(3, "PUB svc.b r 0\r\n\r\n") == ["up PUB svc.b \(Self.inbox)1099511627778 0\r\n\r\n"])
+        let reply = "MSG \(Self.inbox)1 0 1\r\n3\r\n"
+        #expect(first.upstream(reply) == ["app 1 MSG r 0 1\r\n3\r\n"])
+        #expect(second.upstream(reply) == [])
+        // What the pool routes by: where an app's id is, where a subscription is held.
+        #expect(second.knows(2, WireID(.string("1"))) && !first.knows(2, WireID(.string("1"))))
+        #expect(second.holds(subscription: "s") && !first.holds(subscription: "s"))
+        #expect(second.subscriptionLoad { _ in 3 } == 3 && first.subscriptionLoad { _ in 3 } == 0)
+    }
+
     @Test func theDaemonAnswersPingsAndRefusesWhatItCannotShare() {
         var s = self.ready()
         #expect(s.upstream("PING\r\n") == ["up PONG\r\n"])

@@ -20,4 +20,19 @@ extension AppProtocolSession {
 
     /// The ids an upstream message answers, and whether it ends each.
     package func answerIDs(in message: JSONValue) -> [(id: WireID, final: Bool)] { self.codec.answerIDs(in: message) }
+
+    /// Whether `app` uses `id` here (a call waiting, a subscription held), or apps were given
+    /// `id` for a subscription here: where a message naming it belongs.
+    package func knows(_ app: AppID, _ id: WireID) -> Bool {
+        self.ids.lookup(app, id) != nil || self.table.key(visible: id) != nil
+    }
+
+    /// Whether the subscription `key` (the codec's key of a subscribe) is held here.
+    package func holds(subscription key: String) -> Bool { self.table.find(key: key) != nil }
+
+    /// The subscriptions held here, each weighed by `weight` of its message (set-aside ones too:
+    /// an operator's clear sends them again here).
+    package func subscriptionLoad(_ weight: (JSONValue) -> Int) -> Int {
+        self.table.oldestFirst.reduce(0) { $0 + weight($1.message) }
+    }
 }

@@ -71,6 +71,13 @@ package struct AppProtocolSession {
         self.partial.isEmpty && self.codec.broadcastPrefixes.contains { bytes.starts(with: $0) }
     }
 
+    /// Ids from `n + 1` on: a pool's connections (`upstream.subscriptions_per_connection`) each
+    /// number from their own range, so no two give out the same id (NATS delivers a reply to the
+    /// daemon's inbox on every connection: only the one that asked knows the id).
+    package mutating func numberIDs(after n: UInt64) {
+        self.nextID = max(self.nextID, n)
+    }
+
     mutating func allocate() -> WireID {
         self.nextID += 1
         return self.codec.wireID(self.nextID)

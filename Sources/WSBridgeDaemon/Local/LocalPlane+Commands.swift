@@ -85,17 +85,17 @@ extension LocalPlane {
         case .sticky:
             self.ok(client, id, self.session.list.json)
         case .clearSetAside:
-            guard let appProtocol = self.appProtocol else {
+            guard self.appProtocol != nil else {
                 self.reply(client, ProtocolError(.invalidValue, "upstream.protocol is raw: nothing is ever set aside", id: id))
                 return
             }
-            let count = appProtocol.clearSetAside(link: link)
+            let count = self.protocolClearSetAside()
             self.logger.notice("\(count) set-aside subscription\(count == 1 ? "" : "s") cleared: sent again")
             self.ok(client, id, ["cleared": .number(JSONNumber(count))])
         case .unstick(let key, let text, let scope):
             self.unstick(key, leave: text, scope: scope, id: id, from: client)
         case .send(let payload, nil) where self.appProtocol != nil:
-            self.sendThroughProtocol(payload, id: id, from: client, through: self.appProtocol!)
+            self.sendThroughProtocol(payload, id: id, from: client)
         case .send(let payload, nil):
             self.answerSend(link.send(OutboundMessage(payload)), id: id, to: client)
         case .close(let code, let reason):
@@ -117,10 +117,10 @@ extension LocalPlane {
 
     /// `send` with an application protocol: the message goes through the protocol layer, which
     /// rewrites its ids (or answers it itself), and its answers come back to this client only.
-    private func sendThroughProtocol(_ payload: Payload, id: JSONValue?, from client: LocalClient, through appProtocol: AppProtocolLayer) {
+    private func sendThroughProtocol(_ payload: Payload, id: JSONValue?, from client: LocalClient) {
         let name = self.configuration.applicationProtocol.kind.rawValue
         guard let views = self.protocolMessages(payload, id: id, for: client) else { return }
-        let performed = appProtocol.fromApp(client, views, link: self.link)
+        let performed = self.throughProtocol(client, views)
         if let refusal = performed.refusal {
             self.reply(client, ProtocolError(.invalidValue, "\(name): \(refusal)", id: id))
             return
@@ -185,8 +185,8 @@ extension LocalPlane {
             return
         }
         let local = self.configuration.local
-        let mine = self.pending.count(of: client) + (self.appProtocol?.requests.count(of: client) ?? 0)
-        let all = self.pending.count + (self.appProtocol?.requests.count ?? 0)
+        let mine = self.pending.count(of: client) + self.protocolRequests(of: client)
+        let all = self.pending.count + self.protocolRequests()
         guard mine < local.maxPendingRequests, all < local.maxPendingRequestsTotal else {
             let which =
                 mine >= local.maxPendingRequests
@@ -231,11 +231,10 @@ extension LocalPlane {
     }
 
     /// A `request` without `match`: the application protocol's id says what answers it.
-    private func requestThroughProtocol(_ payload: Payload, timeout: Duration, id: JSONValue?, from client: LocalClient, through appProtocol: AppProtocolLayer)
-    {
-        let name = appProtocol.session.name
+    private func requestThroughProtocol(_ payload: Payload, timeout: Duration, id: JSONValue?, from client: LocalClient, through first: AppProtocolLayer) {
+        let name = first.session.name
         guard case .success(let views) = self.appMessages(payload), views.count == 1, let json = views.first,
-            let wire = appProtocol.session.requestID(in: json)
+            let wire = first.session.requestID(in: json)
         else {
             self.reply(
                 client,
@@ -244,6 +243,16 @@ extension LocalPlane {
                     "a request without \"match\" is answered by its id: send one \(name) message that carries an id (or give \"match\")",
                     id: id))
             return
+        }
+        // With a pool: the connection the request goes on (a call with an id in use goes where it is).
+        let appProtocol: AppProtocolLayer
+        let link: any LinkControl
+        switch self.protocolMember(for: client, json) {
+        case .failure(let full):
+            self.reply(client, ProtocolError(.invalidValue, "\(name): \(full)", id: id))
+            return
+        case .success(let member):
+            (appProtocol, link) = member
         }
         if appProtocol.requests.isWaiting(client, wire.key) {
             self.reply(client, ProtocolError(.invalidValue, "\(name): a request with id \(wire) is waiting already: use another id", id: id))
@@ -260,7 +269,8 @@ extension LocalPlane {
                 ProtocolError(
                     .timeout, "no upstream message with id \(wire) arrived within \(timeout.short); raise \"timeout\", or check the server got it", id: id))
         }
-        let performed = appProtocol.fromApp(client, json, link: self.link)
+        let performed = appProtocol.fromApp(client, json, link: link)
+        self.protocolPool?.settle()
         var problem: (ErrorCode, String)?
         if let refusal = performed.refusal {
             problem = (.invalidValue, "\(name): \(refusal)")

@@ -70,22 +70,32 @@ extension LocalPlane {
             return
         }
         let holder = options.scope == .daemon ? AppID.everyone : client.id
-        let performed = appProtocol.stickyFromApp(holder, json, key: options.key, link: self.link)
+        // With a pool: where the key is held, else the connection with room.
+        let layer: AppProtocolLayer
+        let link: any LinkControl
+        switch self.protocolMember(for: client, json, sticky: options.key) {
+        case .failure(let full):
+            self.reply(client, ProtocolError(.stickyLimit, full.description, id: id))
+            return
+        case .success(let member):
+            (layer, link) = member
+        }
+        let performed = layer.stickyFromApp(holder, json, key: options.key, link: link)
+        self.protocolPool?.settle()
         if let refusal = performed.refusal {
             self.reply(client, ProtocolError(.invalidValue, "\(name): \(refusal)", id: id))
             return
         }
-        let status: StickyResult.Status = performed.sent != nil ? .sent : (self.link.phase == .open ? .held : .queued)
-        let holders = appProtocol.session.stickyHolders(options.key) ?? 1
+        let status: StickyResult.Status = performed.sent != nil ? .sent : (link.phase == .open ? .held : .queued)
+        let holders = layer.session.stickyHolders(options.key) ?? 1
         let result = StickyResult(status: status, key: options.key, scope: options.scope, holders: holders, state: self.link.phase)
         self.ok(client, id, SendResult.sticky(result).json)
     }
 
     func unstick(_ key: String, leave: String?, scope: StickyScope?, id: JSONValue?, from client: LocalClient) {
-        if let appProtocol = self.appProtocol {
+        if self.appProtocol != nil {
             let holder = scope == .daemon ? AppID.everyone : client.id
-            if let performed = appProtocol.stickyRelease(holder, key: key, link: self.link) {
-                let holders = appProtocol.session.stickyHolders(key) ?? 0
+            if let (performed, holders) = self.protocolStickyRelease(holder, key: key) {
                 self.ok(client, id, UnstickResult(key: key, holders: holders, leave: performed.sent != nil ? "sent" : "none").json)
                 return
             }

@@ -166,7 +166,7 @@ final class LocalPlane {
 
     func removed(_ client: LocalClient) {
         guard self.fanout.remove(client) else { return }
-        self.appProtocol?.appLeft(client, link: self.link)
+        self.protocolAppLeft(client)
         self.releaseSticky(of: client)
         self.statusChanged()
         self.logger.debug("client disconnected", metadata: ["client.id": "\(client.id)"])

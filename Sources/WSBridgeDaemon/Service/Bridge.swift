@@ -60,12 +60,26 @@ final class Bridge {
             spool: spool,
             session: self.session
         )
+        // With a protocol, each connection of a pool gets a layer of its own, numbering its ids
+        // from a range of its own (2^40 apart).
+        let protocolSettings = configuration.applicationProtocol
+        let maxMessageSize = configuration.upstream.maxMessageSize
+        let makeLayer: ((Int, any UpstreamEventSink) -> AppProtocolLayer)? =
+            self.appProtocol == nil
+            ? nil
+            : { slot, members in
+                var session = makeAppProtocolSession(protocolSettings, maxMessageSize: maxMessageSize)!
+                session.numberIDs(after: UInt64(slot) << 40)
+                return AppProtocolLayer(
+                    session: session, fanout: fanout, passOn: members, eventLoop: eventLoop, logger: logger,
+                    confirmTimeout: protocolSettings.confirmTimeout)
+            }
         self.pool =
             configuration.upstream.subscriptionsPerConnection == nil
             ? nil
             : UpstreamPool(
                 first: self.link, fanout: self.fanout, session: self.session, configuration: configuration, eventLoop: eventLoop, logger: logger,
-                connectors: connectors, metrics: metrics)
+                connectors: connectors, metrics: metrics, firstLayer: self.appProtocol, makeLayer: makeLayer)
         self.plane = LocalPlane(
             configuration: configuration,
             policy: policy,

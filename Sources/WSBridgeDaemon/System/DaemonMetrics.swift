@@ -37,7 +37,9 @@ package final class DaemonMetrics: Sendable {
     private let seconds: [MetricFamily: CoreMetrics.FloatingPointCounter]
     private let roundTripTimer: CoreMetrics.Timer
     /// The totals at the last render (`.total` and `.seconds` counters advance by the gain).
-    private let reported = NIOLockedValueBox<(totals: [Series: UInt64], seconds: [MetricFamily: Double])>(([:], [:]))
+    /// What the last render read: each total, each seconds family, and each labelled counter
+    /// series (by family and labels), to count on from.
+    private let reported = NIOLockedValueBox<(totals: [Series: UInt64], seconds: [MetricFamily: Double], series: [String: Double])>(([:], [:], [:]))
 
     /// Upper bounds of the round-trip histogram's buckets.
     static let roundTripBuckets: [Duration] = [
@@ -129,6 +131,16 @@ package final class DaemonMetrics: Sendable {
                 case .gauge(let read):
                     for v in values {
                         if let value = read(input, v) { self.gauges[Series(family: family, value: v)]?.record(value) }
+                    }
+                case .series(let read) where family.type == .counter:
+                    for (labels, now) in read(input) {
+                        // A connection's own count; one that started again from 0 (a pool's slot
+                        // opened anew) counts on from where the series was.
+                        let key = family.name + labels.map { "\u{1}\($0.0)=\($0.1)" }.joined()
+                        let before = reported.series[key] ?? 0
+                        reported.series[key] = now
+                        CoreMetrics.Counter(label: family.name, dimensions: labels, factory: self.factory).increment(
+                            by: Int64(now >= before ? now - before : now))
                     }
                 case .series(let read):
                     for (labels, value) in read(input) {

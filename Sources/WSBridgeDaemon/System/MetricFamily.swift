@@ -37,6 +37,9 @@ package enum MetricFamily: String, CaseIterable, Sendable {
     case connectionUp = "wsbridge_connection_up"
     case connectionSubscriptions = "wsbridge_connection_subscriptions"
     case connectionRTT = "wsbridge_connection_rtt_seconds"
+    case connectionReceived = "wsbridge_connection_messages_received_total"
+    case connectionSent = "wsbridge_connection_messages_sent_total"
+    case connectionReconnects = "wsbridge_connection_reconnects_total"
     case buildInfo = "wsbridge_build_info"
     // The process collector, with the names Prometheus' client libraries give these figures.
     case processCPUSeconds = "process_cpu_seconds_total"
@@ -222,6 +225,8 @@ package enum MetricFamily: String, CaseIterable, Sendable {
                 reading: .series { i in
                     i.connections.map { c in ([("connection", "\(c.connection)")], (c.rttMs ?? 0) / 1000) }
                 })
+        case .connectionReceived, .connectionSent, .connectionReconnects:
+            Self.perConnectionCounter(self)
         case .upstreamURL:
             Declaration(
                 type: .gauge, labels: [Label(name: "url", values: nil), Label(name: "role", values: ["primary", "fallback"])],
@@ -274,5 +279,21 @@ package enum ReconnectReason: String, CaseIterable, Sendable {
         case .networkLost: self = .networkLost
         case nil: self = .unknown
         }
+    }
+}
+
+extension MetricFamily {
+    /// A counter of each connection's own (a pool's connection that closes and opens again in its
+    /// slot counts on from where its series was: `DaemonMetrics.render`).
+    fileprivate static func perConnectionCounter(_ family: MetricFamily) -> Declaration {
+        let (help, value): (String, @Sendable (StatusReport.Connection) -> Double) =
+            switch family {
+            case .connectionReceived: ("Messages each upstream connection received.", { Double($0.messagesIn) })
+            case .connectionSent: ("Messages the daemon wrote on each upstream connection.", { Double($0.messagesOut) })
+            default: ("Times each upstream connection opened again after it was lost.", { Double($0.reconnects) })
+            }
+        return Declaration(
+            type: .counter, labels: [Label(name: "connection", values: nil)], help: help,
+            reading: .series { i in i.connections.map { ([("connection", "\($0.connection)")], value($0)) } })
     }
 }

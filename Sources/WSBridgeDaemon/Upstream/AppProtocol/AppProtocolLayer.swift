@@ -22,6 +22,9 @@ final class AppProtocolLayer: UpstreamEventSink {
     var serverError: AppProtocolServerError?
     /// Where messages for subscribers go: numbered, journaled, fanned out.
     let fanout: Fanout
+    /// Where the link's other events go (state lines, binary messages): the fan-out, or for a
+    /// pool's later connection the pool (their state is theirs, not the feed's).
+    let passOn: any UpstreamEventSink
     let logger: Logger
     let eventLoop: any EventLoop
     /// A text protocol's (Socket.IO, STOMP, NATS): its binary WebSocket messages are its text too.
@@ -34,10 +37,14 @@ final class AppProtocolLayer: UpstreamEventSink {
     private var confirmTimer: Scheduled<Void>?
     private var confirmStep: Int?
 
-    init(session: AppProtocolSession, fanout: Fanout, eventLoop: any EventLoop, logger: Logger, confirmTimeout: Duration = .seconds(1)) {
+    init(
+        session: AppProtocolSession, fanout: Fanout, passOn: (any UpstreamEventSink)? = nil, eventLoop: any EventLoop, logger: Logger,
+        confirmTimeout: Duration = .seconds(1)
+    ) {
         self.confirmTimeout = confirmTimeout
         self.session = session
         self.fanout = fanout
+        self.passOn = passOn ?? fanout
         self.eventLoop = eventLoop
         self.logger = logger
         self.requests = AppProtocolRequests(eventLoop: eventLoop)
@@ -62,10 +69,10 @@ final class AppProtocolLayer: UpstreamEventSink {
             }
         case .state(let phase, let reason, let closedRightAfterOpen):
             // The state line first, then what the session does about it.
-            self.fanout.upstreamLink(link, emitted: event)
+            self.passOn.upstreamLink(link, emitted: event)
             self.protocolLink(link, changedTo: phase, reason: reason, closedRightAfterOpen: closedRightAfterOpen)
         default:
-            self.fanout.upstreamLink(link, emitted: event)
+            self.passOn.upstreamLink(link, emitted: event)
         }
     }
 
@@ -164,7 +171,8 @@ final class AppProtocolLayer: UpstreamEventSink {
 
     /// Its part of `status`: the subscriptions and who holds them, the culprit of a close right
     /// after open, the server's last error.
-    func report(into report: inout StatusReport) {
+    /// `connection`: a pool's connection number, on each subscription.
+    func report(into report: inout StatusReport, connection: Int? = nil) {
         report.protocol = .init(
             name: self.session.name,
             subscriptions: self.session.liveSubscriptions.map { live in
@@ -173,7 +181,7 @@ final class AppProtocolLayer: UpstreamEventSink {
                     holders: live.holders.map { holder in
                         let credentials = self.fanout.client(holder.app)?.credentials
                         return .init(client: holder.app, pid: credentials?.pid, uid: credentials?.uid, id: holder.id)
-                    }, since: live.since, setAside: live.setAside)
+                    }, since: live.since, setAside: live.setAside, connection: connection)
             }, culprit: self.session.culprit, serverError: self.serverError?.text, serverErrorAt: self.serverError?.at)
     }
 }

@@ -27,15 +27,22 @@ final class UpstreamPool: LinkControl {
     private let connectors: any UpstreamDialer
     private let metrics: DaemonMetrics
     private let members: PoolMemberSink
+    /// With upstream.protocol: each connection's protocol layer, by slot (the first's is the
+    /// bridge's), and how a new connection's is made.
+    private(set) var layers: [Int: AppProtocolLayer] = [:]
+    private let makeLayer: ((Int, any UpstreamEventSink) -> AppProtocolLayer)?
     /// Each key's slot and weight, and the weight on each slot.
     private var placed: [String: (slot: Int, weight: Int)] = [:]
     private var load: [Int: Int] = [:]
 
     init(
         first: UpstreamLink, fanout: any UpstreamEventSink, session: UpstreamSession, configuration: Configuration, eventLoop: any EventLoop,
-        logger: Logger, connectors: any UpstreamDialer, metrics: DaemonMetrics
+        logger: Logger, connectors: any UpstreamDialer, metrics: DaemonMetrics, firstLayer: AppProtocolLayer? = nil,
+        makeLayer: ((Int, any UpstreamEventSink) -> AppProtocolLayer)? = nil
     ) {
         self.links = [first]
+        self.layers[0] = firstLayer
+        self.makeLayer = makeLayer
         self.session = session
         self.configuration = configuration
         self.eventLoop = eventLoop
@@ -53,7 +60,7 @@ final class UpstreamPool: LinkControl {
         }
     }
 
-    private var first: UpstreamLink { self.links[0] }
+    var first: UpstreamLink { self.links[0] }
     private var capacity: Int { self.configuration.upstream.subscriptionsPerConnection ?? Int.max }
 
     // MARK: - LinkControl: the first connection's state is the feed's
@@ -67,7 +74,7 @@ final class UpstreamPool: LinkControl {
         report.connections = self.links.map { link in
             let s = link.status
             return StatusReport.Connection(
-                connection: link.slot + 1, state: s.state, since: s.since, url: s.url, subscriptions: self.load[link.slot] ?? 0,
+                connection: link.slot + 1, state: s.state, since: s.since, url: s.url, subscriptions: self.load(on: link.slot),
                 keys: self.placed.values.filter { $0.slot == link.slot }.count, rttMs: s.rttMs, reconnects: s.reconnects,
                 renewals: s.renewal?.renewals ?? 0, messagesIn: s.traffic.messagesIn, messagesOut: s.traffic.messagesOut,
                 waiting: s.limits?.waiting ?? 0, lastClose: s.lastClose)
@@ -92,35 +99,57 @@ final class UpstreamPool: LinkControl {
     func refusal(forNewKey key: String, payload: Payload) -> String? {
         if self.placed[key] != nil { return nil }
         let weight = self.weight(of: payload)
-        let limit = self.capacity
-        guard weight <= limit else {
-            return
-                "this sticky send weighs \(weight) subscriptions (upstream.subscription_weight), more than upstream.subscriptions_per_connection = \(limit) allows on one connection: split it"
-        }
-        if let link = self.links.first(where: { (self.load[$0.slot] ?? 0) + weight <= limit }) {
-            self.place(key, weight, on: link.slot)
+        switch self.slot(forNew: weight, what: "this sticky send") {
+        case .failure(let full): return full.description
+        case .success(let slot):
+            self.place(key, weight, on: slot)
             return nil
         }
+    }
+
+    /// The weight on `slot`: its sticky keys', and its protocol layer's subscriptions.
+    private func load(on slot: Int) -> Int {
+        (self.load[slot] ?? 0) + (self.layers[slot]?.session.subscriptionLoad { self.weight(of: $0) } ?? 0)
+    }
+
+    /// The first connection with room for `weight` more, the next one opened when all are full;
+    /// or why none can take it (`what` names it).
+    func slot(forNew weight: Int, what: String) -> Result<Int, PoolFull> {
+        let limit = self.capacity
+        guard weight <= limit else {
+            return .failure(
+                PoolFull(
+                    description:
+                        "\(what) weighs \(weight) subscriptions (upstream.subscription_weight), more than upstream.subscriptions_per_connection = \(limit) allows on one connection: split it"
+                ))
+        }
+        if let link = self.links.first(where: { self.load(on: $0.slot) + weight <= limit }) { return .success(link.slot) }
         let most = self.configuration.upstream.connections
         guard self.links.count < most else {
-            return
-                "all upstream.connections = \(most) connections hold upstream.subscriptions_per_connection = \(limit) subscriptions: unstick some, or raise either setting"
+            return .failure(
+                PoolFull(
+                    description:
+                        "all upstream.connections = \(most) connections hold upstream.subscriptions_per_connection = \(limit) subscriptions: end some, or raise either setting"
+                ))
         }
         let slot = (0...).first { s in !self.links.contains { $0.slot == s } }!
+        // With upstream.protocol the connection gets a protocol layer of its own (its ids, its
+        // subscriptions, its handshake), its events through it.
+        let layer = self.makeLayer?(slot, self.members)
         let link = UpstreamLink(
             configuration: self.configuration, networkAvailable: self.first.networkAvailable, eventLoop: self.eventLoop, logger: self.logger,
-            connectors: self.connectors, events: self.members, metrics: self.metrics, session: self.session,
+            connectors: self.connectors, events: layer ?? self.members, metrics: self.metrics, session: self.session,
             connectAttempts: self.first.connectAttempts, slot: slot)
+        self.layers[slot] = layer
         self.links.append(link)
         self.links.sort { $0.slot < $1.slot }
-        self.place(key, weight, on: slot)
         self.logger.notice(
             "connection \(slot + 1) opens: the other \(self.links.count - 1) hold upstream.subscriptions_per_connection = \(limit) subscriptions",
             metadata: ["upstream.connection": "\(slot + 1)"])
         // Connected now, unless the first waits for a connect request (not started yet, or closed
         // by an operator): the pool's `connect` connects them all.
         if self.first.phase != .idle { link.connect() }
-        return nil
+        return .success(slot)
     }
 
     private func place(_ key: String, _ weight: Int, on slot: Int) {
@@ -134,9 +163,16 @@ final class UpstreamPool: LinkControl {
         guard let (slot, weight) = self.placed.removeValue(forKey: key) else { return }
         self.session.placement?[key] = nil
         self.load[slot, default: 0] -= weight
-        guard slot != 0, (self.load[slot] ?? 0) <= 0, let index = self.links.firstIndex(where: { $0.slot == slot }) else { return }
+        self.retireIfEmpty(slot)
+    }
+
+    /// Connection `slot` (not the first) closes once nothing is on it: no sticky key, no
+    /// subscription of its protocol layer.
+    func retireIfEmpty(_ slot: Int) {
+        guard slot != 0, self.load(on: slot) <= 0, let index = self.links.firstIndex(where: { $0.slot == slot }) else { return }
         let link = self.links.remove(at: index)
         self.load[slot] = nil
+        self.layers[slot] = nil
         self.logger.notice("connection \(slot + 1) closes: its subscriptions all left", metadata: ["upstream.connection": "\(slot + 1)"])
         self.retiring.append(link)
         link.close(code: 1000, reason: "its subscriptions all left")
@@ -153,9 +189,15 @@ final class UpstreamPool: LinkControl {
 
     /// A sticky text's weight: the length of the array at `upstream.subscription_weight`, else 1.
     private func weight(of payload: Payload) -> Int {
-        guard let path = self.configuration.upstream.subscriptionWeight, case .text(let text) = payload,
-            let json = try? JSONValue.parse(text), case .array(let items)? = json.value(at: path)
-        else { return 1 }
+        guard self.configuration.upstream.subscriptionWeight != nil, case .text(let text) = payload, let json = try? JSONValue.parse(text) else {
+            return 1
+        }
+        return self.weight(of: json)
+    }
+
+    /// A subscription message's weight (its view, for a text protocol).
+    func weight(of json: JSONValue) -> Int {
+        guard let path = self.configuration.upstream.subscriptionWeight, case .array(let items)? = json.value(at: path) else { return 1 }
         return max(1, items.count)
     }
 
@@ -198,3 +240,8 @@ extension UpstreamPool: Sendable {}
 
 @available(*, unavailable)
 extension PoolMemberSink: Sendable {}
+
+/// Why a pool takes no more subscriptions.
+struct PoolFull: Error, CustomStringConvertible {
+    var description: String
+}

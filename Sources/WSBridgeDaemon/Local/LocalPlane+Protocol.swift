@@ -1,0 +1,84 @@
+import WSBridgeCore
+import WSBridgeProtocol
+
+/// The application protocol's layers as the plane uses them: the link's one, or with a pool
+/// (`upstream.subscriptions_per_connection`) each connection's, an app's message going to the
+/// one it belongs to (`UpstreamPool+Protocol`).
+extension LocalPlane {
+    /// The pool, when its connections each have a protocol layer.
+    var protocolPool: UpstreamPool? { self.appProtocol == nil ? nil : self.link as? UpstreamPool }
+
+    /// Every protocol layer, the first connection's first.
+    var protocolLayers: [AppProtocolLayer] {
+        if let pool = self.protocolPool { return pool.protocolMembers.map(\.layer) }
+        return self.appProtocol.map { [$0] } ?? []
+    }
+
+    /// The layer (and its connection) that `client`'s message `json` goes through.
+    func protocolMember(for client: LocalClient, _ json: JSONValue, sticky key: String? = nil) -> Result<(AppProtocolLayer, any LinkControl), PoolFull> {
+        guard let pool = self.protocolPool else { return .success((self.appProtocol!, self.link)) }
+        let member = key.map { pool.member(forSticky: $0, json) } ?? pool.member(for: client.id, json)
+        return member.map { ($0.layer, $0.link) }
+    }
+
+    /// Several messages from `client` (one `send` of a text protocol): in order, each through its
+    /// layer, up to the first refused.
+    func throughProtocol(_ client: LocalClient, _ views: [JSONValue]) -> AppProtocolLayer.Performed {
+        guard self.protocolPool != nil else { return self.appProtocol!.fromApp(client, views, link: self.link) }
+        var all = AppProtocolLayer.Performed()
+        for (index, view) in views.enumerated() {
+            let one: AppProtocolLayer.Performed
+            switch self.protocolMember(for: client, view) {
+            case .failure(let full):
+                one = AppProtocolLayer.Performed(refusal: full.description)
+            case .success(let (layer, link)):
+                one = layer.fromApp(client, view, link: link)
+            }
+            all.delivered = all.delivered || one.delivered
+            if let sent = one.sent { all.sent = sent }
+            if let refusal = one.refusal {
+                all.refusal = views.count == 1 ? refusal : "message \(index + 1) of \(views.count): \(refusal)"
+                break
+            }
+        }
+        self.protocolPool?.settle()
+        return all
+    }
+
+    /// `request`s waiting for a protocol answer: `client`'s, or everyone's.
+    func protocolRequests(of client: LocalClient? = nil) -> Int {
+        self.protocolLayers.reduce(0) { $0 + (client.map($1.requests.count(of:)) ?? $1.requests.count) }
+    }
+
+    /// `client` went: what it held on every connection is let go.
+    func protocolAppLeft(_ client: LocalClient) {
+        if let pool = self.protocolPool {
+            for member in pool.protocolMembers { member.layer.appLeft(client, link: member.link) }
+            pool.settle()
+        } else {
+            self.appProtocol?.appLeft(client, link: self.link)
+        }
+    }
+
+    /// The operator's `clear_set_aside`, on every connection: how many went again.
+    func protocolClearSetAside() -> Int {
+        guard let pool = self.protocolPool else { return self.appProtocol?.clearSetAside(link: self.link) ?? 0 }
+        return pool.protocolMembers.reduce(0) { $0 + $1.layer.clearSetAside(link: $1.link) }
+    }
+
+    /// `holder` lets go of sticky subscription `key` where it is held: nil when no layer holds it.
+    func protocolStickyRelease(_ holder: AppID, key: String) -> (AppProtocolLayer.Performed, holders: Int)? {
+        guard let pool = self.protocolPool else {
+            guard let layer = self.appProtocol, let performed = layer.stickyRelease(holder, key: key, link: self.link) else { return nil }
+            return (performed, layer.session.stickyHolders(key) ?? 0)
+        }
+        for member in pool.protocolMembers {
+            if let performed = member.layer.stickyRelease(holder, key: key, link: member.link) {
+                let holders = member.layer.session.stickyHolders(key) ?? 0
+                pool.settle()
+                return (performed, holders)
+            }
+        }
+        return nil
+    }
+}
