@@ -72,8 +72,8 @@ struct DedupeCost: AsyncParsableCommand {
             return
         }
         for (n, text) in texts.enumerated() {
-            if dedupe.admit(n, bytes: text, from: .old) != nil { delivered += 1 }
-            if n >= 4, dedupe.admit(n - 4, bytes: texts[n - 4], from: .new) != nil { delivered += 1 }
+            if text.withUnsafeBytes({ dedupe.admit(n, bytes: $0, from: .old) }) != nil { delivered += 1 }
+            if n >= 4, texts[n - 4].withUnsafeBytes({ dedupe.admit(n - 4, bytes: $0, from: .new) }) != nil { delivered += 1 }
         }
         print("delivered \(delivered) of \(2 * messages - 4)")
     }

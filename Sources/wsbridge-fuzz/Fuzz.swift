@@ -80,7 +80,71 @@
                     }
                     guard again == json else { fatalError("\(json.serialized) parses to another value") }
                 }
+                if case .line(let buffer) = line { PathScanCheck.run(buffer) }
             }
+        }
+    }
+
+    /// `JSONPathScan` on a client's line: never out of the text; on JSON that parses, at the
+    /// paths in it (and one that is not), what it finds is the value a parse finds there, and
+    /// what it calls missing is not there (unsure is allowed: a key with an escape).
+    enum PathScanCheck {
+        static func run(_ buffer: ByteBuffer) {
+            let json = try? JSONValue.parse(buffer.readableBytesView)
+            var paths: [[JSONValue.PathComponent]] = [[.init("id")], [.init("filter"), .init("field")], [.init("0")]]
+            if let json { paths += Self.paths(in: json, limit: 16) }
+            buffer.withUnsafeReadableBytes { bytes in
+                for path in paths {
+                    let scanned = JSONPathScan.scan(path, in: bytes)
+                    guard let json, !Self.hasRepeatedKeys(json, along: path) else { continue }
+                    let expected = json.value(at: path)
+                    switch scanned {
+                    case .found(let range):
+                        guard range.upperBound <= bytes.count, let value = try? JSONValue.parse(UnsafeRawBufferPointer(rebasing: bytes[range])),
+                            value == expected
+                        else { fatalError("the scan found \(range) at \(path.map(\.key)), not \(expected?.serialized ?? "nothing")") }
+                    case .missing:
+                        guard expected == nil else { fatalError("the scan missed \(path.map(\.key)): \(expected!.serialized)") }
+                    case .unsure:
+                        break
+                    }
+                }
+            }
+        }
+
+        /// Paths to the values in `json`, breadth first, at most `limit`.
+        static func paths(in json: JSONValue, limit: Int) -> [[JSONValue.PathComponent]] {
+            var out: [[JSONValue.PathComponent]] = []
+            var queue: [([JSONValue.PathComponent], JSONValue)] = [([], json)]
+            while !queue.isEmpty, out.count < limit {
+                let (path, value) = queue.removeFirst()
+                switch value {
+                case .object(let members): queue += members.map { (path + [.init($0.0)], $0.1) }
+                case .array(let items): queue += items.enumerated().map { (path + [.init("\($0.offset)")], $0.element) }
+                default: break
+                }
+                if !path.isEmpty { out.append(path) }
+            }
+            return out
+        }
+
+        /// Whether an object along `path` has a key twice (the scan takes the first, a parse the last).
+        static func hasRepeatedKeys(_ json: JSONValue, along path: [JSONValue.PathComponent]) -> Bool {
+            var current = json
+            for component in path {
+                switch current {
+                case .object(let members):
+                    if Set(members.map(\.0)).count != members.count { return true }
+                    guard let next = current[component.key] else { return false }
+                    current = next
+                case .array(let items):
+                    guard let i = component.index, items.indices.contains(i) else { return false }
+                    current = items[i]
+                default:
+                    return false
+                }
+            }
+            return false
         }
     }
 

@@ -19,7 +19,7 @@ import Testing
         mutating func takeOver() { self.delivered += self.dedupe.takeOver() }
 
         private mutating func take(_ text: String, _ side: OverlapDedupe<String>.Side) {
-            if let out = self.dedupe.admit(text, bytes: Array(text.utf8), from: side) { self.delivered.append(out) }
+            if let out = Array(text.utf8).withUnsafeBytes({ self.dedupe.admit(text, bytes: $0, from: side) }) { self.delivered.append(out) }
         }
     }
 

@@ -27,6 +27,8 @@ package struct OverlapDedupe<Message> {
     }
 
     private let paths: [[JSONValue.PathComponent]]
+    /// The same, made ready for scans.
+    private let scanPaths: [JSONPathScan.Path]
     private let window: Int
     /// Per side: the keys it delivered that the other has not matched yet, with their counts,
     /// and their order (to forget the oldest).
@@ -55,14 +57,40 @@ package struct OverlapDedupe<Message> {
         var length: Int
     }
 
+    /// A message's stream: the hash of its text, and the text (a name for `behind`), as the
+    /// message's bytes have it while `admit` runs, or as a parse wrote it.
+    private struct Stream {
+        let hash: Int
+        let span: UnsafeRawBufferPointer?
+        let written: String?
+
+        init(_ span: UnsafeRawBufferPointer) {
+            var hasher = Hasher()
+            hasher.combine(bytes: span)
+            self.hash = hasher.finalize()
+            (self.span, self.written) = (span, nil)
+        }
+
+        init(_ written: String) {
+            var utf8 = written
+            var hasher = Hasher()
+            utf8.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+            self.hash = hasher.finalize()
+            (self.span, self.written) = (nil, written)
+        }
+
+        var name: String { self.written ?? self.span.map { String(decoding: $0.prefix(200), as: UTF8.self) } ?? "" }
+    }
+
     package init(paths: [String], window: Int) {
         self.paths = paths.map { JSONValue.PathComponent.split($0) }
+        self.scanPaths = self.paths.map(JSONPathScan.Path.init)
         self.window = max(1, window)
     }
 
     /// `message` (its `bytes`) from `side`, when it is delivered now (nil: a duplicate, or held
     /// for the takeover).
-    package mutating func admit(_ message: Message, bytes: some Collection<UInt8>, from side: Side) -> Message? {
+    package mutating func admit(_ message: Message, bytes: UnsafeRawBufferPointer, from side: Side) -> Message? {
         let (key, stream) = self.key(bytes)
         if side == .old {
             return self.fromOld(message, key, stream)
@@ -82,7 +110,7 @@ package struct OverlapDedupe<Message> {
         return message
     }
 
-    private mutating func fromOld(_ message: Message, _ key: Key, _ stream: String?) -> Message? {
+    private mutating func fromOld(_ message: Message, _ key: Key, _ stream: Stream?) -> Message? {
         if self.tookOver {
             // An event of a stream: the new connection has it, or will.
             if stream != nil && !self.paths.isEmpty || self.take(key, from: Side.new.rawValue) {
@@ -136,8 +164,8 @@ package struct OverlapDedupe<Message> {
     }
 
     /// Stream `stream` seen on `side` (delivered by the old, or in common for the new).
-    private mutating func note(_ stream: String, on side: Side) {
-        let hash = stream.hashValue
+    private mutating func note(_ stream: Stream, on side: Side) {
+        let hash = stream.hash
         // Inserted in place (a set bound to a local first would be copied by the insert).
         switch side {
         case .old:
@@ -145,7 +173,7 @@ package struct OverlapDedupe<Message> {
         case .new:
             guard self.newStreams.count < self.window, self.newStreams.insert(hash).inserted else { return }
         }
-        if self.names.count < 64, self.names[hash] == nil { self.names[hash] = String(stream.prefix(200)) }
+        if self.names.count < 64, self.names[hash] == nil { self.names[hash] = stream.name }
     }
 
     /// Takes one of `side`'s pending `key`; false when there is none.
@@ -168,7 +196,9 @@ package struct OverlapDedupe<Message> {
     /// The message's key and stream: from the paths when they are set and the message has them,
     /// else from its bytes (its stream: the feed's, "", when no paths are set; none when the
     /// paths are set and the message lacks them, an answer or a notice).
-    private func key(_ bytes: some Collection<UInt8>) -> (Key, String?) {
+    private func key(_ bytes: UnsafeRawBufferPointer) -> (Key, Stream?) {
+        // The paths' values found by a scan (nothing built), when it can tell; else parsed.
+        if !self.paths.isEmpty, let scanned = self.scannedKey(bytes) { return scanned }
         var hasher = Hasher()
         if !self.paths.isEmpty, let json = try? JSONValue.parse(bytes) {
             let values = self.paths.map { json.value(at: $0) }
@@ -176,16 +206,42 @@ package struct OverlapDedupe<Message> {
                 var length = 0
                 for value in values {
                     let text = value?.serialized ?? ""
-                    hasher.combine(text)
+                    var utf8 = text
+                    utf8.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+                    hasher.combine(0xFF as UInt8)
                     length += text.utf8.count
                 }
                 let stream = self.paths.count > 1 ? values[0]?.serialized ?? "" : ""
-                return (Key(hash: hasher.finalize(), length: length), stream)
+                return (Key(hash: hasher.finalize(), length: length), Stream(stream))
             }
         }
-        if bytes.withContiguousStorageIfAvailable({ hasher.combine(bytes: UnsafeRawBufferPointer($0)) }) == nil {
-            for byte in bytes { hasher.combine(byte) }
+        hasher.combine(bytes: bytes)
+        return (Key(hash: hasher.finalize(), length: bytes.count), self.paths.isEmpty ? Stream("") : nil)
+    }
+
+    /// The key and stream from the paths' values as the message's bytes have them; a message
+    /// that lacks one is known by its bytes, with no stream; nil when the scan cannot tell (a
+    /// parse decides).
+    private func scannedKey(_ bytes: UnsafeRawBufferPointer) -> (Key, Stream?)? {
+        var hasher = Hasher()
+        var length = 0
+        var stream = Stream(UnsafeRawBufferPointer(rebasing: bytes[0..<0]))
+        for (n, path) in self.scanPaths.enumerated() {
+            switch JSONPathScan.scan(path, in: bytes) {
+            case .unsure:
+                return nil
+            case .missing:
+                var whole = Hasher()
+                whole.combine(bytes: bytes)
+                return (Key(hash: whole.finalize(), length: bytes.count), nil)
+            case .found(let range):
+                let value = UnsafeRawBufferPointer(rebasing: bytes[range])
+                hasher.combine(bytes: value)
+                hasher.combine(0xFF as UInt8)  // no byte of JSON text: the values stay apart
+                length += value.count
+                if n == 0 && self.paths.count > 1 { stream = Stream(value) }
+            }
         }
-        return (Key(hash: hasher.finalize(), length: bytes.count), self.paths.isEmpty ? "" : nil)
+        return (Key(hash: hasher.finalize(), length: length), stream)
     }
 }

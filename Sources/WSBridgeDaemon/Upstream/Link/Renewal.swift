@@ -87,7 +87,7 @@ final class Renewal {
     /// What the overlap delivers of `message` from `side` (all of it when there is no overlap).
     func admit(_ message: UpstreamMessage, from side: OverlapDedupe<UpstreamMessage>.Side) -> UpstreamMessage? {
         guard self.dedupe != nil else { return message }
-        return self.dedupe!.admit(message, bytes: message.data.readableBytesView, from: side)
+        return message.data.withUnsafeReadableBytes { self.dedupe!.admit(message, bytes: $0, from: side) }
     }
 
     /// What the overlap delivers of the current connection's `message`: the old one's until the
