@@ -133,4 +133,59 @@ import WSBridgeProtocol
         NATSProtocolTests.publish(p, "s.7", "after", request: "after")
         #expect(await a.wait(from: mark) { $0 == "MSG s.7 8 5\r\nafter\r\n" } != nil)
     }
+
+    /// graphql-transport-ws against strawberry (which closes a connection with 4409 when an id is
+    /// used twice on it) at 2 subscriptions per connection: three apps, two on the same ids, a
+    /// subscription two of them share; each connection has its own ids, so no 4409; each app gets
+    /// its own events under its own ids; a query is answered to its app; a `complete` reaches the
+    /// connection its subscription is on; the second connection closes once its subscriptions end.
+    @Test func graphqlAppsOnTheSameIdsOverTwoConnections() async throws {
+        let dir = try TemporaryDirectory()
+        let (peer, port) = try await GraphQLProtocolTests.peer()
+        defer { peer.stop() }
+        let socket = dir.file("d.sock")
+        let config = try writeDaemonConfig(
+            dir, "wsbridged", url: "ws://127.0.0.1:\(port)/graphql", socket: socket,
+            upstream: "protocol = \"graphql-transport-ws\"\nsubscriptions_per_connection = 2\nconnections = 2")
+        let daemon = try ManagedProcess.daemon(["--config", config, "--log-level", "debug"])
+        defer { daemon.stop() }
+        guard await daemon.awaitLink(.open) else { throw TestFailure("no open link: \(daemon.stderr.text)") }
+        let a = try await JSONRPCProtocolTests.app(socket, "a")
+        let b = try await JSONRPCProtocolTests.app(socket, "b")
+        let c = try await JSONRPCProtocolTests.app(socket, "c")
+        let wanted = [(a, "1", "alpha"), (a, "2", "beta"), (b, "1", "gamma"), (b, "2", "alpha"), (c, "1", "delta")]
+        for (n, (app, id, name)) in wanted.enumerated() { GraphQLProtocolTests.subscribe(app, id: id, name: name, request: "s\(n)") }
+        for (app, id, name) in wanted {
+            let next = await JSONRPCProtocolTests.waitFor(app) { $0["type"] == "next" && $0["id"]?.stringValue == id }
+            #expect(next?.value(at: "payload.data.ticks.name")?.stringValue == name, "\(id) \(name): \(String(describing: next))")
+        }
+        // Four subscriptions upstream (alpha shared), on two connections; never a 4409.
+        #expect(
+            peer.stdout.lines.filter { $0.hasPrefix("subscribe ") }.sorted() == ["subscribe alpha", "subscribe beta", "subscribe delta", "subscribe gamma"])
+        #expect(!daemon.stderr.text.contains("4409"))
+        a.send(#"{"id":"st","op":"status"}"#)
+        let status = await a.reply("st")
+        guard case .array(let connections)? = status?.value(at: "result.connections"),
+            case .array(let subscriptions)? = status?.value(at: "result.protocol.subscriptions")
+        else { throw TestFailure("no connections in status: \(String(describing: status))") }
+        #expect(connections.compactMap { $0["subscriptions"]?.intValue } == [2, 2], "\(connections)")
+        let on = Dictionary(subscriptions.compactMap { s in s["key"]?.stringValue.map { ($0, s["connection"]?.intValue ?? 0) } }) { x, _ in x }
+        #expect(Set(on.values) == [1, 2] && on.count == 4, "\(subscriptions)")
+
+        // A query: answered to its app, on whichever connection it went.
+        GraphQLProtocolTests.send(c, ["type": "subscribe", "id": "q", "payload": ["query": "{ add(a: 2, b: 3) }"]], request: "q")
+        #expect(await JSONRPCProtocolTests.waitFor(c) { $0["id"] == "q" && $0["type"] == "next" }?.value(at: "payload.data.add") == 5)
+        #expect(!JSONRPCProtocolTests.received(a).contains { $0["id"] == "q" } && !JSONRPCProtocolTests.received(b).contains { $0["id"] == "q" })
+
+        // b completes its id 1 (gamma, on the second connection): it ends there.
+        GraphQLProtocolTests.send(b, ["type": "complete", "id": "1"], request: "end")
+        #expect(await peer.stdout.wait(timeout: .seconds(20)) { $0 == "unsubscribe gamma" } != nil, "\(peer.stdout.text)")
+        // c leaves: delta ends, the second connection has nothing left and closes.
+        c.close()
+        #expect(await peer.stdout.wait(timeout: .seconds(20)) { $0 == "unsubscribe delta" } != nil, "\(peer.stdout.text)")
+        try await awaitStatus(socket, "status to list one connection") { $0.connections?.count == 1 }
+        // a's two and b's alpha flow on.
+        let mark = b.lines.count
+        #expect(await JSONRPCProtocolTests.waitFor(b, from: mark) { $0["type"] == "next" && $0["id"] == "2" } != nil)
+    }
 }
