@@ -17,10 +17,13 @@ extension StatusReport {
         public var messagesOut: UInt64
         public var waiting: Int
         @OmitNil public var lastClose: Close?
+        /// What the server closed this connection after, right after open, last (nil once it is
+        /// stable): the sticky send sent last on it.
+        @OmitNil public var culprit: String?
 
         public init(
             connection: Int, state: ConnectionPhase, since: Int64, url: String, subscriptions: Int, keys: Int, rttMs: Double?, reconnects: Int, renewals: Int,
-            messagesIn: UInt64, messagesOut: UInt64, waiting: Int, lastClose: Close?
+            messagesIn: UInt64, messagesOut: UInt64, waiting: Int, lastClose: Close?, culprit: String? = nil
         ) {
             self.connection = connection
             self.state = state
@@ -35,6 +38,7 @@ extension StatusReport {
             self.messagesOut = messagesOut
             self.waiting = waiting
             self.lastClose = lastClose
+            self.culprit = culprit
         }
     }
 

@@ -125,6 +125,7 @@ struct Status: ParsableCommand {
         if c.reconnects > 0 { text += ", \(c.reconnects) reconnects" }
         if c.renewals > 0 { text += ", \(c.renewals) renewals" }
         if c.waiting > 0 { text += ", \(c.waiting) waiting for the pace" }
+        if let culprit = c.culprit { text += "; closed right after open: \(culprit)" }
         return text
     }
 

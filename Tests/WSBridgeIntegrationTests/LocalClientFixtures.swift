@@ -137,12 +137,15 @@ final class DaemonFixture: Sendable {
     let serverPort: Int
 
     /// `launcher`: a command that runs the daemon (`prlimit --nofile=64`), exec'ing it in place.
-    init(extraConfig: String = "", serverArguments: [String] = [], serverKind: UpstreamServer.Kind = .nio, launcher: [String] = []) async throws {
+    /// `upstream`: more of the `[upstream]` section.
+    init(
+        extraConfig: String = "", upstream: String = "", serverArguments: [String] = [], serverKind: UpstreamServer.Kind = .nio, launcher: [String] = []
+    ) async throws {
         self.dir = try TemporaryDirectory()
         self.server = try await UpstreamServer(serverKind, arguments: serverArguments)
         self.serverPort = self.server.port
         self.socket = self.dir.file("wsbridged.sock")
-        let config = try writeDaemonConfig(self.dir, "wsbridged", url: self.server.url, socket: self.socket, extra: extraConfig)
+        let config = try writeDaemonConfig(self.dir, "wsbridged", url: self.server.url, socket: self.socket, upstream: upstream, extra: extraConfig)
         let command = launcher + daemonCommand(["--config", config, "--log-level", "debug"])
         self.daemon = try ManagedProcess.daemon(command: command, name: "wsbridged")
         guard await self.daemon.awaitLink(.open) else {

@@ -267,17 +267,52 @@ final class ExchangeFeed {
 
     /// A server that closes the link right after open, because of one sticky send it cannot
     /// take: status and the log name that send's key and holder (the link backs off meanwhile).
-    @Test func aCloseRightAfterOpenNamesTheStickySendSentLast() async throws {
-        let f = try await DaemonFixture()
+    /// A client of `f`, once its test server closes every connection that sends POISON.
+    static func poisoned(_ f: DaemonFixture) async throws -> SocketClient {
         let c = try await f.client()
         let before = f.server.mark
         f.server.command("poison POISON")
         // Commands run in order: once `count` answers, the poison is set.
         f.server.command("count")
         #expect(await f.server.event("clients", from: before) != nil)
+        return c
+    }
+
+    /// Sticks the poison under "bad-key"; the server's mark before it.
+    static func stickPoison(_ c: SocketClient, _ f: DaemonFixture) async -> Int {
         let mark = f.server.mark
         c.send(#"{"id":"s","op":"send","text":"{\"op\":\"POISON\"}","sticky":"bad-key"}"#)
         #expect(await c.reply("s")?["ok"] == true)
+        return mark
+    }
+
+    /// In a pool (one sticky key per connection), a poison key closes its own connection right
+    /// after every open: that connection names it, the first (with the good key) stays open and
+    /// names nothing.
+    @Test func aPoolsConnectionNamesItsOwnCulprit() async throws {
+        let f = try await DaemonFixture(upstream: "subscriptions_per_connection = 1\nconnections = 2")
+        let c = try await Self.poisoned(f)
+        c.send(#"{"id":"g","op":"send","text":"{\"op\":\"GOOD\"}","sticky":"good-key"}"#)
+        #expect(await c.reply("g")?["ok"] == true)
+        let mark = await Self.stickPoison(c, f)
+        // Connection 2 opens, gets the poison, is closed, opens again and gets it again.
+        #expect(await f.server.event("message {\"op\":\"POISON\"}", from: mark) != nil)
+        let second = f.server.mark
+        #expect(await f.server.event("message {\"op\":\"POISON\"}", from: second) != nil)
+        try await awaitStatus(f.socket, "connection 2 to name its culprit") { s in
+            s.connections?.count == 2 && s.connections?[1].culprit?.contains(#"sticky key "bad-key""#) == true
+        }
+        let status = try daemonStatus(f.socket)
+        #expect(status.connections?[0].culprit == nil && status.connections?[0].state == .open && status.connections?[0].reconnects == 0, "\(status)")
+        #expect(status.session?.culprit?.contains("bad-key") == true)
+        let table = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", f.socket, "status"]).stdout
+        #expect(table.contains("closed right after open") && table.contains("bad-key"), "\(table)")
+    }
+
+    @Test func aCloseRightAfterOpenNamesTheStickySendSentLast() async throws {
+        let f = try await DaemonFixture()
+        let c = try await Self.poisoned(f)
+        let mark = await Self.stickPoison(c, f)
         // Closed on that send, and again on the next open, where it is the last one sent.
         #expect(await f.server.event("connected", from: mark) != nil)
         let second = f.server.mark

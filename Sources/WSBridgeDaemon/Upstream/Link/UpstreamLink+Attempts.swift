@@ -252,10 +252,10 @@ extension UpstreamLink {
         // Closed right after open (the machine's verdict): name what was sent last.
         if transition?.closedRightAfterOpen == true, case .serverClosed = reason, let lastSent {
             let culprit = "the server closed the link right after open (\(reason)), the last message sent being \(lastSent)"
-            self.session.culprit = culprit
-            self.logger.warning("\(culprit)")
+            self.session.blame(culprit, slot: self.slot)
+            self.logger.warning("\(culprit)", metadata: ["upstream.connection": "\(self.slot + 1)"])
         } else if self.failures == 0 {
-            self.session.culprit = nil
+            self.session.blame(nil, slot: self.slot)
         }
     }
 

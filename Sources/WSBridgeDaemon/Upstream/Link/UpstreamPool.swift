@@ -77,7 +77,7 @@ final class UpstreamPool: LinkControl {
                 connection: link.slot + 1, state: s.state, since: s.since, url: s.url, subscriptions: self.load(on: link.slot),
                 keys: self.placed.values.filter { $0.slot == link.slot }.count, rttMs: s.rttMs, reconnects: s.reconnects,
                 renewals: s.renewal?.renewals ?? 0, messagesIn: s.traffic.messagesIn, messagesOut: s.traffic.messagesOut,
-                waiting: s.limits?.waiting ?? 0, lastClose: s.lastClose)
+                waiting: s.limits?.waiting ?? 0, lastClose: s.lastClose, culprit: self.session.culprits[link.slot])
         }
         return report
     }
@@ -173,6 +173,7 @@ final class UpstreamPool: LinkControl {
         let link = self.links.remove(at: index)
         self.load[slot] = nil
         self.layers[slot] = nil
+        self.session.blame(nil, slot: slot)
         self.logger.notice("connection \(slot + 1) closes: its subscriptions all left", metadata: ["upstream.connection": "\(slot + 1)"])
         self.retiring.append(link)
         link.close(code: 1000, reason: "its subscriptions all left")

@@ -131,8 +131,18 @@ final class UpstreamSession {
     func lastSent(slot: Int = 0) -> String? { self.lastSentBySlot[slot] }
     private var lastSentBySlot: [Int: String] = [:]
 
-    /// What the server closed the link after, right after open, last; nil once a link is stable.
-    var culprit: String?
+    /// What the server closed each connection (by slot) after, right after open, last; gone once
+    /// that connection is stable.
+    private(set) var culprits: [Int: String] = [:]
+
+    /// What the server closed a connection after, right after open, last: the first
+    /// connection's, else the next one's that has one.
+    var culprit: String? { self.culprits.min { $0.key < $1.key }?.value }
+
+    /// Connection `slot` was closed right after open on `culprit` (nil: it is stable, or gone).
+    func blame(_ culprit: String?, slot: Int) {
+        self.culprits[slot] = culprit
+    }
 
     private static func preview(_ payload: Payload) -> String {
         switch payload {
