@@ -33,6 +33,6 @@ extension AppProtocolSession {
     /// The subscriptions held here, each weighed by `weight` of its message (set-aside ones too:
     /// an operator's clear sends them again here).
     package func subscriptionLoad(_ weight: (JSONValue) -> Int) -> Int {
-        self.table.oldestFirst.reduce(0) { $0 + weight($1.message) }
+        self.table.all.reduce(0) { $0 + weight($1.message) }
     }
 }

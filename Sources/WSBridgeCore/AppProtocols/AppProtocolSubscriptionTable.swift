@@ -38,6 +38,9 @@ struct AppProtocolSubscriptionTable {
     /// The key of the subscription apps know as `visible`.
     func key(visible: WireID) -> String? { self.byVisibleID[visible] }
 
+    /// All of them, in no order (a sum over them needs none).
+    var all: Dictionary<WireID, Subscription>.Values { self.byUpstream.values }
+
     /// All of them, oldest first.
     var oldestFirst: [Subscription] { self.byUpstream.values.sorted { Self.older($0.upstreamID, $1.upstreamID) } }
 
