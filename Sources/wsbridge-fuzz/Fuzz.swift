@@ -130,21 +130,10 @@
 
         /// Whether an object along `path` has a key twice (the scan takes the first, a parse the last).
         static func hasRepeatedKeys(_ json: JSONValue, along path: [JSONValue.PathComponent]) -> Bool {
-            var current = json
-            for component in path {
-                switch current {
-                case .object(let members):
-                    if Set(members.map(\.0)).count != members.count { return true }
-                    guard let next = current[component.key] else { return false }
-                    current = next
-                case .array(let items):
-                    guard let i = component.index, items.indices.contains(i) else { return false }
-                    current = items[i]
-                default:
-                    return false
-                }
+            path.indices.contains { depth in
+                guard case .object(let members)? = json.value(at: Array(path[..<depth])) else { return false }
+                return Set(members.map(\.0)).count != members.count
             }
-            return false
         }
     }
 
