@@ -5,9 +5,6 @@ import WSBridgeProtocol
 /// (`upstream.subscriptions_per_connection`) each connection's, an app's message going to the
 /// one it belongs to (`UpstreamPool+Protocol`).
 extension LocalPlane {
-    /// The pool, when its connections each have a protocol layer.
-    var protocolPool: UpstreamPool? { self.appProtocol == nil ? nil : self.link as? UpstreamPool }
-
     /// Every protocol layer, the first connection's first.
     var protocolLayers: [AppProtocolLayer] {
         if let pool = self.protocolPool { return pool.protocolMembers.map(\.layer) }
@@ -24,24 +21,14 @@ extension LocalPlane {
     /// Several messages from `client` (one `send` of a text protocol): in order, each through its
     /// layer, up to the first refused.
     func throughProtocol(_ client: LocalClient, _ views: [JSONValue]) -> AppProtocolLayer.Performed {
-        guard self.protocolPool != nil else { return self.appProtocol!.fromApp(client, views, link: self.link) }
-        var all = AppProtocolLayer.Performed()
-        for (index, view) in views.enumerated() {
-            let one: AppProtocolLayer.Performed
+        guard let pool = self.protocolPool else { return self.appProtocol!.fromApp(client, views, link: self.link) }
+        let all = AppProtocolLayer.inOrder(views) { view in
             switch self.protocolMember(for: client, view) {
-            case .failure(let full):
-                one = AppProtocolLayer.Performed(refusal: full.description)
-            case .success(let (layer, link)):
-                one = layer.fromApp(client, view, link: link)
-            }
-            all.delivered = all.delivered || one.delivered
-            if let sent = one.sent { all.sent = sent }
-            if let refusal = one.refusal {
-                all.refusal = views.count == 1 ? refusal : "message \(index + 1) of \(views.count): \(refusal)"
-                break
+            case .failure(let full): AppProtocolLayer.Performed(refusal: full.description)
+            case .success(let (layer, link)): layer.fromApp(client, view, link: link)
             }
         }
-        self.protocolPool?.settle()
+        pool.settle()
         return all
     }
 

@@ -20,6 +20,8 @@ final class LocalPlane {
     let metrics: DaemonMetrics
     /// The application protocol's layer on the link (nil: `raw`): apps' messages go through it.
     let appProtocol: AppProtocolLayer?
+    /// The pool, when its connections each have a protocol layer (LocalPlane+Protocol).
+    let protocolPool: UpstreamPool?
     /// The sticky keys (and the rest of the session the link restores on every open).
     let session: UpstreamSession
     private let status: SystemdStatus
@@ -53,6 +55,7 @@ final class LocalPlane {
         self.pending = pending
         self.metrics = metrics
         self.appProtocol = appProtocol
+        self.protocolPool = appProtocol == nil ? nil : link as? UpstreamPool
         self.session = session
         self.status = status
         self.eventLoop = eventLoop

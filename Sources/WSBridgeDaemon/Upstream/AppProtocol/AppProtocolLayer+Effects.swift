@@ -82,9 +82,15 @@ extension AppProtocolLayer {
     /// Several messages from a local app (one `send` of a text protocol): in order, up to the
     /// first the protocol refuses.
     func fromApp(_ client: LocalClient, _ views: [JSONValue], link: any LinkControl) -> Performed {
+        Self.inOrder(views) { self.fromApp(client, $0, link: link) }
+    }
+
+    /// `views` through `one`, in order, up to the first refused: what they did together, the
+    /// refusal naming which message it was.
+    static func inOrder(_ views: [JSONValue], _ perform: (JSONValue) -> Performed) -> Performed {
         var all = Performed()
         for (index, view) in views.enumerated() {
-            let one = self.fromApp(client, view, link: link)
+            let one = perform(view)
             all.delivered = all.delivered || one.delivered
             if let sent = one.sent { all.sent = sent }
             if let refusal = one.refusal {
