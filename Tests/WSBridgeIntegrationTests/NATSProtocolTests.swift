@@ -9,6 +9,8 @@ struct NATSServer {
     let process: ManagedProcess
     let websocket: Int
     let monitor: Int
+    /// Its port for NATS clients over TCP.
+    let client: Int
 
     /// Starts one (ports 0: any, found in its log); `trace`: every protocol operation logged.
     /// `extra`: more of its configuration (an `authorization` block).
@@ -27,14 +29,17 @@ struct NATSServer {
             \(extra)
             """)
         let process = try ManagedProcess("/usr/sbin/nats-server", ["-c", config] + (trace ? ["-V"] : []), name: "nats-server")
-        guard let ws = await process.stderr.wait(containing: "Listening for websocket clients on ws://127.0.0.1:"),
+        guard await process.stderr.wait(containing: "Server is ready") != nil,
+            let ws = process.stderr.lines.first(where: { $0.contains("Listening for websocket clients on ws://127.0.0.1:") }),
             let http = process.stderr.lines.first(where: { $0.contains("Starting http monitor on 127.0.0.1:") }),
-            let wsPort = Int(ws.split(separator: ":").last ?? ""), let httpPort = Int(http.split(separator: ":").last ?? "")
+            let wsPort = Int(ws.split(separator: ":").last ?? ""), let httpPort = Int(http.split(separator: ":").last ?? ""),
+            let tcp = process.stderr.lines.first(where: { $0.contains("Listening for client connections on 127.0.0.1:") }),
+            let clientPort = Int(tcp.split(separator: ":").last ?? "")
         else {
             process.stop()
             throw TestFailure("nats-server did not start: \(process.stderr.text)")
         }
-        return NATSServer(process: process, websocket: wsPort, monitor: httpPort)
+        return NATSServer(process: process, websocket: wsPort, monitor: httpPort, client: clientPort)
     }
 
     /// The subjects subscribed on its connections (`/connz?subs=1`), the daemon's inbox left out.

@@ -29,7 +29,7 @@ package struct AppProtocolSession {
     package let codec: any AppProtocolCodec
     package let limits: Limits
     package var name: String { self.codec.name }
-    private var nextID: UInt64 = 0
+    var nextID: UInt64 = 0
     /// The subscriptions, which outlive the connection, and their indexes.
     var table = Table()
     /// The calls waiting for answers and each app's ids in use.
@@ -48,6 +48,12 @@ package struct AppProtocolSession {
 
     /// The codec's routing keys (nil: every message is read).
     package let routing: RoutingKeys?
+    /// Where this session's ids start (a pool's connection's range); a renewal's second
+    /// session numbers from the other half of it (`forRenewal`).
+    var idBase: UInt64 = 0
+    /// A renewal's second session, until it takes over: the current one answers apps, so
+    /// holders it is given count as answered.
+    var mirrors = false
     /// Text protocols: the start of a message the last WebSocket message cut (`limits.messageBytes`).
     var partial = AppProtocolTextRemainder()
 
@@ -76,6 +82,7 @@ package struct AppProtocolSession {
     /// daemon's inbox on every connection: only the one that asked knows the id).
     package mutating func numberIDs(after n: UInt64) {
         self.nextID = max(self.nextID, n)
+        self.idBase = n
     }
 
     mutating func allocate() -> WireID {
@@ -161,13 +168,14 @@ package struct AppProtocolSession {
         self.ids.hold(app, id, .subscription(key))
         if self.table.find(key: key)?.subscription.stickyCall == true {
             // A sticky call held once more: acknowledged as the first holder was, if it was.
-            let answer = self.table.holdStickyCall(key, Holder(app: app, appID: id, answered: false))
+            let answer = self.table.holdStickyCall(key, Holder(app: app, appID: id, answered: self.mirrors))
+            if self.mirrors { return [] }
             return answer.map { [.app(app, self.codec.replacingID(in: $0, with: id))] } ?? []
         }
         if var subscription = self.table.find(key: key)?.subscription {
             // The same subscription: held once more, sent no second time.
             let answered = subscription.visibleID != nil
-            subscription.holders.append(Holder(app: app, appID: id, answered: answered))
+            subscription.holders.append(Holder(app: app, appID: id, answered: answered || self.mirrors))
             self.table.update(subscription)
             guard answered, let visible = subscription.visibleID, let answer = self.codec.subscribeAnswer(id: id, subscription: visible) else {
                 return []
@@ -186,7 +194,7 @@ package struct AppProtocolSession {
         let upstream = self.allocate()
         self.table.insert(
             Subscription(
-                key: key, message: message, upstreamID: upstream, holders: [Holder(app: app, appID: id, answered: false)], since: self.now,
+                key: key, message: message, upstreamID: upstream, holders: [Holder(app: app, appID: id, answered: self.mirrors)], since: self.now,
                 stickyCall: stickyCall))
         guard self.isOpen else { return [] }
         if self.restore.isActive {

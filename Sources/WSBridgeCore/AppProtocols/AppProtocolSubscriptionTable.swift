@@ -159,6 +159,24 @@ struct AppProtocolSubscriptionTable {
         return subscription
     }
 
+    /// Every holder counted as answered (a renewal's second session: apps have their answers).
+    mutating func markAnswered() {
+        for (upstream, subscription) in self.byUpstream where subscription.holders.contains(where: { !$0.answered }) {
+            var answered = subscription
+            for i in answered.holders.indices { answered.holders[i].answered = true }
+            self.byUpstream[upstream] = answered
+        }
+    }
+
+    /// Apps were given `visible` for subscription `key` (on another connection): it keeps that one.
+    mutating func adopt(visible: WireID, key: String) {
+        guard let upstream = self.byKey[key], var subscription = self.byUpstream[upstream], subscription.visibleID != visible else { return }
+        if let old = subscription.visibleID { self.byVisibleID[old] = nil }
+        subscription.visibleID = visible
+        self.byVisibleID[visible] = key
+        self.byUpstream[upstream] = subscription
+    }
+
     /// Ends subscription `upstream`; returns it.
     @discardableResult
     mutating func remove(_ upstream: WireID) -> Subscription? {

@@ -4,16 +4,13 @@ import WSBridgeProtocol
 /// What the local plane may ask of the upstream link, and read from it. The link is the one
 /// source of truth for its phase, round-trip time and counters: nothing else keeps a copy.
 /// Confined to the link's event loop, like the link.
-protocol LinkControl: AnyObject {
+protocol LinkControl: ProtocolConnection {
     var phase: ConnectionPhase { get }
     var roundTripTime: Duration? { get }
     /// The URL of the live link, or of the next attempt when none is live.
     var url: UpstreamURL { get }
     /// The link's part of `status` (the plane adds its own counters).
     var status: StatusReport { get }
-    /// Sends now, or queues (bounded) until the link opens; with the spool on, `.spooling`
-    /// says the outcome follows once the message is stored.
-    func send(_ message: OutboundMessage) -> SendOutcome
     /// A session message (sticky send, leave text): written now, ahead of the queue, if the
     /// link is open; false if it is not (sticky sends go after the next open by themselves).
     func sendAhead(_ message: OutboundMessage, key: String?) -> Bool
@@ -24,13 +21,46 @@ protocol LinkControl: AnyObject {
     func connect()
     func reconnect()
     func close(code: UInt16, reason: String)
+}
+
+/// What the application protocol's layer needs of a connection: the link's current one, or a
+/// renewal's other one (`RenewalOverlapSink`).
+protocol ProtocolConnection: AnyObject {
+    /// Sends now, or queues (bounded) until the link opens; with the spool on, `.spooling`
+    /// says the outcome follows once the message is stored.
+    func send(_ message: OutboundMessage) -> SendOutcome
     /// The application protocol found the connection dead or over (a keepalive that stopped, the
     /// server's fatal error): dropped without a close handshake, and retried with the backoff.
     func fail(_ description: String)
-    /// The application protocol's server set a keepalive on the current connection (what to
-    /// send how often, how long a silence means a dead link): the link keeps it with the
-    /// connection, and it ends with it.
+    /// The application protocol's server set a keepalive on the connection (what to send how
+    /// often, how long a silence means a dead link): the link keeps it with the connection, and
+    /// it ends with it.
     func keepalive(_ timing: AppProtocolTiming, protocol name: String)
+}
+
+/// A sink that runs the application protocol's session on the link's connection (the protocol
+/// layer). In a renewal it runs a second session on the new connection, and dedupes what the two
+/// deliver as apps see it (the same event carries other ids on each connection); the link hands
+/// it the other connection's messages. Without one (`raw`), the link dedupes the wire's bytes.
+protocol RenewalOverlapSink: AnyObject {
+    /// A renewal starts: `other` is its new connection; `dedupe` and `window` are
+    /// `upstream.dedupe` and `upstream.dedupe_window`.
+    func overlapBegan(_ link: any LinkControl, other: any ProtocolConnection, dedupe: [String], window: Int)
+    /// A message of the other connection (`ready`: the new one's session is restored, or it is
+    /// the old one); true when the new connection has caught up with the old (it takes over).
+    func overlapMessage(_ link: any LinkControl, _ message: UpstreamMessage, ready: Bool) -> Bool
+    /// The new connection is ready: its session's subscriptions go on it.
+    func overlapReady(_ link: any LinkControl)
+    /// The new connection took over; the old one closes.
+    func overlapTookOver(_ link: any LinkControl)
+    /// The other connection ended (`why`): the new one before it took over, or the old one.
+    func overlapEnded(_ link: any LinkControl, _ why: String)
+    /// The overlap is over: messages are no longer compared.
+    func overlapDedupeEnded()
+    /// The streams the new connection has not caught up on (a failed renewal's log).
+    var overlapBehind: [String] { get }
+    /// Duplicates dropped by every overlap so far.
+    var overlapDuplicatesDropped: Int { get }
 }
 
 /// Receives the link's events, on the link's event loop. The link holds its sink; the sink

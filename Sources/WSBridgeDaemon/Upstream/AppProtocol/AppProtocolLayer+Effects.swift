@@ -27,7 +27,7 @@ extension AppProtocolLayer {
     /// written again.
     @discardableResult
     func perform(
-        _ effects: [AppProtocolEffect], link: any LinkControl, receivedAtMillis: Int64, lost: String? = nil,
+        _ effects: [AppProtocolEffect], link: any ProtocolConnection, receivedAtMillis: Int64, lost: String? = nil,
         original: (view: JSONValue, data: ByteBuffer)? = nil
     ) -> Performed {
         var performed = Performed()
@@ -68,7 +68,7 @@ extension AppProtocolLayer {
 
     /// A view for local clients, as the wire carries it: the upstream message's own bytes when
     /// the view is that message's unchanged (its ids were already the app's), else written.
-    private func wireBytes(_ json: JSONValue, original: (view: JSONValue, data: ByteBuffer)?) -> ByteBuffer {
+    func wireBytes(_ json: JSONValue, original: (view: JSONValue, data: ByteBuffer)?) -> ByteBuffer {
         if let original, json.serializesLike(original.view) { return original.data }
         return ByteBuffer(string: self.wireText(json))
     }
@@ -76,7 +76,9 @@ extension AppProtocolLayer {
     /// A message from a local app (`send`), through the protocol layer.
     func fromApp(_ client: LocalClient, _ json: JSONValue, link: any LinkControl) -> Performed {
         let effects = self.withSession { $0.fromApp(client.id, json) }
-        return self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
+        let performed = self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
+        if performed.refusal == nil { self.mirror { $0.mirror(fromApp: client.id, json) } }
+        return performed
     }
 
     /// Several messages from a local app (one `send` of a text protocol): in order, up to the
@@ -105,18 +107,22 @@ extension AppProtocolLayer {
     /// keeps (`AppID.everyone`: the daemon's), sent again on every open.
     func stickyFromApp(_ holder: AppID, _ json: JSONValue, key: String, link: any LinkControl) -> Performed {
         let effects = self.withSession { $0.stickySubscribe(holder, json, key: key) }
-        return self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
+        let performed = self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
+        if performed.refusal == nil { self.mirror { $0.mirror(sticky: holder, json, key: key) } }
+        return performed
     }
 
     /// `holder` lets go of sticky `key`: nil when the protocol layer had no such subscription.
     func stickyRelease(_ holder: AppID, key: String, link: any LinkControl) -> Performed? {
         guard let effects = self.withSession({ $0.stickyRelease(holder, key: key) }) else { return nil }
+        self.mirror { $0.stickyRelease(holder, key: key)?.filter(\.isUpstream) ?? [] }
         return self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
     }
 
     /// The operator's `clear_set_aside`: the set-aside subscriptions go again; how many.
     func clearSetAside(link: any LinkControl) -> Int {
         let (count, effects) = self.withSession { $0.clearSetAside() }
+        self.mirror { $0.clearSetAside().effects.filter(\.isUpstream) }
         self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
         return count
     }
@@ -125,6 +131,7 @@ extension AppProtocolLayer {
     func appLeft(_ client: LocalClient, link: any LinkControl) {
         self.requests.cancelAll(of: client)
         let effects = self.withSession { $0.appLeft(client.id) }
+        self.mirror { $0.appLeft(client.id).filter(\.isUpstream) }
         self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
     }
 

@@ -15,7 +15,7 @@ import WSBridgeProtocol
 final class AppProtocolLayer: UpstreamEventSink {
     /// The protocol's session, changed in place only (`withSession`): a copy would make every
     /// table it changes copy itself first.
-    private(set) var session: AppProtocolSession
+    var session: AppProtocolSession
     /// `request`s answered by the protocol's ids.
     let requests: AppProtocolRequests
     /// The server's last error report (status `protocol.server_error`).
@@ -34,8 +34,11 @@ final class AppProtocolLayer: UpstreamEventSink {
 
     /// `protocol.confirm_timeout`, and the wait for the restore's subscription in flight.
     let confirmTimeout: Duration
-    private var confirmTimer: Scheduled<Void>?
-    private var confirmStep: Int?
+    var restoreWatch = RestoreWatch()
+    /// A renewal's overlap: the new connection's session beside this one (AppProtocolLayer+Overlap).
+    var overlap: AppProtocolOverlap?
+    /// Duplicates dropped by the overlaps that ended.
+    var overlapDroppedBefore = 0
 
     init(
         session: AppProtocolSession, fanout: Fanout, passOn: (any UpstreamEventSink)? = nil, eventLoop: any EventLoop, logger: Logger,
@@ -56,6 +59,9 @@ final class AppProtocolLayer: UpstreamEventSink {
 
     func upstreamLink(_ link: any LinkControl, emitted event: UpstreamEvent) {
         switch event {
+        case .message(let message) where self.overlap != nil:
+            // A renewal's overlap: both connections' messages, each once.
+            self.overlapRoute(message, side: .current, link: link, handshake: false)
         case .message(let message) where message.kind == .text || self.isText:
             if self.isText {
                 self.routeText(message, link: link)
@@ -93,7 +99,7 @@ final class AppProtocolLayer: UpstreamEventSink {
         guard let json = try? JSONValue.parse(message.data.readableBytesView) else { return (true, nil) }
         let effects = self.withSession { $0.fromUpstream(json) }
         let performed = self.perform(effects, link: link, receivedAtMillis: message.receivedAtMillis, original: (json, message.data))
-        if self.session.restoreStep != self.confirmStep { self.watchRestore(link: link) }
+        self.watchRestore(link: link)
         return (performed.broadcast, json)
     }
 
@@ -128,21 +134,14 @@ final class AppProtocolLayer: UpstreamEventSink {
                     self.fanout.tapWire(wire, parsed: one.view)
                 }
             }
-            if self.session.restoreStep != self.confirmStep { self.watchRestore(link: link) }
+            self.watchRestore(link: link)
         }
     }
 
     /// Waits `protocol.confirm_timeout` for the restore's subscription in flight (a new one
     /// each time the session sends the next); when it passes unconfirmed, the next goes.
-    func watchRestore(link: any LinkControl) {
-        let step = self.session.restoreStep
-        guard step != self.confirmStep else { return }
-        self.confirmStep = step
-        self.confirmTimer?.cancel()
-        self.confirmTimer = nil
-        guard let step else { return }
-        self.confirmTimer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(self.confirmTimeout.nanoseconds)) {
-            self.confirmTimer = nil
+    func watchRestore(link: any ProtocolConnection) {
+        self.restoreWatch.watch(self.session.restoreStep, after: self.confirmTimeout, on: self.eventLoop) { step in
             let effects = self.withSession { $0.confirmationTimedOut(step: step) }
             self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
             self.watchRestore(link: link)
@@ -167,6 +166,7 @@ final class AppProtocolLayer: UpstreamEventSink {
         }
         self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch(), lost: phase == .open ? nil : lost)
         self.watchRestore(link: link)
+        if phase != .open { self.overlapLost(lost) }
     }
 
     /// Its part of `status`: the subscriptions and who holds them, the culprit of a close right
@@ -183,6 +183,30 @@ final class AppProtocolLayer: UpstreamEventSink {
                         return .init(client: holder.app, pid: credentials?.pid, uid: credentials?.uid, id: holder.id)
                     }, since: live.since, setAside: live.setAside, connection: connection)
             }, culprit: self.session.culprit, serverError: self.serverError?.text, serverErrorAt: self.serverError?.at)
+    }
+}
+
+/// The wait for a restore's subscription in flight (`protocol.confirm_timeout`): one timer, for
+/// the step it was armed for.
+struct RestoreWatch {
+    private var timer: Scheduled<Void>?
+    private var step: Int?
+
+    /// Waits `after` for `step` (nil: no restore under way: nothing); a new step replaces the
+    /// last one's wait. `fire` is called with the step when it passes.
+    mutating func watch(_ step: Int?, after: Duration, on eventLoop: any EventLoop, fire: @escaping (Int) -> Void) {
+        guard step != self.step else { return }
+        self.step = step
+        self.timer?.cancel()
+        self.timer = nil
+        guard let step else { return }
+        self.timer = eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(after.nanoseconds)) { fire(step) }
+    }
+
+    mutating func cancel() {
+        self.timer?.cancel()
+        self.timer = nil
+        self.step = nil
     }
 }
 

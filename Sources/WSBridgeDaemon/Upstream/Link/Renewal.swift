@@ -14,11 +14,14 @@ final class Renewal {
     private(set) var successorReady = false
     /// The sticky keys sent on it: those registered later go when it takes over.
     private(set) var sentKeys: Set<String> = []
+    /// The keepalive the protocol's server set on the new connection: the link's once it took over.
+    var successorKeepalive: (AppProtocolTiming, String)?
     /// The old connection, after the new one took over, until its TCP ends.
     private(set) var retiring: LinkAttempt?
     /// The old connection's close frame went.
     private(set) var retiringClosed = false
-    /// The overlap's dedupe: from the renewal's start until a moment after the old one ended.
+    /// The overlap's dedupe: from the renewal's start until a moment after the old one ended
+    /// (nil with a protocol: its layer dedupes).
     var dedupe: OverlapDedupe<UpstreamMessage>?
     /// Duplicates dropped by the overlaps that ended.
     private var droppedBefore = 0
@@ -67,9 +70,10 @@ final class Renewal {
     }
 
     /// A renewal starts: `successor` is its connection.
-    func start(_ successor: LinkAttempt, why: String, dedupe: OverlapDedupe<UpstreamMessage>, now: MonotonicInstant) {
+    func start(_ successor: LinkAttempt, why: String, dedupe: OverlapDedupe<UpstreamMessage>?, now: MonotonicInstant) {
         self.abandon()
         self.successor = successor
+        self.successorKeepalive = nil
         self.successorReady = false
         self.sentKeys = []
         self.why = why
@@ -155,3 +159,37 @@ final class Renewal {
 
 @available(*, unavailable)
 extension Renewal: Sendable {}
+
+/// A renewal's other connection, as the protocol layer's second session sees it: the new one
+/// until it takes over, then the old one while it closes.
+final class RenewalConnection: ProtocolConnection {
+    private weak var link: UpstreamLink?
+
+    init(_ link: UpstreamLink) {
+        self.link = link
+    }
+
+    func send(_ message: OutboundMessage) -> SendOutcome {
+        guard let link, let connection = link.renewal.successor ?? (link.renewal.retiringClosed ? nil : link.renewal.retiring),
+            link.writeOwn(message, on: connection)
+        else { return .rejected("the renewal's other connection is gone") }
+        return .sent
+    }
+
+    func fail(_ description: String) {
+        guard let link else { return }
+        if let successor = link.renewal.successor {
+            link.renewalFailed(successor.generation, description)
+        } else {
+            link.renewal.retiring?.channel?.close(promise: nil)
+        }
+    }
+
+    func keepalive(_ timing: AppProtocolTiming, protocol name: String) {
+        guard let link, link.renewal.successor != nil else { return }
+        link.renewal.successorKeepalive = (timing, name)
+    }
+}
+
+@available(*, unavailable)
+extension RenewalConnection: Sendable {}

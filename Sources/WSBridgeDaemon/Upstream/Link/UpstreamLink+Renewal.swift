@@ -13,6 +13,8 @@ import WSBridgeProtocol
 /// delivered meanwhile, one of them the same as the old's) it takes over: the old one closes
 /// once the requests sent on it are answered. Meanwhile both deliver, each message once
 /// (`OverlapDedupe`); seq stays continuous. Apps' sends go on the current connection throughout.
+/// With `upstream.protocol` its layer runs a session on each connection and dedupes what they
+/// deliver as apps see it (`RenewalOverlapSink`, AppProtocolLayer+Overlap.swift).
 /// A close the server did not announce still reconnects as before.
 extension UpstreamLink {
     /// The current connection opened (or took over): its lifetime counts from its upgrade (a
@@ -52,13 +54,6 @@ extension UpstreamLink {
             self.renewal.waiting = why
             return
         }
-        if self.configuration.applicationProtocol.kind != .raw {
-            // A protocol's ids and subscriptions are per connection: one session cannot yet
-            // run on two at once, so the renewal is a reconnect (with its gap).
-            self.logger.notice("renewing the connection (\(why)) by a reconnect: with upstream.protocol, the connections cannot overlap")
-            self.reconnect()
-            return
-        }
         if let at = self.connectAttempts.admit(now: self.now) {
             let generation = self.attempt.generation
             self.logger.notice("renewal (\(why)) waits \((at - self.now).short) for upstream.limits.connect_attempts")
@@ -72,14 +67,19 @@ extension UpstreamLink {
         let successor = LinkAttempt(eventLoop: self.eventLoop, generations: self.generations)
         let generation = successor.begin(number: self.attempt.number)
         let upstream = self.configuration.upstream
-        self.renewal.start(successor, why: why, dedupe: OverlapDedupe<UpstreamMessage>(paths: upstream.dedupe, window: upstream.dedupeWindow), now: self.now)
+        // With a protocol, its layer runs a second session on the new connection and dedupes
+        // what the two deliver as apps see it; else the wire's messages are compared here.
+        let layer = self.protocolOverlap
+        let dedupe = layer == nil ? OverlapDedupe<UpstreamMessage>(paths: upstream.dedupe, window: upstream.dedupeWindow) : nil
+        self.renewal.start(successor, why: why, dedupe: dedupe, now: self.now)
+        layer?.overlapBegan(self, other: RenewalConnection(self), dedupe: upstream.dedupe, window: upstream.dedupeWindow)
         let url = self.url
         self.logger.notice("renewing the connection (\(why)): a second connection to \(url) opens; the current one stays until it delivers")
         let timeout = upstream.renewTimeout
         self.renewal.setDeadline(
             self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
                 guard self.renewal.connection(generation)?.isSuccessor == true else { return }
-                let behind = self.renewal.dedupe?.behind() ?? []
+                let behind = self.renewal.dedupe?.behind() ?? self.protocolOverlap?.overlapBehind ?? []
                 let detail =
                     self.renewal.successorReady
                     ? (behind.isEmpty
@@ -103,6 +103,7 @@ extension UpstreamLink {
     func renewalFailed(_ generation: Int, _ why: String) {
         guard self.renewal.connection(generation)?.isSuccessor == true else { return }
         self.renewal.failed(why)
+        self.protocolOverlap?.overlapEnded(self, why)
         self.logger.warning("renewal failed: \(why); the current connection stays")
         guard self.configuration.upstream.maxLifetime != nil else { return }
         let retry = self.configuration.upstream.renewTimeout
@@ -134,6 +135,7 @@ extension UpstreamLink {
         let sticky = self.session.entries(slot: self.slot)
         for entry in sticky { self.writeOwn(OutboundMessage(entry.payload), on: successor) }
         self.renewal.ready(sent: Set(sticky.map(\.key)))
+        self.protocolOverlap?.overlapReady(self)
         self.logger.info("renewal: the new connection is ready (\(sticky.count) sticky message(s) sent on it); waiting for it to deliver")
     }
 
@@ -143,6 +145,19 @@ extension UpstreamLink {
         let read = connection.readTime()
         let message = UpstreamMessage(kind: kind, data: data, receivedAtMillis: read.millis)
         self.counted(received: data.readableBytes)
+        if let layer = self.protocolOverlap {
+            // The protocol's layer runs the other connection's session and dedupes.
+            let ready = !isSuccessor || self.renewal.successorReady
+            let caughtUp = layer.overlapMessage(self, message, ready: ready)
+            if !ready {
+                if self.session.observe(message, awaitingReady: true) { self.successorReady(connection) }
+            } else if isSuccessor {
+                if caughtUp { self.successorTookOver() }
+            } else {
+                self.closeRetiringWhenAnswered()
+            }
+            return
+        }
         if isSuccessor, !self.renewal.successorReady {
             // Its session's own answers (a login's): the ready gate reads them; apps do not.
             if self.session.observe(message, awaitingReady: true) { self.successorReady(connection) }
@@ -176,6 +191,8 @@ extension UpstreamLink {
         let (took, held) = self.renewal.tookOver(old: old, now: self.now)
         // What it brought ahead of the old one, in its order, before anything else of it.
         for message in held { self.emit(.message(message)) }
+        self.protocolOverlap?.overlapTookOver(self)
+        if let (timing, name) = self.renewal.successorKeepalive { self.keepalive(timing, protocol: name) }
         // Keys registered while it was restored went on the old connection only.
         for entry in registered { self.writeOwn(OutboundMessage(entry.payload)) }
         self.logger.notice(
@@ -243,6 +260,7 @@ extension UpstreamLink {
             return
         }
         self.renewal.retired()
+        self.protocolOverlap?.overlapEnded(self, why)
         if let why = self.renewal.waiting {
             // A renewal asked for while it closed (a short lifetime, a notice): now.
             self.renewal.waiting = nil
@@ -254,8 +272,12 @@ extension UpstreamLink {
             self.eventLoop.assumeIsolated().scheduleTask(in: Self.closeTimeout) {
                 guard self.renewal.retiring == nil else { return }
                 self.renewal.endDedupe()
+                self.protocolOverlap?.overlapDedupeEnded()
             })
     }
+
+    /// The protocol's layer, when it runs a renewal's overlap (nil: raw, the link dedupes).
+    var protocolOverlap: (any RenewalOverlapSink)? { self.events as? any RenewalOverlapSink }
 
     /// `status`'s `renewal`, when renewal is set.
     var renewalStatus: StatusReport.Renewal? {
@@ -264,7 +286,8 @@ extension UpstreamLink {
         let underway = self.renewal.successor != nil ? "opening" : self.renewal.retiring != nil ? "closing" : nil
         return StatusReport.Renewal(
             underway: underway, inMs: self.renewal.lifetimeEnds.map { max(0, ($0 - self.now).nanoseconds / 1_000_000) },
-            renewals: self.renewal.count, failed: self.renewal.failed, duplicatesDropped: self.renewal.duplicatesDropped,
+            renewals: self.renewal.count, failed: self.renewal.failed,
+            duplicatesDropped: self.renewal.duplicatesDropped + (self.protocolOverlap?.overlapDuplicatesDropped ?? 0),
             last: self.renewal.last)
     }
 }
