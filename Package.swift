@@ -55,6 +55,8 @@ let package = Package(
         // Linux constants and macros Glibc does not export (rtnetlink, SO_PEERCRED, memmem), the
         // spool's CRC-32C, and the CLI's Unix-socket connect.
         .target(name: "CWSBridgeLinux"),
+        // The NATS C client for `[fleet]`, loaded with dlopen when configured (its header only at build).
+        .target(name: "CNATS"),
         .target(name: "CWSBridgeBytes"),
         // The versioned NDJSON protocol shared by the daemon and the CLI.
         .target(
@@ -84,6 +86,8 @@ let package = Package(
                 "WSBridgeProtocol",
                 "CSystemd",
                 "CWSBridgeLinux",
+                "CNATS",
+                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

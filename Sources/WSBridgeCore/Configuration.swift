@@ -18,6 +18,7 @@ public struct Configuration: Sendable, Equatable {
     public var access = Access()
     public var log = Log()
     public var metrics = Metrics()
+    public var fleet = Fleet()
     /// `upstream.protocol` and `[protocol]`: the application protocol the daemon owns.
     public var applicationProtocol = ApplicationProtocol()
     /// Every key the file set, as written, with when a change to it takes effect

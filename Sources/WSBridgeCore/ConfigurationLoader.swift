@@ -210,6 +210,7 @@ struct ConfigurationReader {
             ("log", .restart, ConfigurationReader.logging),
             ("metrics", .restart, ConfigurationReader.metrics),
             ("protocol", .restart, ConfigurationReader.applicationProtocol),
+            ("fleet", .restart, ConfigurationReader.fleet),
         ]
     }
 

@@ -318,6 +318,8 @@ public struct StatusReport: Sendable, Equatable, JSONValueCodable {
     @OmitNil public var renewal: Renewal?
     /// nil when `journal.dir` is not set.
     @OmitNil public var journal: Journal?
+    /// nil when `[fleet]` is not set.
+    @OmitNil public var fleet: Fleet?
     public var session: Session?
     /// `upstream.protocol` and its live subscriptions; nil for `raw`.
     @OmitNil public var `protocol`: ApplicationProtocol?

@@ -66,6 +66,14 @@ struct Status: ParsableCommand {
                     j.stoppedReason.map { "STOPPED: \($0)" } ?? "\(kept), \(Self.bytes(UInt64(j.bytes))) in \(j.segments) segment\(j.segments == 1 ? "" : "s")"
                 return "\(j.dir): \(state) (wsbridgectl journal)"
             }, words: "journal")
+        rows.add(
+            "fleet",
+            s.fleet.map { f in
+                var text = "\(f.state): stream \(f.stream), subject \(f.subject); \(f.acknowledged) acknowledged, lag \(f.lag)"
+                if f.lost > 0 { text += ", \(f.lost) LOST" }
+                if let error = f.lastError { text += "; last error: \(error)" }
+                return text
+            }, words: "fleet")
         rows.add("culprit", culpritRow)
         if let p = s.protocol {
             let holders = p.subscriptions.reduce(0) { $0 + $1.holders.count }

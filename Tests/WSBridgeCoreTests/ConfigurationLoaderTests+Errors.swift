@@ -67,7 +67,7 @@ extension ConfigurationLoaderTests {
 extension ConfigurationLoaderTests {
     @Test func everySectionRefusesAKeyItsReaderDoesNotRead() {
         let sections = ConfigurationReader.readers.map { $0.name }
-        #expect(sections.count == 14)
+        #expect(sections.count == 15)
         for section in sections {
             let error = self.failure("[\(section)]\nno_such_key = 1\n")
             #expect(error?.key == "\(section).no_such_key", "\(String(describing: error))")

@@ -14,14 +14,16 @@ struct NATSServer {
 
     /// Starts one (ports 0: any, found in its log); `trace`: every protocol operation logged.
     /// `extra`: more of its configuration (an `authorization` block).
-    static func start(_ dir: TemporaryDirectory, websocket: Int = 0, monitor: Int = 0, trace: Bool = false, extra: String = "") async throws
+    static func start(
+        _ dir: TemporaryDirectory, websocket: Int = 0, monitor: Int = 0, client: Int = 0, trace: Bool = false, extra: String = ""
+    ) async throws
         -> NATSServer
     {
         func port(_ p: Int) -> String { p == 0 ? "-1" : "\(p)" }
         let config = try dir.write(
             "nats.conf",
             """
-            listen: "127.0.0.1:-1"
+            listen: "127.0.0.1:\(port(client))"
             http: "127.0.0.1:\(port(monitor))"
             ping_interval: "1s"
             ping_max: 2

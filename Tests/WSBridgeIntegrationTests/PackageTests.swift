@@ -63,6 +63,9 @@ import WSBridgeProtocol
         // Depends: computed from what the binaries link.
         let depends = try run("/usr/bin/dpkg-deb", ["-f", deb, "Depends"]).output
         #expect(depends.contains("libsystemd0") && depends.contains("libc6"), "\(depends)")
+        // The NATS C client is loaded only with [fleet]: suggested, not a dependency.
+        #expect(!depends.contains("libnats"), "\(depends)")
+        #expect(try run("/usr/bin/dpkg-deb", ["-f", deb, "Suggests"]).output.contains("libnats3.4"))
 
         let before = try Self.fileList()
         let groupBefore = try run("/usr/bin/getent", ["group", "wsbridge"], allowFailure: true).status == 0

@@ -37,8 +37,10 @@ final class Fanout: UpstreamEventSink {
     private(set) var ring: ReplayRing
     /// Every message numbered goes here too, when `[journal]` is on.
     let journal: Journal?
-    /// The messages published since the last flush, for the journal.
+    /// The messages published since the last flush, for the journal and the fleet.
     private var journalEntries: [Journal.Entry] = []
+    /// `[fleet]`: every message numbered is published into the NATS JetStream stream too.
+    var fleet: FleetPublisher?
     /// The consumers catching up from the journal (Fanout+Journal.swift), by client id.
     var replays: [Int: JournalReplay] = [:]
     /// The digits of the last message's receive time (the messages of one read share it).
@@ -234,7 +236,7 @@ final class Fanout: UpstreamEventSink {
             // next turn sends it.
             self.eventLoop.assumeIsolated().execute { self.flush() }
         }
-        if self.journal != nil {
+        if self.journal != nil || self.fleet != nil {
             self.journalEntries.append(Journal.Entry(seq: seq, message: message))
         }
         let start = self.unsent.writerIndex
@@ -294,8 +296,9 @@ final class Fanout: UpstreamEventSink {
         if self.ring.keepsLines {
             batch.forEachLine { seq, line in self.ring.append(seq: seq, line: line) }
         }
-        if let journal = self.journal {
-            journal.append(self.journalEntries)
+        if !self.journalEntries.isEmpty {
+            self.journal?.append(self.journalEntries)
+            self.fleet?.publish(self.journalEntries)
             self.journalEntries.removeAll(keepingCapacity: true)
         }
         for client in self.liveAll {

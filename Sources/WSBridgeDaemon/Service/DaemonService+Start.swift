@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -111,6 +112,24 @@ extension DaemonService {
                 eventLoop: eventLoop)
         }.get()
         let plane = try await eventLoop.submit { NIOLoopBound(bridge.value.plane, eventLoop: eventLoop) }.get()
+        if configuration.fleet.isOn {
+            // [fleet]: what the fan-out numbers goes into the NATS JetStream stream too. It stops
+            // after the bridge, which hands it the last messages numbered.
+            let library: NATSLibrary
+            switch NATSLibrary.load(configuration.fleet.library) {
+            case .success(let loaded): library = loaded
+            case .failure(let error): throw StartFailure.fleet(error.description)
+            }
+            let name = "wsbridged@\(ProcessInfo.processInfo.hostName)"
+            let fleet = try await eventLoop.submit {
+                let publisher = FleetPublisher(
+                    fleet: configuration.fleet, library: library, feed: bridge.value.fanout.stream, eventLoop: eventLoop, logger: logger)
+                bridge.value.fanout.fleet = publisher
+                publisher.start(name: name)
+                return NIOLoopBound(publisher, eventLoop: eventLoop)
+            }.get()
+            parts.add("fleet") { _ = try? await eventLoop.flatSubmit { fleet.value.stop() }.get() }
+        }
         let journaled = journal?.0
         parts.add(
             "bridge",

@@ -31,11 +31,13 @@ package final class DaemonService: Service, Sendable {
         case listen(socket: String, cause: String)
         /// `metrics.listen` (EX_UNAVAILABLE).
         case metrics(address: String, cause: String)
+        /// `[fleet]`: the NATS C client (EX_UNAVAILABLE).
+        case fleet(String)
 
         package var exitCode: Int32 {
             switch self {
             case .durableLog: 73
-            case .listen, .metrics: 69
+            case .listen, .metrics, .fleet: 69
             }
         }
 
@@ -45,6 +47,7 @@ package final class DaemonService: Service, Sendable {
             case .listen(let socket, let cause): "cannot listen on \(socket): \(cause)"
             case .metrics(let address, let cause):
                 "cannot serve metrics on \(address) (metrics.listen): \(cause); choose a free local address, or leave metrics.listen empty"
+            case .fleet(let problem): problem
             }
         }
     }

@@ -33,6 +33,10 @@ package enum MetricFamily: String, CaseIterable, Sendable {
     case journalNotJournaled = "wsbridge_journal_not_journaled_total"
     case journalStopped = "wsbridge_journal_stopped"
     case journalReplays = "wsbridge_journal_replays"
+    case fleetConnected = "wsbridge_fleet_connected"
+    case fleetAcknowledged = "wsbridge_fleet_acknowledged_total"
+    case fleetLag = "wsbridge_fleet_lag"
+    case fleetLost = "wsbridge_fleet_lost_total"
     case upstreamURL = "wsbridge_upstream_url"
     case connectionUp = "wsbridge_connection_up"
     case connectionSubscriptions = "wsbridge_connection_subscriptions"
@@ -181,6 +185,21 @@ package enum MetricFamily: String, CaseIterable, Sendable {
             Declaration(
                 type: .counter, help: "fdatasyncs of the durable spool (queued sends that arrive together share one).",
                 reading: .total { i, _ in i.status.queue.spool?.fsyncs ?? 0 })
+        case .fleetConnected:
+            Declaration(
+                type: .gauge, help: "1 while the fleet publishes into its JetStream stream ([fleet]; 0 when NATS is away or it is off).",
+                reading: .gauge { i, _ in i.status.fleet?.state == "connected" ? 1 : 0 })
+        case .fleetAcknowledged:
+            Declaration(
+                type: .counter, help: "Messages JetStream acknowledged ([fleet]).", reading: .total { i, _ in UInt64(i.status.fleet?.acknowledged ?? 0) })
+        case .fleetLag:
+            Declaration(
+                type: .gauge, help: "Messages numbered and not yet acknowledged by JetStream ([fleet]).",
+                reading: .gauge { i, _ in Double(i.status.fleet?.lag ?? 0) })
+        case .fleetLost:
+            Declaration(
+                type: .counter, help: "Messages never published: NATS was away past fleet.max_backlog_bytes.",
+                reading: .total { i, _ in UInt64(i.status.fleet?.lost ?? 0) })
         case .journalBytes:
             Declaration(
                 type: .gauge, help: "Bytes of the journal's segment files (journal.dir; 0 when it is off).",

@@ -1,0 +1,35 @@
+extension Configuration {
+    /// `[fleet]` (docs/fleet.md): every upstream message published into a NATS JetStream stream,
+    /// for the apps of other hosts. Off (no servers) by default: a single host needs no NATS.
+    public struct Fleet: Sendable, Equatable {
+        /// The NATS servers (`nats://HOST:PORT`, `tls://HOST:PORT`): any one of a cluster will
+        /// do, the client learns the others. Empty: no fleet.
+        public var servers: [String] = []
+        /// Credentials: a user and password, or a token, or a credentials file (`.creds`).
+        public var user: String?
+        public var password: String?
+        public var token: String?
+        public var credentials: String?
+        /// TLS: the CA that signed the servers' certificates, and a client certificate.
+        public var caFile: String?
+        public var certFile: String?
+        public var keyFile: String?
+        /// The JetStream stream the messages go into (made by the operator, docs/fleet.md), and
+        /// the subject they are published on (one of the stream's).
+        public var stream = "WSBRIDGE"
+        public var subject = "wsbridge.messages"
+        /// Messages published and not yet acknowledged by JetStream, at most.
+        public var maxInFlight = 1024
+        /// A message JetStream has not acknowledged within this is published again.
+        public var ackTimeout: Duration = .seconds(5)
+        /// Messages waiting while NATS is away, at most these bytes: past them the oldest are
+        /// given up (counted in status).
+        public var maxBacklogBytes = 256 << 20
+        /// The NATS C client's library, loaded when a fleet is configured.
+        public var library = "libnats.so.3.4"
+        public init() {}
+
+        /// A fleet is configured.
+        public var isOn: Bool { !self.servers.isEmpty }
+    }
+}

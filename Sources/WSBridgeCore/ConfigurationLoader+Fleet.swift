@@ -1,0 +1,85 @@
+import TOMLKit
+
+/// `[fleet]`: the NATS JetStream stream the upstream's messages are published into (docs/fleet.md).
+extension ConfigurationReader {
+    func fleet(_ s: inout Section, _ config: inout Configuration) throws(ConfigurationError) {
+        s.read("servers") { v in
+            guard let a = v.array else { throw self.error("fleet.servers", v, "must be a list of NATS server URLs, e.g. [\"nats://10.0.0.1:4222\"]") }
+            config.fleet.servers = try a.map { (item: any TOMLValueConvertible) throws(ConfigurationError) -> String in
+                let url = try self.string(item, "fleet.servers")
+                guard Self.isNATSURL(url) else {
+                    throw self.error(
+                        "fleet.servers", item, "must be nats://HOST:PORT or tls://HOST:PORT (a server of the NATS cluster), e.g. \"nats://10.0.0.1:4222\"")
+                }
+                return url
+            }
+        }
+        s.read("user") { v in config.fleet.user = try self.nonEmpty(v, "fleet.user") }
+        s.read("password") { v in config.fleet.password = try self.nonEmpty(v, "fleet.password") }
+        s.read("token") { v in config.fleet.token = try self.nonEmpty(v, "fleet.token") }
+        s.read("credentials") { v in config.fleet.credentials = try self.path(v, "fleet.credentials") }
+        s.read("ca_file") { v in config.fleet.caFile = try self.path(v, "fleet.ca_file") }
+        s.read("cert_file") { v in config.fleet.certFile = try self.path(v, "fleet.cert_file") }
+        s.read("key_file") { v in config.fleet.keyFile = try self.path(v, "fleet.key_file") }
+        s.read("stream") { v in
+            let name = try self.string(v, "fleet.stream")
+            guard !name.isEmpty, name.utf8.count <= 255, !name.contains(where: { " \t\r\n.*>/\\".contains($0) }) else {
+                throw self.error("fleet.stream", v, "must be a JetStream stream name: up to 255 characters, none of space . * > / \\")
+            }
+            config.fleet.stream = name
+        }
+        s.read("subject") { v in
+            let subject = try self.string(v, "fleet.subject")
+            guard Self.isSubject(subject) else {
+                throw self.error(
+                    "fleet.subject", v, "must be a NATS subject without wildcards: tokens split by dots, none empty, no spaces, * or >, e.g. \"feed.binance\"")
+            }
+            config.fleet.subject = subject
+        }
+        s.read("max_in_flight") { v in
+            config.fleet.maxInFlight = try self.int(v, "fleet.max_in_flight", in: 1...65536, "a count of messages from 1 to 65536")
+        }
+        s.read("ack_timeout") { v in config.fleet.ackTimeout = try self.duration(v, "fleet.ack_timeout") }
+        s.read("max_backlog_bytes") { v in
+            config.fleet.maxBacklogBytes = try self.int(
+                v, "fleet.max_backlog_bytes", in: (1 << 20)...(1 << 40), "a byte count of at least 1048576 (1 MiB)")
+        }
+        s.read("library") { v in
+            let library = try self.string(v, "fleet.library")
+            guard !library.isEmpty else { throw self.error("fleet.library", v, "must name the NATS C client's library, e.g. \"libnats.so.3.4\"") }
+            config.fleet.library = library
+        }
+        let fleet = config.fleet
+        if (fleet.user == nil) != (fleet.password == nil) {
+            throw self.error(fleet.user == nil ? "fleet.password" : "fleet.user", nil, "fleet.user and fleet.password go together: set both, or neither")
+        }
+        if [fleet.user != nil, fleet.token != nil, fleet.credentials != nil].filter({ $0 }).count > 1 {
+            throw self.error("fleet.token", nil, "set one way to log in to NATS: fleet.user with fleet.password, or fleet.token, or fleet.credentials")
+        }
+        if (fleet.certFile == nil) != (fleet.keyFile == nil) {
+            throw self.error(
+                fleet.certFile == nil ? "fleet.key_file" : "fleet.cert_file", nil,
+                "fleet.cert_file and fleet.key_file go together: set both for a client certificate, or neither")
+        }
+        if !fleet.isOn, fleet != Configuration.Fleet() {
+            throw self.error("fleet.servers", nil, "is empty, so the other [fleet] keys do nothing: list the NATS servers, or leave [fleet] out")
+        }
+    }
+
+    private func nonEmpty(_ v: any TOMLValueConvertible, _ key: String) throws(ConfigurationError) -> String? {
+        let s = try self.string(v, key)
+        return s.isEmpty ? nil : s
+    }
+
+    static func isNATSURL(_ url: String) -> Bool {
+        let scheme = url.prefix { $0 != ":" }
+        guard ["nats", "tls"].contains(scheme), url.dropFirst(scheme.count).hasPrefix("://") else { return false }
+        let rest = url.dropFirst(scheme.count + 3)
+        return !rest.isEmpty && !rest.contains(where: { $0 == " " || $0 == "/" && rest.last != "/" })
+    }
+
+    static func isSubject(_ subject: String) -> Bool {
+        let tokens = subject.split(separator: ".", omittingEmptySubsequences: false)
+        return !subject.isEmpty && tokens.allSatisfy { !$0.isEmpty && $0 != "*" && $0 != ">" && !$0.contains(where: { $0 == " " || $0 == "\t" }) }
+    }
+}

@@ -1,0 +1,343 @@
+import CNATS
+import DequeModule
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import WSBridgeCore
+import WSBridgeProtocol
+
+/// `[fleet]` (docs/fleet.md): every message the fan-out numbers (what the journal keeps) is
+/// published into a NATS JetStream stream with its seq and stream id as headers and a
+/// `Nats-Msg-Id` of both (JetStream drops a message it has under that id), in seq order, at
+/// most `fleet.max_in_flight` waiting for JetStream's acknowledgement. A message counts as
+/// published when JetStream acknowledges it; one that fails (an error, no answer within
+/// `fleet.ack_timeout`, NATS gone) is published again, and while NATS is away the messages wait
+/// (up to `fleet.max_backlog_bytes`, the oldest given up past it, counted) and go once it is
+/// back. The upstream and the local subscribers never wait for NATS. Confined to the daemon's
+/// event loop; the NATS client's threads hop to it.
+final class FleetPublisher {
+    static let seqHeader = "Wsbridge-Seq"
+    static let streamHeader = "Wsbridge-Stream"
+
+    enum State: String {
+        case connecting
+        case connected
+        case disconnected
+        case closed
+    }
+
+    private let fleet: Configuration.Fleet
+    private let library: NATSLibrary
+    private let eventLoop: any EventLoop
+    private let logger: Logger
+    /// The feed's stream id (the fan-out's): with the seq, the message's id in JetStream.
+    private let feed: String
+    private var handlers: NATSHandlers?
+    private var connection: OpaquePointer?
+    private var jetStream: OpaquePointer?
+    private(set) var state = State.connecting
+    private(set) var lastError: String?
+    /// Numbered, not yet handed to the client; their bytes.
+    private var waiting: Deque<(seq: UInt64, message: UpstreamMessage)> = []
+    private var waitingBytes = 0
+    /// Handed to the client, waiting for JetStream's acknowledgement.
+    private var inFlight: [UInt64: UpstreamMessage] = [:]
+    /// Every message up to this one is acknowledged; those after it acknowledged out of order.
+    private(set) var acknowledgedThrough: UInt64 = 0
+    private var acknowledgedAhead: Set<UInt64> = []
+    private(set) var acknowledged = 0
+    private(set) var numberedThrough: UInt64 = 0
+    /// Given up past `max_backlog_bytes`.
+    private(set) var lost = 0
+    private var retry: Scheduled<Void>?
+    /// The daemon stops: fulfilled once every message numbered is acknowledged.
+    private var drained: EventLoopPromise<Void>?
+
+    init(fleet: Configuration.Fleet, library: NATSLibrary, feed: String, eventLoop: any EventLoop, logger: Logger) {
+        self.fleet = fleet
+        self.library = library
+        self.feed = feed
+        self.eventLoop = eventLoop
+        self.logger = logger
+    }
+
+    // MARK: - The connection
+
+    /// Connects (in the background; the NATS client keeps trying), on a thread of the pool: its
+    /// calls block.
+    func start(name: String) {
+        let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
+        let loop = self.eventLoop
+        let handlers = NATSHandlers(
+            library: self.library,
+            connectionChanged: { connected, closed in loop.execute { bound.value.connectionChanged(connected: connected, closed: closed) } },
+            acknowledged: { seq, error in loop.execute { bound.value.acknowledged(seq, error: error) } })
+        self.handlers = handlers
+        let library = self.library
+        let fleet = self.fleet
+        let maxPending = Int64(fleet.maxInFlight * 2)
+        let opened = NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) { () throws -> Connected in
+            try Self.connect(library, fleet, name: name, handlers: handlers, maxPending: maxPending)
+        }
+        opened.assumeIsolated().whenComplete { result in
+            switch result {
+            case .success(let connected):
+                self.connection = connected.connection
+                self.jetStream = connected.jetStream
+                if connected.now { self.connectionChanged(connected: true, closed: false) }
+            case .failure(let error):
+                self.state = .closed
+                self.lastError = "\(error)"
+                self.logger.error("fleet: \(error)")
+            }
+        }
+    }
+
+    private struct Connected: @unchecked Sendable {
+        let connection: OpaquePointer
+        let jetStream: OpaquePointer
+        let now: Bool
+    }
+
+    private static func connect(
+        _ library: NATSLibrary, _ fleet: Configuration.Fleet, name: String, handlers: NATSHandlers, maxPending: Int64
+    ) throws -> Connected {
+        let api = library.api
+        let options = try library.options(fleet, name: name, handlers: handlers)
+        defer { api.natsOptions_Destroy(options) }
+        var connection: OpaquePointer?
+        let status = api.natsConnection_Connect(&connection, options)
+        guard status == NATS_OK || status == NATS_NOT_YET_CONNECTED, let connection else {
+            throw FleetError("connecting to \(fleet.servers.joined(separator: ", ")): \(library.text(status))")
+        }
+        var jsOptions = jsOptions()
+        _ = api.jsOptions_Init(&jsOptions)
+        jsOptions.PublishAsync.MaxPending = maxPending
+        jsOptions.PublishAsync.AckHandler = NATSHandlers.ack
+        jsOptions.PublishAsync.AckHandlerClosure = Unmanaged.passUnretained(handlers).toOpaque()
+        var jetStream: OpaquePointer?
+        let made = api.natsConnection_JetStream(&jetStream, connection, &jsOptions)
+        guard made == NATS_OK, let jetStream else {
+            api.natsConnection_Destroy(connection)
+            throw FleetError("the JetStream context: \(library.text(made))")
+        }
+        return Connected(connection: connection, jetStream: jetStream, now: status == NATS_OK)
+    }
+
+    private func connectionChanged(connected: Bool, closed: Bool) {
+        guard self.state != .closed else { return }
+        if closed {
+            self.state = .closed
+            return
+        }
+        guard connected else {
+            self.state = .disconnected
+            self.logger.warning("fleet: NATS disconnected; \(self.waiting.count + self.inFlight.count) message(s) wait for it")
+            return
+        }
+        self.checkStream()
+    }
+
+    /// Whether the stream is there (the operator makes it, docs/fleet.md): publishing starts
+    /// once it is, and is tried again every second until then.
+    private func checkStream() {
+        guard let jetStream = self.jetStream else { return }
+        let library = self.library
+        let stream = self.fleet.stream
+        let handle = UnsafeSendable(jetStream)
+        NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) { () -> String? in
+            var info: UnsafeMutablePointer<jsStreamInfo>?
+            var code = jsErrCode(rawValue: 0)
+            let status = library.api.js_GetStreamInfo(&info, handle.value, stream, nil, &code)
+            if let info { library.api.jsStreamInfo_Destroy(info) }
+            return status == NATS_OK ? nil : "the stream \(stream): \(library.text(status)) (JetStream error \(code.rawValue))"
+        }.assumeIsolated().whenComplete { result in
+            guard self.state != .closed else { return }
+            let problem: String? =
+                switch result {
+                case .success(let problem): problem
+                case .failure(let error): "\(error)"
+                }
+            if let problem {
+                self.state = .connecting
+                if self.lastError != problem { self.logger.error("fleet: \(problem); make it (docs/fleet.md): publishing waits for it") }
+                self.lastError = problem
+                self.retryLater(.seconds(1)) { self.checkStream() }
+                return
+            }
+            self.state = .connected
+            self.lastError = nil
+            self.logger.notice("fleet: publishing into the JetStream stream \(self.fleet.stream), subject \(self.fleet.subject)")
+            self.requeueInFlight()
+            self.pump()
+        }
+    }
+
+    private func retryLater(_ delay: TimeAmount, _ body: @escaping () -> Void) {
+        self.retry?.cancel()
+        self.retry = self.eventLoop.assumeIsolated().scheduleTask(in: delay) { body() }
+    }
+
+    // MARK: - Publishing
+
+    /// Messages the fan-out numbered (in seq order).
+    func publish(_ entries: [Journal.Entry]) {
+        guard self.state != .closed else { return }
+        for entry in entries {
+            self.waiting.append((entry.seq, entry.message))
+            self.waitingBytes += entry.message.data.readableBytes
+            self.numberedThrough = entry.seq
+        }
+        self.bound()
+        self.pump()
+    }
+
+    /// The backlog within `max_backlog_bytes`: the oldest go past it.
+    private func bound() {
+        while self.waitingBytes > self.fleet.maxBacklogBytes, let oldest = self.waiting.popFirst() {
+            self.waitingBytes -= oldest.message.data.readableBytes
+            self.lost += 1
+            self.acknowledgedAhead.insert(oldest.seq)
+            if self.lost == 1 || self.lost.isMultiple(of: 1000) {
+                self.logger.error("fleet: \(self.lost) message(s) never published: NATS was away past fleet.max_backlog_bytes = \(self.fleet.maxBacklogBytes)")
+            }
+        }
+        self.advance()
+    }
+
+    /// Hands waiting messages to the client while there is room in flight.
+    private func pump() {
+        guard self.state == .connected, let jetStream = self.jetStream else { return }
+        let api = self.library.api
+        while self.inFlight.count < self.fleet.maxInFlight, let (seq, message) = self.waiting.first {
+            var msg: OpaquePointer?
+            let length = message.data.readableBytes
+            let made = message.data.withUnsafeReadableBytes { bytes in
+                api.natsMsg_Create(&msg, self.fleet.subject, nil, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(length))
+            }
+            guard made == NATS_OK, let msg else {
+                self.failed("a message for NATS: \(self.library.text(made))")
+                return
+            }
+            _ = api.natsMsgHeader_Set(msg, Self.seqHeader, "\(seq)")
+            _ = api.natsMsgHeader_Set(msg, Self.streamHeader, self.feed)
+            if message.kind == .binary { _ = api.natsMsgHeader_Set(msg, "Wsbridge-Kind", "binary") }
+            var options = jsPubOptions()
+            options.MaxWait = self.fleet.ackTimeout.nanoseconds / 1_000_000
+            let id = "\(self.feed)-\(seq)"
+            var owned: OpaquePointer? = msg
+            let status = id.withCString { id in
+                options.MsgId = id
+                return api.js_PublishMsgAsync(jetStream, &owned, &options)
+            }
+            if let owned { api.natsMsg_Destroy(owned) }
+            guard status == NATS_OK else {
+                // NATS away, or the client's buffer full: the message waits for the next try.
+                self.failed("publishing: \(self.library.text(status))")
+                return
+            }
+            self.waiting.removeFirst()
+            self.waitingBytes -= length
+            self.inFlight[seq] = message
+        }
+    }
+
+    private func failed(_ why: String) {
+        if self.lastError != why { self.logger.warning("fleet: \(why); trying again in a second") }
+        self.lastError = why
+        self.retryLater(.seconds(1)) { self.pump() }
+    }
+
+    /// JetStream's answer to message `seq` (`error`: why it was not stored).
+    private func acknowledged(_ seq: UInt64, error: String?) {
+        guard let message = self.inFlight.removeValue(forKey: seq) else { return }
+        if let error {
+            // Published again, in its place: it goes before every later waiting one.
+            if self.lastError != error { self.logger.warning("fleet: message \(seq) not stored (\(error)); publishing it again") }
+            self.lastError = error
+            let index = self.waiting.firstIndex { $0.seq > seq } ?? self.waiting.endIndex
+            self.waiting.insert((seq, message), at: index)
+            self.waitingBytes += message.data.readableBytes
+            self.retryLater(.milliseconds(100)) { self.pump() }
+            return
+        }
+        self.acknowledged += 1
+        self.acknowledgedAhead.insert(seq)
+        self.advance()
+        self.pump()
+        if let drained = self.drained, self.waiting.isEmpty, self.inFlight.isEmpty {
+            self.drained = nil
+            drained.succeed()
+        }
+    }
+
+    private func advance() {
+        while self.acknowledgedAhead.remove(self.acknowledgedThrough + 1) != nil { self.acknowledgedThrough += 1 }
+    }
+
+    /// After NATS came back: what was in flight and not acknowledged goes again, in order
+    /// (JetStream drops those it stored already, by their ids).
+    private func requeueInFlight() {
+        guard !self.inFlight.isEmpty else { return }
+        let again = self.inFlight.sorted { $0.key < $1.key }
+        self.inFlight.removeAll()
+        for (seq, message) in again.reversed() {
+            self.waiting.prepend((seq, message))
+            self.waitingBytes += message.data.readableBytes
+        }
+    }
+
+    /// `status`'s `fleet`.
+    var status: StatusReport.Fleet {
+        StatusReport.Fleet(
+            state: self.state.rawValue, stream: self.fleet.stream, subject: self.fleet.subject, acknowledged: self.acknowledged,
+            acknowledgedThrough: self.acknowledgedThrough, lag: Int(self.numberedThrough - min(self.numberedThrough, self.acknowledgedThrough)),
+            inFlight: self.inFlight.count, waiting: self.waiting.count, lost: self.lost, lastError: self.lastError)
+    }
+
+    /// Closes the connection (the daemon stops), once JetStream acknowledged what was numbered
+    /// (while NATS is there), or after `fleet.ack_timeout`: what is left then is not published.
+    func stop() -> EventLoopFuture<Void> {
+        guard self.state == .connected, !self.waiting.isEmpty || !self.inFlight.isEmpty else { return self.close() }
+        let drained = self.eventLoop.makePromise(of: Void.self)
+        self.drained = drained
+        // Its own timer: the retries' may be replaced meanwhile.
+        self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(self.fleet.ackTimeout.nanoseconds)) {
+            guard self.drained?.futureResult === drained.futureResult else { return }
+            self.drained = nil
+            self.logger.warning("fleet: stopping with \(self.waiting.count + self.inFlight.count) message(s) not acknowledged by JetStream")
+            drained.succeed()
+        }
+        return drained.futureResult.assumeIsolated().flatMap { self.close() }.nonisolated()
+    }
+
+    private func close() -> EventLoopFuture<Void> {
+        self.state = .closed
+        self.retry?.cancel()
+        guard let connection = self.connection else { return self.eventLoop.makeSucceededVoidFuture() }
+        let jetStream = self.jetStream
+        self.connection = nil
+        self.jetStream = nil
+        let library = self.library
+        let handles = UnsafeSendable((connection, jetStream))
+        let handlers = self.handlers
+        return NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) {
+            let (connection, jetStream) = handles.value
+            if let jetStream { library.api.jsCtx_Destroy(jetStream) }
+            library.api.natsConnection_Close(connection)
+            library.api.natsConnection_Destroy(connection)
+            withExtendedLifetime(handlers) {}
+        }
+    }
+}
+
+/// A value the NATS client shares across threads (its handles are thread-safe).
+struct UnsafeSendable<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
+}
+
+@available(*, unavailable)
+extension FleetPublisher: Sendable {}

@@ -1,0 +1,37 @@
+extension StatusReport {
+    /// `[fleet]` (docs/fleet.md): the messages published into the NATS JetStream stream.
+    public struct Fleet: Sendable, Equatable, Codable {
+        /// `connecting` (to NATS, or waiting for the stream), `connected` (publishing),
+        /// `disconnected` (NATS away: messages wait), `closed`.
+        public var state: String
+        public var stream: String
+        public var subject: String
+        /// Messages JetStream acknowledged, and the seq every one up to which it has.
+        public var acknowledged: Int
+        public var acknowledgedThrough: UInt64
+        /// Messages numbered and not yet acknowledged (seq received vs acknowledged).
+        public var lag: Int
+        /// Waiting for their acknowledgement, and not yet published.
+        public var inFlight: Int
+        public var waiting: Int
+        /// Given up: NATS was away past `fleet.max_backlog_bytes`.
+        public var lost: Int
+        @OmitNil public var lastError: String?
+
+        public init(
+            state: String, stream: String, subject: String, acknowledged: Int, acknowledgedThrough: UInt64, lag: Int, inFlight: Int, waiting: Int,
+            lost: Int, lastError: String?
+        ) {
+            self.state = state
+            self.stream = stream
+            self.subject = subject
+            self.acknowledged = acknowledged
+            self.acknowledgedThrough = acknowledgedThrough
+            self.lag = lag
+            self.inFlight = inFlight
+            self.waiting = waiting
+            self.lost = lost
+            self.lastError = lastError
+        }
+    }
+}

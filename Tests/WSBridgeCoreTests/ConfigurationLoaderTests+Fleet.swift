@@ -1,0 +1,31 @@
+import Testing
+
+@testable import WSBridgeCore
+
+extension ConfigurationLoaderTests {
+    @Test func aFleetIsReadWithItsDefaults() throws {
+        let config = try self.load("[fleet]\nservers = [\"nats://10.0.0.1:4222\", \"tls://n2:4222\"]\ntoken = \"s3cret\"\nsubject = \"feed.binance\"\n")
+        #expect(config.fleet.servers == ["nats://10.0.0.1:4222", "tls://n2:4222"] && config.fleet.isOn)
+        #expect(config.fleet.token == "s3cret" && config.fleet.user == nil && config.fleet.credentials == nil)
+        #expect(config.fleet.stream == "WSBRIDGE" && config.fleet.subject == "feed.binance" && config.fleet.maxInFlight == 1024)
+        #expect(try self.load("").fleet == Configuration.Fleet() && !Configuration.Fleet().isOn)
+    }
+
+    @Test func aFleetsMistakesSayWhatToWrite() {
+        let cases: [(String, String, String)] = [
+            ("servers = [\"http://n1:4222\"]", "fleet.servers", "must be nats://HOST:PORT or tls://HOST:PORT"),
+            ("servers = [\"nats://n1\"]\nuser = \"u\"", "fleet.user", "fleet.user and fleet.password go together"),
+            ("servers = [\"nats://n1\"]\ntoken = \"t\"\ncredentials = \"/etc/x.creds\"", "fleet.token", "set one way to log in to NATS"),
+            ("servers = [\"nats://n1\"]\nsubject = \"feed.*\"", "fleet.subject", "without wildcards"),
+            ("servers = [\"nats://n1\"]\nsubject = \"feed..x\"", "fleet.subject", "none empty"),
+            ("servers = [\"nats://n1\"]\nstream = \"a.b\"", "fleet.stream", "none of space . * >"),
+            ("servers = [\"nats://n1\"]\ncert_file = \"/c.pem\"", "fleet.cert_file", "go together"),
+            ("stream = \"FEED\"", "fleet.servers", "is empty, so the other [fleet] keys do nothing"),
+            ("servers = [\"nats://n1\"]\nmax_in_flight = 0", "fleet.max_in_flight", "from 1 to 65536"),
+        ]
+        for (text, key, says) in cases {
+            let error = self.failure("[fleet]\n" + text + "\n")
+            #expect(error?.key == key && error?.description.contains(says) == true, "\(text): \(String(describing: error))")
+        }
+    }
+}
