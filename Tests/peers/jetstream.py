@@ -1,6 +1,7 @@
 """JetStream by its API over a plain NATS connection (no client library), for the fleet tests.
 
-  jetstream.py --port P create-stream NAME SUBJECT...   makes a file stream (prints its config)
+  jetstream.py --port P create-stream NAME SUBJECT... [--replicas N]
+                                                        makes a file stream (prints its config)
   jetstream.py --port P messages NAME                   every message in it, one JSON line each:
                                                         {"seq", "subject", "headers", "data"}
 """
@@ -9,19 +10,24 @@ import base64
 import json
 import socket
 import sys
+import time
 
 
 class Client:
     def __init__(self, port):
-        self.conn = socket.create_connection(("127.0.0.1", port))
+        # A request nobody answers (a cluster still electing its leader) ends the script.
+        self.conn = socket.create_connection(("127.0.0.1", port), timeout=5)
         self.buffer = b""
         self.line()  # INFO
-        self.conn.sendall(b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\nSUB _INBOX.jst 1\r\nPING\r\n')
+        self.conn.sendall(b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"no_responders":true}\r\nSUB _INBOX.jst 1\r\nPING\r\n')
         while self.line() != b"PONG":
             pass
 
     def fill(self):
-        chunk = self.conn.recv(65536)
+        try:
+            chunk = self.conn.recv(65536)
+        except socket.timeout:
+            sys.exit("no answer from the server within 5 s")
         if not chunk:
             sys.exit("the server closed the connection")
         self.buffer += chunk
@@ -35,7 +41,10 @@ class Client:
     def request(self, subject, payload):
         body = json.dumps(payload).encode()
         self.conn.sendall(b"PUB %s _INBOX.jst %d\r\n%s\r\n" % (subject.encode(), len(body), body))
+        deadline = time.monotonic() + 5
         while True:
+            if time.monotonic() > deadline:
+                sys.exit("no answer to %s within 5 s" % subject)
             line = self.line()
             if line == b"PING":
                 self.conn.sendall(b"PONG\r\n")
@@ -47,7 +56,9 @@ class Client:
                 self.fill()
             data, self.buffer = self.buffer[:size], self.buffer[size + 2:]
             if line.startswith(b"HMSG "):
-                data = data[int(line.split()[-2]):]
+                head, data = data[:int(line.split()[-2])], data[int(line.split()[-2]):]
+                if b"503" in head.split(b"\r\n")[0]:
+                    sys.exit("no responders: JetStream is not ready")
             return json.loads(data)
 
 
@@ -65,10 +76,11 @@ parser.add_argument("--port", type=int, required=True)
 parser.add_argument("command", choices=["create-stream", "messages"])
 parser.add_argument("name")
 parser.add_argument("subjects", nargs="*")
+parser.add_argument("--replicas", type=int, default=1)
 args = parser.parse_args()
 client = Client(args.port)
 if args.command == "create-stream":
-    config = {"name": args.name, "subjects": args.subjects, "storage": "file", "num_replicas": 1, "duplicate_window": 120_000_000_000}
+    config = {"name": args.name, "subjects": args.subjects, "storage": "file", "num_replicas": args.replicas, "duplicate_window": 120_000_000_000}
     answer = client.request("$JS.API.STREAM.CREATE." + args.name, config)
     if "error" in answer:
         sys.exit("create-stream: %s" % answer["error"])

@@ -52,6 +52,10 @@ final class FleetPublisher {
     /// Given up past `max_backlog_bytes`.
     private(set) var lost = 0
     private var retry: Scheduled<Void>?
+    /// Messages published with no expectation of the one before (the first of the run, the
+    /// first after some were given up); every other expects its predecessor's id last in the
+    /// stream (`Nats-Expected-Last-Msg-Id`), so the stream has them in seq order.
+    private var unchained: Set<UInt64> = []
     /// The daemon stops: fulfilled once every message numbered is acknowledged.
     private var drained: EventLoopPromise<Void>?
 
@@ -185,6 +189,8 @@ final class FleetPublisher {
     /// Messages the fan-out numbered (in seq order).
     func publish(_ entries: [Journal.Entry]) {
         guard self.state != .closed else { return }
+        // The first of this run follows nothing of it.
+        if self.numberedThrough == 0, let first = entries.first { self.unchained.insert(first.seq) }
         for entry in entries {
             self.waiting.append((entry.seq, entry.message))
             self.waitingBytes += entry.message.data.readableBytes
@@ -199,6 +205,9 @@ final class FleetPublisher {
         while self.waitingBytes > self.fleet.maxBacklogBytes, let oldest = self.waiting.popFirst() {
             self.waitingBytes -= oldest.message.data.readableBytes
             self.lost += 1
+            // The one after it follows nothing that was published.
+            self.unchained.remove(oldest.seq)
+            self.unchained.insert(oldest.seq + 1)
             self.acknowledgedAhead.insert(oldest.seq)
             if self.lost == 1 || self.lost.isMultiple(of: 1000) {
                 self.logger.error("fleet: \(self.lost) message(s) never published: NATS was away past fleet.max_backlog_bytes = \(self.fleet.maxBacklogBytes)")
@@ -226,11 +235,17 @@ final class FleetPublisher {
             if message.kind == .binary { _ = api.natsMsgHeader_Set(msg, "Wsbridge-Kind", "binary") }
             var options = jsPubOptions()
             options.MaxWait = self.fleet.ackTimeout.nanoseconds / 1_000_000
+            // Stored once (by its id), and only right after the one before it: a message whose
+            // predecessor failed is refused too, and both go again in order.
             let id = "\(self.feed)-\(seq)"
+            let previous = self.unchained.contains(seq) ? nil : "\(self.feed)-\(seq - 1)"
             var owned: OpaquePointer? = msg
             let status = id.withCString { id in
                 options.MsgId = id
-                return api.js_PublishMsgAsync(jetStream, &owned, &options)
+                return Self.withOptionalCString(previous) { previous in
+                    options.ExpectLastMsgId = previous
+                    return api.js_PublishMsgAsync(jetStream, &owned, &options)
+                }
             }
             if let owned { api.natsMsg_Destroy(owned) }
             guard status == NATS_OK else {
@@ -265,6 +280,7 @@ final class FleetPublisher {
         }
         self.acknowledged += 1
         self.acknowledgedAhead.insert(seq)
+        if !self.unchained.isEmpty { self.unchained.remove(seq) }
         self.advance()
         self.pump()
         if let drained = self.drained, self.waiting.isEmpty, self.inFlight.isEmpty {
@@ -330,6 +346,14 @@ final class FleetPublisher {
             library.api.natsConnection_Destroy(connection)
             withExtendedLifetime(handlers) {}
         }
+    }
+}
+
+extension FleetPublisher {
+    /// `body` with `text` as a C string, or NULL.
+    static func withOptionalCString<T>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> T) -> T {
+        guard let text else { return body(nil) }
+        return text.withCString { body($0) }
     }
 }
 
