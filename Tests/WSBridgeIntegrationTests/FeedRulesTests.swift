@@ -173,7 +173,9 @@ import WSBridgeProtocol
         #expect(lines.filter { $0.hasPrefix("violation") } == [])
         // Every connection the daemon replaced, it closed itself (1000), before the feed's cut (1001).
         let closes = lines.filter { $0.hasPrefix("closed") }
-        #expect(closes.allSatisfy { $0.hasSuffix(" 1000") }, "\(closes)")
+        #expect(
+            closes.allSatisfy { $0.hasSuffix(" 1000") },
+            "\(closes); the daemon's renewals: \(daemon.stderr.lines.filter { $0.contains("renew") }.prefix(12).joined(separator: "\n"))")
         #expect(status.reconnects == 0, "renewals are not reconnects")
         #expect((status.renewal?.duplicatesDropped ?? 0) > 0)
         let table = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket, "status"]).stdout

@@ -37,6 +37,21 @@ import WSBridgeProtocol
         }
     }
 
+    /// A JetStream server with the stream FEED, the test upstream, and a daemon publishing its
+    /// messages into the stream (connected).
+    static func publishing() async throws -> (TemporaryDirectory, NATSServer, UpstreamServer, ManagedProcess, String) {
+        let dir = try TemporaryDirectory()
+        let nats = try await Self.jetStream(dir)
+        guard try Self.js(nats, ["create-stream", "FEED", "feed.>"]).first?["name"] == "FEED" else {
+            nats.process.stop()
+            throw TestFailure("the stream was not made")
+        }
+        let upstream = try await UpstreamServer(.nio)
+        let (daemon, socket) = try await Self.daemon(dir, url: upstream.url, nats: nats)
+        try await awaitStatus(socket, "the fleet connected") { $0.fleet?.state == "connected" }
+        return (dir, nats, upstream, daemon, socket)
+    }
+
     static func inOrderOnce(_ seqs: [Int], _ count: Int) -> Bool { seqs == Array(1...count) }
 
     /// What differs from 1...count: how many, missing, twice, out of order (the first few).
@@ -49,14 +64,12 @@ import WSBridgeProtocol
     }
 
     @Test func everyMessageGoesIntoTheStreamInOrderWithItsSeq() async throws {
-        let dir = try TemporaryDirectory()
-        let nats = try await Self.jetStream(dir)
-        defer { nats.process.stop() }
-        #expect(try Self.js(nats, ["create-stream", "FEED", "feed.>"]).first?["name"] == "FEED")
-        let upstream = try await UpstreamServer(.nio)
-        let (daemon, socket) = try await Self.daemon(dir, url: upstream.url, nats: nats)
-        defer { daemon.stop() }
-        try await awaitStatus(socket, "the fleet connected") { $0.fleet?.state == "connected" }
+        let (dir, nats, upstream, daemon, socket) = try await Self.publishing()
+        defer {
+            daemon.stop()
+            nats.process.stop()
+            _ = dir  // (kept until the end: the server's store is in it)
+        }
         let reader = try SocketClient(path: socket, name: "reader")
         guard let hello = await reader.lines.wait(containing: #""type":"hello""#), let stream = try JSONValue.parse(hello)["stream"]?.stringValue
         else { throw TestFailure("no hello") }
@@ -77,14 +90,12 @@ import WSBridgeProtocol
     /// NATS killed (-9) while the feed flows, and started again on its port with its store: the
     /// messages wait, then go; JetStream has every one once, in order.
     @Test func aNATSRestartWhileFlowingLosesNothingAndDoublesNothing() async throws {
-        let dir = try TemporaryDirectory()
-        var nats = try await Self.jetStream(dir)
-        defer { nats.process.stop() }
-        #expect(try Self.js(nats, ["create-stream", "FEED", "feed.>"]).first?["name"] == "FEED")
-        let upstream = try await UpstreamServer(.nio)
-        let (daemon, socket) = try await Self.daemon(dir, url: upstream.url, nats: nats)
-        defer { daemon.stop() }
-        try await awaitStatus(socket, "the fleet connected") { $0.fleet?.state == "connected" }
+        let (dir, first, upstream, daemon, socket) = try await Self.publishing()
+        var nats = first
+        defer {
+            daemon.stop()
+            nats.process.stop()
+        }
         upstream.command("ticker 500 64 4000")
         try await awaitStatus(socket, "500 acknowledged") { ($0.fleet?.acknowledgedThrough ?? 0) >= 500 }
         nats.process.signal(SIGKILL)
@@ -131,7 +142,7 @@ import WSBridgeProtocol
         let cluster = try Cluster()
         var nodes: [NATSServer] = []
         for i in 0..<3 { nodes.append(try await cluster.start(i)) }
-        defer { nodes.forEach { $0.process.stop() } }
+        defer { for node in nodes { node.process.stop() } }
         let clients = cluster.clients
         // The cluster elects its JetStream leader first: the stream is made once it has one.
         try await eventually(

@@ -11,11 +11,13 @@ import WSBridgeProtocol
 @Suite(.serialized) struct ProtocolPoolTests {
     static let cap = "max_subscriptions: 21"
 
-    static func daemon(_ dir: TemporaryDirectory, _ server: NATSServer, pool: Bool) async throws -> (ManagedProcess, String) {
+    /// A daemon on `server` with `upstream.protocol = "nats"`, `pool`: 20 subscriptions per
+    /// connection; `upstream`: more keys of [upstream].
+    static func daemon(_ dir: TemporaryDirectory, _ server: NATSServer, pool: Bool, upstream: String = "") async throws -> (ManagedProcess, String) {
         let socket = dir.file("d.sock")
         let config = try writeDaemonConfig(
             dir, "wsbridged", url: NATSProtocolTests.url(server), socket: socket,
-            upstream: "protocol = \"nats\"\n" + (pool ? "subscriptions_per_connection = 20\nconnections = 3" : ""),
+            upstream: "protocol = \"nats\"\n" + (pool ? "subscriptions_per_connection = 20\nconnections = 3\n" : "") + upstream,
             // A new connection's subscriptions go one at a time, each once the one before it
             // delivered or this passed (a NATS SUB is not answered: here nothing is published yet).
             extra: "[protocol]\nconfirm_timeout = \"100ms\"")

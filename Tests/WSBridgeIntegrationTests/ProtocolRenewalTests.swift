@@ -8,18 +8,9 @@ import WSBridgeProtocol
 /// one, and the two connections' messages are matched as the apps see them (the same MSG carries
 /// other sids on each), so apps get every message once, with their own sids, across renewals.
 @Suite(.serialized) struct ProtocolRenewalTests {
+    /// A daemon renewing its connection every 2 s; `upstream`: more keys of [upstream].
     static func daemon(_ dir: TemporaryDirectory, _ server: NATSServer, upstream: String = "") async throws -> (ManagedProcess, String) {
-        let socket = dir.file("d.sock")
-        let config = try writeDaemonConfig(
-            dir, "wsbridged", url: NATSProtocolTests.url(server), socket: socket,
-            upstream: "protocol = \"nats\"\nmax_lifetime = \"2s\"\nrenew_jitter = \"0s\"\n" + upstream,
-            extra: "[protocol]\nconfirm_timeout = \"100ms\"")
-        let daemon = try ManagedProcess.daemon(["--config", config, "--log-level", "debug"])
-        guard await daemon.awaitLink(.open) else {
-            daemon.stop()
-            throw TestFailure("no open link: \(daemon.stderr.text)")
-        }
-        return (daemon, socket)
+        try await ProtocolPoolTests.daemon(dir, server, pool: false, upstream: "max_lifetime = \"2s\"\nrenew_jitter = \"0s\"\n" + upstream)
     }
 
     /// The NATS messages in an app's WebSocket messages (the server puts several in one): subject, sid, payload.

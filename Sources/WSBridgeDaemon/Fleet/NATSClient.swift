@@ -39,7 +39,7 @@ struct NATSLibrary: @unchecked Sendable {
         guard let options else { throw FleetError("the NATS client's options: none made") }
         do {
             let servers = fleet.servers.map { strdup($0) }
-            defer { servers.forEach { free($0) } }
+            defer { for server in servers { free(server) } }
             var pointers = servers.map { UnsafePointer($0) }
             try self.check(self.api.natsOptions_SetServers(options, &pointers, Int32(pointers.count)), "fleet.servers")
             try self.check(self.api.natsOptions_SetName(options, name), "the NATS client's name")
