@@ -6,7 +6,8 @@ extension StatusReport {
         public var state: String
         public var stream: String
         public var subject: String
-        /// Messages JetStream acknowledged, and the seq every one up to which it has.
+        /// Messages JetStream acknowledged, and the seq every one up to which it has (or was
+        /// given up: `lost`).
         public var acknowledged: Int
         public var acknowledgedThrough: UInt64
         /// Messages numbered and not yet acknowledged (seq received vs acknowledged).

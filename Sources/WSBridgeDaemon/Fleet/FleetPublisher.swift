@@ -44,7 +44,8 @@ final class FleetPublisher {
     private var waitingBytes = 0
     /// Handed to the client, waiting for JetStream's acknowledgement.
     private var inFlight: [UInt64: UpstreamMessage] = [:]
-    /// Every message up to this one is acknowledged; those after it acknowledged out of order.
+    /// Every message up to this one is acknowledged (or given up, `lost`); those after it
+    /// acknowledged out of order.
     private(set) var acknowledgedThrough: UInt64 = 0
     private var acknowledgedAhead: Set<UInt64> = []
     private(set) var acknowledged = 0
