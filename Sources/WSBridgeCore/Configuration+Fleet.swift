@@ -2,6 +2,16 @@ extension Configuration {
     /// `[fleet]` (docs/fleet.md): every upstream message published into a NATS JetStream stream,
     /// for the apps of other hosts. Off (no servers) by default: a single host needs no NATS.
     public struct Fleet: Sendable, Equatable {
+        /// What this daemon is in the fleet.
+        public enum Role: String, Sendable, Equatable, CaseIterable {
+            /// Holds the upstream and publishes its messages into the stream.
+            case bridge
+            /// Its upstream is the stream: its apps get the bridge's messages, and their sends
+            /// reach the upstream through the bridge.
+            case follower
+        }
+
+        public var role = Role.bridge
         /// The NATS servers (`nats://HOST:PORT`, `tls://HOST:PORT`): any one of a cluster will
         /// do, the client learns the others. Empty: no fleet.
         public var servers: [String] = []
@@ -18,6 +28,9 @@ extension Configuration {
         /// the subject they are published on (one of the stream's).
         public var stream = "WSBRIDGE"
         public var subject = "wsbridge.messages"
+        /// The subject a bridge answers its followers' sends on (NATS request-reply); not one of
+        /// the stream's subjects.
+        public var requests = "wsbridge-requests.WSBRIDGE"
         /// Messages published and not yet acknowledged by JetStream, at most.
         public var maxInFlight = 1024
         /// A message JetStream has not acknowledged within this is published again.

@@ -14,6 +14,14 @@ extension ConfigurationReader {
                 return url
             }
         }
+        s.read("role") { v in
+            let role = try self.string(v, "fleet.role")
+            guard let parsed = Configuration.Fleet.Role(rawValue: role) else {
+                throw self.error(
+                    "fleet.role", v, "must be \"bridge\" (holds the upstream, publishes into the stream) or \"follower\" (its upstream is the stream)")
+            }
+            config.fleet.role = parsed
+        }
         s.read("user") { v in config.fleet.user = try self.nonEmpty(v, "fleet.user") }
         s.read("password") { v in config.fleet.password = try self.nonEmpty(v, "fleet.password") }
         s.read("token") { v in config.fleet.token = try self.nonEmpty(v, "fleet.token") }
@@ -28,13 +36,24 @@ extension ConfigurationReader {
             }
             config.fleet.stream = name
         }
+        var subjectValue: (any TOMLValueConvertible)?
         s.read("subject") { v in
             let subject = try self.string(v, "fleet.subject")
-            guard Self.isSubject(subject) else {
-                throw self.error(
-                    "fleet.subject", v, "must be a NATS subject without wildcards: tokens split by dots, none empty, no spaces, * or >, e.g. \"feed.binance\"")
+            guard Self.isSubject(subject, wildcards: true) else {
+                throw self.error("fleet.subject", v, "must be a NATS subject: tokens split by dots, none empty, no spaces, e.g. \"feed.binance\"")
             }
             config.fleet.subject = subject
+            subjectValue = v
+        }
+        var requestsSet = false
+        s.read("requests") { v in
+            let subject = try self.string(v, "fleet.requests")
+            guard Self.isSubject(subject) else {
+                throw self.error(
+                    "fleet.requests", v, "must be a NATS subject without wildcards, and not one of the stream's, e.g. \"wsbridge-requests.feed\"")
+            }
+            config.fleet.requests = subject
+            requestsSet = true
         }
         s.read("max_in_flight") { v in
             config.fleet.maxInFlight = try self.int(v, "fleet.max_in_flight", in: 1...65536, "a count of messages from 1 to 65536")
@@ -49,7 +68,14 @@ extension ConfigurationReader {
             guard !library.isEmpty else { throw self.error("fleet.library", v, "must name the NATS C client's library, e.g. \"libnats.so.3.4\"") }
             config.fleet.library = library
         }
+        if !requestsSet { config.fleet.requests = "wsbridge-requests.\(config.fleet.stream)" }
         let fleet = config.fleet
+        if fleet.role == .bridge, !Self.isSubject(fleet.subject) {
+            throw self.error(
+                "fleet.subject", subjectValue,
+                "is where a bridge publishes, so it takes no wildcards (* or >; a follower's may have them, to take some of the stream's subjects), e.g. \"feed.binance\""
+            )
+        }
         if (fleet.user == nil) != (fleet.password == nil) {
             throw self.error(fleet.user == nil ? "fleet.password" : "fleet.user", nil, "fleet.user and fleet.password go together: set both, or neither")
         }
@@ -78,8 +104,13 @@ extension ConfigurationReader {
         return !rest.isEmpty && !rest.contains(where: { $0 == " " || $0 == "/" && rest.last != "/" })
     }
 
-    static func isSubject(_ subject: String) -> Bool {
+    /// A NATS subject; with `wildcards`, tokens may be `*`, and the last `>`.
+    static func isSubject(_ subject: String, wildcards: Bool = false) -> Bool {
         let tokens = subject.split(separator: ".", omittingEmptySubsequences: false)
-        return !subject.isEmpty && tokens.allSatisfy { !$0.isEmpty && $0 != "*" && $0 != ">" && !$0.contains(where: { $0 == " " || $0 == "\t" }) }
+        return !subject.isEmpty
+            && tokens.enumerated().allSatisfy { index, token in
+                if wildcards && (token == "*" || token == ">" && index == tokens.count - 1) { return true }
+                return !token.isEmpty && !token.contains(where: { $0 == " " || $0 == "\t" || $0 == "*" || $0 == ">" })
+            }
     }
 }

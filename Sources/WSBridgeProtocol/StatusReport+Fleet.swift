@@ -1,6 +1,8 @@
 extension StatusReport {
     /// `[fleet]` (docs/fleet.md): the messages published into the NATS JetStream stream.
     public struct Fleet: Sendable, Equatable, Codable {
+        /// `bridge` (publishes) or `follower` (its upstream is the stream: `received`, `streamSeq`).
+        @OmitNil public var role: String? = nil
         /// `connecting` (to NATS, or waiting for the stream), `connected` (publishing),
         /// `disconnected` (NATS away: messages wait), `closed`.
         public var state: String
@@ -18,6 +20,11 @@ extension StatusReport {
         /// Given up: NATS was away past `fleet.max_backlog_bytes`.
         public var lost: Int
         @OmitNil public var lastError: String?
+        /// A follower: the messages it took from the stream, and the stream seq of the last.
+        @OmitNil public var received: Int? = nil
+        @OmitNil public var streamSeq: UInt64? = nil
+        /// A follower: its apps' sends the bridge answered.
+        @OmitNil public var forwarded: Int? = nil
 
         public init(
             state: String, stream: String, subject: String, acknowledged: Int, acknowledgedThrough: UInt64, lag: Int, inFlight: Int, waiting: Int,

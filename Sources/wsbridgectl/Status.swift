@@ -69,7 +69,10 @@ struct Status: ParsableCommand {
         rows.add(
             "fleet",
             s.fleet.map { f in
-                var text = "\(f.state): stream \(f.stream), subject \(f.subject); \(f.acknowledged) acknowledged, lag \(f.lag)"
+                var text =
+                    f.role == "follower"
+                    ? "follower, \(f.state): stream \(f.stream), subject \(f.subject); \(f.received ?? 0) received, last stream seq \(f.streamSeq ?? 0), \(f.forwarded ?? 0) send(s) through the bridge"
+                    : "\(f.state): stream \(f.stream), subject \(f.subject); \(f.acknowledged) acknowledged, lag \(f.lag)"
                 if f.lost > 0 { text += ", \(f.lost) LOST" }
                 if let error = f.lastError { text += "; last error: \(error)" }
                 return text

@@ -9,6 +9,13 @@ extension ConfigurationLoaderTests {
         #expect(config.fleet.token == "s3cret" && config.fleet.user == nil && config.fleet.credentials == nil)
         #expect(config.fleet.stream == "WSBRIDGE" && config.fleet.subject == "feed.binance" && config.fleet.maxInFlight == 1024)
         #expect(try self.load("").fleet == Configuration.Fleet() && !Configuration.Fleet().isOn)
+        #expect(config.fleet.role == .bridge && config.fleet.requests == "wsbridge-requests.WSBRIDGE")
+    }
+
+    @Test func aFollowerTakesSubjectsWithWildcards() throws {
+        let config = try self.load("[fleet]\nrole = \"follower\"\nservers = [\"nats://n1:4222\"]\nstream = \"FEED\"\nsubject = \"feed.*.>\"\n")
+        #expect(config.fleet.role == .follower && config.fleet.subject == "feed.*.>")
+        #expect(config.fleet.requests == "wsbridge-requests.FEED")
     }
 
     @Test func aFleetsMistakesSayWhatToWrite() {
@@ -16,7 +23,10 @@ extension ConfigurationLoaderTests {
             ("servers = [\"http://n1:4222\"]", "fleet.servers", "must be nats://HOST:PORT or tls://HOST:PORT"),
             ("servers = [\"nats://n1\"]\nuser = \"u\"", "fleet.user", "fleet.user and fleet.password go together"),
             ("servers = [\"nats://n1\"]\ntoken = \"t\"\ncredentials = \"/etc/x.creds\"", "fleet.token", "set one way to log in to NATS"),
-            ("servers = [\"nats://n1\"]\nsubject = \"feed.*\"", "fleet.subject", "without wildcards"),
+            ("servers = [\"nats://n1\"]\nsubject = \"feed.*\"", "fleet.subject", "is where a bridge publishes, so it takes no wildcards"),
+            ("servers = [\"nats://n1\"]\nrole = \"leader\"", "fleet.role", "must be \"bridge\""),
+            ("servers = [\"nats://n1\"]\nrole = \"follower\"\nsubject = \"a.>.b\"", "fleet.subject", "none empty"),
+            ("servers = [\"nats://n1\"]\nrequests = \"r.*\"", "fleet.requests", "without wildcards"),
             ("servers = [\"nats://n1\"]\nsubject = \"feed..x\"", "fleet.subject", "none empty"),
             ("servers = [\"nats://n1\"]\nstream = \"a.b\"", "fleet.stream", "none of space . * >"),
             ("servers = [\"nats://n1\"]\ncert_file = \"/c.pem\"", "fleet.cert_file", "go together"),

@@ -41,7 +41,23 @@
     X(natsMsg_Destroy) \
     X(natsMsgHeader_Set) \
     X(natsMsgHeader_Get) \
-    X(natsStatus_GetText)
+    X(natsStatus_GetText) \
+    X(natsMsg_GetData) \
+    X(natsMsg_GetDataLength) \
+    X(natsMsg_GetReply) \
+    X(natsMsg_GetSubject) \
+    X(natsMsg_GetMetaData) \
+    X(jsMsgMetaData_Destroy) \
+    X(natsConnection_Subscribe) \
+    X(natsConnection_Publish) \
+    X(natsConnection_PublishMsg) \
+    X(natsSubscription_Unsubscribe) \
+    X(natsSubscription_Destroy) \
+    X(natsSubscription_SetPendingLimits) \
+    X(natsInbox_Create) \
+    X(natsInbox_Destroy) \
+    X(jsSubOptions_Init) \
+    X(js_Subscribe)
 
 #define WSB_NATS_FIELD(name) __typeof__(name) *name;
 typedef struct wsb_nats_api {

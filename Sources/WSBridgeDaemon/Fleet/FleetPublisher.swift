@@ -29,13 +29,17 @@ final class FleetPublisher {
     }
 
     private let fleet: Configuration.Fleet
-    private let library: NATSLibrary
+    let library: NATSLibrary
     private let eventLoop: any EventLoop
     private let logger: Logger
     /// The feed's stream id (the fan-out's): with the seq, the message's id in JetStream.
     private let feed: String
     private var handlers: NATSHandlers?
-    private var connection: OpaquePointer?
+    private(set) var connection: OpaquePointer?
+    /// Followers' sends (`fleet.requests`): handed to `serve`, answered with its outcome.
+    var serve: ((OutboundMessage) -> SendOutcome)?
+    private var requests: NATSMessages?
+    private var requestsSubscription: OpaquePointer?
     private var jetStream: OpaquePointer?
     private(set) var state = State.connecting
     private(set) var lastError: String?
@@ -83,14 +87,25 @@ final class FleetPublisher {
         let library = self.library
         let fleet = self.fleet
         let maxPending = Int64(fleet.maxInFlight * 2)
-        let opened = NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) { () throws -> Connected in
-            try Self.connect(library, fleet, name: name, handlers: handlers, maxPending: maxPending)
+        let requests = NATSMessages { message in
+            let owned = UnsafeSendable(message)
+            loop.execute { bound.value.request(owned) }
+        }
+        self.requests = requests
+        let opened = NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) { () throws -> (NATSConnected, UnsafeSendable<OpaquePointer?>) in
+            let connected = try library.connect(fleet, name: name, handlers: handlers, maxPending: maxPending)
+            // Registered now, sent to the server whenever the connection is up.
+            var subscription: OpaquePointer?
+            let status = library.api.natsConnection_Subscribe(&subscription, connected.connection, fleet.requests, NATSMessages.callback, requests.closure)
+            if status != NATS_OK { throw FleetError("subscribing to fleet.requests (\(fleet.requests)): \(library.text(status))") }
+            return (connected, UnsafeSendable(subscription))
         }
         opened.assumeIsolated().whenComplete { result in
             switch result {
-            case .success(let connected):
+            case .success(let (connected, subscription)):
                 self.connection = connected.connection
                 self.jetStream = connected.jetStream
+                self.requestsSubscription = subscription.value
                 if connected.now { self.connectionChanged(connected: true, closed: false) }
             case .failure(let error):
                 self.state = .closed
@@ -98,37 +113,6 @@ final class FleetPublisher {
                 self.logger.error("fleet: \(error)")
             }
         }
-    }
-
-    private struct Connected: @unchecked Sendable {
-        let connection: OpaquePointer
-        let jetStream: OpaquePointer
-        let now: Bool
-    }
-
-    private static func connect(
-        _ library: NATSLibrary, _ fleet: Configuration.Fleet, name: String, handlers: NATSHandlers, maxPending: Int64
-    ) throws -> Connected {
-        let api = library.api
-        let options = try library.options(fleet, name: name, handlers: handlers)
-        defer { api.natsOptions_Destroy(options) }
-        var connection: OpaquePointer?
-        let status = api.natsConnection_Connect(&connection, options)
-        guard status == NATS_OK || status == NATS_NOT_YET_CONNECTED, let connection else {
-            throw FleetError("connecting to \(fleet.servers.joined(separator: ", ")): \(library.text(status))")
-        }
-        var jsOptions = jsOptions()
-        _ = api.jsOptions_Init(&jsOptions)
-        jsOptions.PublishAsync.MaxPending = maxPending
-        jsOptions.PublishAsync.AckHandler = NATSHandlers.ack
-        jsOptions.PublishAsync.AckHandlerClosure = Unmanaged.passUnretained(handlers).toOpaque()
-        var jetStream: OpaquePointer?
-        let made = api.natsConnection_JetStream(&jetStream, connection, &jsOptions)
-        guard made == NATS_OK, let jetStream else {
-            api.natsConnection_Destroy(connection)
-            throw FleetError("the JetStream context: \(library.text(made))")
-        }
-        return Connected(connection: connection, jetStream: jetStream, now: status == NATS_OK)
     }
 
     private func connectionChanged(connected: Bool, closed: Bool) {
@@ -340,12 +324,13 @@ final class FleetPublisher {
         let library = self.library
         let handles = UnsafeSendable((connection, jetStream))
         let handlers = self.handlers
+        let requests = UnsafeSendable((self.requests, self.requestsSubscription))
+        self.requestsSubscription = nil
         return NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) {
             let (connection, jetStream) = handles.value
-            if let jetStream { library.api.jsCtx_Destroy(jetStream) }
-            library.api.natsConnection_Close(connection)
-            library.api.natsConnection_Destroy(connection)
-            withExtendedLifetime(handlers) {}
+            library.close(connection, jetStream: jetStream)
+            if let subscription = requests.value.1 { library.api.natsSubscription_Destroy(subscription) }
+            withExtendedLifetime((handlers, requests.value.0)) {}
         }
     }
 }

@@ -1,5 +1,6 @@
 import CNATS
 import Foundation
+import NIOCore
 import WSBridgeCore
 
 /// The NATS C client (libnats), loaded at run time when `[fleet]` is configured: its functions,
@@ -70,6 +71,78 @@ struct NATSLibrary: @unchecked Sendable {
             throw error
         }
         return options
+    }
+}
+
+/// A connection made (or still being made: `now` false) and its JetStream context.
+struct NATSConnected: @unchecked Sendable {
+    let connection: OpaquePointer
+    let jetStream: OpaquePointer
+    let now: Bool
+}
+
+extension NATSLibrary {
+    /// Connects to `fleet`'s servers (blocks: called on the thread pool). The client goes on
+    /// trying in the background when none answers now; `maxPending`: publishes waiting for
+    /// JetStream's acknowledgement, at most.
+    func connect(_ fleet: Configuration.Fleet, name: String, handlers: NATSHandlers, maxPending: Int64) throws -> NATSConnected {
+        let options = try self.options(fleet, name: name, handlers: handlers)
+        defer { self.api.natsOptions_Destroy(options) }
+        var connection: OpaquePointer?
+        let status = self.api.natsConnection_Connect(&connection, options)
+        guard status == NATS_OK || status == NATS_NOT_YET_CONNECTED, let connection else {
+            throw FleetError("connecting to \(fleet.servers.joined(separator: ", ")): \(self.text(status))")
+        }
+        var jsOptions = jsOptions()
+        _ = self.api.jsOptions_Init(&jsOptions)
+        jsOptions.PublishAsync.MaxPending = maxPending
+        jsOptions.PublishAsync.AckHandler = NATSHandlers.ack
+        jsOptions.PublishAsync.AckHandlerClosure = Unmanaged.passUnretained(handlers).toOpaque()
+        var jetStream: OpaquePointer?
+        let made = self.api.natsConnection_JetStream(&jetStream, connection, &jsOptions)
+        guard made == NATS_OK, let jetStream else {
+            self.api.natsConnection_Destroy(connection)
+            throw FleetError("the JetStream context: \(self.text(made))")
+        }
+        return NATSConnected(connection: connection, jetStream: jetStream, now: status == NATS_OK)
+    }
+
+    /// Closes and frees a connection (blocks: called on the thread pool).
+    func close(_ connection: OpaquePointer, jetStream: OpaquePointer?) {
+        if let jetStream { self.api.jsCtx_Destroy(jetStream) }
+        self.api.natsConnection_Close(connection)
+        self.api.natsConnection_Destroy(connection)
+    }
+
+    /// A message's data, as bytes.
+    func data(of message: OpaquePointer) -> ByteBuffer {
+        let length = Int(self.api.natsMsg_GetDataLength(message))
+        guard length > 0, let data = self.api.natsMsg_GetData(message) else { return ByteBuffer() }
+        return ByteBuffer(bytes: UnsafeRawBufferPointer(start: data, count: length))
+    }
+
+    /// A header's value, if the message has it.
+    func header(_ name: String, of message: OpaquePointer) -> String? {
+        var value: UnsafePointer<CChar>?
+        guard self.api.natsMsgHeader_Get(message, name, &value) == NATS_OK, let value else { return nil }
+        return String(cString: value)
+    }
+}
+
+/// A subscription's callback: each message handed to `body`, which owns it (and destroys it).
+/// Held (retained) by its owner for as long as the subscription lives.
+final class NATSMessages: @unchecked Sendable {
+    let body: @Sendable (OpaquePointer) -> Void
+
+    init(_ body: @escaping @Sendable (OpaquePointer) -> Void) {
+        self.body = body
+    }
+
+    var closure: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+    static let callback: natsMsgHandler = { _, _, message, closure in
+        guard let closure, let message else { return }
+        Unmanaged<NATSMessages>.fromOpaque(closure).takeUnretainedValue().body(message)
     }
 }
 

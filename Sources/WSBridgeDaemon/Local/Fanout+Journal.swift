@@ -148,7 +148,7 @@ extension Fanout {
         report.seq = self.seq
         report.drops = self.drops
         report.stream = self.stream
-        report.fleet = self.fleet?.status
+        if let fleet = self.fleet { report.fleet = fleet.status }
         guard let journal = self.journal else { return }
         let st = journal.statistics
         report.journal = .init(

@@ -62,7 +62,7 @@ final class Fanout: UpstreamEventSink {
 
     init(
         configuration: Configuration.Local, status: SystemdStatus, metrics: DaemonMetrics = DaemonMetrics(), eventLoop: any EventLoop,
-        pending: PendingRequests? = nil, journal: (Journal, Journal.Recovered)? = nil
+        pending: PendingRequests? = nil, journal: (Journal, Journal.Recovered)? = nil, stream: String? = nil
     ) {
         self.configuration = configuration
         self.status = status
@@ -75,7 +75,7 @@ final class Fanout: UpstreamEventSink {
             self.stream = journal.streamID
             self.seq = recovered.lastSeq
         } else {
-            self.stream = Fanout.newStreamID()
+            self.stream = stream ?? Fanout.newStreamID()
         }
     }
 
@@ -215,14 +215,27 @@ final class Fanout: UpstreamEventSink {
         }
     }
 
+    /// The stream is at `seq` before its first message here (a fleet follower's).
+    func skip(to seq: UInt64) {
+        guard seq > self.seq else { return }
+        self.flush()
+        self.seq = seq
+    }
+
     /// The next seq, for a message for one app (flushed before: the stream's order holds).
     func takeSeq() -> UInt64 {
         self.seq += 1
         return self.seq
     }
 
-    /// `parsed`: the payload, when the protocol layer parsed it already.
-    func publish(_ message: UpstreamMessage, parsed: JSONValue? = nil) {
+    /// `parsed`: the payload, when the protocol layer parsed it already; `at`: its seq, when a
+    /// fleet's stream numbered it (past the last one, maybe not next to it).
+    func publish(_ message: UpstreamMessage, parsed: JSONValue? = nil, at given: UInt64? = nil) {
+        if let given, given != self.seq + 1 {
+            // The lines of one flush have consecutive seqs.
+            self.flush()
+            self.seq = given - 1
+        }
         self.seq += 1
         let seq = self.seq
         // Parse the payload only if someone needs it: inline JSON, a filter, or a request.

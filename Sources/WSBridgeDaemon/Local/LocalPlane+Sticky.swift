@@ -173,3 +173,15 @@ extension LocalPlane {
         return MessageLineEncoder.line(json, allocator: self.allocator)
     }
 }
+
+extension LocalPlane {
+    /// A fleet follower's app's send (`fleet.requests`): upstream as a send of this host's apps
+    /// goes, queued while the link is down.
+    func sendFromFollower(_ message: OutboundMessage) -> SendOutcome {
+        if let appProtocol = self.appProtocol {
+            return .rejected(
+                "the bridge runs upstream.protocol = \(appProtocol.session.name), and a follower's sends do not go through it yet: send on the bridge's host")
+        }
+        return self.link.send(message)
+    }
+}

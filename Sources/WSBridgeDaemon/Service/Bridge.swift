@@ -20,6 +20,8 @@ final class Bridge {
     let plane: LocalPlane
     let fanout: Fanout
     let appProtocol: AppProtocolLayer?
+    /// `[fleet] role = "follower"`: the upstream is the fleet's stream, and the plane's link.
+    let follower: FleetFollower?
     let session: UpstreamSession
     let metrics: DaemonMetrics
 
@@ -32,16 +34,23 @@ final class Bridge {
         logger: Logger,
         spool: (Spool, Spool.Restored)? = nil,
         sticky: (StickyStore, [StickyRegistry.Entry])? = nil,
-        journal: (Journal, Journal.Recovered)? = nil
+        journal: (Journal, Journal.Recovered)? = nil,
+        nats: NATSLibrary? = nil
     ) {
         let status = SystemdStatus()
         let metrics = DaemonMetrics()
         self.metrics = metrics
         // `request`s wait in it: the plane asks it to wait, the fan-out answers from the stream.
         let pending = PendingRequests(eventLoop: eventLoop)
+        let follows = configuration.fleet.isOn && configuration.fleet.role == .follower
+        // A follower's stream is the fleet's (every follower numbers a message alike), unless
+        // its journal goes on with its own.
         let fanout = Fanout(
-            configuration: configuration.local, status: status, metrics: metrics, eventLoop: eventLoop, pending: pending, journal: journal)
+            configuration: configuration.local, status: status, metrics: metrics, eventLoop: eventLoop, pending: pending, journal: journal,
+            stream: follows ? "jetstream-\(configuration.fleet.stream)" : nil)
         self.fanout = fanout
+        self.follower =
+            follows ? nats.map { FleetFollower(configuration: configuration, library: $0, fanout: fanout, eventLoop: eventLoop, logger: logger) } : nil
         // With an application protocol, its layer stands between the link and the fan-out.
         self.appProtocol = makeAppProtocolSession(configuration.applicationProtocol, maxMessageSize: configuration.upstream.maxMessageSize).map {
             AppProtocolLayer(
@@ -83,7 +92,7 @@ final class Bridge {
         self.plane = LocalPlane(
             configuration: configuration,
             policy: policy,
-            link: self.pool ?? self.link,
+            link: Self.planeLink(self.follower, self.pool, self.link),
             fanout: self.fanout,
             pending: pending,
             metrics: metrics,
@@ -93,6 +102,13 @@ final class Bridge {
             eventLoop: eventLoop,
             logger: logger
         )
+    }
+
+    /// What the plane controls: the follower's stream, the pool, or the link.
+    private static func planeLink(_ follower: FleetFollower?, _ pool: UpstreamPool?, _ link: UpstreamLink) -> any LinkControl {
+        if let follower { return follower }
+        if let pool { return pool }
+        return link
     }
 
     /// Sends what the fan-out numbered; returns the last seq numbered.

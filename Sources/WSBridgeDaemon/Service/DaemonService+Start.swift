@@ -98,11 +98,24 @@ extension DaemonService {
             // them, marks the clean stop after the last, and the next start goes on from there.
             parts.add("journal") { _ = try? await opened.0.close().get() }
         }
-        let bridge = try await eventLoop.submit { [spool, sticky, journal] in
+        // [fleet]: the NATS C client, loaded now so that a missing one fails the start.
+        var nats: NATSLibrary?
+        if configuration.fleet.isOn {
+            switch NATSLibrary.load(configuration.fleet.library) {
+            case .success(let loaded): nats = loaded
+            case .failure(let error): throw StartFailure.fleet(error.description)
+            }
+            if configuration.fleet.role == .follower, configuration.applicationProtocol.kind != .raw {
+                throw StartFailure.fleet(
+                    "fleet.role = \"follower\" takes the bridge's messages as they are: set upstream.protocol = \"raw\" on the follower (the bridge keeps its protocol)"
+                )
+            }
+        }
+        let bridge = try await eventLoop.submit { [spool, sticky, journal, nats] in
             NIOLoopBound(
                 Bridge(
                     configuration: configuration, policy: policy, networkAvailable: networkAvailable, connectors: connectors, eventLoop: eventLoop,
-                    logger: logger, spool: spool, sticky: sticky, journal: journal),
+                    logger: logger, spool: spool, sticky: sticky, journal: journal, nats: nats),
                 eventLoop: eventLoop
             )
         }.get()
@@ -112,19 +125,21 @@ extension DaemonService {
                 eventLoop: eventLoop)
         }.get()
         let plane = try await eventLoop.submit { NIOLoopBound(bridge.value.plane, eventLoop: eventLoop) }.get()
-        if configuration.fleet.isOn {
-            // [fleet]: what the fan-out numbers goes into the NATS JetStream stream too. It stops
-            // after the bridge, which hands it the last messages numbered.
-            let library: NATSLibrary
-            switch NATSLibrary.load(configuration.fleet.library) {
-            case .success(let loaded): library = loaded
-            case .failure(let error): throw StartFailure.fleet(error.description)
-            }
-            let name = "wsbridged@\(ProcessInfo.processInfo.hostName)"
+        let name = "wsbridged@\(ProcessInfo.processInfo.hostName)"
+        let follows = try await eventLoop.submit { bridge.value.follower != nil }.get()
+        if follows {
+            // A follower: its upstream is the stream. It stops after the bridge.
+            try await eventLoop.submit { bridge.value.follower?.start(name: name) }.get()
+            parts.add("fleet") { _ = try? await eventLoop.flatSubmit { bridge.value.follower?.stop() ?? eventLoop.makeSucceededVoidFuture() }.get() }
+        } else if let nats {
+            // [fleet]: what the fan-out numbers goes into the NATS JetStream stream too, and
+            // followers' sends come here. It stops after the bridge, which hands it the last
+            // messages numbered.
             let fleet = try await eventLoop.submit {
                 let publisher = FleetPublisher(
-                    fleet: configuration.fleet, library: library, feed: bridge.value.fanout.stream, eventLoop: eventLoop, logger: logger)
+                    fleet: configuration.fleet, library: nats, feed: bridge.value.fanout.stream, eventLoop: eventLoop, logger: logger)
                 bridge.value.fanout.fleet = publisher
+                publisher.serve = { message in bridge.value.plane.sendFromFollower(message) }
                 publisher.start(name: name)
                 return NIOLoopBound(publisher, eventLoop: eventLoop)
             }.get()
@@ -160,7 +175,7 @@ extension DaemonService {
             parts.add("metrics") { try? await metrics.close() }
         }
 
-        if let monitor {
+        if let monitor, !follows {
             monitor.start(
                 initial: networkAvailable,
                 callbacks: .init(
@@ -175,7 +190,9 @@ extension DaemonService {
                 stop: { monitor.stop() })
         }
         logger.notice("wsbridged \(WSBridgeVersion.description) starting", metadata: ["upstream.url": "\(configuration.upstream.url)"])
-        if configuration.upstream.connectOnStart {
+        if follows {
+            logger.notice("fleet.role = follower: the upstream is the JetStream stream \(configuration.fleet.stream)")
+        } else if configuration.upstream.connectOnStart {
             link.connect()
         } else {
             logger.notice("upstream.connect_on_start = false: the link stays closed until a connect request")

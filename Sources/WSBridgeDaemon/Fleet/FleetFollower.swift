@@ -1,0 +1,388 @@
+import CNATS
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import WSBridgeCore
+import WSBridgeProtocol
+
+/// `[fleet] role = "follower"` (docs/fleet.md): the upstream is the fleet's JetStream stream.
+/// An ordered consumer (no acknowledgements, no redeliveries: the client makes it again from
+/// the last message taken whenever it misses one) hands each message to the fan-out with its
+/// seq in the stream, so every follower numbers a message alike; it starts after the last seq
+/// this follower numbered (its journal's, across restarts), else after the stream's last. Its
+/// apps' sends go to the bridge as NATS requests on `fleet.requests` and are answered with the
+/// bridge's outcome. Confined to the daemon's event loop; the client's threads hop to it.
+final class FleetFollower: LinkControl {
+    private let fleet: Configuration.Fleet
+    let library: NATSLibrary
+    private let eventLoop: any EventLoop
+    private let logger: Logger
+    private let fanout: Fanout
+    let url: UpstreamURL
+    private var handlers: NATSHandlers?
+    private var connection: OpaquePointer?
+    private var jetStream: OpaquePointer?
+    /// The consumer, and its callback's owner.
+    private var subscription: OpaquePointer?
+    private var consumer: NATSMessages?
+    /// The bridge's answers to this follower's sends: one inbox, a subject per send.
+    private var inbox = ""
+    private var answers: NATSMessages?
+    private var answersSubscription: OpaquePointer?
+    private var waiting: [UInt64: (promise: EventLoopPromise<SendOutcome>, timeout: Scheduled<Void>)] = [:]
+    private var nextSend: UInt64 = 0
+    private(set) var phase = ConnectionPhase.connecting
+    private var phaseSince = WallClock.millisecondsSinceEpoch()
+    private var natsConnected = false
+    private var stopped = false
+    private var lastError: String?
+    private var retry: Scheduled<Void>?
+    /// The messages the consumer brought, not yet handed to the fan-out (filled on the client's
+    /// thread, emptied on the loop: one hop for however many came meanwhile).
+    private let incoming = NIOLockedValueBox(Incoming())
+    private var received = 0
+    private var forwarded = 0
+    private var traffic = StatusReport.Traffic()
+
+    struct Incoming {
+        var messages: [(seq: UInt64, message: UpstreamMessage)] = []
+        var scheduled = false
+    }
+
+    init(configuration: Configuration, library: NATSLibrary, fanout: Fanout, eventLoop: any EventLoop, logger: Logger) {
+        self.fleet = configuration.fleet
+        self.library = library
+        self.fanout = fanout
+        self.eventLoop = eventLoop
+        self.logger = logger
+        self.url = configuration.upstream.url
+    }
+
+    var roundTripTime: Duration? { nil }
+
+    // MARK: - The connection
+
+    /// Connects (the client keeps trying in the background) and subscribes once it is up.
+    func start(name: String) {
+        let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
+        let loop = self.eventLoop
+        let handlers = NATSHandlers(
+            library: self.library,
+            connectionChanged: { connected, closed in loop.execute { bound.value.connectionChanged(connected: connected, closed: closed) } },
+            acknowledged: { _, _ in })
+        self.handlers = handlers
+        let answers = NATSMessages { message in
+            let owned = UnsafeSendable(message)
+            loop.execute { bound.value.answered(owned) }
+        }
+        self.answers = answers
+        let library = self.library
+        let fleet = self.fleet
+        NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) { () throws -> (NATSConnected, String, UnsafeSendable<OpaquePointer?>) in
+            let connected = try library.connect(fleet, name: name, handlers: handlers, maxPending: 1)
+            var inbox: UnsafeMutablePointer<natsInbox>?
+            try library.check(library.api.natsInbox_Create(&inbox), "an inbox for the bridge's answers")
+            let prefix = inbox.map { String(cString: $0) } ?? "_INBOX.wsbridged"
+            if let inbox { library.api.natsInbox_Destroy(inbox) }
+            var subscription: OpaquePointer?
+            try library.check(
+                library.api.natsConnection_Subscribe(&subscription, connected.connection, "\(prefix).*", NATSMessages.callback, answers.closure),
+                "subscribing to the bridge's answers")
+            return (connected, prefix, UnsafeSendable(subscription))
+        }.assumeIsolated().whenComplete { result in
+            switch result {
+            case .success(let (connected, inbox, subscription)):
+                self.connection = connected.connection
+                self.jetStream = connected.jetStream
+                self.inbox = inbox
+                self.answersSubscription = subscription.value
+                if self.stopped {
+                    self.release()
+                } else if connected.now {
+                    self.connectionChanged(connected: true, closed: false)
+                }
+            case .failure(let error):
+                self.lastError = "\(error)"
+                self.logger.error("fleet: \(error)")
+                self.enter(.idle, "\(error)")
+            }
+        }
+    }
+
+    private func connectionChanged(connected: Bool, closed: Bool) {
+        guard !self.stopped else { return }
+        self.natsConnected = connected
+        if closed || !connected {
+            self.lastError = closed ? "the NATS connection closed" : "NATS disconnected"
+            if self.phase != .idle { self.enter(.connecting, "\(self.lastError!): waiting for it to come back") }
+            return
+        }
+        // A new consumer from the last message taken (the old one may be gone with its server).
+        if self.phase != .idle { self.subscribe() }
+    }
+
+    private func enter(_ phase: ConnectionPhase, _ reason: String) {
+        guard phase != self.phase else { return }
+        self.phase = phase
+        self.phaseSince = WallClock.millisecondsSinceEpoch()
+        self.fanout.upstreamLink(self, emitted: .state(phase, reason: reason))
+    }
+
+    /// Makes the consumer (on the thread pool: it asks JetStream), from the seq after the last
+    /// one numbered, or after the stream's last when nothing was.
+    private func subscribe() {
+        guard let jetStream = self.jetStream, !self.stopped else { return }
+        self.retry?.cancel()
+        self.dropSubscription()
+        let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
+        let loop = self.eventLoop
+        let incoming = self.incoming
+        let library = self.library
+        let consumer = NATSMessages { message in
+            guard let taken = Self.take(message, library) else { return }
+            let schedule = incoming.withLockedValue { box in
+                box.messages.append(taken)
+                defer { box.scheduled = true }
+                return !box.scheduled
+            }
+            if schedule { loop.execute { bound.value.drain() } }
+        }
+        self.consumer = consumer
+        let after = self.fanout.position.seq
+        let fleet = self.fleet
+        let handle = UnsafeSendable(jetStream)
+        NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) { () throws -> (UnsafeSendable<OpaquePointer?>, UInt64) in
+            var start = after + 1
+            if after == 0 {
+                var info: UnsafeMutablePointer<jsStreamInfo>?
+                var code = jsErrCode(rawValue: 0)
+                let status = library.api.js_GetStreamInfo(&info, handle.value, fleet.stream, nil, &code)
+                defer { if let info { library.api.jsStreamInfo_Destroy(info) } }
+                guard status == NATS_OK, let info else {
+                    throw FleetError("the stream \(fleet.stream): \(library.text(status)) (JetStream error \(code.rawValue))")
+                }
+                start = info.pointee.State.LastSeq + 1
+            }
+            var options = jsSubOptions()
+            _ = library.api.jsSubOptions_Init(&options)
+            options.Ordered = true
+            options.Config.DeliverPolicy = js_DeliverByStartSequence
+            options.Config.OptStartSeq = start
+            var subscription: OpaquePointer?
+            var code = jsErrCode(rawValue: 0)
+            let status = fleet.stream.withCString { stream in
+                options.Stream = stream
+                return library.api.js_Subscribe(&subscription, handle.value, fleet.subject, NATSMessages.callback, consumer.closure, nil, &options, &code)
+            }
+            guard status == NATS_OK else {
+                throw FleetError("following the stream \(fleet.stream) (subject \(fleet.subject)): \(library.text(status)) (JetStream error \(code.rawValue))")
+            }
+            if let subscription {
+                // The client's own bound, not the fan-out's: the loop takes them as they come.
+                _ = library.api.natsSubscription_SetPendingLimits(subscription, -1, -1)
+            }
+            return (UnsafeSendable(subscription), start)
+        }.assumeIsolated().whenComplete { result in
+            switch result {
+            case .success(let (subscription, start)):
+                guard self.consumer === consumer, !self.stopped, self.phase != .idle else {
+                    Self.destroy(subscription.value, library)
+                    return
+                }
+                self.subscription = subscription.value
+                if after == 0, start > 1 { self.fanout.skip(to: start - 1) }
+                self.lastError = nil
+                self.logger.notice("fleet: following the JetStream stream \(self.fleet.stream) (subject \(self.fleet.subject)) from seq \(start)")
+                self.enter(.open, "following the stream \(self.fleet.stream) from seq \(start)")
+            case .failure(let error):
+                guard self.consumer === consumer, !self.stopped else { return }
+                let problem = "\(error)"
+                if self.lastError != problem { self.logger.error("fleet: \(problem); trying again every second") }
+                self.lastError = problem
+                self.retry = self.eventLoop.assumeIsolated().scheduleTask(in: .seconds(1)) { self.subscribe() }
+            }
+        }
+    }
+
+    /// A message of the consumer as the fan-out takes it (on the client's thread; it owns the
+    /// message and destroys it).
+    private static func take(_ message: OpaquePointer, _ library: NATSLibrary) -> (seq: UInt64, message: UpstreamMessage)? {
+        let api = library.api
+        defer { api.natsMsg_Destroy(message) }
+        var meta: UnsafeMutablePointer<jsMsgMetaData>?
+        guard api.natsMsg_GetMetaData(&meta, message) == NATS_OK, let meta else { return nil }
+        let seq = meta.pointee.Sequence.Stream
+        let millis = meta.pointee.Timestamp / 1_000_000
+        api.jsMsgMetaData_Destroy(meta)
+        let kind: UpstreamMessage.Kind = library.header(FleetPublisher.kindHeader, of: message) == "binary" ? .binary : .text
+        return (seq, UpstreamMessage(kind: kind, data: library.data(of: message), receivedAtMillis: millis))
+    }
+
+    /// Hands what the consumer brought to the fan-out, in stream order, each seq once (a consumer
+    /// made again may bring some again).
+    private func drain() {
+        let messages = self.incoming.withLockedValue { box in
+            box.scheduled = false
+            defer { box.messages.removeAll(keepingCapacity: true) }
+            return box.messages
+        }
+        guard !self.stopped, self.phase == .open || self.phase == .connecting else { return }
+        for (seq, message) in messages where seq > self.fanout.position.seq {
+            self.received += 1
+            self.traffic.received(bytes: message.data.readableBytes)
+            self.fanout.publish(message, at: seq)
+        }
+        self.fanout.flush()
+    }
+
+    private func dropSubscription() {
+        self.consumer = nil
+        guard let subscription = self.subscription else { return }
+        self.subscription = nil
+        let library = self.library
+        let handle = UnsafeSendable(subscription)
+        NIOThreadPool.singleton.submit { _ in Self.destroy(handle.value, library) }
+    }
+
+    private static func destroy(_ subscription: OpaquePointer?, _ library: NATSLibrary) {
+        guard let subscription else { return }
+        // Unsubscribing deletes the consumer in JetStream too.
+        _ = library.api.natsSubscription_Unsubscribe(subscription)
+        library.api.natsSubscription_Destroy(subscription)
+    }
+
+    // MARK: - Sends, through the bridge
+
+    func send(_ message: OutboundMessage) -> SendOutcome {
+        guard let connection = self.connection, self.natsConnected else {
+            return .rejected(
+                "this follower is not connected to NATS (\(self.lastError ?? "connecting")), so its bridge cannot be reached: retry once status says open")
+        }
+        self.nextSend += 1
+        let id = self.nextSend
+        let promise = self.eventLoop.makePromise(of: SendOutcome.self)
+        var msg: OpaquePointer?
+        let length = message.data.readableBytes
+        let made = message.data.withUnsafeReadableBytes { bytes in
+            self.library.api.natsMsg_Create(
+                &msg, self.fleet.requests, "\(self.inbox).\(id)", bytes.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(length))
+        }
+        guard made == NATS_OK, let msg else { return .rejected("a message for the bridge: \(self.library.text(made))") }
+        defer { self.library.api.natsMsg_Destroy(msg) }
+        if message.kind == .binary { _ = self.library.api.natsMsgHeader_Set(msg, FleetPublisher.kindHeader, "binary") }
+        let status = self.library.api.natsConnection_PublishMsg(connection, msg)
+        guard status == NATS_OK else { return .rejected("sending to the bridge: \(self.library.text(status))") }
+        let wait = self.fleet.ackTimeout
+        let timeout = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(wait.nanoseconds)) {
+            guard let entry = self.waiting.removeValue(forKey: id) else { return }
+            entry.promise.succeed(
+                .rejected(
+                    "no bridge answered on \(self.fleet.requests) within fleet.ack_timeout (\(wait.short)): is a bridge of stream \(self.fleet.stream) running? The message may or may not have gone upstream"
+                ))
+        }
+        self.waiting[id] = (promise, timeout)
+        self.traffic.sent(bytes: length)
+        return .spooling(promise.futureResult)
+    }
+
+    /// The bridge's answer to send number N (the last token of its subject).
+    private func answered(_ message: UnsafeSendable<OpaquePointer>) {
+        let api = self.library.api
+        defer { api.natsMsg_Destroy(message.value) }
+        let subject = api.natsMsg_GetSubject(message.value).map { String(cString: $0) } ?? ""
+        guard let id = subject.split(separator: ".").last.flatMap({ UInt64($0) }), let entry = self.waiting.removeValue(forKey: id) else { return }
+        entry.timeout.cancel()
+        let outcome = FleetPublisher.outcome(ofAnswer: self.library.data(of: message.value))
+        if case .rejected = outcome {} else { self.forwarded += 1 }
+        entry.promise.succeed(outcome)
+    }
+
+    func sendAhead(_ message: OutboundMessage, key: String?) -> Bool { false }
+
+    /// Sticky sends are held where the upstream is: not on a follower (yet).
+    func refusal(forNewKey key: String, payload: Payload) -> String? {
+        "this wsbridged is a fleet follower, which holds no sticky sends: send \(key) without \"sticky\", or sticky on the bridge's host"
+    }
+
+    func fail(_ description: String) {}
+
+    func keepalive(_ timing: AppProtocolTiming, protocol name: String) {}
+
+    // MARK: - The operator's requests
+
+    func connect() {
+        guard self.phase == .idle, !self.stopped else { return }
+        self.enter(.connecting, "connect requested")
+        if self.natsConnected { self.subscribe() }
+    }
+
+    func reconnect() {
+        guard !self.stopped else { return }
+        self.retry?.cancel()
+        self.dropSubscription()
+        self.enter(.connecting, "reconnect requested")
+        if self.natsConnected { self.subscribe() }
+    }
+
+    func close(code: UInt16, reason: String) {
+        guard self.phase != .idle, !self.stopped else { return }
+        self.retry?.cancel()
+        self.dropSubscription()
+        self.enter(.idle, reason.isEmpty ? "closed by request" : reason)
+    }
+
+    /// The daemon stops: the consumer and the connection go.
+    func stop() -> EventLoopFuture<Void> {
+        self.stopped = true
+        self.retry?.cancel()
+        self.dropSubscription()
+        for (_, entry) in self.waiting {
+            entry.timeout.cancel()
+            entry.promise.succeed(.rejected("wsbridged is stopping"))
+        }
+        self.waiting.removeAll()
+        self.phase = .stopped
+        return self.release()
+    }
+
+    @discardableResult
+    private func release() -> EventLoopFuture<Void> {
+        guard let connection = self.connection else { return self.eventLoop.makeSucceededVoidFuture() }
+        self.connection = nil
+        let handles = UnsafeSendable((connection, self.jetStream, self.answersSubscription))
+        self.jetStream = nil
+        self.answersSubscription = nil
+        let library = self.library
+        let owners = UnsafeSendable((self.handlers, self.answers))
+        return NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) {
+            let (connection, jetStream, answers) = handles.value
+            library.close(connection, jetStream: jetStream)
+            if let answers { library.api.natsSubscription_Destroy(answers) }
+            withExtendedLifetime(owners) {}
+        }
+    }
+
+    // MARK: - Status
+
+    var status: StatusReport {
+        var report = StatusReport()
+        report.state = self.phase
+        report.since = self.phaseSince
+        report.url = self.fleet.servers.first ?? ""
+        report.traffic = self.traffic
+        report.lastError = self.lastError
+        report.fleet = StatusReport.Fleet(
+            state: self.natsConnected ? "connected" : self.stopped ? "closed" : "connecting", stream: self.fleet.stream, subject: self.fleet.subject,
+            acknowledged: 0, acknowledgedThrough: 0, lag: 0, inFlight: self.waiting.count, waiting: 0, lost: 0, lastError: self.lastError)
+        report.fleet?.role = "follower"
+        report.fleet?.received = self.received
+        report.fleet?.streamSeq = self.fanout.position.seq
+        report.fleet?.forwarded = self.forwarded
+        return report
+    }
+}
+
+@available(*, unavailable)
+extension FleetFollower: Sendable {}
