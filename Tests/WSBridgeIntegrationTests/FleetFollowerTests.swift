@@ -7,17 +7,22 @@ import WSBridgeProtocol
 /// its own socket) serves them to its apps with the stream's seqs, resumes after its restart,
 /// and its apps' sends reach the upstream through the bridge.
 @Suite(.serialized) struct FleetFollowerTests {
-    /// The bridge's and the follower's `[fleet]`.
-    static func fleet(_ nats: NATSServer, role: String) -> String {
-        "[fleet]\nrole = \"\(role)\"\nservers = [\"nats://127.0.0.1:\(nats.client)\"]\nstream = \"FEED\"\nsubject = \"feed.ticks\"\nack_timeout = \"2s\"\n"
+    /// The bridge's and the follower's `[fleet]`, with the NATS servers at these client ports.
+    static func fleet(_ ports: [Int], role: String) -> String {
+        let servers = ports.map { "\"nats://127.0.0.1:\($0)\"" }.joined(separator: ", ")
+        return "[fleet]\nrole = \"\(role)\"\nservers = [\(servers)]\nstream = \"FEED\"\nsubject = \"feed.ticks\"\nack_timeout = \"2s\"\n"
     }
 
     /// A follower with a journal in `dir/journal` (its position across restarts).
     static func follower(_ dir: TemporaryDirectory, nats: NATSServer) async throws -> (ManagedProcess, String) {
+        try await Self.follower(dir, ports: [nats.client])
+    }
+
+    static func follower(_ dir: TemporaryDirectory, ports: [Int]) async throws -> (ManagedProcess, String) {
         let socket = dir.file("follower.sock")
         let config = try writeDaemonConfig(
             dir, "follower", url: "ws://127.0.0.1:9/unused", socket: socket,
-            extra: "[journal]\ndir = \"\(dir.file("journal"))\"\n" + Self.fleet(nats, role: "follower"))
+            extra: "[journal]\ndir = \"\(dir.file("journal"))\"\n" + Self.fleet(ports, role: "follower"))
         let daemon = try ManagedProcess.daemon(["--config", config], name: "follower")
         guard await daemon.awaitLink(.open, timeout: .seconds(30)) else { throw TestFailure("the follower never followed: \(daemon.stderr.text.suffix(3000))") }
         return (daemon, socket)
@@ -33,7 +38,7 @@ import WSBridgeProtocol
         }
         let upstream = try await UpstreamServer(.nio)
         let socket = dir.file("bridge.sock")
-        let config = try writeDaemonConfig(dir, "bridge", url: upstream.url, socket: socket, extra: Self.fleet(nats, role: "bridge"))
+        let config = try writeDaemonConfig(dir, "bridge", url: upstream.url, socket: socket, extra: Self.fleet([nats.client], role: "bridge"))
         let bridge = try ManagedProcess.daemon(["--config", config], name: "bridge")
         guard await bridge.awaitLink(.open) else { throw TestFailure(bridge.stderr.text) }
         try await awaitStatus(socket, "the bridge's fleet connected") { $0.fleet?.state == "connected" }
@@ -61,7 +66,9 @@ import WSBridgeProtocol
             bridge.stop()
             nats.process.stop()
         }
-        let before = try await SocketClient.connected(to: socket, name: "before", daemon: follower)
+        let before = try SocketClient(path: socket, name: "before")
+        guard let hello = await before.lines.wait(containing: #""type":"hello""#), let stream = try JSONValue.parse(hello)["stream"]?.stringValue
+        else { throw TestFailure("no hello") }
         upstream.command("ticker 1000 64 3000")
         #expect(await JournalTests.waitForSeq(before, 800))
         follower.stop()
@@ -69,14 +76,14 @@ import WSBridgeProtocol
         let first = Self.ticks(before)
         let since = try #require(first.last?.seq)
         (follower, socket) = try await Self.follower(dir, nats: nats)
-        let after = try await SocketClient.connected(to: socket, name: "after", daemon: follower)
-        after.send(#"{"op":"subscribe","since":\#(since)}"#)
-        #expect(await JournalTests.waitForSeq(after, 3000, timeout: .seconds(60)), "\(after.lines.lines.suffix(3))")
-        let resumed = Self.ticks(after).filter { $0.seq > since }
-        let all = first + resumed
-        #expect(all.map(\.seq) == Array(1...3000), "\(FleetTests.summary(all.map(\.seq), 3000))")
+        let (after, _, from) = try await JournalTests.resume(socket, since: since, stream: stream, name: "after")
+        #expect(await JournalTests.waitForSeq(after, 3000, from: from, timeout: .seconds(60)), "\(after.lines.lines.suffix(3))")
+        let all = first + Self.ticks(after, from: from)
+        let inOrderOnce = all.map(\.seq) == Array(1...3000)
+        #expect(inOrderOnce, "\(FleetTests.summary(all.map(\.seq), 3000))")
         // The stream's seq is the message's place in it: tick n is the nth message.
-        #expect(all.allSatisfy { $0.tick == $0.seq }, "\(all.filter { $0.tick != $0.seq }.prefix(5))")
+        let numbered = all.allSatisfy { $0.tick == $0.seq }
+        #expect(numbered, "\(all.filter { $0.tick != $0.seq }.prefix(5))")
         let status = try daemonStatus(socket)
         #expect(status.fleet?.role == "follower" && status.fleet?.streamSeq == 3000, "\(String(describing: status.fleet))")
     }
@@ -111,5 +118,81 @@ import WSBridgeProtocol
         app.send(#"{"op":"send","id":3,"text":"{\"sub\":1}","sticky":"s1"}"#)
         let sticky = await app.lines.wait { $0.contains(#""id":3"#) }
         #expect(sticky?.contains("follower") == true && sticky?.contains(#""ok":false"#) == true, "\(sticky ?? "")")
+    }
+
+    /// Every message line `client` read, in order, is seq 1...count once each (the stream's).
+    static func expectAll(_ client: SocketClient, _ count: Int, _ what: String) {
+        let seqs = Self.ticks(client).map(\.seq)
+        let inOrderOnce = seqs == Array(1...count)
+        #expect(inOrderOnce, "\(what): \(FleetTests.summary(seqs, count))")
+    }
+
+    /// A 3-node cluster, the stream on all three; the node the follower is connected to killed
+    /// (-9) while the feed flows, and started again: the follower's app, connected throughout,
+    /// gets every message once, in order.
+    @Test func aFollowersNodeKilledWhileFlowingLosesNothingAndDoublesNothing() async throws {
+        let cluster = try FleetTests.Cluster()
+        var nodes: [NATSServer] = []
+        for i in 0..<3 { nodes.append(try await cluster.start(i)) }
+        defer { for node in nodes { node.process.stop() } }
+        try await eventually(
+            "a stream replicated on the 3 nodes", timeout: .seconds(60), every: .milliseconds(500),
+            { try FleetTests.js(nodes[1], ["create-stream", "FEED", "feed.>", "--replicas", "3"]) },
+            until: { $0.first?["name"] == "FEED" })
+        let upstream = try await UpstreamServer(.nio)
+        let dir = try TemporaryDirectory()
+        let bridgeSocket = dir.file("bridge.sock")
+        let config = try writeDaemonConfig(dir, "bridge", url: upstream.url, socket: bridgeSocket, extra: Self.fleet(cluster.clients, role: "bridge"))
+        let bridge = try ManagedProcess.daemon(["--config", config], name: "bridge")
+        defer { bridge.stop() }
+        guard await bridge.awaitLink(.open) else { throw TestFailure(bridge.stderr.text) }
+        try await awaitStatus(bridgeSocket, "the bridge's fleet connected", timeout: .seconds(60)) { $0.fleet?.state == "connected" }
+        let (follower, socket) = try await Self.follower(dir, ports: cluster.clients)
+        defer { follower.stop() }
+        let app = try await SocketClient.connected(to: socket, name: "app", daemon: follower)
+        upstream.command("ticker 500 64 4000")
+        #expect(await JournalTests.waitForSeq(app, 500))
+        let server = try #require(try daemonStatus(socket).fleet?.server, "the follower's server")
+        let killed = try #require(cluster.clients.firstIndex { server.hasSuffix(":\($0)") }, "\(server) is none of \(cluster.clients)")
+        nodes[killed].process.signal(SIGKILL)
+        _ = await nodes[killed].process.waitForExit()
+        let at = Self.ticks(app).last?.seq ?? 0
+        #expect(await JournalTests.waitForSeq(app, at + 500, timeout: .seconds(60)), "the follower goes on through another node")
+        nodes[killed] = try await cluster.start(killed)
+        #expect(await JournalTests.waitForSeq(app, 4000, timeout: .seconds(90)), "\(follower.stderr.text.suffix(2000))")
+        Self.expectAll(app, 4000, "the follower's app")
+        #expect(try daemonStatus(bridgeSocket).fleet?.lost == 0)
+    }
+
+    /// NATS down for 30 s while the feed flows at 1,000 a second: the bridge's own subscriber
+    /// keeps its feed meanwhile; once NATS is back the backlog is published, and the follower's
+    /// app (connected throughout) gets every message once, in order.
+    @Test func allOfNATSDownFor30sLosesNothing() async throws {
+        let (dir, first, upstream, bridge, bridgeSocket) = try await Self.bridge()
+        var nats = first
+        let (follower, socket) = try await Self.follower(dir, nats: nats)
+        defer {
+            follower.stop()
+            bridge.stop()
+            nats.process.stop()
+        }
+        let local = try await SocketClient.connected(to: bridgeSocket, name: "local", daemon: bridge)
+        let app = try await SocketClient.connected(to: socket, name: "app", daemon: follower)
+        upstream.command("ticker 1000 64 40000")
+        #expect(await JournalTests.waitForSeq(app, 2000))
+        nats.process.signal(SIGKILL)
+        _ = await nats.process.waitForExit()
+        let before = Self.ticks(local).last?.seq ?? 0
+        // The outage is the scenario: 30 s of it, by the clock.
+        try await Task.sleep(for: .seconds(30))
+        let during = Self.ticks(local).last?.seq ?? 0
+        #expect(during >= before + 5000, "the bridge's subscriber kept its feed: seq \(before) at the kill, \(during) 30 s later")
+        #expect(try daemonStatus(bridgeSocket).fleet?.state == "disconnected")
+        nats = try await FleetTests.jetStream(dir, client: nats.client)
+        #expect(await JournalTests.waitForSeq(app, 40000, timeout: .seconds(120)), "\(follower.stderr.text.suffix(2000))")
+        Self.expectAll(app, 40000, "the follower's app")
+        Self.expectAll(local, 40000, "the bridge's subscriber")
+        let status = try daemonStatus(bridgeSocket)
+        #expect(status.fleet?.lost == 0 && status.fleet?.acknowledgedThrough == 40000, "\(String(describing: status.fleet))")
     }
 }

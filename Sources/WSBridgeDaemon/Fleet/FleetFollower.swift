@@ -370,13 +370,16 @@ final class FleetFollower: LinkControl {
         var report = StatusReport()
         report.state = self.phase
         report.since = self.phaseSince
-        report.url = self.fleet.servers.first ?? ""
+        // The server it is connected to (the client moves among the cluster's).
+        let server = self.connection.flatMap { self.natsConnected ? self.library.connectedURL($0) : nil }
+        report.url = server ?? self.fleet.servers.joined(separator: ", ")
         report.traffic = self.traffic
         report.lastError = self.lastError
         report.fleet = StatusReport.Fleet(
             state: self.natsConnected ? "connected" : self.stopped ? "closed" : "connecting", stream: self.fleet.stream, subject: self.fleet.subject,
             acknowledged: 0, acknowledgedThrough: 0, lag: 0, inFlight: self.waiting.count, waiting: 0, lost: 0, lastError: self.lastError)
         report.fleet?.role = "follower"
+        report.fleet?.server = server
         report.fleet?.received = self.received
         report.fleet?.streamSeq = self.fanout.position.seq
         report.fleet?.forwarded = self.forwarded

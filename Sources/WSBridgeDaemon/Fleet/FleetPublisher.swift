@@ -292,10 +292,13 @@ final class FleetPublisher {
 
     /// `status`'s `fleet`.
     var status: StatusReport.Fleet {
-        StatusReport.Fleet(
+        var report = StatusReport.Fleet(
             state: self.state.rawValue, stream: self.fleet.stream, subject: self.fleet.subject, acknowledged: self.acknowledged,
             acknowledgedThrough: self.acknowledgedThrough, lag: Int(self.numberedThrough - min(self.numberedThrough, self.acknowledgedThrough)),
             inFlight: self.inFlight.count, waiting: self.waiting.count, lost: self.lost, lastError: self.lastError)
+        report.role = "bridge"
+        report.server = self.connection.flatMap { self.state == .connected ? self.library.connectedURL($0) : nil }
+        return report
     }
 
     /// Closes the connection (the daemon stops), once JetStream acknowledged what was numbered

@@ -114,6 +114,13 @@ extension NATSLibrary {
         self.api.natsConnection_Destroy(connection)
     }
 
+    /// The URL of the server `connection` is connected to now, if it is.
+    func connectedURL(_ connection: OpaquePointer) -> String? {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard self.api.natsConnection_GetConnectedUrl(connection, &buffer, buffer.count) == NATS_OK, buffer[0] != 0 else { return nil }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     /// A message's data, as bytes.
     func data(of message: OpaquePointer) -> ByteBuffer {
         let length = Int(self.api.natsMsg_GetDataLength(message))
