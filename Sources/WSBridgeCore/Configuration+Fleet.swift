@@ -12,6 +12,24 @@ extension Configuration {
         }
 
         public var role = Role.bridge
+
+        /// Bridges that stand by for one another (docs/fleet.md): one at a time leads, by a
+        /// lease in a JetStream key-value bucket.
+        public enum Standby: String, Sendable, Equatable, CaseIterable {
+            /// One bridge: no lease.
+            case none
+            /// Only the leader connects to the upstream; the others connect when they take over.
+            case cold
+            /// Every bridge connects and publishes; JetStream drops the duplicates by the id
+            /// `upstream.dedupe` takes from each message. The leader answers followers' sends.
+            case hot
+        }
+
+        public var standby = Standby.none
+        /// The key-value bucket of the leases (made if missing), and how long a lease lasts
+        /// unrenewed: a leader that stops renewing is followed within about this.
+        public var leaseBucket = "wsbridge-leases"
+        public var leaseTTL: Duration = .seconds(5)
         /// The NATS servers (`nats://HOST:PORT`, `tls://HOST:PORT`): any one of a cluster will
         /// do, the client learns the others. Empty: no fleet.
         public var servers: [String] = []

@@ -22,6 +22,28 @@ extension ConfigurationReader {
             }
             config.fleet.role = parsed
         }
+        s.read("standby") { v in
+            let standby = try self.string(v, "fleet.standby")
+            guard let parsed = Configuration.Fleet.Standby(rawValue: standby) else {
+                throw self.error(
+                    "fleet.standby", v,
+                    "must be \"none\" (one bridge), \"cold\" (only the leader connects upstream) or \"hot\" (all connect and publish, JetStream drops the duplicates)"
+                )
+            }
+            config.fleet.standby = parsed
+        }
+        s.read("lease_bucket") { v in
+            let bucket = try self.string(v, "fleet.lease_bucket")
+            guard !bucket.isEmpty, bucket.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
+                throw self.error("fleet.lease_bucket", v, "must be a key-value bucket's name: letters, digits, - and _")
+            }
+            config.fleet.leaseBucket = bucket
+        }
+        s.read("lease_ttl") { v in
+            let ttl = try self.duration(v, "fleet.lease_ttl")
+            guard ttl >= .seconds(1) else { throw self.error("fleet.lease_ttl", v, "must be at least \"1s\" (the leader renews its lease 3 times in it)") }
+            config.fleet.leaseTTL = ttl
+        }
         s.read("user") { v in config.fleet.user = try self.nonEmpty(v, "fleet.user") }
         s.read("password") { v in config.fleet.password = try self.nonEmpty(v, "fleet.password") }
         s.read("token") { v in config.fleet.token = try self.nonEmpty(v, "fleet.token") }
@@ -70,6 +92,15 @@ extension ConfigurationReader {
         }
         if !requestsSet { config.fleet.requests = "wsbridge-requests.\(config.fleet.stream)" }
         let fleet = config.fleet
+        if fleet.standby != .none, fleet.role == .follower {
+            throw self.error("fleet.standby", nil, "is for bridges: a follower stands by for nothing (leave it out, or set role = \"bridge\")")
+        }
+        if fleet.standby == .hot, config.upstream.dedupe.isEmpty {
+            throw self.error(
+                "fleet.standby", nil,
+                "\"hot\" needs upstream.dedupe: the JSON paths that tell one upstream message from another (e.g. [\"s\", \"E\"]), so JetStream keeps each once from the bridges that all publish it"
+            )
+        }
         if fleet.role == .bridge, !Self.isSubject(fleet.subject) {
             throw self.error(
                 "fleet.subject", subjectValue,

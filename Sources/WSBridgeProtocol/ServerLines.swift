@@ -164,6 +164,9 @@ public struct GapLine: Sendable, Equatable, Codable, JSONValueEncodable {
     public static let expired = "expired"
     public static let damaged = "damaged"
     public static let notDurable = "not_durable"
+    /// A fleet's cold standby took over from its leader (docs/fleet.md): what the upstream sent
+    /// meanwhile reached no bridge.
+    public static let leaderChanged = "leader_changed"
     public private(set) var type = GapLine.type
     /// The stream the seq numbers of this line (`from`, `to`, `next`) belong to.
     public var stream: String

@@ -3,6 +3,8 @@ extension StatusReport {
     public struct Fleet: Sendable, Equatable, Codable {
         /// `bridge` (publishes) or `follower` (its upstream is the stream: `received`, `streamSeq`).
         @OmitNil public var role: String? = nil
+        /// `fleet.standby`: `leading`, or `standing by for NAME`.
+        @OmitNil public var lease: String? = nil
         /// The NATS server connected to now (the client moves among a cluster's).
         @OmitNil public var server: String? = nil
         /// `connecting` (to NATS, or waiting for the stream), `connected` (publishing),

@@ -12,6 +12,12 @@ extension ConfigurationLoaderTests {
         #expect(config.fleet.role == .bridge && config.fleet.requests == "wsbridge-requests.WSBRIDGE")
     }
 
+    @Test func aHotStandbyTakesItsIdsFromUpstreamDedupe() throws {
+        let config = try self.load(
+            "[upstream]\nurl = \"ws://h/\"\ndedupe = [\"s\", \"E\"]\n[fleet]\nservers = [\"nats://n1:4222\"]\nstandby = \"hot\"\nlease_ttl = \"3s\"\n")
+        #expect(config.fleet.standby == .hot && config.fleet.leaseTTL == .seconds(3) && config.fleet.leaseBucket == "wsbridge-leases")
+    }
+
     @Test func aFollowerTakesSubjectsWithWildcards() throws {
         let config = try self.load("[fleet]\nrole = \"follower\"\nservers = [\"nats://n1:4222\"]\nstream = \"FEED\"\nsubject = \"feed.*.>\"\n")
         #expect(config.fleet.role == .follower && config.fleet.subject == "feed.*.>")
@@ -27,6 +33,11 @@ extension ConfigurationLoaderTests {
             ("servers = [\"nats://n1\"]\nrole = \"leader\"", "fleet.role", "must be \"bridge\""),
             ("servers = [\"nats://n1\"]\nrole = \"follower\"\nsubject = \"a.>.b\"", "fleet.subject", "none empty"),
             ("servers = [\"nats://n1\"]\nrequests = \"r.*\"", "fleet.requests", "without wildcards"),
+            ("servers = [\"nats://n1\"]\nstandby = \"warm\"", "fleet.standby", "must be \"none\""),
+            ("servers = [\"nats://n1\"]\nstandby = \"hot\"", "fleet.standby", "\"hot\" needs upstream.dedupe"),
+            ("servers = [\"nats://n1\"]\nrole = \"follower\"\nstandby = \"cold\"", "fleet.standby", "is for bridges"),
+            ("servers = [\"nats://n1\"]\nlease_ttl = \"500ms\"", "fleet.lease_ttl", "at least \"1s\""),
+            ("servers = [\"nats://n1\"]\nlease_bucket = \"a.b\"", "fleet.lease_bucket", "letters, digits"),
             ("servers = [\"nats://n1\"]\nsubject = \"feed..x\"", "fleet.subject", "none empty"),
             ("servers = [\"nats://n1\"]\nstream = \"a.b\"", "fleet.stream", "none of space . * >"),
             ("servers = [\"nats://n1\"]\ncert_file = \"/c.pem\"", "fleet.cert_file", "go together"),

@@ -57,7 +57,20 @@
     X(natsInbox_Create) \
     X(natsInbox_Destroy) \
     X(jsSubOptions_Init) \
-    X(js_Subscribe)
+    X(js_Subscribe) \
+    X(js_PublishMsg) \
+    X(jsPubAck_Destroy) \
+    X(kvConfig_Init) \
+    X(js_KeyValue) \
+    X(js_CreateKeyValue) \
+    X(kvStore_Destroy) \
+    X(kvStore_Create) \
+    X(kvStore_Update) \
+    X(kvStore_Get) \
+    X(kvStore_Delete) \
+    X(kvEntry_ValueString) \
+    X(kvEntry_Revision) \
+    X(kvEntry_Destroy)
 
 #define WSB_NATS_FIELD(name) __typeof__(name) *name;
 typedef struct wsb_nats_api {

@@ -16,6 +16,8 @@ extension FleetPublisher {
         let api = self.library.api
         defer { api.natsMsg_Destroy(message.value) }
         guard let replyTo = api.natsMsg_GetReply(message.value).map({ String(cString: $0) }) else { return }
+        // Every bridge hears it; the leader answers (and sends it upstream, once).
+        if let lease = self.lease, !lease.leading { return }
         let kind: UpstreamMessage.Kind = self.library.header(Self.kindHeader, of: message.value) == "binary" ? .binary : .text
         let outbound = OutboundMessage(kind: kind, data: self.library.data(of: message.value))
         guard let serve = self.serve else {

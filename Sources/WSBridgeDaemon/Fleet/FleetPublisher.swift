@@ -30,18 +30,27 @@ final class FleetPublisher {
 
     private let fleet: Configuration.Fleet
     let library: NATSLibrary
-    private let eventLoop: any EventLoop
+    let eventLoop: any EventLoop
     private let logger: Logger
     /// The feed's stream id (the fan-out's): with the seq, the message's id in JetStream.
     private let feed: String
     private var handlers: NATSHandlers?
     private(set) var connection: OpaquePointer?
+    /// `fleet.standby`: which bridge leads (it answers followers' sends; with `cold`, only it
+    /// holds the upstream).
+    var lease: FleetLease?
+    /// `fleet.standby = "hot"`: each message's id taken from it (`upstream.dedupe`), so that
+    /// JetStream keeps it once from every bridge that publishes it.
+    var idPaths: [JSONPathScan.Path]?
     /// Followers' sends (`fleet.requests`): handed to `serve`, answered with its outcome.
     var serve: ((OutboundMessage) -> SendOutcome)?
     private var requests: NATSMessages?
     private var requestsSubscription: OpaquePointer?
-    private var jetStream: OpaquePointer?
+    private(set) var jetStream: OpaquePointer?
     private(set) var state = State.connecting
+    var subject: String { self.fleet.subject }
+    /// `fleet.ack_timeout` in milliseconds.
+    var ackTimeout: Int64 { self.fleet.ackTimeout.nanoseconds / 1_000_000 }
     private(set) var lastError: String?
     /// Numbered, not yet handed to the client; their bytes.
     private var waiting: Deque<(seq: UInt64, message: UpstreamMessage)> = []
@@ -158,6 +167,7 @@ final class FleetPublisher {
             }
             self.state = .connected
             self.lastError = nil
+            if let jetStream = self.jetStream { self.lease?.start(jetStream: jetStream) }
             self.logger.notice("fleet: publishing into the JetStream stream \(self.fleet.stream), subject \(self.fleet.subject)")
             self.requeueInFlight()
             self.pump()
@@ -222,8 +232,9 @@ final class FleetPublisher {
             options.MaxWait = self.fleet.ackTimeout.nanoseconds / 1_000_000
             // Stored once (by its id), and only right after the one before it: a message whose
             // predecessor failed is refused too, and both go again in order.
-            let id = "\(self.feed)-\(seq)"
-            let previous = self.unchained.contains(seq) ? nil : "\(self.feed)-\(seq - 1)"
+            let id = self.idPaths.map { Self.messageID(message.data, paths: $0) } ?? "\(self.feed)-\(seq)"
+            // Hot bridges publish the same messages: no one of them can expect its own last.
+            let previous = self.unchained.contains(seq) || self.idPaths != nil ? nil : "\(self.feed)-\(seq - 1)"
             var owned: OpaquePointer? = msg
             let status = id.withCString { id in
                 options.MsgId = id
@@ -297,6 +308,7 @@ final class FleetPublisher {
             acknowledgedThrough: self.acknowledgedThrough, lag: Int(self.numberedThrough - min(self.numberedThrough, self.acknowledgedThrough)),
             inFlight: self.inFlight.count, waiting: self.waiting.count, lost: self.lost, lastError: self.lastError)
         report.role = "bridge"
+        report.lease = self.lease?.state
         report.server = self.connection.flatMap { self.state == .connected ? self.library.connectedURL($0) : nil }
         return report
     }

@@ -140,6 +140,14 @@ extension Fanout {
 }
 
 extension Fanout {
+    /// A line for every subscriber, after what was numbered before it (a fleet's takeover).
+    func announce(_ line: ByteBuffer) {
+        self.flush()
+        for client in self.allClients where client.subscribed {
+            client.send(line)
+        }
+    }
+
     /// The fan-out's part of `status`: subscribers and clients (`asker`, a control connection,
     /// not counted among them), the stream and its seq, drops, the journal.
     func report(into report: inout StatusReport, askedBy asker: LocalClient?) {

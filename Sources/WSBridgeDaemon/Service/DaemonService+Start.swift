@@ -140,10 +140,16 @@ extension DaemonService {
                     fleet: configuration.fleet, library: nats, feed: bridge.value.fanout.stream, eventLoop: eventLoop, logger: logger)
                 bridge.value.fanout.fleet = publisher
                 publisher.serve = { message in bridge.value.plane.sendFromFollower(message) }
+                Self.standBy(configuration, publisher: publisher, bridge: bridge.value, holder: "\(name):\(getpid())", logger: logger)
                 publisher.start(name: name)
                 return NIOLoopBound(publisher, eventLoop: eventLoop)
             }.get()
-            parts.add("fleet") { _ = try? await eventLoop.flatSubmit { fleet.value.stop() }.get() }
+            parts.add("fleet") {
+                // A leader gives its lease up first (a standby takes over at once), after the
+                // bridge closed its upstream.
+                _ = try? await eventLoop.flatSubmit { fleet.value.lease?.stop() ?? eventLoop.makeSucceededVoidFuture() }.get()
+                _ = try? await eventLoop.flatSubmit { fleet.value.stop() }.get()
+            }
         }
         let journaled = journal?.0
         parts.add(
@@ -192,6 +198,8 @@ extension DaemonService {
         logger.notice("wsbridged \(WSBridgeVersion.description) starting", metadata: ["upstream.url": "\(configuration.upstream.url)"])
         if follows {
             logger.notice("fleet.role = follower: the upstream is the JetStream stream \(configuration.fleet.stream)")
+        } else if configuration.fleet.isOn && configuration.fleet.standby == .cold {
+            logger.notice("fleet.standby = cold: the link opens once this bridge leads stream \(configuration.fleet.stream)")
         } else if configuration.upstream.connectOnStart {
             link.connect()
         } else {
