@@ -61,7 +61,10 @@ extension ConfigurationReader {
         var subjectValue: (any TOMLValueConvertible)?
         s.read("subject") { v in
             let subject = try self.string(v, "fleet.subject")
-            guard Self.isSubject(subject, wildcards: true) else {
+            guard let template = FleetSubject(subject) else {
+                throw self.error("fleet.subject", v, "has a ${ that is not ${msg:PATH}, e.g. \"feeds.binance.${msg:s}\"")
+            }
+            guard Self.isSubject(template.filled("x"), wildcards: true) else {
                 throw self.error("fleet.subject", v, "must be a NATS subject: tokens split by dots, none empty, no spaces, e.g. \"feed.binance\"")
             }
             config.fleet.subject = subject
@@ -101,7 +104,12 @@ extension ConfigurationReader {
                 "\"hot\" needs upstream.dedupe: the JSON paths that tell one upstream message from another (e.g. [\"s\", \"E\"]), so JetStream keeps each once from the bridges that all publish it"
             )
         }
-        if fleet.role == .bridge, !Self.isSubject(fleet.subject) {
+        if fleet.role == .follower, FleetSubject(fleet.subject)?.isTemplate == true {
+            throw self.error(
+                "fleet.subject", subjectValue,
+                "takes ${msg:PATH} on a bridge only: a follower takes the subjects it wants by wildcards, e.g. \"feeds.binance.>\"")
+        }
+        if fleet.role == .bridge, !Self.isSubject(FleetSubject(fleet.subject)?.filled("x") ?? fleet.subject) {
             throw self.error(
                 "fleet.subject", subjectValue,
                 "is where a bridge publishes, so it takes no wildcards (* or >; a follower's may have them, to take some of the stream's subjects), e.g. \"feed.binance\""

@@ -33,6 +33,8 @@ extension ConfigurationLoaderTests {
             ("servers = [\"nats://n1\"]\nrole = \"leader\"", "fleet.role", "must be \"bridge\""),
             ("servers = [\"nats://n1\"]\nrole = \"follower\"\nsubject = \"a.>.b\"", "fleet.subject", "none empty"),
             ("servers = [\"nats://n1\"]\nrequests = \"r.*\"", "fleet.requests", "without wildcards"),
+            ("servers = [\"nats://n1\"]\nsubject = \"f.${msg:s\"", "fleet.subject", "has a ${ that is not ${msg:PATH}"),
+            ("servers = [\"nats://n1\"]\nrole = \"follower\"\nsubject = \"f.${msg:s}\"", "fleet.subject", "takes ${msg:PATH} on a bridge only"),
             ("servers = [\"nats://n1\"]\nstandby = \"warm\"", "fleet.standby", "must be \"none\""),
             ("servers = [\"nats://n1\"]\nstandby = \"hot\"", "fleet.standby", "\"hot\" needs upstream.dedupe"),
             ("servers = [\"nats://n1\"]\nrole = \"follower\"\nstandby = \"cold\"", "fleet.standby", "is for bridges"),

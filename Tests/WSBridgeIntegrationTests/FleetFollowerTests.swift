@@ -195,4 +195,38 @@ import WSBridgeProtocol
         let status = try daemonStatus(bridgeSocket)
         #expect(status.fleet?.lost == 0 && status.fleet?.acknowledgedThrough == 40000, "\(String(describing: status.fleet))")
     }
+
+    /// `subject = "feed.${msg:sym}"`: each message on its key's subject; a follower that takes
+    /// `feed.BTC` gets those only, under their stream seqs.
+    @Test func aSubjectPerKeyAndAFollowerOfOneKey() async throws {
+        let dir = try TemporaryDirectory()
+        let nats = try await FleetTests.jetStream(dir)
+        defer { nats.process.stop() }
+        guard try FleetTests.js(nats, ["create-stream", "FEED", "feed.>"]).first?["name"] == "FEED" else { throw TestFailure("no stream") }
+        let upstream = try await UpstreamServer(.nio)
+        let bridgeSocket = dir.file("bridge.sock")
+        let fleet = Self.fleet([nats.client], role: "bridge").replacingOccurrences(of: "feed.ticks", with: "feed.${msg:sym}")
+        let bridge = try ManagedProcess.daemon(
+            ["--config", try writeDaemonConfig(dir, "bridge", url: upstream.url, socket: bridgeSocket, extra: fleet)], name: "bridge")
+        defer { bridge.stop() }
+        guard await bridge.awaitLink(.open) else { throw TestFailure(bridge.stderr.text) }
+        try await awaitStatus(bridgeSocket, "the bridge's fleet connected") { $0.fleet?.state == "connected" }
+        let socket = dir.file("follower.sock")
+        let followerFleet = Self.fleet([nats.client], role: "follower").replacingOccurrences(of: "feed.ticks", with: "feed.BTC")
+        let follower = try ManagedProcess.daemon(
+            ["--config", try writeDaemonConfig(dir, "follower", url: "ws://127.0.0.1:9/unused", socket: socket, extra: followerFleet)], name: "follower")
+        defer { follower.stop() }
+        guard await follower.awaitLink(.open, timeout: .seconds(30)) else { throw TestFailure(follower.stderr.text.suffix(2000).description) }
+        let app = try await SocketClient.connected(to: socket, name: "app", daemon: follower)
+        let symbols = ["BTC", "ETH", "BTC", "SOL", "BTC", "ETH"]
+        for (n, sym) in symbols.enumerated() { upstream.command(#"send {"sym":"\#(sym)","n":\#(n + 1)}"#) }
+        upstream.command(#"send {"n":7}"#)
+        try await awaitStatus(bridgeSocket, "7 acknowledged") { ($0.fleet?.acknowledgedThrough ?? 0) >= 7 }
+        let stored = try FleetTests.js(nats, ["messages", "FEED"]).map { $0["subject"]?.stringValue ?? "" }
+        #expect(stored == ["feed.BTC", "feed.ETH", "feed.BTC", "feed.SOL", "feed.BTC", "feed.ETH", "feed._"], "\(stored)")
+        #expect(await JournalTests.waitForSeq(app, 5))
+        let got = app.lines.lines.compactMap { try? JSONValue.parse($0) }.filter { $0["type"] == "message" }
+        #expect(got.compactMap { $0["seq"]?.intValue } == [1, 3, 5], "\(got)")
+        #expect(got.allSatisfy { $0["data"]?.stringValue?.contains(#""sym":"BTC""#) == true })
+    }
 }

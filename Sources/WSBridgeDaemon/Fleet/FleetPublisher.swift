@@ -48,7 +48,10 @@ final class FleetPublisher {
     private var requestsSubscription: OpaquePointer?
     private(set) var jetStream: OpaquePointer?
     private(set) var state = State.connecting
-    var subject: String { self.fleet.subject }
+    /// `fleet.subject` with `${msg:PATH}`: each message's subject from it.
+    private let template: FleetSubject?
+    /// The subject of a message of no key's (a takeover).
+    var subject: String { self.template?.filled("_") ?? self.fleet.subject }
     /// `fleet.ack_timeout` in milliseconds.
     var ackTimeout: Int64 { self.fleet.ackTimeout.nanoseconds / 1_000_000 }
     private(set) var lastError: String?
@@ -75,6 +78,7 @@ final class FleetPublisher {
 
     init(fleet: Configuration.Fleet, library: NATSLibrary, feed: String, eventLoop: any EventLoop, logger: Logger) {
         self.fleet = fleet
+        self.template = FleetSubject(fleet.subject).flatMap { $0.isTemplate ? $0 : nil }
         self.library = library
         self.feed = feed
         self.eventLoop = eventLoop
@@ -219,7 +223,9 @@ final class FleetPublisher {
             var msg: OpaquePointer?
             let length = message.data.readableBytes
             let made = message.data.withUnsafeReadableBytes { bytes in
-                api.natsMsg_Create(&msg, self.fleet.subject, nil, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(length))
+                api.natsMsg_Create(
+                    &msg, self.template?.subject(for: bytes) ?? self.fleet.subject, nil, bytes.baseAddress?.assumingMemoryBound(to: CChar.self),
+                    Int32(length))
             }
             guard made == NATS_OK, let msg else {
                 self.failed("a message for NATS: \(self.library.text(made))")
