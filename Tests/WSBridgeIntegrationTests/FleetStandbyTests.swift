@@ -2,17 +2,19 @@ import Foundation
 import Testing
 import WSBridgeProtocol
 
-/// `fleet.standby` (docs/fleet.md): two bridges of one stream, one leading by a lease in a
-/// JetStream key-value bucket, and a follower; the leader killed (-9) while the feed flows.
+/// `fleet.standby` (docs/fleet.md) as the fleet runs: a 3-node JetStream cluster on loopback, two
+/// bridges of one stream (one leading by a lease in a key-value bucket) and two followers, each
+/// its own daemon and socket, the test upstream at 1,000 messages a second; the leader killed
+/// (-9) while the feed flows.
 @Suite(.serialized) struct FleetStandbyTests {
     /// A bridge named `name` with `standby`, its socket in `dir`.
-    static func bridge(_ dir: TemporaryDirectory, _ name: String, upstream: UpstreamServer, nats: NATSServer, standby: String) async throws
+    static func bridge(_ dir: TemporaryDirectory, _ name: String, upstream: UpstreamServer, nats: [Int], standby: String) async throws
         -> (ManagedProcess, String)
     {
         let socket = dir.file("\(name).sock")
         let config = try writeDaemonConfig(
             dir, name, url: upstream.url, socket: socket, upstream: "dedupe = [\"tick\"]",
-            extra: FleetFollowerTests.fleet([nats.client], role: "bridge") + "standby = \"\(standby)\"\nlease_ttl = \"2s\"\n")
+            extra: FleetFollowerTests.fleet(nats, role: "bridge") + "standby = \"\(standby)\"\nlease_ttl = \"2s\"\n")
         let daemon = try ManagedProcess.daemon(["--config", config], name: name)
         guard await daemon.awaitReady() else { throw TestFailure("\(name) did not start: \(daemon.stderr.text.suffix(2000))") }
         try await awaitStatus(socket, "\(name)'s fleet connected") { $0.fleet?.state == "connected" && $0.fleet?.lease != nil }
@@ -21,84 +23,123 @@ import WSBridgeProtocol
 
     static func lease(_ socket: String) -> String { (try? daemonStatus(socket).fleet?.lease) ?? "?" }
 
-    /// NATS with the stream, the test upstream, bridge a (leading) and b, a follower and its app.
-    static func fleet(standby: String) async throws -> (
-        nats: NATSServer, upstream: UpstreamServer, a: (ManagedProcess, String), b: (ManagedProcess, String), follower: ManagedProcess,
-        app: SocketClient, dir: TemporaryDirectory
-    ) {
-        let dir = try TemporaryDirectory()
-        let nats = try await FleetTests.jetStream(dir)
-        guard try FleetTests.js(nats, ["create-stream", "FEED", "feed.>"]).first?["name"] == "FEED" else {
-            nats.process.stop()
-            throw TestFailure("the stream was not made")
+    struct Fleet {
+        /// Kept to the end: its directories hold the nodes' stores.
+        let cluster: FleetTests.Cluster
+        let nodes: [NATSServer]
+        let upstream: UpstreamServer
+        let a: (ManagedProcess, String)
+        let b: (ManagedProcess, String)
+        let followers: [ManagedProcess]
+        let apps: [SocketClient]
+        let dir: TemporaryDirectory
+
+        func stop() {
+            for follower in self.followers { follower.stop() }
+            self.a.0.stop()
+            self.b.0.stop()
+            for node in self.nodes { node.process.stop() }
         }
-        let upstream = try await UpstreamServer(.nio)
-        let a = try await Self.bridge(dir, "a", upstream: upstream, nats: nats, standby: standby)
-        try await awaitStatus(a.1, "a leads") { $0.fleet?.lease == "leading" }
-        let b = try await Self.bridge(dir, "b", upstream: upstream, nats: nats, standby: standby)
-        try await awaitStatus(b.1, "b stands by for a") { $0.fleet?.lease?.hasPrefix("standing by for ") == true }
-        let (follower, socket) = try await FleetFollowerTests.follower(dir, nats: nats)
-        let app = try await SocketClient.connected(to: socket, name: "app", daemon: follower)
-        return (nats, upstream, a, b, follower, app, dir)
+    }
+
+    /// The cluster with the stream on all three nodes, the test upstream, bridge a (leading)
+    /// and b, two followers and an app of each.
+    static func fleet(standby: String) async throws -> Fleet {
+        let cluster = try FleetTests.Cluster()
+        var nodes: [NATSServer] = []
+        for i in 0..<3 { nodes.append(try await cluster.start(i)) }
+        do {
+            try await eventually(
+                "a stream replicated on the 3 nodes", timeout: .seconds(60), every: .milliseconds(500),
+                { try FleetTests.js(nodes[1], ["create-stream", "FEED", "feed.>", "--replicas", "3"]) },
+                until: { $0.first?["name"] == "FEED" })
+            let dir = try TemporaryDirectory()
+            let upstream = try await UpstreamServer(.nio)
+            let a = try await Self.bridge(dir, "a", upstream: upstream, nats: cluster.clients, standby: standby)
+            try await awaitStatus(a.1, "a leads", timeout: .seconds(60)) { $0.fleet?.lease == "leading" }
+            let b = try await Self.bridge(dir, "b", upstream: upstream, nats: cluster.clients, standby: standby)
+            try await awaitStatus(b.1, "b stands by for a") { $0.fleet?.lease?.hasPrefix("standing by for ") == true }
+            var followers: [ManagedProcess] = []
+            var apps: [SocketClient] = []
+            for name in ["f1", "f2"] {
+                let (follower, socket) = try await FleetFollowerTests.follower(dir, ports: cluster.clients, name: name)
+                followers.append(follower)
+                apps.append(try await SocketClient.connected(to: socket, name: "\(name)-app", daemon: follower))
+            }
+            return Fleet(cluster: cluster, nodes: nodes, upstream: upstream, a: a, b: b, followers: followers, apps: apps, dir: dir)
+        } catch {
+            for node in nodes { node.process.stop() }
+            throw error
+        }
     }
 
     /// Cold: only the leader holds the upstream; killed, the standby takes over once the lease
     /// runs out, tells the followers' apps of the gap (a `leader_changed` gap line), and the feed
-    /// goes on. The time from the kill to the app's first message after it is printed.
+    /// goes on. The time from the kill to each app's first message after it is printed.
     @Test func aColdStandbyTakesOverAndTheGapIsAnnounced() async throws {
         let f = try await Self.fleet(standby: "cold")
-        defer {
-            f.follower.stop()
-            f.a.0.stop()
-            f.b.0.stop()
-            f.nats.process.stop()
-        }
+        defer { f.stop() }
         #expect(try daemonStatus(f.b.1).state == .idle, "a cold standby holds no upstream connection")
-        f.upstream.command("ticker 500 64")
-        #expect(await JournalTests.waitForSeq(f.app, 300))
+        f.upstream.command("ticker 1000 64")
+        for app in f.apps {
+            #expect(await JournalTests.waitForSeq(app, 1000), "a: \(f.a.0.stderr.text.suffix(1500)) \(app.lines.name): \(app.lines.text.suffix(500))")
+        }
+        let marks = f.apps.map(\.lines.count)
         f.a.0.signal(SIGKILL)
         let killed = ContinuousClock.now
         _ = await f.a.0.waitForExit()
-        let mark = f.app.lines.count
-        let gapLine = await f.app.lines.wait(from: mark, timeout: .seconds(30)) { $0.contains(#""type":"gap""#) }
-        let gap = try JSONValue.parse(try #require(gapLine, "no gap line; b: \(Self.lease(f.b.1))"))
-        #expect(gap["reason"]?.stringValue == GapLine.leaderChanged, "\(gapLine ?? "")")
-        let after = f.app.lines.count
-        #expect(await f.app.lines.wait(from: after, timeout: .seconds(30)) { $0.contains(#""type":"message""#) } != nil)
-        let firstAfter = ContinuousClock.now - killed
-        print("cold standby: the follower's first message \(firstAfter) after the leader's kill -9 (fleet.lease_ttl = 2s)")
-        #expect(await JournalTests.waitForSeq(f.app, (gap["next"]?.intValue ?? 0) + 300))
+        var gaps: [JSONValue] = []
+        for (app, mark) in zip(f.apps, marks) {
+            let gapLine = await app.lines.wait(from: mark, timeout: .seconds(30)) { $0.contains(#""type":"gap""#) }
+            let gap = try JSONValue.parse(try #require(gapLine, "no gap line; b: \(Self.lease(f.b.1))"))
+            #expect(gap["reason"]?.stringValue == GapLine.leaderChanged, "\(gapLine ?? "")")
+            let after = app.lines.lines.firstIndex { $0 == gapLine }.map { $0 + 1 } ?? mark
+            #expect(await app.lines.wait(from: after, timeout: .seconds(30)) { $0.contains(#""type":"message""#) } != nil)
+            print(
+                "cold standby: \(app.lines.name) had its first message after the gap \(ContinuousClock.now - killed) after the leader's kill -9 (lease_ttl 2s)")
+            gaps.append(gap)
+        }
+        for (app, gap) in zip(f.apps, gaps) {
+            #expect(await JournalTests.waitForSeq(app, (gap["next"]?.intValue ?? 0) + 1000))
+            // Each message once, in order: the seqs and the ticks only rise; one gap.
+            let ticks = FleetFollowerTests.ticks(app)
+            let rising = zip(ticks, ticks.dropFirst()).allSatisfy { $0.seq < $1.seq && $0.tick < $1.tick }
+            #expect(rising, "\(ticks.count) messages; seqs and ticks do not only rise")
+            #expect(app.lines.lines.filter { $0.contains(#""type":"gap""#) }.count == 1)
+            let next = gap["next"]?.intValue ?? 0
+            if let before = ticks.last(where: { $0.seq < next }), let after = ticks.first(where: { $0.seq >= next }) {
+                print(
+                    "cold standby: \(app.lines.name)'s gap: ticks \(before.tick + 1) to \(after.tick - 1) reached no bridge (\(after.tick - before.tick - 1) messages)"
+                )
+            }
+        }
+        #expect(gaps[0]["next"] == gaps[1]["next"], "both followers place the gap at one stream seq")
         #expect(Self.lease(f.b.1) == "leading")
         #expect(try daemonStatus(f.b.1).state == .open)
-        // Each message once, in order: the seqs and the ticks only rise.
-        let ticks = FleetFollowerTests.ticks(f.app)
-        let rising = zip(ticks, ticks.dropFirst()).allSatisfy { $0.seq < $1.seq && $0.tick < $1.tick }
-        #expect(rising, "\(ticks.count) messages; seqs and ticks do not only rise")
-        #expect(f.app.lines.lines.filter { $0.contains(#""type":"gap""#) }.count == 1)
+        // Both followers numbered alike: the same ticks under the same seqs.
+        let one = Dictionary(FleetFollowerTests.ticks(f.apps[0]).map { ($0.seq, $0.tick) }) { a, _ in a }
+        #expect(FleetFollowerTests.ticks(f.apps[1]).allSatisfy { one[$0.seq] == nil || one[$0.seq] == $0.tick })
     }
 
     /// Hot: both bridges hold the upstream and publish, JetStream keeps each message once (its
-    /// id from upstream.dedupe's path); the leader killed, the follower's app has every message
+    /// id from upstream.dedupe's path); the leader killed, each follower's app has every message
     /// once, in order.
     @Test func aHotStandbyLosesNothingAndDoublesNothing() async throws {
         let f = try await Self.fleet(standby: "hot")
-        defer {
-            f.follower.stop()
-            f.a.0.stop()
-            f.b.0.stop()
-            f.nats.process.stop()
-        }
+        defer { f.stop() }
         #expect(try daemonStatus(f.b.1).state == .open, "a hot standby holds its own connection")
-        f.upstream.command("ticker 500 64 6000")
-        #expect(await JournalTests.waitForSeq(f.app, 1000))
+        f.upstream.command("ticker 1000 64 8000")
+        #expect(await JournalTests.waitForSeq(f.apps[0], 2000))
         f.a.0.signal(SIGKILL)
         _ = await f.a.0.waitForExit()
-        #expect(await f.app.lines.wait(timeout: .seconds(60)) { $0.contains(#"{\"tick\":6000,"#) } != nil, "b: \(Self.lease(f.b.1))")
-        let ticks = FleetFollowerTests.ticks(f.app)
-        let once = ticks.map(\.tick) == Array(1...6000)
-        #expect(once, "\(FleetTests.summary(ticks.map(\.tick), 6000))")
-        let numbered = ticks.map(\.seq) == Array(1...6000)
-        #expect(numbered, "the stream holds each once: \(FleetTests.summary(ticks.map(\.seq), 6000))")
+        for app in f.apps {
+            #expect(await app.lines.wait(timeout: .seconds(60)) { $0.contains(#"{\"tick\":8000,"#) } != nil, "b: \(Self.lease(f.b.1))")
+            let ticks = FleetFollowerTests.ticks(app)
+            let once = ticks.map(\.tick) == Array(1...8000)
+            #expect(once, "\(app.lines.name): \(FleetTests.summary(ticks.map(\.tick), 8000))")
+            let numbered = ticks.map(\.seq) == Array(1...8000)
+            #expect(numbered, "the stream holds each once: \(FleetTests.summary(ticks.map(\.seq), 8000))")
+        }
         try await awaitStatus(f.b.1, "b leads") { $0.fleet?.lease == "leading" }
     }
 }
