@@ -248,7 +248,9 @@ struct ConfigurationReader {
                         "unknown key\(Self.didYouMean(unknown, section.known)); known keys in [\(name)]: \(section.known.sorted().joined(separator: ", "))"))
             }
         }
-        if self.requiresURL && root["upstream"]?.table?["url"] == nil {
+        // A fleet's follower takes its upstream from the stream.
+        let follows = config.fleet.isOn && config.fleet.role == .follower
+        if self.requiresURL && !follows && root["upstream"]?.table?["url"] == nil {
             problems.append(
                 ConfigurationError(
                     file: self.fileName, line: self.lines.line(of: "upstream") ?? 1, key: "upstream.url", value: nil,

@@ -32,7 +32,7 @@ struct Suite: AsyncParsableCommand {
     @Option(help: "Seconds of the idle measurement.")
     var idleSeconds = 60
 
-    @Option(help: "Only these scenario groups (comma-separated): flat, large, rate, stalled, journal, idle, recovery.")
+    @Option(help: "Only these scenario groups (comma-separated): flat, large, rate, stalled, journal, fleet, idle, recovery.")
     var only: String?
 
     enum Bridge: String {
@@ -41,6 +41,8 @@ struct Suite: AsyncParsableCommand {
         case python = "Python bridge"
         case rawCopy = "raw copy"
         case direct = "direct"
+        case fleet = "wsbridged bridge → JetStream → follower"
+        case natsBaseline = "NATS C client → JetStream → ordered consumer (baseline)"
     }
 
     enum ReaderKind: String {
@@ -90,7 +92,7 @@ struct Suite: AsyncParsableCommand {
     }
 
     var groups: Set<String> {
-        Set((self.only ?? "flat,large,rate,stalled,journal,idle,recovery").split(separator: ",").map(String.init))
+        Set((self.only ?? "flat,large,rate,stalled,journal,fleet,idle,recovery").split(separator: ",").map(String.init))
     }
 
     func run() async throws {
@@ -135,6 +137,12 @@ struct Suite: AsyncParsableCommand {
             scenarios += Self.journalScenarios
             try await env.prefillJournal()
         }
+        var fleet: Environment.FleetServer?
+        if self.groups.contains("fleet") {
+            scenarios += Self.fleetScenarios
+            fleet = try await env.startFleet()
+        }
+        defer { fleet?.server.stop() }
         if self.builds.baselineDaemon != nil {
             scenarios = scenarios.flatMap { s -> [Scenario] in
                 guard s.bridge == .wsbridged, s.journal == nil else { return [s] }
@@ -147,7 +155,13 @@ struct Suite: AsyncParsableCommand {
         for run in 1...max(1, self.runs) where !scenarios.isEmpty {
             for (i, scenario) in scenarios.enumerated() {
                 let began = ContinuousClock.now
-                let s = try await env.measure(scenario, deliveries: self.deliveries, run: run)
+                let s =
+                    if let fleet, scenario.group == "fleet" {
+                        try await env.measureFleet(
+                            scenario, messages: scenario.rate > 0 ? scenario.messages : self.deliveries / 10, run: run, fleet: fleet)
+                    } else {
+                        try await env.measure(scenario, deliveries: self.deliveries, run: run)
+                    }
                 samples[i].append(s)
                 emitLine(
                     "run \(run) \(scenario.group): \(scenario.name): \(Format.human(s.deliveriesPerSecond)) deliveries/s, "
@@ -232,6 +246,8 @@ struct Environment {
             )
         case .direct:
             bridge = nil
+        case .fleet, .natsBaseline:
+            throw BenchError("a fleet scenario runs in measureFleet")
         }
         if scenario.bridge == .wsbridged || scenario.bridge == .wsbridgedBaseline || scenario.bridge == .python {
             _ = try await self.generator.waitLine { $0.hasPrefix("connected ") }

@@ -169,7 +169,7 @@ struct Report {
                     + "\(Format.spread(s.map { $0.bytesPerSecond / 1e6 }) { String(format: "%.0f", $0) }) | "
                     + "\(Format.spread(s.map(\.lostPercent)) { String(format: "%.1f %%", $0) }) | "
                     + "\(Format.spread(s.map(\.p50), Format.ms)) | \(Format.spread(s.map(\.p99), Format.ms)) | "
-                    + (scenario.bridge == .wsbridged || scenario.bridge == .wsbridgedBaseline || scenario.bridge == .python
+                    + ([.wsbridged, .wsbridgedBaseline, .python, .fleet].contains(scenario.bridge)
                         ? Format.spread(s.map(\.cpuPerMessage)) { String(format: "%.2f", $0) } : "")
                     + " |"
             )
@@ -208,6 +208,7 @@ struct Report {
             Swift.print(String(format: "- 99 reading + 1 stalled / 100 reading, per reader: %.0f %% (target within 10 %%)", some / all * 100))
         }
         self.printJournal()
+        self.printFleet()
         for (i, scenario) in self.scenarios.enumerated() where scenario.bridge == .wsbridgedBaseline {
             let this = self.samples[i - 1]
             let base = self.samples[i]

@@ -19,9 +19,13 @@ extension ConfigurationLoaderTests {
     }
 
     @Test func aFollowerTakesSubjectsWithWildcards() throws {
+        // No [upstream]: a follower's is the stream.
         let config = try self.load("[fleet]\nrole = \"follower\"\nservers = [\"nats://n1:4222\"]\nstream = \"FEED\"\nsubject = \"feed.*.>\"\n")
         #expect(config.fleet.role == .follower && config.fleet.subject == "feed.*.>")
         #expect(config.fleet.requests == "wsbridge-requests.FEED")
+        let strict = ConfigurationLoader(fileName: "d.toml", requiresURL: true)
+        #expect(throws: Never.self) { try strict.load(text: "[fleet]\nrole = \"follower\"\nservers = [\"nats://n1:4222\"]\n") }
+        #expect(throws: ConfigurationError.self) { try strict.load(text: "[fleet]\nservers = [\"nats://n1:4222\"]\n") }
     }
 
     @Test func aFleetsMistakesSayWhatToWrite() {
