@@ -111,6 +111,64 @@ import WSBridgeProtocol
         #expect(try daemonStatus(socket).fleet?.lost == 0)
     }
 
+    /// NATS killed while 4 MB flow with `max_backlog_bytes` at 1 MiB and a journal: the newest
+    /// leave memory and go into the stream from the journal once NATS is back: every message once,
+    /// in order, none given up.
+    @Test func pastTheBacklogBoundTheJournalHasThemAndNothingIsLost() async throws {
+        let dir = try TemporaryDirectory()
+        var nats = try await Self.jetStream(dir)
+        defer { nats.process.stop() }
+        guard try Self.js(nats, ["create-stream", "FEED", "feed.>"]).first?["name"] == "FEED" else { throw TestFailure("no stream") }
+        let upstream = try await UpstreamServer(.nio)
+        let (daemon, socket) = try await Self.daemon(
+            dir, url: upstream.url, nats: nats, fleet: "max_backlog_bytes = 1048576\n[journal]\ndir = \"\(dir.file("journal"))\"\n")
+        defer { daemon.stop() }
+        try await awaitStatus(socket, "the fleet connected") { $0.fleet?.state == "connected" }
+        nats.process.signal(SIGKILL)
+        _ = await nats.process.waitForExit()
+        try await awaitStatus(socket, "the fleet to see NATS gone") { $0.fleet?.state == "disconnected" }
+        upstream.command("ticker 2000 512 8000")
+        try await awaitStatus(socket, "8,000 numbered while NATS is away") { $0.seq >= 8000 }
+        let away = try daemonStatus(socket)
+        // 4 MB numbered, at most the bound (in 512-byte messages) kept in memory.
+        #expect((away.fleet?.waiting ?? 0) <= 2100 && away.fleet?.lag == 8000, "\(String(describing: away.fleet))")
+        nats = try await Self.jetStream(dir, client: nats.client)
+        try await awaitStatus(socket, "every message acknowledged", timeout: .seconds(60)) { $0.fleet?.acknowledgedThrough == 8000 }
+        let stored = try Self.stored(nats)
+        #expect(Self.inOrderOnce(stored.map(\.seq), 8000), "\(Self.summary(stored.map(\.seq), 8000))")
+        let after = try daemonStatus(socket)
+        #expect(after.fleet?.lost == 0 && after.fleet?.lag == 0, "\(String(describing: after.fleet))")
+    }
+
+    /// `upstream.protocol = "json"`: the events routed to one app are numbered, not the stream's;
+    /// the broadcasts between them go into the stream in order, each expecting the one published
+    /// before it (not the seq before it), and `acknowledged_through` passes the routed seqs.
+    @Test func aProtocolsMessagesForOneAppStayOutAndPublishingGoesOn() async throws {
+        let dir = try TemporaryDirectory()
+        let nats = try await Self.jetStream(dir)
+        defer { nats.process.stop() }
+        guard try Self.js(nats, ["create-stream", "FEED", "feed.>"]).first?["name"] == "FEED" else { throw TestFailure("no stream") }
+        let (peer, port) = try await JSONProtocolTests.peer()
+        defer { peer.stop() }
+        let (daemon, socket) = try await protocolDaemon(
+            dir, url: "ws://127.0.0.1:\(port)/", protocol: "json",
+            settings: "id = \"id\"\n[[protocol.reply]]\nwhen = \"ping\"\nsend = '{\"pong\":${msg:ping}}'\n"
+                + "[fleet]\nservers = [\"nats://127.0.0.1:\(nats.client)\"]\nstream = \"FEED\"\nsubject = \"feed.ticks\"\n")
+        defer { daemon.stop() }
+        let app = try await JSONRPCProtocolTests.app(socket, "a")
+        JSONProtocolTests.subscribe(app, id: 2, type: "alpha", request: "sa")
+        #expect(await JSONRPCProtocolTests.waitFor(app) { $0["type"] == "event" && ($0.value(at: "event.n")?.intValue ?? 0) >= 10 } != nil)
+        // Broadcasts after routed events are stored, all of them: nothing waits behind a routed seq.
+        try await awaitStatus(socket, "10 broadcasts acknowledged, none left behind") { s in
+            (s.fleet?.acknowledged ?? 0) >= 10 && s.fleet?.inFlight == 0 && s.fleet?.waiting == 0
+        }
+        let stored = try Self.stored(nats)
+        let seqs = stored.map(\.seq)
+        #expect(zip(seqs, seqs.dropFirst()).allSatisfy { $0 < $1 }, "\(seqs.prefix(20))")
+        #expect(stored.allSatisfy { $0.data.contains(#""id": "BTC""#) || $0.data.contains(#""id":"BTC""#) }, "\(stored.prefix(3).map(\.data))")
+        #expect(stored.count >= 10 && seqs.count < (seqs.last ?? 0), "routed seqs are not in the stream: \(seqs.prefix(20))")
+    }
+
     /// A 3-node JetStream cluster on loopback: each node its own directory and ports, routes to
     /// the others; a node started again keeps its store and ports.
     struct Cluster {

@@ -15,36 +15,36 @@ import WSBridgeProtocol
 /// apps' sends go to the bridge as NATS requests on `fleet.requests` and are answered with the
 /// bridge's outcome. Confined to the daemon's event loop; the client's threads hop to it.
 final class FleetFollower: LinkControl {
-    private let fleet: Configuration.Fleet
+    let fleet: Configuration.Fleet
     let library: NATSLibrary
-    private let eventLoop: any EventLoop
+    let eventLoop: any EventLoop
     private let logger: Logger
     private let fanout: Fanout
     let url: UpstreamURL
     private var handlers: NATSHandlers?
-    private var connection: OpaquePointer?
+    var connection: OpaquePointer?
     private var jetStream: OpaquePointer?
     /// The consumer, and its callback's owner.
     private var subscription: OpaquePointer?
     private var consumer: NATSMessages?
     /// The bridge's answers to this follower's sends: one inbox, a subject per send.
-    private var inbox = ""
+    var inbox = ""
     private var answers: NATSMessages?
     private var answersSubscription: OpaquePointer?
-    private var waiting: [UInt64: (promise: EventLoopPromise<SendOutcome>, timeout: Scheduled<Void>)] = [:]
-    private var nextSend: UInt64 = 0
+    var waiting: [UInt64: (promise: EventLoopPromise<SendOutcome>, timeout: Scheduled<Void>)] = [:]
+    var nextSend: UInt64 = 0
     private(set) var phase = ConnectionPhase.connecting
     private var phaseSince = WallClock.millisecondsSinceEpoch()
-    private var natsConnected = false
+    var natsConnected = false
     private var stopped = false
-    private var lastError: String?
+    var lastError: String?
     private var retry: Scheduled<Void>?
     /// The messages the consumer brought, not yet handed to the fan-out (filled on the client's
     /// thread, emptied on the loop: one hop for however many came meanwhile).
     private let incoming = NIOLockedValueBox(Incoming())
     private var received = 0
-    private var forwarded = 0
-    private var traffic = StatusReport.Traffic()
+    var forwarded = 0
+    var traffic = StatusReport.Traffic()
 
     /// What the stream holds at a seq: an upstream message, or a bridge's takeover.
     enum Item {
@@ -274,52 +274,6 @@ final class FleetFollower: LinkControl {
         // Unsubscribing deletes the consumer in JetStream too.
         _ = library.api.natsSubscription_Unsubscribe(subscription)
         library.api.natsSubscription_Destroy(subscription)
-    }
-
-    // MARK: - Sends, through the bridge
-
-    func send(_ message: OutboundMessage) -> SendOutcome {
-        guard let connection = self.connection, self.natsConnected else {
-            return .rejected(
-                "this follower is not connected to NATS (\(self.lastError ?? "connecting")), so its bridge cannot be reached: retry once status says open")
-        }
-        self.nextSend += 1
-        let id = self.nextSend
-        let promise = self.eventLoop.makePromise(of: SendOutcome.self)
-        var msg: OpaquePointer?
-        let length = message.data.readableBytes
-        let made = message.data.withUnsafeReadableBytes { bytes in
-            self.library.api.natsMsg_Create(
-                &msg, self.fleet.requests, "\(self.inbox).\(id)", bytes.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(length))
-        }
-        guard made == NATS_OK, let msg else { return .rejected("a message for the bridge: \(self.library.text(made))") }
-        defer { self.library.api.natsMsg_Destroy(msg) }
-        if message.kind == .binary { _ = self.library.api.natsMsgHeader_Set(msg, FleetPublisher.kindHeader, "binary") }
-        let status = self.library.api.natsConnection_PublishMsg(connection, msg)
-        guard status == NATS_OK else { return .rejected("sending to the bridge: \(self.library.text(status))") }
-        let wait = self.fleet.ackTimeout
-        let timeout = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(wait.nanoseconds)) {
-            guard let entry = self.waiting.removeValue(forKey: id) else { return }
-            entry.promise.succeed(
-                .rejected(
-                    "no bridge answered on \(self.fleet.requests) within fleet.ack_timeout (\(wait.short)): is a bridge of stream \(self.fleet.stream) running? The message may or may not have gone upstream"
-                ))
-        }
-        self.waiting[id] = (promise, timeout)
-        self.traffic.sent(bytes: length)
-        return .spooling(promise.futureResult)
-    }
-
-    /// The bridge's answer to send number N (the last token of its subject).
-    private func answered(_ message: UnsafeSendable<OpaquePointer>) {
-        let api = self.library.api
-        defer { api.natsMsg_Destroy(message.value) }
-        let subject = api.natsMsg_GetSubject(message.value).map { String(cString: $0) } ?? ""
-        guard let id = subject.split(separator: ".").last.flatMap({ UInt64($0) }), let entry = self.waiting.removeValue(forKey: id) else { return }
-        entry.timeout.cancel()
-        let outcome = FleetPublisher.outcome(ofAnswer: self.library.data(of: message.value))
-        if case .rejected = outcome {} else { self.forwarded += 1 }
-        entry.promise.succeed(outcome)
     }
 
     func sendAhead(_ message: OutboundMessage, key: String?) -> Bool { false }

@@ -28,12 +28,12 @@ final class FleetPublisher {
         case closed
     }
 
-    private let fleet: Configuration.Fleet
+    let fleet: Configuration.Fleet
     let library: NATSLibrary
     let eventLoop: any EventLoop
-    private let logger: Logger
+    let logger: Logger
     /// The feed's stream id (the fan-out's): with the seq, the message's id in JetStream.
-    private let feed: String
+    let feed: String
     private var handlers: NATSHandlers?
     private(set) var connection: OpaquePointer?
     /// `fleet.standby`: which bridge leads (it answers followers' sends; with `cold`, only it
@@ -55,24 +55,40 @@ final class FleetPublisher {
     /// `fleet.ack_timeout` in milliseconds.
     var ackTimeout: Int64 { self.fleet.ackTimeout.nanoseconds / 1_000_000 }
     private(set) var lastError: String?
+    /// A numbered message on its way into the stream; `previous`: the numbered message before
+    /// it (nil: none of this run's, or it was given up), whose id it expects to be the stream's
+    /// last (`Nats-Expected-Last-Msg-Id`), so the stream has them in seq order.
+    struct Pending {
+        var seq: UInt64
+        var previous: UInt64?
+        var message: UpstreamMessage
+    }
+
     /// Numbered, not yet handed to the client; their bytes.
-    private var waiting: Deque<(seq: UInt64, message: UpstreamMessage)> = []
-    private var waitingBytes = 0
+    var waiting: Deque<Pending> = []
+    var waitingBytes = 0
     /// Handed to the client, waiting for JetStream's acknowledgement.
-    private var inFlight: [UInt64: UpstreamMessage] = [:]
+    var inFlight: [UInt64: Pending] = [:]
     /// Every message up to this one is acknowledged (or given up, `lost`); those after it
     /// acknowledged out of order.
     private(set) var acknowledgedThrough: UInt64 = 0
-    private var acknowledgedAhead: Set<UInt64> = []
+    var acknowledgedAhead: Set<UInt64> = []
+    /// Seqs the fan-out numbered that are no message of the stream's (a protocol's messages for
+    /// one app), first to last.
+    var skipped: [UInt64: UInt64] = [:]
     private(set) var acknowledged = 0
+    /// The last message numbered (the stream's: `skipped` are not).
     private(set) var numberedThrough: UInt64 = 0
-    /// Given up past `max_backlog_bytes`.
-    private(set) var lost = 0
-    private var retry: Scheduled<Void>?
-    /// Messages published with no expectation of the one before (the first of the run, the
-    /// first after some were given up); every other expects its predecessor's id last in the
-    /// stream (`Nats-Expected-Last-Msg-Id`), so the stream has them in seq order.
-    private var unchained: Set<UInt64> = []
+    private var numberedAny = false
+    /// The next message numbered expects nothing (the one before it was given up).
+    private var unchainNext = false
+    /// Given up past `max_backlog_bytes` (with no journal to read them from again).
+    var lost = 0
+    var retry: Scheduled<Void>?
+    /// `[journal]`: past `max_backlog_bytes` the newest waiting messages are dropped from memory
+    /// and read again from the journal once NATS takes them (FleetPublisher+Journal.swift).
+    var journal: Journal?
+    var spill: Spill?
     /// The daemon stops: fulfilled once every message numbered is acknowledged.
     private var drained: EventLoopPromise<Void>?
 
@@ -178,7 +194,7 @@ final class FleetPublisher {
         }
     }
 
-    private func retryLater(_ delay: TimeAmount, _ body: @escaping () -> Void) {
+    func retryLater(_ delay: TimeAmount, _ body: @escaping () -> Void) {
         self.retry?.cancel()
         self.retry = self.eventLoop.assumeIsolated().scheduleTask(in: delay) { body() }
     }
@@ -188,38 +204,61 @@ final class FleetPublisher {
     /// Messages the fan-out numbered (in seq order).
     func publish(_ entries: [Journal.Entry]) {
         guard self.state != .closed else { return }
-        // The first of this run follows nothing of it.
-        if self.numberedThrough == 0, let first = entries.first { self.unchained.insert(first.seq) }
         for entry in entries {
-            self.waiting.append((entry.seq, entry.message))
-            self.waitingBytes += entry.message.data.readableBytes
+            if self.numberedAny {
+                if entry.seq > self.numberedThrough + 1 { self.skipped[self.numberedThrough + 1] = entry.seq - 1 }
+            } else if entry.seq > self.acknowledgedThrough + 1 {
+                // The first of this run: the seqs before it are an earlier run's (a journal's).
+                self.acknowledgedThrough = entry.seq - 1
+            }
+            let pending = Pending(seq: entry.seq, previous: self.numberedAny && !self.unchainNext ? self.numberedThrough : nil, message: entry.message)
+            self.numberedAny = true
+            self.unchainNext = false
             self.numberedThrough = entry.seq
+            // While the journal has the newest, they are read from it (in order), not kept here.
+            guard self.spill == nil else { continue }
+            self.waiting.append(pending)
+            self.waitingBytes += entry.message.data.readableBytes
         }
         self.bound()
         self.pump()
     }
 
-    /// The backlog within `max_backlog_bytes`: the oldest go past it.
+    /// The backlog within `max_backlog_bytes`: with a journal the newest go (read again from
+    /// it); without, the oldest are given up.
     private func bound() {
+        guard self.waitingBytes > self.fleet.maxBacklogBytes else { return }
+        if self.spillToJournal(above: self.fleet.maxBacklogBytes / 2) { return }
         while self.waitingBytes > self.fleet.maxBacklogBytes, let oldest = self.waiting.popFirst() {
             self.waitingBytes -= oldest.message.data.readableBytes
-            self.lost += 1
-            // The one after it follows nothing that was published.
-            self.unchained.remove(oldest.seq)
-            self.unchained.insert(oldest.seq + 1)
+            self.giveUp(
+                oldest.seq, 1,
+                why: "NATS was away past fleet.max_backlog_bytes = \(self.fleet.maxBacklogBytes), and there is no [journal] to read it again from")
             self.acknowledgedAhead.insert(oldest.seq)
-            if self.lost == 1 || self.lost.isMultiple(of: 1000) {
-                self.logger.error("fleet: \(self.lost) message(s) never published: NATS was away past fleet.max_backlog_bytes = \(self.fleet.maxBacklogBytes)")
-            }
         }
         self.advance()
     }
 
-    /// Hands waiting messages to the client while there is room in flight.
-    private func pump() {
+    /// Messages never published (`count`, the first `seq`): the next expects nothing before it.
+    func giveUp(_ seq: UInt64, _ count: Int, why: String) {
+        let before = self.lost
+        self.lost += count
+        if self.waiting.isEmpty { self.unchainNext = true } else { self.waiting[self.waiting.startIndex].previous = nil }
+        if before == 0 || self.lost / 1000 > before / 1000 {
+            self.logger.error("fleet: \(self.lost) message(s) never published (the last from seq \(seq)): \(why)")
+        }
+    }
+
+    /// Hands waiting messages to the client while there is room in flight: the waiting ones,
+    /// then those read back from the journal.
+    func pump() {
+        defer { self.readSpill() }
         guard self.state == .connected, let jetStream = self.jetStream else { return }
         let api = self.library.api
-        while self.inFlight.count < self.fleet.maxInFlight, let (seq, message) = self.waiting.first {
+        while self.inFlight.count < self.fleet.maxInFlight {
+            let fromWaiting = !self.waiting.isEmpty
+            guard let next = self.waiting.first ?? self.spill?.buffer.first else { break }
+            let message = next.message
             var msg: OpaquePointer?
             let length = message.data.readableBytes
             let made = message.data.withUnsafeReadableBytes { bytes in
@@ -231,16 +270,16 @@ final class FleetPublisher {
                 self.failed("a message for NATS: \(self.library.text(made))")
                 return
             }
-            _ = api.natsMsgHeader_Set(msg, Self.seqHeader, "\(seq)")
+            _ = api.natsMsgHeader_Set(msg, Self.seqHeader, "\(next.seq)")
             _ = api.natsMsgHeader_Set(msg, Self.streamHeader, self.feed)
-            if message.kind == .binary { _ = api.natsMsgHeader_Set(msg, "Wsbridge-Kind", "binary") }
+            if message.kind == .binary { _ = api.natsMsgHeader_Set(msg, Self.kindHeader, "binary") }
             var options = jsPubOptions()
             options.MaxWait = self.fleet.ackTimeout.nanoseconds / 1_000_000
             // Stored once (by its id), and only right after the one before it: a message whose
             // predecessor failed is refused too, and both go again in order.
-            let id = self.idPaths.map { Self.messageID(message.data, paths: $0) } ?? "\(self.feed)-\(seq)"
+            let id = self.idPaths.map { Self.messageID(message.data, paths: $0) } ?? "\(self.feed)-\(next.seq)"
             // Hot bridges publish the same messages: no one of them can expect its own last.
-            let previous = self.unchained.contains(seq) || self.idPaths != nil ? nil : "\(self.feed)-\(seq - 1)"
+            let previous = self.idPaths != nil ? nil : next.previous.map { "\(self.feed)-\($0)" }
             var owned: OpaquePointer? = msg
             let status = id.withCString { id in
                 options.MsgId = id
@@ -255,9 +294,13 @@ final class FleetPublisher {
                 self.failed("publishing: \(self.library.text(status))")
                 return
             }
-            self.waiting.removeFirst()
-            self.waitingBytes -= length
-            self.inFlight[seq] = message
+            if fromWaiting {
+                self.waiting.removeFirst()
+                self.waitingBytes -= length
+            } else {
+                self.spill?.buffer.removeFirst()
+            }
+            self.inFlight[next.seq] = next
         }
     }
 
@@ -269,60 +312,56 @@ final class FleetPublisher {
 
     /// JetStream's answer to message `seq` (`error`: why it was not stored).
     private func acknowledged(_ seq: UInt64, error: String?) {
-        guard let message = self.inFlight.removeValue(forKey: seq) else { return }
+        guard let pending = self.inFlight.removeValue(forKey: seq) else { return }
         if let error {
             // Published again, in its place: it goes before every later waiting one.
             if self.lastError != error { self.logger.warning("fleet: message \(seq) not stored (\(error)); publishing it again") }
             self.lastError = error
             let index = self.waiting.firstIndex { $0.seq > seq } ?? self.waiting.endIndex
-            self.waiting.insert((seq, message), at: index)
-            self.waitingBytes += message.data.readableBytes
+            self.waiting.insert(pending, at: index)
+            self.waitingBytes += pending.message.data.readableBytes
             self.retryLater(.milliseconds(100)) { self.pump() }
             return
         }
         self.acknowledged += 1
         self.acknowledgedAhead.insert(seq)
-        if !self.unchained.isEmpty { self.unchained.remove(seq) }
         self.advance()
         self.pump()
-        if let drained = self.drained, self.waiting.isEmpty, self.inFlight.isEmpty {
+        if let drained = self.drained, self.waiting.isEmpty, self.inFlight.isEmpty, self.spill == nil {
             self.drained = nil
             drained.succeed()
         }
     }
 
-    private func advance() {
-        while self.acknowledgedAhead.remove(self.acknowledgedThrough + 1) != nil { self.acknowledgedThrough += 1 }
+    func advance() {
+        while true {
+            let next = self.acknowledgedThrough + 1
+            if self.acknowledgedAhead.remove(next) != nil {
+                self.acknowledgedThrough = next
+            } else if let end = self.skipped.removeValue(forKey: next) {
+                self.acknowledgedThrough = end
+            } else {
+                return
+            }
+        }
     }
 
     /// After NATS came back: what was in flight and not acknowledged goes again, in order
     /// (JetStream drops those it stored already, by their ids).
     private func requeueInFlight() {
         guard !self.inFlight.isEmpty else { return }
-        let again = self.inFlight.sorted { $0.key < $1.key }
+        let again = self.inFlight.values.sorted { $0.seq < $1.seq }
         self.inFlight.removeAll()
-        for (seq, message) in again.reversed() {
-            self.waiting.prepend((seq, message))
-            self.waitingBytes += message.data.readableBytes
+        for pending in again.reversed() {
+            self.waiting.prepend(pending)
+            self.waitingBytes += pending.message.data.readableBytes
         }
-    }
-
-    /// `status`'s `fleet`.
-    var status: StatusReport.Fleet {
-        var report = StatusReport.Fleet(
-            state: self.state.rawValue, stream: self.fleet.stream, subject: self.fleet.subject, acknowledged: self.acknowledged,
-            acknowledgedThrough: self.acknowledgedThrough, lag: Int(self.numberedThrough - min(self.numberedThrough, self.acknowledgedThrough)),
-            inFlight: self.inFlight.count, waiting: self.waiting.count, lost: self.lost, lastError: self.lastError)
-        report.role = "bridge"
-        report.lease = self.lease?.state
-        report.server = self.connection.flatMap { self.state == .connected ? self.library.connectedURL($0) : nil }
-        return report
     }
 
     /// Closes the connection (the daemon stops), once JetStream acknowledged what was numbered
     /// (while NATS is there), or after `fleet.ack_timeout`: what is left then is not published.
     func stop() -> EventLoopFuture<Void> {
-        guard self.state == .connected, !self.waiting.isEmpty || !self.inFlight.isEmpty else { return self.close() }
+        guard self.state == .connected, !self.waiting.isEmpty || !self.inFlight.isEmpty || self.spill != nil else { return self.close() }
         let drained = self.eventLoop.makePromise(of: Void.self)
         self.drained = drained
         // Its own timer: the retries' may be replaced meanwhile.
@@ -354,20 +393,6 @@ final class FleetPublisher {
             withExtendedLifetime((handlers, requests.value.0)) {}
         }
     }
-}
-
-extension FleetPublisher {
-    /// `body` with `text` as a C string, or NULL.
-    static func withOptionalCString<T>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> T) -> T {
-        guard let text else { return body(nil) }
-        return text.withCString { body($0) }
-    }
-}
-
-/// A value the NATS client shares across threads (its handles are thread-safe).
-struct UnsafeSendable<T>: @unchecked Sendable {
-    let value: T
-    init(_ value: T) { self.value = value }
 }
 
 @available(*, unavailable)

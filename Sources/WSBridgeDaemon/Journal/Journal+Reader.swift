@@ -25,6 +25,8 @@ extension Journal {
     enum Item: Sendable {
         /// A message's line, encoded as the live feed encodes it (nil: the filter refused it).
         case message(seq: UInt64, line: ByteBuffer?)
+        /// A message as it came (`LineOptions.raw`: the fleet publishes it again).
+        case raw(seq: UInt64, UpstreamMessage)
         case gap(GapLine)
     }
 
@@ -51,6 +53,8 @@ extension Journal {
     struct LineOptions: Sendable {
         var inlineJSON: Bool
         var filter: Filter?
+        /// The messages as they came, not as lines.
+        var raw = false
     }
 
     /// Reads from `cursor` on the reader thread, at most about `maxMessages` and `maxBytes`.
@@ -146,9 +150,15 @@ extension Journal {
                     }
                     switch r.kind {
                     case .text, .binary:
-                        let line = Self.line(r, options)
-                        chunk.items.append(.message(seq: r.seq, line: line))
-                        bytes += line?.readableBytes ?? 0
+                        if options.raw {
+                            let message = UpstreamMessage(kind: r.kind == .binary ? .binary : .text, data: r.payload, receivedAtMillis: r.millis)
+                            chunk.items.append(.raw(seq: r.seq, message))
+                            bytes += r.payload.readableBytes
+                        } else {
+                            let line = Self.line(r, options)
+                            chunk.items.append(.message(seq: r.seq, line: line))
+                            bytes += line?.readableBytes ?? 0
+                        }
                         count += 1
                     case .hole:
                         let from = max(r.seq, chunk.cursor.expect)

@@ -65,7 +65,7 @@ extension Fanout {
             for item in chunk.items {
                 switch item {
                 case .message(let seq, let line?): client.deliver(line, seq: seq)
-                case .message(_, nil): break
+                case .message(_, nil), .raw: break
                 case .gap(let gap): client.send(MessageLineEncoder.line(gap.json, allocator: self.allocator))
                 }
             }

@@ -139,6 +139,7 @@ extension DaemonService {
                 let publisher = FleetPublisher(
                     fleet: configuration.fleet, library: nats, feed: bridge.value.fanout.stream, eventLoop: eventLoop, logger: logger)
                 bridge.value.fanout.fleet = publisher
+                publisher.journal = bridge.value.fanout.journal
                 publisher.serve = { message in bridge.value.plane.sendFromFollower(message) }
                 Self.standBy(configuration, publisher: publisher, bridge: bridge.value, holder: "\(name):\(getpid())", logger: logger)
                 publisher.start(name: name)

@@ -1,0 +1,52 @@
+import CNATS
+import NIOCore
+import WSBridgeCore
+import WSBridgeProtocol
+
+/// A follower's apps' sends go to the bridge as NATS requests on `fleet.requests` (docs/fleet.md):
+/// one inbox, a subject per send, the bridge's answer (its outcome) the app's reply.
+extension FleetFollower {
+    func send(_ message: OutboundMessage) -> SendOutcome {
+        guard let connection = self.connection, self.natsConnected else {
+            return .rejected(
+                "this follower is not connected to NATS (\(self.lastError ?? "connecting")), so its bridge cannot be reached: retry once status says open")
+        }
+        self.nextSend += 1
+        let id = self.nextSend
+        let promise = self.eventLoop.makePromise(of: SendOutcome.self)
+        var msg: OpaquePointer?
+        let length = message.data.readableBytes
+        let made = message.data.withUnsafeReadableBytes { bytes in
+            self.library.api.natsMsg_Create(
+                &msg, self.fleet.requests, "\(self.inbox).\(id)", bytes.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(length))
+        }
+        guard made == NATS_OK, let msg else { return .rejected("a message for the bridge: \(self.library.text(made))") }
+        defer { self.library.api.natsMsg_Destroy(msg) }
+        if message.kind == .binary { _ = self.library.api.natsMsgHeader_Set(msg, FleetPublisher.kindHeader, "binary") }
+        let status = self.library.api.natsConnection_PublishMsg(connection, msg)
+        guard status == NATS_OK else { return .rejected("sending to the bridge: \(self.library.text(status))") }
+        let wait = self.fleet.ackTimeout
+        let timeout = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(wait.nanoseconds)) {
+            guard let entry = self.waiting.removeValue(forKey: id) else { return }
+            entry.promise.succeed(
+                .rejected(
+                    "no bridge answered on \(self.fleet.requests) within fleet.ack_timeout (\(wait.short)): is a bridge of stream \(self.fleet.stream) running? The message may or may not have gone upstream"
+                ))
+        }
+        self.waiting[id] = (promise, timeout)
+        self.traffic.sent(bytes: length)
+        return .spooling(promise.futureResult)
+    }
+
+    /// The bridge's answer to send number N (the last token of its subject).
+    func answered(_ message: UnsafeSendable<OpaquePointer>) {
+        let api = self.library.api
+        defer { api.natsMsg_Destroy(message.value) }
+        let subject = api.natsMsg_GetSubject(message.value).map { String(cString: $0) } ?? ""
+        guard let id = subject.split(separator: ".").last.flatMap({ UInt64($0) }), let entry = self.waiting.removeValue(forKey: id) else { return }
+        entry.timeout.cancel()
+        let outcome = FleetPublisher.outcome(ofAnswer: self.library.data(of: message.value))
+        if case .rejected = outcome {} else { self.forwarded += 1 }
+        entry.promise.succeed(outcome)
+    }
+}
