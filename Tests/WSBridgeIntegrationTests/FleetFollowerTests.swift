@@ -76,6 +76,7 @@ import WSBridgeProtocol
         let first = Self.ticks(before)
         let since = try #require(first.last?.seq)
         (follower, socket) = try await Self.follower(dir, nats: nats)
+        #expect(stream == "jetstream-FEED")
         let (after, _, from) = try await JournalTests.resume(socket, since: since, stream: stream, name: "after")
         #expect(await JournalTests.waitForSeq(after, 3000, from: from, timeout: .seconds(60)), "\(after.lines.lines.suffix(3))")
         let all = first + Self.ticks(after, from: from)

@@ -71,12 +71,9 @@ final class Fanout: UpstreamEventSink {
         self.pending = pending ?? PendingRequests(eventLoop: eventLoop)
         self.ring = ReplayRing(maxMessages: configuration.replay, maxBytes: configuration.replayBytes)
         self.journal = journal?.0
-        if let (journal, recovered) = journal {
-            self.stream = journal.streamID
-            self.seq = recovered.lastSeq
-        } else {
-            self.stream = stream ?? Fanout.newStreamID()
-        }
+        // A given stream (a fleet follower's, whose seqs are its stream's) outlasts a journal's.
+        self.stream = stream ?? journal?.0.streamID ?? Fanout.newStreamID()
+        if let recovered = journal?.1 { self.seq = recovered.lastSeq }
     }
 
     var subscriberCount: Int { self.subscribers.count }

@@ -43,8 +43,8 @@ final class Bridge {
         // `request`s wait in it: the plane asks it to wait, the fan-out answers from the stream.
         let pending = PendingRequests(eventLoop: eventLoop)
         let follows = configuration.fleet.isOn && configuration.fleet.role == .follower
-        // A follower's stream is the fleet's (every follower numbers a message alike), unless
-        // its journal goes on with its own.
+        // A follower's stream is the fleet's: every follower numbers a message alike (its seq in
+        // the JetStream stream), across its restarts (its journal keeps where it was).
         let fanout = Fanout(
             configuration: configuration.local, status: status, metrics: metrics, eventLoop: eventLoop, pending: pending, journal: journal,
             stream: follows ? "jetstream-\(configuration.fleet.stream)" : nil)
