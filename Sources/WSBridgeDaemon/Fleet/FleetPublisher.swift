@@ -85,6 +85,12 @@ final class FleetPublisher {
     /// Given up past `max_backlog_bytes` (with no journal to read them from again).
     var lost = 0
     var retry: Scheduled<Void>?
+    /// JetStream's answers, filled on the client's thread, taken on the loop.
+    private let answers = NIOLockedValueBox(Answers())
+    struct Answers {
+        var answers: [(seq: UInt64, error: String?)] = []
+        var scheduled = false
+    }
     /// `[journal]`: past `max_backlog_bytes` the newest waiting messages are dropped from memory
     /// and read again from the journal once NATS takes them (FleetPublisher+Journal.swift).
     var journal: Journal?
@@ -108,10 +114,19 @@ final class FleetPublisher {
     func start(name: String) {
         let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
         let loop = self.eventLoop
+        let answers = self.answers
         let handlers = NATSHandlers(
             library: self.library,
             connectionChanged: { connected, closed in loop.execute { bound.value.connectionChanged(connected: connected, closed: closed) } },
-            acknowledged: { seq, error in loop.execute { bound.value.acknowledged(seq, error: error) } })
+            acknowledged: { seq, error in
+                // One hop for however many answers came meanwhile.
+                let schedule = answers.withLockedValue { box in
+                    box.answers.append((seq, error))
+                    defer { box.scheduled = true }
+                    return !box.scheduled
+                }
+                if schedule { loop.execute { bound.value.takeAnswers() } }
+            })
         self.handlers = handlers
         let library = self.library
         let fleet = self.fleet
@@ -308,6 +323,16 @@ final class FleetPublisher {
         if self.lastError != why { self.logger.warning("fleet: \(why); trying again in a second") }
         self.lastError = why
         self.retryLater(.seconds(1)) { self.pump() }
+    }
+
+    /// JetStream's answers, as the client's thread left them.
+    private func takeAnswers() {
+        let answers = self.answers.withLockedValue { box in
+            box.scheduled = false
+            defer { box.answers.removeAll(keepingCapacity: true) }
+            return box.answers
+        }
+        for (seq, error) in answers { self.acknowledged(seq, error: error) }
     }
 
     /// JetStream's answer to message `seq` (`error`: why it was not stored).

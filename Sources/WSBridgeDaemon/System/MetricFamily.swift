@@ -187,7 +187,8 @@ package enum MetricFamily: String, CaseIterable, Sendable {
                 reading: .total { i, _ in i.status.queue.spool?.fsyncs ?? 0 })
         case .fleetConnected:
             Declaration(
-                type: .gauge, help: "1 while the fleet publishes into its JetStream stream ([fleet]; 0 when NATS is away or it is off).",
+                type: .gauge,
+                help: "1 while the fleet's JetStream stream is reached ([fleet]: a bridge publishing, a follower following; 0 when NATS is away or it is off).",
                 reading: .gauge { i, _ in i.status.fleet?.state == "connected" ? 1 : 0 })
         case .fleetAcknowledged:
             Declaration(
