@@ -34,8 +34,8 @@ final class FleetPublisher {
     let logger: Logger
     /// The feed's stream id (the fan-out's): with the seq, the message's id in JetStream.
     let feed: String
-    private var handlers: NATSHandlers?
-    private(set) var connection: OpaquePointer?
+    var handlers: NATSHandlers?
+    var connection: OpaquePointer?
     /// `fleet.standby`: which bridge leads (it answers followers' sends; with `cold`, only it
     /// holds the upstream).
     var lease: FleetLease?
@@ -44,10 +44,10 @@ final class FleetPublisher {
     var idPaths: [JSONPathScan.Path]?
     /// Followers' sends (`fleet.requests`): handed to `serve`, answered with its outcome.
     var serve: ((OutboundMessage) -> SendOutcome)?
-    private var requests: NATSMessages?
-    private var requestsSubscription: OpaquePointer?
-    private(set) var jetStream: OpaquePointer?
-    private(set) var state = State.connecting
+    var requests: NATSMessages?
+    var requestsSubscription: OpaquePointer?
+    var jetStream: OpaquePointer?
+    var state = State.connecting
     /// `fleet.subject` with `${msg:PATH}`: each message's subject from it.
     private let template: FleetSubject?
     /// The subject of a message of no key's (a takeover).
@@ -96,7 +96,7 @@ final class FleetPublisher {
     var journal: Journal?
     var spill: Spill?
     /// The daemon stops: fulfilled once every message numbered is acknowledged.
-    private var drained: EventLoopPromise<Void>?
+    var drained: EventLoopPromise<Void>?
 
     init(fleet: Configuration.Fleet, library: NATSLibrary, feed: String, eventLoop: any EventLoop, logger: Logger) {
         self.fleet = fleet
@@ -380,42 +380,6 @@ final class FleetPublisher {
         for pending in again.reversed() {
             self.waiting.prepend(pending)
             self.waitingBytes += pending.message.data.readableBytes
-        }
-    }
-
-    /// Closes the connection (the daemon stops), once JetStream acknowledged what was numbered
-    /// (while NATS is there), or after `fleet.ack_timeout`: what is left then is not published.
-    func stop() -> EventLoopFuture<Void> {
-        guard self.state == .connected, !self.waiting.isEmpty || !self.inFlight.isEmpty || self.spill != nil else { return self.close() }
-        let drained = self.eventLoop.makePromise(of: Void.self)
-        self.drained = drained
-        // Its own timer: the retries' may be replaced meanwhile.
-        self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(self.fleet.ackTimeout.nanoseconds)) {
-            guard self.drained?.futureResult === drained.futureResult else { return }
-            self.drained = nil
-            self.logger.warning("fleet: stopping with \(self.waiting.count + self.inFlight.count) message(s) not acknowledged by JetStream")
-            drained.succeed()
-        }
-        return drained.futureResult.assumeIsolated().flatMap { self.close() }.nonisolated()
-    }
-
-    private func close() -> EventLoopFuture<Void> {
-        self.state = .closed
-        self.retry?.cancel()
-        guard let connection = self.connection else { return self.eventLoop.makeSucceededVoidFuture() }
-        let jetStream = self.jetStream
-        self.connection = nil
-        self.jetStream = nil
-        let library = self.library
-        let handles = UnsafeSendable((connection, jetStream))
-        let handlers = self.handlers
-        let requests = UnsafeSendable((self.requests, self.requestsSubscription))
-        self.requestsSubscription = nil
-        return NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) {
-            let (connection, jetStream) = handles.value
-            library.close(connection, jetStream: jetStream)
-            if let subscription = requests.value.1 { library.api.natsSubscription_Destroy(subscription) }
-            withExtendedLifetime((handlers, requests.value.0)) {}
         }
     }
 }
