@@ -115,10 +115,6 @@ import WSBridgeProtocol
         #expect(await upstream.event(#"message {"hello":"from a follower"}"#) != nil)
         let status = try daemonStatus(socket)
         #expect(status.fleet?.forwarded == 2, "\(String(describing: status.fleet))")
-        // A sticky send is the bridge's to hold: refused here, saying so.
-        app.send(#"{"op":"send","id":3,"text":"{\"sub\":1}","sticky":"s1"}"#)
-        let sticky = await app.lines.wait { $0.contains(#""id":3"#) }
-        #expect(sticky?.contains("follower") == true && sticky?.contains(#""ok":false"#) == true, "\(sticky ?? "")")
     }
 
     /// Every message line `client` read, in order, is seq 1...count once each (the stream's).
@@ -229,5 +225,40 @@ import WSBridgeProtocol
         let got = app.lines.lines.compactMap { try? JSONValue.parse($0) }.filter { $0["type"] == "message" }
         #expect(got.compactMap { $0["seq"]?.intValue } == [1, 3, 5], "\(got)")
         #expect(got.allSatisfy { $0["data"]?.stringValue?.contains(#""sym":"BTC""#) == true })
+    }
+
+    /// The sticky keys the daemon at `socket` holds (`wsbridgectl sticky --json`).
+    static func stickyKeys(_ socket: String) throws -> [String] {
+        let list = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket, "sticky", "--json"])
+        return try StickyListResult(json: try JSONValue.parse(list.stdout)).keys.map(\.key)
+    }
+
+    /// A follower's app's sticky send is held by the bridge for it: sent upstream once, and let go
+    /// of (its leave text sent) when the app leaves; another's, when the follower is killed and
+    /// the bridge stops hearing it.
+    @Test func aFollowersStickySendIsHeldByTheBridgeUntilItsAppOrTheFollowerGoes() async throws {
+        let (dir, nats, upstream, bridge, bridgeSocket) = try await Self.bridge()
+        let (follower, socket) = try await Self.follower(dir, nats: nats)
+        defer {
+            follower.stop()
+            bridge.stop()
+            nats.process.stop()
+        }
+        let app = try await SocketClient.connected(to: socket, name: "app", daemon: follower)
+        app.send(#"{"op":"send","id":"k","text":"{\"sub\":\"alpha\"}","sticky":"alpha","on_unstick":"{\"unsub\":\"alpha\"}"}"#)
+        let reply = await app.reply("k")
+        #expect(reply?["ok"] == true, "\(String(describing: reply))")
+        #expect(await upstream.event(#"message {"sub":"alpha"}"#) != nil, "the bridge sent it upstream")
+        try await eventually("the bridge holds alpha", { try Self.stickyKeys(bridgeSocket) }, until: { $0 == ["alpha"] })
+        app.close()
+        try await eventually("the bridge lets alpha go", { try Self.stickyKeys(bridgeSocket) }, until: { $0.isEmpty })
+        #expect(await upstream.event(#"message {"unsub":"alpha"}"#) != nil, "its leave text went upstream")
+        let other = try await SocketClient.connected(to: socket, name: "other", daemon: follower)
+        other.send(#"{"op":"send","id":"b","text":"{\"sub\":\"beta\"}","sticky":"beta"}"#)
+        #expect(await other.reply("b")?["ok"] == true)
+        try await eventually("the bridge holds beta", { try Self.stickyKeys(bridgeSocket) }, until: { $0 == ["beta"] })
+        follower.signal(SIGKILL)
+        _ = await follower.waitForExit()
+        try await eventually("the bridge lets beta go once it stops hearing the follower", { try Self.stickyKeys(bridgeSocket) }, until: { $0.isEmpty })
     }
 }

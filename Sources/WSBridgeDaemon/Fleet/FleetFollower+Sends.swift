@@ -1,4 +1,5 @@
 import CNATS
+import Foundation
 import NIOCore
 import WSBridgeCore
 import WSBridgeProtocol
@@ -48,5 +49,31 @@ extension FleetFollower {
         let outcome = FleetPublisher.outcome(ofAnswer: self.library.data(of: message.value))
         if case .rejected = outcome {} else { self.forwarded += 1 }
         entry.promise.succeed(outcome)
+    }
+
+    /// Tells the bridge this follower's sticky set: every key its apps hold, with its text and
+    /// leave text, on `fleet.requests` (header `Wsbridge-Sticky-Set: HOLDER`, no answer). The
+    /// bridge holds what is in it for this follower and lets go of what is not.
+    func syncSticky() {
+        guard let connection = self.connection, self.natsConnected else { return }
+        let entries = self.session.registry.ordered
+        guard !entries.isEmpty || self.stickyShared else { return }
+        self.stickyShared = !entries.isEmpty
+        let set: JSONValue = .array(
+            entries.map { entry in
+                var fields: [(String, JSONValue)] = [("key", .string(entry.key))]
+                switch entry.payload {
+                case .text(let text): fields.append(("text", .string(text)))
+                case .binary(let bytes): fields.append(("binary", .string(Data(bytes).base64EncodedString())))
+                }
+                if let leave = entry.onUnstick { fields.append(("on_unstick", .string(leave))) }
+                return .object(fields)
+            })
+        let body = set.serialized
+        var msg: OpaquePointer?
+        guard self.library.api.natsMsg_Create(&msg, self.fleet.requests, nil, body, Int32(body.utf8.count)) == NATS_OK, let msg else { return }
+        defer { self.library.api.natsMsg_Destroy(msg) }
+        _ = self.library.api.natsMsgHeader_Set(msg, FleetPublisher.stickySetHeader, self.holder)
+        _ = self.library.api.natsConnection_PublishMsg(connection, msg)
     }
 }

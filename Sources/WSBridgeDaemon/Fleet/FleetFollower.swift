@@ -20,6 +20,13 @@ final class FleetFollower: LinkControl {
     let eventLoop: any EventLoop
     private let logger: Logger
     private let fanout: Fanout
+    /// Its apps' sticky keys (the plane registers them): the bridge holds them for them.
+    let session: UpstreamSession
+    /// This follower's name among the bridge's holders: host and process.
+    var holder = ""
+    /// The bridge was told of sticky keys (an empty set is told once after).
+    var stickyShared = false
+    private var stickyTimer: Scheduled<Void>?
     let url: UpstreamURL
     private var handlers: NATSHandlers?
     var connection: OpaquePointer?
@@ -57,10 +64,11 @@ final class FleetFollower: LinkControl {
         var scheduled = false
     }
 
-    init(configuration: Configuration, library: NATSLibrary, fanout: Fanout, eventLoop: any EventLoop, logger: Logger) {
+    init(configuration: Configuration, library: NATSLibrary, fanout: Fanout, session: UpstreamSession, eventLoop: any EventLoop, logger: Logger) {
         self.fleet = configuration.fleet
         self.library = library
         self.fanout = fanout
+        self.session = session
         self.eventLoop = eventLoop
         self.logger = logger
         self.url = configuration.upstream.url
@@ -72,6 +80,10 @@ final class FleetFollower: LinkControl {
 
     /// Connects (the client keeps trying in the background) and subscribes once it is up.
     func start(name: String) {
+        self.holder = "\(name):\(getpid())"
+        // The sticky set again every second: a bridge that took over learns it, and one that
+        // stops hearing it lets the keys go.
+        self.everySecond()
         let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
         let loop = self.eventLoop
         let handlers = NATSHandlers(
@@ -117,6 +129,14 @@ final class FleetFollower: LinkControl {
         }
     }
 
+    private func everySecond() {
+        guard !self.stopped else { return }
+        self.stickyTimer = self.eventLoop.assumeIsolated().scheduleTask(in: .seconds(1)) {
+            self.syncSticky()
+            self.everySecond()
+        }
+    }
+
     private func connectionChanged(connected: Bool, closed: Bool) {
         guard !self.stopped else { return }
         self.natsConnected = connected
@@ -127,6 +147,7 @@ final class FleetFollower: LinkControl {
         }
         // A new consumer from the last message taken (the old one may be gone with its server).
         if self.phase != .idle { self.subscribe() }
+        self.syncSticky()
     }
 
     private func enter(_ phase: ConnectionPhase, _ reason: String) {
@@ -276,11 +297,21 @@ final class FleetFollower: LinkControl {
         library.api.natsSubscription_Destroy(subscription)
     }
 
-    func sendAhead(_ message: OutboundMessage, key: String?) -> Bool { false }
+    /// A sticky key registered (the bridge is told of the set, and sends it upstream if it is new
+    /// there), or a leave text (its key just went: upstream through the bridge, as a send).
+    func sendAhead(_ message: OutboundMessage, key: String?) -> Bool {
+        guard self.natsConnected else { return false }
+        if let key, self.session.registry.entry(key) != nil {
+            self.syncSticky()
+        } else {
+            _ = self.send(message)
+        }
+        return true
+    }
 
-    /// Sticky sends are held where the upstream is: not on a follower (yet).
-    func refusal(forNewKey key: String, payload: Payload) -> String? {
-        "this wsbridged is a fleet follower, which holds no sticky sends: send \(key) without \"sticky\", or sticky on the bridge's host"
+    /// A sticky key went: the bridge lets go of it for this follower.
+    func released(key: String) {
+        self.syncSticky()
     }
 
     func fail(_ description: String) {}
@@ -313,6 +344,7 @@ final class FleetFollower: LinkControl {
     /// The daemon stops: the consumer and the connection go.
     func stop() -> EventLoopFuture<Void> {
         self.stopped = true
+        self.stickyTimer?.cancel()
         self.retry?.cancel()
         self.dropSubscription()
         for (_, entry) in self.waiting {

@@ -10,14 +10,20 @@ import WSBridgeProtocol
 /// in order, bounded) or `{"outcome":"rejected","error":"…"}`.
 extension FleetPublisher {
     static let kindHeader = "Wsbridge-Kind"
+    /// A follower's sticky set (FleetStickyHolders), from the holder this header names.
+    static let stickySetHeader = "Wsbridge-Sticky-Set"
 
     /// A follower's send (on the event loop; `message` is the client's, destroyed here).
     func request(_ message: UnsafeSendable<OpaquePointer>) {
         let api = self.library.api
         defer { api.natsMsg_Destroy(message.value) }
-        guard let replyTo = api.natsMsg_GetReply(message.value).map({ String(cString: $0) }) else { return }
         // Every bridge hears it; the leader answers (and sends it upstream, once).
         if let lease = self.lease, !lease.leading { return }
+        if let holder = self.library.header(Self.stickySetHeader, of: message.value) {
+            self.stickySet?(holder, self.library.data(of: message.value))
+            return
+        }
+        guard let replyTo = api.natsMsg_GetReply(message.value).map({ String(cString: $0) }) else { return }
         let kind: UpstreamMessage.Kind = self.library.header(Self.kindHeader, of: message.value) == "binary" ? .binary : .text
         let outbound = OutboundMessage(kind: kind, data: self.library.data(of: message.value))
         guard let serve = self.serve else {

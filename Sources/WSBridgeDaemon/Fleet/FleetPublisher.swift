@@ -44,6 +44,8 @@ final class FleetPublisher {
     var idPaths: [JSONPathScan.Path]?
     /// Followers' sends (`fleet.requests`): handed to `serve`, answered with its outcome.
     var serve: ((OutboundMessage) -> SendOutcome)?
+    /// A follower's sticky set (its holder's name, the set as JSON): FleetStickyHolders.
+    var stickySet: ((String, ByteBuffer) -> Void)?
     var requests: NATSMessages?
     var requestsSubscription: OpaquePointer?
     var jetStream: OpaquePointer?

@@ -49,8 +49,6 @@ final class Bridge {
             configuration: configuration.local, status: status, metrics: metrics, eventLoop: eventLoop, pending: pending, journal: journal,
             stream: follows ? "jetstream-\(configuration.fleet.stream)" : nil)
         self.fanout = fanout
-        self.follower =
-            follows ? nats.map { FleetFollower(configuration: configuration, library: $0, fanout: fanout, eventLoop: eventLoop, logger: logger) } : nil
         // With an application protocol, its layer stands between the link and the fan-out.
         self.appProtocol = makeAppProtocolSession(configuration.applicationProtocol, maxMessageSize: configuration.upstream.maxMessageSize).map {
             AppProtocolLayer(
@@ -58,6 +56,11 @@ final class Bridge {
         }
         self.session = UpstreamSession(
             configuration: configuration, store: sticky?.0, restored: sticky?.1 ?? [], eventLoop: eventLoop, logger: logger)
+        let session = self.session
+        self.follower =
+            follows
+            ? nats.map { FleetFollower(configuration: configuration, library: $0, fanout: fanout, session: session, eventLoop: eventLoop, logger: logger) }
+            : nil
         self.link = UpstreamLink(
             configuration: configuration,
             networkAvailable: networkAvailable,

@@ -141,6 +141,11 @@ extension DaemonService {
                 bridge.value.fanout.fleet = publisher
                 publisher.journal = bridge.value.fanout.journal
                 publisher.serve = { message in bridge.value.plane.sendFromFollower(message) }
+                // Followers' sticky keys, held here for them (not through a protocol layer).
+                if bridge.value.appProtocol == nil {
+                    let holders = FleetStickyHolders(session: bridge.value.session, link: bridge.value.plane.link, eventLoop: eventLoop, logger: logger)
+                    publisher.stickySet = { holder, set in holders.apply(holder, set) }
+                }
                 Self.standBy(configuration, publisher: publisher, bridge: bridge.value, holder: "\(name):\(getpid())", logger: logger)
                 publisher.start(name: name)
                 return NIOLoopBound(publisher, eventLoop: eventLoop)
