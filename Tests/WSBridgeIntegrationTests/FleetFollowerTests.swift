@@ -261,4 +261,34 @@ import WSBridgeProtocol
         _ = await follower.waitForExit()
         try await eventually("the bridge lets beta go once it stops hearing the follower", { try Self.stickyKeys(bridgeSocket) }, until: { $0.isEmpty })
     }
+
+    /// A bridge and a follower started while NATS is not there yet: both wait (their sockets
+    /// served), and once nats-server and the stream are up, the feed flows to the follower's app.
+    @Test func aBridgeAndAFollowerStartedBeforeNATSGoOnOnceItIsUp() async throws {
+        let dir = try TemporaryDirectory()
+        let port = try freePort()
+        let upstream = try await UpstreamServer(.nio)
+        let bridgeSocket = dir.file("bridge.sock")
+        let bridge = try ManagedProcess.daemon(
+            ["--config", try writeDaemonConfig(dir, "bridge", url: upstream.url, socket: bridgeSocket, extra: Self.fleet([port], role: "bridge"))],
+            name: "bridge")
+        defer { bridge.stop() }
+        guard await bridge.awaitLink(.open) else { throw TestFailure(bridge.stderr.text) }
+        let socket = dir.file("follower.sock")
+        let follower = try ManagedProcess.daemon(
+            ["--config", try writeDaemonConfig(dir, "follower", url: "ws://127.0.0.1:9/unused", socket: socket, extra: Self.fleet([port], role: "follower"))],
+            name: "follower")
+        defer { follower.stop() }
+        guard await follower.awaitReady() else { throw TestFailure(follower.stderr.text) }
+        #expect(try daemonStatus(bridgeSocket).fleet?.state != "connected")
+        #expect(try daemonStatus(socket).state == .connecting)
+        let nats = try await FleetTests.jetStream(dir, client: port)
+        defer { nats.process.stop() }
+        guard try FleetTests.js(nats, ["create-stream", "FEED", "feed.>"]).first?["name"] == "FEED" else { throw TestFailure("no stream") }
+        try await awaitStatus(bridgeSocket, "the bridge publishing") { $0.fleet?.state == "connected" }
+        try await awaitStatus(socket, "the follower following") { $0.state == .open }
+        let app = try await SocketClient.connected(to: socket, name: "app", daemon: follower)
+        upstream.command("ticker 100 64 20")
+        #expect(await JournalTests.waitForSeq(app, 20), "\(app.lines.text.suffix(500))")
+    }
 }

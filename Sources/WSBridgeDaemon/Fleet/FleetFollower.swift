@@ -118,7 +118,8 @@ final class FleetFollower: LinkControl {
                 self.answersSubscription = subscription.value
                 if self.stopped {
                     self.release()
-                } else if connected.now {
+                } else if connected.now || self.natsConnected {
+                    // Up now, or came up (its callback on the loop) before this was here.
                     self.connectionChanged(connected: true, closed: false)
                 }
             case .failure(let error):

@@ -50,6 +50,8 @@ final class FleetPublisher {
     var requestsSubscription: OpaquePointer?
     var jetStream: OpaquePointer?
     var state = State.connecting
+    /// The client said it is connected (maybe before `connection` was set here).
+    private var cameUp = false
     /// `fleet.subject` with `${msg:PATH}`: each message's subject from it.
     private let template: FleetSubject?
     /// The subject of a message of no key's (a takeover).
@@ -152,7 +154,8 @@ final class FleetPublisher {
                 self.connection = connected.connection
                 self.jetStream = connected.jetStream
                 self.requestsSubscription = subscription.value
-                if connected.now { self.connectionChanged(connected: true, closed: false) }
+                // Up now, or came up (its callback on the loop) before this was here.
+                if connected.now || self.cameUp { self.connectionChanged(connected: true, closed: false) }
             case .failure(let error):
                 self.state = .closed
                 self.lastError = "\(error)"
@@ -167,6 +170,7 @@ final class FleetPublisher {
             self.state = .closed
             return
         }
+        self.cameUp = connected
         guard connected else {
             self.state = .disconnected
             self.logger.warning("fleet: NATS disconnected; \(self.waiting.count + self.inFlight.count) message(s) wait for it")
