@@ -100,6 +100,13 @@ import WSBridgeProtocol
             nats.process.stop()
         }
         let app = try await SocketClient.connected(to: socket, name: "app", daemon: follower)
+        // A filtered subscriber and `wsbridgectl tail` on the follower, as on a bridge.
+        let filtered = try await SocketClient.connected(to: socket, name: "filtered", daemon: follower)
+        filtered.send(#"{"id":"f","op":"subscribe","filter":{"field":"rid","equals":41}}"#)
+        #expect(await filtered.reply("f")?["ok"] == true)
+        let tail = try ManagedProcess("\(Paths.bin)/wsbridgectl", ["--socket", socket, "tail"], name: "tail")
+        defer { tail.stop() }
+        #expect(await tail.stderr.wait(containing: "following") != nil, "\(tail.stderr.text)")
         app.send(#"{"op":"send","id":1,"text":"{\"hello\":\"from a follower\"}"}"#)
         let sent = await app.lines.wait { $0.contains(#""id":1"#) && !$0.contains(#""type":"message""#) }
         #expect(sent?.contains(#""ok":true"#) == true, "\(sent ?? "no reply")")
@@ -112,6 +119,11 @@ import WSBridgeProtocol
         #expect(json.value(at: "result.json.rid")?.intValue == 41, "\(answer ?? "")")
         let seq = try #require(json.value(at: "result.seq")?.intValue)
         #expect(try daemonStatus(socket).seq == seq, "the answer's seq is the follower's (the stream's)")
+        // The filter took the answer only; tail printed both messages as they came.
+        #expect(await filtered.lines.wait { $0.contains(#""type":"message""#) && $0.contains(#"\"rid\":41"#) } != nil)
+        #expect(filtered.messages.count == 1, "\(filtered.messages)")
+        #expect(await tail.stdout.wait(containing: #"{"rid":41,"q":1}"#) != nil)
+        #expect(tail.stdout.lines.first == #"{"hello":"from a follower"}"#, "\(tail.stdout.lines)")
         #expect(await upstream.event(#"message {"hello":"from a follower"}"#) != nil)
         let status = try daemonStatus(socket)
         #expect(status.fleet?.forwarded == 2, "\(String(describing: status.fleet))")
@@ -161,32 +173,43 @@ import WSBridgeProtocol
         #expect(try daemonStatus(bridgeSocket).fleet?.lost == 0)
     }
 
-    /// NATS down for 30 s while the feed flows at 1,000 a second: the bridge's own subscriber
-    /// keeps its feed meanwhile; once NATS is back the backlog is published, and the follower's
-    /// app (connected throughout) gets every message once, in order.
+    /// All of NATS down for 30 s while the feed flows at 1,000 a second: the three nodes of the
+    /// cluster killed (-9), started again 30 s later with their stores. The bridge's own
+    /// subscriber keeps its feed meanwhile; once the cluster is back the backlog is published, and
+    /// the follower's app (connected throughout) gets every message once, in order.
     @Test func allOfNATSDownFor30sLosesNothing() async throws {
-        let (dir, first, upstream, bridge, bridgeSocket) = try await Self.bridge()
-        var nats = first
-        let (follower, socket) = try await Self.follower(dir, nats: nats)
-        defer {
-            follower.stop()
-            bridge.stop()
-            nats.process.stop()
-        }
+        let cluster = try FleetTests.Cluster()
+        var nodes: [NATSServer] = []
+        for i in 0..<3 { nodes.append(try await cluster.start(i)) }
+        defer { for node in nodes { node.process.stop() } }
+        try await eventually(
+            "a stream replicated on the 3 nodes", timeout: .seconds(60), every: .milliseconds(500),
+            { try FleetTests.js(nodes[1], ["create-stream", "FEED", "feed.>", "--replicas", "3"]) },
+            until: { $0.first?["name"] == "FEED" })
+        let dir = try TemporaryDirectory()
+        let upstream = try await UpstreamServer(.nio)
+        let bridgeSocket = dir.file("bridge.sock")
+        let config = try writeDaemonConfig(dir, "bridge", url: upstream.url, socket: bridgeSocket, extra: Self.fleet(cluster.clients, role: "bridge"))
+        let bridge = try ManagedProcess.daemon(["--config", config], name: "bridge")
+        defer { bridge.stop() }
+        guard await bridge.awaitLink(.open) else { throw TestFailure(bridge.stderr.text) }
+        try await awaitStatus(bridgeSocket, "the bridge's fleet connected", timeout: .seconds(60)) { $0.fleet?.state == "connected" }
+        let (follower, socket) = try await Self.follower(dir, ports: cluster.clients)
+        defer { follower.stop() }
         let local = try await SocketClient.connected(to: bridgeSocket, name: "local", daemon: bridge)
         let app = try await SocketClient.connected(to: socket, name: "app", daemon: follower)
         upstream.command("ticker 1000 64 40000")
         #expect(await JournalTests.waitForSeq(app, 2000))
-        nats.process.signal(SIGKILL)
-        _ = await nats.process.waitForExit()
+        for node in nodes { node.process.signal(SIGKILL) }
+        for node in nodes { _ = await node.process.waitForExit() }
         let before = Self.ticks(local).last?.seq ?? 0
         // The outage is the scenario: 30 s of it, by the clock.
         try await Task.sleep(for: .seconds(30))
         let during = Self.ticks(local).last?.seq ?? 0
         #expect(during >= before + 5000, "the bridge's subscriber kept its feed: seq \(before) at the kill, \(during) 30 s later")
-        #expect(try daemonStatus(bridgeSocket).fleet?.state == "disconnected")
-        nats = try await FleetTests.jetStream(dir, client: nats.client)
-        #expect(await JournalTests.waitForSeq(app, 40000, timeout: .seconds(120)), "\(follower.stderr.text.suffix(2000))")
+        #expect(try daemonStatus(bridgeSocket).fleet?.state != "connected")
+        for i in 0..<3 { nodes[i] = try await cluster.start(i) }
+        #expect(await JournalTests.waitForSeq(app, 40000, timeout: .seconds(180)), "\(follower.stderr.text.suffix(2000))")
         Self.expectAll(app, 40000, "the follower's app")
         Self.expectAll(local, 40000, "the bridge's subscriber")
         let status = try daemonStatus(bridgeSocket)
