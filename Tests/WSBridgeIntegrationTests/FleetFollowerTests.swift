@@ -141,13 +141,8 @@ import WSBridgeProtocol
     /// gets every message once, in order.
     @Test func aFollowersNodeKilledWhileFlowingLosesNothingAndDoublesNothing() async throws {
         let cluster = try FleetTests.Cluster()
-        var nodes: [NATSServer] = []
-        for i in 0..<3 { nodes.append(try await cluster.start(i)) }
+        var nodes = try await cluster.startWithStream()
         defer { for node in nodes { node.process.stop() } }
-        try await eventually(
-            "a stream replicated on the 3 nodes", timeout: .seconds(60), every: .milliseconds(500),
-            { try FleetTests.js(nodes[1], ["create-stream", "FEED", "feed.>", "--replicas", "3"]) },
-            until: { $0.first?["name"] == "FEED" })
         let upstream = try await UpstreamServer(.nio)
         let dir = try TemporaryDirectory()
         let bridgeSocket = dir.file("bridge.sock")
@@ -179,13 +174,8 @@ import WSBridgeProtocol
     /// the follower's app (connected throughout) gets every message once, in order.
     @Test func allOfNATSDownFor30sLosesNothing() async throws {
         let cluster = try FleetTests.Cluster()
-        var nodes: [NATSServer] = []
-        for i in 0..<3 { nodes.append(try await cluster.start(i)) }
+        var nodes = try await cluster.startWithStream()
         defer { for node in nodes { node.process.stop() } }
-        try await eventually(
-            "a stream replicated on the 3 nodes", timeout: .seconds(60), every: .milliseconds(500),
-            { try FleetTests.js(nodes[1], ["create-stream", "FEED", "feed.>", "--replicas", "3"]) },
-            until: { $0.first?["name"] == "FEED" })
         let dir = try TemporaryDirectory()
         let upstream = try await UpstreamServer(.nio)
         let bridgeSocket = dir.file("bridge.sock")

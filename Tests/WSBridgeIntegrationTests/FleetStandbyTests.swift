@@ -46,13 +46,8 @@ import WSBridgeProtocol
     /// and b, two followers and an app of each.
     static func fleet(standby: String) async throws -> Fleet {
         let cluster = try FleetTests.Cluster()
-        var nodes: [NATSServer] = []
-        for i in 0..<3 { nodes.append(try await cluster.start(i)) }
+        let nodes = try await cluster.startWithStream()
         do {
-            try await eventually(
-                "a stream replicated on the 3 nodes", timeout: .seconds(60), every: .milliseconds(500),
-                { try FleetTests.js(nodes[1], ["create-stream", "FEED", "feed.>", "--replicas", "3"]) },
-                until: { $0.first?["name"] == "FEED" })
             let dir = try TemporaryDirectory()
             let upstream = try await UpstreamServer(.nio)
             let a = try await Self.bridge(dir, "a", upstream: upstream, nats: cluster.clients, standby: standby)

@@ -182,6 +182,23 @@ import WSBridgeProtocol
             self.clients = try (0..<3).map { _ in try freePort() }
         }
 
+        /// The three nodes, and the stream FEED on all three, made once the cluster elected its
+        /// JetStream leader (stopped again if that fails).
+        func startWithStream() async throws -> [NATSServer] {
+            var nodes: [NATSServer] = []
+            do {
+                for i in 0..<3 { nodes.append(try await self.start(i)) }
+                try await eventually(
+                    "a stream replicated on the 3 nodes", timeout: .seconds(60), every: .milliseconds(500),
+                    { [nodes] in try FleetTests.js(nodes[1], ["create-stream", "FEED", "feed.>", "--replicas", "3"]) },
+                    until: { $0.first?["name"] == "FEED" })
+                return nodes
+            } catch {
+                for node in nodes { node.process.stop() }
+                throw error
+            }
+        }
+
         func start(_ i: Int) async throws -> NATSServer {
             let others = (0..<3).filter { $0 != i }.map { "\"nats-route://127.0.0.1:\(self.routes[$0])\"" }.joined(separator: ", ")
             return try await NATSServer.start(
@@ -198,15 +215,9 @@ import WSBridgeProtocol
     /// all three, and started again: JetStream has every message once, in order.
     @Test func aClusterNodeKilledWhileFlowingLosesNothingAndDoublesNothing() async throws {
         let cluster = try Cluster()
-        var nodes: [NATSServer] = []
-        for i in 0..<3 { nodes.append(try await cluster.start(i)) }
+        var nodes = try await cluster.startWithStream()
         defer { for node in nodes { node.process.stop() } }
         let clients = cluster.clients
-        // The cluster elects its JetStream leader first: the stream is made once it has one.
-        try await eventually(
-            "a stream replicated on the 3 nodes", timeout: .seconds(60), every: .milliseconds(500),
-            { try Self.js(nodes[1], ["create-stream", "FEED", "feed.>", "--replicas", "3"]) },
-            until: { $0.first?["name"] == "FEED" })
         let upstream = try await UpstreamServer(.nio)
         let dir = try TemporaryDirectory()
         let socket = dir.file("d.sock")

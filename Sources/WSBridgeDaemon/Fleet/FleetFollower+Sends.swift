@@ -12,6 +12,11 @@ extension FleetFollower {
             return .rejected(
                 "this follower is not connected to NATS (\(self.lastError ?? "connecting")), so its bridge cannot be reached: retry once status says open")
         }
+        guard self.waiting.count < self.fleet.maxInFlight else {
+            return .rejected(
+                "\(self.waiting.count) sends wait for the bridge's answer already (fleet.max_in_flight = \(self.fleet.maxInFlight)): wait for their replies, then send again"
+            )
+        }
         self.nextSend += 1
         let id = self.nextSend
         let promise = self.eventLoop.makePromise(of: SendOutcome.self)
@@ -75,5 +80,22 @@ extension FleetFollower {
         defer { self.library.api.natsMsg_Destroy(msg) }
         _ = self.library.api.natsMsgHeader_Set(msg, FleetPublisher.stickySetHeader, self.holder)
         _ = self.library.api.natsConnection_PublishMsg(connection, msg)
+    }
+
+    /// A sticky key registered (the bridge is told of the set, and sends it upstream if it is new
+    /// there), or a leave text (its key just went: upstream through the bridge, as a send).
+    func sendAhead(_ message: OutboundMessage, key: String?) -> Bool {
+        guard self.natsConnected else { return false }
+        if let key, self.session.registry.entry(key) != nil {
+            self.syncSticky()
+        } else {
+            _ = self.send(message)
+        }
+        return true
+    }
+
+    /// A sticky key went: the bridge lets go of it for this follower.
+    func released(key: String) {
+        self.syncSticky()
     }
 }

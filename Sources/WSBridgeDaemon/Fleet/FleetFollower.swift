@@ -18,8 +18,8 @@ final class FleetFollower: LinkControl {
     let fleet: Configuration.Fleet
     let library: NATSLibrary
     let eventLoop: any EventLoop
-    private let logger: Logger
-    private let fanout: Fanout
+    let logger: Logger
+    let fanout: Fanout
     /// Its apps' sticky keys (the plane registers them): the bridge holds them for them.
     let session: UpstreamSession
     /// This follower's name among the bridge's holders: host and process.
@@ -43,26 +43,15 @@ final class FleetFollower: LinkControl {
     private(set) var phase = ConnectionPhase.connecting
     private var phaseSince = WallClock.millisecondsSinceEpoch()
     var natsConnected = false
-    private var stopped = false
+    var stopped = false
     var lastError: String?
     private var retry: Scheduled<Void>?
     /// The messages the consumer brought, not yet handed to the fan-out (filled on the client's
     /// thread, emptied on the loop: one hop for however many came meanwhile).
-    private let incoming = NIOLockedValueBox(Incoming())
-    private var received = 0
+    let incoming = NIOLockedValueBox(Incoming())
+    var received = 0
     var forwarded = 0
     var traffic = StatusReport.Traffic()
-
-    /// What the stream holds at a seq: an upstream message, or a bridge's takeover.
-    enum Item {
-        case message(UpstreamMessage)
-        case takeover(leader: String, previous: String?)
-    }
-
-    struct Incoming {
-        var messages: [(seq: UInt64, item: Item)] = []
-        var scheduled = false
-    }
 
     init(configuration: Configuration, library: NATSLibrary, fanout: Fanout, session: UpstreamSession, eventLoop: any EventLoop, logger: Logger) {
         self.fleet = configuration.fleet
@@ -160,7 +149,7 @@ final class FleetFollower: LinkControl {
 
     /// Makes the consumer (on the thread pool: it asks JetStream), from the seq after the last
     /// one numbered, or after the stream's last when nothing was.
-    private func subscribe() {
+    func subscribe() {
         guard let jetStream = self.jetStream, !self.stopped else { return }
         self.retry?.cancel()
         self.dropSubscription()
@@ -171,6 +160,11 @@ final class FleetFollower: LinkControl {
         let consumer = NATSMessages { message in
             guard let taken = Self.take(message, library) else { return }
             let schedule = incoming.withLockedValue { box in
+                // The loop behind by a whole batch: the rest is taken again from the stream.
+                guard box.messages.count < Self.maxIncoming else {
+                    box.overflowed = true
+                    return false
+                }
                 box.messages.append(taken)
                 defer { box.scheduled = true }
                 return !box.scheduled
@@ -234,54 +228,6 @@ final class FleetFollower: LinkControl {
         }
     }
 
-    /// A message of the consumer as the fan-out takes it (on the client's thread; it owns the
-    /// message and destroys it).
-    private static func take(_ message: OpaquePointer, _ library: NATSLibrary) -> (seq: UInt64, item: Item)? {
-        let api = library.api
-        defer { api.natsMsg_Destroy(message) }
-        var meta: UnsafeMutablePointer<jsMsgMetaData>?
-        guard api.natsMsg_GetMetaData(&meta, message) == NATS_OK, let meta else { return nil }
-        let seq = meta.pointee.Sequence.Stream
-        let millis = meta.pointee.Timestamp / 1_000_000
-        api.jsMsgMetaData_Destroy(meta)
-        if library.header(FleetPublisher.eventHeader, of: message) == FleetPublisher.takeover {
-            let leader = library.header("Wsbridge-Leader", of: message) ?? "a bridge"
-            return (seq, .takeover(leader: leader, previous: library.header("Wsbridge-Previous", of: message)))
-        }
-        let kind: UpstreamMessage.Kind = library.header(FleetPublisher.kindHeader, of: message) == "binary" ? .binary : .text
-        return (seq, .message(UpstreamMessage(kind: kind, data: library.data(of: message), receivedAtMillis: millis)))
-    }
-
-    /// Hands what the consumer brought to the fan-out, in stream order, each seq once (a consumer
-    /// made again may bring some again).
-    private func drain() {
-        let messages = self.incoming.withLockedValue { box in
-            box.scheduled = false
-            defer { box.messages.removeAll(keepingCapacity: true) }
-            return box.messages
-        }
-        guard !self.stopped, self.phase == .open || self.phase == .connecting else { return }
-        for (seq, item) in messages where seq > self.fanout.position.seq {
-            switch item {
-            case .message(let message):
-                self.received += 1
-                self.traffic.received(bytes: message.data.readableBytes)
-                self.fanout.publish(message, at: seq)
-            case .takeover(let leader, let previous):
-                // Its seq is no message's; the subscribers hear of the gap it marks.
-                self.fanout.skip(to: seq)
-                let gap = GapLine(
-                    stream: self.fanout.stream, reason: GapLine.leaderChanged, next: seq + 1,
-                    message:
-                        "the fleet's bridge changed: \(leader) took over from \(previous ?? "a bridge that stopped renewing its lease") (fleet.standby = \"cold\"); what the upstream sent between the last message before stream seq \(seq) and the first after it reached no bridge"
-                )
-                self.fanout.announce(MessageLineEncoder.line(gap.json, allocator: self.fanout.allocator))
-                self.logger.warning("fleet: \(leader) took over the stream from \(previous ?? "?") at stream seq \(seq)")
-            }
-        }
-        self.fanout.flush()
-    }
-
     private func dropSubscription() {
         self.consumer = nil
         guard let subscription = self.subscription else { return }
@@ -296,23 +242,6 @@ final class FleetFollower: LinkControl {
         // Unsubscribing deletes the consumer in JetStream too.
         _ = library.api.natsSubscription_Unsubscribe(subscription)
         library.api.natsSubscription_Destroy(subscription)
-    }
-
-    /// A sticky key registered (the bridge is told of the set, and sends it upstream if it is new
-    /// there), or a leave text (its key just went: upstream through the bridge, as a send).
-    func sendAhead(_ message: OutboundMessage, key: String?) -> Bool {
-        guard self.natsConnected else { return false }
-        if let key, self.session.registry.entry(key) != nil {
-            self.syncSticky()
-        } else {
-            _ = self.send(message)
-        }
-        return true
-    }
-
-    /// A sticky key went: the bridge lets go of it for this follower.
-    func released(key: String) {
-        self.syncSticky()
     }
 
     func fail(_ description: String) {}

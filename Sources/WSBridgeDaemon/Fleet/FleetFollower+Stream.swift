@@ -1,0 +1,82 @@
+import CNATS
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import WSBridgeCore
+import WSBridgeProtocol
+
+/// What the follower's consumer brings: each message of the stream, or a bridge's takeover, handed
+/// to the fan-out under its seq in the stream.
+extension FleetFollower {
+    /// What the stream holds at a seq: an upstream message, or a bridge's takeover.
+    enum Item {
+        case message(UpstreamMessage)
+        case takeover(leader: String, previous: String?)
+    }
+
+    struct Incoming {
+        var messages: [(seq: UInt64, item: Item)] = []
+        var scheduled = false
+        /// Messages came past `maxIncoming` and were dropped: the consumer is made again.
+        var overflowed = false
+    }
+
+    /// Messages held between the client's thread and the loop, at most.
+    static let maxIncoming = 65_536
+
+    /// A message of the consumer as the fan-out takes it (on the client's thread; it owns the
+    /// message and destroys it).
+    static func take(_ message: OpaquePointer, _ library: NATSLibrary) -> (seq: UInt64, item: Item)? {
+        let api = library.api
+        defer { api.natsMsg_Destroy(message) }
+        var meta: UnsafeMutablePointer<jsMsgMetaData>?
+        guard api.natsMsg_GetMetaData(&meta, message) == NATS_OK, let meta else { return nil }
+        let seq = meta.pointee.Sequence.Stream
+        let millis = meta.pointee.Timestamp / 1_000_000
+        api.jsMsgMetaData_Destroy(meta)
+        if library.header(FleetPublisher.eventHeader, of: message) == FleetPublisher.takeover {
+            let leader = library.header("Wsbridge-Leader", of: message) ?? "a bridge"
+            return (seq, .takeover(leader: leader, previous: library.header("Wsbridge-Previous", of: message)))
+        }
+        let kind: UpstreamMessage.Kind = library.header(FleetPublisher.kindHeader, of: message) == "binary" ? .binary : .text
+        return (seq, .message(UpstreamMessage(kind: kind, data: library.data(of: message), receivedAtMillis: millis)))
+    }
+
+    /// Hands what the consumer brought to the fan-out, in stream order, each seq once (a consumer
+    /// made again may bring some again).
+    func drain() {
+        let (messages, overflowed) = self.incoming.withLockedValue { box in
+            box.scheduled = false
+            defer {
+                box.messages.removeAll(keepingCapacity: true)
+                box.overflowed = false
+            }
+            return (box.messages, box.overflowed)
+        }
+        guard !self.stopped, self.phase == .open || self.phase == .connecting else { return }
+        for (seq, item) in messages where seq > self.fanout.position.seq {
+            switch item {
+            case .message(let message):
+                self.received += 1
+                self.traffic.received(bytes: message.data.readableBytes)
+                self.fanout.publish(message, at: seq)
+            case .takeover(let leader, let previous):
+                // Its seq is no message's; the subscribers hear of the gap it marks.
+                self.fanout.skip(to: seq)
+                let gap = GapLine(
+                    stream: self.fanout.stream, reason: GapLine.leaderChanged, next: seq + 1,
+                    message:
+                        "the fleet's bridge changed: \(leader) took over from \(previous ?? "a bridge that stopped renewing its lease") (fleet.standby = \"cold\"); what the upstream sent between the last message before stream seq \(seq) and the first after it reached no bridge"
+                )
+                self.fanout.announce(MessageLineEncoder.line(gap.json, allocator: self.fanout.allocator))
+                self.logger.warning("fleet: \(leader) took over the stream from \(previous ?? "?") at stream seq \(seq)")
+            }
+        }
+        self.fanout.flush()
+        if overflowed && !self.stopped && self.phase != .idle {
+            self.logger.warning(
+                "fleet: the stream's messages came faster than this follower took them; following again from seq \(self.fanout.position.seq + 1)")
+            self.subscribe()
+        }
+    }
+}
