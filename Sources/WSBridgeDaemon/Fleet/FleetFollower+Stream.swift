@@ -15,7 +15,7 @@ extension FleetFollower {
     }
 
     struct Incoming {
-        var messages: [(seq: UInt64, item: Item)] = []
+        var messages: [(generation: Int, seq: UInt64, item: Item)] = []
         var scheduled = false
         /// Messages came past `maxIncoming` and were dropped: the consumer is made again.
         var overflowed = false
@@ -54,7 +54,7 @@ extension FleetFollower {
             return (box.messages, box.overflowed)
         }
         guard !self.stopped, self.phase == .open || self.phase == .connecting else { return }
-        for (seq, item) in messages where seq > self.fanout.position.seq {
+        for (generation, seq, item) in messages where generation == self.generation && seq > self.fanout.position.seq {
             switch item {
             case .message(let message):
                 self.received += 1

@@ -50,6 +50,8 @@ final class FleetFollower: LinkControl {
     /// thread, emptied on the loop: one hop for however many came meanwhile).
     let incoming = NIOLockedValueBox(Incoming())
     var received = 0
+    /// The current consumer's number (`subscribe` makes a new one).
+    var generation = 0
     var forwarded = 0
     var traffic = StatusReport.Traffic()
 
@@ -157,8 +159,13 @@ final class FleetFollower: LinkControl {
         let loop = self.eventLoop
         let incoming = self.incoming
         let library = self.library
+        // Only the newest consumer's messages count: an old one (being destroyed, or reset by the
+        // client itself) could move the position past what the new one has still to bring.
+        self.generation += 1
+        let generation = self.generation
         let consumer = NATSMessages { message in
-            guard let taken = Self.take(message, library) else { return }
+            guard let (seq, item) = Self.take(message, library) else { return }
+            let taken = (generation: generation, seq: seq, item: item)
             let schedule = incoming.withLockedValue { box in
                 // The loop behind by a whole batch: the rest is taken again from the stream.
                 guard box.messages.count < Self.maxIncoming else {
