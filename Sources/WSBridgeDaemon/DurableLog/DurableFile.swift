@@ -37,20 +37,25 @@ enum DurableFile {
 
     /// Writes all of `buffer` at `offset`.
     static func writeAll(_ fd: CInt, _ buffer: ByteBuffer, at offset: Int) throws(SystemError) {
-        let failed = buffer.withUnsafeReadableBytes { raw -> CInt? in
+        if let failed = Self.write(fd, buffer, at: offset).failure { throw failed }
+    }
+
+    /// Writes `buffer` at `offset` until all of it is written or a write fails; `written` is
+    /// how much of it reached the file (a full disk takes what fits, then says ENOSPC).
+    static func write(_ fd: CInt, _ buffer: ByteBuffer, at offset: Int) -> (written: Int, failure: SystemError?) {
+        buffer.withUnsafeReadableBytes { raw -> (Int, SystemError?) in
             var done = 0
             while done < raw.count {
-                guard let base = raw.baseAddress else { return nil }
+                guard let base = raw.baseAddress else { break }
                 let n = pwrite(fd, base + done, raw.count - done, off_t(offset + done))
                 if n < 0 {
                     if errno == EINTR { continue }
-                    return errno
+                    return (done, SystemError(code: errno))
                 }
                 done += n
             }
-            return nil
+            return (done, nil)
         }
-        if let failed { throw SystemError(code: failed) }
     }
 
     /// fdatasync(2).

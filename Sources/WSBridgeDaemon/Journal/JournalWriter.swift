@@ -176,19 +176,27 @@ struct JournalWriter: LogPolicy {
         }
     }
 
-    /// Writes the batch at the end of the current segment. A failed write is undone (the file
-    /// cut back), its messages become a hole, and the journal stops until `retryDelay` passed.
+    /// Writes the batch at the end of the current segment. A failed write keeps the whole
+    /// records that reached the file short of `stopReserve` before where it failed (so the hole
+    /// and the clean stop still fit on a full disk) and cuts the rest off; their messages become
+    /// a hole, and the journal stops until `retryDelay` passed.
     private mutating func flush(_ batch: inout ByteBuffer, _ out: inout Outcome) {
         guard batch.readableBytes > 0, self.fd >= 0 else { return }
         defer { batch.clear() }
         let index = self.segments.count - 1
         let before = self.segments[index].size
         if out.failure == nil {
-            do {
-                try DurableFile.writeAll(self.fd, batch, at: before)
-            } catch {
-                try? DurableFile.truncate(self.fd, to: before)
-                self.stop("cannot write \(JournalFiles.path(self.directory.path, firstSeq: self.segments[index].firstSeq)): \(error)", batch, &out)
+            let (written, failure) = DurableFile.write(self.fd, batch, at: before)
+            if let failure {
+                let kept = Self.wholeRecords(in: batch, upTo: written - Self.stopReserve)
+                try? DurableFile.truncate(self.fd, to: before + kept)
+                if kept > 0 {
+                    self.segments[index].size += kept
+                    self.dirty = true
+                    out.wrote = true
+                    batch.moveReaderIndex(forwardBy: kept)
+                }
+                self.stop("cannot write \(JournalFiles.path(self.directory.path, firstSeq: self.segments[index].firstSeq)): \(failure)", batch, &out)
                 return
             }
         }
@@ -222,6 +230,17 @@ struct JournalWriter: LogPolicy {
         self.unwritten = (min(self.unwritten?.from ?? first, first), last)
         // The segment's lastSeq goes back to what is in the file.
         self.segments[index].lastSeq = min(self.segments[index].lastSeq, first - 1)
+    }
+
+    /// Room a stop needs after the last record kept: its hole and its clean stop's records.
+    static let stopReserve = 2 * (JournalFormat.recordOverhead + 8)
+
+    /// How many of `batch`'s first bytes are whole records ending at most `limit` bytes in.
+    private static func wholeRecords(in batch: ByteBuffer, upTo limit: Int) -> Int {
+        let end = batch.readerIndex + min(max(limit, 0), batch.readableBytes)
+        var at = batch.readerIndex
+        while case .good(let r) = JournalFormat.record(in: batch, at: at, end: end) { at += r.size }
+        return at - batch.readerIndex
     }
 
     private static func firstSeq(in batch: ByteBuffer) -> UInt64? {
