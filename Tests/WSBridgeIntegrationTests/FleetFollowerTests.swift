@@ -18,11 +18,14 @@ import WSBridgeProtocol
         try await Self.follower(dir, ports: [nats.client])
     }
 
-    static func follower(_ dir: TemporaryDirectory, ports: [Int], name: String = "follower") async throws -> (ManagedProcess, String) {
+    /// `upstream`: more of its [upstream] (its bridge's `protocol`, which takes no journal).
+    static func follower(_ dir: TemporaryDirectory, ports: [Int], name: String = "follower", upstream: String = "") async throws -> (
+        ManagedProcess, String
+    ) {
         let socket = dir.file("\(name).sock")
+        let journal = upstream.isEmpty ? "[journal]\ndir = \"\(dir.file("\(name)-journal"))\"\n" : ""
         let config = try writeDaemonConfig(
-            dir, name, url: "ws://127.0.0.1:9/unused", socket: socket,
-            extra: "[journal]\ndir = \"\(dir.file("\(name)-journal"))\"\n" + Self.fleet(ports, role: "follower"))
+            dir, name, url: "ws://127.0.0.1:9/unused", socket: socket, upstream: upstream, extra: journal + Self.fleet(ports, role: "follower"))
         let daemon = try ManagedProcess.daemon(["--config", config], name: name)
         guard await daemon.awaitLink(.open, timeout: .seconds(30)) else { throw TestFailure("the follower never followed: \(daemon.stderr.text.suffix(3000))") }
         return (daemon, socket)

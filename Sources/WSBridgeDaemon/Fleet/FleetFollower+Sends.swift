@@ -8,6 +8,12 @@ import WSBridgeProtocol
 /// one inbox, a subject per send, the bridge's answer (its outcome) the app's reply.
 extension FleetFollower {
     func send(_ message: OutboundMessage) -> SendOutcome {
+        self.send(message, app: nil)
+    }
+
+    /// `app`: with upstream.protocol, the app it is from (the bridge's layer holds it);
+    /// `header`: what it is besides a send (`Wsbridge-Sticky` or `Wsbridge-Unstick`, a key).
+    func send(_ message: OutboundMessage, app: AppID?, header: (String, String)? = nil) -> SendOutcome {
         guard let connection = self.connection, self.natsConnected else {
             return .rejected(
                 "this follower is not connected to NATS (\(self.lastError ?? "connecting")), so its bridge cannot be reached: retry once status says open")
@@ -29,6 +35,11 @@ extension FleetFollower {
         guard made == NATS_OK, let msg else { return .rejected("a message for the bridge: \(self.library.text(made))") }
         defer { self.library.api.natsMsg_Destroy(msg) }
         if message.kind == .binary { _ = self.library.api.natsMsgHeader_Set(msg, FleetPublisher.kindHeader, "binary") }
+        if let app {
+            _ = self.library.api.natsMsgHeader_Set(msg, FleetPublisher.appHeader, "\(self.holder)/\(app)")
+            self.remoteApps.insert(app)
+        }
+        if let (name, value) = header { _ = self.library.api.natsMsgHeader_Set(msg, name, value) }
         let status = self.library.api.natsConnection_PublishMsg(connection, msg)
         guard status == NATS_OK else { return .rejected("sending to the bridge: \(self.library.text(status))") }
         let wait = self.fleet.ackTimeout
@@ -62,7 +73,8 @@ extension FleetFollower {
     func syncSticky() {
         guard let connection = self.connection, self.natsConnected else { return }
         let entries = self.session.registry.ordered
-        guard !entries.isEmpty || self.stickyShared else { return }
+        // (With apps at the bridge's protocol layer, it is what tells the bridge this follower lives.)
+        guard !entries.isEmpty || self.stickyShared || !self.remoteApps.isEmpty else { return }
         self.stickyShared = !entries.isEmpty
         let set: JSONValue = .array(
             entries.map { entry in
@@ -79,6 +91,7 @@ extension FleetFollower {
         guard self.library.api.natsMsg_Create(&msg, self.fleet.requests, nil, body, Int32(body.utf8.count)) == NATS_OK, let msg else { return }
         defer { self.library.api.natsMsg_Destroy(msg) }
         _ = self.library.api.natsMsgHeader_Set(msg, FleetPublisher.stickySetHeader, self.holder)
+        if let layer = self.protocolLayer { _ = self.library.api.natsMsgHeader_Set(msg, FleetPublisher.protocolHeader, layer.session.name) }
         _ = self.library.api.natsConnection_PublishMsg(connection, msg)
     }
 
@@ -97,5 +110,41 @@ extension FleetFollower {
     /// A sticky key went: the bridge lets go of it for this follower.
     func released(key: String) {
         self.syncSticky()
+    }
+}
+
+/// With upstream.protocol: this host's apps are apps of the bridge's protocol layer.
+extension FleetFollower: RemoteProtocolApps {
+    func fromApp(_ app: AppID, _ text: String) -> AppProtocolLayer.Performed {
+        AppProtocolLayer.Performed(sent: self.send(OutboundMessage(.text(text)), app: app))
+    }
+
+    func appLeft(_ app: AppID) {
+        self.remoteSticky[app] = nil
+        guard self.remoteApps.remove(app) != nil, let connection = self.connection, self.natsConnected else { return }
+        var msg: OpaquePointer?
+        guard self.library.api.natsMsg_Create(&msg, self.fleet.requests, nil, nil, 0) == NATS_OK, let msg else { return }
+        defer { self.library.api.natsMsg_Destroy(msg) }
+        _ = self.library.api.natsMsgHeader_Set(msg, FleetPublisher.appHeader, "\(self.holder)/\(app)")
+        _ = self.library.api.natsMsgHeader_Set(msg, FleetPublisher.eventHeader, FleetPublisher.appLeft)
+        _ = self.library.api.natsConnection_PublishMsg(connection, msg)
+    }
+
+    func sticky(_ holder: AppID, _ text: String, key: String) -> SendOutcome {
+        let outcome = self.send(OutboundMessage(.text(text)), app: holder, header: (FleetPublisher.stickyHeader, key))
+        if case .rejected = outcome { return outcome }
+        self.remoteSticky[holder, default: []].insert(key)
+        return outcome
+    }
+
+    func unstick(_ holder: AppID, key: String) -> SendOutcome? {
+        guard self.remoteSticky[holder]?.remove(key) != nil else { return nil }
+        return self.send(OutboundMessage(kind: .text, data: ByteBuffer()), app: holder, header: (FleetPublisher.unstickHeader, key))
+    }
+
+    /// This follower's app named `name` (`holder/app`), nil for another follower's.
+    func app(named name: String) -> AppID? {
+        guard let slash = name.lastIndex(of: "/"), name[..<slash] == self.holder[...] else { return nil }
+        return AppID(name[name.index(after: slash)...])
     }
 }

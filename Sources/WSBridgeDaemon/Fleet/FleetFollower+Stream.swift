@@ -12,6 +12,8 @@ extension FleetFollower {
     enum Item {
         case message(UpstreamMessage)
         case takeover(leader: String, previous: String?)
+        /// For one follower's app (`holder/app`): the bridge's protocol layer routed it.
+        case routed(to: String, UpstreamMessage)
     }
 
     struct Incoming {
@@ -39,7 +41,9 @@ extension FleetFollower {
             return (seq, .takeover(leader: leader, previous: library.header("Wsbridge-Previous", of: message)))
         }
         let kind: UpstreamMessage.Kind = library.header(FleetPublisher.kindHeader, of: message) == "binary" ? .binary : .text
-        return (seq, .message(UpstreamMessage(kind: kind, data: library.data(of: message), receivedAtMillis: millis)))
+        let upstream = UpstreamMessage(kind: kind, data: library.data(of: message), receivedAtMillis: millis)
+        if let to = library.header(FleetPublisher.toHeader, of: message) { return (seq, .routed(to: to, upstream)) }
+        return (seq, .message(upstream))
     }
 
     /// Hands what the consumer brought to the fan-out, in stream order, each seq once (a consumer
@@ -60,6 +64,14 @@ extension FleetFollower {
                 self.received += 1
                 self.traffic.received(bytes: message.data.readableBytes)
                 self.fanout.publish(message, at: seq)
+            case .routed(let to, let message):
+                // Another follower's app's: its seq is no message here (as another app's on one host).
+                guard let app = self.app(named: to), let layer = self.protocolLayer else {
+                    self.fanout.skip(to: seq)
+                    continue
+                }
+                self.received += 1
+                layer.routed(message, to: app, at: seq, link: self)
             case .takeover(let leader, let previous):
                 // Its seq is no message's; the subscribers hear of the gap it marks.
                 self.fanout.skip(to: seq)

@@ -22,8 +22,15 @@ final class FleetFollower: LinkControl {
     let fanout: Fanout
     /// Its apps' sticky keys (the plane registers them): the bridge holds them for them.
     let session: UpstreamSession
-    /// This follower's name among the bridge's holders: host and process.
+    /// This follower's name among the bridge's holders: host, process and a random part (a pid
+    /// comes again; the bridge must not take a restarted follower's apps for the last run's).
     var holder = ""
+    /// With upstream.protocol: the layer that hands this host's apps what the bridge's routed to them.
+    weak var protocolLayer: AppProtocolLayer?
+    /// The apps whose messages went to the bridge's protocol layer (told when they go).
+    var remoteApps: Set<AppID> = []
+    /// The sticky keys each app (`AppID.everyone`: this follower) holds at the bridge's layer.
+    var remoteSticky: [AppID: Set<String>] = [:]
     /// The bridge was told of sticky keys (an empty set is told once after).
     var stickyShared = false
     private var stickyTimer: Scheduled<Void>?
@@ -71,7 +78,7 @@ final class FleetFollower: LinkControl {
 
     /// Connects (the client keeps trying in the background) and subscribes once it is up.
     func start(name: String) {
-        self.holder = "\(name):\(getpid())"
+        self.holder = "\(name):\(getpid()).\(String(UInt32.random(in: .min ... .max), radix: 36))"
         // The sticky set again every second: a bridge that took over learns it, and one that
         // stops hearing it lets the keys go.
         self.everySecond()

@@ -29,6 +29,7 @@ extension FleetPublisher {
         var first: Pending?
         while self.waitingBytes > bytes, let newest = self.waiting.popLast() {
             self.waitingBytes -= newest.message.data.readableBytes
+            if newest.to != nil { self.giveUpRouted(newest.seq) }
             first = newest
         }
         guard let first else { return true }
@@ -37,6 +38,13 @@ extension FleetPublisher {
             "fleet: past fleet.max_backlog_bytes = \(self.fleet.maxBacklogBytes) waiting for NATS: from seq \(first.seq) on, messages go into the stream from the journal"
         )
         return true
+    }
+
+    /// A message for one follower's app that left memory: no journal has it, so it is given up
+    /// (counted in `lost`; the app's `request` waiting for it times out).
+    func giveUpRouted(_ seq: UInt64) {
+        self.lost += 1
+        self.acknowledgedAhead.insert(seq)
     }
 
     /// Reads the next chunk from the journal while the messages read are fewer than a flight.

@@ -7,11 +7,30 @@ import WSBridgeProtocol
 /// a NATS request whose data is the message (header `Wsbridge-Kind: binary` for a binary one),
 /// goes to the upstream as an app's `send` on this host would, and is answered with its outcome
 /// as JSON: `{"outcome":"sent"}`, `{"outcome":"queued","depth":N}` (the link is down: it waits,
-/// in order, bounded) or `{"outcome":"rejected","error":"…"}`.
+/// in order, bounded) or `{"outcome":"rejected","error":"…"}`. With `upstream.protocol`, each
+/// carries the follower's app (`Wsbridge-App`), which the bridge's protocol layer holds as an
+/// app of its own (FleetRemoteApps).
 extension FleetPublisher {
     static let kindHeader = "Wsbridge-Kind"
     /// A follower's sticky set (FleetStickyHolders), from the holder this header names.
     static let stickySetHeader = "Wsbridge-Sticky-Set"
+    /// With upstream.protocol: the follower's app a message is from (`holder/app`).
+    static let appHeader = "Wsbridge-App"
+    /// `Wsbridge-Event` of a follower's app that went.
+    static let appLeft = "app-left"
+    /// With upstream.protocol: a sticky subscription of the app's, under this key.
+    static let stickyHeader = "Wsbridge-Sticky"
+    /// With upstream.protocol: the app lets go of its sticky subscription under this key.
+    static let unstickHeader = "Wsbridge-Unstick"
+    /// On a sticky set: the follower's upstream.protocol (none: raw).
+    static let protocolHeader = "Wsbridge-Protocol"
+
+    /// What a follower's message on `fleet.requests` asks.
+    enum FollowerRequest {
+        case send
+        case sticky(key: String)
+        case unstick(key: String)
+    }
 
     /// A follower's send (on the event loop; `message` is the client's, destroyed here).
     func request(_ message: UnsafeSendable<OpaquePointer>) {
@@ -20,7 +39,14 @@ extension FleetPublisher {
         // Every bridge hears it; the leader answers (and sends it upstream, once).
         if let lease = self.lease, !lease.leading { return }
         if let holder = self.library.header(Self.stickySetHeader, of: message.value) {
-            self.stickySet?(holder, self.library.data(of: message.value))
+            self.remoteApps.heard(holder)
+            self.stickySet?(holder, self.library.data(of: message.value), self.library.header(Self.protocolHeader, of: message.value))
+            return
+        }
+        // With upstream.protocol: which of the follower's apps it is (`holder/app`).
+        let app = self.library.header(Self.appHeader, of: message.value)
+        if let app, self.library.header(Self.eventHeader, of: message.value) == Self.appLeft {
+            self.remoteApps.gone(app)
             return
         }
         guard let replyTo = api.natsMsg_GetReply(message.value).map({ String(cString: $0) }) else { return }
@@ -30,7 +56,21 @@ extension FleetPublisher {
             self.answer(replyTo, .rejected("this wsbridged takes no sends from followers"))
             return
         }
-        switch serve(outbound) {
+        var id: AppID?
+        if let app {
+            id = self.remoteApps.id(for: app)
+            if id == nil {
+                self.answer(replyTo, .rejected("\(Self.appHeader) \(app) is not HOLDER/NUMBER: is the follower this wsbridged's version?"))
+                return
+            }
+        }
+        var request = FollowerRequest.send
+        if let key = self.library.header(Self.stickyHeader, of: message.value) {
+            request = .sticky(key: key)
+        } else if let key = self.library.header(Self.unstickHeader, of: message.value) {
+            request = .unstick(key: key)
+        }
+        switch serve(outbound, id, request) {
         case .spooling(let stored):
             stored.assumeIsolated().whenSuccess { self.answer(replyTo, $0) }
         case let outcome:

@@ -24,6 +24,7 @@ extension FleetPublisher {
     private func close() -> EventLoopFuture<Void> {
         self.state = .closed
         self.retry?.cancel()
+        self.remoteApps.stop()
         guard let connection = self.connection else { return self.eventLoop.makeSucceededVoidFuture() }
         let jetStream = self.jetStream
         self.connection = nil

@@ -20,6 +20,8 @@ import WSBridgeProtocol
 final class FleetPublisher {
     static let seqHeader = "Wsbridge-Seq"
     static let streamHeader = "Wsbridge-Stream"
+    /// A message for one follower's app: `holder/app` (FleetRemoteApps).
+    static let toHeader = "Wsbridge-To"
 
     enum State: String {
         case connecting
@@ -43,9 +45,11 @@ final class FleetPublisher {
     /// JetStream keeps it once from every bridge that publishes it.
     var idPaths: [JSONPathScan.Path]?
     /// Followers' sends (`fleet.requests`): handed to `serve`, answered with its outcome.
-    var serve: ((OutboundMessage) -> SendOutcome)?
+    var serve: ((OutboundMessage, AppID?, FollowerRequest) -> SendOutcome)?
+    /// With upstream.protocol: the followers' apps the protocol layer holds.
+    let remoteApps = FleetRemoteApps()
     /// A follower's sticky set (its holder's name, the set as JSON): FleetStickyHolders.
-    var stickySet: ((String, ByteBuffer) -> Void)?
+    var stickySet: ((String, ByteBuffer, _ protocol: String?) -> Void)?
     var requests: NATSMessages?
     var requestsSubscription: OpaquePointer?
     var jetStream: OpaquePointer?
@@ -66,6 +70,8 @@ final class FleetPublisher {
         var seq: UInt64
         var previous: UInt64?
         var message: UpstreamMessage
+        /// For one follower's app (`Wsbridge-To`), not for every subscriber.
+        var to: String? = nil
     }
 
     /// Numbered, not yet handed to the client; their bytes.
@@ -232,12 +238,17 @@ final class FleetPublisher {
                 // The first of this run: the seqs before it are an earlier run's (a journal's).
                 self.acknowledgedThrough = entry.seq - 1
             }
-            let pending = Pending(seq: entry.seq, previous: self.numberedAny && !self.unchainNext ? self.numberedThrough : nil, message: entry.message)
+            let pending = Pending(
+                seq: entry.seq, previous: self.numberedAny && !self.unchainNext ? self.numberedThrough : nil, message: entry.message, to: entry.to)
             self.numberedAny = true
             self.unchainNext = false
             self.numberedThrough = entry.seq
-            // While the journal has the newest, they are read from it (in order), not kept here.
-            guard self.spill == nil else { continue }
+            // While the journal has the newest, they are read from it (in order), not kept here;
+            // a message for one follower's app is in no journal: given up.
+            guard self.spill == nil else {
+                if entry.to != nil { self.giveUpRouted(entry.seq) }
+                continue
+            }
             self.waiting.append(pending)
             self.waitingBytes += entry.message.data.readableBytes
         }
@@ -294,11 +305,14 @@ final class FleetPublisher {
             _ = api.natsMsgHeader_Set(msg, Self.seqHeader, "\(next.seq)")
             _ = api.natsMsgHeader_Set(msg, Self.streamHeader, self.feed)
             if message.kind == .binary { _ = api.natsMsgHeader_Set(msg, Self.kindHeader, "binary") }
+            if let to = next.to { _ = api.natsMsgHeader_Set(msg, Self.toHeader, to) }
             var options = jsPubOptions()
             options.MaxWait = self.fleet.ackTimeout.nanoseconds / 1_000_000
             // Stored once (by its id), and only right after the one before it: a message whose
             // predecessor failed is refused too, and both go again in order.
-            let id = self.idPaths.map { Self.messageID(message.data, paths: $0) } ?? "\(self.feed)-\(next.seq)"
+            // (A message for one follower's app comes from the leader only, and may be the same
+            // bytes as another app's.)
+            let id = next.to == nil ? self.idPaths.map { Self.messageID(message.data, paths: $0) } ?? "\(self.feed)-\(next.seq)" : "\(self.feed)-\(next.seq)"
             // Hot bridges publish the same messages: no one of them can expect its own last.
             let previous = self.idPaths != nil ? nil : next.previous.map { "\(self.feed)-\($0)" }
             var owned: OpaquePointer? = msg

@@ -32,7 +32,15 @@ final class FleetStickyHolders {
     private var nextID = -1_000_000
     private var timer: Scheduled<Void>?
 
-    init(session: UpstreamSession, link: any LinkControl, eventLoop: any EventLoop, logger: Logger, expiry: TimeAmount = .seconds(5)) {
+    /// This bridge's upstream.protocol (nil: raw): a follower's must be the same.
+    private let protocolName: String?
+    private var refused: Set<String> = []
+
+    init(
+        session: UpstreamSession, link: any LinkControl, protocol name: String? = nil, eventLoop: any EventLoop, logger: Logger,
+        expiry: TimeAmount = .seconds(5)
+    ) {
+        self.protocolName = name
         self.session = session
         self.link = link
         self.eventLoop = eventLoop
@@ -60,8 +68,17 @@ final class FleetStickyHolders {
 
     func stop() { self.timer?.cancel() }
 
-    /// Follower `name`'s set (a JSON array of `{"key", "text" | "binary", "on_unstick"}`).
-    func apply(_ name: String, _ data: ByteBuffer) {
+    /// Follower `name`'s set (a JSON array of `{"key", "text" | "binary", "on_unstick"}`);
+    /// `protocol`: its upstream.protocol (nil: raw).
+    func apply(_ name: String, _ data: ByteBuffer, protocol theirs: String? = nil) {
+        guard theirs == self.protocolName else {
+            if self.refused.insert(name).inserted {
+                self.logger.warning(
+                    "fleet: follower \(name) runs upstream.protocol = \(theirs ?? "raw"), this bridge \(self.protocolName ?? "raw"): its sticky keys are not held; set the same upstream.protocol on both"
+                )
+            }
+            return
+        }
         guard let json = try? JSONValue.parse(data.readableBytesView), case .array(let items) = json else {
             self.logger.warning("fleet: follower \(name)'s sticky set could not be read; ignored")
             return

@@ -28,6 +28,9 @@ final class Journal: Sendable {
     struct Entry: Sendable {
         var seq: UInt64
         var message: UpstreamMessage
+        /// A fleet follower's app it is for (`holder/app`, FleetRemoteApps): it goes into the
+        /// fleet's stream only, never into the journal.
+        var to: String? = nil
     }
 
     typealias Failure = LogFailure

@@ -166,3 +166,16 @@ extension Fanout {
             replaying: self.replayingReaders, opened: journal.recovered.opened)
     }
 }
+
+extension Fanout {
+    /// A message the protocol layer routed to a fleet follower's app (`app`, FleetRemoteApps):
+    /// numbered in order like a local app's, and published into the fleet's stream for that
+    /// follower only (never journaled). False when `app` is no follower's.
+    func deliverToFollower(_ app: AppID, data: ByteBuffer, receivedAtMillis: Int64) -> Bool {
+        guard let fleet = self.fleet, let target = fleet.remoteApps.name(of: app) else { return false }
+        self.flush()
+        let seq = self.takeSeq()
+        fleet.publish([Journal.Entry(seq: seq, message: UpstreamMessage(kind: .text, data: data, receivedAtMillis: receivedAtMillis), to: target)])
+        return true
+    }
+}

@@ -120,7 +120,7 @@ extension LocalPlane {
     private func sendThroughProtocol(_ payload: Payload, id: JSONValue?, from client: LocalClient) {
         let name = self.configuration.applicationProtocol.kind.rawValue
         guard let views = self.protocolMessages(payload, id: id, for: client) else { return }
-        let performed = self.throughProtocol(client, views)
+        let performed = self.throughProtocol(client.id, views)
         if let refusal = performed.refusal {
             self.reply(client, ProtocolError(.invalidValue, "\(name): \(refusal)", id: id))
             return
@@ -247,7 +247,7 @@ extension LocalPlane {
         // With a pool: the connection the request goes on (a call with an id in use goes where it is).
         let appProtocol: AppProtocolLayer
         let link: any LinkControl
-        switch self.protocolMember(for: client, json) {
+        switch self.protocolMember(for: client.id, json) {
         case .failure(let full):
             self.reply(client, ProtocolError(.invalidValue, "\(name): \(full)", id: id))
             return
@@ -269,8 +269,15 @@ extension LocalPlane {
                 ProtocolError(
                     .timeout, "no upstream message with id \(wire) arrived within \(timeout.short); raise \"timeout\", or check the server got it", id: id))
         }
-        let performed = appProtocol.fromApp(client, json, link: link)
+        let performed = appProtocol.fromApp(client.id, json, link: link)
         self.protocolPool?.settle()
+        if case .spooling(let stored) = performed.sent {
+            // A fleet follower's: the bridge's layer may refuse it.
+            stored.assumeIsolated().whenSuccess { outcome in
+                guard case .rejected(let reason) = outcome, appProtocol.requests.cancel(client, key: wire.key) else { return }
+                self.reply(client, ProtocolError(.invalidValue, reason, id: id))
+            }
+        }
         var problem: (ErrorCode, String)?
         if let refusal = performed.refusal {
             problem = (.invalidValue, "\(name): \(refusal)")

@@ -11,21 +11,21 @@ extension LocalPlane {
         return self.appProtocol.map { [$0] } ?? []
     }
 
-    /// The layer (and its connection) that `client`'s message `json` goes through.
-    func protocolMember(for client: LocalClient, _ json: JSONValue, sticky key: String? = nil) -> Result<(AppProtocolLayer, any LinkControl), PoolFull> {
+    /// The layer (and its connection) that `app`'s message `json` goes through.
+    func protocolMember(for app: AppID, _ json: JSONValue, sticky key: String? = nil) -> Result<(AppProtocolLayer, any LinkControl), PoolFull> {
         guard let pool = self.protocolPool else { return .success((self.appProtocol!, self.link)) }
-        let member = key.map { pool.member(forSticky: $0, json) } ?? pool.member(for: client.id, json)
+        let member = key.map { pool.member(forSticky: $0, json) } ?? pool.member(for: app, json)
         return member.map { ($0.layer, $0.link) }
     }
 
-    /// Several messages from `client` (one `send` of a text protocol): in order, each through its
-    /// layer, up to the first refused.
-    func throughProtocol(_ client: LocalClient, _ views: [JSONValue]) -> AppProtocolLayer.Performed {
-        guard let pool = self.protocolPool else { return self.appProtocol!.fromApp(client, views, link: self.link) }
+    /// Several messages from `app` (a local client's, or a fleet follower's app's; one `send`
+    /// of a text protocol): in order, each through its layer, up to the first refused.
+    func throughProtocol(_ app: AppID, _ views: [JSONValue]) -> AppProtocolLayer.Performed {
+        guard let pool = self.protocolPool else { return self.appProtocol!.fromApp(app, views, link: self.link) }
         let all = AppProtocolLayer.inOrder(views) { view in
-            switch self.protocolMember(for: client, view) {
+            switch self.protocolMember(for: app, view) {
             case .failure(let full): AppProtocolLayer.Performed(refusal: full.description)
-            case .success(let (layer, link)): layer.fromApp(client, view, link: link)
+            case .success(let (layer, link)): layer.fromApp(app, view, link: link)
             }
         }
         pool.settle()
@@ -37,13 +37,14 @@ extension LocalPlane {
         self.protocolLayers.reduce(0) { $0 + (client.map($1.requests.count(of:)) ?? $1.requests.count) }
     }
 
-    /// `client` went: what it held on every connection is let go.
-    func protocolAppLeft(_ client: LocalClient) {
+    /// `app` went (a local client, or a fleet follower's app): what it held on every
+    /// connection is let go.
+    func protocolAppLeft(_ app: AppID) {
         if let pool = self.protocolPool {
-            for member in pool.protocolMembers { member.layer.appLeft(client, link: member.link) }
+            for member in pool.protocolMembers { member.layer.appLeft(app, link: member.link) }
             pool.settle()
         } else {
-            self.appProtocol?.appLeft(client, link: self.link)
+            self.appProtocol?.appLeft(app, link: self.link)
         }
     }
 

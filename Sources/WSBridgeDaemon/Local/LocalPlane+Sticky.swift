@@ -73,7 +73,7 @@ extension LocalPlane {
         // With a pool: where the key is held, else the connection with room.
         let layer: AppProtocolLayer
         let link: any LinkControl
-        switch self.protocolMember(for: client, json, sticky: options.key) {
+        switch self.protocolMember(for: client.id, json, sticky: options.key) {
         case .failure(let full):
             self.reply(client, ProtocolError(.stickyLimit, full.description, id: id))
             return
@@ -84,6 +84,22 @@ extension LocalPlane {
         self.protocolPool?.settle()
         if let refusal = performed.refusal {
             self.reply(client, ProtocolError(.invalidValue, "\(name): \(refusal)", id: id))
+            return
+        }
+        if case .spooling(let stored) = performed.sent {
+            // A fleet follower's: the bridge's layer holds it, and says how that went.
+            let ticket = client.holdReply()
+            stored.assumeIsolated().whenSuccess { outcome in
+                let reply: JSONValue
+                if case .rejected(let why) = outcome {
+                    reply = ProtocolError(.invalidValue, why, id: id).reply
+                } else {
+                    let status: StickyResult.Status = if case .queued = outcome { .queued } else { .sent }
+                    let result = StickyResult(status: status, key: options.key, scope: options.scope, holders: 1, state: self.link.phase)
+                    reply = ReplyLine.ok(id: id, SendResult.sticky(result).json).json
+                }
+                client.fillReply(ticket, MessageLineEncoder.line(reply, allocator: self.allocator))
+            }
             return
         }
         let status: StickyResult.Status = performed.sent != nil ? .sent : (link.phase == .open ? .held : .queued)
@@ -177,11 +193,45 @@ extension LocalPlane {
 extension LocalPlane {
     /// A fleet follower's app's send (`fleet.requests`): upstream as a send of this host's apps
     /// goes, queued while the link is down.
-    func sendFromFollower(_ message: OutboundMessage) -> SendOutcome {
-        if let appProtocol = self.appProtocol {
-            return .rejected(
-                "the bridge runs upstream.protocol = \(appProtocol.session.name), and a follower's sends do not go through it yet: send on the bridge's host")
+    /// A follower's message on `fleet.requests` (FleetPublisher+Requests): `app`, with
+    /// upstream.protocol, the follower's app it is from (FleetRemoteApps).
+    func fromFollower(_ message: OutboundMessage, app: AppID?, _ request: FleetPublisher.FollowerRequest) -> SendOutcome {
+        guard let appProtocol = self.appProtocol else {
+            guard app == nil else {
+                return .rejected("this bridge runs upstream.protocol = \"raw\": set the same upstream.protocol on the follower as on its bridge")
+            }
+            return self.link.send(message)
         }
-        return self.link.send(message)
+        let name = appProtocol.session.name
+        guard let app else {
+            return .rejected("this bridge runs upstream.protocol = \(name): set upstream.protocol = \"\(name)\" on the follower too")
+        }
+        if case .unstick(let key) = request {
+            guard let (performed, _) = self.protocolStickyRelease(app, key: key) else {
+                return .rejected("\(name): no sticky subscription \(key) is held for this app")
+            }
+            return performed.sent ?? .sent
+        }
+        let payload: Payload = message.kind == .binary ? .binary(Array(buffer: message.data)) : .text(String(buffer: message.data))
+        let views: [JSONValue]
+        switch self.appMessages(payload) {
+        case .failure(let error): return .rejected(error.description)
+        case .success(let v): views = v
+        }
+        let performed: AppProtocolLayer.Performed
+        if case .sticky(let key) = request {
+            guard views.count == 1, let json = views.first else { return .rejected("\(name): a sticky subscription is one message") }
+            switch self.protocolMember(for: app, json, sticky: key) {
+            case .failure(let full): return .rejected(full.description)
+            case .success(let (layer, link)):
+                performed = layer.stickyFromApp(app, json, key: key, link: link)
+                self.protocolPool?.settle()
+            }
+        } else {
+            performed = self.throughProtocol(app, views)
+        }
+        if let refusal = performed.refusal { return .rejected("\(name): \(refusal)") }
+        // Answered here, or (a subscription, the link down) kept for the next open.
+        return performed.sent ?? (performed.delivered || self.link.phase == .open ? .sent : .queued(depth: 0))
     }
 }

@@ -169,7 +169,7 @@ final class LocalPlane {
 
     func removed(_ client: LocalClient) {
         guard self.fanout.remove(client) else { return }
-        self.protocolAppLeft(client)
+        self.protocolAppLeft(client.id)
         self.releaseSticky(of: client)
         self.statusChanged()
         self.logger.debug("client disconnected", metadata: ["client.id": "\(client.id)"])

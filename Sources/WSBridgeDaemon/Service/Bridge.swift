@@ -61,6 +61,11 @@ final class Bridge {
             follows
             ? nats.map { FleetFollower(configuration: configuration, library: $0, fanout: fanout, session: session, eventLoop: eventLoop, logger: logger) }
             : nil
+        if let follower = self.follower, let layer = self.appProtocol {
+            // Its apps are the bridge's layer's: their messages go there as they are.
+            layer.remote = follower
+            follower.protocolLayer = layer
+        }
         self.link = UpstreamLink(
             configuration: configuration,
             networkAvailable: networkAvailable,

@@ -105,11 +105,6 @@ extension DaemonService {
             case .success(let loaded): nats = loaded
             case .failure(let error): throw StartFailure.fleet(error.description)
             }
-            if configuration.fleet.role == .follower, configuration.applicationProtocol.kind != .raw {
-                throw StartFailure.fleet(
-                    "fleet.role = \"follower\" takes the bridge's messages as they are: set upstream.protocol = \"raw\" on the follower (the bridge keeps its protocol)"
-                )
-            }
         }
         let bridge = try await eventLoop.submit { [spool, sticky, journal, nats] in
             NIOLoopBound(
@@ -140,12 +135,18 @@ extension DaemonService {
                     fleet: configuration.fleet, library: nats, feed: bridge.value.fanout.stream, eventLoop: eventLoop, logger: logger)
                 bridge.value.fanout.fleet = publisher
                 publisher.journal = bridge.value.fanout.journal
-                publisher.serve = { message in bridge.value.plane.sendFromFollower(message) }
-                // Followers' sticky keys, held here for them (not through a protocol layer).
-                if bridge.value.appProtocol == nil {
-                    let holders = FleetStickyHolders(session: bridge.value.session, link: bridge.value.plane.link, eventLoop: eventLoop, logger: logger)
-                    publisher.stickySet = { holder, set in holders.apply(holder, set) }
+                publisher.serve = { message, app, request in bridge.value.plane.fromFollower(message, app: app, request) }
+                if bridge.value.appProtocol != nil {
+                    // Followers' apps, held by the protocol layer as apps of this host's.
+                    publisher.remoteApps.left = { app in bridge.value.plane.protocolAppLeft(app) }
+                    publisher.remoteApps.start(on: eventLoop, logger: logger)
                 }
+                // Followers' sticky keys of no protocol id, held here for them (a follower of
+                // another protocol than this bridge's is told no, as its sends are).
+                let holders = FleetStickyHolders(
+                    session: bridge.value.session, link: bridge.value.plane.link, protocol: bridge.value.appProtocol?.session.name, eventLoop: eventLoop,
+                    logger: logger)
+                publisher.stickySet = { holder, set, theirs in holders.apply(holder, set, protocol: theirs) }
                 Self.standBy(configuration, publisher: publisher, bridge: bridge.value, holder: "\(name):\(getpid())", logger: logger)
                 publisher.start(name: name)
                 return NIOLoopBound(publisher, eventLoop: eventLoop)

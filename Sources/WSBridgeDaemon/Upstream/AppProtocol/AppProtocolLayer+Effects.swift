@@ -42,7 +42,13 @@ extension AppProtocolLayer {
                 self.fanout.publish(
                     UpstreamMessage(kind: .text, data: self.wireBytes(json, original: original), receivedAtMillis: receivedAtMillis), parsed: json)
             case .app(let app, let json):
-                guard let client = self.fanout.client(app) else { continue }
+                guard let client = self.fanout.client(app) else {
+                    // A fleet follower's app: into the stream, for that follower.
+                    if self.fanout.deliverToFollower(app, data: self.wireBytes(json, original: original), receivedAtMillis: receivedAtMillis) {
+                        performed.delivered = true
+                    }
+                    continue
+                }
                 performed.delivered = true
                 if !self.requests.isEmpty, self.answerRequest(of: client, with: json, lost: lost) { continue }
                 self.fanout.deliver(json, data: self.wireBytes(json, original: original), to: client, receivedAtMillis: receivedAtMillis)
@@ -64,7 +70,7 @@ extension AppProtocolLayer {
     }
 
     /// A view as the wire carries it.
-    private func wireText(_ json: JSONValue) -> String { self.session.codec.wireText(json) }
+    func wireText(_ json: JSONValue) -> String { self.session.codec.wireText(json) }
 
     /// A view for local clients, as the wire carries it: the upstream message's own bytes when
     /// the view is that message's unchanged (its ids were already the app's), else written.
@@ -73,18 +79,20 @@ extension AppProtocolLayer {
         return ByteBuffer(string: self.wireText(json))
     }
 
-    /// A message from a local app (`send`), through the protocol layer.
-    func fromApp(_ client: LocalClient, _ json: JSONValue, link: any LinkControl) -> Performed {
-        let effects = self.withSession { $0.fromApp(client.id, json) }
+    /// A message from an app (`send`: a local client's, or a fleet follower's app's), through
+    /// the protocol layer. On a follower, it goes to the bridge as it is (`+Remote`).
+    func fromApp(_ app: AppID, _ json: JSONValue, link: any LinkControl) -> Performed {
+        if let remote = self.remote { return remote.fromApp(app, self.wireText(json)) }
+        let effects = self.withSession { $0.fromApp(app, json) }
         let performed = self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
-        if performed.refusal == nil { self.mirror { $0.mirror(fromApp: client.id, json) } }
+        if performed.refusal == nil { self.mirror { $0.mirror(fromApp: app, json) } }
         return performed
     }
 
-    /// Several messages from a local app (one `send` of a text protocol): in order, up to the
-    /// first the protocol refuses.
-    func fromApp(_ client: LocalClient, _ views: [JSONValue], link: any LinkControl) -> Performed {
-        Self.inOrder(views) { self.fromApp(client, $0, link: link) }
+    /// Several messages from an app (one `send` of a text protocol): in order, up to the first
+    /// the protocol refuses.
+    func fromApp(_ app: AppID, _ views: [JSONValue], link: any LinkControl) -> Performed {
+        Self.inOrder(views) { self.fromApp(app, $0, link: link) }
     }
 
     /// `views` through `one`, in order, up to the first refused: what they did together, the
@@ -106,6 +114,7 @@ extension AppProtocolLayer {
     /// A sticky send that carries an id, through the protocol layer: a subscription `holder`
     /// keeps (`AppID.everyone`: the daemon's), sent again on every open.
     func stickyFromApp(_ holder: AppID, _ json: JSONValue, key: String, link: any LinkControl) -> Performed {
+        if let remote = self.remote { return Performed(sent: remote.sticky(holder, self.wireText(json), key: key)) }
         let effects = self.withSession { $0.stickySubscribe(holder, json, key: key) }
         let performed = self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
         if performed.refusal == nil { self.mirror { $0.mirror(sticky: holder, json, key: key) } }
@@ -114,6 +123,7 @@ extension AppProtocolLayer {
 
     /// `holder` lets go of sticky `key`: nil when the protocol layer had no such subscription.
     func stickyRelease(_ holder: AppID, key: String, link: any LinkControl) -> Performed? {
+        if let remote = self.remote { return remote.unstick(holder, key: key).map { Performed(sent: $0) } }
         guard let effects = self.withSession({ $0.stickyRelease(holder, key: key) }) else { return nil }
         self.mirror { $0.stickyRelease(holder, key: key)?.filter(\.isUpstream) ?? [] }
         return self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
@@ -127,11 +137,15 @@ extension AppProtocolLayer {
         return count
     }
 
-    /// A local app went away: what it held is let go (ended upstream when it was the last holder).
-    func appLeft(_ client: LocalClient, link: any LinkControl) {
-        self.requests.cancelAll(of: client)
-        let effects = self.withSession { $0.appLeft(client.id) }
-        self.mirror { $0.appLeft(client.id).filter(\.isUpstream) }
+    /// An app went away: what it held is let go (ended upstream when it was the last holder).
+    func appLeft(_ app: AppID, link: any LinkControl) {
+        self.requests.cancelAll(of: app)
+        if let remote = self.remote {
+            remote.appLeft(app)
+            return
+        }
+        let effects = self.withSession { $0.appLeft(app) }
+        self.mirror { $0.appLeft(app).filter(\.isUpstream) }
         self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
     }
 

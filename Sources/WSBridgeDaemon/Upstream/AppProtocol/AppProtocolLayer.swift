@@ -39,6 +39,8 @@ final class AppProtocolLayer: UpstreamEventSink {
     var overlap: AppProtocolOverlap?
     /// Duplicates dropped by the overlaps that ended.
     var overlapDroppedBefore = 0
+    /// On a fleet follower: its bridge, whose layer holds this host's apps (`+Remote`).
+    weak var remote: (any RemoteProtocolApps)?
 
     init(
         session: AppProtocolSession, fanout: Fanout, passOn: (any UpstreamEventSink)? = nil, eventLoop: any EventLoop, logger: Logger,

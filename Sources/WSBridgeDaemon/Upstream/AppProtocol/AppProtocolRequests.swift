@@ -55,9 +55,9 @@ final class AppProtocolRequests {
         return true
     }
 
-    /// The client went away: what it waits for goes with it.
-    func cancelAll(of client: LocalClient) {
-        for (_, entry) in self.waiting.removeValue(forKey: client.id) ?? [:] {
+    /// The app went away: what it waits for goes with it.
+    func cancelAll(of app: AppID) {
+        for (_, entry) in self.waiting.removeValue(forKey: app) ?? [:] {
             entry.timer.cancel()
             self.count -= 1
         }
