@@ -12,8 +12,12 @@ import WSBridgeCore
 /// segment it writes to.
 extension Journal {
     /// Opens (creating it if needed) the journal in `configuration.dir`. Blocks: call off the
-    /// event loop.
-    static func open(configuration: Configuration.Journal, eventLoop: any EventLoop, logger: Logger) throws(Failure) -> (Journal, Recovered) {
+    /// event loop. `numberedElsewhere`: its seqs are a stream's outside this daemon (a fleet
+    /// follower's, JetStream's): a crash loses none of them (they are taken from that stream
+    /// again, under the same seqs), so the next run goes on in the same stream.
+    static func open(
+        configuration: Configuration.Journal, numberedElsewhere: Bool = false, eventLoop: any EventLoop, logger: Logger
+    ) throws(Failure) -> (Journal, Recovered) {
         guard let directory = configuration.dir else { throw .journalNotSet }
         var lock = try LogDirectory.lock(directory, .journal)
         do throws(Failure) {
@@ -22,7 +26,7 @@ extension Journal {
             let recovered: Recovered
             if let last = segments.last {
                 recovered =
-                    tail.clean
+                    tail.clean || numberedElsewhere
                     ? Recovered(stream: last.stream, lastSeq: last.lastSeq, clean: true)
                     : Recovered(stream: Self.newStream(not: last.stream), lastSeq: last.lastSeq, clean: false, previousStream: last.stream)
             } else {

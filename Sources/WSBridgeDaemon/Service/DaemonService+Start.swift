@@ -90,7 +90,9 @@ extension DaemonService {
             // Read back (a torn tail cut) before the first message is numbered: the stream and
             // seq go on from it.
             let opened = try await Self.openLog {
-                try Journal.open(configuration: configuration.journal, eventLoop: eventLoop, logger: logger)
+                try Journal.open(
+                    configuration: configuration.journal, numberedElsewhere: configuration.fleet.isOn && configuration.fleet.role == .follower,
+                    eventLoop: eventLoop, logger: logger)
             }
             journal = opened
             Self.logJournal(opened.0, opened.1, logger: logger)
@@ -163,6 +165,8 @@ extension DaemonService {
             "bridge",
             reload: { next, policy in try await eventLoop.submit { bridge.value.update(configuration: next, policy: policy) }.get() },
             stop: {
+                // A follower's stream first: nothing is numbered after the seq the journal is told.
+                _ = try? await eventLoop.flatSubmit { bridge.value.follower?.stop() ?? eventLoop.makeSucceededVoidFuture() }.get()
                 // The upstream is closed (1001); subscribers get what is queued for them (as far
                 // as their sockets take it), then EOF; what the fan-out numbered goes to the journal.
                 _ = try? await link.shutdown().orTimeout(.seconds(5)).get()
