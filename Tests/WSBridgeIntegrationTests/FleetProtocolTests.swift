@@ -145,6 +145,60 @@ import WSBridgeProtocol
         try await eventually("follower b's went with it", { try server.subjects() }, until: { $0.isEmpty })
     }
 
+    /// Two bridges with `protocol = "nats"`: the standby mirrors the follower's app's
+    /// subscription (hot: on its own link, publishing nothing of it; cold: kept for its link's
+    /// open), so when the leader is killed (`kill -9`) and it takes over, the app's messages go
+    /// on under its sid, each once.
+    @Test(arguments: ["hot", "cold"])
+    func aStandbyHoldsTheFollowersSubscriptionsAndTakesOverWithThem(standby: String) async throws {
+        let upstreamDir = try TemporaryDirectory()
+        let server = try await NATSServer.start(upstreamDir)
+        defer { server.process.stop() }
+        let dir = try TemporaryDirectory()
+        let nats = try await FleetTests.jetStream(dir)
+        defer { nats.process.stop() }
+        guard try FleetTests.js(nats, ["create-stream", "FEED", "feed.>"]).first?["name"] == "FEED" else { throw TestFailure("the stream was not made") }
+        func bridge(_ name: String) async throws -> (ManagedProcess, String) {
+            let socket = dir.file("\(name).sock")
+            let config = try writeDaemonConfig(
+                dir, name, url: NATSProtocolTests.url(server), socket: socket, upstream: "protocol = \"nats\"\ndedupe = [\"n\"]",
+                extra: FleetFollowerTests.fleet([nats.client], role: "bridge") + "standby = \"\(standby)\"\nlease_ttl = \"2s\"\n")
+            let daemon = try ManagedProcess.daemon(["--config", config], name: name)
+            guard await daemon.awaitReady() else { throw TestFailure("\(name): \(daemon.stderr.text.suffix(2000))") }
+            try await awaitStatus(socket, "\(name)'s fleet connected") { $0.fleet?.state == "connected" && $0.fleet?.lease != nil }
+            return (daemon, socket)
+        }
+        let a = try await bridge("a")
+        defer { a.0.stop() }
+        try await awaitStatus(a.1, "a leads", timeout: .seconds(60)) { $0.fleet?.lease == "leading" }
+        let b = try await bridge("b")
+        defer { b.0.stop() }
+        try await awaitStatus(b.1, "b stands by for a") { $0.fleet?.lease?.hasPrefix("standing by for ") == true }
+        let (follower, socket) = try await FleetFollowerTests.follower(dir, ports: [nats.client], name: "f", upstream: "protocol = \"nats\"")
+        defer { follower.stop() }
+        let app = try await TextApp.connect(socket, "app", of: follower)
+        app.send("SUB prices.btc 1\r\n", request: "s")
+        #expect(await app.client.reply("s")?["ok"] == true)
+        // Hot: both bridges hold it upstream, each on its own link; cold: the leader only.
+        let both = standby == "hot" ? ["prices.btc", "prices.btc"] : ["prices.btc"]
+        try await eventually("the bridges subscribed", { try server.subjects() }, until: { $0 == both })
+        let first = try await TextApp.connect(a.1, "first", of: a.0)
+        NATSProtocolTests.publish(first, "prices.btc", #"{"n":1}"#, request: "p1")
+        #expect(await app.wait { $0 == "MSG prices.btc 1 7\r\n{\"n\":1}\r\n" } != nil, "\(app.texts())")
+
+        a.0.signal(SIGKILL)
+        _ = await a.0.waitForExit()
+        try await awaitStatus(b.1, "b leads", timeout: .seconds(60)) { $0.fleet?.lease == "leading" && $0.state == .open }
+        // Its link holds the app's subscription (a cold one's since its open).
+        try await eventually("b alone subscribed", { try server.subjects() }, until: { $0 == ["prices.btc"] })
+        let publisher = try await TextApp.connect(b.1, "publisher", of: b.0)
+        NATSProtocolTests.publish(publisher, "prices.btc", #"{"n":2}"#, request: "p2")
+        #expect(await app.wait { $0 == "MSG prices.btc 1 7\r\n{\"n\":2}\r\n" } != nil, "\(app.texts())")
+        // Each once: the standby published none of it while a led.
+        let texts = app.texts()
+        #expect(texts.filter { $0.contains(#"{"n":1}"#) }.count == 1 && texts.filter { $0.contains(#"{"n":2}"#) }.count == 1, "\(texts)")
+    }
+
     /// JSON-RPC apps on the bridge's host and on two followers call with the same id at once:
     /// each gets its own answer under its own id; a follower's `request` is answered by the
     /// message carrying its id; a follower's subscription gets its events under the server's id.

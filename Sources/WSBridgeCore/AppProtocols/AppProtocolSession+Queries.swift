@@ -9,6 +9,14 @@ extension AppProtocolSession {
         return nil
     }
 
+    /// Whether an app's message subscribes or unsubscribes (what a hot standby mirrors).
+    package func isSubscription(_ message: JSONValue) -> Bool {
+        switch self.codec.classify(fromApp: message) {
+        case .subscribe, .unsubscribe: true
+        default: false
+        }
+    }
+
     /// The id an app's message expects answers under (a call's, a subscribe's, an unsubscribe's).
     package func requestID(in message: JSONValue) -> WireID? {
         switch self.codec.classify(fromApp: message) {

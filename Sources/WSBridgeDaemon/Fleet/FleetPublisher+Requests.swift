@@ -36,31 +36,36 @@ extension FleetPublisher {
     func request(_ message: UnsafeSendable<OpaquePointer>) {
         let api = self.library.api
         defer { api.natsMsg_Destroy(message.value) }
-        // Every bridge hears it; the leader answers (and sends it upstream, once).
-        if let lease = self.lease, !lease.leading { return }
+        // Every bridge hears it; the leader answers (and sends it upstream, once). A standby
+        // mirrors the followers' sticky sets and, with upstream.protocol, their apps'
+        // subscriptions (nothing else, never answering): a hot one holds them on its own link, a
+        // cold one keeps them for when it takes over and opens its link.
+        let mirror = self.lease.map { !$0.leading } ?? false
+        let app = self.library.header(Self.appHeader, of: message.value)
+        if mirror, app == nil && self.library.header(Self.stickySetHeader, of: message.value) == nil { return }
         if let holder = self.library.header(Self.stickySetHeader, of: message.value) {
             self.remoteApps.heard(holder)
             self.stickySet?(holder, self.library.data(of: message.value), self.library.header(Self.protocolHeader, of: message.value))
             return
         }
         // With upstream.protocol: which of the follower's apps it is (`holder/app`).
-        let app = self.library.header(Self.appHeader, of: message.value)
         if let app, self.library.header(Self.eventHeader, of: message.value) == Self.appLeft {
             self.remoteApps.gone(app)
             return
         }
         guard let replyTo = api.natsMsg_GetReply(message.value).map({ String(cString: $0) }) else { return }
+        let answer: (SendOutcome) -> Void = { outcome in if !mirror { self.answer(replyTo, outcome) } }
         let kind: UpstreamMessage.Kind = self.library.header(Self.kindHeader, of: message.value) == "binary" ? .binary : .text
         let outbound = OutboundMessage(kind: kind, data: self.library.data(of: message.value))
         guard let serve = self.serve else {
-            self.answer(replyTo, .rejected("this wsbridged takes no sends from followers"))
+            answer(.rejected("this wsbridged takes no sends from followers"))
             return
         }
         var id: AppID?
         if let app {
             id = self.remoteApps.id(for: app)
             if id == nil {
-                self.answer(replyTo, .rejected("\(Self.appHeader) \(app) is not HOLDER/NUMBER: is the follower this wsbridged's version?"))
+                answer(.rejected("\(Self.appHeader) \(app) is not HOLDER/NUMBER: is the follower this wsbridged's version?"))
                 return
             }
         }
@@ -70,11 +75,11 @@ extension FleetPublisher {
         } else if let key = self.library.header(Self.unstickHeader, of: message.value) {
             request = .unstick(key: key)
         }
-        switch serve(outbound, id, request) {
+        switch serve(outbound, id, request, mirror) {
         case .spooling(let stored):
-            stored.assumeIsolated().whenSuccess { self.answer(replyTo, $0) }
+            stored.assumeIsolated().whenSuccess { answer($0) }
         case let outcome:
-            self.answer(replyTo, outcome)
+            answer(outcome)
         }
     }
 

@@ -45,7 +45,12 @@ final class FleetPublisher {
     /// JetStream keeps it once from every bridge that publishes it.
     var idPaths: [JSONPathScan.Path]?
     /// Followers' sends (`fleet.requests`): handed to `serve`, answered with its outcome.
-    var serve: ((OutboundMessage, AppID?, FollowerRequest) -> SendOutcome)?
+    /// `mirror`: a hot standby's copy of a follower's app's message (only its subscriptions
+    /// go, unanswered).
+    var serve: ((OutboundMessage, AppID?, FollowerRequest, _ mirror: Bool) -> SendOutcome)?
+    /// What the protocol layer routes to followers' apps goes into the stream: not from a
+    /// standby (the leader publishes it).
+    var publishesRouted: Bool { self.lease?.leading ?? true }
     /// With upstream.protocol: the followers' apps the protocol layer holds.
     let remoteApps = FleetRemoteApps()
     /// A follower's sticky set (its holder's name, the set as JSON): FleetStickyHolders.

@@ -173,6 +173,7 @@ extension Fanout {
     /// follower only (never journaled). False when `app` is no follower's.
     func deliverToFollower(_ app: AppID, data: ByteBuffer, receivedAtMillis: Int64) -> Bool {
         guard let fleet = self.fleet, let target = fleet.remoteApps.name(of: app) else { return false }
+        guard fleet.publishesRouted else { return true }
         self.flush()
         let seq = self.takeSeq()
         fleet.publish([Journal.Entry(seq: seq, message: UpstreamMessage(kind: .text, data: data, receivedAtMillis: receivedAtMillis), to: target)])

@@ -195,7 +195,8 @@ extension LocalPlane {
     /// goes, queued while the link is down.
     /// A follower's message on `fleet.requests` (FleetPublisher+Requests): `app`, with
     /// upstream.protocol, the follower's app it is from (FleetRemoteApps).
-    func fromFollower(_ message: OutboundMessage, app: AppID?, _ request: FleetPublisher.FollowerRequest) -> SendOutcome {
+    /// `mirror`: a hot standby's copy (FleetPublisher+Requests): only its subscriptions go.
+    func fromFollower(_ message: OutboundMessage, app: AppID?, _ request: FleetPublisher.FollowerRequest, mirror: Bool = false) -> SendOutcome {
         guard let appProtocol = self.appProtocol else {
             guard app == nil else {
                 return .rejected("this bridge runs upstream.protocol = \"raw\": set the same upstream.protocol on the follower as on its bridge")
@@ -216,7 +217,7 @@ extension LocalPlane {
         let views: [JSONValue]
         switch self.appMessages(payload) {
         case .failure(let error): return .rejected(error.description)
-        case .success(let v): views = v
+        case .success(let v): views = mirror ? v.filter { appProtocol.session.isSubscription($0) } : v
         }
         let performed: AppProtocolLayer.Performed
         if case .sticky(let key) = request {

@@ -137,7 +137,7 @@ extension DaemonService {
                     fleet: configuration.fleet, library: nats, feed: bridge.value.fanout.stream, eventLoop: eventLoop, logger: logger)
                 bridge.value.fanout.fleet = publisher
                 publisher.journal = bridge.value.fanout.journal
-                publisher.serve = { message, app, request in bridge.value.plane.fromFollower(message, app: app, request) }
+                publisher.serve = { message, app, request, mirror in bridge.value.plane.fromFollower(message, app: app, request, mirror: mirror) }
                 if bridge.value.appProtocol != nil {
                     // Followers' apps, held by the protocol layer as apps of this host's.
                     publisher.remoteApps.left = { app in bridge.value.plane.protocolAppLeft(app) }
