@@ -29,6 +29,8 @@ extension StatusReport {
         @OmitNil public var streamSeq: UInt64? = nil
         /// A follower: its apps' sends the bridge answered.
         @OmitNil public var forwarded: Int? = nil
+        /// A bridge with upstream.protocol: the followers' apps its protocol layer holds.
+        @OmitNil public var followerApps: Int? = nil
 
         public init(
             state: String, stream: String, subject: String, acknowledged: Int, acknowledgedThrough: UInt64, lag: Int, inFlight: Int, waiting: Int,

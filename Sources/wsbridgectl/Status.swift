@@ -74,6 +74,7 @@ struct Status: ParsableCommand {
                     ? "follower, \(f.state): stream \(f.stream), subject \(f.subject); \(f.received ?? 0) received, last stream seq \(f.streamSeq ?? 0), \(f.forwarded ?? 0) send(s) through the bridge"
                     : "\(f.state): stream \(f.stream), subject \(f.subject); \(f.acknowledged) acknowledged, lag \(f.lag)"
                 if f.lost > 0 { text += ", \(f.lost) LOST" }
+                if let apps = f.followerApps { text += ", \(apps) followers' app(s) on its protocol layer" }
                 if let lease = f.lease { text += "; lease: \(lease)" }
                 if let error = f.lastError { text += "; last error: \(error)" }
                 return text

@@ -88,6 +88,8 @@ import WSBridgeProtocol
             #expect(!seqs.isEmpty && seqs == seqs.sorted() && Set(seqs).count == seqs.count, "\(app.client.lines.name): \(seqs)")
         }
 
+        // The bridge holds the five followers' apps.
+        #expect(try daemonStatus(fleet.bridgeSocket).fleet?.followerApps == 5)
         // b2 goes: sol was only its.
         b2.close()
         try await eventually("prices.sol let go", { try server.subjects() }, until: { $0 == ["prices.ada", "prices.btc", "prices.eth"] })

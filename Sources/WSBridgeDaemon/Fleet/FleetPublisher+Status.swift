@@ -10,6 +10,7 @@ extension FleetPublisher {
             inFlight: self.inFlight.count, waiting: self.waiting.count + (self.spill?.buffer.count ?? 0), lost: self.lost, lastError: self.lastError)
         report.role = "bridge"
         report.lease = self.lease?.state
+        if self.remoteApps.count > 0 { report.followerApps = self.remoteApps.count }
         report.server = self.connection.flatMap { self.state == .connected ? self.library.connectedURL($0) : nil }
         return report
     }
