@@ -84,6 +84,7 @@ let package = Package(
             dependencies: [
                 "WSBridgeCore",
                 "WSBridgeProtocol",
+                "CWSBridgeBytes",
                 "CSystemd",
                 "CWSBridgeLinux",
                 "CNATS",

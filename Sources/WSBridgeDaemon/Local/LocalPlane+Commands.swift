@@ -7,6 +7,11 @@ import WSBridgeProtocol
 /// link and the fan-out; every outcome is one reply line.
 extension LocalPlane {
     func handle(_ input: LocalLine, from client: LocalClient) {
+        // The common `send` (raw), read in one pass with no request built (SendLine).
+        if self.appProtocol == nil, client.mayWrite, let send = RequestDecoding.plainSend(input) {
+            self.answerSend(self.link.send(OutboundMessage(kind: .text, data: send.text)), id: send.id, to: client)
+            return
+        }
         let request: Request
         switch RequestDecoding.decode(input, limits: self.requestLimits) {
         case .none:
@@ -162,7 +167,7 @@ extension LocalPlane {
 
     /// The reply to a `send`: now, or once the spool has it (later replies to this client wait
     /// their turn).
-    private func answerSend(_ outcome: SendOutcome, id: JSONValue?, to client: LocalClient) {
+    func answerSend(_ outcome: SendOutcome, id: JSONValue?, to client: LocalClient) {
         if case .spooling(let stored) = outcome {
             let ticket = client.holdReply()
             stored.assumeIsolated().whenSuccess { outcome in client.fillReply(ticket, self.sendReply(outcome, id: id)) }

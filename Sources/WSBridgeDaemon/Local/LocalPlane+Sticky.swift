@@ -191,8 +191,6 @@ extension LocalPlane {
 }
 
 extension LocalPlane {
-    /// A fleet follower's app's send (`fleet.requests`): upstream as a send of this host's apps
-    /// goes, queued while the link is down.
     /// A follower's message on `fleet.requests` (FleetPublisher+Requests): `app`, with
     /// upstream.protocol, the follower's app it is from (FleetRemoteApps).
     /// `mirror`: a hot standby's copy (FleetPublisher+Requests): only its subscriptions go.

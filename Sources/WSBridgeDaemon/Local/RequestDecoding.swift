@@ -5,6 +5,15 @@ import WSBridgeProtocol
 
 /// Turns one request line into a `Request`, or the error reply that says what to fix.
 enum RequestDecoding {
+    /// A plain `send` of text as apps write it (SendLine), read without building a request;
+    /// nil for anything else (`decode` reads it).
+    static func plainSend(_ input: LocalLine) -> SendLine? {
+        guard case .line(let line) = input, line.readableBytes > 0 else { return nil }
+        var utf8 = UTF8Validator()
+        guard line.withUnsafeReadableBytes({ utf8.feed($0) }) && utf8.isComplete else { return nil }
+        return SendLine.scan(line)
+    }
+
     /// nil for a blank line (ignored).
     static func decode(_ input: LocalLine, limits: RequestLimits) -> Result<Request, ProtocolError>? {
         switch input {
