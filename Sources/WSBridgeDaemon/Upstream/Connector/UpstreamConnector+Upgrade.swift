@@ -77,6 +77,12 @@ extension UpstreamConnector {
                     }
                     // With permessage-deflate: one context pair, the encoder compressing what goes
                     // out and the frame handler inflating what comes in.
+                    // Our frame encoder in front of NIO's, which it writes past (one write per
+                    // frame, a faster mask), before anything can write a frame (the decoder's
+                    // removal below hands the frame handler the bytes behind the 101, which may
+                    // make it close).
+                    let encoder = try channel.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self)
+                    try channel.pipeline.syncOperations.addHandler(UpstreamFrameEncoder(), position: .after(encoder.handler))
                     let compression = try deflate.map { try PerMessageDeflate(parameters: $0) }
                     if let compression { try channel.pipeline.syncOperations.addHandler(PerMessageDeflateEncoder(deflate: compression)) }
                     // Our frame handler reads the frames from the bytes, in place of NIO's

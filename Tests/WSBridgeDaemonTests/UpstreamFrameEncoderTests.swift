@@ -1,0 +1,63 @@
+import NIOCore
+import NIOEmbedded
+import NIOWebSocket
+import Testing
+
+@testable import WSBridgeDaemon
+
+/// Our frame encoder writes what NIO's writes, byte for byte, in one buffer: every length class,
+/// masked or not, RSV bits, a payload with room for the header before it (masked in place) or
+/// without, or held elsewhere too (then copied, the holder's bytes untouched).
+@Suite struct UpstreamFrameEncoderTests {
+    /// What `handler` writes for `frame`, all its writes joined.
+    static func wire(_ frame: WebSocketFrame, ours: Bool) throws -> (bytes: [UInt8], writes: Int) {
+        let channel = EmbeddedChannel()
+        if ours {
+            try channel.pipeline.syncOperations.addHandler(UpstreamFrameEncoder())
+        } else {
+            try channel.pipeline.syncOperations.addHandler(WebSocketFrameEncoder())
+        }
+        try channel.writeOutbound(frame)
+        var bytes: [UInt8] = []
+        var writes = 0
+        while let out = try channel.readOutbound(as: ByteBuffer.self) {
+            bytes += out.readableBytesView
+            writes += 1
+        }
+        _ = try channel.finish()
+        return (bytes, writes)
+    }
+
+    static func payload(_ count: Int, headroom: Int) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(headroom + count)
+        buffer.moveWriterIndex(to: headroom)
+        buffer.moveReaderIndex(to: headroom)
+        for i in 0..<count { buffer.writeInteger(UInt8(truncatingIfNeeded: i &* 31 &+ 7)) }
+        return buffer
+    }
+
+    @Test(arguments: [0, 1, 7, 8, 9, 100, 125, 126, 127, 1000, 65_535, 65_536, 70_001])
+    func writesWhatNIOWritesInOneBuffer(length: Int) throws {
+        let key: WebSocketMaskingKey = [0x12, 0xAB, 0x00, 0xFF]
+        for (mask, headroom, rsv1, opcode) in [
+            (key, 0, false, WebSocketOpcode.text), (key, 14, false, .binary), (nil, 0, true, .binary), (nil, 14, false, .text), (key, 14, true, .ping),
+        ] {
+            let frame = WebSocketFrame(fin: true, rsv1: rsv1, opcode: opcode, maskKey: mask, data: Self.payload(length, headroom: headroom))
+            let theirs = try Self.wire(
+                WebSocketFrame(fin: true, rsv1: rsv1, opcode: opcode, maskKey: mask, data: Self.payload(length, headroom: 0)), ours: false)
+            let ours = try Self.wire(frame, ours: true)
+            #expect(ours.bytes == theirs.bytes, "length \(length), mask \(mask != nil), headroom \(headroom)")
+            #expect(ours.writes == 1)
+        }
+    }
+
+    @Test func aPayloadHeldElsewhereIsCopiedNotMaskedWhereItIs() throws {
+        let shared = Self.payload(300, headroom: 14)
+        let before = Array(shared.readableBytesView)
+        let ours = try Self.wire(WebSocketFrame(fin: true, opcode: .text, maskKey: [1, 2, 3, 4], data: shared), ours: true)
+        #expect(Array(shared.readableBytesView) == before)
+        let theirs = try Self.wire(WebSocketFrame(fin: true, opcode: .text, maskKey: [1, 2, 3, 4], data: Self.payload(300, headroom: 0)), ours: false)
+        #expect(ours.bytes == theirs.bytes)
+    }
+}
