@@ -8,8 +8,8 @@ public struct JSONNumber: Sendable, Hashable, CustomStringConvertible, Expressib
     /// The number's JSON text.
     public let text: String
 
-    /// `text` must be a valid JSON number (the parser checks it).
-    init(validatedText text: String) {
+    /// `text` must be a valid JSON number (the parser checks it, or a scanner that knows).
+    package init(validatedText text: String) {
         self.text = text
     }
 

@@ -79,4 +79,13 @@ import WSBridgeProtocol
             #expect(MessageLine(json: try JSONValue.parse(line)) == MessageLine(seq: 7, ts: 1_795_313_566_992, kind: .text, data: text))
         }
     }
+
+    /// A send's constant reply, written for an id straight into a buffer, is the line the
+    /// reply's JSON encodes, for every kind of id.
+    @Test(arguments: [nil, JSONValue.number(1), .number(JSONNumber(validatedText: "12345678901234567890")), .number(-1.5), .string("a\"b\u{1}"), .string("é")])
+    func aConstantReplyIsTheEncodedOne(id: JSONValue?) {
+        let constant = ReplyLine.Constant(result: SendResult.sent.json)
+        let fast = constant.line(id: id, allocator: ByteBufferAllocator())
+        #expect(String(buffer: fast) == ReplyLine.ok(id: id, SendResult.sent.json).json.serialized + "\n")
+    }
 }

@@ -28,6 +28,8 @@ import WSBridgeProtocol
         #"{"id":12345678901234567890,"op":"send","text":"héllo ✓ 𝄞"}"#,
         "{\"id\":3,\"op\":\"send\",\"text\":\"x\"}\r\n ",
         #"{"id":4,"op":"send","text":"\b\f\r"}"#,
+        #"{"id":0,"op":"send","text":"z"}"#,
+        #"{"id":-0.5E+2,"op":"send","text":"z"}"#,
     ])
     func takesTheCommonSendsAndReadsThemAsTheDecoderDoes(line: String) throws {
         let full = try #require(Self.decoded(line), "the decoder refuses \(line)")
@@ -46,7 +48,13 @@ import WSBridgeProtocol
         #"{"id":1,"op":"send","text":"a""#,  // cut
         #"{"id":1,"op":"send","text":"a",}"#,
         #"{"id":[1],"op":"send","text":"a"}"#,
-        #"{"id":01,"op":"send","text":"a"}"#,  // not JSON's number
+        #"{"id":01,"op":"send","text":"a"}"#,  // not JSON's numbers
+        #"{"id":1.,"op":"send","text":"a"}"#,
+        #"{"id":-,"op":"send","text":"a"}"#,
+        #"{"id":1e,"op":"send","text":"a"}"#,
+        #"{"id":+1,"op":"send","text":"a"}"#,
+        #"{"id":.5,"op":"send","text":"a"}"#,
+        #"{"id":1-2,"op":"send","text":"a"}"#,
         #"{"v":2,"op":"send","text":"a"}"#,
         #"{"op":"send"}"#,
         "{\"op\":\"send\",\"text\":\"a\u{01}b\"}",  // a raw control byte

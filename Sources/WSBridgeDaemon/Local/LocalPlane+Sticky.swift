@@ -178,10 +178,7 @@ extension LocalPlane {
         let json: JSONValue
         switch outcome {
         case .sent:
-            let line = Self.sentReply.line(id: id)
-            var buffer = self.allocator.buffer(capacity: line.count)
-            buffer.writeBytes(line)
-            return buffer
+            return Self.sentReply.line(id: id, allocator: self.allocator)
         case .queued(let depth): json = ReplyLine.ok(id: id, SendResult.queued(depth: depth, state: self.link.phase).json).json
         case .rejected(let problem): json = ProtocolError(.queueFull, problem, id: id).reply
         case .spooling: json = ProtocolError(.internalError, "bug: a send was answered before the spool stored it", id: id).reply

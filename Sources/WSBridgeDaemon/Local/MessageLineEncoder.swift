@@ -136,3 +136,24 @@ extension Base64 {
     /// Padded base64's length for `count` bytes.
     static func encodedLength(_ count: Int) -> Int { (count + 2) / 3 * 4 }
 }
+
+extension ReplyLine.Constant {
+    /// The whole line for one request's id, newline included, written once into a buffer (a
+    /// number's id as its text).
+    func line(id: JSONValue?, allocator: ByteBufferAllocator) -> ByteBuffer {
+        var buffer = allocator.buffer(capacity: self.head.count + self.tail.count + 24)
+        buffer.writeBytes(self.head)
+        switch id {
+        case .number(let n)?:
+            buffer.writeString(n.text)
+        case nil:
+            buffer.writeStaticString("null")
+        case let other?:
+            var bytes: [UInt8] = []
+            other.write(into: &bytes)
+            buffer.writeBytes(bytes)
+        }
+        buffer.writeBytes(self.tail)
+        return buffer
+    }
+}

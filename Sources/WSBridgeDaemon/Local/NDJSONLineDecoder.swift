@@ -1,5 +1,9 @@
 import NIOCore
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// One unit of client input: a line (without its newline), or notice that a line was too long.
 enum LocalLine {
     case line(ByteBuffer)
@@ -22,9 +26,16 @@ struct NDJSONLineDecoder: ByteToMessageDecoder {
     }
 
     mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        let view = buffer.readableBytesView
-        let start = view.index(view.startIndex, offsetBy: self.scanned)
-        guard let newline = view[start...].firstIndex(of: UInt8(ascii: "\n")) else {
+        // memchr: the line's bytes a word at a time (a collection search went a byte at a time
+        // through the view's indexing, ~10 instructions a byte).
+        let scanned = self.scanned
+        let found: Int? = buffer.withUnsafeReadableBytes { bytes in
+            guard let base = bytes.baseAddress, bytes.count > scanned,
+                let hit = memchr(base + scanned, Int32(UInt8(ascii: "\n")), bytes.count - scanned)
+            else { return nil }
+            return base.distance(to: UnsafeRawPointer(hit))
+        }
+        guard let length = found else {
             if self.discarding {
                 buffer.moveReaderIndex(to: buffer.writerIndex)
                 self.scanned = 0
@@ -39,7 +50,6 @@ struct NDJSONLineDecoder: ByteToMessageDecoder {
             return .needMoreData
         }
         self.scanned = 0
-        let length = newline - view.startIndex
         if self.discarding {
             self.discarding = false
             buffer.moveReaderIndex(forwardBy: length + 1)
