@@ -13,6 +13,36 @@ public struct JSONNumber: Sendable, Hashable, CustomStringConvertible, Expressib
         self.text = text
     }
 
+    /// The number whose JSON text is `bytes`, checked against JSON's grammar
+    /// (`-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`) without a parse; nil if it is not one.
+    package static func scanned(_ bytes: UnsafeRawBufferPointer) -> JSONNumber? {
+        var k = 0
+        let end = bytes.count
+        func digits() -> Int {
+            let start = k
+            while k < end, bytes[k] >= UInt8(ascii: "0"), bytes[k] <= UInt8(ascii: "9") { k += 1 }
+            return k - start
+        }
+        if k < end, bytes[k] == UInt8(ascii: "-") { k += 1 }
+        guard k < end else { return nil }
+        if bytes[k] == UInt8(ascii: "0") {
+            k += 1
+        } else if digits() == 0 {
+            return nil
+        }
+        if k < end, bytes[k] == UInt8(ascii: ".") {
+            k += 1
+            guard digits() > 0 else { return nil }
+        }
+        if k < end, bytes[k] == UInt8(ascii: "e") || bytes[k] == UInt8(ascii: "E") {
+            k += 1
+            if k < end, bytes[k] == UInt8(ascii: "+") || bytes[k] == UInt8(ascii: "-") { k += 1 }
+            guard digits() > 0 else { return nil }
+        }
+        guard k == end else { return nil }
+        return JSONNumber(validatedText: String(decoding: bytes, as: UTF8.self))
+    }
+
     /// A number from JSON text (`"12"`, `"1e999"`); nil if the text is not one JSON number.
     public init?(_ text: String) {
         guard case .number(let n)? = try? JSONValue.parse(text) else { return nil }

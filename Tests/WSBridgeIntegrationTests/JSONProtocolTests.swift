@@ -91,6 +91,49 @@ import WSBridgeProtocol
         #expect(answers.count == 2 && Set(answers.compactMap { $0["id"]?.intValue }).count == 2, "\(answers)")
     }
 
+    /// With no `[[protocol.reply]]`, a subscription's events are routed by a scan of their id,
+    /// not a parse (issue 46): two apps holding one subscription under their own ids each get
+    /// every event under theirs, the rest of its bytes as the server sent them, in order, none
+    /// lost; a broadcast whose "id" is data reaches both; a filtered subscriber (whose filter
+    /// needs the messages read, so they are parsed again) changes nothing for them.
+    @Test func eventsRoutedByAScanReachEachHolderUnderItsOwnId() async throws {
+        let dir = try TemporaryDirectory()
+        let (peer, port) = try await pythonPeer("json_peer.py", port: 0, ["--ping-interval", "3600"])
+        defer { peer.stop() }
+        let (daemon, socket) = try await protocolDaemon(dir, url: "ws://127.0.0.1:\(port)/", protocol: "json", settings: "id = \"id\"")
+        defer { daemon.stop() }
+        let a = try await JSONRPCProtocolTests.app(socket, "a")
+        let b = try await JSONRPCProtocolTests.app(socket, "b")
+        Self.subscribe(a, id: 2, type: "alpha", request: "sa")
+        #expect(await JSONRPCProtocolTests.waitFor(a) { $0["type"] == "event" } != nil)
+        Self.subscribe(b, id: 9, type: "alpha", request: "sb")
+        for c in [a, b] {
+            #expect(await JSONRPCProtocolTests.waitFor(c) { $0["type"] == "event" && ($0.value(at: "event.n")?.intValue ?? 0) >= 20 } != nil)
+            #expect(await JSONRPCProtocolTests.waitFor(c) { $0["id"] == "BTC" } != nil)
+        }
+        let filtered = try await JSONRPCProtocolTests.app(socket, "filtered")
+        filtered.send(#"{"id":"f","op":"subscribe","filter":{"field":"id","equals":"BTC"}}"#)
+        #expect(await filtered.reply("f")?["ok"] == true)
+        let marks = (a.lines.count, b.lines.count)
+        for (c, mark) in [(a, marks.0), (b, marks.1)] {
+            #expect(await JSONRPCProtocolTests.waitFor(c, from: mark) { $0["type"] == "event" && ($0.value(at: "event.n")?.intValue ?? 0) >= 40 } != nil)
+        }
+        #expect(await JSONRPCProtocolTests.waitFor(filtered) { $0["id"] == "BTC" } != nil)
+        for (c, id) in [(a, 2), (b, 9)] {
+            let events = Self.events(c)
+            #expect(events.allSatisfy { $0.id?.intValue == id && $0.type == "alpha" }, "\(c.lines.name): \(events.prefix(5))")
+            let (lost, duplicated) = lostAndDuplicated(events.compactMap(\.n))
+            #expect(lost == 0 && duplicated == 0, "\(c.lines.name): \(lost) lost, \(duplicated) duplicated")
+        }
+        // The events' own bytes, the id's aside: as the server wrote them (no re-serializing).
+        let raw = a.lines.lines.compactMap { line -> String? in
+            guard let m = try? JSONValue.parse(line), m["type"] == "message", let data = m["data"]?.stringValue, data.contains(#""type": "event""#)
+            else { return nil }
+            return data
+        }
+        #expect(!raw.isEmpty, "the server's spacing (json.dumps) kept: \(a.lines.lines.suffix(3))")
+    }
+
     @Test func subscriptionsFlowAgainAfterTwentyServerRestartsUnderTheAppsIds() async throws {
         let dir = try TemporaryDirectory()
         var (peer, port) = try await Self.peer()

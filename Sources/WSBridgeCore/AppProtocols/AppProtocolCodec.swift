@@ -212,6 +212,10 @@ package protocol AppProtocolCodec: Sendable {
     /// Object keys without which an upstream message is a broadcast (nil: every message must be
     /// read): a message whose text has none of them goes to everyone unparsed.
     var routingKeys: [String]? { get }
+    /// Where an upstream message's id is, for a protocol whose every message with an id is an
+    /// answer to it (or a subscription's event under it): found by a scan, the holders looked up
+    /// without a parse (`AppProtocolSession.holders(routedBy:)`). nil: messages are parsed.
+    var idScanPath: JSONPathScan.Path? { get }
 
     // Text protocols (Socket.IO, STOMP, NATS): messages that are not JSON, several to a WebSocket
     // message or one across several; the protocol layer works on their JSON views.
@@ -291,6 +295,7 @@ extension AppProtocolCodec {
     package var answersEndSubscriptions: Bool { true }
     package var unknownAnswersBroadcast: Bool { false }
     package var routingKeys: [String]? { nil }
+    package var idScanPath: JSONPathScan.Path? { nil }
     package var isText: Bool { false }
     package func split(_ bytes: ArraySlice<UInt8>) -> Result<(messages: [AppProtocolMessage], consumed: Int), AppProtocolSyntaxError> {
         do {

@@ -31,6 +31,9 @@ package struct JSONProtocol: AppProtocolCodec {
         [self.idPath.first?.key ?? "id"] + self.replies.compactMap { $0.when.path.first?.key }
     }
 
+    /// With no `[[protocol.reply]]` (whose filters need the message read), the id's path.
+    package var idScanPath: JSONPathScan.Path? { self.replies.isEmpty ? JSONPathScan.Path(self.idPath) : nil }
+
     package func wireID(_ n: UInt64) -> WireID { WireID(.number(JSONNumber(n))) }
 
     private func id(in message: JSONValue) -> WireID? {

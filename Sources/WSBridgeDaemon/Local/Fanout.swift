@@ -191,7 +191,7 @@ final class Fanout: UpstreamEventSink {
 
     /// A message for one app (the protocol layer's routing): numbered in the stream, after the
     /// lines already numbered, but for no one else, nor the replay ring or the journal.
-    func deliver(_ json: JSONValue, data: ByteBuffer, to client: LocalClient, receivedAtMillis: Int64) {
+    func deliver(_ json: JSONValue?, data: ByteBuffer, to client: LocalClient, receivedAtMillis: Int64) {
         self.flush()
         _ = self.takeSeq()
         let message = UpstreamMessage(kind: .text, data: data, receivedAtMillis: receivedAtMillis)

@@ -77,35 +77,7 @@ struct SendLine {
             return true
         }
 
-        /// Whether `range` is one JSON number: `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
-        func isJSONNumber(_ range: Range<Int>) -> Bool {
-            var k = range.lowerBound
-            let end = range.upperBound
-            func digits() -> Int {
-                let start = k
-                while k < end, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self.bytes[k]) { k += 1 }
-                return k - start
-            }
-            if k < end, self.bytes[k] == UInt8(ascii: "-") { k += 1 }
-            guard k < end else { return false }
-            if self.bytes[k] == UInt8(ascii: "0") {
-                k += 1
-            } else if digits() == 0 {
-                return false
-            }
-            if k < end, self.bytes[k] == UInt8(ascii: ".") {
-                k += 1
-                guard digits() > 0 else { return false }
-            }
-            if k < end, self.bytes[k] == UInt8(ascii: "e") || self.bytes[k] == UInt8(ascii: "E") {
-                k += 1
-                if k < end, self.bytes[k] == UInt8(ascii: "+") || self.bytes[k] == UInt8(ascii: "-") { k += 1 }
-                guard digits() > 0 else { return false }
-            }
-            return k == end
-        }
-
-        /// A number's bytes (their grammar checked by `isJSONNumber` when it is the id).
+        /// A number's bytes (their grammar checked by `JSONNumber.scanned` when it is the id).
         mutating func number() -> Range<Int>? {
             let start = self.i
             while self.i < self.bytes.count {
@@ -145,8 +117,10 @@ struct SendLine {
                         guard let value = self.string(), !value.escaped else { return nil }
                         id = .string(String(decoding: UnsafeRawBufferPointer(rebasing: self.bytes[value.range]), as: UTF8.self))
                     } else {
-                        guard let range = self.number(), self.isJSONNumber(range) else { return nil }
-                        id = .number(JSONNumber(validatedText: String(decoding: UnsafeRawBufferPointer(rebasing: self.bytes[range]), as: UTF8.self)))
+                        guard let range = self.number(), let number = JSONNumber.scanned(UnsafeRawBufferPointer(rebasing: self.bytes[range])) else {
+                            return nil
+                        }
+                        id = .number(number)
                     }
                 } else if self.equals(k, "v") {
                     guard !sawV, let range = self.number(), self.equals(range, "1") else { return nil }

@@ -31,6 +31,8 @@ final class AppProtocolLayer: UpstreamEventSink {
     let isText: Bool
     /// The session's routing keys: a message with none of them is a broadcast, told without the session.
     let routing: RoutingKeys?
+    /// The codec's `idScanPath`: a subscription's events routed by a scan (`+Scan`).
+    let idScanPath: JSONPathScan.Path?
 
     /// `protocol.confirm_timeout`, and the wait for the restore's subscription in flight.
     let confirmTimeout: Duration
@@ -55,6 +57,7 @@ final class AppProtocolLayer: UpstreamEventSink {
         self.requests = AppProtocolRequests(eventLoop: eventLoop)
         self.isText = session.codec.isText
         self.routing = session.routing
+        self.idScanPath = session.codec.idScanPath
     }
 
     // MARK: - The link's events
@@ -98,6 +101,7 @@ final class AppProtocolLayer: UpstreamEventSink {
         if let routing = self.routing, !message.data.withUnsafeReadableBytes({ routing.mayRoute($0) }) {
             return (true, nil)
         }
+        if let routed = self.routeByScan(message) { return (routed, nil) }
         guard let json = try? JSONValue.parse(message.data.readableBytesView) else { return (true, nil) }
         let effects = self.withSession { $0.fromUpstream(json) }
         let performed = self.perform(effects, link: link, receivedAtMillis: message.receivedAtMillis, original: (json, message.data))
