@@ -249,6 +249,14 @@ extension ConfigurationReader {
             }
             config.local.sendBufferBytes = bytes
         }
+        s.read("lagging_send_buffer_bytes") { v in
+            let bytes = try self.int(
+                v, "local.lagging_send_buffer_bytes", in: 0...(1 << 26), "a byte count from 0 (none: it keeps send_buffer_bytes) to 67108864")
+            guard bytes == 0 || bytes >= 4096 else {
+                throw self.error("local.lagging_send_buffer_bytes", v, "must be 0 (none) or at least 4096")
+            }
+            config.local.laggingSendBufferBytes = bytes
+        }
         s.read("max_pending_requests") { v in
             config.local.maxPendingRequests = try self.int(
                 v, "local.max_pending_requests", in: 0...100_000, "a request count from 0 (no requests) to 100000")

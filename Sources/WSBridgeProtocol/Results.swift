@@ -199,8 +199,8 @@ public struct ClientsResult: Sendable, Equatable, JSONValueCodable {
     }
 
     /// One client: its number and peer, whether it subscribes (and its filter), the messages
-    /// queued for it since it connected, those waiting in its queue now (and their bytes), and
-    /// those dropped because it fell behind.
+    /// queued for it since it connected, those waiting in its queue now (and their bytes),
+    /// those dropped because it fell behind, and whether it lags now.
     public struct Client: Sendable, Equatable, Codable {
         public var id: Int
         @OmitNil public var pid: Int32?
@@ -211,6 +211,9 @@ public struct ClientsResult: Sendable, Equatable, JSONValueCodable {
         public var queued: Int
         public var queueBytes: Int
         public var drops: UInt64
+        /// It dropped messages and its queue has not emptied since: its socket has
+        /// `local.lagging_send_buffer_bytes` (absent: false).
+        @OmitNil public var lagging: Bool? = nil
 
         public init(id: Int, pid: Int32?, uid: UInt32?, subscribed: Bool, filter: String?, messages: UInt64, queued: Int, queueBytes: Int, drops: UInt64) {
             self.id = id

@@ -20,6 +20,7 @@ import WSBridgeProtocol
                 max_clients = 20
                 client_output_bytes = 8192
                 send_buffer_bytes = 0
+                lagging_send_buffer_bytes = 0
                 max_pending_requests = 2
                 max_pending_requests_total = 3
                 filter_max_bytes = 32
@@ -41,6 +42,7 @@ import WSBridgeProtocol
         #expect(c.local.maxClients == 20)
         #expect(c.local.clientOutputBytes == 8192)
         #expect(c.local.sendBufferBytes == 0)
+        #expect(c.local.laggingSendBufferBytes == 0)
         #expect(c.local.maxPendingRequests == 2)
         #expect(c.local.maxPendingRequestsTotal == 3)
         #expect(c.local.filterMaxBytes == 32)
@@ -98,6 +100,7 @@ import WSBridgeProtocol
         ("[local]\nclient_output_bytes = 100", "local.client_output_bytes", "from 4096"),
         ("[local]\nsend_buffer_bytes = 100", "local.send_buffer_bytes", "0 (the system's default) or at least 4096"),
         ("[local]\nsend_buffer_bytes = 134217728", "local.send_buffer_bytes", "to 67108864"),
+        ("[local]\nlagging_send_buffer_bytes = 100", "local.lagging_send_buffer_bytes", "0 (none) or at least 4096"),
         ("[local]\nfilter_max_depth = 0", "local.filter_max_depth", "from 1"),
         ("[local]\nreplay_bytes = -1", "local.replay_bytes", "0 (off)"),
         ("[access]\nwrite_uids = 1000", "access.write_uids", "array of user ids"),

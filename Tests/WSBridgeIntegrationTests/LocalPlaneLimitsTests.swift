@@ -179,6 +179,37 @@ import WSBridgeProtocol
         #expect(gap?["message"]?.stringValue?.contains("local.replay_bytes") == true)
     }
 
+    /// A subscriber that drops messages lags: its socket's send buffer shrinks to
+    /// `local.lagging_send_buffer_bytes` (fewer old lines wait where they can no longer be
+    /// dropped for newer ones), and `clients` says so; once it read everything its buffer is the
+    /// normal one again. A reader that keeps up never lags.
+    @Test func aSubscriberThatDropsLagsUntilItCaughtUp() async throws {
+        let f = try await DaemonFixture(extraConfig: "subscriber_queue = 200\nlagging_send_buffer_bytes = 8192")
+        let stalled = try SocketClient(path: f.socket, reading: false, name: "stalled")
+        let reader = try await f.client(name: "reader")
+        let control = try await f.client(name: "control")
+        control.send(#"{"id":"u","op":"unsubscribe"}"#)
+        _ = await control.reply("u")
+        func clients(_ id: String) async -> [JSONValue] {
+            control.send(#"{"id":"\#(id)","op":"clients"}"#)
+            guard case .array(let list)? = await control.reply(id)?.value(at: "result.clients") else { return [] }
+            return list
+        }
+        // Far more than its queue, socket buffer and NIO's high watermark hold.
+        f.server.command("ticker 2000 1000 6000")
+        #expect(await reader.lines.wait(timeout: .seconds(120), containing: "\"seq\":6000,") != nil)
+        let during = await clients("c1")
+        let lagging = during.filter { $0["lagging"] == true }
+        #expect(lagging.count == 1 && (lagging.first?["drops"]?.intValue ?? 0) > 0, "\(during)")
+        stalled.startReading()
+        #expect(await stalled.lines.wait(timeout: .seconds(60), containing: "\"seq\":6000,") != nil)
+        try await eventually(
+            "the stalled one caught up", { await clients("c\(control.lines.count)") },
+            until: { list in
+                list.count == 3 && list.allSatisfy { $0["lagging"] == nil }
+            })
+    }
+
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit"), "needs prlimit (util-linux)"))
     func outOfFileDescriptorsAcceptWaitsInsteadOfSpinning() async throws {
         let f = try await DaemonFixture(launcher: ["/usr/bin/prlimit", "--nofile=40", "--"])

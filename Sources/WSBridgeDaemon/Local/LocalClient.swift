@@ -54,7 +54,19 @@ final class LocalClient: ChannelDuplexHandler {
     /// Replies in request order (a send waiting for the spool holds its place).
     private var replies = ReplyOrder()
 
+    /// `local.send_buffer_bytes`, and the smaller one its socket has while it lags
+    /// (`local.lagging_send_buffer_bytes`; 0: none).
+    private var sendBuffer: (normal: Int, lagging: Int)
+    /// It dropped messages (it reads slower than the feed): its socket's buffer is the lagging
+    /// one, so that what it reads has waited less, until its queue empties.
+    private(set) var lagging = false
+    /// Since when its queue has not been empty (set as a line is queued for it when it was).
+    private var behindSince: NIODeadline?
+    /// How long a client that drops must have been behind to lag.
+    static let laggingAfter = TimeAmount.milliseconds(500)
+
     init(id: Int, credentials: PeerCredentials?, groups: Set<UInt32>, mayWrite: Bool, plane: LocalPlane, limits: Configuration.Local) {
+        self.sendBuffer = (limits.sendBufferBytes, limits.laggingSendBufferBytes)
         self.id = id
         self.credentials = credentials
         self.groups = groups
@@ -139,6 +151,8 @@ final class LocalClient: ChannelDuplexHandler {
         self.queue.limits = .init(messages: limits.subscriberQueue, bytes: limits.subscriberQueueBytes)
         self.queue.trimToLimits()
         self.outputLimit = limits.clientOutputBytes
+        // (send_buffer_bytes takes a restart: the sockets have it from their accept.)
+        self.sendBuffer.lagging = limits.laggingSendBufferBytes
     }
 
     /// Flushes what is queued (as far as the socket takes it now), then closes. Completes when closed.
@@ -230,6 +244,7 @@ final class LocalClient: ChannelDuplexHandler {
 
     /// Queues message lines, dropping the oldest if this client is too far behind.
     private func enqueue(_ batch: LineBatch) {
+        if self.queue.isEmpty { self.behindSince = .now() }
         if self.queue.wouldOverflow(adding: batch.lineCount, bytes: batch.lines.readableBytes) {
             // Over the bound within one tick: write what the socket takes now, and drop only
             // what is really backed up.
@@ -240,8 +255,20 @@ final class LocalClient: ChannelDuplexHandler {
         if dropped > 0 {
             self.drops &+= UInt64(dropped)
             self.plane.countDrops(dropped)
+            // Lagging: it drops, and has been behind (its queue never empty) for a while: a
+            // reader slower than the feed, not a fast one that a burst got ahead of.
+            if !self.lagging, let since = self.behindSince, NIODeadline.now() - since >= Self.laggingAfter { self.setLagging(true) }
         }
         self.scheduleDrain()
+    }
+
+    /// A lagging client's socket buffer shrinks (the lines in it can no longer be dropped for
+    /// fresher ones: fewer of them wait there), and grows back once it caught up.
+    private func setLagging(_ lagging: Bool) {
+        let (normal, small) = self.sendBuffer
+        guard small > 0, small < normal, let options = self.context?.channel.syncOptions else { return }
+        self.lagging = lagging
+        try? options.setOption(.socketOption(.so_sndbuf), value: SocketOptionValue(lagging ? small : normal))
     }
 
     private func scheduleDrain() {
@@ -291,6 +318,10 @@ final class LocalClient: ChannelDuplexHandler {
             }
         }
         if wrote { context.flush() }
+        if self.queue.isEmpty {
+            self.behindSince = nil
+            if self.lagging, context.channel.isWritable { self.setLagging(false) }
+        }
         self.resumeIfDrained(context)
         self.subscription.drained(queueIsLow: self.queueIsLow)
     }

@@ -49,9 +49,11 @@ extension LocalPlane {
     var clientList: ClientsResult {
         let clients = self.fanout.clients.values.sorted { $0.id < $1.id }.map { c in
             let queued = c.queued
-            return ClientsResult.Client(
+            var client = ClientsResult.Client(
                 id: c.id, pid: c.credentials?.pid, uid: c.credentials?.uid, subscribed: c.subscribed, filter: c.filter?.text, messages: c.messages,
                 queued: queued.messages, queueBytes: queued.bytes, drops: c.drops)
+            if c.lagging { client.lagging = true }
+            return client
         }
         return ClientsResult(seq: self.fanout.position.seq, clients: clients)
     }
