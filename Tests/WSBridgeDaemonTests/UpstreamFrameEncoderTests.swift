@@ -6,8 +6,8 @@ import Testing
 @testable import WSBridgeDaemon
 
 /// Our frame encoder writes what NIO's writes, byte for byte, in one buffer: every length class,
-/// masked or not, RSV bits, a payload with room for the header before it (masked in place) or
-/// without, or held elsewhere too (then copied, the holder's bytes untouched).
+/// masked or not, RSV bits, a payload with room before its bytes or without, and one held
+/// elsewhere too (the holder's bytes untouched).
 @Suite struct UpstreamFrameEncoderTests {
     /// What `handler` writes for `frame`, all its writes joined.
     static func wire(_ frame: WebSocketFrame, ours: Bool) throws -> (bytes: [UInt8], writes: Int) {

@@ -134,11 +134,8 @@ struct SendLine {
             guard self.i == self.bytes.count else { return nil }
             // A buffer of its own (a slice would keep the whole read buffer alive while the
             // message waits for the link), the bytes copied once, unescaped if need be.
-            // Room before the text for the frame's header (UpstreamFrameEncoder writes it there).
             var out = ByteBuffer()
-            out.reserveCapacity(UpstreamFrameEncoder.maxHeader + text.range.count)
-            out.moveWriterIndex(to: UpstreamFrameEncoder.maxHeader)
-            out.moveReaderIndex(to: UpstreamFrameEncoder.maxHeader)
+            out.reserveCapacity(text.range.count)
             guard text.escaped else {
                 out.writeBytes(UnsafeRawBufferPointer(rebasing: self.bytes[text.range]))
                 return SendLine(id: id, text: out)

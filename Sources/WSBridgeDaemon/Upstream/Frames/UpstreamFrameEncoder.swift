@@ -2,20 +2,16 @@ import NIOCore
 import NIOWebSocket
 
 /// What the link sends, as WebSocket frames on the wire (RFC 6455 5.2), in place of NIO's
-/// encoder: the header and the masked payload in one buffer, one write. When the payload's
-/// buffer has room for the header before its bytes and no one else holds it (a local send's
-/// text, SendLine), the payload is masked where it is and the header written in front of it;
-/// else header and masked payload are written once into a new buffer. The mask is applied eight
-/// bytes at a time (NIO's goes a byte at a time: a 100-byte send paid ~2,300 instructions for
-/// it). NIO's upgrader puts its own encoder in the pipeline, which cannot be removed: this one
+/// encoder: the header and the masked payload written once into one buffer, one write (NIO's
+/// wrote the header apart when the payload had no room before it), the mask applied eight bytes
+/// at a time (NIO's went a byte at a time: a 100-byte send paid ~2,300 instructions for it).
+/// (The payload is never masked where it is: the `NIOAny` that brings the frame still holds
+/// it.) NIO's upgrader puts its own encoder in the pipeline, which cannot be removed: this one
 /// goes right after it (nearer the tail) and writes past it, through its context, so it never
 /// sees a frame. Confined to the channel's event loop.
 final class UpstreamFrameEncoder: ChannelOutboundHandler {
     typealias OutboundIn = WebSocketFrame
     typealias OutboundOut = ByteBuffer
-
-    /// The longest header: 2 bytes, a 64-bit length, the mask key.
-    static let maxHeader = 14
 
     /// NIO's encoder's context, when the pipeline has one: what is written through it goes on
     /// past it, toward the socket.
@@ -45,19 +41,6 @@ final class UpstreamFrameEncoder: ChannelOutboundHandler {
         first |= UInt8(webSocketOpcode: frame.opcode)
         let mask = frame.maskKey
         let header = 2 + (length > 65_535 ? 8 : length > 125 ? 2 : 0) + (mask == nil ? 0 : 4)
-        let inPlace: Bool? =
-            payload.readerIndex >= header
-            ? payload.modifyIfUniquelyOwned { buffer in
-                let start = buffer.readerIndex - header
-                if let mask { buffer.withUnsafeMutableReadableBytes { Self.apply(mask, to: $0) } }
-                Self.setHeader(first, length: length, mask: mask, in: &buffer, at: start)
-                buffer.moveReaderIndex(to: start)
-                return true
-            } : nil
-        if inPlace == true {
-            (self.past ?? context).write(Self.wrapOutboundOut(payload), promise: promise)
-            return
-        }
         var out = context.channel.allocator.buffer(capacity: header + length)
         out.moveWriterIndex(forwardBy: header)
         out.writeBuffer(&payload)
