@@ -39,9 +39,21 @@ struct Cost: AsyncParsableCommand {
 
     @Flag(
         help:
-            "Count routed messages (--protocol json, stomp or nats): every subscriber holds one subscription (json: a sticky send with an id; stomp: SUBSCRIBE; nats: SUB) and every flooded message belongs to it, so each goes through the id table to its holders instead of being broadcast. socketio's flood is events, broadcast."
+            "Count routed messages (--protocol json, jsonrpc, graphql-transport-ws, stomp or nats): every subscriber holds one subscription (json: a sticky send with an id; jsonrpc: eth_subscribe, answered with server id 0x1; graphql-transport-ws: subscribe; stomp: SUBSCRIBE; nats: SUB) and every flooded message belongs to it, so each goes to its holders instead of being broadcast. socketio's flood is events, broadcast."
     )
     var routed = false
+
+    @Option(
+        help:
+            "The flooded messages' shape (json, jsonrpc, graphql-transport-ws, socketio, stomp, nats; default: the protocol's): with --protocol raw, the baseline a protocol's routed cost is set against."
+    )
+    var shape: String?
+
+    @Flag(
+        help:
+            "With --routed (json): half the subscribers hold the subscription under id 2 instead of the wire's 1, so that each message is written again with their id (the rewrite's cost per holder)."
+    )
+    var halfOtherId = false
 
     @Flag(
         help:
@@ -70,7 +82,10 @@ struct Cost: AsyncParsableCommand {
     static let phases = ["read", "framing", "inflate", "fan-out", "writes", "runtime", "other"]
 
     /// What a text protocol's server answers its handshake with (the testserver's `sendx`).
-    static let acknowledgements = ["socketio": #"40{"sid":"bench"}"#, "stomp": #"CONNECTED\nversion:1.2\n\n\0"#, "nats": #"PONG\r\n"#]
+    static let acknowledgements = [
+        "socketio": #"40{"sid":"bench"}"#, "stomp": #"CONNECTED\nversion:1.2\n\n\0"#, "nats": #"PONG\r\n"#,
+        "graphql-transport-ws": #"{"type":"connection_ack"}"#,
+    ]
 
     /// The request line that makes a reader hold the subscription the flood's messages belong to
     /// (`--routed`): json's is a sticky send with id 1; STOMP's MESSAGEs and NATS's MSGs name
@@ -79,7 +94,16 @@ struct Cost: AsyncParsableCommand {
         "json": #"{"id":"s","op":"send","sticky":"feed","text":"{\"id\":1,\"type\":\"subscribe\"}"}"#,
         "stomp": #"{"id":"s","op":"send","text":"SUBSCRIBE\nid:s\ndestination:/topic/a\n\n\u0000"}"#,
         "nats": #"{"id":"s","op":"send","text":"SUB a s\r\n"}"#,
+        "jsonrpc": #"{"id":"s","op":"send","text":"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_subscribe\",\"params\":[\"newHeads\"]}"}"#,
+        "graphql-transport-ws": #"{"id":"s","op":"send","text":"{\"type\":\"subscribe\",\"id\":\"s\",\"payload\":{\"query\":\"subscription { t }\"}}"}"#,
     ]
+
+    /// The subprotocol a protocol's link offers, which the server must take.
+    static let subprotocols = ["stomp": "v12.stomp", "graphql-transport-ws": "graphql-transport-ws"]
+
+    /// What the server answers the readers' subscriptions with before the flood (jsonrpc: the
+    /// server's id of the subscription, on the wire id 1).
+    static let answers = ["jsonrpc": #"{"jsonrpc":"2.0","id":1,"result":"0x1"}"#]
 
     func run() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("wsbridge-cost-\(getpid())").path
@@ -116,7 +140,7 @@ struct Cost: AsyncParsableCommand {
                     }
                     let what = self.sends ? "send" : "message"
                     let label =
-                        "\(name)\(self.sends ? ", sends" : "")\(self.routed ? ", routed" : ""), \(subscribers) sub\(subscribers == 1 ? "" : "s"), \(self.size) B, deflate \(deflate ? "on" : "off")"
+                        "\(name)\(self.sends ? ", sends" : "")\(self.routed ? ", routed" : "")\(self.halfOtherId ? " (half id 2)" : "")\(self.shape.map { ", \($0) shape" } ?? ""), \(subscribers) sub\(subscribers == 1 ? "" : "s"), \(self.size) B, deflate \(deflate ? "on" : "off")"
                     emitLine(
                         "cost \(label): \(Int(perMessage["total"]!.rounded())) instructions per \(what) (runs of \(n) and \(2 * n) \(what)s)")
                     rows.append((label, perMessage))
@@ -145,10 +169,10 @@ struct Cost: AsyncParsableCommand {
         if deflate {
             generator = try Child(self.python, [self.peer, "--port", "0"])
         } else {
-            // STOMP's link offers its subprotocol, which the server must take.
+            // STOMP's and graphql's links offer their subprotocol, which the server must take.
             generator = try Child(
                 "\(self.builds.bin)/wsbridge-testserver",
-                ["--port", "0", "--no-echo", "--max-frame", "1048576"] + (self.protocol == "stomp" ? ["--subprotocol", "v12.stomp"] : []))
+                ["--port", "0", "--no-echo", "--max-frame", "1048576"] + (Self.subprotocols[self.protocol].map { ["--subprotocol", $0] } ?? []))
         }
         defer { generator.stop() }
         let port = Int(try await generator.waitLine { $0.hasPrefix("listening ") }.dropFirst(10))!
@@ -195,10 +219,20 @@ struct Cost: AsyncParsableCommand {
         // Routed: each reader holds the subscription the flood's messages answer (its first
         // upstream id, 1), and is ready once its send is answered.
         let hold = self.routed ? Self.holds[self.protocol] : nil
-        let readers = try startReaders(
-            bin: self.builds.bin, socket: socket, subscribers: subscribers, extra: ["--idle", "600"] + (hold.map { ["--send", $0] } ?? []))
+        var readers: [Child]
+        if let hold, self.halfOtherId, subscribers > 1 {
+            let other = hold.replacingOccurrences(of: #"{\"id\":1,"#, with: #"{\"id\":2,"#)
+            readers =
+                try startReaders(bin: self.builds.bin, socket: socket, subscribers: subscribers - subscribers / 2, extra: ["--idle", "600", "--send", hold])
+                + startReaders(bin: self.builds.bin, socket: socket, subscribers: subscribers / 2, extra: ["--idle", "600", "--send", other])
+        } else {
+            readers = try startReaders(
+                bin: self.builds.bin, socket: socket, subscribers: subscribers, extra: ["--idle", "600"] + (hold.map { ["--send", $0] } ?? []))
+        }
         for r in readers { _ = try await r.waitLine(seconds: 300) { $0 == "ready" } }
-        generator.send("flood \(messages) \(self.size) 0\(self.routed && self.protocol == "json" ? " 1" : "") \(self.protocol)")
+        if self.routed, let answer = Self.answers[self.protocol] { generator.send("sendx \(answer)") }
+        generator.send(
+            "flood \(messages) \(self.size) 0\((self.routed && self.protocol == "json") || self.shape == "json" ? " 1" : "") \(self.shape ?? self.protocol)")
         for r in readers { _ = try await r.waitLine(seconds: 3600) { $0.hasPrefix("{") } }
         await bridge.stopAndWait()
         for r in readers { await r.stopAndWait(kill: true) }

@@ -59,6 +59,8 @@
         static let limits = RequestLimits(filterMaxBytes: 256, filterMaxDepth: 16)
 
         static func run(_ bytes: [UInt8]) {
+            // The same bytes as an upstream message, to every protocol's scan.
+            ProtocolScanCheck.run(bytes)
             let channel = EmbeddedChannel(handler: ByteToMessageHandler(NDJSONLineDecoder(maxLine: 4096)))
             defer { _ = try? channel.finish() }
             _ = try? channel.writeInbound(ByteBuffer(bytes: bytes))

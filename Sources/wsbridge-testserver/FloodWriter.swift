@@ -42,7 +42,8 @@ final class FloodWriter: ChannelDuplexHandler, RemovableChannelHandler {
     /// Sends `count` messages of `size` bytes; `rate` per second, or flat out when 0. `id`: each
     /// message starts `{"id":ID,` (an answer to a subscription, under a protocol). `format`: the
     /// JSON inside a text protocol's message (`socketio`: an event `42["tick",{…}]`; `stomp`: a
-    /// MESSAGE of subscription 1; `nats`: a MSG of sid 1).
+    /// MESSAGE of subscription 1; `nats`: a MSG of sid 1; `jsonrpc`: an `eth_subscription` of
+    /// server id `0x1`; `graphql-transport-ws`: a `next` of id 1).
     func start(count: Int, size: Int, rate: Int, id: Int? = nil, format: String = "json") {
         let head = (id.map { #"{"id":\#($0),"# } ?? "{") + #""t":10000000000000000000,"i":10000000000,"p":""#
         let json = Array(head.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: max(0, size - head.utf8.count - 2)) + Array(#""}"#.utf8)
@@ -112,6 +113,8 @@ final class FloodWriter: ChannelDuplexHandler, RemovableChannelHandler {
         case "socketio": Array(#"42["tick","#.utf8) + json + Array("]".utf8)
         case "stomp": Array("MESSAGE\nsubscription:1\ndestination:/topic/a\nmessage-id:m\ncontent-length:\(json.count)\n\n".utf8) + json + [0]
         case "nats": Array("MSG a 1 \(json.count)\r\n".utf8) + json + Array("\r\n".utf8)
+        case "jsonrpc": Array(#"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0x1","result":"#.utf8) + json + Array("}}".utf8)
+        case "graphql-transport-ws": Array(#"{"type":"next","id":"1","payload":"#.utf8) + json + Array("}".utf8)
         default: json
         }
     }

@@ -258,4 +258,34 @@ import WSBridgeProtocol
         }
         #expect(withHeadroom > 3000)
     }
+
+    /// Routed lines (issue 46) wait in a batch per client until the read ends, as broadcast ones
+    /// do: each client still gets its lines in the stream's order, broadcast and routed
+    /// interleaved as numbered, and nobody another's.
+    @Test func routedLinesKeepTheStreamsOrderAmongBroadcastOnes() throws {
+        let h = Harness()
+        let (a, ca) = try h.client()
+        let (b, cb) = try h.client()
+        let fanout = h.bridge.fanout
+        func broadcast(_ text: String) { fanout.publish(UpstreamMessage(kind: .text, data: ByteBuffer(string: text), receivedAtMillis: 0)) }
+        func route(_ text: String, to client: LocalClient) { fanout.deliver(nil, data: ByteBuffer(string: text), to: client, receivedAtMillis: 0) }
+        // One read's messages, then its end.
+        broadcast("b1")
+        route("a2", to: ca)
+        route("b3", to: cb)
+        route("a4", to: ca)
+        route("a5", to: ca)
+        broadcast("b6")
+        route("a7", to: ca)
+        fanout.upstreamLinkReadComplete(h.bridge.link)
+        let la = h.lines(a)
+        let lb = h.lines(b)
+        #expect(Self.messages(la) == ["b1", "a2", "a4", "a5", "b6", "a7"])
+        #expect(la.compactMap { $0["seq"]?.intValue } == [1, 2, 4, 5, 6, 7])
+        #expect(Self.messages(lb) == ["b1", "b3", "b6"])
+        #expect(lb.compactMap { $0["seq"]?.intValue } == [1, 3, 6])
+        // A routed message with no read end after it goes out on the loop's next turn.
+        route("a8", to: ca)
+        #expect(Self.messages(h.lines(a)) == ["a8"])
+    }
 }

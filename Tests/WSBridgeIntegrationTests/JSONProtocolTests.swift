@@ -124,6 +124,10 @@ import WSBridgeProtocol
             #expect(events.allSatisfy { $0.id?.intValue == id && $0.type == "alpha" }, "\(c.lines.name): \(events.prefix(5))")
             let (lost, duplicated) = lostAndDuplicated(events.compactMap(\.n))
             #expect(lost == 0 && duplicated == 0, "\(c.lines.name): \(lost) lost, \(duplicated) duplicated")
+            // Routed lines (sent in a batch per read) and broadcast ones in one stream: its seqs
+            // only rise.
+            let seqs = c.lines.lines.compactMap { try? JSONValue.parse($0) }.filter { $0["type"] == "message" }.compactMap { $0["seq"]?.intValue }
+            #expect(seqs.count > 40 && zip(seqs, seqs.dropFirst()).allSatisfy { $0 < $1 }, "\(c.lines.name): \(seqs.prefix(60))")
         }
         // The events' own bytes, the id's aside: as the server wrote them (no re-serializing).
         let raw = a.lines.lines.compactMap { line -> String? in

@@ -38,7 +38,7 @@ struct AppProtocolAppIDs {
     func id(of app: AppID, for what: Held) -> WireID? { self.held[app]?.first(where: { $0.value == what })?.key }
 
     /// The call the session sent as `upstream`.
-    func call(_ upstream: WireID) -> Call? { self.calls[upstream] }
+    func call(_ upstream: WireID) -> Call? { self.calls.isEmpty ? nil : self.calls[upstream] }
 
     mutating func hold(_ app: AppID, _ id: WireID, _ what: Held) { self.held[app, default: [:]][id] = what }
 

@@ -212,10 +212,18 @@ package protocol AppProtocolCodec: Sendable {
     /// Object keys without which an upstream message is a broadcast (nil: every message must be
     /// read): a message whose text has none of them goes to everyone unparsed.
     var routingKeys: [String]? { get }
-    /// Where an upstream message's id is, for a protocol whose every message with an id is an
-    /// answer to it (or a subscription's event under it): found by a scan, the holders looked up
-    /// without a parse (`AppProtocolSession.holders(routedBy:)`). nil: messages are parsed.
-    var idScanPath: JSONPathScan.Path? { get }
+    /// Whether `scan(upstream:)` can tell anything (false: every message is parsed).
+    var scansUpstream: Bool { get }
+    /// The protocol message at the start of `bytes`, told from a scan of its bytes where it is a
+    /// call's answer or a subscription's event (issue 46: routed without a parse,
+    /// `AppProtocolSession.route(scanned:)`); `unsure` for anything else.
+    func scan(upstream bytes: UnsafeRawBufferPointer) -> AppProtocolScan
+    /// `id` as the wire carries it where `scan` found an id (a JSON value's text, a STOMP header
+    /// value escaped, a NATS sid).
+    func scannedIDText(_ id: WireID) -> String
+    /// Whether the server names subscriptions (JSON-RPC: an answer to a subscribe's id carries
+    /// the server's id, which only a parse reads).
+    var namesSubscriptions: Bool { get }
 
     // Text protocols (Socket.IO, STOMP, NATS): messages that are not JSON, several to a WebSocket
     // message or one across several; the protocol layer works on their JSON views.
@@ -295,7 +303,10 @@ extension AppProtocolCodec {
     package var answersEndSubscriptions: Bool { true }
     package var unknownAnswersBroadcast: Bool { false }
     package var routingKeys: [String]? { nil }
-    package var idScanPath: JSONPathScan.Path? { nil }
+    package var scansUpstream: Bool { false }
+    package func scan(upstream bytes: UnsafeRawBufferPointer) -> AppProtocolScan { .unsure }
+    package func scannedIDText(_ id: WireID) -> String { id.json.serialized }
+    package var namesSubscriptions: Bool { false }
     package var isText: Bool { false }
     package func split(_ bytes: ArraySlice<UInt8>) -> Result<(messages: [AppProtocolMessage], consumed: Int), AppProtocolSyntaxError> {
         do {

@@ -9,19 +9,6 @@ extension AppProtocolSession {
         return nil
     }
 
-    /// What an upstream message carrying `id` (at the codec's `idScanPath`) does, when all it
-    /// does is go to a subscription's holders: each holder's app and the id it knows it by (the
-    /// message goes to each with that id in place of `id`). nil when it does anything else (a
-    /// call's answer, a subscription's first event, one whose answer ends it, no subscription):
-    /// then it is parsed and goes through `fromUpstream`. (Mutating though it changes nothing:
-    /// called on the layer's session in place, not on a copy of it.)
-    package mutating func holders(routedBy id: WireID) -> [(app: AppID, id: WireID)]? {
-        guard self.ids.call(id) == nil, let subscription = self.table[id], subscription.worked, !subscription.stickyCall,
-            !self.codec.answersEndSubscriptions
-        else { return nil }
-        return subscription.holders.map { ($0.app, $0.appID) }
-    }
-
     /// Whether an app's message subscribes or unsubscribes (what a hot standby mirrors).
     package func isSubscription(_ message: JSONValue) -> Bool {
         switch self.codec.classify(fromApp: message) {

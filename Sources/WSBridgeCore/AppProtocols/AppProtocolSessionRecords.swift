@@ -2,9 +2,9 @@ import WSBridgeProtocol
 
 /// The session's records, types of their own (not nested in the session) so that their
 /// metadata is known at compile time.
-struct AppProtocolSessionHolder: Equatable {
-    var app: AppID
-    var appID: WireID
+package struct AppProtocolSessionHolder: Equatable, Sendable {
+    package var app: AppID
+    package var appID: WireID
     /// Whether it has had the subscribe's answer (protocols whose subscribe is answered).
     var answered: Bool
 }

@@ -20,6 +20,7 @@ package struct JSONProtocol: AppProtocolCodec {
 
     package init(idPath: String = "id", replies: [Reply] = []) {
         self.idPath = JSONValue.PathComponent.split(idPath)
+        self.idScan = JSONPathScan.Path(self.idPath)
         self.replies = replies
     }
 
@@ -31,8 +32,8 @@ package struct JSONProtocol: AppProtocolCodec {
         [self.idPath.first?.key ?? "id"] + self.replies.compactMap { $0.when.path.first?.key }
     }
 
-    /// With no `[[protocol.reply]]` (whose filters need the message read), the id's path.
-    package var idScanPath: JSONPathScan.Path? { self.replies.isEmpty ? JSONPathScan.Path(self.idPath) : nil }
+    /// The id's path, for scans (`+Scan`).
+    let idScan: JSONPathScan.Path
 
     package func wireID(_ n: UInt64) -> WireID { WireID(.number(JSONNumber(n))) }
 

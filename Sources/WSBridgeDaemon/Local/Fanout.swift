@@ -44,7 +44,11 @@ final class Fanout: UpstreamEventSink {
     /// The consumers catching up from the journal (Fanout+Journal.swift), by client id.
     var replays: [Int: JournalReplay] = [:]
     /// The digits of the last message's receive time (the messages of one read share it).
-    private var tsDigits = TimestampDigits()
+    var tsDigits = TimestampDigits()
+    /// Clients with routed lines not yet sent (`+Routed`): numbered before every line in
+    /// `unsent` (a routed one sends those first), so they go first.
+    var routedClients: [LocalClient] = []
+    var hasUnsentLines: Bool { !self.unsentEnds.isEmpty }
     let pending: PendingRequests
     /// Whether a subscriber needs a message's parsed view: a filter, `inline_json`, a request's match.
     func upstreamLinkRequestsInFlight(_ link: any LinkControl) -> Int { self.pending.count }
@@ -189,16 +193,6 @@ final class Fanout: UpstreamEventSink {
     /// Some subscriber sees the wire as it is (`tapWire`).
     var hasWireTaps: Bool { !self.wireTaps.isEmpty }
 
-    /// A message for one app (the protocol layer's routing): numbered in the stream, after the
-    /// lines already numbered, but for no one else, nor the replay ring or the journal.
-    func deliver(_ json: JSONValue?, data: ByteBuffer, to client: LocalClient, receivedAtMillis: Int64) {
-        self.flush()
-        _ = self.takeSeq()
-        let message = UpstreamMessage(kind: .text, data: data, receivedAtMillis: receivedAtMillis)
-        let line = MessageLineEncoder.message(seq: self.seq, message, inlineJSON: self.configuration.inlineJSON, parsed: json, allocator: self.allocator)
-        client.deliver(line, seq: self.seq)
-    }
-
     /// A message the protocol layer routed to one app or answered itself, as the wire brought it,
     /// for the subscribers that see everything.
     func tapWire(_ message: UpstreamMessage, parsed: JSONValue?) {
@@ -274,6 +268,8 @@ final class Fanout: UpstreamEventSink {
 
     /// Sends the lines published since the last flush (see the type's comment).
     func flush() {
+        // The routed lines were numbered before the broadcast ones.
+        if !self.routedClients.isEmpty { self.flushRouted() }
         guard !self.unsentEnds.isEmpty else { return }
         var lines = self.unsent
         self.unsent = ByteBuffer()

@@ -62,6 +62,8 @@ final class LocalClient: ChannelDuplexHandler {
     private(set) var lagging = false
     /// Since when its queue has not been empty (set as a line is queued for it when it was).
     private var behindSince: NIODeadline?
+    /// Routed lines numbered for it in this read, not yet sent (`Fanout+Routed`).
+    var routed = RoutedLines()
     /// How long a client that drops must have been behind to lag.
     static let laggingAfter = TimeAmount.milliseconds(500)
 

@@ -2,53 +2,87 @@ import NIOCore
 import WSBridgeCore
 import WSBridgeProtocol
 
-/// A subscription's event routed by a scan (issue 46): its id found in its bytes at the codec's
-/// `idScanPath`, its holders by one lookup, and the message passed on as its bytes, or with the
-/// id's bytes replaced by a holder's own. Nothing is parsed unless something needs the message's
-/// view (a filter, `inline_json`, a `request` waiting, a `tail --all`), or the scan cannot tell.
+/// An upstream message routed by a scan (issue 46): a call's answer or a subscription's event
+/// found by the codec in the message's bytes (`AppProtocolCodec.scan(upstream:)`), where it goes
+/// by one lookup in the session (`route(scanned:)`), and the message passed on as its bytes, or
+/// with the id's bytes replaced by the one its app knows. Nothing is parsed unless something
+/// needs the message's view (a filter, `inline_json`, a `request` waiting, a `tail --all`), or
+/// the scan cannot tell.
 extension AppProtocolLayer {
-    /// Whether the message went to everyone (true) or to its holders (false); nil when it must
-    /// be parsed and go the whole way.
-    func routeByScan(_ message: UpstreamMessage) -> Bool? {
-        guard let path = self.idScanPath, self.requests.isEmpty, !self.fanout.needsView, !self.fanout.hasWireTaps else { return nil }
-        let scanned: (range: Range<Int>, id: WireID)?? = message.data.withUnsafeReadableBytes { bytes in
-            switch JSONPathScan.scan(path, in: bytes) {
+    /// Routes the protocol messages at the start of `message` that a scan can tell (a text
+    /// protocol's WebSocket message may carry several): the bytes they took, up to the first it
+    /// cannot (0: none; the rest is parsed).
+    func routeByScan(_ message: UpstreamMessage) -> Int {
+        guard self.scans, self.requests.isEmpty, !self.fanout.needsView, !self.fanout.hasWireTaps, !self.session.hasPartialText() else { return 0 }
+        let codec = self.codec
+        let total = message.data.readableBytes
+        var offset = 0
+        while offset < total {
+            let scanned = message.data.withUnsafeReadableBytes { bytes in
+                codec.scan(upstream: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+            }
+            switch scanned {
             case .unsure:
-                return nil
-            case .missing:
-                return .some(nil)
-            case .found(let range):
-                guard let id = Self.wireID(UnsafeRawBufferPointer(rebasing: bytes[range])) else { return nil }
-                return (range, id)
+                return offset
+            case .nothing(let end):
+                offset += end
+            case .broadcast(let range):
+                let data = offset == 0 && range.count == total ? message.data : Self.slice(message.data, offset + range.lowerBound, range.count)
+                self.fanout.publish(UpstreamMessage(kind: .text, data: data, receivedAtMillis: message.receivedAtMillis))
+                offset += range.upperBound
+            case .answer(let id, let at, _, let range):
+                guard let route = self.session.route(scanned: scanned) else { return offset }
+                self.deliver(route, scanned: id, at: at, range: range, offset: offset, of: message)
+                offset += range.upperBound
+            case .event(let server, let at, let range):
+                guard let route = self.session.route(scanned: scanned) else { return offset }
+                self.deliver(route, scanned: server, at: at, range: range, offset: offset, of: message)
+                offset += range.upperBound
             }
         }
-        guard let scanned else { return nil }
-        // No id: a broadcast, as `classify` says of it (the codec has no reply filters).
-        guard let (range, id) = scanned else { return true }
-        guard let holders = self.session.holders(routedBy: id) else { return nil }
-        // A holder that is no local client here (a fleet follower's app): the whole way.
-        let clients = holders.compactMap { self.fanout.client($0.app) }
-        guard clients.count == holders.count else { return nil }
-        for (holder, client) in zip(holders, clients) {
-            let data = holder.id == id ? message.data : Self.replacing(range, in: message.data, with: holder.id)
-            self.fanout.deliver(nil, data: data, to: client, receivedAtMillis: message.receivedAtMillis)
-        }
-        return false
+        return offset
     }
 
-    /// The id at a scanned value: a number, or a string with no escape; nil for anything else.
-    private static func wireID(_ bytes: UnsafeRawBufferPointer) -> WireID? {
-        guard let first = bytes.first else { return nil }
-        if first == UInt8(ascii: "\"") {
-            guard bytes.count >= 2, bytes.last == UInt8(ascii: "\""), !bytes.contains(UInt8(ascii: "\\")) else { return nil }
-            return WireID(.string(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[1..<(bytes.count - 1)]), as: UTF8.self)))
+    /// The message at `range` (from `offset`) to where `route` sends it, the id at `at` (`id`)
+    /// replaced for each app that knows it by another.
+    private func deliver(
+        _ route: AppProtocolScannedRoute, scanned id: WireID, at: Range<Int>, range: Range<Int>, offset: Int, of message: UpstreamMessage
+    ) {
+        let data = offset == 0 && range.count == message.data.readableBytes ? message.data : Self.slice(message.data, offset + range.lowerBound, range.count)
+        let idAt = (at.lowerBound - range.lowerBound)..<(at.upperBound - range.lowerBound)
+        let time = message.receivedAtMillis
+        switch route {
+        case .everyone:
+            self.fanout.publish(UpstreamMessage(kind: .text, data: data, receivedAtMillis: time))
+        case .call(let app, let appID):
+            self.deliver(appID == id ? data : self.replacing(idAt, in: data, with: appID), to: app, receivedAtMillis: time)
+        case .shared(let holders, let visible):
+            let shared = visible.map { self.replacing(idAt, in: data, with: $0) } ?? data
+            for holder in holders { self.deliver(shared, to: holder.app, receivedAtMillis: time) }
+        case .holders(let holders):
+            for holder in holders {
+                self.deliver(holder.appID == id ? data : self.replacing(idAt, in: data, with: holder.appID), to: holder.app, receivedAtMillis: time)
+            }
         }
-        return JSONNumber.scanned(bytes).map { WireID(.number($0)) }
     }
 
-    /// `data` with the bytes at `range` (of its readable bytes) replaced by `id`'s JSON text.
-    private static func replacing(_ range: Range<Int>, in data: ByteBuffer, with id: WireID) -> ByteBuffer {
-        let text = id.json.serialized
+    /// To `app`'s client, or into the stream for a fleet follower's app.
+    private func deliver(_ data: ByteBuffer, to app: AppID, receivedAtMillis: Int64) {
+        if let client = self.fanout.client(app) {
+            self.fanout.deliver(nil, data: data, to: client, receivedAtMillis: receivedAtMillis)
+        } else {
+            _ = self.fanout.deliverToFollower(app, data: data, receivedAtMillis: receivedAtMillis)
+        }
+    }
+
+    private static func slice(_ data: ByteBuffer, _ start: Int, _ count: Int) -> ByteBuffer {
+        data.getSlice(at: data.readerIndex + start, length: count)!
+    }
+
+    /// `data` with the bytes at `range` (of its readable bytes) replaced by `id` as the wire
+    /// carries it there.
+    private func replacing(_ range: Range<Int>, in data: ByteBuffer, with id: WireID) -> ByteBuffer {
+        let text = self.codec.scannedIDText(id)
         var out = ByteBuffer()
         out.reserveCapacity(data.readableBytes - range.count + text.utf8.count)
         out.writeBytes(data.readableBytesView[data.readerIndex..<(data.readerIndex + range.lowerBound)])

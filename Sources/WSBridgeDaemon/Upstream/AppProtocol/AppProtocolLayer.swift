@@ -31,8 +31,10 @@ final class AppProtocolLayer: UpstreamEventSink {
     let isText: Bool
     /// The session's routing keys: a message with none of them is a broadcast, told without the session.
     let routing: RoutingKeys?
-    /// The codec's `idScanPath`: a subscription's events routed by a scan (`+Scan`).
-    let idScanPath: JSONPathScan.Path?
+    /// Whether the codec scans: calls' answers and subscriptions' events routed by a scan (`+Scan`).
+    let scans: Bool
+    /// The session's codec, read without the session (a copy of it would retain all it holds).
+    let codec: any AppProtocolCodec
 
     /// `protocol.confirm_timeout`, and the wait for the restore's subscription in flight.
     let confirmTimeout: Duration
@@ -57,7 +59,8 @@ final class AppProtocolLayer: UpstreamEventSink {
         self.requests = AppProtocolRequests(eventLoop: eventLoop)
         self.isText = session.codec.isText
         self.routing = session.routing
-        self.idScanPath = session.codec.idScanPath
+        self.scans = session.codec.scansUpstream
+        self.codec = session.codec
     }
 
     // MARK: - The link's events
@@ -101,7 +104,8 @@ final class AppProtocolLayer: UpstreamEventSink {
         if let routing = self.routing, !message.data.withUnsafeReadableBytes({ routing.mayRoute($0) }) {
             return (true, nil)
         }
-        if let routed = self.routeByScan(message) { return (routed, nil) }
+        // Routed (or published) by a scan: nothing left for the caller.
+        if self.routeByScan(message) > 0 { return (false, nil) }
         guard let json = try? JSONValue.parse(message.data.readableBytesView) else { return (true, nil) }
         let effects = self.withSession { $0.fromUpstream(json) }
         let performed = self.perform(effects, link: link, receivedAtMillis: message.receivedAtMillis, original: (json, message.data))
@@ -120,6 +124,10 @@ final class AppProtocolLayer: UpstreamEventSink {
             self.fanout.publish(UpstreamMessage(kind: .text, data: message.data, receivedAtMillis: message.receivedAtMillis))
             return
         }
+        var message = message
+        let scanned = self.routeByScan(message)
+        if scanned == message.data.readableBytes { return }
+        message.data.moveReaderIndex(forwardBy: scanned)
         let split = message.data.withUnsafeReadableBytes { self.session.split(upstream: $0) }
         switch split {
         case .failure(let error):

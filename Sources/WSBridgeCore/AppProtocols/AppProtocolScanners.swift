@@ -1,0 +1,236 @@
+import WSBridgeProtocol
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+// Each protocol's scan of an upstream message (issue 46; `AppProtocolScan`): the id of a call's
+// answer or a subscription's event found in the bytes, where `classify` would find it in the
+// parsed view, and nothing claimed that the scan cannot be sure of. AppProtocolScanTests reads
+// every scanned message both ways.
+
+extension JSONProtocol {
+    /// With no `[[protocol.reply]]` (whose filters need the message read).
+    package var scansUpstream: Bool { self.replies.isEmpty }
+
+    /// The id at `[protocol] id`: an answer (or a subscription's event) under it, final as
+    /// `classify` says; no id, a broadcast.
+    package func scan(upstream bytes: UnsafeRawBufferPointer) -> AppProtocolScan {
+        guard self.replies.isEmpty else { return .unsure }
+        switch JSONPathScan.scan(self.idScan, in: bytes) {
+        case .unsure:
+            return .unsure
+        case .missing:
+            return .broadcast(message: 0..<bytes.count)
+        case .found(let range):
+            guard let id = WireID.scannedJSON(UnsafeRawBufferPointer(rebasing: bytes[range])) else { return .unsure }
+            return .answer(id, at: range, final: true, message: 0..<bytes.count)
+        }
+    }
+}
+
+extension JSONRPC {
+    package var scansUpstream: Bool { true }
+    package var namesSubscriptions: Bool { true }
+
+    /// A notification with `params.subscription` (an event under the server's id), or an answer
+    /// (`id`, no `method`, a `result` or an `error`).
+    package func scan(upstream bytes: UnsafeRawBufferPointer) -> AppProtocolScan {
+        let all = 0..<bytes.count
+        if JSONPathScan.range(Self.methodScan, in: bytes) != nil {
+            guard JSONPathScan.lacks(Self.idScan, in: bytes), let at = JSONPathScan.range(Self.subscriptionScan, in: bytes),
+                let server = WireID.scannedJSON(UnsafeRawBufferPointer(rebasing: bytes[at]))
+            else { return .unsure }
+            return .event(server: server, at: at, message: all)
+        }
+        guard JSONPathScan.lacks(Self.methodScan, in: bytes), let at = JSONPathScan.range(Self.idScan, in: bytes),
+            let id = WireID.scannedJSON(UnsafeRawBufferPointer(rebasing: bytes[at])),
+            JSONPathScan.range(Self.resultScan, in: bytes) != nil || JSONPathScan.range(Self.errorScan, in: bytes) != nil
+        else { return .unsure }
+        return .answer(id, at: at, final: true, message: all)
+    }
+
+    static let methodScan = JSONPathScan.Path(JSONValue.PathComponent.split("method"))
+    static let idScan = JSONPathScan.Path(JSONValue.PathComponent.split("id"))
+    static let resultScan = JSONPathScan.Path(JSONValue.PathComponent.split("result"))
+    static let errorScan = JSONPathScan.Path(JSONValue.PathComponent.split("error"))
+    static let subscriptionScan = JSONPathScan.Path(JSONValue.PathComponent.split("params.subscription"))
+}
+
+extension GraphQLTransportWS {
+    package var scansUpstream: Bool { true }
+
+    /// A `next` (a subscription's event, or a query's answer) under its `id`.
+    package func scan(upstream bytes: UnsafeRawBufferPointer) -> AppProtocolScan {
+        guard let type = JSONPathScan.range(Self.typeScan, in: bytes), bytes[type].elementsEqual(#""next""#.utf8),
+            let at = JSONPathScan.range(Self.idScan, in: bytes), let id = WireID.scannedJSON(UnsafeRawBufferPointer(rebasing: bytes[at]))
+        else { return .unsure }
+        return .answer(id, at: at, final: false, message: 0..<bytes.count)
+    }
+
+    static let typeScan = JSONPathScan.Path(JSONValue.PathComponent.split("type"))
+    static let idScan = JSONPathScan.Path(JSONValue.PathComponent.split("id"))
+}
+
+extension SocketIO {
+    package var scansUpstream: Bool { true }
+
+    /// An ack in the default namespace, `43<id>[…]`: the answer to the call with that id.
+    package func scan(upstream bytes: UnsafeRawBufferPointer) -> AppProtocolScan {
+        guard bytes.count > 3, bytes[0] == UInt8(ascii: "4"), bytes[1] == UInt8(ascii: "3") else { return .unsure }
+        var k = 2
+        var id: UInt64 = 0
+        while k < bytes.count, bytes[k] >= UInt8(ascii: "0"), bytes[k] <= UInt8(ascii: "9") {
+            // Up to 19 digits (no overflow), no leading zero (the id's text is its value's).
+            guard k < 21, k == 2 || id != 0 else { return .unsure }
+            id = id * 10 + UInt64(bytes[k] - UInt8(ascii: "0"))
+            k += 1
+        }
+        guard k > 2, k < bytes.count, bytes[k] == UInt8(ascii: "[") else { return .unsure }
+        return .answer(WireID(.number(JSONNumber(id))), at: 2..<k, final: true, message: 0..<bytes.count)
+    }
+}
+
+extension STOMP {
+    package var scansUpstream: Bool { true }
+
+    /// A `MESSAGE` frame (after any heart-beats) with one `subscription` header and no escaped
+    /// header: an event of that subscription. The frame ends at its NUL (after `content-length` bytes when
+    /// it gives them).
+    package func scan(upstream bytes: UnsafeRawBufferPointer) -> AppProtocolScan {
+        let n = bytes.count
+        let nl = UInt8(ascii: "\n")
+        let cr = UInt8(ascii: "\r")
+        var i = 0
+        while i < n, bytes[i] == nl || (bytes[i] == cr && i + 1 < n && bytes[i + 1] == nl) { i += 1 }
+        if i == n { return .nothing(end: n) }
+        let start = i
+        guard Self.starts(bytes, at: i, with: "MESSAGE") else { return .unsure }
+        i += 7
+        if i < n, bytes[i] == cr { i += 1 }
+        guard i < n, bytes[i] == nl else { return .unsure }
+        i += 1
+        var subscription: Range<Int>?
+        var length: Int?
+        // Header lines up to the blank one.
+        while true {
+            guard let end = Self.index(of: nl, in: bytes, from: i) else { return .unsure }
+            let lineEnd = end > i && bytes[end - 1] == cr ? end - 1 : end
+            if lineEnd == i {
+                i = end + 1
+                break
+            }
+            // A header is name:value; one with an escape (in its name or value) is the parse's.
+            let line = UnsafeRawBufferPointer(rebasing: bytes[i..<lineEnd])
+            guard line.contains(UInt8(ascii: ":")), !line.contains(UInt8(ascii: "\\")) else { return .unsure }
+            if Self.starts(bytes, at: i, with: "subscription:") {
+                // A second one: the view keeps the last; leave it to the parse.
+                guard subscription == nil else { return .unsure }
+                subscription = (i + 13)..<lineEnd
+            } else if length == nil, Self.starts(bytes, at: i, with: "content-length:") {
+                var value = 0
+                var k = i + 15
+                guard k < lineEnd, lineEnd - k <= 12 else { return .unsure }
+                while k < lineEnd {
+                    guard bytes[k] >= UInt8(ascii: "0"), bytes[k] <= UInt8(ascii: "9") else { return .unsure }
+                    value = value * 10 + Int(bytes[k] - UInt8(ascii: "0"))
+                    k += 1
+                }
+                length = value
+            }
+            i = end + 1
+        }
+        guard let at = subscription, let id = WireID.scannedText(UnsafeRawBufferPointer(rebasing: bytes[at])) else { return .unsure }
+        let nul: Int
+        if let length {
+            guard i + length < n, bytes[i + length] == 0 else { return .unsure }
+            nul = i + length
+        } else {
+            guard let found = Self.index(of: 0, in: bytes, from: i) else { return .unsure }
+            nul = found
+        }
+        return .answer(id, at: at, final: false, message: start..<(nul + 1))
+    }
+
+    /// A header value as the wire carries it (escaped as STOMP 1.2 escapes a MESSAGE's).
+    package func scannedIDText(_ id: WireID) -> String { Self.escape(id.json.stringValue ?? id.key) }
+
+    fileprivate static func starts(_ bytes: UnsafeRawBufferPointer, at i: Int, with text: StaticString) -> Bool {
+        let count = text.utf8CodeUnitCount
+        guard bytes.count - i >= count else { return false }
+        return memcmp(bytes.baseAddress! + i, text.utf8Start, count) == 0
+    }
+
+    fileprivate static func index(of byte: UInt8, in bytes: UnsafeRawBufferPointer, from i: Int) -> Int? {
+        guard i < bytes.count, let p = memchr(bytes.baseAddress! + i, Int32(byte), bytes.count - i) else { return nil }
+        return UnsafeRawPointer(p) - bytes.baseAddress!
+    }
+}
+
+extension NATS {
+    package var scansUpstream: Bool { true }
+
+    /// `MSG <subject> <sid> [reply] <size>␍␊<payload>␍␊` (or `HMSG` with its header size) on a
+    /// subscription's sid, not the daemon's inbox: an event of that subscription.
+    package func scan(upstream bytes: UnsafeRawBufferPointer) -> AppProtocolScan {
+        let n = bytes.count
+        let headed: Bool
+        if STOMP.starts(bytes, at: 0, with: "MSG ") {
+            headed = false
+        } else if STOMP.starts(bytes, at: 0, with: "HMSG ") {
+            headed = true
+        } else {
+            return .unsure
+        }
+        guard let lf = STOMP.index(of: UInt8(ascii: "\n"), in: bytes, from: 0), lf > 0, bytes[lf - 1] == UInt8(ascii: "\r") else { return .unsure }
+        // The words after the operation: subject, sid, [reply], [header size], size.
+        // Subject and sid kept; the last two (sizes) as they go by.
+        var subjectWord = 0..<0
+        var sidWord = 0..<0
+        var (before, last) = (0..<0, 0..<0)
+        var count = 0
+        var k = headed ? 5 : 4
+        while k < lf - 1 {
+            let b = bytes[k]
+            if b == 0x20 || b == 0x09 {
+                k += 1
+                continue
+            }
+            let start = k
+            while k < lf - 1, bytes[k] != 0x20, bytes[k] != 0x09 { k += 1 }
+            guard count < 5 else { return .unsure }
+            if count == 0 { subjectWord = start..<k }
+            if count == 1 { sidWord = start..<k }
+            (before, last) = (last, start..<k)
+            count += 1
+        }
+        let fixed = headed ? 4 : 3
+        guard count == fixed || count == fixed + 1 else { return .unsure }
+        guard last.count <= 12, let size = Self.decimal(bytes, last) else { return .unsure }
+        if headed {
+            guard before.count <= 12, let headers = Self.decimal(bytes, before), headers <= size else { return .unsure }
+        }
+        let end = lf + 1 + size + 2
+        guard end <= n, bytes[end - 2] == UInt8(ascii: "\r"), bytes[end - 1] == UInt8(ascii: "\n") else { return .unsure }
+        // A reply to one of the daemon's calls comes to its inbox: the parse routes it.
+        let subject = UnsafeRawBufferPointer(rebasing: bytes[subjectWord])
+        if subject.starts(with: self.inbox.utf8) { return .unsure }
+        guard let sid = WireID.scannedText(UnsafeRawBufferPointer(rebasing: bytes[sidWord])), sid.json.stringValue != Self.inboxSID else { return .unsure }
+        return .answer(sid, at: sidWord, final: false, message: 0..<end)
+    }
+
+    private static func decimal(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> Int? {
+        guard !range.isEmpty else { return nil }
+        var value = 0
+        for k in range {
+            guard bytes[k] >= UInt8(ascii: "0"), bytes[k] <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + Int(bytes[k] - UInt8(ascii: "0"))
+        }
+        return value
+    }
+
+    /// A sid as it is.
+    package func scannedIDText(_ id: WireID) -> String { id.json.stringValue ?? id.key }
+}
