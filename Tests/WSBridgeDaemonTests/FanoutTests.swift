@@ -287,5 +287,15 @@ import WSBridgeProtocol
         // A routed message with no read end after it goes out on the loop's next turn.
         route("a8", to: ca)
         #expect(Self.messages(h.lines(a)) == ["a8"])
+        // One message for several holders: one seq for all, taken after the broadcast lines
+        // before it; a client holding it twice gets a seq of its own for its second copy.
+        broadcast("b9")
+        let shared = fanout.takeRoutedSeq()
+        for client in [ca, cb, ca] { fanout.deliver(nil, data: ByteBuffer(string: "s10"), to: client, receivedAtMillis: 0, shared: shared) }
+        fanout.upstreamLinkReadComplete(h.bridge.link)
+        let sa = h.lines(a)
+        let sb = h.lines(b)
+        #expect(Self.messages(sa) == ["b9", "s10", "s10"] && sa.compactMap { $0["seq"]?.intValue } == [9, 10, 11])
+        #expect(Self.messages(sb) == ["b9", "s10"] && sb.compactMap { $0["seq"]?.intValue } == [9, 10])
     }
 }

@@ -81,12 +81,11 @@ extension WireID {
         return JSONNumber.scanned(bytes).map { WireID(.number($0)) }
     }
 
-    /// The id that is the plain text `bytes` (a STOMP header's value, a NATS sid), or nil when the
-    /// text is escaped or not UTF-8.
+    /// The id that is the plain text `bytes` (a STOMP header's value, a NATS sid; the caller
+    /// checked it has no escape), decoded as the parse decodes it.
     static func scannedText(_ bytes: UnsafeRawBufferPointer) -> WireID? {
-        guard !bytes.isEmpty, !bytes.contains(UInt8(ascii: "\\")) else { return nil }
-        guard let text = String(validating: bytes, as: UTF8.self) else { return nil }
-        return WireID(.string(text))
+        guard !bytes.isEmpty else { return nil }
+        return WireID(.string(String(decoding: bytes, as: UTF8.self)))
     }
 }
 

@@ -123,8 +123,9 @@ extension STOMP {
                 break
             }
             // A header is name:value; one with an escape (in its name or value) is the parse's.
-            let line = UnsafeRawBufferPointer(rebasing: bytes[i..<lineEnd])
-            guard line.contains(UInt8(ascii: ":")), !line.contains(UInt8(ascii: "\\")) else { return .unsure }
+            guard Self.index(of: UInt8(ascii: ":"), in: bytes, from: i, to: lineEnd) != nil,
+                Self.index(of: UInt8(ascii: "\\"), in: bytes, from: i, to: lineEnd) == nil
+            else { return .unsure }
             if Self.starts(bytes, at: i, with: "subscription:") {
                 // A second one: the view keeps the last; leave it to the parse.
                 guard subscription == nil else { return .unsure }
@@ -163,8 +164,10 @@ extension STOMP {
         return memcmp(bytes.baseAddress! + i, text.utf8Start, count) == 0
     }
 
-    fileprivate static func index(of byte: UInt8, in bytes: UnsafeRawBufferPointer, from i: Int) -> Int? {
-        guard i < bytes.count, let p = memchr(bytes.baseAddress! + i, Int32(byte), bytes.count - i) else { return nil }
+    /// Where `byte` first is in `bytes[i..<end]` (`end`: the bytes' end when nil), by memchr.
+    fileprivate static func index(of byte: UInt8, in bytes: UnsafeRawBufferPointer, from i: Int, to end: Int? = nil) -> Int? {
+        let end = end ?? bytes.count
+        guard i < end, let p = memchr(bytes.baseAddress! + i, Int32(byte), end - i) else { return nil }
         return UnsafeRawPointer(p) - bytes.baseAddress!
     }
 }
@@ -215,8 +218,9 @@ extension NATS {
         let end = lf + 1 + size + 2
         guard end <= n, bytes[end - 2] == UInt8(ascii: "\r"), bytes[end - 1] == UInt8(ascii: "\n") else { return .unsure }
         // A reply to one of the daemon's calls comes to its inbox: the parse routes it.
-        let subject = UnsafeRawBufferPointer(rebasing: bytes[subjectWord])
-        if subject.starts(with: self.inbox.utf8) { return .unsure }
+        if self.inboxBytes.count <= subjectWord.count, memcmp(bytes.baseAddress! + subjectWord.lowerBound, self.inboxBytes, self.inboxBytes.count) == 0 {
+            return .unsure
+        }
         guard let sid = WireID.scannedText(UnsafeRawBufferPointer(rebasing: bytes[sidWord])), sid.json.stringValue != Self.inboxSID else { return .unsure }
         return .answer(sid, at: sidWord, final: false, message: 0..<end)
     }

@@ -71,12 +71,6 @@ package struct AppProtocolSession {
         self.partial.split(bytes, codec: self.codec, limit: self.limits.messageBytes)
     }
 
-    /// Text protocols: whether a WebSocket message is one broadcast message, told from how it
-    /// begins (nothing of an earlier one is pending).
-    package func isBroadcast(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        self.partial.isEmpty && self.codec.broadcastPrefixes.contains { bytes.starts(with: $0) }
-    }
-
     /// Ids from `n + 1` on: a pool's connections (`upstream.subscriptions_per_connection`) each
     /// number from their own range, so no two give out the same id (NATS delivers a reply to the
     /// daemon's inbox on every connection: only the one that asked knows the id).

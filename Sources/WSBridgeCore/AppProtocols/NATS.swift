@@ -15,6 +15,8 @@ import WSBridgeProtocol
 package struct NATS: AppProtocolCodec {
     /// The daemon's inbox: replies to apps' calls come to `inbox` + the call's id.
     package let inbox: String
+    /// Its bytes, for scans.
+    let inboxBytes: [UInt8]
 
     package init(settings: Configuration.ApplicationProtocol) {
         self.init()
@@ -35,6 +37,7 @@ package struct NATS: AppProtocolCodec {
 
     package init(inbox: String = NATS.processInbox) {
         self.inbox = inbox
+        self.inboxBytes = Array(inbox.utf8)
     }
 
     /// One per daemon process, the same across reloads.

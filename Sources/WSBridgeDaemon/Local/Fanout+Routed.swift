@@ -3,8 +3,8 @@ import WSBridgeCore
 import WSBridgeProtocol
 
 /// A client's routed lines not yet sent: one buffer, written one after another as they are
-/// numbered, sent as one batch at the end of the read that brought them (as broadcast lines are),
-/// not queued one by one.
+/// numbered (consecutive seqs), sent as one batch at the end of the read that brought them (as
+/// broadcast lines are), not queued one by one.
 struct RoutedLines {
     var lines = ByteBuffer()
     var ends: [Int] = []
@@ -21,10 +21,13 @@ extension Fanout {
     /// lines already numbered, but for no one else, nor the replay ring or the journal. It goes
     /// out with the client's other routed lines of this read (`flushRouted`), before any later
     /// broadcast line.
-    func deliver(_ json: JSONValue?, data: ByteBuffer, to client: LocalClient, receivedAtMillis: Int64) {
+    /// `shared`: the seq of one upstream message routed to several holders, each under it (one
+    /// seq for one message, as a broadcast has); a client that holds it twice gets a seq of its
+    /// own for its second copy.
+    func deliver(_ json: JSONValue?, data: ByteBuffer, to client: LocalClient, receivedAtMillis: Int64, shared: UInt64? = nil) {
         // The broadcast lines numbered before it go first.
         if self.hasUnsentLines { self.flush() }
-        let seq = self.takeSeq()
+        let seq = shared.flatMap { client.routed.next == $0 + 1 && !client.routed.isEmpty ? nil : $0 } ?? self.takeSeq()
         if client.routed.isEmpty {
             if self.routedClients.isEmpty {
                 // Should no read end come (a message from elsewhere than a socket read), the
@@ -35,8 +38,9 @@ extension Fanout {
             client.routed.lines = self.allocator.buffer(capacity: min(64 << 10, 2 * (data.readableBytes + 64)))
             client.routed.seq = seq
         } else if client.routed.next != seq {
-            // Another client's message came between: this batch is done, the next starts here.
-            client.deliver(self.batch(&client.routed))
+            // A message for others came between: this batch is done (queued, written with the
+            // rest at the end of the loop's turn), the next starts here.
+            client.queue(self.batch(&client.routed))
             client.routed.lines = self.allocator.buffer(capacity: 2 * (data.readableBytes + 64))
             client.routed.seq = seq
         }
@@ -44,6 +48,13 @@ extension Fanout {
         MessageLineEncoder.write(seq: seq, message, inlineJSON: self.configuration.inlineJSON, parsed: json, into: &client.routed.lines, ts: &self.tsDigits)
         client.routed.ends.append(client.routed.lines.writerIndex - client.routed.lines.readerIndex)
         client.routed.next = seq + 1
+    }
+
+    /// The seq of a message routed to several holders (the broadcast lines numbered before it
+    /// sent first: a flush numbers them back from the last seq).
+    func takeRoutedSeq() -> UInt64 {
+        if self.hasUnsentLines { self.flush() }
+        return self.takeSeq()
     }
 
     /// Sends each client's routed lines.

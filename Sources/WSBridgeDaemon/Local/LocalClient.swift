@@ -244,6 +244,11 @@ final class LocalClient: ChannelDuplexHandler {
         self.enqueue(LineBatch(line, seq: seq))
     }
 
+    /// Queues message lines (routed ones): they go out with everything else queued in this tick.
+    func queue(_ batch: LineBatch) {
+        self.enqueue(batch)
+    }
+
     /// Queues message lines, dropping the oldest if this client is too far behind.
     private func enqueue(_ batch: LineBatch) {
         if self.queue.isEmpty { self.behindSince = .now() }

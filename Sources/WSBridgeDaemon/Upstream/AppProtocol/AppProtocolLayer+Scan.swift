@@ -58,18 +58,23 @@ extension AppProtocolLayer {
             self.deliver(appID == id ? data : self.replacing(idAt, in: data, with: appID), to: app, receivedAtMillis: time)
         case .shared(let holders, let visible):
             let shared = visible.map { self.replacing(idAt, in: data, with: $0) } ?? data
-            for holder in holders { self.deliver(shared, to: holder.app, receivedAtMillis: time) }
+            let seq = holders.count > 1 ? self.fanout.takeRoutedSeq() : nil
+            for holder in holders { self.deliver(shared, to: holder.app, receivedAtMillis: time, seq: seq) }
         case .holders(let holders):
+            // One message, one seq for all its holders.
+            let seq = holders.count > 1 ? self.fanout.takeRoutedSeq() : nil
             for holder in holders {
-                self.deliver(holder.appID == id ? data : self.replacing(idAt, in: data, with: holder.appID), to: holder.app, receivedAtMillis: time)
+                let bytes = holder.appID == id ? data : self.replacing(idAt, in: data, with: holder.appID)
+                self.deliver(bytes, to: holder.app, receivedAtMillis: time, seq: seq)
             }
         }
     }
 
-    /// To `app`'s client, or into the stream for a fleet follower's app.
-    private func deliver(_ data: ByteBuffer, to app: AppID, receivedAtMillis: Int64) {
+    /// To `app`'s client (under `seq`, one message's for all its holders, or a new one), or into
+    /// the stream for a fleet follower's app.
+    private func deliver(_ data: ByteBuffer, to app: AppID, receivedAtMillis: Int64, seq: UInt64? = nil) {
         if let client = self.fanout.client(app) {
-            self.fanout.deliver(nil, data: data, to: client, receivedAtMillis: receivedAtMillis)
+            self.fanout.deliver(nil, data: data, to: client, receivedAtMillis: receivedAtMillis, shared: seq)
         } else {
             _ = self.fanout.deliverToFollower(app, data: data, receivedAtMillis: receivedAtMillis)
         }

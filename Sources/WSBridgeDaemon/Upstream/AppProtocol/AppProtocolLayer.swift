@@ -35,6 +35,8 @@ final class AppProtocolLayer: UpstreamEventSink {
     let scans: Bool
     /// The session's codec, read without the session (a copy of it would retain all it holds).
     let codec: any AppProtocolCodec
+    /// The codec's `broadcastPrefixes`, kept (a text protocol's message that begins so is a broadcast).
+    let broadcastPrefixes: [[UInt8]]
 
     /// `protocol.confirm_timeout`, and the wait for the restore's subscription in flight.
     let confirmTimeout: Duration
@@ -61,6 +63,7 @@ final class AppProtocolLayer: UpstreamEventSink {
         self.routing = session.routing
         self.scans = session.codec.scansUpstream
         self.codec = session.codec
+        self.broadcastPrefixes = session.codec.broadcastPrefixes
     }
 
     // MARK: - The link's events
@@ -120,7 +123,9 @@ final class AppProtocolLayer: UpstreamEventSink {
     func routeText(_ message: UpstreamMessage, link: any LinkControl) {
         // A server event for everyone, when nobody needs its view (a filter, inline_json, a
         // request's match): as it came, unread.
-        if !self.fanout.needsView, message.data.withUnsafeReadableBytes({ self.session.isBroadcast($0) }) {
+        if !self.broadcastPrefixes.isEmpty, !self.fanout.needsView, !self.session.hasPartialText(),
+            message.data.withUnsafeReadableBytes({ bytes in self.broadcastPrefixes.contains { bytes.starts(with: $0) } })
+        {
             self.fanout.publish(UpstreamMessage(kind: .text, data: message.data, receivedAtMillis: message.receivedAtMillis))
             return
         }
