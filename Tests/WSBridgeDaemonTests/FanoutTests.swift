@@ -297,5 +297,13 @@ import WSBridgeProtocol
         let sb = h.lines(b)
         #expect(Self.messages(sa) == ["b9", "s10", "s10"] && sa.compactMap { $0["seq"]?.intValue } == [9, 10, 11])
         #expect(Self.messages(sb) == ["b9", "s10"] && sb.compactMap { $0["seq"]?.intValue } == [9, 10])
+        // So too when its first copy went out before the second came (a fleet follower's
+        // delivery between flushes what is pending).
+        let again = fanout.takeRoutedSeq()
+        fanout.deliver(nil, data: ByteBuffer(string: "s12"), to: ca, receivedAtMillis: 0, shared: again)
+        fanout.flush()
+        fanout.deliver(nil, data: ByteBuffer(string: "s12"), to: ca, receivedAtMillis: 0, shared: again)
+        fanout.upstreamLinkReadComplete(h.bridge.link)
+        #expect(h.lines(a).compactMap { $0["seq"]?.intValue } == [12, 13])
     }
 }

@@ -33,8 +33,9 @@ package enum AppProtocolScannedRoute {
 
 extension AppProtocolSession {
     /// The protocol message at the start of `bytes`, scanned (text protocols: `unsure` while a
-    /// message an earlier WebSocket message cut is pending).
-    package func scan(upstream bytes: UnsafeRawBufferPointer) -> AppProtocolScan {
+    /// message an earlier WebSocket message cut is pending). (Mutating though it changes
+    /// nothing: called on the layer's session in place, not on a copy of it.)
+    package mutating func scan(upstream bytes: UnsafeRawBufferPointer) -> AppProtocolScan {
         guard self.partial.isEmpty else { return .unsure }
         return self.codec.scan(upstream: bytes)
     }

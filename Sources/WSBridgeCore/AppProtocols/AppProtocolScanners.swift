@@ -1,11 +1,5 @@
 import WSBridgeProtocol
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 // Each protocol's scan of an upstream message (issue 46; `AppProtocolScan`): the id of a call's
 // answer or a subscription's event found in the bytes, where `classify` would find it in the
 // parsed view, and nothing claimed that the scan cannot be sure of. AppProtocolScanTests reads
@@ -107,7 +101,7 @@ extension STOMP {
         while i < n, bytes[i] == nl || (bytes[i] == cr && i + 1 < n && bytes[i + 1] == nl) { i += 1 }
         if i == n { return .nothing(end: n) }
         let start = i
-        guard Self.starts(bytes, at: i, with: "MESSAGE") else { return .unsure }
+        guard bytes.has("MESSAGE", at: i) else { return .unsure }
         i += 7
         if i < n, bytes[i] == cr { i += 1 }
         guard i < n, bytes[i] == nl else { return .unsure }
@@ -116,29 +110,22 @@ extension STOMP {
         var length: Int?
         // Header lines up to the blank one.
         while true {
-            guard let end = Self.index(of: nl, in: bytes, from: i) else { return .unsure }
+            guard let end = bytes.index(of: nl, from: i) else { return .unsure }
             let lineEnd = end > i && bytes[end - 1] == cr ? end - 1 : end
             if lineEnd == i {
                 i = end + 1
                 break
             }
             // A header is name:value; one with an escape (in its name or value) is the parse's.
-            guard Self.index(of: UInt8(ascii: ":"), in: bytes, from: i, to: lineEnd) != nil,
-                Self.index(of: UInt8(ascii: "\\"), in: bytes, from: i, to: lineEnd) == nil
+            guard bytes.index(of: UInt8(ascii: ":"), from: i, to: lineEnd) != nil,
+                bytes.index(of: UInt8(ascii: "\\"), from: i, to: lineEnd) == nil
             else { return .unsure }
-            if Self.starts(bytes, at: i, with: "subscription:") {
+            if bytes.has("subscription:", at: i) {
                 // A second one: the view keeps the last; leave it to the parse.
                 guard subscription == nil else { return .unsure }
                 subscription = (i + 13)..<lineEnd
-            } else if length == nil, Self.starts(bytes, at: i, with: "content-length:") {
-                var value = 0
-                var k = i + 15
-                guard k < lineEnd, lineEnd - k <= 12 else { return .unsure }
-                while k < lineEnd {
-                    guard bytes[k] >= UInt8(ascii: "0"), bytes[k] <= UInt8(ascii: "9") else { return .unsure }
-                    value = value * 10 + Int(bytes[k] - UInt8(ascii: "0"))
-                    k += 1
-                }
+            } else if length == nil, bytes.has("content-length:", at: i) {
+                guard let value = bytes.decimal((i + 15)..<lineEnd) else { return .unsure }
                 length = value
             }
             i = end + 1
@@ -149,7 +136,7 @@ extension STOMP {
             guard i + length < n, bytes[i + length] == 0 else { return .unsure }
             nul = i + length
         } else {
-            guard let found = Self.index(of: 0, in: bytes, from: i) else { return .unsure }
+            guard let found = bytes.index(of: 0, from: i) else { return .unsure }
             nul = found
         }
         return .answer(id, at: at, final: false, message: start..<(nul + 1))
@@ -157,19 +144,6 @@ extension STOMP {
 
     /// A header value as the wire carries it (escaped as STOMP 1.2 escapes a MESSAGE's).
     package func scannedIDText(_ id: WireID) -> String { Self.escape(id.json.stringValue ?? id.key) }
-
-    fileprivate static func starts(_ bytes: UnsafeRawBufferPointer, at i: Int, with text: StaticString) -> Bool {
-        let count = text.utf8CodeUnitCount
-        guard bytes.count - i >= count else { return false }
-        return memcmp(bytes.baseAddress! + i, text.utf8Start, count) == 0
-    }
-
-    /// Where `byte` first is in `bytes[i..<end]` (`end`: the bytes' end when nil), by memchr.
-    fileprivate static func index(of byte: UInt8, in bytes: UnsafeRawBufferPointer, from i: Int, to end: Int? = nil) -> Int? {
-        let end = end ?? bytes.count
-        guard i < end, let p = memchr(bytes.baseAddress! + i, Int32(byte), end - i) else { return nil }
-        return UnsafeRawPointer(p) - bytes.baseAddress!
-    }
 }
 
 extension NATS {
@@ -180,14 +154,14 @@ extension NATS {
     package func scan(upstream bytes: UnsafeRawBufferPointer) -> AppProtocolScan {
         let n = bytes.count
         let headed: Bool
-        if STOMP.starts(bytes, at: 0, with: "MSG ") {
+        if bytes.has("MSG ", at: 0) {
             headed = false
-        } else if STOMP.starts(bytes, at: 0, with: "HMSG ") {
+        } else if bytes.has("HMSG ", at: 0) {
             headed = true
         } else {
             return .unsure
         }
-        guard let lf = STOMP.index(of: UInt8(ascii: "\n"), in: bytes, from: 0), lf > 0, bytes[lf - 1] == UInt8(ascii: "\r") else { return .unsure }
+        guard let lf = bytes.index(of: UInt8(ascii: "\n"), from: 0), lf > 0, bytes[lf - 1] == UInt8(ascii: "\r") else { return .unsure }
         // The words after the operation: subject, sid, [reply], [header size], size.
         // Subject and sid kept; the last two (sizes) as they go by.
         var subjectWord = 0..<0
@@ -211,28 +185,16 @@ extension NATS {
         }
         let fixed = headed ? 4 : 3
         guard count == fixed || count == fixed + 1 else { return .unsure }
-        guard last.count <= 12, let size = Self.decimal(bytes, last) else { return .unsure }
+        guard let size = bytes.decimal(last) else { return .unsure }
         if headed {
-            guard before.count <= 12, let headers = Self.decimal(bytes, before), headers <= size else { return .unsure }
+            guard let headers = bytes.decimal(before), headers <= size else { return .unsure }
         }
         let end = lf + 1 + size + 2
         guard end <= n, bytes[end - 2] == UInt8(ascii: "\r"), bytes[end - 1] == UInt8(ascii: "\n") else { return .unsure }
         // A reply to one of the daemon's calls comes to its inbox: the parse routes it.
-        if self.inboxBytes.count <= subjectWord.count, memcmp(bytes.baseAddress! + subjectWord.lowerBound, self.inboxBytes, self.inboxBytes.count) == 0 {
-            return .unsure
-        }
+        if subjectWord.count >= self.inboxBytes.count, bytes.has(self.inboxBytes, at: subjectWord.lowerBound) { return .unsure }
         guard let sid = WireID.scannedText(UnsafeRawBufferPointer(rebasing: bytes[sidWord])), sid.json.stringValue != Self.inboxSID else { return .unsure }
         return .answer(sid, at: sidWord, final: false, message: 0..<end)
-    }
-
-    private static func decimal(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> Int? {
-        guard !range.isEmpty else { return nil }
-        var value = 0
-        for k in range {
-            guard bytes[k] >= UInt8(ascii: "0"), bytes[k] <= UInt8(ascii: "9") else { return nil }
-            value = value * 10 + Int(bytes[k] - UInt8(ascii: "0"))
-        }
-        return value
     }
 
     /// A sid as it is.

@@ -10,10 +10,18 @@ struct RoutedLines {
     var ends: [Int] = []
     /// The first line's seq.
     var seq: UInt64 = 0
-    /// The seq the next line must have to join the batch (a batch's seqs are consecutive).
-    var next: UInt64 = 0
+    /// The seq of the last line routed to the client (kept from batch to batch).
+    var lastSeq: UInt64 = 0
 
     var isEmpty: Bool { self.ends.isEmpty }
+    /// The seq a line must have to join the batch (a batch's seqs are consecutive).
+    var next: UInt64 { self.seq + UInt64(self.ends.count) }
+
+    /// A new batch from `seq`, in `lines`.
+    mutating func start(_ seq: UInt64, in lines: ByteBuffer) {
+        self.lines = lines
+        self.seq = seq
+    }
 }
 
 extension Fanout {
@@ -23,11 +31,13 @@ extension Fanout {
     /// broadcast line.
     /// `shared`: the seq of one upstream message routed to several holders, each under it (one
     /// seq for one message, as a broadcast has); a client that holds it twice gets a seq of its
-    /// own for its second copy.
+    /// own for its second copy (even when a fleet follower's delivery between sent its batch).
     func deliver(_ json: JSONValue?, data: ByteBuffer, to client: LocalClient, receivedAtMillis: Int64, shared: UInt64? = nil) {
         // The broadcast lines numbered before it go first.
         if self.hasUnsentLines { self.flush() }
-        let seq = shared.flatMap { client.routed.next == $0 + 1 && !client.routed.isEmpty ? nil : $0 } ?? self.takeSeq()
+        let seq = shared.flatMap { client.routed.lastSeq == $0 ? nil : $0 } ?? self.takeSeq()
+        // Room for a line of this message (its payload, some escapes, the line's fields).
+        let room = min(64 << 10, data.readableBytes + data.readableBytes / 8 + 96)
         if client.routed.isEmpty {
             if self.routedClients.isEmpty {
                 // Should no read end come (a message from elsewhere than a socket read), the
@@ -35,19 +45,17 @@ extension Fanout {
                 self.eventLoop.assumeIsolated().execute { self.flush() }
             }
             self.routedClients.append(client)
-            client.routed.lines = self.allocator.buffer(capacity: min(64 << 10, 2 * (data.readableBytes + 64)))
-            client.routed.seq = seq
+            client.routed.start(seq, in: self.allocator.buffer(capacity: room))
         } else if client.routed.next != seq {
             // A message for others came between: this batch is done (queued, written with the
             // rest at the end of the loop's turn), the next starts here.
             client.queue(self.batch(&client.routed))
-            client.routed.lines = self.allocator.buffer(capacity: 2 * (data.readableBytes + 64))
-            client.routed.seq = seq
+            client.routed.start(seq, in: self.allocator.buffer(capacity: room))
         }
         let message = UpstreamMessage(kind: .text, data: data, receivedAtMillis: receivedAtMillis)
         MessageLineEncoder.write(seq: seq, message, inlineJSON: self.configuration.inlineJSON, parsed: json, into: &client.routed.lines, ts: &self.tsDigits)
         client.routed.ends.append(client.routed.lines.writerIndex - client.routed.lines.readerIndex)
-        client.routed.next = seq + 1
+        client.routed.lastSeq = seq
     }
 
     /// The seq of a message routed to several holders (the broadcast lines numbered before it
@@ -72,7 +80,8 @@ extension Fanout {
         var lines = routed.lines
         if lines.capacity > 2 * lines.readableBytes { lines = self.allocator.buffer(buffer: lines) }
         let batch = LineBatch(lines: lines, seq: routed.seq, ends: routed.ends)
-        routed = RoutedLines()
+        routed.lines = ByteBuffer()
+        routed.ends = []
         return batch
     }
 }

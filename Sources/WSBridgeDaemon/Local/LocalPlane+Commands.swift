@@ -7,19 +7,27 @@ import WSBridgeProtocol
 /// link and the fan-out; every outcome is one reply line.
 extension LocalPlane {
     func handle(_ input: LocalLine, from client: LocalClient) {
-        // The common `send` (raw), read in one pass with no request built (SendLine).
-        if self.appProtocol == nil, client.mayWrite, let send = RequestDecoding.plainSend(input) {
-            self.answerSend(self.link.send(OutboundMessage(kind: .text, data: send.text)), id: send.id, to: client)
-            return
-        }
-        let request: Request
-        switch RequestDecoding.decode(input, limits: self.requestLimits) {
+        let line: ByteBuffer
+        switch RequestDecoding.line(input) {
         case .none:
             return  // blank line
         case .failure(let error)?:
             self.reply(client, error)
             return
-        case .success(let r)?:
+        case .success(let l)?:
+            line = l
+        }
+        // The common `send` (raw), read in one pass with no request built (SendLine).
+        if self.appProtocol == nil, client.mayWrite, let send = SendLine.scan(line) {
+            self.answerSend(self.link.send(OutboundMessage(kind: .text, data: send.text)), id: send.id, to: client)
+            return
+        }
+        let request: Request
+        switch RequestDecoding.request(line, limits: self.requestLimits) {
+        case .failure(let error):
+            self.reply(client, error)
+            return
+        case .success(let r):
             request = r
         }
         let op = request.command.op

@@ -1,8 +1,5 @@
 import NIOCore
-
-#if canImport(Glibc)
-    import Glibc
-#endif
+import WSBridgeProtocol
 
 /// One unit of client input: a line (without its newline), or notice that a line was too long.
 enum LocalLine {
@@ -29,12 +26,7 @@ struct NDJSONLineDecoder: ByteToMessageDecoder {
         // memchr: the line's bytes a word at a time (a collection search went a byte at a time
         // through the view's indexing, ~10 instructions a byte).
         let scanned = self.scanned
-        let found: Int? = buffer.withUnsafeReadableBytes { bytes in
-            guard let base = bytes.baseAddress, bytes.count > scanned,
-                let hit = memchr(base + scanned, Int32(UInt8(ascii: "\n")), bytes.count - scanned)
-            else { return nil }
-            return base.distance(to: UnsafeRawPointer(hit))
-        }
+        let found = buffer.withUnsafeReadableBytes { $0.index(of: UInt8(ascii: "\n"), from: scanned) }
         guard let length = found else {
             if self.discarding {
                 buffer.moveReaderIndex(to: buffer.writerIndex)

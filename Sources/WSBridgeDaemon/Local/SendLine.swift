@@ -71,10 +71,7 @@ struct SendLine {
         }
 
         func equals(_ range: Range<Int>, _ word: StaticString) -> Bool {
-            guard range.count == word.utf8CodeUnitCount else { return false }
-            let w = word.utf8Start
-            for k in 0..<range.count where self.bytes[range.lowerBound + k] != w[k] { return false }
-            return true
+            range.count == word.utf8CodeUnitCount && self.bytes.has(word, at: range.lowerBound)
         }
 
         /// A number's bytes (their grammar checked by `JSONNumber.scanned` when it is the id).

@@ -70,7 +70,7 @@ extension AppProtocolLayer {
     }
 
     /// A view as the wire carries it.
-    func wireText(_ json: JSONValue) -> String { self.session.codec.wireText(json) }
+    func wireText(_ json: JSONValue) -> String { self.codec.wireText(json) }
 
     /// A view for local clients, as the wire carries it: the upstream message's own bytes when
     /// the view is that message's unchanged (its ids were already the app's), else written.

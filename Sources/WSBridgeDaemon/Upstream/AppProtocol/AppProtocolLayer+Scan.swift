@@ -13,13 +13,12 @@ extension AppProtocolLayer {
     /// protocol's WebSocket message may carry several): the bytes they took, up to the first it
     /// cannot (0: none; the rest is parsed).
     func routeByScan(_ message: UpstreamMessage) -> Int {
-        guard self.scans, self.requests.isEmpty, !self.fanout.needsView, !self.fanout.hasWireTaps, !self.session.hasPartialText() else { return 0 }
-        let codec = self.codec
+        guard self.scans, self.requests.isEmpty, !self.fanout.needsView, !self.fanout.hasWireTaps else { return 0 }
         let total = message.data.readableBytes
         var offset = 0
         while offset < total {
             let scanned = message.data.withUnsafeReadableBytes { bytes in
-                codec.scan(upstream: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+                self.session.scan(upstream: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
             }
             switch scanned {
             case .unsure:
@@ -30,13 +29,9 @@ extension AppProtocolLayer {
                 let data = offset == 0 && range.count == total ? message.data : Self.slice(message.data, offset + range.lowerBound, range.count)
                 self.fanout.publish(UpstreamMessage(kind: .text, data: data, receivedAtMillis: message.receivedAtMillis))
                 offset += range.upperBound
-            case .answer(let id, let at, _, let range):
+            case .answer(let id, let at, _, let range), .event(let id, let at, let range):
                 guard let route = self.session.route(scanned: scanned) else { return offset }
                 self.deliver(route, scanned: id, at: at, range: range, offset: offset, of: message)
-                offset += range.upperBound
-            case .event(let server, let at, let range):
-                guard let route = self.session.route(scanned: scanned) else { return offset }
-                self.deliver(route, scanned: server, at: at, range: range, offset: offset, of: message)
                 offset += range.upperBound
             }
         }
