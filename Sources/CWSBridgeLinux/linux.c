@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +23,8 @@ _Static_assert(sizeof(((struct ucred *)0)->uid) == sizeof(uint32_t), "uid_t is 3
 int cwsb_so_peercred(void) { return SO_PEERCRED; }
 
 int cwsb_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
+int cwsb_malloc_trim(void) { return malloc_trim(0); }
 
 int cwsb_unix_connect(int fd, const char *path) {
     struct sockaddr_un address = {.sun_family = AF_UNIX};

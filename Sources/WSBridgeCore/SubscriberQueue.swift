@@ -102,6 +102,12 @@ public struct SubscriberQueue<Lines: QueuedLines> {
     @usableFromInline var controlLines = Deque<Lines>()
     @usableFromInline var nextOrder: UInt64 = 0
     @usableFromInline var pendingDrop: Drop?
+    /// The most runs (and control lines) queued since the deques last had their storage freed:
+    /// a queue that emptied after it held more than `keptEntries` lets its storage go, so a
+    /// hundred subscribers that lagged once do not keep a lag's worth of deque each.
+    @usableFromInline var peakEntries = 0
+    /// Entries whose storage an empty queue keeps (a reader keeping up holds a few).
+    @usableFromInline static var keptEntries: Int { 64 }
 
     public var limits: Limits
     @usableFromInline var _messageCount = 0
@@ -141,6 +147,7 @@ public struct SubscriberQueue<Lines: QueuedLines> {
         let bytes = lines.lineStart(count)
         self.messageMeta.append(Meta(order: self.nextOrder, seq: seq, first: 0, end: count, bytes: bytes))
         self.messageLines.append(lines)
+        self.peakEntries = max(self.peakEntries, self.messageMeta.count &+ self.controlMeta.count)
         self.nextOrder &+= 1
         self._messageCount += count
         self._messageBytes += bytes
@@ -153,6 +160,7 @@ public struct SubscriberQueue<Lines: QueuedLines> {
         let bytes = line.lineStart(line.lineCount)
         self.controlMeta.append(Control(order: self.nextOrder, bytes: bytes))
         self.controlLines.append(line)
+        self.peakEntries = max(self.peakEntries, self.messageMeta.count &+ self.controlMeta.count)
         self.nextOrder &+= 1
         self._controlBytes += bytes
     }
@@ -217,6 +225,7 @@ public struct SubscriberQueue<Lines: QueuedLines> {
         if self.messageMeta[0].first + k == self.messageMeta[0].end {
             self.messageMeta.removeFirst()
             self.messageLines.removeFirst()
+            if self.messageMeta.isEmpty { self.releaseStorageIfDrained() }
         } else {
             self.messageMeta[0].first += k
             self.messageMeta[0].bytes -= bytes
@@ -239,7 +248,9 @@ public struct SubscriberQueue<Lines: QueuedLines> {
         if self.controlComesFirst {
             let control = self.controlMeta.removeFirst()
             self._controlBytes -= control.bytes
-            return .control(self.controlLines.removeFirst())
+            let line = self.controlLines.removeFirst()
+            if self.controlMeta.isEmpty { self.releaseStorageIfDrained() }
+            return .control(line)
         }
         if let drop = self.pendingDrop {
             self.pendingDrop = nil
@@ -277,6 +288,22 @@ public struct SubscriberQueue<Lines: QueuedLines> {
         }
         return taken
     }
+
+    /// Frees the deques' storage once the queue is empty after it held more than `keptEntries`
+    /// (a deque keeps its capacity when emptied): what a lag grew goes back when the lag ends.
+    @inlinable
+    mutating func releaseStorageIfDrained() {
+        guard self.peakEntries > Self.keptEntries, self.messageMeta.isEmpty, self.controlMeta.isEmpty else { return }
+        self.messageMeta = Deque()
+        self.messageLines = Deque()
+        self.controlMeta = Deque()
+        self.controlLines = Deque()
+        self.peakEntries = 0
+    }
+
+    /// The most entries (runs and control lines) queued at once since the storage was last
+    /// freed: 0 after a queue that held more than `keptEntries` drained.
+    public var entriesSinceRelease: Int { self.peakEntries }
 
     /// Forgets everything queued (the client is gone).
     @inlinable

@@ -171,6 +171,27 @@ import WSBridgeCore
         #expect(out.last == "state 10000")
     }
 
+    /// A queue that held a lag's worth of runs frees that storage once it drains (by `next` or
+    /// by `takeMessages`), and goes on in order; one that held a few keeps its storage.
+    @Test func aDrainedLagLetsItsStorageGo() {
+        var q = Queue(limits: .init(messages: 4096, bytes: 1 << 20))
+        _ = Self.append(1...3, to: &q)
+        #expect(Self.drain(&q) == ["m1", "m2", "m3"])
+        #expect(q.entriesSinceRelease == 3)
+        _ = Self.append(4...1003, to: &q)
+        q.appendControl(Lines("r"))
+        #expect(q.entriesSinceRelease == 1001)
+        #expect(q.takeMessages(maxBytes: .max) { _, _ in } == 1000)
+        #expect(q.entriesSinceRelease == 1001)  // the reply is still queued
+        #expect(Self.drain(&q) == ["r"])
+        #expect(q.entriesSinceRelease == 0)
+        _ = Self.append(1004...1200, to: &q)
+        #expect(q.takeMessages(maxBytes: .max) { _, _ in } == 197)
+        #expect(q.entriesSinceRelease == 0)
+        _ = Self.append(1201...1202, to: &q)
+        #expect(Self.drain(&q) == ["m1201", "m1202"])
+    }
+
     @Test func removeAllForgetsEverything() {
         var q = Queue(limits: .init(messages: 1, bytes: 100))
         q.appendMessages(Lines("m1", "m2"), seq: 1)

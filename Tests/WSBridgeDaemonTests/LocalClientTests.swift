@@ -63,4 +63,68 @@ import WSBridgeCore
         #expect(gone == nil, "the pause's timer still holds the closed client")
         loop.advanceTime(by: .milliseconds(1))
     }
+
+    /// A client that drops messages lags until its queue empties (or it leaves); when the last
+    /// lagging client caught up the daemon gives free memory back (malloc_trim), at once, or a
+    /// second after the last time, once for every laggard that caught up meanwhile.
+    @Test func memoryGoesBackOnceEveryLaggardCaughtUp() throws {
+        let loop = EmbeddedEventLoop()
+        var configuration = Configuration()
+        configuration.local.subscriberQueue = 4
+        let bridge = Bridge(
+            configuration: configuration, policy: AccessPolicy(), networkAvailable: true,
+            connectors: ConnectorFactory(), eventLoop: loop, logger: Logger(label: "test"))
+        defer {
+            _ = bridge.link.shutdown()
+            loop.run()
+        }
+        let memory = bridge.plane.memory
+        func client() throws -> (EmbeddedChannel, LocalClient) {
+            let client = bridge.plane.makeClient(credentials: nil, groups: [])
+            let channel = EmbeddedChannel(loop: loop)
+            try channel.pipeline.syncOperations.addHandlers([ByteToMessageHandler(NDJSONLineDecoder(maxLine: 1024)), client])
+            try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+            loop.run()
+            return (channel, client)
+        }
+        var seq: UInt64 = 0
+        /// Ten lines to a client whose socket takes nothing: it drops six.
+        func stall(_ channel: EmbeddedChannel, _ client: LocalClient) {
+            channel.isWritable = false
+            for _ in 0..<10 {
+                seq += 1
+                client.deliver(ByteBuffer(string: "{\"seq\":\(seq)}\n"), seq: seq)
+            }
+            loop.run()
+        }
+        func catchUp(_ channel: EmbeddedChannel) {
+            channel.isWritable = true
+            channel.pipeline.fireChannelWritabilityChanged()
+            loop.run()
+        }
+        let (a, clientA) = try client()
+        let (b, clientB) = try client()
+        stall(a, clientA)
+        stall(b, clientB)
+        stall(a, clientA)  // a lag is counted once, however much it drops
+        #expect(memory.laggards == 2 && clientA.drops == 16 && clientB.drops == 6)
+        catchUp(a)
+        #expect(memory.laggards == 1 && memory.returns == 0, "b still lags")
+        catchUp(b)
+        #expect(memory.laggards == 0 && memory.returns == 1)
+        // Within the second: once, when it is over, for both lags that ended meanwhile.
+        stall(a, clientA)
+        catchUp(a)
+        stall(b, clientB)
+        catchUp(b)
+        #expect(memory.laggards == 0 && memory.returns == 1)
+        loop.advanceTime(by: MemoryReturn.interval)
+        #expect(memory.returns == 2)
+        // A laggard that leaves has caught up too.
+        loop.advanceTime(by: MemoryReturn.interval)
+        stall(a, clientA)
+        _ = try a.finish()
+        #expect(memory.laggards == 0 && memory.returns == 3)
+        _ = try b.finish()
+    }
 }

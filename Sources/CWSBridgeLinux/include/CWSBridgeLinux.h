@@ -57,6 +57,11 @@ int cwsb_route_exists(int family, const uint8_t *address);
 /// other family.
 int cwsb_route_exists_to(const void *address);
 
+/// glibc's malloc_trim(0) (which Glibc's Swift module does not export): gives the free pages of
+/// every malloc arena back to the kernel, not only the top of the main heap. 1 when it released
+/// memory, else 0.
+int cwsb_malloc_trim(void);
+
 /// CLOCK_BOOTTIME and CLOCK_MONOTONIC in nanoseconds (their difference grows across suspend).
 uint64_t cwsb_boottime_ns(void);
 uint64_t cwsb_monotonic_ns(void);

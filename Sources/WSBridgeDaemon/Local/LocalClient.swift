@@ -60,6 +60,8 @@ final class LocalClient: ChannelDuplexHandler {
     /// It dropped messages (it reads slower than the feed): its socket's buffer is the lagging
     /// one, so that what it reads has waited less, until its queue empties.
     private(set) var lagging = false
+    /// It dropped messages and its queue has not emptied since (the plane's `memory` counts it).
+    private var droppedSinceEmpty = false
     /// Since when its queue has not been empty (set as a line is queued for it when it was).
     private var behindSince: NIODeadline?
     /// Routed lines numbered for it in this read, not yet sent (`Fanout+Routed`).
@@ -92,6 +94,7 @@ final class LocalClient: ChannelDuplexHandler {
         self.pauseTimer?.cancel()
         self.pauseTimer = nil
         self.queue.removeAll()
+        self.caughtUp()
         self.backlog.removeAll()
         self.replies.removeAll()
         self.context = nil
@@ -262,6 +265,10 @@ final class LocalClient: ChannelDuplexHandler {
         if dropped > 0 {
             self.drops &+= UInt64(dropped)
             self.plane.countDrops(dropped)
+            if !self.droppedSinceEmpty {
+                self.droppedSinceEmpty = true
+                self.plane.memory.lagBegan()
+            }
             // Lagging: it drops, and has been behind (its queue never empty) for a while: a
             // reader slower than the feed, not a fast one that a burst got ahead of.
             if !self.lagging, let since = self.behindSince, NIODeadline.now() - since >= Self.laggingAfter { self.setLagging(true) }
@@ -328,9 +335,17 @@ final class LocalClient: ChannelDuplexHandler {
         if self.queue.isEmpty {
             self.behindSince = nil
             if self.lagging, context.channel.isWritable { self.setLagging(false) }
+            self.caughtUp()
         }
         self.resumeIfDrained(context)
         self.subscription.drained(queueIsLow: self.queueIsLow)
+    }
+
+    /// Its queue emptied or was discarded: a lag that dropped is over.
+    private func caughtUp() {
+        guard self.droppedSinceEmpty else { return }
+        self.droppedSinceEmpty = false
+        self.plane.memory.lagEnded()
     }
 
     /// The queued messages take at most half the queue's bounds.
@@ -364,6 +379,7 @@ final class LocalClient: ChannelDuplexHandler {
         self.closing = true
         self.backlog.removeAll()
         self.queue.removeAll()
+        self.caughtUp()
         // Closed once the line is written, or after a grace period if the client reads nothing.
         let grace = context.eventLoop.assumeIsolated().scheduleTask(in: .seconds(2)) { context.close(promise: nil) }
         context.writeAndFlush(Self.wrapOutboundOut(line)).assumeIsolated().whenComplete { _ in

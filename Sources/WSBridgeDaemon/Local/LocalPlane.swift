@@ -26,6 +26,8 @@ final class LocalPlane {
     let session: UpstreamSession
     private let status: SystemdStatus
     let allocator = ByteBufferAllocator()
+    /// Gives a lag's memory back once every lagging subscriber caught up.
+    let memory: MemoryReturn
     private var nextClientID = 0
     /// Connections refused (over `local.max_clients`) since the last log line.
     private var refusedSinceLog = 0
@@ -60,6 +62,7 @@ final class LocalPlane {
         self.status = status
         self.eventLoop = eventLoop
         self.logger = logger
+        self.memory = MemoryReturn(eventLoop: eventLoop, logger: logger)
     }
 
     /// A client for a new connection; `credentials` nil means unknown (read-only).
