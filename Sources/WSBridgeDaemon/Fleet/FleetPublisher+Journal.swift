@@ -47,9 +47,12 @@ extension FleetPublisher {
         self.acknowledgedAhead.insert(seq)
     }
 
-    /// Reads the next chunk from the journal while the messages read are fewer than a flight.
+    /// Reads the next chunk from the journal while the messages read are fewer than a flight,
+    /// and only while NATS is there to take them: read while it is away, they would sit in
+    /// memory past `max_backlog_bytes` (the connection's `pump` reads again).
     func readSpill() {
-        guard var spill = self.spill, !spill.reading, spill.buffer.count < self.fleet.maxInFlight, let journal = self.journal else { return }
+        guard self.state == .connected, var spill = self.spill, !spill.reading, spill.buffer.count < self.fleet.maxInFlight, let journal = self.journal
+        else { return }
         spill.reading = true
         self.spill = spill
         let options = Journal.LineOptions(inlineJSON: false, filter: nil, raw: true)
