@@ -306,4 +306,63 @@ import WSBridgeProtocol
         fanout.upstreamLinkReadComplete(h.bridge.link)
         #expect(h.lines(a).compactMap { $0["seq"]?.intValue } == [12, 13])
     }
+
+    /// Messages routed to the same several holders one after another share one line per id
+    /// (a run): each holder gets them in one batch, under its own id, in the stream's order
+    /// among broadcast lines and lines routed to one client; the run ends when anything else is
+    /// numbered. Holders that cannot share (one app twice, an app with no local client) make
+    /// no run.
+    @Test func aRunOfMessagesForTheSameHoldersKeepsEachClientsOrder() throws {
+        let h = Harness()
+        let (a, ca) = try h.client()
+        let (b, cb) = try h.client()
+        let (c, cc) = try h.client()
+        let fanout = h.bridge.fanout
+        func broadcast(_ text: String) { fanout.publish(UpstreamMessage(kind: .text, data: ByteBuffer(string: text), receivedAtMillis: 0)) }
+        func route(_ text: String, to client: LocalClient) { fanout.deliver(nil, data: ByteBuffer(string: text), to: client, receivedAtMillis: 0) }
+        // a and c know the subscription as "x", b as "y" (the layer writes each id's line).
+        let x = WireID(.string("x"))
+        let y = WireID(.string("y"))
+        let holders = [ca, cb, cc].map { (client: LocalClient) in AppProtocolSessionHolder(app: client.id, appID: client === cb ? y : x) }
+        func event(_ n: Int, for holders: [AppProtocolSessionHolder]) -> Bool {
+            guard let seq = fanout.continueRun(for: holders) ?? fanout.openRun(for: holders, id: { $0.appID }) else { return false }
+            for i in fanout.run.variants.indices {
+                let id = fanout.run.variants[i].id?.json.stringValue ?? "?"
+                fanout.writeRunLine(i, seq: seq, data: ByteBuffer(string: "\(id)\(n)"), receivedAtMillis: 0)
+            }
+            fanout.runLineWritten()
+            return true
+        }
+        broadcast("b1")
+        #expect(event(2, for: holders) && event(3, for: holders))
+        #expect(fanout.run.variants.count == 2 && fanout.run.variants.map(\.clients.count) == [2, 1])
+        route("a4", to: ca)  // ends the run: queued before a4
+        #expect(!fanout.run.isOpen)
+        #expect(event(5, for: holders))  // sends a4's batch first
+        broadcast("b6")
+        #expect(event(7, for: holders) && event(8, for: holders) && fanout.run.seq == 7)
+        // The same holders in another array (the session's changed, a holder added and gone): a
+        // new run.
+        var changed = holders
+        changed.append(holders[0])
+        changed.removeLast()
+        #expect(event(9, for: changed) && fanout.run.seq == 9)
+        fanout.upstreamLinkReadComplete(h.bridge.link)
+        let la = h.lines(a)
+        let lb = h.lines(b)
+        let lc = h.lines(c)
+        #expect(Self.messages(la) == ["b1", "x2", "x3", "a4", "x5", "b6", "x7", "x8", "x9"])
+        #expect(Self.messages(lb) == ["b1", "y2", "y3", "y5", "b6", "y7", "y8", "y9"])
+        #expect(Self.messages(lc) == ["b1", "x2", "x3", "x5", "b6", "x7", "x8", "x9"])
+        #expect(la.compactMap { $0["seq"]?.intValue } == [1, 2, 3, 4, 5, 6, 7, 8, 9])
+        #expect(lb.compactMap { $0["seq"]?.intValue } == [1, 2, 3, 5, 6, 7, 8, 9])
+        // A run with no read end after it goes out on the loop's next turn.
+        #expect(event(10, for: holders))
+        #expect(Self.messages(h.lines(b)) == ["y10"])
+        // One app twice, or an app that is not a local client: no run (each is sent its own).
+        #expect(!event(11, for: holders + [AppProtocolSessionHolder(app: ca.id, appID: y)]))
+        #expect(!event(11, for: holders + [AppProtocolSessionHolder(app: 9999, appID: x)]))
+        #expect(!fanout.run.isOpen)
+        _ = (h.lines(a), h.lines(c))
+    }
 }

@@ -7,6 +7,12 @@ package struct AppProtocolSessionHolder: Equatable, Sendable {
     package var appID: WireID
     /// Whether it has had the subscribe's answer (protocols whose subscribe is answered).
     var answered: Bool
+
+    package init(app: AppID, appID: WireID, answered: Bool = false) {
+        self.app = app
+        self.appID = appID
+        self.answered = answered
+    }
 }
 
 struct AppProtocolSessionSubscription {

@@ -58,6 +58,19 @@ extension Fanout {
         client.routed.lastSeq = seq
     }
 
+    /// A message the protocol layer routed to one app or answered itself, as the wire brought it,
+    /// for the subscribers that see everything.
+    func tapWire(_ message: UpstreamMessage, parsed: JSONValue?) {
+        self.flush()
+        let seq = self.takeSeq()
+        let line = MessageLineEncoder.message(seq: seq, message, inlineJSON: self.configuration.inlineJSON, parsed: parsed, allocator: self.allocator)
+        for client in self.wireTaps {
+            // Its filter selects on the view too (`tail --all --filter subject=…`).
+            if let filter = client.filter, !filter.matches(json: parsed, text: message.data.readableBytesView) { continue }
+            client.deliver(line, seq: seq)
+        }
+    }
+
     /// The seq of a message routed to several holders (the broadcast lines numbered before it
     /// sent first: a flush numbers them back from the last seq).
     func takeRoutedSeq() -> UInt64 {

@@ -48,6 +48,8 @@ final class Fanout: UpstreamEventSink {
     /// Clients with routed lines not yet sent (`+Routed`): numbered before every line in
     /// `unsent` (a routed one sends those first), so they go first.
     var routedClients: [LocalClient] = []
+    /// Messages routed to the same several clients one after another (`+RoutedRun`).
+    var run = RoutedRun()
     var hasUnsentLines: Bool { !self.unsentEnds.isEmpty }
     let pending: PendingRequests
     /// Whether a subscriber needs a message's parsed view: a filter, `inline_json`, a request's match.
@@ -193,19 +195,6 @@ final class Fanout: UpstreamEventSink {
     /// Some subscriber sees the wire as it is (`tapWire`).
     var hasWireTaps: Bool { !self.wireTaps.isEmpty }
 
-    /// A message the protocol layer routed to one app or answered itself, as the wire brought it,
-    /// for the subscribers that see everything.
-    func tapWire(_ message: UpstreamMessage, parsed: JSONValue?) {
-        self.flush()
-        let seq = self.takeSeq()
-        let line = MessageLineEncoder.message(seq: seq, message, inlineJSON: self.configuration.inlineJSON, parsed: parsed, allocator: self.allocator)
-        for client in self.wireTaps {
-            // Its filter selects on the view too (`tail --all --filter subject=…`).
-            if let filter = client.filter, !filter.matches(json: parsed, text: message.data.readableBytesView) { continue }
-            client.deliver(line, seq: seq)
-        }
-    }
-
     /// The stream is at `seq` before its first message here (a fleet follower's).
     func skip(to seq: UInt64) {
         guard seq > self.seq else { return }
@@ -213,8 +202,15 @@ final class Fanout: UpstreamEventSink {
         self.seq = seq
     }
 
+    /// The next seq, for the open run's next line (`continueRun` checked it is the run's).
+    func takeSeqInRun() -> UInt64 {
+        self.seq += 1
+        return self.seq
+    }
+
     /// The next seq, for a message for one app (flushed before: the stream's order holds).
     func takeSeq() -> UInt64 {
+        if self.run.isOpen { self.closeRun(now: false) }
         self.seq += 1
         return self.seq
     }
@@ -227,6 +223,7 @@ final class Fanout: UpstreamEventSink {
             self.flush()
             self.seq = given - 1
         }
+        if self.run.isOpen { self.closeRun(now: false) }
         self.seq += 1
         let seq = self.seq
         // Parse the payload only if someone needs it: inline JSON, a filter, or a request.
@@ -269,6 +266,7 @@ final class Fanout: UpstreamEventSink {
     /// Sends the lines published since the last flush (see the type's comment).
     func flush() {
         // The routed lines were numbered before the broadcast ones.
+        if self.run.isOpen { self.closeRun(now: true) }
         if !self.routedClients.isEmpty { self.flushRouted() }
         guard !self.unsentEnds.isEmpty else { return }
         var lines = self.unsent

@@ -29,6 +29,11 @@ struct LineBatch: QueuedLines {
         i == 0 ? 0 : self.ends.isEmpty ? self.lines.readableBytes : self.ends[i - 1]
     }
 
+    /// The same lines in a buffer of their size.
+    func copied(_ allocator: ByteBufferAllocator) -> LineBatch {
+        LineBatch(lines: allocator.buffer(buffer: self.lines), seq: self.seq, ends: self.ends)
+    }
+
     /// Lines `range` as one slice of the buffer (no copy).
     func slice(_ range: Range<Int>) -> ByteBuffer {
         let start = self.lineStart(range.lowerBound)

@@ -52,10 +52,14 @@ extension AppProtocolLayer {
         case .call(let app, let appID):
             self.deliver(appID == id ? data : self.replacing(idAt, in: data, with: appID), to: app, receivedAtMillis: time)
         case .shared(let holders, let visible):
+            if holders.count > 1, self.deliverInRun(holders, data: data, idAt: idAt, receivedAtMillis: time, id: { _ in visible }) { return }
             let shared = visible.map { self.replacing(idAt, in: data, with: $0) } ?? data
             let seq = holders.count > 1 ? self.fanout.takeRoutedSeq() : nil
             for holder in holders { self.deliver(shared, to: holder.app, receivedAtMillis: time, seq: seq) }
         case .holders(let holders):
+            if holders.count > 1, self.deliverInRun(holders, data: data, idAt: idAt, receivedAtMillis: time, id: { $0.appID == id ? nil : $0.appID }) {
+                return
+            }
             // One message, one seq for all its holders.
             let seq = holders.count > 1 ? self.fanout.takeRoutedSeq() : nil
             for holder in holders {
@@ -63,6 +67,23 @@ extension AppProtocolLayer {
                 self.deliver(bytes, to: holder.app, receivedAtMillis: time, seq: seq)
             }
         }
+    }
+
+    /// A message for several holders as a line of the fan-out's run (`RoutedRun`): written once
+    /// for each id its holders know it by (`id`: nil for the message's own), the run's batch
+    /// going to each of them once it ends. False when they cannot share one (a fleet follower's
+    /// app among them, or one app twice): then each is sent its own.
+    private func deliverInRun(
+        _ holders: [AppProtocolSessionHolder], data: ByteBuffer, idAt: Range<Int>, receivedAtMillis: Int64,
+        id: (AppProtocolSessionHolder) -> WireID?
+    ) -> Bool {
+        guard let seq = self.fanout.continueRun(for: holders) ?? self.fanout.openRun(for: holders, id: id) else { return false }
+        for i in self.fanout.run.variants.indices {
+            let bytes = self.fanout.run.variants[i].id.map { self.replacing(idAt, in: data, with: $0) } ?? data
+            self.fanout.writeRunLine(i, seq: seq, data: bytes, receivedAtMillis: receivedAtMillis)
+        }
+        self.fanout.runLineWritten()
+        return true
     }
 
     /// To `app`'s client (under `seq`, one message's for all its holders, or a new one), or into
@@ -82,12 +103,23 @@ extension AppProtocolLayer {
     /// `data` with the bytes at `range` (of its readable bytes) replaced by `id` as the wire
     /// carries it there.
     private func replacing(_ range: Range<Int>, in data: ByteBuffer, with id: WireID) -> ByteBuffer {
-        let text = self.codec.scannedIDText(id)
-        var out = ByteBuffer()
-        out.reserveCapacity(data.readableBytes - range.count + text.utf8.count)
+        let text = self.spelling(id)
+        var out = self.fanout.allocator.buffer(capacity: data.readableBytes - range.count + text.readableBytes)
         out.writeBytes(data.readableBytesView[data.readerIndex..<(data.readerIndex + range.lowerBound)])
-        out.writeString(text)
+        out.writeImmutableBuffer(text)
         out.writeBytes(data.readableBytesView[(data.readerIndex + range.upperBound)...])
         return out
     }
+
+    /// `id` as the wire carries it in place of the scanned one: kept for the last few ids (the
+    /// same ones come back for every message of a subscription).
+    private func spelling(_ id: WireID) -> ByteBuffer {
+        if let kept = self.spellings.first(where: { $0.id == id }) { return kept.text }
+        let text = ByteBuffer(string: self.codec.scannedIDText(id))
+        if self.spellings.count == Self.keptSpellings { self.spellings.removeFirst() }
+        self.spellings.append((id, text))
+        return text
+    }
+
+    private static var keptSpellings: Int { 8 }
 }

@@ -37,6 +37,9 @@ final class AppProtocolLayer: UpstreamEventSink {
     let codec: any AppProtocolCodec
     /// The codec's `broadcastPrefixes`, kept (a text protocol's message that begins so is a broadcast).
     let broadcastPrefixes: [[UInt8]]
+    /// Ids as the wire spells them, the last few written into messages (`+Scan`): a subscription's
+    /// holders' ids are spelled once, not for every message.
+    var spellings: [(id: WireID, text: ByteBuffer)] = []
 
     /// `protocol.confirm_timeout`, and the wait for the restore's subscription in flight.
     let confirmTimeout: Duration
