@@ -234,7 +234,7 @@ public struct SubscriberQueue<Lines: QueuedLines> {
 
     /// Whether a reply or notice comes before the next message.
     @inlinable
-    var controlComesFirst: Bool {
+    public var controlComesFirst: Bool {
         guard let control = self.controlMeta.first else { return false }
         guard let message = self.messageMeta.first else { return true }
         return control.order < message.order

@@ -61,7 +61,8 @@
         static func run(_ bytes: [UInt8]) {
             // The same bytes as an upstream message, to every protocol's scan.
             ProtocolScanCheck.run(bytes)
-            let channel = EmbeddedChannel(handler: ByteToMessageHandler(NDJSONLineDecoder(maxLine: 4096)))
+            let channel = EmbeddedChannel()
+            try? channel.pipeline.syncOperations.addHandlers([ByteToMessageHandler(NDJSONLineDecoder(maxLine: 4096)), LocalLines()])
             defer { _ = try? channel.finish() }
             _ = try? channel.writeInbound(ByteBuffer(bytes: bytes))
             while let line = try? channel.readInbound(as: LocalLine.self) {

@@ -127,4 +127,37 @@ import WSBridgeCore
         #expect(memory.laggards == 0 && memory.returns == 3)
         _ = try b.finish()
     }
+
+    /// The replies to the requests of one read go out in one write, in request order, and a
+    /// message line queued between them keeps its place.
+    @Test func repliesInARowGoOutInOneWrite() throws {
+        let loop = EmbeddedEventLoop()
+        let bridge = Bridge(
+            configuration: Configuration(), policy: AccessPolicy(), networkAvailable: true,
+            connectors: ConnectorFactory(), eventLoop: loop, logger: Logger(label: "test"))
+        defer {
+            _ = bridge.link.shutdown()
+            loop.run()
+        }
+        let client = bridge.plane.makeClient(credentials: nil, groups: [])
+        let channel = EmbeddedChannel(loop: loop)
+        try channel.pipeline.syncOperations.addHandlers([ByteToMessageHandler(NDJSONLineDecoder(maxLine: 1024)), client])
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        loop.run()
+        while try channel.readOutbound(as: ByteBuffer.self) != nil {}
+        try channel.writeInbound(ByteBuffer(string: #"{"id":1,"op":"status"}"# + "\n" + #"{"id":2,"op":"status"}"# + "\n"))
+        client.deliver(ByteBuffer(string: "{\"seq\":1}\n"), seq: 1)
+        try channel.writeInbound(ByteBuffer(string: #"{"id":3,"op":"status"}"# + "\n" + #"{"id":4,"op":"nonsense"}"# + "\n"))
+        loop.run()
+        var writes: [[String]] = []
+        while let buffer = try channel.readOutbound(as: ByteBuffer.self) {
+            writes.append(String(buffer: buffer).split(separator: "\n").map(String.init))
+        }
+        #expect(writes.count == 3, "\(writes)")
+        #expect(writes.first?.count == 2 && writes.first?.allSatisfy { $0.contains("\"ok\":true") } == true, "\(writes)")
+        #expect(writes.first?.first?.contains("\"id\":1,") == true && writes.last?.first?.contains("\"id\":3,") == true)
+        #expect(writes.dropFirst().first == ["{\"seq\":1}"])
+        #expect(writes.last?.count == 2 && writes.last?.last?.contains("unknown_op") == true, "\(writes)")
+        _ = try channel.finish()
+    }
 }

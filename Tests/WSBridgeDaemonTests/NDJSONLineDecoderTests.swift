@@ -8,7 +8,8 @@ import Testing
 @Suite struct NDJSONLineDecoderTests {
     /// Feeds `chunks` one read at a time, then the end of input; returns what came out.
     static func decode(_ chunks: [String], maxLine: Int = 8) throws -> [String] {
-        let channel = EmbeddedChannel(handler: ByteToMessageHandler(NDJSONLineDecoder(maxLine: maxLine)))
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandlers([ByteToMessageHandler(NDJSONLineDecoder(maxLine: maxLine)), LocalLines()])
         for chunk in chunks { try channel.writeInbound(ByteBuffer(string: chunk)) }
         _ = try channel.finish()
         var out: [String] = []

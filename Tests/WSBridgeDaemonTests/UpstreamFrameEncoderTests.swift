@@ -60,4 +60,44 @@ import Testing
         let theirs = try Self.wire(WebSocketFrame(fin: true, opcode: .text, maskKey: [1, 2, 3, 4], data: Self.payload(300, headroom: 0)), ours: false)
         #expect(ours.bytes == theirs.bytes)
     }
+
+    /// The link's sends between two flushes go out in one write (a frame each, masked, in
+    /// order); a frame written through the pipeline, or a send with a promise, goes after
+    /// what was sent before it.
+    @Test func sendsBetweenFlushesAreOneWriteInOrder() throws {
+        let channel = EmbeddedChannel()
+        let encoder = UpstreamFrameEncoder()
+        try channel.pipeline.syncOperations.addHandler(encoder)
+        func frames(_ bytes: ByteBuffer) throws -> [String] {
+            let decoder = EmbeddedChannel(handler: ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 20)))
+            try decoder.writeInbound(bytes)
+            var out: [String] = []
+            while let frame = try decoder.readInbound(as: WebSocketFrame.self) {
+                #expect(frame.maskKey != nil)
+                out.append("\(frame.opcode == .text ? "t" : "b"):\(String(buffer: frame.unmaskedData))")
+            }
+            _ = try decoder.finish()
+            return out
+        }
+        func writes() throws -> [[String]] {
+            var out: [[String]] = []
+            while let bytes = try channel.readOutbound(as: ByteBuffer.self) { out.append(try frames(bytes)) }
+            return out
+        }
+        encoder.send(text: true, ByteBuffer(string: "one"), promise: nil)
+        encoder.send(text: false, ByteBuffer(string: String(repeating: "x", count: 300)), promise: nil)
+        encoder.send(text: true, ByteBuffer(string: "three"), promise: nil)
+        #expect(try writes().isEmpty, "held until the flush")
+        channel.flush()
+        #expect(try writes() == [["t:one", "b:" + String(repeating: "x", count: 300), "t:three"]])
+        encoder.send(text: true, ByteBuffer(string: "four"), promise: nil)
+        try channel.writeOutbound(WebSocketFrame(fin: true, opcode: .text, maskKey: [1, 2, 3, 4], data: ByteBuffer(string: "five")))
+        encoder.send(text: true, ByteBuffer(string: "six"), promise: nil)
+        let promise = channel.eventLoop.makePromise(of: Void.self)
+        encoder.send(text: true, ByteBuffer(string: "seven"), promise: promise)
+        channel.flush()
+        #expect(try writes() == [["t:four"], ["t:five"], ["t:six"], ["t:seven"]])
+        try promise.futureResult.wait()
+        _ = try channel.finish()
+    }
 }

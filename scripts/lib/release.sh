@@ -13,10 +13,15 @@
 #   Functions the file does not name are laid out as before; a stale file costs RSS, not
 #   correctness. After changing these flags, remove .build/*/release: the compiler keeps object
 #   code whose IR did not change, whatever the new flags say.
+# - no runtime exclusivity checks in any module (-enforce-exclusivity=unchecked): Package.swift
+#   turns them off for our message path's targets, and this for SwiftNIO's too, whose ByteBuffer
+#   writes otherwise cost a swift_beginAccess each (a thread-local access set): ~1,400
+#   instructions of a local send's ~11,600. Debug builds, which run the tests, keep the checks
+#   everywhere; strict concurrency checks data races at compile time either way.
 # Idle RSS 17.2-17.5 MiB instead of 28 (docs/performance.md). Sourced:
 #   swift build "${RELEASE[@]}" --product wsbridged
 RELEASE=(
-    -c release --static-swift-stdlib -Xlinker --no-export-dynamic
+    -c release --static-swift-stdlib -Xlinker --no-export-dynamic -Xswiftc -enforce-exclusivity=unchecked
     -Xswiftc -Xfrontend -Xswiftc -function-sections -Xcc -ffunction-sections -Xcxx -ffunction-sections
     -Xlinker "--section-ordering-file=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/hot-text.order"
 )

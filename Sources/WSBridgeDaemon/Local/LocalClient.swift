@@ -15,7 +15,7 @@ import WSBridgeProtocol
 /// (`ReplyOrder`), and a client's requests are paced (`RequestPacing`) so a flood of them
 /// costs its sender the wait, not the upstream or the other clients.
 final class LocalClient: ChannelDuplexHandler {
-    typealias InboundIn = LocalLine
+    typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
@@ -102,7 +102,11 @@ final class LocalClient: ChannelDuplexHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let line = Self.unwrapInboundIn(data)
+        self.received(.line(Self.unwrapInboundIn(data)), context)
+    }
+
+    /// A line (or a line too long) from the client, handled in its turn.
+    private func received(_ line: LocalLine, _ context: ChannelHandlerContext) {
         if self.readingPaused || !self.backlog.isEmpty || self.closing {
             if !self.closing { self.backlog.append(line) }
             return
@@ -135,6 +139,7 @@ final class LocalClient: ChannelDuplexHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let tooLong = event as? LineTooLong { return self.received(.tooLong(limit: tooLong.limit), context) }
         // Input closed (the client shut down its sending side): keep writing to it.
         if let event = event as? ChannelEvent, event == .inputClosed { return }
         context.fireUserInboundEventTriggered(event)
@@ -295,41 +300,14 @@ final class LocalClient: ChannelDuplexHandler {
         }
     }
 
-    /// A write's size: lines are taken from the queue up to this, and NIO holds no more than
-    /// its high-water mark and one of these beyond what the queue bounds.
-    private static let batchBytes = 64 * 1024
-    /// Parts of runs smaller than this (a slow feed's few lines per read) are copied into one
-    /// write; larger ones are written as they are (slices of the buffer shared with the other
-    /// subscribers).
-    private static let copyBelow = 8 * 1024
-
-    /// Writes queued lines while the socket takes them, then flushes once: up to 64 KiB of
-    /// message lines per write, a slice of one flush's buffer, or the small parts of several
-    /// copied into one buffer.
+    /// Writes queued lines while the socket takes them, then flushes once
+    /// (`SubscriberQueue.nextWrite`: replies together, up to 64 KiB of message lines a write).
     private func drain() {
         guard let context = self.context else { return }
         var wrote = false
-        while context.channel.isWritable, let next = self.queue.next(maxBytes: Self.batchBytes) {
+        while context.channel.isWritable, let bytes = self.queue.nextWrite(allocator: context.channel.allocator) {
             wrote = true
-            switch next {
-            case .control(let line):
-                context.write(Self.wrapOutboundOut(line.lines), promise: nil)
-            case .dropped(let d):
-                let notice = DroppedLine(count: d.count, from: d.from, to: d.to)
-                context.write(Self.wrapOutboundOut(MessageLineEncoder.line(notice.json, allocator: context.channel.allocator)), promise: nil)
-            case .messages(let lines, let range):
-                let part = lines.slice(range)
-                guard part.readableBytes < Self.copyBelow, self.queue.messageBytes > 0 else {
-                    context.write(Self.wrapOutboundOut(part), promise: nil)
-                    continue
-                }
-                var batch = context.channel.allocator.buffer(capacity: min(Self.batchBytes, part.readableBytes + self.queue.messageBytes))
-                batch.writeImmutableBuffer(part)
-                self.queue.takeMessages(maxBytes: Self.batchBytes - batch.readableBytes) { lines, range in
-                    batch.writeImmutableBuffer(lines.slice(range))
-                }
-                context.write(Self.wrapOutboundOut(batch), promise: nil)
-            }
+            context.write(Self.wrapOutboundOut(bytes), promise: nil)
         }
         if wrote { context.flush() }
         if self.queue.isEmpty {

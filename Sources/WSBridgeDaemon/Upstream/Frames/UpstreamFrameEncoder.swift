@@ -16,16 +16,40 @@ final class UpstreamFrameEncoder: ChannelOutboundHandler {
     /// NIO's encoder's context, when the pipeline has one: what is written through it goes on
     /// past it, toward the socket.
     private var past: ChannelHandlerContext?
+    /// Its own context, for `send`.
+    private var context: ChannelHandlerContext?
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.past = try? context.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self)
+        self.context = context
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.past = nil
+        self.context = nil
+        self.pending = nil
+    }
+
+    /// Frames `send` wrote since the last flush, not yet handed to NIO: one write for all of
+    /// them (NIO's bookkeeping per write costs more than building a small frame). Handed on at
+    /// the flush, before anything else is written, or once it holds `batchBytes` (so that the
+    /// channel's writability still tells a sender when to stop).
+    private var pending: ByteBuffer?
+    private static let batchBytes = 64 * 1024
+
+    func flush(context: ChannelHandlerContext) {
+        self.writePending()
+        context.flush()
+    }
+
+    private func writePending() {
+        guard let lines = self.pending, let context = self.context else { return }
+        self.pending = nil
+        (self.past ?? context).write(Self.wrapOutboundOut(lines), promise: nil)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        self.writePending()
         let frame = Self.unwrapOutboundIn(data)
         var payload = frame.data
         if var extensionData = frame.extensionData {
@@ -33,22 +57,61 @@ final class UpstreamFrameEncoder: ChannelOutboundHandler {
             extensionData.writeBuffer(&payload)
             payload = extensionData
         }
-        let length = payload.readableBytes
         var first: UInt8 = frame.fin ? 0x80 : 0
         if frame.rsv1 { first |= 0x40 }
         if frame.rsv2 { first |= 0x20 }
         if frame.rsv3 { first |= 0x10 }
         first |= UInt8(webSocketOpcode: frame.opcode)
-        let mask = frame.maskKey
-        let header = 2 + (length > 65_535 ? 8 : length > 125 ? 2 : 0) + (mask == nil ? 0 : 4)
-        var out = context.channel.allocator.buffer(capacity: header + length)
+        var out = context.channel.allocator.buffer(capacity: Self.headerBytes(payload.readableBytes, masked: frame.maskKey != nil) + payload.readableBytes)
+        Self.append(first, payload, mask: frame.maskKey, to: &out)
+        (self.past ?? context).write(Self.wrapOutboundOut(out), promise: promise)
+    }
+
+    /// A data message as one final frame, masked with a fresh key, written from here toward the
+    /// socket: what the link sends when no handler nearer the tail changes what is written (no
+    /// permessage-deflate). The frame is built from the payload directly: no `WebSocketFrame`
+    /// boxed in a `NIOAny` and taken out again, no walk down the pipeline (the link's sends
+    /// cost a third less). In order with what goes through `write`: nothing between the tail
+    /// and here holds a write back.
+    func send(text: Bool, _ payload: ByteBuffer, promise: EventLoopPromise<Void>?) {
+        guard let context = self.context else {
+            promise?.fail(ChannelError.ioOnClosedChannel)
+            return
+        }
+        let first: UInt8 = 0x80 | UInt8(webSocketOpcode: text ? .text : .binary)
+        let size = Self.headerBytes(payload.readableBytes, masked: true) + payload.readableBytes
+        guard promise == nil else {
+            // Its own write, to tell its promise when it is done.
+            self.writePending()
+            var out = context.channel.allocator.buffer(capacity: size)
+            Self.append(first, payload, mask: .random(), to: &out)
+            (self.past ?? context).write(Self.wrapOutboundOut(out), promise: promise)
+            return
+        }
+        if self.pending == nil { self.pending = context.channel.allocator.buffer(capacity: max(size, 4096)) }
+        Self.append(first, payload, mask: .random(), to: &self.pending!)
+        if self.pending!.readableBytes >= Self.batchBytes { self.writePending() }
+    }
+
+    private static func headerBytes(_ length: Int, masked: Bool) -> Int {
+        2 + (length > 65_535 ? 8 : length > 125 ? 2 : 0) + (masked ? 4 : 0)
+    }
+
+    /// Appends the frame to `out`: its header, then the payload (masked with `mask`, if any).
+    private static func append(_ first: UInt8, _ payload: ByteBuffer, mask: WebSocketMaskingKey?, to out: inout ByteBuffer) {
+        var payload = payload
+        let length = payload.readableBytes
+        let start = out.writerIndex
+        let header = Self.headerBytes(length, masked: mask != nil)
         out.moveWriterIndex(forwardBy: header)
         out.writeBuffer(&payload)
-        out.moveReaderIndex(forwardBy: header)
-        if let mask { out.withUnsafeMutableReadableBytes { Self.apply(mask, to: $0) } }
-        Self.setHeader(first, length: length, mask: mask, in: &out, at: 0)
-        out.moveReaderIndex(to: 0)
-        (self.past ?? context).write(Self.wrapOutboundOut(out), promise: promise)
+        if let mask {
+            let at = start + header - out.readerIndex
+            out.withUnsafeMutableReadableBytes { bytes in
+                Self.apply(mask, to: UnsafeMutableRawBufferPointer(rebasing: bytes[at..<(at + length)]))
+            }
+        }
+        Self.setHeader(first, length: length, mask: mask, in: &out, at: start)
     }
 
     private static func setHeader(_ first: UInt8, length: Int, mask: WebSocketMaskingKey?, in buffer: inout ByteBuffer, at start: Int) {

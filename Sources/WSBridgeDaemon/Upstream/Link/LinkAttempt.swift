@@ -14,6 +14,9 @@ final class LinkAttempt {
     /// The number of the current (or last) connection attempt, for the log.
     private(set) var number = 0
     private(set) var channel: (any Channel)?
+    /// The connection's frame encoder, which the link's data messages are handed to directly
+    /// (`UpstreamFrameEncoder.send`); nil with permessage-deflate.
+    private(set) var frames: UpstreamFrameEncoder?
     private(set) var subprotocol: String?
     /// permessage-deflate was negotiated (its handler compresses sends).
     private(set) var compression = false
@@ -63,6 +66,7 @@ final class LinkAttempt {
         self.closeTimer = nil
         self.channel?.close(promise: nil)
         self.channel = nil
+        self.frames = nil
         self.subprotocol = nil
         self.compression = false
     }
@@ -88,6 +92,9 @@ final class LinkAttempt {
         self.channel = channel
         self.subprotocol = subprotocol
         self.compression = compression
+        // Data messages go straight to the frame encoder unless permessage-deflate (nearer the
+        // tail) must compress them on the way.
+        self.frames = compression ? nil : try? channel.pipeline.syncOperations.handler(type: UpstreamFrameEncoder.self)
     }
 
     /// Replaces the attempt's deadline (nil: none).

@@ -75,10 +75,14 @@ extension UpstreamLink {
     @discardableResult
     func writeFrame(_ message: OutboundMessage, flush: Bool = true, promise: EventLoopPromise<Void>? = nil) -> Bool {
         guard self.mayWrite, let channel = self.attempt.channel else { return false }
-        // With permessage-deflate, PerMessageDeflateHandler compresses it on the way out.
-        let frame = WebSocketFrame(fin: true, opcode: message.kind == .text ? .text : .binary, maskKey: .random(), data: message.data)
         self.counted(sent: message.data.readableBytes)
-        channel.write(frame, promise: promise)
+        if let frames = self.attempt.frames {
+            frames.send(text: message.kind == .text, message.data, promise: promise)
+        } else {
+            // With permessage-deflate, PerMessageDeflateHandler compresses it on the way out.
+            let frame = WebSocketFrame(fin: true, opcode: message.kind == .text ? .text : .binary, maskKey: .random(), data: message.data)
+            channel.write(frame, promise: promise)
+        }
         if flush { self.attempt.flushSoon(on: self.eventLoop) }
         return true
     }
