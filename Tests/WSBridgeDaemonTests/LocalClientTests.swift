@@ -68,25 +68,9 @@ import WSBridgeCore
     /// lagging client caught up the daemon gives free memory back (malloc_trim), at once, or a
     /// second after the last time, once for every laggard that caught up meanwhile.
     @Test func memoryGoesBackOnceEveryLaggardCaughtUp() throws {
-        let loop = EmbeddedEventLoop()
-        var configuration = Configuration()
-        configuration.local.subscriberQueue = 4
-        let bridge = Bridge(
-            configuration: configuration, policy: AccessPolicy(), networkAvailable: true,
-            connectors: ConnectorFactory(), eventLoop: loop, logger: Logger(label: "test"))
-        defer {
-            _ = bridge.link.shutdown()
-            loop.run()
-        }
-        let memory = bridge.plane.memory
-        func client() throws -> (EmbeddedChannel, LocalClient) {
-            let client = bridge.plane.makeClient(credentials: nil, groups: [])
-            let channel = EmbeddedChannel(loop: loop)
-            try channel.pipeline.syncOperations.addHandlers([ByteToMessageHandler(NDJSONLineDecoder(maxLine: 1024)), client])
-            try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
-            loop.run()
-            return (channel, client)
-        }
+        let h = FanoutTests.Harness { $0.local.subscriberQueue = 4 }
+        let loop = h.loop
+        let memory = h.bridge.plane.memory
         var seq: UInt64 = 0
         /// Ten lines to a client whose socket takes nothing: it drops six.
         func stall(_ channel: EmbeddedChannel, _ client: LocalClient) {
@@ -102,8 +86,8 @@ import WSBridgeCore
             channel.pipeline.fireChannelWritabilityChanged()
             loop.run()
         }
-        let (a, clientA) = try client()
-        let (b, clientB) = try client()
+        let (a, clientA) = try h.client()
+        let (b, clientB) = try h.client()
         stall(a, clientA)
         stall(b, clientB)
         stall(a, clientA)  // a lag is counted once, however much it drops
@@ -131,20 +115,9 @@ import WSBridgeCore
     /// The replies to the requests of one read go out in one write, in request order, and a
     /// message line queued between them keeps its place.
     @Test func repliesInARowGoOutInOneWrite() throws {
-        let loop = EmbeddedEventLoop()
-        let bridge = Bridge(
-            configuration: Configuration(), policy: AccessPolicy(), networkAvailable: true,
-            connectors: ConnectorFactory(), eventLoop: loop, logger: Logger(label: "test"))
-        defer {
-            _ = bridge.link.shutdown()
-            loop.run()
-        }
-        let client = bridge.plane.makeClient(credentials: nil, groups: [])
-        let channel = EmbeddedChannel(loop: loop)
-        try channel.pipeline.syncOperations.addHandlers([ByteToMessageHandler(NDJSONLineDecoder(maxLine: 1024)), client])
-        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
-        loop.run()
-        while try channel.readOutbound(as: ByteBuffer.self) != nil {}
+        let h = FanoutTests.Harness()
+        let loop = h.loop
+        let (channel, client) = try h.client()
         try channel.writeInbound(ByteBuffer(string: #"{"id":1,"op":"status"}"# + "\n" + #"{"id":2,"op":"status"}"# + "\n"))
         client.deliver(ByteBuffer(string: "{\"seq\":1}\n"), seq: 1)
         try channel.writeInbound(ByteBuffer(string: #"{"id":3,"op":"status"}"# + "\n" + #"{"id":4,"op":"nonsense"}"# + "\n"))
