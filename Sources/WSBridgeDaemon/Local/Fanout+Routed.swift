@@ -87,12 +87,9 @@ extension Fanout {
         }
     }
 
-    /// The lines as a batch, `routed` emptied. A buffer more than half unused is replaced by one
-    /// of the lines' size (a queue that keeps them counts only their bytes).
+    /// The lines as a batch (`LineBatch.kept`), `routed` emptied.
     private func batch(_ routed: inout RoutedLines) -> LineBatch {
-        var lines = routed.lines
-        if lines.capacity > 2 * lines.readableBytes { lines = self.allocator.buffer(buffer: lines) }
-        let batch = LineBatch(lines: lines, seq: routed.seq, ends: routed.ends)
+        let batch = LineBatch.kept(routed.lines, seq: routed.seq, ends: routed.ends, allocator: self.allocator)
         routed.lines = ByteBuffer()
         routed.ends = []
         return batch

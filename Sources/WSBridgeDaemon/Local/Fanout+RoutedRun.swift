@@ -47,14 +47,14 @@ struct RoutedRun {
         self.count = 0
     }
 
-    /// The run's batches, one per variant with its clients; the run is closed.
-    mutating func close() -> [(LineBatch, [LocalClient])] {
+    /// The run's batches (`LineBatch.kept`), one per variant with its clients; the run is closed.
+    mutating func close(allocator: ByteBufferAllocator) -> [(LineBatch, [LocalClient])] {
         defer {
             self.holders = []
             self.variants = []
             self.count = 0
         }
-        return self.variants.map { (LineBatch(lines: $0.lines, seq: self.seq, ends: $0.ends), $0.clients) }
+        return self.variants.map { (LineBatch.kept($0.lines, seq: self.seq, ends: $0.ends, allocator: allocator), $0.clients) }
     }
 
     mutating func lineWritten() { self.count += 1 }
@@ -106,9 +106,7 @@ extension Fanout {
     /// Ends the open run: each of its clients gets its variant's lines, one batch (written now
     /// at the end of a read, `now`; else queued, written with the rest of the loop's turn).
     func closeRun(now: Bool) {
-        for (run, clients) in self.run.close() {
-            // As a flush's: a buffer more than half unused is replaced by one of the lines' size.
-            let batch = run.lines.capacity > 2 * run.lines.readableBytes ? run.copied(self.allocator) : run
+        for (batch, clients) in self.run.close(allocator: self.allocator) {
             for client in clients {
                 if now { client.deliver(batch) } else { client.queue(batch) }
             }

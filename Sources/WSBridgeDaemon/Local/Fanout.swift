@@ -269,18 +269,12 @@ final class Fanout: UpstreamEventSink {
         if self.run.isOpen { self.closeRun(now: true) }
         if !self.routedClients.isEmpty { self.flushRouted() }
         guard !self.unsentEnds.isEmpty else { return }
-        var lines = self.unsent
+        let lines = self.unsent
         self.unsent = ByteBuffer()
         let ends = self.unsentEnds
         self.unsentEnds = []
         self.lastFlushBytes = lines.readableBytes
-        // Its slices live on in the ring and the queues, which count only their lines' bytes:
-        // a buffer more than half unused (a read that brought less than the last) is replaced
-        // by one of the lines' size, so what they keep alive stays within twice their bounds.
-        if lines.capacity > 2 * lines.readableBytes {
-            lines = self.allocator.buffer(buffer: lines)
-        }
-        let batch = LineBatch(lines: lines, seq: self.seq + 1 - UInt64(ends.count), ends: ends)
+        let batch = LineBatch.kept(lines, seq: self.seq + 1 - UInt64(ends.count), ends: ends, allocator: self.allocator)
         if self.ring.keepsLines {
             batch.forEachLine { seq, line in self.ring.append(seq: seq, line: line) }
         }

@@ -30,9 +30,12 @@ struct LineBatch: QueuedLines {
         i == 0 ? 0 : self.ends.isEmpty ? self.lines.readableBytes : self.ends[i - 1]
     }
 
-    /// The same lines in a buffer of their size.
-    func copied(_ allocator: ByteBufferAllocator) -> LineBatch {
-        LineBatch(lines: allocator.buffer(buffer: self.lines), seq: self.seq, ends: self.ends)
+    /// Lines `ends` of `lines` (from `seq`) as a batch that the queues and the replay ring can
+    /// keep: their slices live on there, and those count only their lines' bytes, so a buffer
+    /// more than half unused (a read that brought less than the last) is replaced by one of the
+    /// lines' size, and what they keep alive stays within twice their bounds.
+    static func kept(_ lines: ByteBuffer, seq: UInt64, ends: [Int], allocator: ByteBufferAllocator) -> LineBatch {
+        LineBatch(lines: lines.capacity > 2 * lines.readableBytes ? allocator.buffer(buffer: lines) : lines, seq: seq, ends: ends)
     }
 
     /// Lines `range` as one slice of the buffer (no copy).
