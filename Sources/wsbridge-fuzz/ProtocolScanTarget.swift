@@ -42,10 +42,13 @@
                 return end
             case .broadcast(let range):
                 (message, expected) = (range, .broadcast)
-            case .answer(let id, let idAt, let final, let range):
-                (message, expected, at) = (range, .answer(id: id, final: final), idAt)
-            case .event(let server, let idAt, let range):
-                (message, expected, at) = (range, .event(subscription: server), idAt)
+            case .answer(let scanned, let final, let range):
+                // An id the scan found but may not route (a string with an escape): the message is parsed.
+                guard scanned.at.upperBound <= bytes.count, let id = scanned.wireID(in: bytes) else { return nil }
+                (message, expected, at) = (range, .answer(id: id, final: final), scanned.at)
+            case .event(let scanned, let range):
+                guard scanned.at.upperBound <= bytes.count, let server = scanned.wireID(in: bytes) else { return nil }
+                (message, expected, at) = (range, .event(subscription: server), scanned.at)
             }
             guard message.upperBound <= bytes.count, at.map({ message.contains($0.lowerBound) && $0.upperBound <= message.upperBound }) ?? true else {
                 fatalError("\(codec.name): \(scan) out of the message or the bytes (\(bytes.count))")

@@ -24,8 +24,10 @@ extension AppProtocolSession {
                 out.append("broadcast")
                 offset += range.upperBound
                 scanned += 1
-            case .answer(let id, let at, _, let range), .event(let id, let at, let range):
-                guard let route = self.route(scanned: scan) else { break reading }
+            case .answer(let scannedID, _, let range), .event(let scannedID, let range):
+                let at = scannedID.at
+                guard let (id, route) = bytes.withUnsafeBytes({ self.route(scanned: scan, in: UnsafeRawBufferPointer(rebasing: $0[offset...])) })
+                else { break reading }
                 let message = Array(bytes[(offset + range.lowerBound)..<(offset + range.upperBound)])
                 let idAt = (at.lowerBound - range.lowerBound)..<(at.upperBound - range.lowerBound)
                 func delivered(_ app: AppID, _ as: WireID?) -> String {
@@ -98,6 +100,39 @@ extension AppProtocolSession {
         #expect(s.bothWays("MSG prices.btc 77 1\r\n2\r\n") == 0)
         #expect(s.bothWays("MSG prices.btc 1 3\r\n2\r\n") == 0)
         #expect(s.bothWays("HMSG prices.eth 2 20 14\r\nNATS/1.0\r\n\r\n{}\r\n") == 0)
+    }
+
+    @Test func aSubscriptionsRouteIsKeptUntilTheSessionChanges() {
+        var s = NATSTests().ready()
+        _ = s.app(1, "SUB a s\r\n")
+        _ = s.upstream("MSG a 1 1\r\n1\r\n")
+        let message = "MSG a 1 1\r\n2\r\n"
+        /// The scan's routing on `s` itself (its kept route), against a parse on a copy.
+        func routed(sourceLocation: SourceLocation = #_sourceLocation) -> [String] {
+            var parsing = s
+            let parsed = parsing.upstreamOrError(message)
+            let (effects, count) = s.upstreamByScan(message)
+            #expect(effects == parsed, sourceLocation: sourceLocation)
+            #expect(count == 1, sourceLocation: sourceLocation)
+            return effects
+        }
+        #expect(routed().count == 1)
+        #expect(s.keptRoute != nil)
+        #expect(routed().count == 1)
+        // Another app joins, then the first leaves: the kept route is not taken again.
+        _ = s.app(2, "SUB a t\r\n")
+        #expect(routed().count == 2)
+        _ = s.app(1, "UNSUB s\r\n")
+        #expect(routed().count == 1)
+        // The same bytes as another kind of id (an event's, JSON-RPC's) are found again too.
+        var rpc = AppProtocolSession(codec: JSONRPC())
+        _ = rpc.opened()
+        _ = rpc.app(1, #"{"jsonrpc":"2.0","id":5,"method":"eth_subscribe","params":["newHeads"]}"#)
+        _ = rpc.upstreamOrError(#"{"jsonrpc":"2.0","id":1,"result":"0x1"}"#)
+        let event = #"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0x1","result":1}}"#
+        _ = rpc.upstreamOrError(event)
+        #expect(rpc.upstreamByScan(event).scanned == 1)
+        #expect(rpc.upstreamByScan(#"{"jsonrpc":"2.0","id":"0x1","result":2}"#).effects == [])
     }
 
     @Test func natsScanWaitsForAMessageCutAcrossWebSocketMessages() {

@@ -11,11 +11,34 @@ package enum AppProtocolScan: Equatable, Sendable {
     case nothing(end: Int)
     /// A message with no id, which `classify` says goes to everyone (json's without one).
     case broadcast(message: Range<Int>)
-    /// An answer under `id` (a call's, or a subscription's event under the subscription's id),
-    /// the id's text at `at`; `final`: it ends what it answers.
-    case answer(WireID, at: Range<Int>, final: Bool, message: Range<Int>)
-    /// A subscription's event under the server's id `server` (JSON-RPC's), its text at `at`.
-    case event(server: WireID, at: Range<Int>, message: Range<Int>)
+    /// An answer under `id` (a call's, or a subscription's event under the subscription's id);
+    /// `final`: it ends what it answers.
+    case answer(ScannedID, final: Bool, message: Range<Int>)
+    /// A subscription's event under the server's id `server` (JSON-RPC's).
+    case event(server: ScannedID, message: Range<Int>)
+}
+
+/// An id a scan found: where its text is in the bytes scanned, and how to read it. The `WireID` is
+/// made from the bytes only when the session does not know them already (the same subscription's
+/// events carry the same bytes, `AppProtocolSession.route(scanned:in:)`).
+package struct ScannedID: Equatable, Sendable {
+    /// The id's text in the bytes scanned.
+    package var at: Range<Int>
+    /// Plain text (a STOMP header's value, a NATS sid; checked for escapes by the scan), not JSON.
+    package var plain: Bool
+
+    package init(at: Range<Int>, plain: Bool) {
+        self.at = at
+        self.plain = plain
+    }
+
+    /// The id, read from `bytes` (the bytes scanned); nil when it is not one the scan may route
+    /// (a JSON string with an escape, a JSON value that is not a number or a string): then the
+    /// message is parsed.
+    package func wireID(in bytes: UnsafeRawBufferPointer) -> WireID? {
+        let text = UnsafeRawBufferPointer(rebasing: bytes[self.at])
+        return self.plain ? WireID.scannedText(text) : WireID.scannedJSON(text)
+    }
 }
 
 /// Where a scanned message goes (`AppProtocolSession.route(scanned:)`): the message's own bytes,
@@ -45,15 +68,47 @@ extension AppProtocolSession {
     /// the layer's session in place, not on a copy of it.)
     package mutating func hasPartialText() -> Bool { !self.partial.isEmpty }
 
-    /// Where a scanned message goes when all it does is go to apps, changed in the session as
-    /// `fromUpstream` would change it (a call's final answer ends the call). nil when it does
-    /// anything else (a subscribe's answer, a subscription's first event or last, an answer to
-    /// nothing held): then it is parsed and goes through `fromUpstream`.
-    package mutating func route(scanned: AppProtocolScan) -> AppProtocolScannedRoute? {
+    /// Where a scanned message goes when all it does is go to apps, and the id it carries
+    /// (`bytes`: the bytes scanned), changed in the session as `fromUpstream` would change it (a
+    /// call's final answer ends the call). nil when it does anything else (a subscribe's answer, a
+    /// subscription's first event or last, an answer to nothing held) or its id is not one a scan
+    /// routes: then it is parsed and goes through `fromUpstream`.
+    ///
+    /// A subscription's events come one after another with the same id's bytes: the last route
+    /// that changes nothing in the session is kept with those bytes, and taken again while the
+    /// session's ids and subscriptions have not changed (`routeVersion`), without reading the id
+    /// again or looking it up.
+    package mutating func route(scanned: AppProtocolScan, in bytes: UnsafeRawBufferPointer) -> (id: WireID, route: AppProtocolScannedRoute)? {
+        let scannedID: ScannedID
+        let final: Bool
+        switch scanned {
+        case .unsure, .nothing, .broadcast: return nil
+        case .answer(let id, let isFinal, _): (scannedID, final) = (id, isFinal)
+        case .event(let id, _): (scannedID, final) = (id, false)
+        }
+        let event = if case .event = scanned { true } else { false }
+        let text = UnsafeRawBufferPointer(rebasing: bytes[scannedID.at])
+        if let kept = self.keptRoute, kept.version == self.routeVersion, kept.event == event, kept.final == final, kept.plain == scannedID.plain,
+            kept.bytes.count == text.count, text.has(kept.bytes, at: 0)
+        {
+            return (kept.id, kept.route)
+        }
+        guard let id = scannedID.wireID(in: bytes), let route = self.route(scanned: scanned, id: id) else { return nil }
+        // Only a route that changed nothing (not a call's answer) may be taken again.
+        if case .call = route {
+            self.keptRoute = nil
+        } else {
+            self.keptRoute = AppProtocolKeptRoute(
+                bytes: Array(text), event: event, final: final, plain: scannedID.plain, version: self.routeVersion, id: id, route: route)
+        }
+        return (id, route)
+    }
+
+    private mutating func route(scanned: AppProtocolScan, id: WireID) -> AppProtocolScannedRoute? {
         switch scanned {
         case .unsure, .nothing: return nil
         case .broadcast: return .everyone
-        case .answer(let id, _, let final, _):
+        case .answer(_, let final, _):
             if let call = self.ids.call(id) {
                 if final { self.ids.endCall(id) }
                 return .call(call.app, call.appID)
@@ -62,12 +117,26 @@ extension AppProtocolSession {
             guard subscription.worked, !subscription.stickyCall, !(final && self.codec.answersEndSubscriptions), !self.codec.namesSubscriptions
             else { return nil }
             return .holders(subscription.holders)
-        case .event(let server, _, _):
+        case .event:
+            let server = id
             guard let subscription = self.table.find(server: server), subscription.worked else { return nil }
             let visible = subscription.visibleID ?? server
             return .shared(subscription.holders, id: visible == server ? nil : visible)
         }
     }
+}
+
+/// A scanned route kept for the next message with the same id's bytes
+/// (`AppProtocolSession.route(scanned:in:)`).
+struct AppProtocolKeptRoute {
+    var bytes: [UInt8]
+    var event: Bool
+    var final: Bool
+    var plain: Bool
+    /// `AppProtocolSession.routeVersion` when it was found.
+    var version: UInt64
+    var id: WireID
+    var route: AppProtocolScannedRoute
 }
 
 extension WireID {

@@ -19,8 +19,7 @@ extension JSONProtocol {
         case .missing:
             return .broadcast(message: 0..<bytes.count)
         case .found(let range):
-            guard let id = WireID.scannedJSON(UnsafeRawBufferPointer(rebasing: bytes[range])) else { return .unsure }
-            return .answer(id, at: range, final: true, message: 0..<bytes.count)
+            return .answer(ScannedID(at: range, plain: false), final: true, message: 0..<bytes.count)
         }
     }
 }
@@ -34,16 +33,13 @@ extension JSONRPC {
     package func scan(upstream bytes: UnsafeRawBufferPointer) -> AppProtocolScan {
         let all = 0..<bytes.count
         if JSONPathScan.range(Self.methodScan, in: bytes) != nil {
-            guard JSONPathScan.lacks(Self.idScan, in: bytes), let at = JSONPathScan.range(Self.subscriptionScan, in: bytes),
-                let server = WireID.scannedJSON(UnsafeRawBufferPointer(rebasing: bytes[at]))
-            else { return .unsure }
-            return .event(server: server, at: at, message: all)
+            guard JSONPathScan.lacks(Self.idScan, in: bytes), let at = JSONPathScan.range(Self.subscriptionScan, in: bytes) else { return .unsure }
+            return .event(server: ScannedID(at: at, plain: false), message: all)
         }
         guard JSONPathScan.lacks(Self.methodScan, in: bytes), let at = JSONPathScan.range(Self.idScan, in: bytes),
-            let id = WireID.scannedJSON(UnsafeRawBufferPointer(rebasing: bytes[at])),
             JSONPathScan.range(Self.resultScan, in: bytes) != nil || JSONPathScan.range(Self.errorScan, in: bytes) != nil
         else { return .unsure }
-        return .answer(id, at: at, final: true, message: all)
+        return .answer(ScannedID(at: at, plain: false), final: true, message: all)
     }
 
     static let methodScan = JSONPathScan.Path(JSONValue.PathComponent.split("method"))
@@ -58,10 +54,10 @@ extension GraphQLTransportWS {
 
     /// A `next` (a subscription's event, or a query's answer) under its `id`.
     package func scan(upstream bytes: UnsafeRawBufferPointer) -> AppProtocolScan {
-        guard let type = JSONPathScan.range(Self.typeScan, in: bytes), bytes[type].elementsEqual(#""next""#.utf8),
-            let at = JSONPathScan.range(Self.idScan, in: bytes), let id = WireID.scannedJSON(UnsafeRawBufferPointer(rebasing: bytes[at]))
+        guard let type = JSONPathScan.range(Self.typeScan, in: bytes), type.count == 6, bytes.has(#""next""#, at: type.lowerBound),
+            let at = JSONPathScan.range(Self.idScan, in: bytes)
         else { return .unsure }
-        return .answer(id, at: at, final: false, message: 0..<bytes.count)
+        return .answer(ScannedID(at: at, plain: false), final: false, message: 0..<bytes.count)
     }
 
     static let typeScan = JSONPathScan.Path(JSONValue.PathComponent.split("type"))
@@ -83,7 +79,7 @@ extension SocketIO {
             k += 1
         }
         guard k > 2, k < bytes.count, bytes[k] == UInt8(ascii: "[") else { return .unsure }
-        return .answer(WireID(.number(JSONNumber(id))), at: 2..<k, final: true, message: 0..<bytes.count)
+        return .answer(ScannedID(at: 2..<k, plain: false), final: true, message: 0..<bytes.count)
     }
 }
 
@@ -130,7 +126,7 @@ extension STOMP {
             }
             i = end + 1
         }
-        guard let at = subscription, let id = WireID.scannedText(UnsafeRawBufferPointer(rebasing: bytes[at])) else { return .unsure }
+        guard let at = subscription, !at.isEmpty else { return .unsure }
         let nul: Int
         if let length {
             guard i + length < n, bytes[i + length] == 0 else { return .unsure }
@@ -139,7 +135,7 @@ extension STOMP {
             guard let found = bytes.index(of: 0, from: i) else { return .unsure }
             nul = found
         }
-        return .answer(id, at: at, final: false, message: start..<(nul + 1))
+        return .answer(ScannedID(at: at, plain: true), final: false, message: start..<(nul + 1))
     }
 
     /// A header value as the wire carries it (escaped as STOMP 1.2 escapes a MESSAGE's).
@@ -193,9 +189,11 @@ extension NATS {
         guard end <= n, bytes[end - 2] == UInt8(ascii: "\r"), bytes[end - 1] == UInt8(ascii: "\n") else { return .unsure }
         // A reply to one of the daemon's calls comes to its inbox: the parse routes it.
         if subjectWord.count >= self.inboxBytes.count, bytes.has(self.inboxBytes, at: subjectWord.lowerBound) { return .unsure }
-        guard let sid = WireID.scannedText(UnsafeRawBufferPointer(rebasing: bytes[sidWord])), sid.json.stringValue != Self.inboxSID else { return .unsure }
-        return .answer(sid, at: sidWord, final: false, message: 0..<end)
+        guard !sidWord.isEmpty, !(sidWord.count == Self.inboxSIDBytes.count && bytes.has(Self.inboxSIDBytes, at: sidWord.lowerBound)) else { return .unsure }
+        return .answer(ScannedID(at: sidWord, plain: true), final: false, message: 0..<end)
     }
+
+    static let inboxSIDBytes = Array(Self.inboxSID.utf8)
 
     /// A sid as it is.
     package func scannedIDText(_ id: WireID) -> String { id.json.stringValue ?? id.key }

@@ -31,9 +31,18 @@ package struct AppProtocolSession {
     package var name: String { self.codec.name }
     var nextID: UInt64 = 0
     /// The subscriptions, which outlive the connection, and their indexes.
-    var table = Table()
+    var table = Table() {
+        didSet { self.routeVersion &+= 1 }
+    }
     /// The calls waiting for answers and each app's ids in use.
-    var ids = AppProtocolAppIDs()
+    var ids = AppProtocolAppIDs() {
+        didSet { self.routeVersion &+= 1 }
+    }
+    /// Counts every change to `table` and `ids` (what a scanned route depends on): a kept route
+    /// (`keptRoute`) found at another count is found again.
+    private(set) var routeVersion: UInt64 = 0
+    /// The last scanned route that changed nothing (`route(scanned:in:)`).
+    var keptRoute: AppProtocolKeptRoute?
     /// What the server acknowledged the handshake with, for apps' own handshakes.
     var acknowledgement: JSONValue?
     package internal(set) var isOpen = false

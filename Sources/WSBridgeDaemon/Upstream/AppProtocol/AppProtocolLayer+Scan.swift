@@ -17,8 +17,10 @@ extension AppProtocolLayer {
         let total = message.data.readableBytes
         var offset = 0
         while offset < total {
-            let scanned = message.data.withUnsafeReadableBytes { bytes in
-                self.session.scan(upstream: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+            let (scanned, routed) = message.data.withUnsafeReadableBytes { bytes in
+                let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
+                let scanned = self.session.scan(upstream: rest)
+                return (scanned, self.session.route(scanned: scanned, in: rest))
             }
             switch scanned {
             case .unsure:
@@ -29,9 +31,9 @@ extension AppProtocolLayer {
                 let data = offset == 0 && range.count == total ? message.data : Self.slice(message.data, offset + range.lowerBound, range.count)
                 self.fanout.publish(UpstreamMessage(kind: .text, data: data, receivedAtMillis: message.receivedAtMillis))
                 offset += range.upperBound
-            case .answer(let id, let at, _, let range), .event(let id, let at, let range):
-                guard let route = self.session.route(scanned: scanned) else { return offset }
-                self.deliver(route, scanned: id, at: at, range: range, offset: offset, of: message)
+            case .answer(let scannedID, _, let range), .event(let scannedID, let range):
+                guard let (id, route) = routed else { return offset }
+                self.deliver(route, scanned: id, at: scannedID.at, range: range, offset: offset, of: message)
                 offset += range.upperBound
             }
         }
