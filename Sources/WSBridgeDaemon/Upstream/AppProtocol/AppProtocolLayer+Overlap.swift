@@ -55,7 +55,11 @@ extension AppProtocolLayer: RenewalOverlapSink {
     func overlapMessage(_ link: any LinkControl, _ message: UpstreamMessage, ready: Bool) -> Bool {
         guard let overlap, !overlap.otherEnded else { return false }
         self.overlapRoute(message, side: .other, link: link, handshake: !ready)
-        return !overlap.tookOver && (overlap.dedupe.caughtUp || overlap.dedupe.isFull)
+        // Not while the new connection still restores subscriptions that had not worked when the
+        // overlap began (one at a time, each confirmed by its first event): the old connection's
+        // events of those are the only ones until then (taking over first lost them). Unless the
+        // overlap's memory is full (`upstream.dedupe_window`): then it takes over all the same.
+        return !overlap.tookOver && ((overlap.dedupe.caughtUp && overlap.session.restoreStep == nil) || overlap.dedupe.isFull)
     }
 
     func overlapReady(_ link: any LinkControl) {
