@@ -89,6 +89,74 @@ size_t cwsb_ascii_prefix_base(const uint8_t *p, size_t n) {
     return ascii_tail(p, i, n);
 }
 
+// The container end's state between blocks: the depth of brackets and whether the last byte
+// looked at was inside a string.
+typedef struct {
+    size_t depth;
+    int in_string;
+} container_state;
+
+// One byte of a container: 1 at the bracket that closes it, -1 at a backslash (the caller reads
+// the container another way), 0 else.
+static inline int container_byte(container_state *s, uint8_t c) {
+    if (c == '\\') return -1;
+    if (s->in_string) {
+        if (c == '"') s->in_string = 0;
+        return 0;
+    }
+    switch (c) {
+    case '"': s->in_string = 1; return 0;
+    case '{': case '[': s->depth++; return 0;
+    case '}': case ']': return --s->depth == 0;
+    default: return 0;
+    }
+}
+
+size_t cwsb_json_container_end(const uint8_t *p, size_t n) {
+    container_state s = {0, 0};
+    size_t i = 0;
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+    const __m128i open1 = _mm_set1_epi8('{'), open2 = _mm_set1_epi8('['), close1 = _mm_set1_epi8('}'), close2 = _mm_set1_epi8(']');
+    for (; i + 16 <= n; i += 16) {
+        __m128i v = load16(p + i);
+        unsigned backslashes = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, backslash));
+        unsigned quotes = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, quote));
+        unsigned open = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, open1), _mm_cmpeq_epi8(v, open2)));
+        unsigned close = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, close1), _mm_cmpeq_epi8(v, close2)));
+        // Inside a string: each quote flips it (no backslash, so no escaped quote); a prefix
+        // xor of the quotes' bits, from the state the last block ended in.
+        unsigned inside = quotes;
+        inside ^= inside << 1;
+        inside ^= inside << 2;
+        inside ^= inside << 4;
+        inside ^= inside << 8;
+        if (s.in_string) inside = ~inside;
+        inside &= 0xFFFF;
+        s.in_string = (int)(inside >> 15);
+        unsigned brackets = (open | close) & ~inside;
+        // Up to the first backslash only (the end may come before it).
+        if (backslashes != 0) brackets &= (1u << __builtin_ctz(backslashes)) - 1;
+        while (brackets != 0) {
+            unsigned bit = (unsigned)__builtin_ctz(brackets);
+            if (open >> bit & 1) {
+                s.depth++;
+            } else if (--s.depth == 0) {
+                return i + bit + 1;
+            }
+            brackets &= brackets - 1;
+        }
+        if (backslashes != 0) return 0;
+    }
+#endif
+    for (; i < n; i++) {
+        int r = container_byte(&s, p[i]);
+        if (r < 0) return 0;
+        if (r > 0) return i + 1;
+    }
+    return 0;
+}
+
 #if defined(__x86_64__) && defined(__SSE2__)
 #include <cpuid.h>
 #include <immintrin.h>

@@ -1,3 +1,5 @@
+import CWSBridgeBytes
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -43,6 +45,19 @@ package enum JSONPathScan: Equatable, Sendable {
         return scanner.find(path)
     }
 
+    /// Walks the members of the object that is the text, once: `visit` is given each member's
+    /// name (its bytes between the quotes) and its value's range, in order (a name twice is
+    /// given twice). False when the scan cannot tell (the text is not an object, a name has an
+    /// escape or bytes past ASCII, bytes that are not JSON where it reads); `visit` may have
+    /// been given some members by then. Like `scan`, it does not read past the closing brace.
+    /// `visit` returns whether to stop there (true: it has what it needs; then the rest is not
+    /// read, and the walk counts as done).
+    package static func members(in bytes: UnsafeRawBufferPointer, _ visit: (UnsafeRawBufferPointer, Range<Int>) -> Bool) -> Bool {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return false }
+        var scanner = Scanner(p: base.assumingMemoryBound(to: UInt8.self), n: bytes.count)
+        return scanner.members(visit)
+    }
+
     /// A cursor over the text; a byte past its end reads as 0, which a JSON text never has
     /// outside a string (nor raw inside one): "not JSON here".
     private struct Scanner {
@@ -52,7 +67,7 @@ package enum JSONPathScan: Equatable, Sendable {
 
         @inline(__always) private func at(_ i: Int) -> UInt8 { i < self.n ? self.p[i] : 0 }
 
-        private mutating func skipSpace() {
+        @inline(__always) private mutating func skipSpace() {
             while true {
                 let b = self.at(self.i)
                 guard b == 0x20 || b == 0x0A || b == 0x0D || b == 0x09 else { return }
@@ -60,7 +75,7 @@ package enum JSONPathScan: Equatable, Sendable {
             }
         }
 
-        mutating func find(_ path: Path) -> JSONPathScan {
+        @inline(__always) mutating func find(_ path: Path) -> JSONPathScan {
             self.skipSpace()
             for (key, index, repaired) in path.components {
                 let outcome: JSONPathScan
@@ -79,7 +94,7 @@ package enum JSONPathScan: Equatable, Sendable {
 
         /// At `{`: moves to the value of the first member named `key` (`.found`, its range unused).
         /// `repaired`: `key` has U+FFFD, which a name not in UTF-8 is read as.
-        private mutating func member(_ key: [UInt8], repaired: Bool) -> JSONPathScan {
+        @inline(__always) private mutating func member(_ key: [UInt8], repaired: Bool) -> JSONPathScan {
             self.i += 1
             self.skipSpace()
             if self.at(self.i) == UInt8(ascii: "}") { return .missing }
@@ -102,9 +117,43 @@ package enum JSONPathScan: Equatable, Sendable {
             }
         }
 
+        /// See `JSONPathScan.members(in:_:)`.
+        mutating func members(_ visit: (UnsafeRawBufferPointer, Range<Int>) -> Bool) -> Bool {
+            self.skipSpace()
+            guard self.at(self.i) == UInt8(ascii: "{") else { return false }
+            self.i += 1
+            self.skipSpace()
+            if self.at(self.i) == UInt8(ascii: "}") { return true }
+            while true {
+                guard self.at(self.i) == UInt8(ascii: "\"") else { return false }
+                let nameStart = self.i + 1
+                guard self.skipString() else { return false }
+                let name = UnsafeRawBufferPointer(start: self.p + nameStart, count: self.i - 1 - nameStart)
+                // A name with an escape, or past ASCII (which a parse may repair), may be any.
+                if name.contains(where: { $0 == 0x5C || $0 >= 0x80 }) { return false }
+                self.skipSpace()
+                guard self.at(self.i) == UInt8(ascii: ":") else { return false }
+                self.i += 1
+                self.skipSpace()
+                let start = self.i
+                guard self.skipValue() else { return false }
+                if visit(name, start..<self.i) { return true }
+                self.skipSpace()
+                switch self.at(self.i) {
+                case UInt8(ascii: ","):
+                    self.i += 1
+                    self.skipSpace()
+                case UInt8(ascii: "}"):
+                    return true
+                default:
+                    return false
+                }
+            }
+        }
+
         /// Past the value here and the comma after it (nil: at the next member or element); or
         /// `.missing` at the container's `closing` bracket, `.unsure` at anything else.
-        private mutating func skipToNext(closing: UInt8) -> JSONPathScan? {
+        @inline(__always) private mutating func skipToNext(closing: UInt8) -> JSONPathScan? {
             guard self.skipValue() else { return .unsure }
             self.skipSpace()
             switch self.at(self.i) {
@@ -132,9 +181,23 @@ package enum JSONPathScan: Equatable, Sendable {
             }
         }
 
-        /// At `"`: past the closing quote (the next quote not escaped, found by memchr).
-        private mutating func skipString() -> Bool {
-            var from = self.i + 1
+        /// At `"`: past the closing quote (the next quote not escaped: in the first sixteen bytes
+        /// byte by byte, a name's or a short value's, else found by memchr).
+        @inline(__always) private mutating func skipString() -> Bool {
+            var k = self.i + 1
+            let short = min(self.n, k + 16)
+            while k < short {
+                let b = self.p[k]
+                if b == UInt8(ascii: "\"") {
+                    self.i = k + 1
+                    return true
+                }
+                if b == 0x5C { break }
+                k += 1
+            }
+            if k == self.n { return false }
+            // From the backslash, or past the bytes read (none of them a quote).
+            var from = k
             while from < self.n {
                 guard let quote = memchr(self.p + from, Int32(UInt8(ascii: "\"")), self.n - from) else { return false }
                 let q = self.p.distance(to: quote.assumingMemoryBound(to: UInt8.self))
@@ -152,13 +215,19 @@ package enum JSONPathScan: Equatable, Sendable {
 
         /// Past one value: a string, an object or array (nesting counted, strings in it skipped
         /// whole), or a scalar (up to a delimiter).
-        private mutating func skipValue() -> Bool {
+        @inline(__always) private mutating func skipValue() -> Bool {
             switch self.at(self.i) {
             case 0, UInt8(ascii: "}"), UInt8(ascii: "]"), UInt8(ascii: ","), UInt8(ascii: ":"):
                 return false
             case UInt8(ascii: "\""):
                 return self.skipString()
             case UInt8(ascii: "{"), UInt8(ascii: "["):
+                // Sixteen bytes per step, where no string in it has an escape.
+                let end = cwsb_json_container_end(self.p + self.i, self.n - self.i)
+                if end > 0 {
+                    self.i += end
+                    return true
+                }
                 var depth = 0
                 while self.i < self.n {
                     switch self.p[self.i] {

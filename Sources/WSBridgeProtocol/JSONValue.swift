@@ -242,33 +242,49 @@ public enum JSONWriter {
     /// enough, so a message is read once, not twice. Each run of bytes that need no escape is
     /// found sixty-four bytes per step (`cwsb_json_plain_prefix`, SSE2) and copied at once.
     public static func writeEscaped(utf8 bytes: UnsafeRawBufferPointer, ifRoomIn out: UnsafeMutableRawBufferPointer) -> Int? {
+        let none = UnsafeRawBufferPointer(start: nil, count: 0)
+        return Self.writeEscaped(utf8: bytes, none, none, ifRoomIn: out)
+    }
+
+    /// `first`, `second` and `third` (each valid UTF-8) one after another written as one JSON
+    /// string, as `writeEscaped(utf8:ifRoomIn:)` writes one (a routed message with its id
+    /// replaced: the bytes before the id, the id, the bytes after it).
+    public static func writeEscaped(
+        utf8 first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer, _ third: UnsafeRawBufferPointer, ifRoomIn out: UnsafeMutableRawBufferPointer
+    ) -> Int? {
         guard let dst = out.baseAddress, out.count >= 2 else { return nil }
         // The closing quote's byte is kept free throughout.
         let end = out.count - 1
         dst.storeBytes(of: UInt8(ascii: "\""), toByteOffset: 0, as: UInt8.self)
         var o = 1
-        if let src = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) {
-            let fits = Self.escapeExtra.withUnsafeBufferPointer { extra -> Bool in
-                let count = bytes.count
-                var i = 0
-                while i < count {
-                    let plain = cwsb_json_plain_prefix(src + i, count - i)
-                    guard o + plain <= end else { return false }
-                    (dst + o).copyMemory(from: src + i, byteCount: plain)
-                    o += plain
-                    i += plain
-                    guard i < count else { break }
-                    let c = src[i]
-                    guard o + 1 + Int(extra[Int(c)]) <= end else { return false }
-                    o += Self.writeEscape(c, into: dst + o)
-                    i += 1
-                }
-                return true
-            }
-            guard fits else { return nil }
-        }
+        guard Self.appendEscaped(first, to: dst, at: &o, end: end), Self.appendEscaped(second, to: dst, at: &o, end: end),
+            Self.appendEscaped(third, to: dst, at: &o, end: end)
+        else { return nil }
         dst.storeBytes(of: UInt8(ascii: "\""), toByteOffset: o, as: UInt8.self)
         return o + 1
+    }
+
+    /// `bytes` escaped at `dst + o` (`o` moved past them) if they fit before `end`.
+    @inline(__always)
+    private static func appendEscaped(_ bytes: UnsafeRawBufferPointer, to dst: UnsafeMutableRawPointer, at o: inout Int, end: Int) -> Bool {
+        guard let src = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return true }
+        return Self.escapeExtra.withUnsafeBufferPointer { extra -> Bool in
+            let count = bytes.count
+            var i = 0
+            while i < count {
+                let plain = cwsb_json_plain_prefix(src + i, count - i)
+                guard o + plain <= end else { return false }
+                (dst + o).copyMemory(from: src + i, byteCount: plain)
+                o += plain
+                i += plain
+                guard i < count else { break }
+                let c = src[i]
+                guard o + 1 + Int(extra[Int(c)]) <= end else { return false }
+                o += Self.writeEscape(c, into: dst + o)
+                i += 1
+            }
+            return true
+        }
     }
 
     /// The escape of one byte that needs one; returns its length (2 or 6).

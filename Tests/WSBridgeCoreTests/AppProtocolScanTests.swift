@@ -26,7 +26,7 @@ extension AppProtocolSession {
                 scanned += 1
             case .answer(let scannedID, _, let range), .event(let scannedID, let range):
                 let at = scannedID.at
-                guard let (id, route) = bytes.withUnsafeBytes({ self.route(scanned: scan, in: UnsafeRawBufferPointer(rebasing: $0[offset...])) })
+                guard let (id, route, _) = bytes.withUnsafeBytes({ self.route(scanned: scan, in: UnsafeRawBufferPointer(rebasing: $0[offset...])) })
                 else { break reading }
                 let message = Array(bytes[(offset + range.lowerBound)..<(offset + range.upperBound)])
                 let idAt = (at.lowerBound - range.lowerBound)..<(at.upperBound - range.lowerBound)
@@ -191,9 +191,18 @@ extension AppProtocolSession {
         #expect(s.bothWays(#"{"jsonrpc":"2.0","id":4,"result":"0xdef"}"#) == 0)
         let renamed = #"{"jsonrpc":"2.0","method":"eth_subscription","params":{"result":{"n":2},"subscription":"0xdef"}}"#
         #expect(s.bothWays(renamed) == 1)
-        // A notification that is no subscription's, an id beside a method: parsed.
-        #expect(s.bothWays(#"{"jsonrpc":"2.0","method":"announce","params":{"x":1}}"#) == 0)
-        #expect(s.bothWays(#"{"jsonrpc":"2.0","id":9,"method":"ask","params":{"subscription":"0xdef"}}"#) == 0)
+        // A notification that is no subscription's, an id beside a method, an answer without a
+        // result, an id that is null, what is no JSON-RPC: broadcasts, told by the scan.
+        #expect(s.bothWays(#"{"jsonrpc":"2.0","method":"announce","params":{"x":1}}"#) == 1)
+        #expect(s.bothWays(#"{"jsonrpc":"2.0","id":9,"method":"ask","params":{"subscription":"0xdef"}}"#) == 1)
+        #expect(s.bothWays(#"{"jsonrpc":"2.0","id":3}"#) == 1)
+        #expect(s.bothWays(#"{"id":null,"error":{"code":-32700}}"#) == 1)
+        #expect(s.bothWays(#"{"method":"eth_subscription","params":["0xdef"]}"#) == 1)
+        #expect(s.bothWays(#"{}"#) == 1)
+        // Not an object, a name with an escape, bytes that are not JSON: parsed.
+        #expect(s.bothWays(#"[{"jsonrpc":"2.0","id":3,"result":1}]"#) == 0)
+        #expect(s.bothWays(#"{"i\u0064":3,"result":1}"#) == 0)
+        #expect(s.bothWays(#"{"id":3,"result":1"#) == 0)
     }
 
     @Test func graphqlNextIsRoutedByTheScanAndCompleteParsed() {

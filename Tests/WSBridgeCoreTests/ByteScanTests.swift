@@ -65,4 +65,54 @@ import Testing
     @Test func theASCIIScanFindsTheFirstByteAtOrAbove0x80() {
         Self.check(json: false, fill: [0x61, 0x00, 0x22, 0x7F, 0x40], hits: [0x80, 0xC3, 0xFF, 0xBF]) { $0 >= 0x80 }
     }
+
+    /// Where a JSON container ends (a scan's skip of a value, sixteen bytes per step, then byte by
+    /// byte): as a byte-by-byte reference says, for random texts of brackets, quotes, backslashes
+    /// and letters, up to 90 bytes (steps of 16 and the last bytes), strings across steps.
+    @Test func theContainerEndIsFoundAsByteByByte() {
+        func reference(_ b: [UInt8]) -> Int {
+            var depth = 0
+            var inString = false
+            for (i, c) in b.enumerated() {
+                if c == UInt8(ascii: "\\") { return 0 }
+                if inString {
+                    if c == UInt8(ascii: "\"") { inString = false }
+                    continue
+                }
+                switch c {
+                case UInt8(ascii: "\""): inString = true
+                case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
+                case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                    depth -= 1
+                    if depth == 0 { return i + 1 }
+                default: break
+                }
+            }
+            return 0
+        }
+        let alphabet = Array(#"{}[]"\a :,"#.utf8) + Array(repeating: UInt8(ascii: "x"), count: 12)
+        var seed: UInt64 = 46
+        var failures = 0
+        var found = 0
+        for _ in 0..<20_000 {
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            let length = Int(seed >> 33) % 90 + 1
+            var text = [UInt8(ascii: seed & 1 == 0 ? "{" : "[")]
+            for _ in 1..<length {
+                seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                // Backslashes rarely, so that most texts are read by the steps.
+                let c = alphabet[Int(seed >> 33) % alphabet.count]
+                text.append(c == UInt8(ascii: "\\") && seed & 0x70 != 0 ? UInt8(ascii: "x") : c)
+            }
+            let expected = reference(text)
+            let got = text.withUnsafeBufferPointer { cwsb_json_container_end($0.baseAddress, $0.count) }
+            if expected > 0 { found += 1 }
+            if got != expected, failures < 5 {
+                failures += 1
+                Issue.record("\(String(decoding: text, as: UTF8.self).debugDescription): \(got), expected \(expected)")
+            }
+        }
+        // Most texts end in range, many past a step of sixteen.
+        #expect(found > 2_000)
+    }
 }

@@ -55,6 +55,7 @@ import WSBridgeProtocol
     @Test func agreesWithTheParserOnRandomJSON() throws {
         var random = SeededGenerator(seed: 44)
         var checked = 0
+        var objects = 0
         for _ in 0..<1000 {
             let value = Self.randomValue(depth: 0, &random)
             let text = value.serialized
@@ -74,8 +75,33 @@ import WSBridgeProtocol
                 }
                 checked += 1
             }
+            // The walk of an object's members: each name and value, in order, and a stop.
+            if case .object(let members) = parsed {
+                var seen: [(String, String)] = []
+                let walked = Array(text.utf8).withUnsafeBytes { bytes in
+                    JSONPathScan.members(in: bytes) { name, value in
+                        seen.append((String(decoding: name, as: UTF8.self), String(decoding: bytes[value], as: UTF8.self)))
+                        return false
+                    }
+                }
+                #expect(walked, "\(text)")
+                #expect(seen.map(\.0) == members.map(\.0), "\(text)")
+                for ((_, raw), (_, value)) in zip(seen, members) { #expect(try JSONValue.parse(raw).serialized == value.serialized, "\(text)") }
+                if members.count > 1 {
+                    var visits = 0
+                    _ = Array(text.utf8).withUnsafeBytes {
+                        JSONPathScan.members(in: $0) { _, _ in
+                            visits += 1
+                            return true
+                        }
+                    }
+                    #expect(visits == 1)
+                }
+                objects += 1
+            }
         }
         #expect(checked > 2000)
+        #expect(objects > 100)
     }
 
     static func paths(in value: JSONValue, prefix: [String] = []) -> [[String]] {

@@ -40,6 +40,34 @@ import WSBridgeProtocol
         }
     }
 
+    /// A routed message whose id its app knows by another (issue 46) is written with the id's
+    /// bytes replaced as the line is written: the same line as the replaced message's, escapes
+    /// before, in and after the id, ids shorter and longer, at the start and the end, and with
+    /// more to escape than the usual room.
+    @Test func aSplicedIDWritesTheLineOfTheReplacedMessage() throws {
+        let texts = ["MESSAGE\nsubscription:1\n\n{\"p\":\"x\"}\u{0}", "\u{1}\"1\"\t", "1", String(repeating: "\u{1}", count: 100) + "12"]
+        for text in texts {
+            let bytes = Array(text.utf8)
+            let at = bytes.firstIndex(of: UInt8(ascii: "1"))!
+            for id in ["s", "", "a\\c\"é", String(repeating: "\u{2}", count: 50)] {
+                for (lower, upper) in [(at, at + 1), (0, at + 1), (at, bytes.count)] {
+                    var replaced = bytes
+                    replaced.replaceSubrange(lower..<upper, with: Array(id.utf8))
+                    var expected = ByteBuffer()
+                    var spliced = ByteBuffer()
+                    var ts = TimestampDigits()
+                    MessageLineEncoder.write(
+                        seq: 9, UpstreamMessage(kind: .text, data: ByteBuffer(bytes: replaced), receivedAtMillis: 5), inlineJSON: false, parsed: nil,
+                        into: &expected, ts: &ts)
+                    MessageLineEncoder.write(
+                        seq: 9, UpstreamMessage(kind: .text, data: ByteBuffer(bytes: bytes), receivedAtMillis: 5), splicing: lower..<upper,
+                        with: ByteBuffer(string: id), into: &spliced, ts: &ts)
+                    #expect(String(buffer: spliced) == String(buffer: expected), "\(text.debugDescription) \(lower)..<\(upper) as \(id.debugDescription)")
+                }
+            }
+        }
+    }
+
     /// A text is written in one pass into room for an eighth more than itself; one with more to
     /// escape than that (control characters take six bytes each) is counted, then written
     /// exactly. Both decode to what was sent, next to other lines in the same buffer.

@@ -214,6 +214,11 @@ package protocol AppProtocolCodec: Sendable {
     var routingKeys: [String]? { get }
     /// Whether `scan(upstream:)` can tell anything (false: every message is parsed).
     var scansUpstream: Bool { get }
+    /// Whether `scan(upstream:)` tells a broadcast for what is not the protocol's, in no more
+    /// than a look for the routing keys takes: then the scan comes first, and the routing keys
+    /// are looked for only when it cannot tell (JSON-RPC's events carry `subscription` deep in
+    /// the text, past which the keys' look reads for every event).
+    var scanTellsBroadcasts: Bool { get }
     /// The protocol message at the start of `bytes`, told from a scan of its bytes where it is a
     /// call's answer or a subscription's event (issue 46: routed without a parse,
     /// `AppProtocolSession.route(scanned:)`); `unsure` for anything else.
@@ -304,6 +309,7 @@ extension AppProtocolCodec {
     package var unknownAnswersBroadcast: Bool { false }
     package var routingKeys: [String]? { nil }
     package var scansUpstream: Bool { false }
+    package var scanTellsBroadcasts: Bool { false }
     package func scan(upstream bytes: UnsafeRawBufferPointer) -> AppProtocolScan { .unsure }
     package func scannedIDText(_ id: WireID) -> String { id.json.serialized }
     package var namesSubscriptions: Bool { false }

@@ -78,7 +78,11 @@ extension AppProtocolSession {
     /// that changes nothing in the session is kept with those bytes, and taken again while the
     /// session's ids and subscriptions have not changed (`routeVersion`), without reading the id
     /// again or looking it up.
-    package mutating func route(scanned: AppProtocolScan, in bytes: UnsafeRawBufferPointer) -> (id: WireID, route: AppProtocolScannedRoute)? {
+    /// `kept`: the kept route's number (each kept route has its own, from 1), so that the caller
+    /// may keep what it found for it too; 0 when it was not kept (a call's answer).
+    package mutating func route(
+        scanned: AppProtocolScan, in bytes: UnsafeRawBufferPointer
+    ) -> (id: WireID, route: AppProtocolScannedRoute, kept: UInt64)? {
         let scannedID: ScannedID
         let final: Bool
         switch scanned {
@@ -91,17 +95,19 @@ extension AppProtocolSession {
         if let kept = self.keptRoute, kept.version == self.routeVersion, kept.event == event, kept.final == final, kept.plain == scannedID.plain,
             kept.bytes.count == text.count, text.has(kept.bytes, at: 0)
         {
-            return (kept.id, kept.route)
+            return (kept.id, kept.route, kept.serial)
         }
         guard let id = scannedID.wireID(in: bytes), let route = self.route(scanned: scanned, id: id) else { return nil }
         // Only a route that changed nothing (not a call's answer) may be taken again.
         if case .call = route {
             self.keptRoute = nil
-        } else {
-            self.keptRoute = AppProtocolKeptRoute(
-                bytes: Array(text), event: event, final: final, plain: scannedID.plain, version: self.routeVersion, id: id, route: route)
+            return (id, route, 0)
         }
-        return (id, route)
+        self.keptRoutes += 1
+        self.keptRoute = AppProtocolKeptRoute(
+            bytes: Array(text), event: event, final: final, plain: scannedID.plain, version: self.routeVersion, serial: self.keptRoutes, id: id,
+            route: route)
+        return (id, route, self.keptRoutes)
     }
 
     private mutating func route(scanned: AppProtocolScan, id: WireID) -> AppProtocolScannedRoute? {
@@ -135,6 +141,8 @@ struct AppProtocolKeptRoute {
     var plain: Bool
     /// `AppProtocolSession.routeVersion` when it was found.
     var version: UInt64
+    /// Its number among the session's kept routes.
+    var serial: UInt64
     var id: WireID
     var route: AppProtocolScannedRoute
 }

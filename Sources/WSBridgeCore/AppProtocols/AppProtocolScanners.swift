@@ -26,42 +26,68 @@ extension JSONProtocol {
 
 extension JSONRPC {
     package var scansUpstream: Bool { true }
+    package var scanTellsBroadcasts: Bool { true }
     package var namesSubscriptions: Bool { true }
 
     /// A notification with `params.subscription` (an event under the server's id), or an answer
-    /// (`id`, no `method`, a `result` or an `error`).
+    /// (`id`, no `method`, a `result` or an `error`); anything else a broadcast, as `classify`
+    /// says. The message's members are walked once.
     package func scan(upstream bytes: UnsafeRawBufferPointer) -> AppProtocolScan {
-        let all = 0..<bytes.count
-        if JSONPathScan.range(Self.methodScan, in: bytes) != nil {
-            guard JSONPathScan.lacks(Self.idScan, in: bytes), let at = JSONPathScan.range(Self.subscriptionScan, in: bytes) else { return .unsure }
-            return .event(server: ScannedID(at: at, plain: false), message: all)
+        var id: Range<Int>?
+        var method = false
+        var outcome = false
+        var params: Range<Int>?
+        func named(_ name: UnsafeRawBufferPointer, _ word: StaticString) -> Bool { name.count == word.utf8CodeUnitCount && name.has(word, at: 0) }
+        let walked = JSONPathScan.members(in: bytes) { name, value in
+            // The first of a name twice (a parse keeps the last: RFC 8259 leaves it to the reader).
+            switch name.count {
+            case 2 where id == nil && named(name, "id"): id = value
+            case 6 where named(name, "method"): method = true
+            case 6 where named(name, "result"): outcome = true
+            case 6 where params == nil && named(name, "params"): params = value
+            case 5 where named(name, "error"): outcome = true
+            default: break
+            }
+            return false
         }
-        guard JSONPathScan.lacks(Self.methodScan, in: bytes), let at = JSONPathScan.range(Self.idScan, in: bytes),
-            JSONPathScan.range(Self.resultScan, in: bytes) != nil || JSONPathScan.range(Self.errorScan, in: bytes) != nil
-        else { return .unsure }
-        return .answer(ScannedID(at: at, plain: false), final: true, message: all)
+        guard walked else { return .unsure }
+        let all = 0..<bytes.count
+        if let id, !method, outcome, !(id.count == 4 && bytes.has("null", at: id.lowerBound)) {
+            return .answer(ScannedID(at: id, plain: false), final: true, message: all)
+        }
+        guard id == nil, method, let params else { return .broadcast(message: all) }
+        switch JSONPathScan.scan(Self.subscriptionInParams, in: UnsafeRawBufferPointer(rebasing: bytes[params])) {
+        case .unsure:
+            return .unsure
+        case .missing:
+            return .broadcast(message: all)
+        case .found(let at):
+            return .event(server: ScannedID(at: (params.lowerBound + at.lowerBound)..<(params.lowerBound + at.upperBound), plain: false), message: all)
+        }
     }
 
-    static let methodScan = JSONPathScan.Path(JSONValue.PathComponent.split("method"))
-    static let idScan = JSONPathScan.Path(JSONValue.PathComponent.split("id"))
-    static let resultScan = JSONPathScan.Path(JSONValue.PathComponent.split("result"))
-    static let errorScan = JSONPathScan.Path(JSONValue.PathComponent.split("error"))
-    static let subscriptionScan = JSONPathScan.Path(JSONValue.PathComponent.split("params.subscription"))
+    static let subscriptionInParams = JSONPathScan.Path(JSONValue.PathComponent.split("subscription"))
 }
 
 extension GraphQLTransportWS {
     package var scansUpstream: Bool { true }
 
-    /// A `next` (a subscription's event, or a query's answer) under its `id`.
+    /// A `next` (a subscription's event, or a query's answer) under its `id`: the message's
+    /// members walked up to its `type` and its `id` (the first of each).
     package func scan(upstream bytes: UnsafeRawBufferPointer) -> AppProtocolScan {
-        guard let type = JSONPathScan.range(Self.typeScan, in: bytes), type.count == 6, bytes.has(#""next""#, at: type.lowerBound),
-            let at = JSONPathScan.range(Self.idScan, in: bytes)
-        else { return .unsure }
-        return .answer(ScannedID(at: at, plain: false), final: false, message: 0..<bytes.count)
+        var type: Range<Int>?
+        var id: Range<Int>?
+        let walked = JSONPathScan.members(in: bytes) { name, value in
+            if type == nil, name.count == 4, name.has("type", at: 0) {
+                type = value
+            } else if id == nil, name.count == 2, name.has("id", at: 0) {
+                id = value
+            }
+            return type != nil && id != nil
+        }
+        guard walked, let type, let id, type.count == 6, bytes.has(#""next""#, at: type.lowerBound) else { return .unsure }
+        return .answer(ScannedID(at: id, plain: false), final: false, message: 0..<bytes.count)
     }
-
-    static let typeScan = JSONPathScan.Path(JSONValue.PathComponent.split("type"))
-    static let idScan = JSONPathScan.Path(JSONValue.PathComponent.split("id"))
 }
 
 extension SocketIO {
@@ -104,23 +130,32 @@ extension STOMP {
         i += 1
         var subscription: Range<Int>?
         var length: Int?
-        // Header lines up to the blank one.
+        // Header lines up to the blank one, read once byte by byte (a header is short: a call
+        // to find each line's end, colon and backslash costs more than the bytes).
         while true {
-            guard let end = bytes.index(of: nl, from: i) else { return .unsure }
+            var end = i
+            var colon = false
+            while end < n {
+                let b = bytes[end]
+                if b == nl { break }
+                // A header with an escape (in its name or value) is the parse's.
+                if b == UInt8(ascii: "\\") { return .unsure }
+                if b == UInt8(ascii: ":") { colon = true }
+                end += 1
+            }
+            guard end < n else { return .unsure }
             let lineEnd = end > i && bytes[end - 1] == cr ? end - 1 : end
             if lineEnd == i {
                 i = end + 1
                 break
             }
-            // A header is name:value; one with an escape (in its name or value) is the parse's.
-            guard bytes.index(of: UInt8(ascii: ":"), from: i, to: lineEnd) != nil,
-                bytes.index(of: UInt8(ascii: "\\"), from: i, to: lineEnd) == nil
-            else { return .unsure }
-            if bytes.has("subscription:", at: i) {
+            // A header is name:value.
+            guard colon else { return .unsure }
+            if bytes[i] == UInt8(ascii: "s"), bytes.has("subscription:", at: i) {
                 // A second one: the view keeps the last; leave it to the parse.
                 guard subscription == nil else { return .unsure }
                 subscription = (i + 13)..<lineEnd
-            } else if length == nil, bytes.has("content-length:", at: i) {
+            } else if length == nil, bytes[i] == UInt8(ascii: "c"), bytes.has("content-length:", at: i) {
                 guard let value = bytes.decimal((i + 15)..<lineEnd) else { return .unsure }
                 length = value
             }

@@ -43,6 +43,8 @@ package struct AppProtocolSession {
     private(set) var routeVersion: UInt64 = 0
     /// The last scanned route that changed nothing (`route(scanned:in:)`).
     var keptRoute: AppProtocolKeptRoute?
+    /// How many routes were kept (the last one's number).
+    var keptRoutes: UInt64 = 0
     /// What the server acknowledged the handshake with, for apps' own handshakes.
     var acknowledgement: JSONValue?
     package internal(set) var isOpen = false

@@ -24,6 +24,14 @@ struct RoutedLines {
     }
 }
 
+/// A routed message's id written as another (`Fanout.deliver(_:data:splicing:…)`): the bytes at
+/// `at` in the message's readable bytes are written as `text`. Only where nothing needs the
+/// message's view (no `inline_json`: the protocol layer scans only then).
+struct IDSplice {
+    var at: Range<Int>
+    var text: ByteBuffer
+}
+
 extension Fanout {
     /// A message for one app (the protocol layer's routing): numbered in the stream, after the
     /// lines already numbered, but for no one else, nor the replay ring or the journal. It goes
@@ -32,7 +40,10 @@ extension Fanout {
     /// `shared`: the seq of one upstream message routed to several holders, each under it (one
     /// seq for one message, as a broadcast has); a client that holds it twice gets a seq of its
     /// own for its second copy (even when a fleet follower's delivery between sent its batch).
-    func deliver(_ json: JSONValue?, data: ByteBuffer, to client: LocalClient, receivedAtMillis: Int64, shared: UInt64? = nil) {
+    /// `splicing`: the bytes of `data` at `at` written as `text` (the id the client's app knows).
+    func deliver(
+        _ json: JSONValue?, data: ByteBuffer, splicing: IDSplice? = nil, to client: LocalClient, receivedAtMillis: Int64, shared: UInt64? = nil
+    ) {
         // The broadcast lines numbered before it go first.
         if self.hasUnsentLines { self.flush() }
         let seq = shared.flatMap { client.routed.lastSeq == $0 ? nil : $0 } ?? self.takeSeq()
@@ -53,7 +64,11 @@ extension Fanout {
             client.routed.start(seq, in: self.allocator.buffer(capacity: room))
         }
         let message = UpstreamMessage(kind: .text, data: data, receivedAtMillis: receivedAtMillis)
-        MessageLineEncoder.write(seq: seq, message, inlineJSON: self.configuration.inlineJSON, parsed: json, into: &client.routed.lines, ts: &self.tsDigits)
+        if let splicing {
+            MessageLineEncoder.write(seq: seq, message, splicing: splicing.at, with: splicing.text, into: &client.routed.lines, ts: &self.tsDigits)
+        } else {
+            MessageLineEncoder.write(seq: seq, message, inlineJSON: self.configuration.inlineJSON, parsed: json, into: &client.routed.lines, ts: &self.tsDigits)
+        }
         client.routed.ends.append(client.routed.lines.writerIndex - client.routed.lines.readerIndex)
         client.routed.lastSeq = seq
     }

@@ -93,10 +93,14 @@ extension Fanout {
     }
 
     /// Writes the open run's line `seq` for variant `i`: `data` as its clients get it.
-    func writeRunLine(_ i: Int, seq: UInt64, data: ByteBuffer, receivedAtMillis: Int64) {
+    func writeRunLine(_ i: Int, seq: UInt64, data: ByteBuffer, splicing: IDSplice? = nil, receivedAtMillis: Int64) {
         let message = UpstreamMessage(kind: .text, data: data, receivedAtMillis: receivedAtMillis)
-        MessageLineEncoder.write(
-            seq: seq, message, inlineJSON: self.configuration.inlineJSON, parsed: nil, into: &self.run.variants[i].lines, ts: &self.tsDigits)
+        if let splicing {
+            MessageLineEncoder.write(seq: seq, message, splicing: splicing.at, with: splicing.text, into: &self.run.variants[i].lines, ts: &self.tsDigits)
+        } else {
+            MessageLineEncoder.write(
+                seq: seq, message, inlineJSON: self.configuration.inlineJSON, parsed: nil, into: &self.run.variants[i].lines, ts: &self.tsDigits)
+        }
         self.run.variants[i].ends.append(self.run.variants[i].lines.writerIndex - self.run.variants[i].lines.readerIndex)
     }
 

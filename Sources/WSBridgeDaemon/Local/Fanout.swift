@@ -20,7 +20,11 @@ final class Fanout: UpstreamEventSink {
     let metrics: DaemonMetrics
     let allocator = ByteBufferAllocator()
 
-    private(set) var clients: [Int: LocalClient] = [:]
+    private(set) var clients: [Int: LocalClient] = [:] {
+        didSet { self.clientsVersion &+= 1 }
+    }
+    /// Counts every change to `clients`: what was found there at another count is found again.
+    private(set) var clientsVersion: UInt64 = 0
     /// The subscribed clients, in one array: the per-message loop walks no dictionary.
     private var subscribers: [LocalClient] = []
     /// Where live lines go: the subscribers not catching up from the journal, without a filter

@@ -63,9 +63,40 @@ enum MessageLineEncoder {
     /// most), the kind and the newline.
     static let lineOverhead = 96
 
+    /// A routed text message's line, the payload's bytes at `at` (of its readable bytes) written
+    /// as `text` instead (the id its holder knows it by, issue 46): the message is read once,
+    /// not copied into a message of its own first.
+    static func write(
+        seq: UInt64, _ message: UpstreamMessage, splicing at: Range<Int>, with text: ByteBuffer, into out: inout ByteBuffer, ts: inout TimestampDigits
+    ) {
+        message.data.withUnsafeReadableBytes { payload in
+            text.withUnsafeReadableBytes { text in
+                let head = UnsafeRawBufferPointer(rebasing: payload[..<at.lowerBound])
+                let tail = UnsafeRawBufferPointer(rebasing: payload[at.upperBound...])
+                let ts = ts.digits(UInt64(max(0, message.receivedAtMillis)))
+                let count = head.count + text.count + tail.count
+                let guess = count + count / 8 + 16
+                let room = max(count + 16, min(guess, out.writableBytes - Self.lineOverhead))
+                if Self.writeText(seq: seq, ts: ts, head, text, tail, room: room, into: &out) { return }
+                // (Each count has its quotes: two pairs too many, room to spare.)
+                let exact = JSONWriter.escapedCount(utf8: head) + JSONWriter.escapedCount(utf8: text) + JSONWriter.escapedCount(utf8: tail)
+                _ = Self.writeText(seq: seq, ts: ts, head, text, tail, room: exact, into: &out)
+            }
+        }
+    }
+
     /// A text message's line, its payload escaped into at most `room` bytes; false (and nothing
     /// written) when that was not enough.
     private static func writeText(seq: UInt64, ts: TimestampDigits.Digits, _ payload: UnsafeRawBufferPointer, room: Int, into out: inout ByteBuffer) -> Bool {
+        Self.writeText(
+            seq: seq, ts: ts, payload, UnsafeRawBufferPointer(start: nil, count: 0), UnsafeRawBufferPointer(start: nil, count: 0), room: room, into: &out)
+    }
+
+    /// A text message's line whose payload is `payload`, `more` and `rest` one after another.
+    private static func writeText(
+        seq: UInt64, ts: TimestampDigits.Digits, _ payload: UnsafeRawBufferPointer, _ more: UnsafeRawBufferPointer, _ rest: UnsafeRawBufferPointer,
+        room: Int, into out: inout ByteBuffer
+    ) -> Bool {
         let written = out.writeWithUnsafeMutableBytes(minimumWritableBytes: room + Self.lineOverhead) { dst -> Int in
             var o = 0
             func put(_ s: StaticString) {
@@ -77,7 +108,7 @@ enum MessageLineEncoder {
             put(MessageLine.tsKey)
             o += ts.write(into: UnsafeMutableRawBufferPointer(rebasing: dst[o...]))
             put(MessageLine.textData)
-            guard let n = JSONWriter.writeEscaped(utf8: payload, ifRoomIn: UnsafeMutableRawBufferPointer(rebasing: dst[o..<(o + room)])) else {
+            guard let n = JSONWriter.writeEscaped(utf8: payload, more, rest, ifRoomIn: UnsafeMutableRawBufferPointer(rebasing: dst[o..<(o + room)])) else {
                 return 0
             }
             o += n

@@ -32,41 +32,46 @@ extension AppProtocolLayer {
                 self.fanout.publish(UpstreamMessage(kind: .text, data: data, receivedAtMillis: message.receivedAtMillis))
                 offset += range.upperBound
             case .answer(let scannedID, _, let range), .event(let scannedID, let range):
-                guard let (id, route) = routed else { return offset }
-                self.deliver(route, scanned: id, at: scannedID.at, range: range, offset: offset, of: message)
+                guard let (id, route, kept) = routed else { return offset }
+                let data = offset == 0 && range.count == total ? message.data : Self.slice(message.data, offset + range.lowerBound, range.count)
+                let idAt = (scannedID.at.lowerBound - range.lowerBound)..<(scannedID.at.upperBound - range.lowerBound)
+                let time = message.receivedAtMillis
+                if kept != 0, let holder = self.keptHolder, holder.route == kept, holder.clients == self.fanout.clientsVersion {
+                    // The subscription's next message for its one holder: no lookup.
+                    self.fanout.deliver(nil, data: data, splicing: holder.text.map { IDSplice(at: idAt, text: $0) }, to: holder.client, receivedAtMillis: time)
+                } else {
+                    self.deliver(route, scanned: id, kept: kept, at: idAt, data: data, receivedAtMillis: time)
+                }
                 offset += range.upperBound
             }
         }
         return offset
     }
 
-    /// The message at `range` (from `offset`) to where `route` sends it, the id at `at` (`id`)
-    /// replaced for each app that knows it by another.
-    private func deliver(
-        _ route: AppProtocolScannedRoute, scanned id: WireID, at: Range<Int>, range: Range<Int>, offset: Int, of message: UpstreamMessage
-    ) {
-        let data = offset == 0 && range.count == message.data.readableBytes ? message.data : Self.slice(message.data, offset + range.lowerBound, range.count)
-        let idAt = (at.lowerBound - range.lowerBound)..<(at.upperBound - range.lowerBound)
-        let time = message.receivedAtMillis
+    /// The message `data` (its id at `at`, `id`) to where `route` sends it, written with the id
+    /// each app knows it by.
+    private func deliver(_ route: AppProtocolScannedRoute, scanned id: WireID, kept: UInt64, at: Range<Int>, data: ByteBuffer, receivedAtMillis time: Int64) {
         switch route {
         case .everyone:
             self.fanout.publish(UpstreamMessage(kind: .text, data: data, receivedAtMillis: time))
         case .call(let app, let appID):
-            self.deliver(appID == id ? data : self.replacing(idAt, in: data, with: appID), to: app, receivedAtMillis: time)
+            self.deliver(data, at: at, as: appID == id ? nil : self.spelling(appID), to: app, receivedAtMillis: time)
         case .shared(let holders, let visible):
-            if holders.count > 1, self.deliverInRun(holders, data: data, idAt: idAt, receivedAtMillis: time, id: { _ in visible }) { return }
-            let shared = visible.map { self.replacing(idAt, in: data, with: $0) } ?? data
+            if holders.count > 1, self.deliverInRun(holders, data: data, idAt: at, receivedAtMillis: time, id: { _ in visible }) { return }
+            let text = visible.map { self.spelling($0) }
             let seq = holders.count > 1 ? self.fanout.takeRoutedSeq() : nil
-            for holder in holders { self.deliver(shared, to: holder.app, receivedAtMillis: time, seq: seq) }
+            for holder in holders {
+                self.deliver(data, at: at, as: text, to: holder.app, receivedAtMillis: time, seq: seq, kept: holders.count == 1 ? kept : 0)
+            }
         case .holders(let holders):
-            if holders.count > 1, self.deliverInRun(holders, data: data, idAt: idAt, receivedAtMillis: time, id: { $0.appID == id ? nil : $0.appID }) {
+            if holders.count > 1, self.deliverInRun(holders, data: data, idAt: at, receivedAtMillis: time, id: { $0.appID == id ? nil : $0.appID }) {
                 return
             }
             // One message, one seq for all its holders.
             let seq = holders.count > 1 ? self.fanout.takeRoutedSeq() : nil
             for holder in holders {
-                let bytes = holder.appID == id ? data : self.replacing(idAt, in: data, with: holder.appID)
-                self.deliver(bytes, to: holder.app, receivedAtMillis: time, seq: seq)
+                let text = holder.appID == id ? nil : self.spelling(holder.appID)
+                self.deliver(data, at: at, as: text, to: holder.app, receivedAtMillis: time, seq: seq, kept: holders.count == 1 ? kept : 0)
             }
         }
     }
@@ -81,20 +86,25 @@ extension AppProtocolLayer {
     ) -> Bool {
         guard let seq = self.fanout.continueRun(for: holders) ?? self.fanout.openRun(for: holders, id: id) else { return false }
         for i in self.fanout.run.variants.indices {
-            let bytes = self.fanout.run.variants[i].id.map { self.replacing(idAt, in: data, with: $0) } ?? data
-            self.fanout.writeRunLine(i, seq: seq, data: bytes, receivedAtMillis: receivedAtMillis)
+            let splicing = self.fanout.run.variants[i].id.map { IDSplice(at: idAt, text: self.spelling($0)) }
+            self.fanout.writeRunLine(i, seq: seq, data: data, splicing: splicing, receivedAtMillis: receivedAtMillis)
         }
         self.fanout.runLineWritten()
         return true
     }
 
     /// To `app`'s client (under `seq`, one message's for all its holders, or a new one), or into
-    /// the stream for a fleet follower's app.
-    private func deliver(_ data: ByteBuffer, to app: AppID, receivedAtMillis: Int64, seq: UInt64? = nil) {
+    /// the stream for a fleet follower's app; the bytes at `at` written as `text` (nil: as they
+    /// are). `kept`: the session's kept route this is its one holder of (0: none), whose client
+    /// is kept for its next messages.
+    private func deliver(_ data: ByteBuffer, at: Range<Int>, as text: ByteBuffer?, to app: AppID, receivedAtMillis: Int64, seq: UInt64? = nil, kept: UInt64 = 0)
+    {
         if let client = self.fanout.client(app) {
-            self.fanout.deliver(nil, data: data, to: client, receivedAtMillis: receivedAtMillis, shared: seq)
+            if kept != 0 { self.keptHolder = KeptHolder(route: kept, clients: self.fanout.clientsVersion, client: client, text: text) }
+            self.fanout.deliver(nil, data: data, splicing: text.map { IDSplice(at: at, text: $0) }, to: client, receivedAtMillis: receivedAtMillis, shared: seq)
         } else {
-            _ = self.fanout.deliverToFollower(app, data: data, receivedAtMillis: receivedAtMillis)
+            let bytes = text.map { self.replacing(at, in: data, with: $0) } ?? data
+            _ = self.fanout.deliverToFollower(app, data: bytes, receivedAtMillis: receivedAtMillis)
         }
     }
 
@@ -102,14 +112,13 @@ extension AppProtocolLayer {
         data.getSlice(at: data.readerIndex + start, length: count)!
     }
 
-    /// `data` with the bytes at `range` (of its readable bytes) replaced by `id` as the wire
-    /// carries it there.
-    private func replacing(_ range: Range<Int>, in data: ByteBuffer, with id: WireID) -> ByteBuffer {
-        let text = self.spelling(id)
+    /// `data` with the bytes at `range` (of its readable bytes) replaced by `text` (a fleet
+    /// follower's app's message goes into the stream as its own bytes).
+    private func replacing(_ range: Range<Int>, in data: ByteBuffer, with text: ByteBuffer) -> ByteBuffer {
         var out = self.fanout.allocator.buffer(capacity: data.readableBytes - range.count + text.readableBytes)
-        out.writeBytes(data.readableBytesView[data.readerIndex..<(data.readerIndex + range.lowerBound)])
+        out.writeImmutableBuffer(data.getSlice(at: data.readerIndex, length: range.lowerBound)!)
         out.writeImmutableBuffer(text)
-        out.writeBytes(data.readableBytesView[(data.readerIndex + range.upperBound)...])
+        out.writeImmutableBuffer(data.getSlice(at: data.readerIndex + range.upperBound, length: data.readableBytes - range.upperBound)!)
         return out
     }
 
@@ -124,4 +133,15 @@ extension AppProtocolLayer {
     }
 
     private static var keptSpellings: Int { 8 }
+}
+
+/// The client of the session's kept route's one holder (`AppProtocolSession.route(scanned:in:)`)
+/// and the id's text its app knows (nil: the wire's): the route's next messages go to it without
+/// a lookup, while the route is the same one (`route`, its number) and no client came or left
+/// (`clients`, `Fanout.clientsVersion`).
+struct KeptHolder {
+    var route: UInt64
+    var clients: UInt64
+    var client: LocalClient
+    var text: ByteBuffer?
 }

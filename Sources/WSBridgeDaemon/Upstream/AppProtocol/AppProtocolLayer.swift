@@ -33,6 +33,8 @@ final class AppProtocolLayer: UpstreamEventSink {
     let routing: RoutingKeys?
     /// Whether the codec scans: calls' answers and subscriptions' events routed by a scan (`+Scan`).
     let scans: Bool
+    /// The codec's `scanTellsBroadcasts`.
+    let scanTellsBroadcasts: Bool
     /// The session's codec, read without the session (a copy of it would retain all it holds).
     let codec: any AppProtocolCodec
     /// The codec's `broadcastPrefixes`, kept (a text protocol's message that begins so is a broadcast).
@@ -40,6 +42,8 @@ final class AppProtocolLayer: UpstreamEventSink {
     /// Ids as the wire spells them, the last few written into messages (`+Scan`): a subscription's
     /// holders' ids are spelled once, not for every message.
     var spellings: [(id: WireID, text: ByteBuffer)] = []
+    /// The client of the session's kept route's one holder (`+Scan`).
+    var keptHolder: KeptHolder?
 
     /// `protocol.confirm_timeout`, and the wait for the restore's subscription in flight.
     let confirmTimeout: Duration
@@ -65,6 +69,7 @@ final class AppProtocolLayer: UpstreamEventSink {
         self.isText = session.codec.isText
         self.routing = session.routing
         self.scans = session.codec.scansUpstream
+        self.scanTellsBroadcasts = session.codec.scanTellsBroadcasts
         self.codec = session.codec
         self.broadcastPrefixes = session.codec.broadcastPrefixes
     }
@@ -106,12 +111,16 @@ final class AppProtocolLayer: UpstreamEventSink {
     /// subscriber (a broadcast), as before.
     @inline(never)  // off the raw message path, which only tests `routing`
     func route(_ message: UpstreamMessage, link: any LinkControl) -> (broadcast: Bool, parsed: JSONValue?) {
-        // None of the protocol's keys in the text: for everyone, without reading it.
-        if let routing = self.routing, !message.data.withUnsafeReadableBytes({ routing.mayRoute($0) }) {
+        // None of the protocol's keys in the text: for everyone, without reading it (after the
+        // scan, where it tells broadcasts itself).
+        if !self.scanTellsBroadcasts, let routing = self.routing, !message.data.withUnsafeReadableBytes({ routing.mayRoute($0) }) {
             return (true, nil)
         }
         // Routed (or published) by a scan: nothing left for the caller.
         if self.routeByScan(message) > 0 { return (false, nil) }
+        if self.scanTellsBroadcasts, let routing = self.routing, !message.data.withUnsafeReadableBytes({ routing.mayRoute($0) }) {
+            return (true, nil)
+        }
         guard let json = try? JSONValue.parse(message.data.readableBytesView) else { return (true, nil) }
         let effects = self.withSession { $0.fromUpstream(json) }
         let performed = self.perform(effects, link: link, receivedAtMillis: message.receivedAtMillis, original: (json, message.data))
