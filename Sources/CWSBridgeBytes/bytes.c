@@ -112,41 +112,57 @@ static inline int container_byte(container_state *s, uint8_t c) {
     }
 }
 
-size_t cwsb_json_container_end(const uint8_t *p, size_t n) {
-    container_state s = {0, 0};
-    size_t i = 0;
 #if defined(__SSE2__)
+// Sixteen bytes of a container at once (the first `width` of them matter): the offset past its
+// closing bracket in them plus one (so 0 is none), or -1 at a backslash before it.
+static inline int container_block(container_state *s, __m128i v, unsigned width) {
+    // The last `width` bytes of `v` are the ones to read (the others were read already).
+    unsigned drop = 16 - width;
     const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
     const __m128i open1 = _mm_set1_epi8('{'), open2 = _mm_set1_epi8('['), close1 = _mm_set1_epi8('}'), close2 = _mm_set1_epi8(']');
-    for (; i + 16 <= n; i += 16) {
-        __m128i v = load16(p + i);
-        unsigned backslashes = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, backslash));
-        unsigned quotes = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, quote));
-        unsigned open = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, open1), _mm_cmpeq_epi8(v, open2)));
-        unsigned close = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, close1), _mm_cmpeq_epi8(v, close2)));
-        // Inside a string: each quote flips it (no backslash, so no escaped quote); a prefix
-        // xor of the quotes' bits, from the state the last block ended in.
-        unsigned inside = quotes;
-        inside ^= inside << 1;
-        inside ^= inside << 2;
-        inside ^= inside << 4;
-        inside ^= inside << 8;
-        if (s.in_string) inside = ~inside;
-        inside &= 0xFFFF;
-        s.in_string = (int)(inside >> 15);
-        unsigned brackets = (open | close) & ~inside;
-        // Up to the first backslash only (the end may come before it).
-        if (backslashes != 0) brackets &= (1u << __builtin_ctz(backslashes)) - 1;
-        while (brackets != 0) {
-            unsigned bit = (unsigned)__builtin_ctz(brackets);
-            if (open >> bit & 1) {
-                s.depth++;
-            } else if (--s.depth == 0) {
-                return i + bit + 1;
-            }
-            brackets &= brackets - 1;
+    unsigned keep = width >= 16 ? 0xFFFFu : (1u << width) - 1;
+    unsigned backslashes = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, backslash)) >> drop & keep;
+    unsigned quotes = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, quote)) >> drop & keep;
+    unsigned open = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, open1), _mm_cmpeq_epi8(v, open2))) >> drop;
+    unsigned close = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, close1), _mm_cmpeq_epi8(v, close2))) >> drop;
+    // Inside a string: each quote flips it (no backslash, so no escaped quote); a prefix xor of
+    // the quotes' bits, from the state the last block ended in.
+    unsigned inside = quotes;
+    inside ^= inside << 1;
+    inside ^= inside << 2;
+    inside ^= inside << 4;
+    inside ^= inside << 8;
+    if (s->in_string) inside = ~inside;
+    inside &= 0xFFFF;
+    s->in_string = (int)(inside >> (width - 1) & 1);
+    unsigned brackets = (open | close) & ~inside & keep;
+    // Up to the first backslash only (the end may come before it).
+    if (backslashes != 0) brackets &= (1u << __builtin_ctz(backslashes)) - 1;
+    while (brackets != 0) {
+        unsigned bit = (unsigned)__builtin_ctz(brackets);
+        if (open >> bit & 1) {
+            s->depth++;
+        } else if (--s->depth == 0) {
+            return (int)bit + 1;
         }
-        if (backslashes != 0) return 0;
+        brackets &= brackets - 1;
+    }
+    return backslashes != 0 ? -1 : 0;
+}
+#endif
+
+// From `i` on, in state `s` (the container begins at p[0]).
+static inline size_t container_end_from(const uint8_t *p, size_t n, size_t i, container_state s) {
+#if defined(__SSE2__)
+    for (; i + 16 <= n; i += 16) {
+        int r = container_block(&s, load16(p + i), 16);
+        if (r < 0) return 0;
+        if (r > 0) return i + (size_t)r;
+    }
+    // The last bytes: the sixteen that end the text, those read already shifted out.
+    if (i < n && n >= 16) {
+        int r = container_block(&s, load16(p + n - 16), (unsigned)(n - i));
+        return r > 0 ? i + (size_t)r : 0;
     }
 #endif
     for (; i < n; i++) {
@@ -155,6 +171,11 @@ size_t cwsb_json_container_end(const uint8_t *p, size_t n) {
         if (r > 0) return i + 1;
     }
     return 0;
+}
+
+size_t cwsb_json_container_end_base(const uint8_t *p, size_t n) {
+    container_state s = {0, 0};
+    return container_end_from(p, n, 0, s);
 }
 
 #if defined(__x86_64__) && defined(__SSE2__)
@@ -201,6 +222,48 @@ AVX2 size_t cwsb_ascii_prefix_avx2(const uint8_t *p, size_t n) {
     return ascii_tail(p, i, n);
 }
 
+// Thirty-two bytes of a container at once, as `container_block` reads sixteen.
+AVX2 static inline int container_block32(container_state *s, __m256i v) {
+    const __m256i quote = _mm256_set1_epi8('"'), backslash = _mm256_set1_epi8('\\');
+    const __m256i open1 = _mm256_set1_epi8('{'), open2 = _mm256_set1_epi8('['), close1 = _mm256_set1_epi8('}'), close2 = _mm256_set1_epi8(']');
+    uint32_t backslashes = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, backslash));
+    uint32_t quotes = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, quote));
+    uint32_t open = (uint32_t)_mm256_movemask_epi8(_mm256_or_si256(_mm256_cmpeq_epi8(v, open1), _mm256_cmpeq_epi8(v, open2)));
+    uint32_t close = (uint32_t)_mm256_movemask_epi8(_mm256_or_si256(_mm256_cmpeq_epi8(v, close1), _mm256_cmpeq_epi8(v, close2)));
+    uint32_t inside = quotes;
+    inside ^= inside << 1;
+    inside ^= inside << 2;
+    inside ^= inside << 4;
+    inside ^= inside << 8;
+    inside ^= inside << 16;
+    if (s->in_string) inside = ~inside;
+    s->in_string = (int)(inside >> 31);
+    uint32_t brackets = (open | close) & ~inside;
+    if (backslashes != 0) brackets &= (1u << __builtin_ctz(backslashes)) - 1;
+    while (brackets != 0) {
+        unsigned bit = (unsigned)__builtin_ctz(brackets);
+        if (open >> bit & 1) {
+            s->depth++;
+        } else if (--s->depth == 0) {
+            return (int)bit + 1;
+        }
+        brackets &= brackets - 1;
+    }
+    return backslashes != 0 ? -1 : 0;
+}
+
+AVX2 size_t cwsb_json_container_end_avx2(const uint8_t *p, size_t n) {
+    container_state s = {0, 0};
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        int r = container_block32(&s, load32(p + i));
+        if (r < 0) return 0;
+        if (r > 0) return i + (size_t)r;
+    }
+    // The rest sixteen bytes at a time.
+    return container_end_from(p, n, i, s);
+}
+
 // AVX2 in the processor (CPUID leaf 7) and its 32-byte registers saved by the kernel (XCR0).
 static int detect_avx2(void) {
     unsigned a, b, c, d;
@@ -229,6 +292,16 @@ typedef size_t (*scan_fn)(const uint8_t *, size_t);
 static size_t json_choose(const uint8_t *p, size_t n);
 static size_t ascii_choose(const uint8_t *p, size_t n);
 static scan_fn json_scan = json_choose;
+static size_t container_choose(const uint8_t *p, size_t n);
+static scan_fn container_scan = container_choose;
+
+static size_t container_choose(const uint8_t *p, size_t n) {
+    scan_fn chosen = cwsb_has_avx2() ? cwsb_json_container_end_avx2 : cwsb_json_container_end_base;
+    __atomic_store_n(&container_scan, chosen, __ATOMIC_RELAXED);
+    return chosen(p, n);
+}
+
+size_t cwsb_json_container_end(const uint8_t *p, size_t n) { return __atomic_load_n(&container_scan, __ATOMIC_RELAXED)(p, n); }
 static scan_fn ascii_scan = ascii_choose;
 
 static size_t json_choose(const uint8_t *p, size_t n) {
@@ -251,5 +324,7 @@ int cwsb_has_avx2(void) { return 0; }
 size_t cwsb_json_plain_prefix_avx2(const uint8_t *p, size_t n) { return cwsb_json_plain_prefix_base(p, n); }
 size_t cwsb_ascii_prefix_avx2(const uint8_t *p, size_t n) { return cwsb_ascii_prefix_base(p, n); }
 size_t cwsb_json_plain_prefix(const uint8_t *p, size_t n) { return cwsb_json_plain_prefix_base(p, n); }
+size_t cwsb_json_container_end_avx2(const uint8_t *p, size_t n) { return cwsb_json_container_end_base(p, n); }
+size_t cwsb_json_container_end(const uint8_t *p, size_t n) { return cwsb_json_container_end_base(p, n); }
 size_t cwsb_ascii_prefix(const uint8_t *p, size_t n) { return cwsb_ascii_prefix_base(p, n); }
 #endif

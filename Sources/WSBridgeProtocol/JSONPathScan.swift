@@ -47,8 +47,9 @@ package enum JSONPathScan: Equatable, Sendable {
 
     /// Walks the members of the object that is the text, once: `visit` is given each member's
     /// name (its bytes between the quotes) and its value's range, in order (a name twice is
-    /// given twice). False when the scan cannot tell (the text is not an object, a name has an
-    /// escape or bytes past ASCII, bytes that are not JSON where it reads); `visit` may have
+    /// given twice; one with bytes that are not UTF-8 as they are, which a parse reads as U+FFFD:
+    /// compare it only with ASCII names). False when the scan cannot tell (the text is not an
+    /// object, a name has an escape, bytes that are not JSON where it reads); `visit` may have
     /// been given some members by then. Like `scan`, it does not read past the closing brace.
     /// `visit` returns whether to stop there (true: it has what it needs; then the rest is not
     /// read, and the walk counts as done).
@@ -129,8 +130,9 @@ package enum JSONPathScan: Equatable, Sendable {
                 let nameStart = self.i + 1
                 guard self.skipString() else { return false }
                 let name = UnsafeRawBufferPointer(start: self.p + nameStart, count: self.i - 1 - nameStart)
-                // A name with an escape, or past ASCII (which a parse may repair), may be any.
-                if name.contains(where: { $0 == 0x5C || $0 >= 0x80 }) { return false }
+                // A name with an escape may be any. (One past ASCII is given as it is: a parse
+                // reads bytes that are not UTF-8 as U+FFFD, which no ASCII name equals.)
+                if memchr(name.baseAddress!, 0x5C, name.count) != nil { return false }
                 self.skipSpace()
                 guard self.at(self.i) == UInt8(ascii: ":") else { return false }
                 self.i += 1
@@ -181,11 +183,11 @@ package enum JSONPathScan: Equatable, Sendable {
             }
         }
 
-        /// At `"`: past the closing quote (the next quote not escaped: in the first sixteen bytes
-        /// byte by byte, a name's or a short value's, else found by memchr).
+        /// At `"`: past the closing quote (the next quote not escaped: in the first 24 bytes byte
+        /// by byte, a name's or a short value's, else found by memchr).
         @inline(__always) private mutating func skipString() -> Bool {
             var k = self.i + 1
-            let short = min(self.n, k + 16)
+            let short = min(self.n, k + 24)
             while k < short {
                 let b = self.p[k]
                 if b == UInt8(ascii: "\"") {

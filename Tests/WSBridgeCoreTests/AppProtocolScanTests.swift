@@ -26,8 +26,13 @@ extension AppProtocolSession {
                 scanned += 1
             case .answer(let scannedID, _, let range), .event(let scannedID, let range):
                 let at = scannedID.at
-                guard let (id, route, _) = bytes.withUnsafeBytes({ self.route(scanned: scan, in: UnsafeRawBufferPointer(rebasing: $0[offset...])) })
+                guard let routed = bytes.withUnsafeBytes({ self.route(scanned: scan, in: UnsafeRawBufferPointer(rebasing: $0[offset...])) })
                 else { break reading }
+                let (id, route) =
+                    switch routed {
+                    case .kept: (self.keptRoute!.id, self.keptRoute!.route)
+                    case .once(let id, let route): (id, route)
+                    }
                 let message = Array(bytes[(offset + range.lowerBound)..<(offset + range.upperBound)])
                 let idAt = (at.lowerBound - range.lowerBound)..<(at.upperBound - range.lowerBound)
                 func delivered(_ app: AppID, _ as: WireID?) -> String {

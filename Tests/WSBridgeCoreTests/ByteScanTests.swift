@@ -67,8 +67,9 @@ import Testing
     }
 
     /// Where a JSON container ends (a scan's skip of a value, sixteen bytes per step, then byte by
-    /// byte): as a byte-by-byte reference says, for random texts of brackets, quotes, backslashes
-    /// and letters, up to 90 bytes (steps of 16 and the last bytes), strings across steps.
+    /// byte), in each of its forms: as a byte-by-byte reference says, for random texts of
+    /// brackets, quotes, backslashes and letters, up to 150 bytes (steps of 32 and 16, the last
+    /// bytes), strings across steps.
     @Test func theContainerEndIsFoundAsByteByByte() {
         func reference(_ b: [UInt8]) -> Int {
             var depth = 0
@@ -90,13 +91,15 @@ import Testing
             }
             return 0
         }
+        var forms: [(String, Scan)] = [("base", { cwsb_json_container_end_base($0, $1) }), ("chosen", { cwsb_json_container_end($0, $1) })]
+        if cwsb_has_avx2() == 1 { forms.append(("avx2", { cwsb_json_container_end_avx2($0, $1) })) }
         let alphabet = Array(#"{}[]"\a :,"#.utf8) + Array(repeating: UInt8(ascii: "x"), count: 12)
         var seed: UInt64 = 46
         var failures = 0
         var found = 0
         for _ in 0..<20_000 {
             seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-            let length = Int(seed >> 33) % 90 + 1
+            let length = Int(seed >> 33) % 150 + 1
             var text = [UInt8(ascii: seed & 1 == 0 ? "{" : "[")]
             for _ in 1..<length {
                 seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
@@ -105,11 +108,13 @@ import Testing
                 text.append(c == UInt8(ascii: "\\") && seed & 0x70 != 0 ? UInt8(ascii: "x") : c)
             }
             let expected = reference(text)
-            let got = text.withUnsafeBufferPointer { cwsb_json_container_end($0.baseAddress, $0.count) }
             if expected > 0 { found += 1 }
-            if got != expected, failures < 5 {
-                failures += 1
-                Issue.record("\(String(decoding: text, as: UTF8.self).debugDescription): \(got), expected \(expected)")
+            for (form, end) in forms {
+                let got = text.withUnsafeBufferPointer { end($0.baseAddress, $0.count) }
+                if got != expected, failures < 5 {
+                    failures += 1
+                    Issue.record("\(form): \(String(decoding: text, as: UTF8.self).debugDescription): \(got), expected \(expected)")
+                }
             }
         }
         // Most texts end in range, many past a step of sixteen.

@@ -60,8 +60,8 @@ import WSBridgeProtocol
                         seq: 9, UpstreamMessage(kind: .text, data: ByteBuffer(bytes: replaced), receivedAtMillis: 5), inlineJSON: false, parsed: nil,
                         into: &expected, ts: &ts)
                     MessageLineEncoder.write(
-                        seq: 9, UpstreamMessage(kind: .text, data: ByteBuffer(bytes: bytes), receivedAtMillis: 5), splicing: lower..<upper,
-                        with: ByteBuffer(string: id), into: &spliced, ts: &ts)
+                        seq: 9, text: ByteBuffer(bytes: bytes), receivedAtMillis: 5, splicing: lower..<upper, with: ByteBuffer(string: id), into: &spliced,
+                        ts: &ts)
                     #expect(String(buffer: spliced) == String(buffer: expected), "\(text.debugDescription) \(lower)..<\(upper) as \(id.debugDescription)")
                 }
             }

@@ -18,7 +18,7 @@ size_t cwsb_ascii_prefix(const uint8_t *p, size_t n);
 /// Where the JSON array or object at `p[0]` (`{` or `[`) ends: the offset past its closing
 /// bracket, brackets in strings not counted; 0 when the bytes end first, or hold a backslash
 /// before its end (a string with an escape: the caller reads the container another way).
-/// Sixteen bytes per step where SSE2 is.
+/// Thirty-two bytes per step with AVX2, sixteen with SSE2.
 size_t cwsb_json_container_end(const uint8_t *p, size_t n);
 
 /// Each scan's two forms, for the tests: SSE2 (or the scalar loop), and AVX2, which may be
@@ -27,6 +27,8 @@ size_t cwsb_json_plain_prefix_base(const uint8_t *p, size_t n);
 size_t cwsb_json_plain_prefix_avx2(const uint8_t *p, size_t n);
 size_t cwsb_ascii_prefix_base(const uint8_t *p, size_t n);
 size_t cwsb_ascii_prefix_avx2(const uint8_t *p, size_t n);
+size_t cwsb_json_container_end_base(const uint8_t *p, size_t n);
+size_t cwsb_json_container_end_avx2(const uint8_t *p, size_t n);
 
 /// 1 when the processor has AVX2 and the kernel saves its registers.
 int cwsb_has_avx2(void);

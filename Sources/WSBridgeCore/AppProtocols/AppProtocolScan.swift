@@ -75,14 +75,11 @@ extension AppProtocolSession {
     /// routes: then it is parsed and goes through `fromUpstream`.
     ///
     /// A subscription's events come one after another with the same id's bytes: the last route
-    /// that changes nothing in the session is kept with those bytes, and taken again while the
-    /// session's ids and subscriptions have not changed (`routeVersion`), without reading the id
-    /// again or looking it up.
-    /// `kept`: the kept route's number (each kept route has its own, from 1), so that the caller
-    /// may keep what it found for it too; 0 when it was not kept (a call's answer).
-    package mutating func route(
-        scanned: AppProtocolScan, in bytes: UnsafeRawBufferPointer
-    ) -> (id: WireID, route: AppProtocolScannedRoute, kept: UInt64)? {
+    /// that changes nothing in the session is kept with those bytes (`keptRoute`), and taken again
+    /// while the session's ids and subscriptions have not changed (`routeVersion`), without
+    /// reading the id again or looking it up: `.kept` with its number (each kept route has its
+    /// own, from 1, so that the caller may keep what it found for it too).
+    package mutating func route(scanned: AppProtocolScan, in bytes: UnsafeRawBufferPointer) -> AppProtocolRouted? {
         let scannedID: ScannedID
         let final: Bool
         switch scanned {
@@ -95,19 +92,19 @@ extension AppProtocolSession {
         if let kept = self.keptRoute, kept.version == self.routeVersion, kept.event == event, kept.final == final, kept.plain == scannedID.plain,
             kept.bytes.count == text.count, text.has(kept.bytes, at: 0)
         {
-            return (kept.id, kept.route, kept.serial)
+            return .kept(kept.serial)
         }
         guard let id = scannedID.wireID(in: bytes), let route = self.route(scanned: scanned, id: id) else { return nil }
         // Only a route that changed nothing (not a call's answer) may be taken again.
         if case .call = route {
             self.keptRoute = nil
-            return (id, route, 0)
+            return .once(id, route)
         }
         self.keptRoutes += 1
         self.keptRoute = AppProtocolKeptRoute(
             bytes: Array(text), event: event, final: final, plain: scannedID.plain, version: self.routeVersion, serial: self.keptRoutes, id: id,
             route: route)
-        return (id, route, self.keptRoutes)
+        return .kept(self.keptRoutes)
     }
 
     private mutating func route(scanned: AppProtocolScan, id: WireID) -> AppProtocolScannedRoute? {
@@ -132,9 +129,16 @@ extension AppProtocolSession {
     }
 }
 
+/// What `AppProtocolSession.route(scanned:in:)` found: the session's kept route (`keptRoute`),
+/// by its number, or a route taken once (a call's answer) and the id the message carries.
+package enum AppProtocolRouted {
+    case kept(UInt64)
+    case once(WireID, AppProtocolScannedRoute)
+}
+
 /// A scanned route kept for the next message with the same id's bytes
 /// (`AppProtocolSession.route(scanned:in:)`).
-struct AppProtocolKeptRoute {
+package struct AppProtocolKeptRoute {
     var bytes: [UInt8]
     var event: Bool
     var final: Bool
@@ -143,8 +147,9 @@ struct AppProtocolKeptRoute {
     var version: UInt64
     /// Its number among the session's kept routes.
     var serial: UInt64
-    var id: WireID
-    var route: AppProtocolScannedRoute
+    /// The id the message carries, and where it goes.
+    package var id: WireID
+    package var route: AppProtocolScannedRoute
 }
 
 extension WireID {

@@ -40,12 +40,13 @@ extension JSONRPC {
         func named(_ name: UnsafeRawBufferPointer, _ word: StaticString) -> Bool { name.count == word.utf8CodeUnitCount && name.has(word, at: 0) }
         let walked = JSONPathScan.members(in: bytes) { name, value in
             // The first of a name twice (a parse keeps the last: RFC 8259 leaves it to the reader).
-            switch name.count {
-            case 2 where id == nil && named(name, "id"): id = value
-            case 6 where named(name, "method"): method = true
-            case 6 where named(name, "result"): outcome = true
-            case 6 where params == nil && named(name, "params"): params = value
-            case 5 where named(name, "error"): outcome = true
+            // By the first letter, then the name (one compare at most).
+            switch name.first {
+            case UInt8(ascii: "i") where id == nil && named(name, "id"): id = value
+            case UInt8(ascii: "m") where named(name, "method"): method = true
+            case UInt8(ascii: "r") where named(name, "result"): outcome = true
+            case UInt8(ascii: "p") where params == nil && named(name, "params"): params = value
+            case UInt8(ascii: "e") where named(name, "error"): outcome = true
             default: break
             }
             return false
@@ -55,18 +56,20 @@ extension JSONRPC {
         if let id, !method, outcome, !(id.count == 4 && bytes.has("null", at: id.lowerBound)) {
             return .answer(ScannedID(at: id, plain: false), final: true, message: all)
         }
-        guard id == nil, method, let params else { return .broadcast(message: all) }
-        switch JSONPathScan.scan(Self.subscriptionInParams, in: UnsafeRawBufferPointer(rebasing: bytes[params])) {
-        case .unsure:
-            return .unsure
-        case .missing:
-            return .broadcast(message: all)
-        case .found(let at):
-            return .event(server: ScannedID(at: (params.lowerBound + at.lowerBound)..<(params.lowerBound + at.upperBound), plain: false), message: all)
+        // `params` not an object has no `subscription`.
+        guard id == nil, method, let params, bytes[params.lowerBound] == UInt8(ascii: "{") else { return .broadcast(message: all) }
+        // Its members up to `subscription` (most often the first).
+        var subscription: Range<Int>?
+        let inner = UnsafeRawBufferPointer(rebasing: bytes[params])
+        let walkedParams = JSONPathScan.members(in: inner) { name, value in
+            guard name.count == 12, name.has("subscription", at: 0) else { return false }
+            subscription = value
+            return true
         }
+        guard walkedParams else { return .unsure }
+        guard let at = subscription else { return .broadcast(message: all) }
+        return .event(server: ScannedID(at: (params.lowerBound + at.lowerBound)..<(params.lowerBound + at.upperBound), plain: false), message: all)
     }
-
-    static let subscriptionInParams = JSONPathScan.Path(JSONValue.PathComponent.split("subscription"))
 }
 
 extension GraphQLTransportWS {
@@ -130,27 +133,17 @@ extension STOMP {
         i += 1
         var subscription: Range<Int>?
         var length: Int?
-        // Header lines up to the blank one, read once byte by byte (a header is short: a call
-        // to find each line's end, colon and backslash costs more than the bytes).
+        // Header lines up to the blank one.
+        let headers = i
         while true {
-            var end = i
-            var colon = false
-            while end < n {
-                let b = bytes[end]
-                if b == nl { break }
-                // A header with an escape (in its name or value) is the parse's.
-                if b == UInt8(ascii: "\\") { return .unsure }
-                if b == UInt8(ascii: ":") { colon = true }
-                end += 1
-            }
-            guard end < n else { return .unsure }
+            guard let end = bytes.index(of: nl, from: i) else { return .unsure }
             let lineEnd = end > i && bytes[end - 1] == cr ? end - 1 : end
             if lineEnd == i {
                 i = end + 1
                 break
             }
             // A header is name:value.
-            guard colon else { return .unsure }
+            guard bytes.index(of: UInt8(ascii: ":"), from: i, to: lineEnd) != nil else { return .unsure }
             if bytes[i] == UInt8(ascii: "s"), bytes.has("subscription:", at: i) {
                 // A second one: the view keeps the last; leave it to the parse.
                 guard subscription == nil else { return .unsure }
@@ -161,7 +154,8 @@ extension STOMP {
             }
             i = end + 1
         }
-        guard let at = subscription, !at.isEmpty else { return .unsure }
+        // A header with an escape (in its name or value) is the parse's: one look for all.
+        guard let at = subscription, !at.isEmpty, bytes.index(of: UInt8(ascii: "\\"), from: headers, to: i) == nil else { return .unsure }
         let nul: Int
         if let length {
             guard i + length < n, bytes[i + length] == 0 else { return .unsure }

@@ -42,7 +42,7 @@ package struct AppProtocolSession {
     /// (`keptRoute`) found at another count is found again.
     private(set) var routeVersion: UInt64 = 0
     /// The last scanned route that changed nothing (`route(scanned:in:)`).
-    var keptRoute: AppProtocolKeptRoute?
+    package internal(set) var keptRoute: AppProtocolKeptRoute?
     /// How many routes were kept (the last one's number).
     var keptRoutes: UInt64 = 0
     /// What the server acknowledged the handshake with, for apps' own handshakes.

@@ -63,10 +63,12 @@ extension Fanout {
             client.queue(self.batch(&client.routed))
             client.routed.start(seq, in: self.allocator.buffer(capacity: room))
         }
-        let message = UpstreamMessage(kind: .text, data: data, receivedAtMillis: receivedAtMillis)
         if let splicing {
-            MessageLineEncoder.write(seq: seq, message, splicing: splicing.at, with: splicing.text, into: &client.routed.lines, ts: &self.tsDigits)
+            MessageLineEncoder.write(
+                seq: seq, text: data, receivedAtMillis: receivedAtMillis, splicing: splicing.at, with: splicing.text, into: &client.routed.lines,
+                ts: &self.tsDigits)
         } else {
+            let message = UpstreamMessage(kind: .text, data: data, receivedAtMillis: receivedAtMillis)
             MessageLineEncoder.write(seq: seq, message, inlineJSON: self.configuration.inlineJSON, parsed: json, into: &client.routed.lines, ts: &self.tsDigits)
         }
         client.routed.ends.append(client.routed.lines.writerIndex - client.routed.lines.readerIndex)

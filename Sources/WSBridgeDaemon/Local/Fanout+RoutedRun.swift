@@ -94,10 +94,12 @@ extension Fanout {
 
     /// Writes the open run's line `seq` for variant `i`: `data` as its clients get it.
     func writeRunLine(_ i: Int, seq: UInt64, data: ByteBuffer, splicing: IDSplice? = nil, receivedAtMillis: Int64) {
-        let message = UpstreamMessage(kind: .text, data: data, receivedAtMillis: receivedAtMillis)
         if let splicing {
-            MessageLineEncoder.write(seq: seq, message, splicing: splicing.at, with: splicing.text, into: &self.run.variants[i].lines, ts: &self.tsDigits)
+            MessageLineEncoder.write(
+                seq: seq, text: data, receivedAtMillis: receivedAtMillis, splicing: splicing.at, with: splicing.text, into: &self.run.variants[i].lines,
+                ts: &self.tsDigits)
         } else {
+            let message = UpstreamMessage(kind: .text, data: data, receivedAtMillis: receivedAtMillis)
             MessageLineEncoder.write(
                 seq: seq, message, inlineJSON: self.configuration.inlineJSON, parsed: nil, into: &self.run.variants[i].lines, ts: &self.tsDigits)
         }

@@ -67,13 +67,14 @@ enum MessageLineEncoder {
     /// as `text` instead (the id its holder knows it by, issue 46): the message is read once,
     /// not copied into a message of its own first.
     static func write(
-        seq: UInt64, _ message: UpstreamMessage, splicing at: Range<Int>, with text: ByteBuffer, into out: inout ByteBuffer, ts: inout TimestampDigits
+        seq: UInt64, text data: ByteBuffer, receivedAtMillis: Int64, splicing at: Range<Int>, with text: ByteBuffer, into out: inout ByteBuffer,
+        ts: inout TimestampDigits
     ) {
-        message.data.withUnsafeReadableBytes { payload in
+        data.withUnsafeReadableBytes { payload in
             text.withUnsafeReadableBytes { text in
                 let head = UnsafeRawBufferPointer(rebasing: payload[..<at.lowerBound])
                 let tail = UnsafeRawBufferPointer(rebasing: payload[at.upperBound...])
-                let ts = ts.digits(UInt64(max(0, message.receivedAtMillis)))
+                let ts = ts.digits(UInt64(max(0, receivedAtMillis)))
                 let count = head.count + text.count + tail.count
                 let guess = count + count / 8 + 16
                 let room = max(count + 16, min(guess, out.writableBytes - Self.lineOverhead))

@@ -32,15 +32,21 @@ extension AppProtocolLayer {
                 self.fanout.publish(UpstreamMessage(kind: .text, data: data, receivedAtMillis: message.receivedAtMillis))
                 offset += range.upperBound
             case .answer(let scannedID, _, let range), .event(let scannedID, let range):
-                guard let (id, route, kept) = routed else { return offset }
+                guard let routed else { return offset }
                 let data = offset == 0 && range.count == total ? message.data : Self.slice(message.data, offset + range.lowerBound, range.count)
                 let idAt = (scannedID.at.lowerBound - range.lowerBound)..<(scannedID.at.upperBound - range.lowerBound)
                 let time = message.receivedAtMillis
-                if kept != 0, let holder = self.keptHolder, holder.route == kept, holder.clients == self.fanout.clientsVersion {
-                    // The subscription's next message for its one holder: no lookup.
-                    self.fanout.deliver(nil, data: data, splicing: holder.text.map { IDSplice(at: idAt, text: $0) }, to: holder.client, receivedAtMillis: time)
-                } else {
-                    self.deliver(route, scanned: id, kept: kept, at: idAt, data: data, receivedAtMillis: time)
+                switch routed {
+                case .kept(let kept):
+                    if let holder = self.keptHolder, holder.route == kept, holder.clients == self.fanout.clientsVersion {
+                        // The subscription's next message for its one holder: no lookup.
+                        self.fanout.deliver(
+                            nil, data: data, splicing: holder.text.map { IDSplice(at: idAt, text: $0) }, to: holder.client, receivedAtMillis: time)
+                    } else if let route = self.session.keptRoute {
+                        self.deliver(route.route, scanned: route.id, kept: kept, at: idAt, data: data, receivedAtMillis: time)
+                    }
+                case .once(let id, let route):
+                    self.deliver(route, scanned: id, kept: 0, at: idAt, data: data, receivedAtMillis: time)
                 }
                 offset += range.upperBound
             }

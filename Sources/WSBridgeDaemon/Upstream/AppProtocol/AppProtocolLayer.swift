@@ -141,9 +141,9 @@ final class AppProtocolLayer: UpstreamEventSink {
             self.fanout.publish(UpstreamMessage(kind: .text, data: message.data, receivedAtMillis: message.receivedAtMillis))
             return
         }
-        var message = message
         let scanned = self.routeByScan(message)
         if scanned == message.data.readableBytes { return }
+        var message = message
         message.data.moveReaderIndex(forwardBy: scanned)
         let split = message.data.withUnsafeReadableBytes { self.session.split(upstream: $0) }
         switch split {
