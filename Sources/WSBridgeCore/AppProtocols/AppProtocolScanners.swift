@@ -142,15 +142,16 @@ extension STOMP {
                 i = end + 1
                 break
             }
-            // A header is name:value.
-            guard bytes.index(of: UInt8(ascii: ":"), from: i, to: lineEnd) != nil else { return .unsure }
-            if bytes[i] == UInt8(ascii: "s"), bytes.has("subscription:", at: i) {
+            // A header is name:value (the two read here have their colon).
+            if lineEnd - i >= 13, bytes[i] == UInt8(ascii: "s"), bytes.has("subscription:", at: i) {
                 // A second one: the view keeps the last; leave it to the parse.
                 guard subscription == nil else { return .unsure }
                 subscription = (i + 13)..<lineEnd
-            } else if length == nil, bytes[i] == UInt8(ascii: "c"), bytes.has("content-length:", at: i) {
+            } else if length == nil, lineEnd - i >= 15, bytes[i] == UInt8(ascii: "c"), bytes.has("content-length:", at: i) {
                 guard let value = bytes.decimal((i + 15)..<lineEnd) else { return .unsure }
                 length = value
+            } else {
+                guard bytes.index(of: UInt8(ascii: ":"), from: i, to: lineEnd) != nil else { return .unsure }
             }
             i = end + 1
         }
