@@ -221,7 +221,7 @@ package protocol AppProtocolCodec: Sendable {
     var scanTellsBroadcasts: Bool { get }
     /// The protocol message at the start of `bytes`, told from a scan of its bytes where it is a
     /// call's answer or a subscription's event (issue 46: routed without a parse,
-    /// `AppProtocolSession.route(scanned:)`); `unsure` for anything else.
+    /// `AppProtocolSession.route(scanned:in:)`); `unsure` for anything else.
     func scan(upstream bytes: UnsafeRawBufferPointer) -> AppProtocolScan
     /// `id` as the wire carries it where `scan` found an id (a JSON value's text, a STOMP header
     /// value escaped, a NATS sid).

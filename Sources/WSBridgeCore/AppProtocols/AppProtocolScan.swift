@@ -41,7 +41,7 @@ package struct ScannedID: Equatable, Sendable {
     }
 }
 
-/// Where a scanned message goes (`AppProtocolSession.route(scanned:)`): the message's own bytes,
+/// Where a scanned message goes (`AppProtocolSession.route(scanned:in:)`): the message's own bytes,
 /// with the scanned id's text replaced by another id's where the app knows it by another.
 package enum AppProtocolScannedRoute {
     /// To each holder under the id it knows (a subscription under the daemon's id).

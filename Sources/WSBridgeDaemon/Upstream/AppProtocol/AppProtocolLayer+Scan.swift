@@ -4,8 +4,9 @@ import WSBridgeProtocol
 
 /// An upstream message routed by a scan (issue 46): a call's answer or a subscription's event
 /// found by the codec in the message's bytes (`AppProtocolCodec.scan(upstream:)`), where it goes
-/// by one lookup in the session (`route(scanned:)`), and the message passed on as its bytes, or
-/// with the id's bytes replaced by the one its app knows. Nothing is parsed unless something
+/// by one lookup in the session (`route(scanned:in:)`, or the route kept for the same id's
+/// bytes), and the message passed on as its bytes, the id's bytes written as the one its app
+/// knows where that is another (`IDSplice`). Nothing is parsed unless something
 /// needs the message's view (a filter, `inline_json`, a `request` waiting, a `tail --all`), or
 /// the scan cannot tell.
 extension AppProtocolLayer {
