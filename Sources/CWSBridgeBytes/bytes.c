@@ -112,30 +112,24 @@ static inline int container_byte(container_state *s, uint8_t c) {
     }
 }
 
-#if defined(__SSE2__)
-// Sixteen bytes of a container at once (the first `width` of them matter): the offset past its
-// closing bracket in them plus one (so 0 is none), or -1 at a backslash before it.
-static inline int container_block(container_state *s, __m128i v, unsigned width) {
-    // The last `width` bytes of `v` are the ones to read (the others were read already).
-    unsigned drop = 16 - width;
-    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
-    const __m128i open1 = _mm_set1_epi8('{'), open2 = _mm_set1_epi8('['), close1 = _mm_set1_epi8('}'), close2 = _mm_set1_epi8(']');
-    unsigned keep = width >= 16 ? 0xFFFFu : (1u << width) - 1;
-    unsigned backslashes = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, backslash)) >> drop & keep;
-    unsigned quotes = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, quote)) >> drop & keep;
-    unsigned open = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, open1), _mm_cmpeq_epi8(v, open2))) >> drop;
-    unsigned close = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, close1), _mm_cmpeq_epi8(v, close2))) >> drop;
+// A block of a container as bit masks (bit k: its k-th byte; the first `width` bits matter): the
+// offset past the container's closing bracket in it plus one (0: none), or -1 at a backslash
+// before it.
+static inline int container_masks(container_state *s, uint32_t quotes, uint32_t open, uint32_t close, uint32_t backslashes, unsigned width) {
+    uint32_t keep = width >= 32 ? 0xFFFFFFFFu : (1u << width) - 1;
+    quotes &= keep;
+    backslashes &= keep;
     // Inside a string: each quote flips it (no backslash, so no escaped quote); a prefix xor of
     // the quotes' bits, from the state the last block ended in.
-    unsigned inside = quotes;
+    uint32_t inside = quotes;
     inside ^= inside << 1;
     inside ^= inside << 2;
     inside ^= inside << 4;
     inside ^= inside << 8;
+    inside ^= inside << 16;
     if (s->in_string) inside = ~inside;
-    inside &= 0xFFFF;
     s->in_string = (int)(inside >> (width - 1) & 1);
-    unsigned brackets = (open | close) & ~inside & keep;
+    uint32_t brackets = (open | close) & ~inside & keep;
     // Up to the first backslash only (the end may come before it).
     if (backslashes != 0) brackets &= (1u << __builtin_ctz(backslashes)) - 1;
     while (brackets != 0) {
@@ -148,6 +142,19 @@ static inline int container_block(container_state *s, __m128i v, unsigned width)
         brackets &= brackets - 1;
     }
     return backslashes != 0 ? -1 : 0;
+}
+
+#if defined(__SSE2__)
+// Sixteen bytes of a container at once, of which the last `width` are still to read.
+static inline int container_block(container_state *s, __m128i v, unsigned width) {
+    unsigned drop = 16 - width;
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+    const __m128i open1 = _mm_set1_epi8('{'), open2 = _mm_set1_epi8('['), close1 = _mm_set1_epi8('}'), close2 = _mm_set1_epi8(']');
+    uint32_t backslashes = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, backslash)) >> drop;
+    uint32_t quotes = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, quote)) >> drop;
+    uint32_t open = (uint32_t)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, open1), _mm_cmpeq_epi8(v, open2))) >> drop;
+    uint32_t close = (uint32_t)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, close1), _mm_cmpeq_epi8(v, close2))) >> drop;
+    return container_masks(s, quotes, open, close, backslashes, width);
 }
 #endif
 
@@ -222,7 +229,7 @@ AVX2 size_t cwsb_ascii_prefix_avx2(const uint8_t *p, size_t n) {
     return ascii_tail(p, i, n);
 }
 
-// Thirty-two bytes of a container at once, as `container_block` reads sixteen.
+// Thirty-two bytes of a container at once.
 AVX2 static inline int container_block32(container_state *s, __m256i v) {
     const __m256i quote = _mm256_set1_epi8('"'), backslash = _mm256_set1_epi8('\\');
     const __m256i open1 = _mm256_set1_epi8('{'), open2 = _mm256_set1_epi8('['), close1 = _mm256_set1_epi8('}'), close2 = _mm256_set1_epi8(']');
@@ -230,26 +237,7 @@ AVX2 static inline int container_block32(container_state *s, __m256i v) {
     uint32_t quotes = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, quote));
     uint32_t open = (uint32_t)_mm256_movemask_epi8(_mm256_or_si256(_mm256_cmpeq_epi8(v, open1), _mm256_cmpeq_epi8(v, open2)));
     uint32_t close = (uint32_t)_mm256_movemask_epi8(_mm256_or_si256(_mm256_cmpeq_epi8(v, close1), _mm256_cmpeq_epi8(v, close2)));
-    uint32_t inside = quotes;
-    inside ^= inside << 1;
-    inside ^= inside << 2;
-    inside ^= inside << 4;
-    inside ^= inside << 8;
-    inside ^= inside << 16;
-    if (s->in_string) inside = ~inside;
-    s->in_string = (int)(inside >> 31);
-    uint32_t brackets = (open | close) & ~inside;
-    if (backslashes != 0) brackets &= (1u << __builtin_ctz(backslashes)) - 1;
-    while (brackets != 0) {
-        unsigned bit = (unsigned)__builtin_ctz(brackets);
-        if (open >> bit & 1) {
-            s->depth++;
-        } else if (--s->depth == 0) {
-            return (int)bit + 1;
-        }
-        brackets &= brackets - 1;
-    }
-    return backslashes != 0 ? -1 : 0;
+    return container_masks(s, quotes, open, close, backslashes, 32);
 }
 
 AVX2 size_t cwsb_json_container_end_avx2(const uint8_t *p, size_t n) {
