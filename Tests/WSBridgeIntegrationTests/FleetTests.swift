@@ -10,10 +10,16 @@ import WSBridgeProtocol
         try await NATSServer.start(dir, client: client, extra: "jetstream { store_dir: \"\(dir.file("js"))\" }")
     }
 
-    /// Tests/peers/jetstream.py against `server`.
+    /// Tests/peers/jetstream.py against `server`: the JSON lines it printed.
     static func js(_ server: NATSServer, _ arguments: [String]) throws -> [JSONValue] {
+        try Self.jsAnswer(server, arguments).lines
+    }
+
+    /// Tests/peers/jetstream.py against `server`: the JSON lines it printed and what it said on
+    /// stderr (why it printed none).
+    static func jsAnswer(_ server: NATSServer, _ arguments: [String]) throws -> (lines: [JSONValue], error: String) {
         let r = try spawnAndWait(Paths.python, ["\(Paths.root)/Tests/peers/jetstream.py", "--port", "\(server.client)"] + arguments)
-        return r.stdout.split(separator: "\n").compactMap { try? JSONValue.parse(String($0)) }
+        return (r.stdout.split(separator: "\n").compactMap { try? JSONValue.parse(String($0)) }, r.stderr)
     }
 
     static func daemon(_ dir: TemporaryDirectory, url: String, nats: NATSServer, fleet: String = "") async throws -> (ManagedProcess, String) {
@@ -172,11 +178,13 @@ import WSBridgeProtocol
     }
 
     /// A 3-node JetStream cluster on loopback: each node its own directory and ports, routes to
-    /// the others; a node started again keeps its store and ports.
+    /// the others; a node started again keeps its store and ports. Its name is its own, so no node
+    /// of another test's cluster can join it through a port that test let go.
     struct Cluster {
         let dirs: [TemporaryDirectory]
         let routes: [Int]
         let clients: [Int]
+        let name = "fleet-\(UInt32.random(in: 0...UInt32.max))"
 
         init() throws {
             self.dirs = try (0..<3).map { _ in try TemporaryDirectory() }
@@ -184,21 +192,36 @@ import WSBridgeProtocol
             self.clients = try (0..<3).map { _ in try freePort() }
         }
 
-        /// The three nodes, and the stream FEED on all three, made once the cluster elected its
-        /// JetStream leader (stopped again if that fails).
+        /// The three nodes, and the stream FEED on all three (stopped again if that fails). The
+        /// stream is made once every node reports the same JetStream meta leader of a 3-node
+        /// group (`/jsz`), which is the cluster's own readiness: a request made before that is
+        /// not answered at all.
         func startWithStream() async throws -> [NATSServer] {
             var nodes: [NATSServer] = []
             do {
                 for i in 0..<3 { nodes.append(try await self.start(i)) }
                 try await eventually(
-                    "a stream replicated on the 3 nodes", timeout: .seconds(60), every: .milliseconds(500),
-                    { [nodes] in try FleetTests.js(nodes[1], ["create-stream", "FEED", "feed.>", "--replicas", "3"]) },
-                    until: { $0.first?["name"] == "FEED" })
+                    "one JetStream meta leader of 3 seen by each node (/jsz)", timeout: .seconds(120), every: .milliseconds(200),
+                    { [nodes] in nodes.map(Self.metaCluster) },
+                    until: { seen in seen.allSatisfy { $0.size == 3 && !$0.leader.isEmpty && $0.leader == seen[0].leader } })
+                try await eventually(
+                    "the stream FEED made on the 3 nodes", timeout: .seconds(60), every: .milliseconds(200),
+                    { [nodes] in try FleetTests.jsAnswer(nodes[1], ["create-stream", "FEED", "feed.>", "--replicas", "3"]) },
+                    until: { $0.lines.first?["name"] == "FEED" })
                 return nodes
             } catch {
                 for node in nodes { node.process.stop() }
                 throw error
             }
+        }
+
+        /// What a node's `/jsz` says of its meta group: the leader's name and the group's size
+        /// (empty and 0 while it has none, or when the node does not answer).
+        static func metaCluster(_ node: NATSServer) -> (leader: String, size: Int) {
+            guard let r = try? spawnAndWait("/usr/bin/curl", ["-sf", "http://127.0.0.1:\(node.monitor)/jsz"]),
+                let jsz = try? JSONValue.parse(r.stdout)
+            else { return ("", 0) }
+            return (jsz.value(at: "meta_cluster.leader")?.stringValue ?? "", jsz.value(at: "meta_cluster.cluster_size")?.intValue ?? 0)
         }
 
         func start(_ i: Int) async throws -> NATSServer {
@@ -208,7 +231,7 @@ import WSBridgeProtocol
                 extra: """
                     server_name: n\(i)
                     jetstream { store_dir: "\(self.dirs[i].file("js"))" }
-                    cluster { name: fleet, listen: "127.0.0.1:\(self.routes[i])", routes: [\(others)] }
+                    cluster { name: \(self.name), listen: "127.0.0.1:\(self.routes[i])", routes: [\(others)] }
                     """)
         }
     }
