@@ -171,14 +171,3 @@ extension WireID {
         return WireID(.string(String(decoding: bytes, as: UTF8.self)))
     }
 }
-
-extension JSONPathScan {
-    /// The value's range at `path` in `bytes` when it is there (nil: missing, or unsure).
-    static func range(_ path: Path, in bytes: UnsafeRawBufferPointer) -> Range<Int>? {
-        if case .found(let range) = Self.scan(path, in: bytes) { return range }
-        return nil
-    }
-
-    /// Whether `bytes` has no value at `path` (false: it has, or the scan cannot tell).
-    static func lacks(_ path: Path, in bytes: UnsafeRawBufferPointer) -> Bool { Self.scan(path, in: bytes) == .missing }
-}
