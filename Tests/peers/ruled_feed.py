@@ -10,11 +10,18 @@ duplicate).
 Rules, per connection unless said:
 - --messages-per-second M (with a burst of M): a client message (text or binary; pings are
   answered by the library, uncounted) beyond it is a violation: printed, and the connection
-  closed with 1008;
+  closed with 1008. Judged by when the messages arrived, as a server with time to spare judges
+  them, not by when this process got to read them (a busy machine keeps it off the CPU, and then
+  it reads a second's messages at once): each message arrived between the socket read before
+  the one that brought it and that read, and it is a violation only when no arrival times within
+  those bounds keep the rule (each message given the earliest time the rule allows);
 - --max-streams K: a SUBSCRIBE that would hold more than K streams is answered
   {"error":{"code":-1,"msg":"max streams"},"id":N} and changes nothing;
 - --lifetime T: the server closes every connection T seconds after it opened (1001), after
   sending {"event":"closing","in_ms":500} half a second before;
+- --lag-even S: on the even-numbered connections (2, 4, ...) each stream stalls S seconds after
+  its first event and stays S seconds behind (a renewal's new connection falls behind the old
+  one, then the next one is ahead of it);
 - --connect-attempts A --window W: upgrades beyond A in any W seconds (all connections) are
   refused with HTTP 429 (printed: refused); --refuse: every upgrade is refused so (HTTP 503).
 Requests: {"method":"SUBSCRIBE"|"UNSUBSCRIBE","params":[S,...],"id":N} answered
@@ -35,8 +42,51 @@ import json
 import sys
 import time
 
-from websockets.asyncio.server import serve
+from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
+from websockets.frames import Opcode
+
+
+class TimedConnection(ServerConnection):
+    """Notes, for each data message, the interval it arrived in: after the socket read before the
+    one that brought it, by that read."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.previous_read = time.monotonic()
+        self.read_interval = (self.previous_read, self.previous_read)
+        self.arrivals = collections.deque()
+
+    def data_received(self, data):
+        now = time.monotonic()
+        self.read_interval = (self.previous_read, now)
+        self.previous_read = now
+        super().data_received(data)
+
+    def process_event(self, event):
+        if getattr(event, "opcode", None) in (Opcode.TEXT, Opcode.BINARY):
+            self.arrivals.append(self.read_interval)
+        super().process_event(event)
+
+
+class Rate:
+    """The rule of M messages a second with a burst of M, as a virtual scheduling (GCRA): each
+    message takes the earliest time within its arrival interval that keeps the rule; none is a
+    violation."""
+
+    def __init__(self, per_second, now):
+        self.interval = 1 / per_second
+        self.tolerance = (per_second - 1) * self.interval
+        self.theoretical = now
+        self.last = now
+
+    def admit(self, earliest, latest):
+        t = max(earliest, self.last, self.theoretical - self.tolerance)
+        if t > latest + 1e-6:
+            return False
+        self.last = t
+        self.theoretical = max(self.theoretical, t) + self.interval
+        return True
 
 
 def out(line):
@@ -53,6 +103,7 @@ def main():
     p.add_argument("--window", type=float, default=300)
     p.add_argument("--events-per-second", type=float, default=10)
     p.add_argument("--refuse", action="store_true")
+    p.add_argument("--lag-even", type=float, default=0)
     a = p.parse_args()
     attempts = collections.deque()
     counter = [0]
@@ -77,11 +128,11 @@ def main():
         c = counter[0]
         out(f"connected {c}")
         streams = []
-        tokens = a.messages_per_second
-        last = time.monotonic()
+        rate = Rate(a.messages_per_second, time.monotonic())
+        lag = a.lag_even if c % 2 == 0 else 0
 
-        def clock():
-            return int(time.time() * a.events_per_second)
+        def clock(behind=0):
+            return int((time.time() - behind) * a.events_per_second)
 
         # The next update id each stream sends on this connection: every id from the subscribe
         # on, none skipped however late the loop wakes.
@@ -90,12 +141,13 @@ def main():
         async def feed():
             while True:
                 await asyncio.sleep(1 / a.events_per_second)
-                now = clock()
+                live, late = clock(), clock(lag)
                 for s in list(streams):
+                    now = late if s in following else live
                     start = following.setdefault(s, now)
                     for u in range(start, now + 1):
                         await ws.send(json.dumps({"stream": s, "data": {"u": u}}))
-                    following[s] = now + 1
+                    following[s] = max(start, now + 1)
 
         async def lifetime():
             await asyncio.sleep(max(0, a.lifetime - 0.5))
@@ -108,14 +160,11 @@ def main():
             tasks.append(asyncio.create_task(lifetime()))
         try:
             async for text in ws:
-                now = time.monotonic()
-                tokens = min(a.messages_per_second, tokens + (now - last) * a.messages_per_second)
-                last = now
-                if tokens < 1:
+                earliest, latest = ws.arrivals.popleft()
+                if not rate.admit(earliest, latest):
                     out(f"violation {c} more than {a.messages_per_second:g} messages per second")
                     await ws.close(1008, "too many messages")
                     break
-                tokens -= 1
                 out(f"recv {c} {text}")
                 try:
                     request = json.loads(text)
@@ -160,7 +209,9 @@ def main():
             out(f"closed {c} {ws.close_code}")
 
     async def run():
-        async with serve(handler, "127.0.0.1", a.port, process_request=admit, ping_interval=None) as server:
+        async with serve(
+            handler, "127.0.0.1", a.port, process_request=admit, ping_interval=None, create_connection=TimedConnection
+        ) as server:
             out(f"listening {server.sockets[0].getsockname()[1]}")
             await asyncio.Future()
 

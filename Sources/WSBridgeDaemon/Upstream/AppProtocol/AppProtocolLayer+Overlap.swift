@@ -47,6 +47,12 @@ enum OverlapSide {
 
 extension AppProtocolLayer: RenewalOverlapSink {
     func overlapBegan(_ link: any LinkControl, other: any ProtocolConnection, dedupe: [String], window: Int) {
+        if let last = self.overlap, last.tookOver, last.otherEnded {
+            // Within the last overlap's moment: its dedupe stays for the current connection.
+            self.endOverlapTail()
+            self.overlapTail = last
+            self.overlap = nil
+        }
         self.endOverlap()
         self.overlap = AppProtocolOverlap(
             session: self.session.forRenewal(), connection: other, dedupe: OverlapDedupe(paths: dedupe, window: window))
@@ -74,6 +80,8 @@ extension AppProtocolLayer: RenewalOverlapSink {
         swap(&self.session, &overlap.session)
         self.session.tookOver(from: overlap.session)
         overlap.tookOver = true
+        // The connection the last overlap's dedupe watched is no longer the current one.
+        self.endOverlapTail()
         // The old session's restore is over; the new one's is the layer's.
         overlap.restoreWatch.cancel()
         self.restoreWatch.cancel()
@@ -85,18 +93,29 @@ extension AppProtocolLayer: RenewalOverlapSink {
     func overlapEnded(_ link: any LinkControl, _ why: String) {
         guard let overlap else { return }
         guard overlap.tookOver else {
-            // The renewal failed: its session goes with its connection.
+            // The renewal failed: its session goes with its connection; the last overlap's
+            // moment, if it is not over, goes on.
             self.endOverlap()
+            self.overlap = self.overlapTail
+            self.overlapTail = nil
             return
         }
         self.oldConnectionLost("the upstream connection was renewed, and the old one ended (\(why)) before the answer came", link: link)
     }
 
-    func overlapDedupeEnded() { self.endOverlap() }
+    func overlapDedupeEnded() {
+        if self.overlapTail != nil {
+            self.endOverlapTail()
+        } else if let overlap, overlap.tookOver, overlap.otherEnded {
+            self.endOverlap()
+        }
+    }
 
     var overlapBehind: [String] { self.overlap?.dedupe.behind() ?? [] }
 
-    var overlapDuplicatesDropped: Int { self.overlapDroppedBefore + (self.overlap?.dedupe.dropped ?? 0) }
+    var overlapDuplicatesDropped: Int {
+        self.overlapDroppedBefore + (self.overlap?.dedupe.dropped ?? 0) + (self.overlapTail?.dedupe.dropped ?? 0)
+    }
 
     /// Requests waiting for their answers: the fan-out's, and the calls of a renewal's old
     /// connection (it stays open for them).
@@ -109,6 +128,7 @@ extension AppProtocolLayer: RenewalOverlapSink {
     /// The link left `open`: a renewal under way goes with it (`lost`: what the calls still due
     /// on its old connection are told).
     func overlapLost(_ lost: String) {
+        self.endOverlapTail()
         guard let overlap else { return }
         if overlap.tookOver { self.oldConnectionLost(lost, link: nil) }
         self.endOverlap()
@@ -156,7 +176,13 @@ extension AppProtocolLayer: RenewalOverlapSink {
             }
             // Known by what its first delivery carries, as apps see it.
             let seen: ByteBuffer = if case .app(_, let json) = first { self.wireBytes(json, original: original) } else { data }
-            if let admitted = seen.withUnsafeReadableBytes({ overlap.dedupe.admit(delivery, bytes: $0, from: from) }) {
+            var kept = delivery
+            if side == .current, let tail = self.overlapTail {
+                // The last overlap's old connection may have delivered it first.
+                guard let admitted = seen.withUnsafeReadableBytes({ tail.dedupe.admit(delivery, bytes: $0, from: .new) }) else { continue }
+                kept = admitted
+            }
+            if let admitted = seen.withUnsafeReadableBytes({ overlap.dedupe.admit(kept, bytes: $0, from: from) }) {
                 self.deliver(admitted, link: link)
             }
         }
@@ -213,5 +239,11 @@ extension AppProtocolLayer: RenewalOverlapSink {
         overlap.restoreWatch.cancel()
         self.overlapDroppedBefore += overlap.dedupe.dropped
         self.overlap = nil
+    }
+
+    private func endOverlapTail() {
+        guard let tail = self.overlapTail else { return }
+        self.overlapDroppedBefore += tail.dedupe.dropped
+        self.overlapTail = nil
     }
 }

@@ -50,6 +50,10 @@ final class AppProtocolLayer: UpstreamEventSink {
     var restoreWatch = RestoreWatch()
     /// A renewal's overlap: the new connection's session beside this one (AppProtocolLayer+Overlap).
     var overlap: AppProtocolOverlap?
+    /// The last overlap, its old connection ended, when the next renewal began within its
+    /// moment: its dedupe still sees the current connection's messages first, until the link
+    /// ends the moment or the next renewal's connection takes over (AppProtocolLayer+Overlap).
+    var overlapTail: AppProtocolOverlap?
     /// Duplicates dropped by the overlaps that ended.
     var overlapDroppedBefore = 0
     /// On a fleet follower: its bridge, whose layer holds this host's apps (`+Remote`).

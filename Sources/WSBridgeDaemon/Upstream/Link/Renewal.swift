@@ -20,12 +20,20 @@ final class Renewal {
     private(set) var retiring: LinkAttempt?
     /// The old connection's close frame went.
     private(set) var retiringClosed = false
-    /// The overlap's dedupe: from the renewal's start until a moment after the old one ended
-    /// (nil with a protocol: its layer dedupes).
+    /// The overlap's dedupe: from the renewal's start until the old one ended (nil with a
+    /// protocol: its layer dedupes).
     var dedupe: OverlapDedupe<UpstreamMessage>?
+    /// The last overlap's dedupe after its old connection ended, a moment more (`tailEnd`) for
+    /// what the connection that took over (`tailGeneration`) still brings that the old one
+    /// delivered first. A renewal that begins meanwhile keeps it: that connection's messages
+    /// pass it, then the new overlap's dedupe. (With a protocol the dedupe is the layer's, and
+    /// only the moment is kept here.)
+    private var tail: OverlapDedupe<UpstreamMessage>?
+    private var tailGeneration: Int?
+    private var tailEnd: Scheduled<Void>?
     /// Duplicates dropped by the overlaps that ended.
     private var droppedBefore = 0
-    var duplicatesDropped: Int { self.droppedBefore + (self.dedupe?.dropped ?? 0) }
+    var duplicatesDropped: Int { self.droppedBefore + (self.dedupe?.dropped ?? 0) + (self.tail?.dropped ?? 0) }
     /// A renewal asked for while the last one's old connection was still closing: why.
     var waiting: String?
     /// Why this renewal, for the log and `status`.
@@ -44,8 +52,8 @@ final class Renewal {
     /// The last renewal: when (wall clock), how long its overlap took, why; or why it failed.
     private(set) var last: StatusReport.Renewal.Last?
 
-    /// An overlap's dedupe is on: messages are compared.
-    var isOverlapping: Bool { self.dedupe != nil }
+    /// An overlap's dedupe is on, or the last one's still: messages are compared.
+    var isOverlapping: Bool { self.dedupe != nil || self.tail != nil }
 
     var isUnderway: Bool { self.successor != nil || self.retiring != nil }
 
@@ -71,7 +79,7 @@ final class Renewal {
 
     /// A renewal starts: `successor` is its connection.
     func start(_ successor: LinkAttempt, why: String, dedupe: OverlapDedupe<UpstreamMessage>?, now: MonotonicInstant) {
-        self.abandon()
+        self.clear()
         self.successor = successor
         self.successorKeepalive = nil
         self.successorReady = false
@@ -88,16 +96,23 @@ final class Renewal {
         self.sentKeys = keys
     }
 
-    /// What the overlap delivers of `message` from `side` (all of it when there is no overlap).
-    func admit(_ message: UpstreamMessage, from side: OverlapDedupe<UpstreamMessage>.Side) -> UpstreamMessage? {
+    /// What the overlap delivers of `message` from `side`, a message of connection `generation`
+    /// (all of it when there is no overlap): the last overlap's dedupe sees it first when it is
+    /// the connection that overlap's old one gave way to.
+    func admit(_ message: UpstreamMessage, from side: OverlapDedupe<UpstreamMessage>.Side, generation: Int) -> UpstreamMessage? {
+        var message = message
+        if self.tail != nil, self.tailGeneration == generation {
+            guard let kept = message.data.withUnsafeReadableBytes({ self.tail!.admit(message, bytes: $0, from: .new) }) else { return nil }
+            message = kept
+        }
         guard self.dedupe != nil else { return message }
         return message.data.withUnsafeReadableBytes { self.dedupe!.admit(message, bytes: $0, from: side) }
     }
 
-    /// What the overlap delivers of the current connection's `message`: the old one's until the
-    /// new one took over, then the new one's.
-    func admitCurrent(_ message: UpstreamMessage) -> UpstreamMessage? {
-        self.admit(message, from: self.dedupe?.tookOver == true ? .new : .old)
+    /// What the overlap delivers of the current connection's (`generation`) `message`: the old
+    /// one's until the new one took over, then the new one's.
+    func admitCurrent(_ message: UpstreamMessage, generation: Int) -> UpstreamMessage? {
+        self.admit(message, from: self.dedupe?.tookOver == true ? .new : .old, generation: generation)
     }
 
     /// Sticky key `key` went on the successor too (registered while it was ready).
@@ -126,10 +141,26 @@ final class Renewal {
     /// The old connection's close frame went.
     func closingRetiring() { self.retiringClosed = true }
 
-    /// The old connection ended.
-    func retired() {
+    /// The old connection ended; `current` took over from it. The overlap's dedupe stays until
+    /// `end` fires (it calls `endTail`), replacing the last one's: that one's connection was the
+    /// one that just ended.
+    func retired(current: Int, tailEnds end: Scheduled<Void>) {
         self.retiring?.end()
         self.retiring = nil
+        self.endTail()
+        self.tail = self.dedupe
+        self.dedupe = nil
+        self.tailGeneration = current
+        self.tailEnd = end
+    }
+
+    /// The last overlap's moment is over: messages are no longer compared against it.
+    func endTail() {
+        self.droppedBefore += self.tail?.dropped ?? 0
+        self.tail = nil
+        self.tailGeneration = nil
+        self.tailEnd?.cancel()
+        self.tailEnd = nil
     }
 
     /// The renewal failed before its connection took over (`why`): it goes; the old stays.
@@ -144,6 +175,12 @@ final class Renewal {
 
     /// The link's connection went (or the daemon stops): every part of a renewal goes with it.
     func abandon() {
+        self.clear()
+        self.endTail()
+    }
+
+    /// Every part of a renewal but the last overlap's moment (`tail`) goes.
+    private func clear() {
         self.waiting = nil
         self.successor?.end()
         self.successor = nil

@@ -163,7 +163,7 @@ extension UpstreamLink {
             if self.session.observe(message, awaitingReady: true) { self.successorReady(connection) }
             return
         }
-        if let delivered = self.renewal.admit(message, from: isSuccessor ? .new : .old) { self.emit(.message(delivered)) }
+        if let delivered = self.renewal.admit(message, from: isSuccessor ? .new : .old, generation: generation) { self.emit(.message(delivered)) }
         if isSuccessor {
             if let dedupe = self.renewal.dedupe, dedupe.caughtUp || dedupe.isFull { self.successorTookOver() }
         } else {
@@ -259,21 +259,20 @@ extension UpstreamLink {
             self.renewalFailed(generation, "the new connection ended before it delivered: \(why)")
             return
         }
-        self.renewal.retired()
+        // The new connection may still bring what the old one delivered first: the overlap's
+        // dedupe stays a moment, through a renewal that begins meanwhile too.
+        self.renewal.retired(
+            current: self.attempt.generation,
+            tailEnds: self.eventLoop.assumeIsolated().scheduleTask(in: Self.closeTimeout) {
+                self.renewal.endTail()
+                self.protocolOverlap?.overlapDedupeEnded()
+            })
         self.protocolOverlap?.overlapEnded(self, why)
         if let why = self.renewal.waiting {
             // A renewal asked for while it closed (a short lifetime, a notice): now.
             self.renewal.waiting = nil
             self.renew(why: why)
-            return
         }
-        // The new connection may still bring what the old one delivered first.
-        self.renewal.setDeadline(
-            self.eventLoop.assumeIsolated().scheduleTask(in: Self.closeTimeout) {
-                guard self.renewal.retiring == nil else { return }
-                self.renewal.endDedupe()
-                self.protocolOverlap?.overlapDedupeEnded()
-            })
     }
 
     /// The protocol's layer, when it runs a renewal's overlap (nil: raw, the link dedupes).
