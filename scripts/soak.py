@@ -121,6 +121,28 @@ async def request(path, body, timeout=10):
         writer.close()
 
 
+async def settled_fds(path, pid, timeout=60):
+    """The daemon's fds once it counts no client but the one asking (the readers that left are
+    closed, their fds with them), counted while that one is still connected: each count has
+    exactly one client's fd in it."""
+    reader, writer = await open_client(path)
+    writer.write(b'{"id":"u","op":"unsubscribe"}\n')
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            writer.write(b'{"id":"s","op":"status"}\n')
+            await writer.drain()
+            while True:
+                msg = json.loads(await asyncio.wait_for(reader.readline(), timeout))
+                if msg.get("type") == "reply" and msg.get("id") == "s":
+                    break
+            if msg["result"]["clients"] <= 1 or time.monotonic() > deadline:
+                return fd_count(pid)
+            await asyncio.sleep(0.05)
+    finally:
+        writer.close()
+
+
 class Sender:
     """Sends `soak-N` at a steady rate on one connection and keeps what each reply said."""
 
@@ -453,10 +475,10 @@ async def reload_storm(args, workdir):
         # A first flood without reloads (its readers stalled once too) warms the daemon up; its
         # fds and RSS are the baseline.
         await flood(0)
-        await asyncio.sleep(0.5)
-        fds_before, rss_before = fd_count(d.pid), rss_kib(d.pid)
+        fds_before, rss_before = await settled_fds(d.socket, d.pid), rss_kib(d.pid)
         count, results = await flood(args.reloads)
         await notify.settle(args.reloads)
+        fds_after = await settled_fds(d.socket, d.pid)
         # The daemon gives a lag's memory back once every laggard caught up, at most once a
         # second: RSS is read until it is back within the bound (or 10 s passed; under a
         # sanitizer RSS says nothing).
@@ -474,7 +496,7 @@ async def reload_storm(args, workdir):
             "announced_drops": sum(r["lost"] for r in results),
             "unannounced_gaps": sum(r["gaps"] for r in results),
             "fds_before": fds_before,
-            "fds_after": fd_count(d.pid),
+            "fds_after": fds_after,
             "rss_before_kib": rss_before,
             "rss_after_kib": rss_kib(d.pid),
             "alive": d.proc.poll() is None,
