@@ -30,6 +30,8 @@ import WSBridgeProtocol
         #"{"id":4,"op":"send","text":"\b\f\r"}"#,
         #"{"id":0,"op":"send","text":"z"}"#,
         #"{"id":-0.5E+2,"op":"send","text":"z"}"#,
+        // Long runs between escapes (copied whole), an escape first and last.
+        #"{"id":5,"op":"send","text":"\""# + String(repeating: "x", count: 70) + #"\"\\"# + String(repeating: "é", count: 40) + #"\n"}"#,
     ])
     func takesTheCommonSendsAndReadsThemAsTheDecoderDoes(line: String) throws {
         let full = try #require(Self.decoded(line), "the decoder refuses \(line)")

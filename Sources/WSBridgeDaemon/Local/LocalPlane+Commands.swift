@@ -17,9 +17,14 @@ extension LocalPlane {
         case .success(let l)?:
             line = l
         }
-        // The common `send` (raw), read in one pass with no request built (SendLine).
-        if self.appProtocol == nil, client.mayWrite, let send = SendLine.scan(line) {
-            self.answerSend(self.link.send(OutboundMessage(kind: .text, data: send.text)), id: send.id, to: client)
+        // The common `send`, read in one pass with no request built (SendLine): raw, its text
+        // goes as it is; with a protocol, through the protocol's layer as any send's.
+        if client.mayWrite, let send = SendLine.scan(line) {
+            if self.appProtocol == nil {
+                self.answerSend(self.link.send(OutboundMessage(kind: .text, data: send.text)), id: send.id, to: client)
+            } else {
+                self.sendThroughProtocol(.text(String(buffer: send.text)), id: send.id, from: client)
+            }
             return
         }
         let request: Request

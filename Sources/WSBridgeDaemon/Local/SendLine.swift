@@ -137,12 +137,15 @@ struct SendLine {
                 out.writeBytes(UnsafeRawBufferPointer(rebasing: self.bytes[text.range]))
                 return SendLine(id: id, text: out)
             }
+            // The runs between escapes copied whole (the scan stops at a backslash: the string
+            // has no quote or control byte left in it).
+            guard let base = self.bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return nil }
             var k = text.range.lowerBound
             while k < text.range.upperBound {
-                let c = self.bytes[k]
-                guard c == Self.backslash else {
-                    out.writeInteger(c)
-                    k += 1
+                let run = min(cwsb_json_plain_prefix(base + k, text.range.upperBound - k), text.range.upperBound - k)
+                if run > 0 {
+                    out.writeBytes(UnsafeRawBufferPointer(rebasing: self.bytes[k..<(k + run)]))
+                    k += run
                     continue
                 }
                 let unescaped: UInt8 =
