@@ -61,6 +61,12 @@ struct Cost: AsyncParsableCommand {
     )
     var sends = false
 
+    @Flag(
+        help:
+            "With --sends and --protocol socketio: each send is an emit with an ack id (42N[\"ev\",\"x...\"]), which the upstream answers with its ack of --size bytes (43N[…]) and the client reads: the ack's routed cost is this count less that of --sends alone (emits without an ack id, 42[\"ev\",\"x...\"])."
+    )
+    var acks = false
+
     @Option(
         help:
             "TOML added to the daemon's [upstream] under count (and not to the baseline's when it does not know it: pass --baseline-upstream), e.g. '[upstream.limits]\\nmessages_per_second = 1000000' to count the pace."
@@ -106,6 +112,9 @@ struct Cost: AsyncParsableCommand {
     static let answers = ["jsonrpc": #"{"jsonrpc":"2.0","id":1,"result":"0x1"}"#]
 
     func run() async throws {
+        if self.acks, !self.sends || self.protocol != "socketio" {
+            throw BenchError("--acks counts Socket.IO's acks: it needs --sends and --protocol socketio")
+        }
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("wsbridge-cost-\(getpid())").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -140,7 +149,7 @@ struct Cost: AsyncParsableCommand {
                     }
                     let what = self.sends ? "send" : "message"
                     let label =
-                        "\(name)\(self.sends ? ", sends" : "")\(self.routed ? ", routed" : "")\(self.halfOtherId ? " (half id 2)" : "")\(self.shape.map { ", \($0) shape" } ?? ""), \(subscribers) sub\(subscribers == 1 ? "" : "s"), \(self.size) B, deflate \(deflate ? "on" : "off")"
+                        "\(name)\(self.sends ? ", sends" : "")\(self.acks ? " with acks" : "")\(self.routed ? ", routed" : "")\(self.halfOtherId ? " (half id 2)" : "")\(self.shape.map { ", \($0) shape" } ?? ""), \(subscribers) sub\(subscribers == 1 ? "" : "s"), \(self.size) B, deflate \(deflate ? "on" : "off")"
                     emitLine(
                         "cost \(label): \(Int(perMessage["total"]!.rounded())) instructions per \(what) (runs of \(n) and \(2 * n) \(what)s)")
                     rows.append((label, perMessage))
@@ -211,7 +220,16 @@ struct Cost: AsyncParsableCommand {
             }
         }
         if self.sends {
-            _ = try await SpoolCost.pipelined(socket: socket, clients: 1, total: messages, payload: String(repeating: "x", count: self.size))
+            // Socket.IO's emits, with an ack id when the server answers them (--acks).
+            let pad = String(repeating: "x", count: max(1, self.size - 14))
+            let acks = self.acks
+            var text: (@Sendable (Int) -> String)?
+            if self.protocol == "socketio" {
+                text = { n in acks ? "42\(n + 1)[\\\"ev\\\",\\\"\(pad)\\\"]" : "42[\\\"ev\\\",\\\"\(pad)\\\"]" }
+            }
+            if acks { generator.send("acks \(self.size)") }
+            _ = try await SpoolCost.pipelined(
+                socket: socket, clients: 1, total: messages, payload: String(repeating: "x", count: self.size), text: text, answered: acks)
             await bridge.stopAndWait()
             return try Self.parse(out)
         }

@@ -149,7 +149,12 @@ struct SpoolCost: AsyncParsableCommand {
     // MARK: - Clients (blocking sockets, each on its own threads)
 
     /// Seconds for `clients` connections to send `total` sends between them and read every reply.
-    static func pipelined(socket: String, clients: Int, total: Int, payload: String) async throws -> Double {
+    /// `payload`: each send's text, JSON-escaped (`text(n)`, the nth send's, when given);
+    /// `answered`: each send is answered upstream with a message routed to its client (a
+    /// Socket.IO ack), which the client reads too.
+    static func pipelined(
+        socket: String, clients: Int, total: Int, payload: String, text: (@Sendable (Int) -> String)? = nil, answered: Bool = false
+    ) async throws -> Double {
         let fds = try (0..<clients).map { _ in try BlockingClient(path: socket) }
         let start = ContinuousClock.now
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -161,7 +166,7 @@ struct SpoolCost: AsyncParsableCommand {
                         let writer = Thread {
                             var batch = ""
                             for n in 0..<count {
-                                batch += #"{"id":\#(n),"op":"send","text":"\#(payload)"}"# + "\n"
+                                batch += #"{"id":\#(n),"op":"send","text":"\#(text?(n) ?? payload)"}"# + "\n"
                                 if batch.utf8.count > 32768 || n == count - 1 {
                                     client.write(batch)
                                     batch = ""
@@ -169,7 +174,7 @@ struct SpoolCost: AsyncParsableCommand {
                             }
                         }
                         writer.start()
-                        try client.readReplies(count)
+                        try client.readReplies(count, messages: answered ? count : 0)
                     }
                 }
             }
@@ -239,16 +244,18 @@ final class BlockingClient: Sendable {
         bytes.removeAll()
     }
 
-    /// Reads until `count` reply lines have come (other lines, such as hello, are skipped);
-    /// returns the last reply.
+    /// Reads until `count` reply lines and `messages` message lines have come (other lines, such
+    /// as hello, are skipped); returns the last reply.
     @discardableResult
-    func readReplies(_ count: Int) throws -> String {
+    func readReplies(_ count: Int, messages: Int = 0) throws -> String {
         var seen = 0
+        var seenMessages = 0
         var partial: [UInt8] = []
         var last = ""
         var chunk = [UInt8](repeating: 0, count: 65536)
         let marker = Array(#"{"type":"reply""#.utf8)
-        while seen < count {
+        let message = Array(#"{"type":"message""#.utf8)
+        while seen < count || seenMessages < messages {
             let n = chunk.withUnsafeMutableBytes { read(self.fd, $0.baseAddress, $0.count) }
             guard n > 0 else { throw BenchError("the daemon closed the connection after \(seen) of \(count) replies") }
             partial.append(contentsOf: chunk[0..<n])
@@ -257,6 +264,8 @@ final class BlockingClient: Sendable {
                 if partial[start..<nl].starts(with: marker) {
                     seen += 1
                     if seen == count { last = String(decoding: partial[start..<nl], as: UTF8.self) }
+                } else if partial[start..<nl].starts(with: message) {
+                    seenMessages += 1
                 }
                 start = nl + 1
             }

@@ -19,6 +19,10 @@ final class ServerState {
     /// `poison TEXT`: a text message containing TEXT makes the server close that connection
     /// (4400 "poison"), as a server does with a message it cannot take.
     var poison: String?
+    /// `acks SIZE`: a Socket.IO emit with an ack id (`42N[...]`, `42/ns,N[...]`) is answered
+    /// with its ack of SIZE bytes (nil: off).
+    var ackSize: Int?
+    var acks = 0
     private var clients: [ObjectIdentifier: any Channel] = [:]
     /// Connections we sent a close frame to: their close frame is the reply, not to be answered.
     private(set) var closing: Set<ObjectIdentifier> = []
@@ -114,6 +118,8 @@ final class ServerState {
                 let rest = args.count > 1 ? args[1].split(separator: " ").compactMap { Int($0) } : []
                 self.startTicker(rate: Int(args.first ?? "") ?? 1, size: rest.first ?? 64, count: rest.count > 1 ? rest[1] : nil, loop: loop)
             }
+        case "acks":
+            self.ackSize = args.first.flatMap { Int($0) }
         case "poison":
             self.poison = args.isEmpty ? nil : args.joined(separator: " ")
         case "close":
@@ -222,6 +228,9 @@ final class ServerConnectionHandler: ChannelInboundHandler {
                 context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)), promise: nil)
                 return
             }
+            if frame.opcode == .text, let size = self.state.value.ackSize, let ack = self.ack(payload, size: size) {
+                context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: ack)), promise: nil)
+            }
             if self.state.value.echo {
                 context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: frame.opcode, data: payload)), promise: nil)
             }
@@ -248,6 +257,25 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         default:
             break
         }
+    }
+
+    /// The ack of a Socket.IO emit with an ack id (`42N[`, `42/ns,N[`), `size` bytes; nil for any
+    /// other message.
+    private func ack(_ payload: ByteBuffer, size: Int) -> ByteBuffer? {
+        let bytes = Array(payload.readableBytesView)
+        guard bytes.starts(with: Array("42".utf8)) else { return nil }
+        var i = 2
+        var namespace: [UInt8] = []
+        if i < bytes.count, bytes[i] == UInt8(ascii: "/"), let comma = bytes[i...].firstIndex(of: UInt8(ascii: ",")) {
+            namespace = Array(bytes[i...comma])
+            i = comma + 1
+        }
+        let digits = bytes[i...].prefix { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+        guard !digits.isEmpty, i + digits.count < bytes.count, bytes[i + digits.count] == UInt8(ascii: "[") else { return nil }
+        self.state.value.acks += 1
+        var head = Array("43".utf8) + namespace + digits + Array(#"[{"n":\#(self.state.value.acks),"pad":""#.utf8)
+        head += [UInt8](repeating: UInt8(ascii: "x"), count: max(0, size - head.count - 3))
+        return ByteBuffer(bytes: head + Array(#""}]"#.utf8))
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

@@ -32,6 +32,8 @@ struct TestServer: ParsableCommand {
               linger on|off             keep the TCP connection after a close handshake
               stall on|off              stop reading from clients (a slow upstream)
               poison [TEXT]             close (4400) a client whose message contains TEXT; none: off
+              acks SIZE|off             answer each Socket.IO emit with an ack id (42N[...]) with its
+                                        ack, 43N[{"n":K,"pad":"x..."}] of SIZE bytes
               oversize BYTES            one binary message of BYTES
               count                     print `clients N`
               quit                      stop
