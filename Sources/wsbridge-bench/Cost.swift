@@ -63,9 +63,12 @@ struct Cost: AsyncParsableCommand {
 
     @Flag(
         help:
-            "With --sends and --protocol socketio: each send is an emit with an ack id (42N[\"ev\",\"x...\"]), which the upstream answers with its ack of --size bytes (43N[…]) and the client reads: the ack's routed cost is this count less that of --sends alone (emits without an ack id, 42[\"ev\",\"x...\"])."
+            "With --sends and --protocol socketio: each send is an emit with an ack id (42N[\"ev\",\"x...\"]), which the upstream answers with its ack of --size bytes (43N[…]) and the client reads (all in flight at once: protocol.max_per_app and max_total raised for it): the ack's routed cost is this count less that of --acks --unanswered, and a call's cost on the way up that count less --sends' alone (emits without an ack id, 42[\"ev\",\"x...\"])."
     )
     var acks = false
+
+    @Flag(help: "With --acks: the upstream does not answer the emits (their calls stay open): the send of a call without its ack.")
+    var unanswered = false
 
     @Option(
         help:
@@ -115,6 +118,7 @@ struct Cost: AsyncParsableCommand {
         if self.acks, !self.sends || self.protocol != "socketio" {
             throw BenchError("--acks counts Socket.IO's acks: it needs --sends and --protocol socketio")
         }
+        if self.unanswered, !self.acks { throw BenchError("--unanswered goes with --acks") }
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("wsbridge-cost-\(getpid())").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -149,7 +153,7 @@ struct Cost: AsyncParsableCommand {
                     }
                     let what = self.sends ? "send" : "message"
                     let label =
-                        "\(name)\(self.sends ? ", sends" : "")\(self.acks ? " with acks" : "")\(self.routed ? ", routed" : "")\(self.halfOtherId ? " (half id 2)" : "")\(self.shape.map { ", \($0) shape" } ?? ""), \(subscribers) sub\(subscribers == 1 ? "" : "s"), \(self.size) B, deflate \(deflate ? "on" : "off")"
+                        "\(name)\(self.sends ? ", sends" : "")\(self.acks ? (self.unanswered ? " with ack ids, unanswered" : " with acks") : "")\(self.routed ? ", routed" : "")\(self.halfOtherId ? " (half id 2)" : "")\(self.shape.map { ", \($0) shape" } ?? ""), \(subscribers) sub\(subscribers == 1 ? "" : "s"), \(self.size) B, deflate \(deflate ? "on" : "off")"
                     emitLine(
                         "cost \(label): \(Int(perMessage["total"]!.rounded())) instructions per \(what) (runs of \(n) and \(2 * n) \(what)s)")
                     rows.append((label, perMessage))
@@ -194,6 +198,7 @@ struct Cost: AsyncParsableCommand {
         protocol = "\(self.protocol)"
         \((daemon.hasSuffix("/baseline") ? self.baselineUpstream ?? self.upstream : self.upstream).replacingOccurrences(of: "\\n", with: "\n"))
         \(self.routed && self.protocol == "json" ? "[protocol]\nid = \"id\"" : "")
+        \(self.acks ? "[protocol]\nmax_per_app = 1000000\nmax_total = 1000000" : "")
         [heartbeat]
         interval = "1h"
         [reachability]
@@ -227,9 +232,10 @@ struct Cost: AsyncParsableCommand {
             if self.protocol == "socketio" {
                 text = { n in acks ? "42\(n + 1)[\\\"ev\\\",\\\"\(pad)\\\"]" : "42[\\\"ev\\\",\\\"\(pad)\\\"]" }
             }
-            if acks { generator.send("acks \(self.size)") }
+            let answered = acks && !self.unanswered
+            if answered { generator.send("acks \(self.size)") }
             _ = try await SpoolCost.pipelined(
-                socket: socket, clients: 1, total: messages, payload: String(repeating: "x", count: self.size), text: text, answered: acks)
+                socket: socket, clients: 1, total: messages, payload: String(repeating: "x", count: self.size), text: text, answered: answered)
             await bridge.stopAndWait()
             return try Self.parse(out)
         }

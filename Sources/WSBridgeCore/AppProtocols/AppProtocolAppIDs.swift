@@ -43,14 +43,25 @@ struct AppProtocolAppIDs {
     mutating func hold(_ app: AppID, _ id: WireID, _ what: Held) { self.held[app, default: [:]][id] = what }
 
     mutating func release(_ app: AppID, _ id: WireID) {
-        self.held[app]?[id] = nil
-        if self.held[app]?.isEmpty == true { self.held[app] = nil }
+        // The app's entry found once, changed in place by its index.
+        guard let index = self.held.index(forKey: app) else { return }
+        self.held.values[index][id] = nil
+        if self.held.values[index].isEmpty { self.held.remove(at: index) }
     }
 
     /// `app`'s call `id` went upstream as `upstream`.
     mutating func called(_ upstream: WireID, by app: AppID, as id: WireID) {
         self.calls[upstream] = Call(app: app, appID: id)
         self.hold(app, id, .call(upstream))
+    }
+
+    /// The call an answer to `upstream` answers; a `final` one ends it (its app's id is free).
+    mutating func answer(_ upstream: WireID, final: Bool) -> Call? {
+        guard !self.calls.isEmpty else { return nil }
+        guard final else { return self.calls[upstream] }
+        guard let call = self.calls.removeValue(forKey: upstream) else { return nil }
+        self.release(call.app, call.appID)
+        return call
     }
 
     /// The call sent as `upstream` is over (answered, ended, or forgotten): its app's id is free.

@@ -112,8 +112,7 @@ extension AppProtocolSession {
         case .unsure, .nothing: return nil
         case .broadcast: return .everyone
         case .answer(_, let final, _):
-            if let call = self.ids.call(id) {
-                if final { self.ids.endCall(id) }
+            if let call = self.ids.answer(id, final: final) {
                 return .call(call.app, call.appID)
             }
             guard let subscription = self.table[id] else { return self.codec.unknownAnswersBroadcast ? .everyone : nil }

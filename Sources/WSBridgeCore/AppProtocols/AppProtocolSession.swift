@@ -309,8 +309,7 @@ package struct AppProtocolSession {
             let event = self.codec.replacingSubscriptionID(in: message, with: visible)
             return subscription.holders.map { .app($0.app, event) } + next
         case .answer(let id, let final):
-            if let call = self.ids.call(id) {
-                if final { self.ids.endCall(id) }
+            if let call = self.ids.answer(id, final: final) {
                 return [.app(call.app, self.codec.replacingID(in: message, with: call.appID))]
             }
             guard let subscription = self.table[id] else {
