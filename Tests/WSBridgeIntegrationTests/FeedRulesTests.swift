@@ -122,6 +122,17 @@ import WSBridgeProtocol
         return reader
     }
 
+    /// `streams` held (daemon scope) and read by a subscriber until the daemon renewed its
+    /// connection `renewals` times: the subscriber, the status then, and each stream's updates.
+    static func renewed(streams: ClosedRange<Int>, renewals: Int, timeout: Duration, socket: String, daemon: ManagedProcess) async throws -> (
+        reader: SocketClient, status: StatusReport, streams: [String: [(u: Int, ts: Int64)]]
+    ) {
+        _ = try await Self.subscribed(streams: streams, socket: socket, daemon: daemon)
+        let reader = try await Self.reader(socket, daemon)
+        try await awaitStatus(socket, "\(renewals) renewals", timeout: timeout) { ($0.renewal?.renewals ?? 0) >= renewals }
+        return (reader, try daemonStatus(socket), Self.updates(reader.lines.lines))
+    }
+
     /// A subscriber's message lines: per stream, its update ids and the times they came.
     static func updates(_ lines: [String]) -> [String: [(u: Int, ts: Int64)]] {
         var streams: [String: [(u: Int, ts: Int64)]] = [:]
@@ -149,11 +160,7 @@ import WSBridgeProtocol
             daemon.stop()
             feed.stop()
         }
-        _ = try await Self.subscribed(streams: 1...10, socket: socket, daemon: daemon)
-        let reader = try await Self.reader(socket, daemon)
-        try await awaitStatus(socket, "20 renewals", timeout: .seconds(240)) { ($0.renewal?.renewals ?? 0) >= 20 }
-        let status = try daemonStatus(socket)
-        let streams = Self.updates(reader.lines.lines)
+        let (reader, status, streams) = try await Self.renewed(streams: 1...10, renewals: 20, timeout: .seconds(240), socket: socket, daemon: daemon)
         #expect(streams.count == 10, "\(streams.keys.sorted())")
         #expect(Self.onceInOrder(streams) == [])
         let longest = streams.mapValues { events in zip(events.dropFirst(), events).map { $0.ts - $1.ts }.max() ?? 0 }
@@ -210,11 +217,7 @@ import WSBridgeProtocol
             daemon.stop()
             feed.stop()
         }
-        _ = try await Self.subscribed(streams: 1...3, socket: socket, daemon: daemon)
-        let reader = try await Self.reader(socket, daemon)
-        try await awaitStatus(socket, "8 renewals", timeout: .seconds(120)) { ($0.renewal?.renewals ?? 0) >= 8 }
-        let status = try daemonStatus(socket)
-        let streams = Self.updates(reader.lines.lines)
+        let (_, status, streams) = try await Self.renewed(streams: 1...3, renewals: 8, timeout: .seconds(120), socket: socket, daemon: daemon)
         #expect(streams.count == 3, "\(streams.keys.sorted())")
         #expect(Self.onceInOrder(streams) == [])
         #expect(feed.stdout.lines.filter { $0.hasPrefix("violation") } == [])
