@@ -65,10 +65,7 @@ struct AppProtocolAppIDs {
     }
 
     /// The call sent as `upstream` is over (answered, ended, or forgotten): its app's id is free.
-    mutating func endCall(_ upstream: WireID) {
-        guard let call = self.calls.removeValue(forKey: upstream) else { return }
-        self.release(call.app, call.appID)
-    }
+    mutating func endCall(_ upstream: WireID) { _ = self.answer(upstream, final: true) }
 
     /// Every call waiting, oldest first; none is left (the link that would answer them went).
     mutating func takeCalls() -> [Call] {

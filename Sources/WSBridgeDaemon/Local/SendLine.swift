@@ -142,7 +142,7 @@ struct SendLine {
             guard let base = self.bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return nil }
             var k = text.range.lowerBound
             while k < text.range.upperBound {
-                let run = min(cwsb_json_plain_prefix(base + k, text.range.upperBound - k), text.range.upperBound - k)
+                let run = cwsb_json_plain_prefix(base + k, text.range.upperBound - k)
                 if run > 0 {
                     out.writeBytes(UnsafeRawBufferPointer(rebasing: self.bytes[k..<(k + run)]))
                     k += run
