@@ -63,7 +63,7 @@ struct Cost: AsyncParsableCommand {
 
     @Flag(
         help:
-            "With --sends and --protocol socketio: each send is an emit with an ack id (42N[\"ev\",\"x...\"]), which the upstream answers with its ack of --size bytes (43N[…]) and the client reads (all in flight at once: protocol.max_per_app and max_total raised for it): the ack's routed cost is this count less that of --acks --unanswered, and a call's cost on the way up that count less --sends' alone (emits without an ack id, 42[\"ev\",\"x...\"])."
+            "With --sends and --protocol socketio: each send is an emit with an ack id (42N[\"ev\",\"x...\"]), which the upstream answers with its ack of --size bytes (43N[…]) and the client reads (all in flight at once: protocol.max_per_app and max_total raised for it). The upstream holds the acks until every emit came, then writes them at once, as it floods messages: an ack's routed cost is the upstream's path in --profiles (scripts/bench/cost-diff.py --inclusive, docs/performance.md), and a call's cost on the way up --acks --unanswered less --sends alone (emits without an ack id, 42[\"ev\",\"x...\"])."
     )
     var acks = false
 
@@ -233,7 +233,7 @@ struct Cost: AsyncParsableCommand {
                 text = { n in acks ? "42\(n + 1)[\\\"ev\\\",\\\"\(pad)\\\"]" : "42[\\\"ev\\\",\\\"\(pad)\\\"]" }
             }
             let answered = acks && !self.unanswered
-            if answered { generator.send("acks \(self.size)") }
+            if answered { generator.send("acks \(self.size) \(messages)") }
             _ = try await SpoolCost.pipelined(
                 socket: socket, clients: 1, total: messages, payload: String(repeating: "x", count: self.size), text: text, answered: answered)
             await bridge.stopAndWait()

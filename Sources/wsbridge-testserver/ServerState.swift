@@ -23,6 +23,10 @@ final class ServerState {
     /// with its ack of SIZE bytes (nil: off).
     var ackSize: Int?
     var acks = 0
+    /// `acks SIZE HOLD`: the acks are held until HOLD of them are ready, then written at once (a
+    /// flood of acks, as `flood` is of messages).
+    var ackHold: Int?
+    var heldAcks: [ByteBuffer] = []
     private var clients: [ObjectIdentifier: any Channel] = [:]
     /// Connections we sent a close frame to: their close frame is the reply, not to be answered.
     private(set) var closing: Set<ObjectIdentifier> = []
@@ -119,7 +123,11 @@ final class ServerState {
                 self.startTicker(rate: Int(args.first ?? "") ?? 1, size: rest.first ?? 64, count: rest.count > 1 ? rest[1] : nil, loop: loop)
             }
         case "acks":
-            self.ackSize = args.first.flatMap { Int($0) }
+            // The arguments come as one (`acks 100 4000`).
+            let numbers = args.joined(separator: " ").split(separator: " ").map { Int($0) }
+            self.ackSize = numbers.first ?? nil
+            self.ackHold = numbers.count > 1 ? numbers[1] : nil
+            self.heldAcks = []
         case "poison":
             self.poison = args.isEmpty ? nil : args.joined(separator: " ")
         case "close":
@@ -229,7 +237,18 @@ final class ServerConnectionHandler: ChannelInboundHandler {
                 return
             }
             if frame.opcode == .text, let size = self.state.value.ackSize, let ack = self.ack(payload, size: size) {
-                context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: ack)), promise: nil)
+                if let hold = self.state.value.ackHold {
+                    self.state.value.heldAcks.append(ack)
+                    if self.state.value.heldAcks.count >= hold {
+                        for held in self.state.value.heldAcks {
+                            context.write(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: held)), promise: nil)
+                        }
+                        context.flush()
+                        self.state.value.heldAcks = []
+                    }
+                } else {
+                    context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: ack)), promise: nil)
+                }
             }
             if self.state.value.echo {
                 context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: frame.opcode, data: payload)), promise: nil)

@@ -32,8 +32,9 @@ struct TestServer: ParsableCommand {
               linger on|off             keep the TCP connection after a close handshake
               stall on|off              stop reading from clients (a slow upstream)
               poison [TEXT]             close (4400) a client whose message contains TEXT; none: off
-              acks SIZE|off             answer each Socket.IO emit with an ack id (42N[...]) with its
-                                        ack, 43N[{"n":K,"pad":"x..."}] of SIZE bytes
+              acks SIZE [HOLD]|off      answer each Socket.IO emit with an ack id (42N[...]) with its
+                                        ack, 43N[{"n":K,"pad":"x..."}] of SIZE bytes; HOLD: keep
+                                        them until HOLD are ready, then write them at once
               oversize BYTES            one binary message of BYTES
               count                     print `clients N`
               quit                      stop

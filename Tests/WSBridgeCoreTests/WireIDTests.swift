@@ -12,4 +12,32 @@ import WSBridgeProtocol
         #expect(WireID(json("1")) == WireID(.number(JSONNumber(1))))
         #expect(Set([WireID(json("1")), WireID(json(#""1""#)), WireID(json("1"))]).count == 2)
     }
+
+    /// An id is kept as its text: its JSON value, made again when asked for, is the one it was
+    /// made from (a number's text as it came; a string with escapes, quotes and a mark that
+    /// combines with the quote around it in the text).
+    @Test(arguments: ["1", "1.50", "-7e3", "12345678901234567890", #""""#, #""abc""#, #""a\"b\\c\n""#, "\"\u{301}x\u{301}\"", #""\u00e9""#])
+    func itsJSONValueIsTheOneItWasMadeFrom(_ text: String) throws {
+        let value = try JSONValue.parse(text)
+        let id = WireID(value)
+        #expect(id.json == value)
+        #expect(id.json.serialized == value.serialized)
+        #expect(WireID(id.json) == id)
+    }
+
+    /// A scanned id (its bytes in an upstream message) is the id the parse would make of them:
+    /// equal, with the same hash, so that it finds the call or subscription the parse's id made.
+    @Test(arguments: ["7", "-0.5e2", #""sub-1""#, #""""#, "\"\u{301}é\"", #""a\"b""#, #""a\u0062""#])
+    func aScannedIDIsTheParsedOne(_ text: String) throws {
+        let scanned = Array(text.utf8).withUnsafeBytes { WireID.scannedJSON($0) }
+        guard let scanned else {
+            // Only a string with an escape is left to the parse.
+            #expect(text.contains("\\"))
+            return
+        }
+        let parsed = WireID(try JSONValue.parse(text))
+        #expect(scanned == parsed)
+        #expect(scanned.hashValue == parsed.hashValue)
+        #expect(scanned.key == parsed.key)
+    }
 }

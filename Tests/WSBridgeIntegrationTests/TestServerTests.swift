@@ -38,4 +38,30 @@ import WSBridgeProtocol
         #expect(await server.waitForExit() == 0)
         #expect(server.stderr.text.contains("stdin (a pipe) closed: stopping"), "\(server.stderr.text)")
     }
+
+    /// `acks SIZE HOLD` (the cost benchmark's flood of Socket.IO acks): each emit with an ack id
+    /// is acked with its id, but only once HOLD of them are ready, all at once and in order; a
+    /// message the server sends in between comes before every one of them.
+    @Test func heldAcksComeAtOnceInOrder() async throws {
+        let dir = try TemporaryDirectory()
+        let server = try await UpstreamServer(.nio, arguments: ["--no-echo"])
+        let daemon = try ManagedProcess.daemon(["--url", server.url, "--socket", dir.file("d.sock")])
+        defer { daemon.stop() }
+        #expect(await daemon.awaitLink(.open), "\(daemon.stderr.text)")
+        let app = try await SocketClient.connected(to: dir.file("d.sock"), daemon: daemon)
+        server.command("acks 40 3")
+        for (n, id) in [7, 8].enumerated() {
+            app.send(#"{"id":"e\#(n)","op":"send","text":"42\#(id)[\"ev\"]"}"#)
+            #expect(await server.event("message 42\(id)[") != nil, "\(daemon.stderr.text)")
+        }
+        server.command("send marker")
+        #expect(await app.lines.wait(containing: "marker") != nil)
+        app.send(#"{"id":"e2","op":"send","text":"429[\"ev\"]"}"#)
+        let lines = await app.lines.wait(count: 4) { $0.contains(#""type":"message""#) }
+        #expect(lines.count == 4, "\(app.lines.text)")
+        let texts = app.messages.compactMap { $0["data"]?.stringValue }
+        #expect(texts.count == 4 && texts[0] == "marker", "\(texts)")
+        #expect(texts.dropFirst().map { $0.prefix(3) } == ["437", "438", "439"], "\(texts)")
+        #expect(texts.dropFirst().allSatisfy { $0.utf8.count == 40 }, "\(texts)")
+    }
 }

@@ -5,6 +5,13 @@ minus the short one, over N. Start-up and shutdown cancel, as in the benchmark's
 
     scripts/bench/cost-diff.py DIR/callgrind.wsbridged.1sub.deflate-off.2000.out \
         DIR/callgrind.wsbridged.1sub.deflate-off.4000.out [--top 40]
+
+--inclusive PATTERN (repeatable) prints instead the inclusive cost per message of the function
+whose demangled name contains PATTERN (the costliest one that does), and their sum: one path
+of a run, as `--inclusive "UpstreamFrameHandler.channelRead(" --inclusive
+"channelReadComplete(context:) in conformance UpstreamFrameHandler"` is everything the
+upstream's messages cost, from their read to their lines written (a Socket.IO ack's, beside
+the sends that asked for it).
 """
 import argparse
 import re
@@ -26,6 +33,21 @@ def self_costs(path):
     return costs
 
 
+def inclusive_costs(path):
+    """Inclusive cost of every function (a recursive one's outermost level)."""
+    out = subprocess.run(
+        ["callgrind_annotate", "--threshold=100", "--inclusive=yes", path],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    costs = {}
+    for line in out.splitlines():
+        m = re.match(r"\s*([\d,]+)\s+\([^)]*\)\s+(.*)$", line)
+        if m and "PROGRAM TOTALS" not in line:
+            name = re.sub(r"\s+\[[^\]]*\]$", "", m.group(2))
+            costs[name] = max(costs.get(name, 0), int(m.group(1).replace(",", "")))
+    return costs
+
+
 def demangle(names):
     try:
         out = subprocess.run(["swift", "demangle", "--simplified", "--compact"], input="\n".join(names),
@@ -40,9 +62,24 @@ def main():
     parser.add_argument("short")
     parser.add_argument("long")
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--inclusive", action="append", default=[])
     args = parser.parse_args()
     n = [int(re.search(r"\.(\d+)\.out$", p).group(1)) for p in (args.short, args.long)]
     messages = n[1] - n[0]
+    if args.inclusive:
+        short, long = inclusive_costs(args.short), inclusive_costs(args.long)
+        keys = sorted(set(short) | set(long))
+        names = dict(zip(keys, demangle([k.split(":", 1)[-1] for k in keys])))
+        total = 0.0
+        for pattern in args.inclusive:
+            found = [((long.get(k, 0) - short.get(k, 0)) / messages, names[k]) for k in keys if pattern in names[k]]
+            if not found:
+                raise SystemExit(f"no function's name contains {pattern!r}")
+            cost, name = max(found)
+            total += cost
+            print(f"{cost:9,.1f}  {name[:150]}")
+        print(f"{total:9,.1f}  in all, per message ({messages} messages between the runs)")
+        return
     short, long = self_costs(args.short), self_costs(args.long)
     rows = sorted(((long.get(k, 0) - short.get(k, 0)) / messages, k) for k in set(short) | set(long))
     rows.reverse()

@@ -4,22 +4,43 @@ import WSBridgeProtocol
 package typealias AppID = Int
 
 /// A message id as the wire carries it (a JSON string or number), compared by its JSON text.
+///
+/// Kept as that text alone, hashed once: the calls and subscriptions are dictionaries of ids,
+/// and a routed answer looks one up and removes it (issue 46), so an id is cheap to copy (one
+/// string, inline up to 15 bytes), to hash (a word) and to compare. Its JSON value is made when
+/// asked for (a message built or rewritten with it).
 package struct WireID: Hashable, Sendable, CustomStringConvertible {
-    package let json: JSONValue
+    /// The id's JSON text: a number's as it came, a string's quoted and escaped as serialized.
     package let key: String
+    /// `key`'s hash (the process's seeded hasher), taken once.
+    private let keyHash: Int
 
+    /// `json` must be a string or a number.
     package init(_ json: JSONValue) {
-        self.json = json
         // A number's JSON text is its text (the common id, made without a buffer).
         if case .number(let number) = json {
-            self.key = number.text
+            self.init(key: number.text)
         } else {
-            self.key = json.serialized
+            self.init(key: json.serialized)
         }
     }
 
-    package static func == (a: WireID, b: WireID) -> Bool { a.key == b.key }
-    package func hash(into hasher: inout Hasher) { hasher.combine(self.key) }
+    /// The id whose JSON text is `key` (a number's, or a string's as `JSONValue.serialized`
+    /// writes it).
+    init(key: String) {
+        self.key = key
+        self.keyHash = key.hashValue
+    }
+
+    /// The id as a JSON value.
+    package var json: JSONValue {
+        guard self.key.utf8.first == UInt8(ascii: "\"") else { return .number(JSONNumber(validatedText: self.key)) }
+        if !self.key.utf8.contains(UInt8(ascii: "\\")) { return .string(String(decoding: self.key.utf8.dropFirst().dropLast(), as: UTF8.self)) }
+        return (try? JSONValue.parse(self.key)) ?? .string(self.key)
+    }
+
+    package static func == (a: WireID, b: WireID) -> Bool { a.keyHash == b.keyHash && a.key == b.key }
+    package func hash(into hasher: inout Hasher) { hasher.combine(self.keyHash) }
     package var description: String { self.key }
 }
 

@@ -1,3 +1,4 @@
+import CWSBridgeBytes
 import WSBridgeProtocol
 
 /// An upstream message read by a scan of its bytes instead of a parse (issue 46): what a codec's
@@ -158,9 +159,13 @@ extension WireID {
         guard let first = bytes.first else { return nil }
         if first == UInt8(ascii: "\"") {
             guard bytes.count >= 2, bytes.last == UInt8(ascii: "\""), !bytes.contains(UInt8(ascii: "\\")) else { return nil }
-            return WireID(.string(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[1..<(bytes.count - 1)]), as: UTF8.self)))
+            let inner = UnsafeRawBufferPointer(rebasing: bytes[1..<(bytes.count - 1)])
+            // Bytes a JSON string holds as they are (the message's, valid UTF-8) are its
+            // serialized text already.
+            if cwsb_json_plain_prefix(inner.baseAddress, inner.count) == inner.count { return WireID(key: String(decoding: bytes, as: UTF8.self)) }
+            return WireID(.string(String(decoding: inner, as: UTF8.self)))
         }
-        return JSONNumber.scanned(bytes).map { WireID(.number($0)) }
+        return JSONNumber.scanned(bytes).map { WireID(key: $0.text) }
     }
 
     /// The id that is the plain text `bytes` (a STOMP header's value, a NATS sid; the caller
