@@ -70,6 +70,24 @@ struct RabbitMQNode {
         if let pid = self.pid { Glibc.kill(pid, signal) }
     }
 
+    /// Stops the Erlang VM (SIGSTOP) and waits until the kernel says it is stopped (its state in
+    /// /proc, `T`): a request sent after this finds the broker frozen. Throws, saying which
+    /// process it signalled and what it was, when it does not stop.
+    func freeze() async throws {
+        guard let pid = self.pid else { throw TestFailure("no pid in \(self.dir)/pid to stop") }
+        guard Glibc.kill(pid, SIGSTOP) == 0 else { throw TestFailure("kill(\(pid), SIGSTOP): \(String(cString: strerror(errno)))") }
+        func state() -> String {
+            // "pid (comm) S ...": the state follows the command's closing parenthesis.
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return "gone" }
+            return String(stat[close...].dropFirst(2).prefix(1))
+        }
+        let stopped = try await eventually("the Erlang VM (pid \(pid)) stopped", timeout: .seconds(30), { state() }, until: { $0 == "T" || $0 == "gone" })
+        guard stopped == "T" else {
+            let command = (try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8)) ?? "?"
+            throw TestFailure("pid \(pid) (\(command.replacingOccurrences(of: "\0", with: " ").prefix(200))) did not stop: state \(stopped)")
+        }
+    }
+
     /// Kills the server process (the Erlang VM, from its pid file).
     func stopNow() {
         if let pid = self.pid { Glibc.kill(pid, SIGKILL) }
@@ -207,8 +225,8 @@ extension RabbitMQNode: PortServer {
         #expect(status?.value(at: "result.reconnects") == 0 && status?.value(at: "result.state") == "open")
         // The broker freezes (its socket open, its heart-beats stopped) with a request in flight:
         // the daemon's heart-beat deadline ends the link, and the request gets link_lost at once.
-        node.signal(SIGSTOP)
         defer { node.signal(SIGCONT) }
+        try await node.freeze()
         let reply = await app.request("SEND\ndestination:/topic/x\nreceipt:r-9\n\nhi\0", id: "frozen", timeout: 120)
         #expect(
             reply?.value(at: "error.code") == "link_lost",
