@@ -28,26 +28,28 @@ extension AppProtocolSession {
                 let at = scannedID.at
                 guard let routed = bytes.withUnsafeBytes({ self.route(scanned: scan, in: UnsafeRawBufferPointer(rebasing: $0[offset...])) })
                 else { break reading }
-                let (id, route) =
-                    switch routed {
-                    case .kept: (self.keptRoute!.id, self.keptRoute!.route)
-                    case .once(let id, let route): (id, route)
-                    }
                 let message = Array(bytes[(offset + range.lowerBound)..<(offset + range.upperBound)])
                 let idAt = (at.lowerBound - range.lowerBound)..<(at.upperBound - range.lowerBound)
+                /// The message as `app` gets it: under `as` (nil: the id it carries).
                 func delivered(_ app: AppID, _ as: WireID?) -> String {
                     var copy = message
-                    if let to = `as`, to != id { copy.replaceSubrange(idAt, with: Array(self.codec.scannedIDText(to).utf8)) }
+                    if let to = `as` { copy.replaceSubrange(idAt, with: Array(self.codec.scannedIDText(to).utf8)) }
                     guard case .success(let (views, used)) = self.codec.split(copy[...]), views.count == 1, used == copy.count else {
                         return "app \(app) unreadable \(String(decoding: copy, as: UTF8.self).debugDescription)"
                     }
                     return "app \(app) " + self.codec.wireText(views[0].view)
                 }
-                switch route {
-                case .everyone: out.append("broadcast")
-                case .call(let app, let appID): out.append(delivered(app, appID))
-                case .holders(let holders): out += holders.map { delivered($0.app, $0.appID) }
-                case .shared(let holders, let visible): out += holders.map { delivered($0.app, visible) }
+                switch routed {
+                case .call(let app, let appID):
+                    out.append(delivered(app, appID))
+                case .kept:
+                    let id = self.keptRoute!.id
+                    switch self.keptRoute!.route {
+                    case .everyone: out.append("broadcast")
+                    case .call(let app, let appID): out.append(delivered(app, appID == id ? nil : appID))
+                    case .holders(let holders): out += holders.map { delivered($0.app, $0.appID == id ? nil : $0.appID) }
+                    case .shared(let holders, let visible): out += holders.map { delivered($0.app, visible == id ? nil : visible) }
+                    }
                 }
                 offset += range.upperBound
                 scanned += 1
@@ -188,6 +190,9 @@ extension AppProtocolSession {
         // Calls from two apps on one id, each answer its own.
         _ = s.app(1, #"{"jsonrpc":"2.0","id":1,"method":"add","params":[1,2]}"#)
         _ = s.app(2, #"{"jsonrpc":"2.0","id":1,"method":"add","params":[3,4]}"#)
+        // The call's id as a string, or with a leading zero, is another id: not the call's answer.
+        #expect(s.bothWays(#"{"jsonrpc":"2.0","id":"3","result":7}"#) == 0)
+        #expect(s.bothWays(#"{"jsonrpc":"2.0","id":03,"result":7}"#) == 0)
         #expect(s.bothWays(#"{"jsonrpc":"2.0","id":3,"result":7}"#) == 1)
         #expect(s.bothWays(#"{"id":2,"jsonrpc":"2.0","error":{"code":-1,"message":"no"}}"#) == 1)
         // A reconnect: the server's new id is the one on the wire, the apps keep the first.
@@ -221,6 +226,10 @@ extension AppProtocolSession {
         #expect(s.bothWays(#"{"id":"1","type":"next","payload":{"data":{"ticks":2}}}"#) == 1)
         #expect(s.bothWays(#"{"type":"complete","id":"1"}"#) == 0)
         #expect(s.bothWays(#"{"type":"next","id":"1","payload":{"data":{"ticks":3}}}"#) == 0)
+        // A query is a call under the daemon's id "2": its answer by that string, not the number.
+        _ = s.app(1, #"{"type":"subscribe","id":"q","payload":{"query":"{ a }"}}"#)
+        #expect(s.bothWays(#"{"type":"next","id":2,"payload":{"data":{"a":1}}}"#, again: false) == 0)
+        #expect(s.bothWays(#"{"type":"next","id":"2","payload":{"data":{"a":1}}}"#) == 1)
     }
 
     @Test func socketIOAcksAreRoutedByTheScan() {

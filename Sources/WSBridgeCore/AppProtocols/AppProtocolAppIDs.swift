@@ -8,7 +8,7 @@ struct AppProtocolAppIDs {
     typealias Call = AppProtocolSessionCall
     typealias Held = AppProtocolSessionHeld
 
-    private var calls: [WireID: Call] = [:]
+    private var calls = AppProtocolCallTable()
     private var held: [AppID: [WireID: Held]] = [:]
 
     var callCount: Int { self.calls.count }
@@ -38,7 +38,7 @@ struct AppProtocolAppIDs {
     func id(of app: AppID, for what: Held) -> WireID? { self.held[app]?.first(where: { $0.value == what })?.key }
 
     /// The call the session sent as `upstream`.
-    func call(_ upstream: WireID) -> Call? { self.calls.isEmpty ? nil : self.calls[upstream] }
+    func call(_ upstream: WireID) -> Call? { self.calls.call(upstream) }
 
     mutating func hold(_ app: AppID, _ id: WireID, _ what: Held) { self.held[app, default: [:]][id] = what }
 
@@ -51,15 +51,25 @@ struct AppProtocolAppIDs {
 
     /// `app`'s call `id` went upstream as `upstream`.
     mutating func called(_ upstream: WireID, by app: AppID, as id: WireID) {
-        self.calls[upstream] = Call(app: app, appID: id)
+        self.calls.insert(Call(app: app, appID: id, upstream: upstream))
         self.hold(app, id, .call(upstream))
     }
 
     /// The call an answer to `upstream` answers; a `final` one ends it (its app's id is free).
     mutating func answer(_ upstream: WireID, final: Bool) -> Call? {
         guard !self.calls.isEmpty else { return nil }
-        guard final else { return self.calls[upstream] }
-        guard let call = self.calls.removeValue(forKey: upstream) else { return nil }
+        guard final else { return self.calls.call(upstream) }
+        guard let call = self.calls.remove(upstream) else { return nil }
+        self.release(call.app, call.appID)
+        return call
+    }
+
+    /// As `answer(_:final:)`, for an answer whose id a scan found (`text`, its bytes; `plain`:
+    /// a text protocol's value): nil when it is not one of the calls kept by number (the caller
+    /// reads the id and asks `answer(_:final:)`).
+    mutating func answer(scanned text: UnsafeRawBufferPointer, plain: Bool, final: Bool) -> Call? {
+        guard final else { return self.calls.call(scanned: text, plain: plain) }
+        guard let call = self.calls.remove(scanned: text, plain: plain) else { return nil }
         self.release(call.app, call.appID)
         return call
     }
@@ -69,7 +79,7 @@ struct AppProtocolAppIDs {
 
     /// Every call waiting, oldest first; none is left (the link that would answer them went).
     mutating func takeCalls() -> [Call] {
-        let waiting = self.calls.sorted { AppProtocolSubscriptionTable.older($0.key, $1.key) }.map(\.value)
+        let waiting = self.calls.all.sorted { AppProtocolSubscriptionTable.older($0.upstream, $1.upstream) }
         self.calls.removeAll()
         for call in waiting { self.release(call.app, call.appID) }
         return waiting
@@ -81,7 +91,7 @@ struct AppProtocolAppIDs {
         var keys: [String] = []
         for what in ids.values {
             switch what {
-            case .call(let upstream): self.calls[upstream] = nil
+            case .call(let upstream): _ = self.calls.remove(upstream)
             case .subscription(let key): if !keys.contains(key) { keys.append(key) }
             }
         }

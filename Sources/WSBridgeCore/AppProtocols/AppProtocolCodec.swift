@@ -28,8 +28,14 @@ package struct WireID: Hashable, Sendable, CustomStringConvertible {
     /// The id whose JSON text is `key` (a number's, or a string's as `JSONValue.serialized`
     /// writes it).
     init(key: String) {
+        // Its UTF-8 bytes hashed as bytes (a string's hash would first check its normalization).
+        var key = key
+        self.keyHash = key.withUTF8 { bytes in
+            var hasher = Hasher()
+            hasher.combine(bytes: UnsafeRawBufferPointer(bytes))
+            return hasher.finalize()
+        }
         self.key = key
-        self.keyHash = key.hashValue
     }
 
     /// The id as a JSON value.

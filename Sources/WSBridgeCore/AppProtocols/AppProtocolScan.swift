@@ -90,22 +90,31 @@ extension AppProtocolSession {
         }
         let event = if case .event = scanned { true } else { false }
         let text = UnsafeRawBufferPointer(rebasing: bytes[scannedID.at])
-        if let kept = self.keptRoute, kept.version == self.routeVersion, kept.event == event, kept.final == final, kept.plain == scannedID.plain,
-            kept.bytes.count == text.count, text.has(kept.bytes, at: 0)
-        {
-            return .kept(kept.serial)
+        // A call's answer, found by its id's number without reading the id (`AppProtocolCallTable`;
+        // an id the session gave a call is no subscription's). The kept route stays: the change to
+        // the calls made it stale (`routeVersion`).
+        if !event, self.ids.callCount > 0, let call = self.ids.answer(scanned: text, plain: scannedID.plain, final: final) {
+            return .call(call.app, call.appID == call.upstream ? nil : call.appID)
         }
+        if let serial = self.keptSerial(event: event, final: final, plain: scannedID.plain, text: text) { return .kept(serial) }
         guard let id = scannedID.wireID(in: bytes), let route = self.route(scanned: scanned, id: id) else { return nil }
         // Only a route that changed nothing (not a call's answer) may be taken again.
-        if case .call = route {
+        if case .call(let app, let appID) = route {
             self.keptRoute = nil
-            return .once(id, route)
+            return .call(app, appID == id ? nil : appID)
         }
         self.keptRoutes += 1
         self.keptRoute = AppProtocolKeptRoute(
             bytes: Array(text), event: event, final: final, plain: scannedID.plain, version: self.routeVersion, serial: self.keptRoutes, id: id,
             route: route)
         return .kept(self.keptRoutes)
+    }
+
+    /// The kept route's number, if it is the route of a message with these bytes at its id and of
+    /// this kind. (Read in place, on its own: a copy of the kept route would copy its holders.)
+    @inline(never)
+    private func keptSerial(event: Bool, final: Bool, plain: Bool, text: UnsafeRawBufferPointer) -> UInt64? {
+        self.keptRoute?.serial(version: self.routeVersion, event: event, final: final, plain: plain, text: text)
     }
 
     private mutating func route(scanned: AppProtocolScan, id: WireID) -> AppProtocolScannedRoute? {
@@ -130,10 +139,11 @@ extension AppProtocolSession {
 }
 
 /// What `AppProtocolSession.route(scanned:in:)` found: the session's kept route (`keptRoute`),
-/// by its number, or a route taken once (a call's answer) and the id the message carries.
+/// by its number, or a call's answer: to the app that made the call, under the id it knows the
+/// call by when that is not the one the message carries (nil).
 package enum AppProtocolRouted {
     case kept(UInt64)
-    case once(WireID, AppProtocolScannedRoute)
+    case call(AppID, WireID?)
 }
 
 /// A scanned route kept for the next message with the same id's bytes
@@ -150,6 +160,15 @@ package struct AppProtocolKeptRoute {
     /// The id the message carries, and where it goes.
     package var id: WireID
     package var route: AppProtocolScannedRoute
+
+    /// Its number, if it is the route of a message with these bytes at its id (`text`) and
+    /// this kind, found at the session's `version`.
+    func serial(version: UInt64, event: Bool, final: Bool, plain: Bool, text: UnsafeRawBufferPointer) -> UInt64? {
+        guard self.version == version, self.event == event, self.final == final, self.plain == plain, self.bytes.count == text.count,
+            text.has(self.bytes, at: 0)
+        else { return nil }
+        return self.serial
+    }
 }
 
 extension WireID {

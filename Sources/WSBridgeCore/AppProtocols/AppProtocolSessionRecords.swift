@@ -41,6 +41,17 @@ struct AppProtocolSessionSubscription {
 struct AppProtocolSessionCall {
     var app: AppID
     var appID: WireID
+    /// The id it went upstream as.
+    var upstream: WireID
+    /// Whether that id is a string (`"12"`), not a number (`12`).
+    var quoted: Bool
+
+    init(app: AppID, appID: WireID, upstream: WireID) {
+        self.app = app
+        self.appID = appID
+        self.upstream = upstream
+        self.quoted = upstream.key.utf8.first == UInt8(ascii: "\"")
+    }
 }
 
 /// What an app's own id stands for: a call (by its upstream id) or a subscription (by its

@@ -46,8 +46,8 @@ extension AppProtocolLayer {
                     } else if let route = self.session.keptRoute {
                         self.deliver(route.route, scanned: route.id, kept: kept, at: idAt, data: data, receivedAtMillis: time)
                     }
-                case .once(let id, let route):
-                    self.deliver(route, scanned: id, kept: 0, at: idAt, data: data, receivedAtMillis: time)
+                case .call(let app, let appID):
+                    self.deliver(data, at: idAt, as: appID.map { self.spelling($0) }, to: app, receivedAtMillis: time)
                 }
                 offset += range.upperBound
             }
@@ -62,6 +62,7 @@ extension AppProtocolLayer {
         case .everyone:
             self.fanout.publish(UpstreamMessage(kind: .text, data: data, receivedAtMillis: time))
         case .call(let app, let appID):
+            // (A call's answer is routed once, `AppProtocolRouted.call`; kept routes never are one.)
             self.deliver(data, at: at, as: appID == id ? nil : self.spelling(appID), to: app, receivedAtMillis: time)
         case .shared(let holders, let visible):
             if holders.count > 1, self.deliverInRun(holders, data: data, idAt: at, receivedAtMillis: time, id: { _ in visible }) { return }
@@ -106,13 +107,22 @@ extension AppProtocolLayer {
     /// is kept for its next messages.
     private func deliver(_ data: ByteBuffer, at: Range<Int>, as text: ByteBuffer?, to app: AppID, receivedAtMillis: Int64, seq: UInt64? = nil, kept: UInt64 = 0)
     {
-        if let client = self.fanout.client(app) {
+        if let client = self.client(app) {
             if kept != 0 { self.keptHolder = KeptHolder(route: kept, clients: self.fanout.clientsVersion, client: client, text: text) }
             self.fanout.deliver(nil, data: data, splicing: text.map { IDSplice(at: at, text: $0) }, to: client, receivedAtMillis: receivedAtMillis, shared: seq)
         } else {
             let bytes = text.map { self.replacing(at, in: data, with: $0) } ?? data
             _ = self.fanout.deliverToFollower(app, data: bytes, receivedAtMillis: receivedAtMillis)
         }
+    }
+
+    /// `app`'s client: the last one found is kept while no client came or left (a call's
+    /// answers go to the same few apps one after another).
+    private func client(_ app: AppID) -> LocalClient? {
+        if let last = self.lastClient, last.app == app, last.clients == self.fanout.clientsVersion { return last.client }
+        guard let client = self.fanout.client(app) else { return nil }
+        self.lastClient = (app, self.fanout.clientsVersion, client)
+        return client
     }
 
     private static func slice(_ data: ByteBuffer, _ start: Int, _ count: Int) -> ByteBuffer {

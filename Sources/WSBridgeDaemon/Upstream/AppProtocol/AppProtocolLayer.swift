@@ -44,6 +44,9 @@ final class AppProtocolLayer: UpstreamEventSink {
     var spellings: [(id: WireID, text: ByteBuffer)] = []
     /// The client of the session's kept route's one holder (`+Scan`).
     var keptHolder: KeptHolder?
+    /// The client an answer went to last, while the fan-out's clients are the same
+    /// (`Fanout.clientsVersion`).
+    var lastClient: (app: AppID, clients: UInt64, client: LocalClient)?
 
     /// `protocol.confirm_timeout`, and the wait for the restore's subscription in flight.
     let confirmTimeout: Duration
