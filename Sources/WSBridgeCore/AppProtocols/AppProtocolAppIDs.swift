@@ -67,11 +67,13 @@ struct AppProtocolAppIDs {
     /// As `answer(_:final:)`, for an answer whose id a scan found (`text`, its bytes; `plain`:
     /// a text protocol's value): nil when it is not one of the calls kept by number (the caller
     /// reads the id and asks `answer(_:final:)`).
-    mutating func answer(scanned text: UnsafeRawBufferPointer, plain: Bool, final: Bool) -> Call? {
-        guard final else { return self.calls.call(scanned: text, plain: plain) }
-        guard let call = self.calls.remove(scanned: text, plain: plain) else { return nil }
-        self.release(call.app, call.appID)
-        return call
+    /// Returns the call's app and the id it knows the call by when that is not the one the
+    /// answer carries (nil).
+    mutating func answer(scanned text: UnsafeRawBufferPointer, plain: Bool, final: Bool) -> (app: AppID, appID: WireID?)? {
+        let found = final ? self.calls.remove(scanned: text, plain: plain) : self.calls.call(scanned: text, plain: plain)
+        guard let call = found else { return nil }
+        if final { self.release(call.app, call.appID) }
+        return (call.app, call.appID == call.upstream ? nil : call.appID)
     }
 
     /// The call sent as `upstream` is over (answered, ended, or forgotten): its app's id is free.

@@ -94,7 +94,7 @@ extension AppProtocolSession {
         // an id the session gave a call is no subscription's). The kept route stays: the change to
         // the calls made it stale (`routeVersion`).
         if !event, self.ids.callCount > 0, let call = self.ids.answer(scanned: text, plain: scannedID.plain, final: final) {
-            return .call(call.app, call.appID == call.upstream ? nil : call.appID)
+            return .call(call.app, call.appID)
         }
         if let serial = self.keptSerial(event: event, final: final, plain: scannedID.plain, text: text) { return .kept(serial) }
         guard let id = scannedID.wireID(in: bytes), let route = self.route(scanned: scanned, id: id) else { return nil }
