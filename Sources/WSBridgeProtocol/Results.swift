@@ -214,6 +214,9 @@ public struct ClientsResult: Sendable, Equatable, JSONValueCodable {
         /// It dropped messages and its queue has not emptied since: its socket has
         /// `local.lagging_send_buffer_bytes` (absent: false).
         @OmitNil public var lagging: Bool? = nil
+        /// Its socket's send buffer as the daemon set it (`local.lagging_send_buffer_bytes` until
+        /// it reads fast, then `local.send_buffer_bytes`; absent: the system's default).
+        @OmitNil public var sendBuffer: Int? = nil
 
         public init(id: Int, pid: Int32?, uid: UInt32?, subscribed: Bool, filter: String?, messages: UInt64, queued: Int, queueBytes: Int, drops: UInt64) {
             self.id = id

@@ -210,6 +210,29 @@ import WSBridgeProtocol
             })
     }
 
+    /// Every client's socket starts with the small send buffer; one that reads fast when the
+    /// feed gets ahead of it (here a burst far larger than its buffer, read as it comes) gets
+    /// `local.send_buffer_bytes`; one that does not read, and one never behind, keep the small one.
+    @Test func aClientThatReadsFastGetsTheLargeSendBuffer() async throws {
+        let f = try await DaemonFixture(extraConfig: "send_buffer_bytes = 65536\nlagging_send_buffer_bytes = 8192")
+        let stalled = try SocketClient(path: f.socket, reading: false, name: "stalled")
+        let reader = try await f.client(name: "reader")
+        let control = try await f.client(name: "control")
+        control.send(#"{"id":"u","op":"unsubscribe"}"#)
+        _ = await control.reply("u")
+        // 3 MB at once: 45 times the large buffer, more than the stalled one's queue and buffer hold.
+        f.server.command("burst 3000 1000")
+        #expect(await reader.lines.wait(timeout: .seconds(120), containing: "\"seq\":3000,") != nil)
+        control.send(#"{"id":"c","op":"clients"}"#)
+        guard case .array(let list)? = await control.reply("c")?.value(at: "result.clients") else { throw TestFailure("no clients") }
+        let buffers = list.map { $0["send_buffer"]?.intValue }
+        // In connection order: the stalled one, the reader, the control client.
+        #expect(buffers == [8192, 65536, 8192], "\(list)")
+        // As the kernel has them (doubled).
+        #expect(try await Self.kernelSendBuffer(of: reader) == 2 * 65536)
+        #expect(try await Self.kernelSendBuffer(of: stalled) == 2 * 8192)
+    }
+
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit"), "needs prlimit (util-linux)"))
     func outOfFileDescriptorsAcceptWaitsInsteadOfSpinning() async throws {
         let f = try await DaemonFixture(launcher: ["/usr/bin/prlimit", "--nofile=40", "--"])
@@ -265,24 +288,33 @@ import WSBridgeProtocol
 }
 
 extension LocalPlaneLimitsTests {
-    /// `local.send_buffer_bytes` is each client socket's SO_SNDBUF, as the kernel reports it
-    /// (`ss`: doubled, capped at net.core.wmem_max); 0 leaves the system's default.
-    @Test(arguments: [150_000, 0])
-    func aClientSocketsSendBufferIsTheSetting(bytes: Int) async throws {
-        let f = try await DaemonFixture(extraConfig: "send_buffer_bytes = \(bytes)")
+    /// A client socket's SO_SNDBUF is `local.lagging_send_buffer_bytes` from its accept (until
+    /// it reads fast), or `local.send_buffer_bytes` when there is no smaller one, as the kernel
+    /// reports it (`ss`: doubled, capped at net.core.wmem_max); 0 and 0 leave the system's default.
+    @Test(arguments: [(150_000, 0), (0, 0), (150_000, 8192)])
+    func aClientSocketsSendBufferIsTheSetting(bytes: Int, lagging: Int) async throws {
+        let f = try await DaemonFixture(extraConfig: "send_buffer_bytes = \(bytes)\nlagging_send_buffer_bytes = \(lagging)")
         let client = try await f.client(name: "client")
         defer { client.close() }
+        let sendBuffer = try await Self.kernelSendBuffer(of: client)
+        let set = lagging > 0 && lagging < bytes ? lagging : bytes
+        let expected = set > 0 ? 2 * min(set, try Self.sysctl("wmem_max")) : try Self.sysctl("wmem_default")
+        #expect(sendBuffer == expected)
+    }
+
+    static func sysctl(_ name: String) throws -> Int {
+        Int(try String(contentsOfFile: "/proc/sys/net/core/\(name)", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+    }
+
+    /// The send buffer of the daemon's end of `client`'s connection, as the kernel reports it
+    /// (`ss -x -m`: the socket whose peer is this client's, `… * <our inode> skmem:(…,tb…)`).
+    static func kernelSendBuffer(of client: SocketClient) async throws -> Int? {
         var st = stat()
         #expect(fstat(client.fd, &st) == 0)
         let ss = try ManagedProcess("/usr/bin/ss", ["-x", "-m", "-H"], name: "ss")
         #expect(await ss.waitForExit() == 0)
-        // The daemon's end is the socket whose peer is this client's: `… * <our inode> skmem:(…)`.
         let line = ss.stdout.text.split(separator: "\n").first { $0.split(separator: " ").dropLast().last == "\(st.st_ino)" }
-        let sendBuffer = line?.split(separator: ",").first { $0.hasPrefix("tb") }.flatMap { Int($0.dropFirst(2)) }
-        func sysctl(_ name: String) throws -> Int {
-            Int(try String(contentsOfFile: "/proc/sys/net/core/\(name)", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
-        }
-        let expected = bytes > 0 ? 2 * min(bytes, try sysctl("wmem_max")) : try sysctl("wmem_default")
-        #expect(sendBuffer == expected, "\(line ?? "no socket whose peer is inode \(st.st_ino)")")
+        #expect(line != nil, "no socket whose peer is inode \(st.st_ino)")
+        return line?.split(separator: ",").first { $0.hasPrefix("tb") }.flatMap { Int($0.dropFirst(2)) }
     }
 }

@@ -54,12 +54,17 @@ final class LocalClient: ChannelDuplexHandler {
     /// Replies in request order (a send waiting for the spool holds its place).
     private var replies = ReplyOrder()
 
-    /// `local.send_buffer_bytes`, and the smaller one its socket has while it lags
-    /// (`local.lagging_send_buffer_bytes`; 0: none).
+    /// `local.send_buffer_bytes`, and the smaller one its socket has until it reads fast and again
+    /// while it lags (`local.lagging_send_buffer_bytes`; 0: none).
     private var sendBuffer: (normal: Int, lagging: Int)
+    /// The send buffer its socket has now (0: the system's default).
+    private(set) var socketSendBuffer: Int
     /// It dropped messages (it reads slower than the feed): its socket's buffer is the lagging
-    /// one, so that what it reads has waited less, until its queue empties.
+    /// one, so that what it reads has waited less.
     private(set) var lagging = false
+    /// Bytes written to it since `rateSince`: how fast it reads (`wrote`).
+    private var rateBytes = 0
+    private var rateSince = NIODeadline.now()
     /// It dropped messages and its queue has not emptied since (the plane's `memory` counts it).
     private var droppedSinceEmpty = false
     /// Since when its queue has not been empty (set as a line is queued for it when it was).
@@ -71,6 +76,7 @@ final class LocalClient: ChannelDuplexHandler {
 
     init(id: Int, credentials: PeerCredentials?, groups: Set<UInt32>, mayWrite: Bool, plane: LocalPlane, limits: Configuration.Local) {
         self.sendBuffer = (limits.sendBufferBytes, limits.laggingSendBufferBytes)
+        self.socketSendBuffer = Self.initialSendBuffer(limits)
         self.id = id
         self.credentials = credentials
         self.groups = groups
@@ -240,7 +246,9 @@ final class LocalClient: ChannelDuplexHandler {
     func deliver(_ batch: LineBatch) {
         if self.queue.isEmpty, !self.closing, let context = self.context, context.channel.isWritable {
             self.messages &+= UInt64(batch.lineCount)
+            let bytes = batch.lines.readableBytes
             context.writeAndFlush(Self.wrapOutboundOut(batch.lines), promise: nil)
+            self.wrote(bytes)
             return
         }
         self.enqueue(batch)
@@ -281,13 +289,57 @@ final class LocalClient: ChannelDuplexHandler {
         self.scheduleDrain()
     }
 
-    /// A lagging client's socket buffer shrinks (the lines in it can no longer be dropped for
-    /// fresher ones: fewer of them wait there), and grows back once it caught up.
+    /// The send buffer a client's socket has from its accept: the small one
+    /// (`local.lagging_send_buffer_bytes`) until it reads fast, when there is one.
+    static func initialSendBuffer(_ limits: Configuration.Local) -> Int {
+        limits.laggingSendBufferBytes > 0 && limits.laggingSendBufferBytes < limits.sendBufferBytes ? limits.laggingSendBufferBytes : limits.sendBufferBytes
+    }
+
+    /// A lagging client that does not read fast now (its window of writes, `wrote`, older than
+    /// half a second) gets the small socket buffer (the lines in it can no longer be dropped
+    /// for fresher ones: fewer of them wait there); catching up does not make it large again,
+    /// reading fast does (`wrote`). One that reads fast and still lags (the feed is faster than
+    /// any reader) keeps the large one.
     private func setLagging(_ lagging: Bool) {
-        let (normal, small) = self.sendBuffer
-        guard small > 0, small < normal, let options = self.context?.channel.syncOptions else { return }
         self.lagging = lagging
-        try? options.setOption(.socketOption(.so_sndbuf), value: SocketOptionValue(lagging ? small : normal))
+        if lagging, NIODeadline.now() - self.rateSince > Self.laggingAfter { self.setSendBuffer(self.sendBuffer.lagging) }
+    }
+
+    private func setSendBuffer(_ bytes: Int) {
+        let (normal, small) = self.sendBuffer
+        guard small > 0, small < normal, bytes != self.socketSendBuffer, let options = self.context?.channel.syncOptions else { return }
+        self.socketSendBuffer = bytes
+        try? options.setOption(.socketOption(.so_sndbuf), value: SocketOptionValue(bytes))
+    }
+
+    /// Counts what was written to it, a window at a time (from its first write): a client that
+    /// read half `local.send_buffer_bytes` (at least 4 × `local.lagging_send_buffer_bytes`) of it
+    /// within half a second reads fast (a reader
+    /// the feed or a burst keeps busy, not a slow one), and its socket gets the large buffer, whose
+    /// lines it will read soon. What it read is what was written less what may still wait in NIO's
+    /// buffer and the kernel's (a reader that reads nothing is never fast). A clock read per
+    /// window, and NIO asked for its buffered bytes only once a window's writes could be enough.
+    private func wrote(_ bytes: Int) {
+        if self.rateBytes == 0 { self.rateSince = .now() }
+        self.rateBytes += bytes
+        let (normal, small) = self.sendBuffer
+        guard small > 0, small < normal else { return }
+        if self.socketSendBuffer == normal {
+            // Large already: the window moves on each `normal` written (`setLagging` reads its age).
+            if self.rateBytes >= normal { self.rateBytes = 0 }
+            return
+        }
+        // Half the large buffer: more than a reader's own buffers pull in at once (an asyncio
+        // reader takes up to 256 KiB in a read), less than a flat-out run's first second.
+        let threshold = max(4 * small, normal / 2)
+        // The kernel takes writes while what it holds is under the buffer (Linux doubles the
+        // setting), so the last one may take it half over.
+        let inKernel = 3 * self.socketSendBuffer
+        guard self.rateBytes >= threshold + inKernel else { return }
+        let buffered = (try? self.context?.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
+        guard self.rateBytes - buffered - inKernel >= threshold else { return }
+        if NIODeadline.now() - self.rateSince <= Self.laggingAfter { self.setSendBuffer(normal) }
+        self.rateBytes = 0
     }
 
     private func scheduleDrain() {
@@ -304,12 +356,15 @@ final class LocalClient: ChannelDuplexHandler {
     /// (`SubscriberQueue.nextWrite`: replies together, up to 64 KiB of message lines a write).
     private func drain() {
         guard let context = self.context else { return }
-        var wrote = false
+        var wrote = 0
         while context.channel.isWritable, let bytes = self.queue.nextWrite(allocator: context.channel.allocator) {
-            wrote = true
+            wrote += bytes.readableBytes
             context.write(Self.wrapOutboundOut(bytes), promise: nil)
         }
-        if wrote { context.flush() }
+        if wrote > 0 {
+            context.flush()
+            self.wrote(wrote)
+        }
         if self.queue.isEmpty {
             self.behindSince = nil
             if self.lagging, context.channel.isWritable { self.setLagging(false) }

@@ -267,9 +267,11 @@ enum LocalServer {
                 }
             }
         // A reader that empties its socket while the loop is busy with an upstream read waits
-        // for data; a larger send buffer keeps it reading (0: the system's default, unset).
-        if configuration.local.sendBufferBytes > 0 {
-            bootstrap = bootstrap.childChannelOption(.socketOption(.so_sndbuf), value: SocketOptionValue(configuration.local.sendBufferBytes))
+        // for data; a larger send buffer keeps it reading (0: the system's default, unset). A
+        // client has the small one until it reads fast (`LocalClient.promoteIfFast`).
+        let sendBuffer = LocalClient.initialSendBuffer(configuration.local)
+        if sendBuffer > 0 {
+            bootstrap = bootstrap.childChannelOption(.socketOption(.so_sndbuf), value: SocketOptionValue(sendBuffer))
         }
         if let fd {
             return try await bootstrap.withBoundSocket(fd).get()

@@ -53,6 +53,7 @@ extension LocalPlane {
                 id: c.id, pid: c.credentials?.pid, uid: c.credentials?.uid, subscribed: c.subscribed, filter: c.filter?.text, messages: c.messages,
                 queued: queued.messages, queueBytes: queued.bytes, drops: c.drops)
             if c.lagging { client.lagging = true }
+            if c.socketSendBuffer > 0 { client.sendBuffer = c.socketSendBuffer }
             return client
         }
         return ClientsResult(seq: self.fanout.position.seq, clients: clients)
