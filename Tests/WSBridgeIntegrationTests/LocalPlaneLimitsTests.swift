@@ -185,11 +185,7 @@ import WSBridgeProtocol
     /// normal one again. A reader that keeps up never lags.
     @Test func aSubscriberThatDropsLagsUntilItCaughtUp() async throws {
         let f = try await DaemonFixture(extraConfig: "subscriber_queue = 200\nlagging_send_buffer_bytes = 8192")
-        let stalled = try SocketClient(path: f.socket, reading: false, name: "stalled")
-        let reader = try await f.client(name: "reader")
-        let control = try await f.client(name: "control")
-        control.send(#"{"id":"u","op":"unsubscribe"}"#)
-        _ = await control.reply("u")
+        let (stalled, reader, control) = try await Self.stalledReaderAndControl(f)
         func clients(_ id: String) async -> [JSONValue] {
             control.send(#"{"id":"\#(id)","op":"clients"}"#)
             guard case .array(let list)? = await control.reply(id)?.value(at: "result.clients") else { return [] }
@@ -215,11 +211,7 @@ import WSBridgeProtocol
     /// `local.send_buffer_bytes`; one that does not read, and one never behind, keep the small one.
     @Test func aClientThatReadsFastGetsTheLargeSendBuffer() async throws {
         let f = try await DaemonFixture(extraConfig: "send_buffer_bytes = 65536\nlagging_send_buffer_bytes = 8192")
-        let stalled = try SocketClient(path: f.socket, reading: false, name: "stalled")
-        let reader = try await f.client(name: "reader")
-        let control = try await f.client(name: "control")
-        control.send(#"{"id":"u","op":"unsubscribe"}"#)
-        _ = await control.reply("u")
+        let (stalled, reader, control) = try await Self.stalledReaderAndControl(f)
         // 3 MB at once: 45 times the large buffer, more than the stalled one's queue and buffer hold.
         f.server.command("burst 3000 1000")
         #expect(await reader.lines.wait(timeout: .seconds(120), containing: "\"seq\":3000,") != nil)
@@ -231,6 +223,17 @@ import WSBridgeProtocol
         // As the kernel has them (doubled).
         #expect(try await Self.kernelSendBuffer(of: reader) == 2 * 65536)
         #expect(try await Self.kernelSendBuffer(of: stalled) == 2 * 8192)
+    }
+
+    /// Three clients, in this order: a subscriber that never reads, one that reads, and one that
+    /// unsubscribed (it asks `clients`).
+    static func stalledReaderAndControl(_ f: DaemonFixture) async throws -> (SocketClient, SocketClient, SocketClient) {
+        let stalled = try SocketClient(path: f.socket, reading: false, name: "stalled")
+        let reader = try await f.client(name: "reader")
+        let control = try await f.client(name: "control")
+        control.send(#"{"id":"u","op":"unsubscribe"}"#)
+        _ = await control.reply("u")
+        return (stalled, reader, control)
     }
 
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit"), "needs prlimit (util-linux)"))

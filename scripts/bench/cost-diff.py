@@ -18,34 +18,21 @@ import re
 import subprocess
 
 
-def self_costs(path):
-    """Self cost of every function, as callgrind_annotate reports it (inclusive off)."""
+def costs(path, inclusive=False):
+    """Each function's cost as callgrind_annotate reports it: its self cost (summed over the
+    object files that name it), or its inclusive cost (a recursive one's outermost level)."""
     out = subprocess.run(
-        ["callgrind_annotate", "--threshold=100", "--inclusive=no", path],
+        ["callgrind_annotate", "--threshold=100", f"--inclusive={'yes' if inclusive else 'no'}", path],
         check=True, capture_output=True, text=True,
     ).stdout
-    costs = {}
+    found = {}
     for line in out.splitlines():
         m = re.match(r"\s*([\d,]+)\s+\([^)]*\)\s+(.*)$", line)
         if m and "PROGRAM TOTALS" not in line:
             name = re.sub(r"\s+\[[^\]]*\]$", "", m.group(2))
-            costs[name] = costs.get(name, 0) + int(m.group(1).replace(",", ""))
-    return costs
-
-
-def inclusive_costs(path):
-    """Inclusive cost of every function (a recursive one's outermost level)."""
-    out = subprocess.run(
-        ["callgrind_annotate", "--threshold=100", "--inclusive=yes", path],
-        check=True, capture_output=True, text=True,
-    ).stdout
-    costs = {}
-    for line in out.splitlines():
-        m = re.match(r"\s*([\d,]+)\s+\([^)]*\)\s+(.*)$", line)
-        if m and "PROGRAM TOTALS" not in line:
-            name = re.sub(r"\s+\[[^\]]*\]$", "", m.group(2))
-            costs[name] = max(costs.get(name, 0), int(m.group(1).replace(",", "")))
-    return costs
+            cost = int(m.group(1).replace(",", ""))
+            found[name] = max(found.get(name, 0), cost) if inclusive else found.get(name, 0) + cost
+    return found
 
 
 def demangle(names):
@@ -67,7 +54,7 @@ def main():
     n = [int(re.search(r"\.(\d+)\.out$", p).group(1)) for p in (args.short, args.long)]
     messages = n[1] - n[0]
     if args.inclusive:
-        short, long = inclusive_costs(args.short), inclusive_costs(args.long)
+        short, long = costs(args.short, inclusive=True), costs(args.long, inclusive=True)
         keys = sorted(set(short) | set(long))
         names = dict(zip(keys, demangle([k.split(":", 1)[-1] for k in keys])))
         total = 0.0
@@ -80,7 +67,7 @@ def main():
             print(f"{cost:9,.1f}  {name[:150]}")
         print(f"{total:9,.1f}  in all, per message ({messages} messages between the runs)")
         return
-    short, long = self_costs(args.short), self_costs(args.long)
+    short, long = costs(args.short), costs(args.long)
     rows = sorted(((long.get(k, 0) - short.get(k, 0)) / messages, k) for k in set(short) | set(long))
     rows.reverse()
     total = sum(c for c, _ in rows)
