@@ -225,6 +225,25 @@ import WSBridgeProtocol
         #expect(try await Self.kernelSendBuffer(of: stalled) == 2 * 8192)
     }
 
+    /// A reload that takes the small buffer away (`lagging_send_buffer_bytes = 0`) gives every
+    /// client on it the large one at once.
+    @Test func aReloadWithoutTheSmallBufferGivesEveryClientTheLargeOne() async throws {
+        let f = try await DaemonFixture(extraConfig: "send_buffer_bytes = 65536\nlagging_send_buffer_bytes = 8192")
+        let client = try await f.client(name: "client")
+        #expect(try await Self.kernelSendBuffer(of: client) == 2 * 8192)
+        let config = f.dir.file("wsbridged.toml")
+        let text = try String(contentsOfFile: config, encoding: .utf8)
+        try text.replacingOccurrences(of: "lagging_send_buffer_bytes = 8192", with: "lagging_send_buffer_bytes = 0").write(
+            toFile: config, atomically: true, encoding: .utf8)
+        let mark = f.daemon.eventMark
+        f.daemon.signal(SIGHUP)
+        #expect(await f.daemon.awaitReady(from: mark), "\(f.daemon.stderr.text.suffix(2000))")
+        #expect(try await Self.kernelSendBuffer(of: client) == 2 * 65536)
+        client.send(#"{"id":"c","op":"clients"}"#)
+        guard case .array(let list)? = await client.reply("c")?.value(at: "result.clients") else { throw TestFailure("no clients") }
+        #expect(list.first?["send_buffer"] == 65536, "\(list)")
+    }
+
     /// Three clients, in this order: a subscriber that never reads, one that reads, and one that
     /// unsubscribed (it asks `clients`).
     static func stalledReaderAndControl(_ f: DaemonFixture) async throws -> (SocketClient, SocketClient, SocketClient) {

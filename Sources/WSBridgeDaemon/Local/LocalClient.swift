@@ -169,6 +169,12 @@ final class LocalClient: ChannelDuplexHandler {
         self.outputLimit = limits.clientOutputBytes
         // (send_buffer_bytes takes a restart: the sockets have it from their accept.)
         self.sendBuffer.lagging = limits.laggingSendBufferBytes
+        // No small buffer any more: a client on it gets the large one now.
+        let (normal, small) = self.sendBuffer
+        if !(small > 0 && small < normal), normal > 0, self.socketSendBuffer != normal, let options = self.context?.channel.syncOptions {
+            self.socketSendBuffer = normal
+            try? options.setOption(.socketOption(.so_sndbuf), value: SocketOptionValue(normal))
+        }
     }
 
     /// Flushes what is queued (as far as the socket takes it now), then closes. Completes when closed.
