@@ -260,8 +260,8 @@ public struct Configuration: Sendable, Equatable {
         /// (net.core.wmem_default). A reader that empties its socket while the daemon's loop
         /// is busy with an upstream read waits for data; a larger buffer keeps it reading.
         public var sendBufferBytes = 1 << 20
-        /// Every client's send buffer until it reads fast (behind, it drained `sendBufferBytes`
-        /// at that much per half a second or faster), and a lagging client's (one that dropped
+        /// Every client's send buffer until it reads fast (it read half of `sendBufferBytes`
+        /// within half a second), and a lagging client's (one that dropped
         /// messages): fewer old lines wait where they cannot be dropped for newer ones. 0: every
         /// client has `sendBufferBytes`.
         public var laggingSendBufferBytes = 64 << 10

@@ -18,14 +18,16 @@ import WSBridgeProtocol
         try await Self.follower(dir, ports: [nats.client])
     }
 
-    /// `upstream`: more of its [upstream] (its bridge's `protocol`, which takes no journal).
-    static func follower(_ dir: TemporaryDirectory, ports: [Int], name: String = "follower", upstream: String = "") async throws -> (
-        ManagedProcess, String
-    ) {
+    /// `upstream`: more of its [upstream] (its bridge's `protocol`, which takes no journal);
+    /// `local`: more of its [local].
+    static func follower(_ dir: TemporaryDirectory, ports: [Int], name: String = "follower", upstream: String = "", local: String = "") async throws
+        -> (ManagedProcess, String)
+    {
         let socket = dir.file("\(name).sock")
         let journal = upstream.isEmpty ? "[journal]\ndir = \"\(dir.file("\(name)-journal"))\"\n" : ""
         let config = try writeDaemonConfig(
-            dir, name, url: "ws://127.0.0.1:9/unused", socket: socket, upstream: upstream, extra: journal + Self.fleet(ports, role: "follower"))
+            dir, name, url: "ws://127.0.0.1:9/unused", socket: socket, upstream: upstream,
+            extra: local + "\n" + journal + Self.fleet(ports, role: "follower"))
         let daemon = try ManagedProcess.daemon(["--config", config], name: name)
         guard await daemon.awaitLink(.open, timeout: .seconds(30)) else { throw TestFailure("the follower never followed: \(daemon.stderr.text.suffix(3000))") }
         return (daemon, socket)
@@ -193,7 +195,10 @@ import WSBridgeProtocol
         defer { bridge.stop() }
         guard await bridge.awaitLink(.open) else { throw TestFailure(bridge.stderr.text) }
         try await awaitStatus(bridgeSocket, "the bridge's fleet connected", timeout: .seconds(60)) { $0.fleet?.state == "connected" }
-        let (follower, socket) = try await Self.follower(dir, ports: cluster.clients)
+        // The backlog comes at once when the cluster is back: the app's queue holds all of it, so
+        // that what is tested is the fleet's loss, not the app's own (a reader slower than the
+        // backlog's burst drops, on the small send buffer it has until it reads fast).
+        let (follower, socket) = try await Self.follower(dir, ports: cluster.clients, local: "subscriber_queue = 50000")
         defer { follower.stop() }
         let local = try await SocketClient.connected(to: bridgeSocket, name: "local", daemon: bridge)
         let app = try await SocketClient.connected(to: socket, name: "app", daemon: follower)

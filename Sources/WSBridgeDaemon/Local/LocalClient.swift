@@ -301,8 +301,9 @@ final class LocalClient: ChannelDuplexHandler {
         limits.laggingSendBufferBytes > 0 && limits.laggingSendBufferBytes < limits.sendBufferBytes ? limits.laggingSendBufferBytes : limits.sendBufferBytes
     }
 
-    /// A lagging client that does not read fast now (its window of writes, `wrote`, older than
-    /// half a second) gets the small socket buffer (the lines in it can no longer be dropped
+    /// A lagging client that does not read fast now (on the large buffer, fewer than
+    /// `local.send_buffer_bytes` written to it in the last half second, `wrote`) gets the small
+    /// socket buffer (the lines in it can no longer be dropped
     /// for fresher ones: fewer of them wait there); catching up does not make it large again,
     /// reading fast does (`wrote`). One that reads fast and still lags (the feed is faster than
     /// any reader) keeps the large one.
@@ -318,23 +319,29 @@ final class LocalClient: ChannelDuplexHandler {
         try? options.setOption(.socketOption(.so_sndbuf), value: SocketOptionValue(bytes))
     }
 
-    /// Counts what was written to it, a window at a time (from its first write): a client that
-    /// read half `local.send_buffer_bytes` (at least 4 × `local.lagging_send_buffer_bytes`) of it
-    /// within half a second reads fast (a reader
-    /// the feed or a burst keeps busy, not a slow one), and its socket gets the large buffer, whose
-    /// lines it will read soon. What it read is what was written less what may still wait in NIO's
-    /// buffer and the kernel's (a reader that reads nothing is never fast). A clock read per
-    /// window, and NIO asked for its buffered bytes only once a window's writes could be enough.
+    /// Counts what was written to it, in windows of half a second at most: a client that read half
+    /// `local.send_buffer_bytes` (at least 4 × `local.lagging_send_buffer_bytes`) within one
+    /// reads fast (a reader the feed or a burst keeps busy, not a slow one), and its socket gets
+    /// the large buffer, whose lines it will read soon. What it read is what was written in the
+    /// window less what may still wait in NIO's buffer and the kernel's (a reader that reads
+    /// nothing is never fast). On the small buffer a clock read per write (a batch of lines),
+    /// NIO asked for its buffered bytes only once a window's writes could be enough; on the
+    /// large one a clock read per `send_buffer_bytes` written (`setLagging` reads the window's age).
     private func wrote(_ bytes: Int) {
-        if self.rateBytes == 0 { self.rateSince = .now() }
-        self.rateBytes += bytes
         let (normal, small) = self.sendBuffer
         guard small > 0, small < normal else { return }
         if self.socketSendBuffer == normal {
-            // Large already: the window moves on each `normal` written (`setLagging` reads its age).
+            if self.rateBytes == 0 { self.rateSince = .now() }
+            self.rateBytes += bytes
             if self.rateBytes >= normal { self.rateBytes = 0 }
             return
         }
+        let now = NIODeadline.now()
+        if now - self.rateSince > Self.laggingAfter {
+            self.rateSince = now
+            self.rateBytes = 0
+        }
+        self.rateBytes += bytes
         // Half the large buffer: more than a reader's own buffers pull in at once (an asyncio
         // reader takes up to 256 KiB in a read), less than a flat-out run's first second.
         let threshold = max(4 * small, normal / 2)
@@ -344,8 +351,9 @@ final class LocalClient: ChannelDuplexHandler {
         guard self.rateBytes >= threshold + inKernel else { return }
         let buffered = (try? self.context?.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
         guard self.rateBytes - buffered - inKernel >= threshold else { return }
-        if NIODeadline.now() - self.rateSince <= Self.laggingAfter { self.setSendBuffer(normal) }
+        self.setSendBuffer(normal)
         self.rateBytes = 0
+        self.rateSince = now
     }
 
     private func scheduleDrain() {
