@@ -233,7 +233,12 @@ struct Cost: AsyncParsableCommand {
                 text = { n in acks ? "42\(n + 1)[\\\"ev\\\",\\\"\(pad)\\\"]" : "42[\\\"ev\\\",\\\"\(pad)\\\"]" }
             }
             let answered = acks && !self.unanswered
-            if answered { generator.send("acks \(self.size) \(messages)") }
+            if answered {
+                // Commands run in order on the server's loop: `count`'s answer says acks are on.
+                generator.send("acks \(self.size) \(messages)")
+                generator.send("count")
+                _ = try await generator.waitLine(seconds: 60) { $0.hasPrefix("clients ") }
+            }
             _ = try await SpoolCost.pipelined(
                 socket: socket, clients: 1, total: messages, payload: String(repeating: "x", count: self.size), text: text, answered: answered)
             await bridge.stopAndWait()

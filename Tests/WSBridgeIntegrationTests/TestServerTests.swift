@@ -49,7 +49,10 @@ import WSBridgeProtocol
         defer { daemon.stop() }
         #expect(await daemon.awaitLink(.open), "\(daemon.stderr.text)")
         let app = try await SocketClient.connected(to: dir.file("d.sock"), daemon: daemon)
+        // Commands run in order on the server's loop: once "armed" is back, acks are on.
         server.command("acks 40 3")
+        server.command("send armed")
+        #expect(await app.lines.wait(containing: "armed") != nil)
         for (n, id) in [7, 8].enumerated() {
             app.send(#"{"id":"e\#(n)","op":"send","text":"42\#(id)[\"ev\"]"}"#)
             #expect(await server.event("message 42\(id)[") != nil, "\(daemon.stderr.text)")
@@ -57,11 +60,11 @@ import WSBridgeProtocol
         server.command("send marker")
         #expect(await app.lines.wait(containing: "marker") != nil)
         app.send(#"{"id":"e2","op":"send","text":"429[\"ev\"]"}"#)
-        let lines = await app.lines.wait(count: 4) { $0.contains(#""type":"message""#) }
-        #expect(lines.count == 4, "\(app.lines.text)")
+        let lines = await app.lines.wait(count: 5) { $0.contains(#""type":"message""#) }
+        #expect(lines.count == 5, "\(app.lines.text)")
         let texts = app.messages.compactMap { $0["data"]?.stringValue }
-        #expect(texts.count == 4 && texts[0] == "marker", "\(texts)")
-        #expect(texts.dropFirst().map { $0.prefix(3) } == ["437", "438", "439"], "\(texts)")
-        #expect(texts.dropFirst().allSatisfy { $0.utf8.count == 40 }, "\(texts)")
+        #expect(texts.count == 5 && texts[0] == "armed" && texts[1] == "marker", "\(texts)")
+        #expect(texts.dropFirst(2).map { $0.prefix(3) } == ["437", "438", "439"], "\(texts)")
+        #expect(texts.dropFirst(2).allSatisfy { $0.utf8.count == 40 }, "\(texts)")
     }
 }
