@@ -54,17 +54,13 @@ final class LocalClient: ChannelDuplexHandler {
     /// Replies in request order (a send waiting for the spool holds its place).
     private var replies = ReplyOrder()
 
-    /// `local.send_buffer_bytes`, and the smaller one its socket has until it reads fast and again
-    /// while it lags (`local.lagging_send_buffer_bytes`; 0: none).
-    private var sendBuffer: (normal: Int, lagging: Int)
+    /// Its socket's send buffer: small until it reads fast (`ClientSendBuffer`).
+    private var sendBuffer: ClientSendBuffer
     /// The send buffer its socket has now (0: the system's default).
-    private(set) var socketSendBuffer: Int
-    /// It dropped messages (it reads slower than the feed): its socket's buffer is the lagging
-    /// one, so that what it reads has waited less.
+    var socketSendBuffer: Int { self.sendBuffer.current }
+    /// It dropped messages after half a second behind (it reads slower than the feed), until its
+    /// queue empties: its socket gets the small buffer unless it reads fast (`ClientSendBuffer.lagged`).
     private(set) var lagging = false
-    /// Bytes written to it since `rateSince`: how fast it reads (`wrote`).
-    private var rateBytes = 0
-    private var rateSince = NIODeadline.now()
     /// It dropped messages and its queue has not emptied since (the plane's `memory` counts it).
     private var droppedSinceEmpty = false
     /// Since when its queue has not been empty (set as a line is queued for it when it was).
@@ -75,8 +71,7 @@ final class LocalClient: ChannelDuplexHandler {
     static let laggingAfter = TimeAmount.milliseconds(500)
 
     init(id: Int, credentials: PeerCredentials?, groups: Set<UInt32>, mayWrite: Bool, plane: LocalPlane, limits: Configuration.Local) {
-        self.sendBuffer = (limits.sendBufferBytes, limits.laggingSendBufferBytes)
-        self.socketSendBuffer = Self.initialSendBuffer(limits)
+        self.sendBuffer = ClientSendBuffer(limits)
         self.id = id
         self.credentials = credentials
         self.groups = groups
@@ -167,14 +162,7 @@ final class LocalClient: ChannelDuplexHandler {
         self.queue.limits = .init(messages: limits.subscriberQueue, bytes: limits.subscriberQueueBytes)
         self.queue.trimToLimits()
         self.outputLimit = limits.clientOutputBytes
-        // (send_buffer_bytes takes a restart: the sockets have it from their accept.)
-        self.sendBuffer.lagging = limits.laggingSendBufferBytes
-        // No small buffer any more: a client on it gets the large one now.
-        let (normal, small) = self.sendBuffer
-        if !(small > 0 && small < normal), normal > 0, self.socketSendBuffer != normal, let options = self.context?.channel.syncOptions {
-            self.socketSendBuffer = normal
-            try? options.setOption(.socketOption(.so_sndbuf), value: SocketOptionValue(normal))
-        }
+        self.setSendBuffer(self.sendBuffer.update(small: limits.laggingSendBufferBytes))
     }
 
     /// Flushes what is queued (as far as the socket takes it now), then closes. Completes when closed.
@@ -254,7 +242,7 @@ final class LocalClient: ChannelDuplexHandler {
             self.messages &+= UInt64(batch.lineCount)
             let bytes = batch.lines.readableBytes
             context.writeAndFlush(Self.wrapOutboundOut(batch.lines), promise: nil)
-            self.wrote(bytes)
+            self.wrote(bytes, context)
             return
         }
         self.enqueue(batch)
@@ -290,70 +278,23 @@ final class LocalClient: ChannelDuplexHandler {
             }
             // Lagging: it drops, and has been behind (its queue never empty) for a while: a
             // reader slower than the feed, not a fast one that a burst got ahead of.
-            if !self.lagging, let since = self.behindSince, NIODeadline.now() - since >= Self.laggingAfter { self.setLagging(true) }
+            if !self.lagging, let since = self.behindSince, NIODeadline.now() - since >= Self.laggingAfter {
+                self.lagging = true
+                self.setSendBuffer(self.sendBuffer.lagged())
+            }
         }
         self.scheduleDrain()
     }
 
-    /// The send buffer a client's socket has from its accept: the small one
-    /// (`local.lagging_send_buffer_bytes`) until it reads fast, when there is one.
-    static func initialSendBuffer(_ limits: Configuration.Local) -> Int {
-        limits.laggingSendBufferBytes > 0 && limits.laggingSendBufferBytes < limits.sendBufferBytes ? limits.laggingSendBufferBytes : limits.sendBufferBytes
+    /// What was written to it (`ClientSendBuffer.wrote`: it may read fast).
+    private func wrote(_ bytes: Int, _ context: ChannelHandlerContext) {
+        let options = context.channel.syncOptions
+        self.setSendBuffer(self.sendBuffer.wrote(bytes) { (try? options?.getOption(.bufferedWritableBytes)) ?? 0 })
     }
 
-    /// A lagging client that does not read fast now (on the large buffer, fewer than
-    /// `local.send_buffer_bytes` written to it in the last half second, `wrote`) gets the small
-    /// socket buffer (the lines in it can no longer be dropped
-    /// for fresher ones: fewer of them wait there); catching up does not make it large again,
-    /// reading fast does (`wrote`). One that reads fast and still lags (the feed is faster than
-    /// any reader) keeps the large one.
-    private func setLagging(_ lagging: Bool) {
-        self.lagging = lagging
-        if lagging, NIODeadline.now() - self.rateSince > Self.laggingAfter { self.setSendBuffer(self.sendBuffer.lagging) }
-    }
-
-    private func setSendBuffer(_ bytes: Int) {
-        let (normal, small) = self.sendBuffer
-        guard small > 0, small < normal, bytes != self.socketSendBuffer, let options = self.context?.channel.syncOptions else { return }
-        self.socketSendBuffer = bytes
+    private func setSendBuffer(_ bytes: Int?) {
+        guard let bytes, let options = self.context?.channel.syncOptions else { return }
         try? options.setOption(.socketOption(.so_sndbuf), value: SocketOptionValue(bytes))
-    }
-
-    /// Counts what was written to it, in windows of half a second at most: a client that read half
-    /// `local.send_buffer_bytes` (at least 4 × `local.lagging_send_buffer_bytes`) within one
-    /// reads fast (a reader the feed or a burst keeps busy, not a slow one), and its socket gets
-    /// the large buffer, whose lines it will read soon. What it read is what was written in the
-    /// window less what may still wait in NIO's buffer and the kernel's (a reader that reads
-    /// nothing is never fast). On the small buffer a clock read per write (a batch of lines),
-    /// NIO asked for its buffered bytes only once a window's writes could be enough; on the
-    /// large one a clock read per `send_buffer_bytes` written (`setLagging` reads the window's age).
-    private func wrote(_ bytes: Int) {
-        let (normal, small) = self.sendBuffer
-        guard small > 0, small < normal else { return }
-        if self.socketSendBuffer == normal {
-            if self.rateBytes == 0 { self.rateSince = .now() }
-            self.rateBytes += bytes
-            if self.rateBytes >= normal { self.rateBytes = 0 }
-            return
-        }
-        let now = NIODeadline.now()
-        if now - self.rateSince > Self.laggingAfter {
-            self.rateSince = now
-            self.rateBytes = 0
-        }
-        self.rateBytes += bytes
-        // Half the large buffer: more than a reader's own buffers pull in at once (an asyncio
-        // reader takes up to 256 KiB in a read), less than a flat-out run's first second.
-        let threshold = max(4 * small, normal / 2)
-        // The kernel takes writes while what it holds is under the buffer (Linux doubles the
-        // setting), so the last one may take it half over.
-        let inKernel = 3 * self.socketSendBuffer
-        guard self.rateBytes >= threshold + inKernel else { return }
-        let buffered = (try? self.context?.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
-        guard self.rateBytes - buffered - inKernel >= threshold else { return }
-        self.setSendBuffer(normal)
-        self.rateBytes = 0
-        self.rateSince = now
     }
 
     private func scheduleDrain() {
@@ -377,11 +318,11 @@ final class LocalClient: ChannelDuplexHandler {
         }
         if wrote > 0 {
             context.flush()
-            self.wrote(wrote)
+            self.wrote(wrote, context)
         }
         if self.queue.isEmpty {
             self.behindSince = nil
-            if self.lagging, context.channel.isWritable { self.setLagging(false) }
+            if self.lagging, context.channel.isWritable { self.lagging = false }
             self.caughtUp()
         }
         self.resumeIfDrained(context)

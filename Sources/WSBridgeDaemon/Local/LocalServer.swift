@@ -268,8 +268,8 @@ enum LocalServer {
             }
         // A reader that empties its socket while the loop is busy with an upstream read waits
         // for data; a larger send buffer keeps it reading (0: the system's default, unset). A
-        // client has the small one until it reads fast (`LocalClient.promoteIfFast`).
-        let sendBuffer = LocalClient.initialSendBuffer(configuration.local)
+        // client has the small one until it reads fast (`ClientSendBuffer`).
+        let sendBuffer = ClientSendBuffer.initial(configuration.local)
         if sendBuffer > 0 {
             bootstrap = bootstrap.childChannelOption(.socketOption(.so_sndbuf), value: SocketOptionValue(sendBuffer))
         }
