@@ -46,7 +46,6 @@ extension AppProtocolSession {
                     let id = self.keptRoute!.id
                     switch self.keptRoute!.route {
                     case .everyone: out.append("broadcast")
-                    case .call(let app, let appID): out.append(delivered(app, appID == id ? nil : appID))
                     case .holders(let holders): out += holders.map { delivered($0.app, $0.appID == id ? nil : $0.appID) }
                     case .shared(let holders, let visible): out += holders.map { delivered($0.app, visible == id ? nil : visible) }
                     }

@@ -65,10 +65,9 @@ struct AppProtocolAppIDs {
     }
 
     /// As `answer(_:final:)`, for an answer whose id a scan found (`text`, its bytes; `plain`:
-    /// a text protocol's value): nil when it is not one of the calls kept by number (the caller
-    /// reads the id and asks `answer(_:final:)`).
-    /// Returns the call's app and the id it knows the call by when that is not the one the
-    /// answer carries (nil).
+    /// a text protocol's value): the call's app, and the id it knows the call by when that is
+    /// not the one the answer carries (nil). Nil when it is not one of the calls kept by number:
+    /// the caller reads the id and asks `answer(_:final:)`.
     mutating func answer(scanned text: UnsafeRawBufferPointer, plain: Bool, final: Bool) -> (app: AppID, appID: WireID?)? {
         let found = final ? self.calls.remove(scanned: text, plain: plain) : self.calls.call(scanned: text, plain: plain)
         guard let call = found else { return nil }

@@ -49,8 +49,6 @@ package enum AppProtocolScannedRoute {
     case holders([AppProtocolSessionHolder])
     /// To each holder under the one id `id` (nil: the message's own): a server-named subscription's.
     case shared([AppProtocolSessionHolder], id: WireID?)
-    /// To the app that made the call, under its id.
-    case call(AppID, WireID)
     /// To every subscriber (json: an id nobody holds is data).
     case everyone
 }
@@ -97,12 +95,14 @@ extension AppProtocolSession {
             return .call(call.app, call.appID)
         }
         if let serial = self.keptSerial(event: event, final: final, plain: scannedID.plain, text: text) { return .kept(serial) }
-        guard let id = scannedID.wireID(in: bytes), let route = self.route(scanned: scanned, id: id) else { return nil }
-        // Only a route that changed nothing (not a call's answer) may be taken again.
-        if case .call(let app, let appID) = route {
+        guard let id = scannedID.wireID(in: bytes) else { return nil }
+        // A call kept by its id (`AppProtocolCallTable`'s others): never a kept route, which only
+        // a route that changes nothing may be.
+        if !event, let call = self.ids.answer(id, final: final) {
             self.keptRoute = nil
-            return .call(app, appID == id ? nil : appID)
+            return .call(call.app, call.appID == id ? nil : call.appID)
         }
+        guard let route = self.route(scanned: scanned, id: id) else { return nil }
         self.keptRoutes += 1
         self.keptRoute = AppProtocolKeptRoute(
             bytes: Array(text), event: event, final: final, plain: scannedID.plain, version: self.routeVersion, serial: self.keptRoutes, id: id,
@@ -117,14 +117,11 @@ extension AppProtocolSession {
         self.keptRoute?.serial(version: self.routeVersion, event: event, final: final, plain: plain, text: text)
     }
 
-    private mutating func route(scanned: AppProtocolScan, id: WireID) -> AppProtocolScannedRoute? {
+    private func route(scanned: AppProtocolScan, id: WireID) -> AppProtocolScannedRoute? {
         switch scanned {
         case .unsure, .nothing: return nil
         case .broadcast: return .everyone
         case .answer(_, let final, _):
-            if let call = self.ids.answer(id, final: final) {
-                return .call(call.app, call.appID)
-            }
             guard let subscription = self.table[id] else { return self.codec.unknownAnswersBroadcast ? .everyone : nil }
             guard subscription.worked, !subscription.stickyCall, !(final && self.codec.answersEndSubscriptions), !self.codec.namesSubscriptions
             else { return nil }

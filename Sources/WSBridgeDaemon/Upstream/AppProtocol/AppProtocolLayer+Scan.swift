@@ -61,9 +61,6 @@ extension AppProtocolLayer {
         switch route {
         case .everyone:
             self.fanout.publish(UpstreamMessage(kind: .text, data: data, receivedAtMillis: time))
-        case .call(let app, let appID):
-            // (A call's answer is routed once, `AppProtocolRouted.call`; kept routes never are one.)
-            self.deliver(data, at: at, as: appID == id ? nil : self.spelling(appID), to: app, receivedAtMillis: time)
         case .shared(let holders, let visible):
             if holders.count > 1, self.deliverInRun(holders, data: data, idAt: at, receivedAtMillis: time, id: { _ in visible }) { return }
             let text = visible.map { self.spelling($0) }
