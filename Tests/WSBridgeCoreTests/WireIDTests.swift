@@ -38,6 +38,22 @@ import WSBridgeProtocol
         let parsed = WireID(try JSONValue.parse(text))
         #expect(scanned == parsed)
         #expect(scanned.hashValue == parsed.hashValue)
+        #expect(scanned._rawHashValue(seed: 12345) == parsed._rawHashValue(seed: 12345), "what a dictionary hashes")
         #expect(scanned.key == parsed.key)
+    }
+
+    /// A table of ids hashes each id's one hash mixed with the table's seed: every id is found
+    /// again, equal ids collide only with themselves, and two seeds place the ids apart.
+    @Test func aDictionaryOfManyIdsFindsEveryOne() {
+        var table: [WireID: Int] = [:]
+        for n in 0..<20_000 { table[WireID(key: n.isMultiple(of: 2) ? "\(n)" : "\"s\(n)\"")] = n }
+        #expect(table.count == 20_000)
+        for n in stride(from: 0, to: 20_000, by: 2) { table[WireID(key: "\(n)")] = nil }
+        #expect(table.count == 10_000)
+        #expect((0..<20_000).allSatisfy { n in table[WireID(key: n.isMultiple(of: 2) ? "\(n)" : "\"s\(n)\"")] == (n.isMultiple(of: 2) ? nil : n) })
+        // 1,024 ids over 1,024 buckets fill 647 on average (1 - 1/e), 12 either way.
+        let ids = (0..<1024).map { WireID(key: "\($0)") }
+        #expect(Set(ids.map { $0._rawHashValue(seed: 1) & 1023 }).count > 550)
+        #expect(ids.map { $0._rawHashValue(seed: 1) } != ids.map { $0._rawHashValue(seed: 2) })
     }
 }
