@@ -220,6 +220,13 @@ extension ConfigurationReader {
         s.read("subscriber_queue_bytes") { v in
             config.local.subscriberQueueBytes = try self.int(v, "local.subscriber_queue_bytes", in: 1024...(1 << 34), "a byte count from 1024")
         }
+        s.read("subscriber_queue_burst") { v in
+            let burst = try self.duration(v, "local.subscriber_queue_burst", allowZero: true)
+            guard burst <= .seconds(60) else {
+                throw self.error("local.subscriber_queue_burst", v, "must be at most 60s (a burst, not a backlog: raise subscriber_queue for that), or 0 (off)")
+            }
+            config.local.subscriberQueueBurst = burst
+        }
         s.read("replay") { v in
             config.local.replay = try self.int(v, "local.replay", in: 0...10_000_000, "a message count from 0 (off) to 10000000")
         }

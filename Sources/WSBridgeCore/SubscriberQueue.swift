@@ -28,10 +28,15 @@ public struct SubscriberQueue<Lines: QueuedLines> {
     public struct Limits: Sendable, Equatable {
         public var messages: Int
         public var bytes: Int
+        /// Lines younger than this (nanoseconds, by the `now` the driver gives) are kept past
+        /// `messages`, never past `bytes`: a burst the reader takes within it is not lost, while
+        /// a reader behind for longer keeps `messages` lines. 0: `messages` always bounds.
+        public var burstNanoseconds: UInt64
 
-        public init(messages: Int, bytes: Int) {
+        public init(messages: Int, bytes: Int, burstNanoseconds: UInt64 = 0) {
             self.messages = messages
             self.bytes = bytes
+            self.burstNanoseconds = burstNanoseconds
         }
     }
 
@@ -59,7 +64,8 @@ public struct SubscriberQueue<Lines: QueuedLines> {
         case messages(Lines, Range<Int>)
     }
 
-    /// Order, first seq, the lines still queued and their size, of a queued run: kept apart from
+    /// Order, first seq, the lines still queued and their size, and when it came (the driver's
+    /// `now`, nanoseconds), of a queued run: kept apart from
     /// the run itself, so looking at the next entry (and dropping the oldest lines) touches no
     /// reference count. Only moving a run in and out does, once each.
     @usableFromInline
@@ -72,14 +78,16 @@ public struct SubscriberQueue<Lines: QueuedLines> {
         @usableFromInline var end: Int
         /// The bytes of the lines still queued.
         @usableFromInline var bytes: Int
+        @usableFromInline var at: UInt64
 
         @usableFromInline
-        init(order: UInt64, seq: UInt64, first: Int, end: Int, bytes: Int) {
+        init(order: UInt64, seq: UInt64, first: Int, end: Int, bytes: Int, at: UInt64) {
             self.order = order
             self.seq = seq
             self.first = first
             self.end = end
             self.bytes = bytes
+            self.at = at
         }
     }
 
@@ -130,28 +138,37 @@ public struct SubscriberQueue<Lines: QueuedLines> {
     @inlinable
     public var isEmpty: Bool { self.messageMeta.isEmpty && self.controlMeta.isEmpty && self.pendingDrop == nil }
 
-    /// Whether `lines` more message lines of `bytes` would pass a limit (the driver writes out
-    /// what the socket takes before it lets the queue drop).
+    /// Whether `lines` more message lines of `bytes` would pass a limit at `now` (the driver
+    /// writes out what the socket takes before it lets the queue drop).
     @inlinable
-    public func wouldOverflow(adding lines: Int, bytes: Int) -> Bool {
-        self._messageCount + lines > self.limits.messages || self._messageBytes + bytes > self.limits.bytes
+    public func wouldOverflow(adding lines: Int, bytes: Int, now: UInt64 = 0) -> Bool {
+        self._messageBytes + bytes > self.limits.bytes || (self._messageCount + lines > self.limits.messages && !self.headIsBurst(now))
     }
 
-    /// Queues a run of upstream message lines, line 0 numbered `seq`. Drops the oldest lines
-    /// while the queue is over its limits, but never the newest one: a single message larger
-    /// than the byte limit still goes out. Returns how many lines were dropped.
+    /// Whether the oldest queued run came within `limits.burstNanoseconds` before `now` (then so
+    /// did every other): the count does not bound it.
+    @inlinable
+    func headIsBurst(_ now: UInt64) -> Bool {
+        guard self.limits.burstNanoseconds > 0, let head = self.messageMeta.first else { return false }
+        return now < head.at &+ self.limits.burstNanoseconds
+    }
+
+    /// Queues a run of upstream message lines, line 0 numbered `seq`, come at `now`
+    /// (nanoseconds, for `limits.burstNanoseconds`). Drops the oldest lines while the queue is
+    /// over its limits, but never the newest one: a single message larger than the byte limit
+    /// still goes out. Returns how many lines were dropped.
     @inlinable
     @discardableResult
-    public mutating func appendMessages(_ lines: Lines, seq: UInt64) -> Int {
+    public mutating func appendMessages(_ lines: Lines, seq: UInt64, now: UInt64 = 0) -> Int {
         let count = lines.lineCount
         let bytes = lines.lineStart(count)
-        self.messageMeta.append(Meta(order: self.nextOrder, seq: seq, first: 0, end: count, bytes: bytes))
+        self.messageMeta.append(Meta(order: self.nextOrder, seq: seq, first: 0, end: count, bytes: bytes, at: now))
         self.messageLines.append(lines)
         self.peakEntries = max(self.peakEntries, self.messageMeta.count &+ self.controlMeta.count)
         self.nextOrder &+= 1
         self._messageCount += count
         self._messageBytes += bytes
-        return self.trimToLimits()
+        return self.trimToLimits(now: now)
     }
 
     /// Queues a reply or notice, whole. Never dropped.
@@ -165,19 +182,22 @@ public struct SubscriberQueue<Lines: QueuedLines> {
         self._controlBytes += bytes
     }
 
-    /// Drops the oldest message lines until the queue is within its limits (after `limits`
-    /// shrank, or messages were added). Returns how many were dropped.
+    /// Drops the oldest message lines until the queue is within its limits at `now` (after
+    /// `limits` shrank, or messages were added): past `limits.bytes`, and past
+    /// `limits.messages` those older than the burst. Returns how many were dropped.
     @inlinable
     @discardableResult
-    public mutating func trimToLimits() -> Int {
+    public mutating func trimToLimits(now: UInt64 = 0) -> Int {
         var dropped = 0
-        while self._messageCount > 1, self._messageCount > self.limits.messages || self._messageBytes > self.limits.bytes {
+        while self._messageCount > 1 {
+            // The fewest of this run's first lines that bring both counts within the limits,
+            // never the newest line of all; a run of the burst is not over the count.
+            var overCount = self._messageCount - self.limits.messages
+            if overCount > 0, self.headIsBurst(now) { overCount = 0 }
+            let overBytes = self._messageBytes - self.limits.bytes
+            guard overCount > 0 || overBytes > 0 else { break }
             let meta = self.messageMeta[0]
             let lines = self.messageLines[0]
-            // The fewest of this run's first lines that bring both counts within the limits,
-            // never the newest line of all.
-            let overCount = self._messageCount - self.limits.messages
-            let overBytes = self._messageBytes - self.limits.bytes
             let base = lines.lineStart(meta.first)
             let reaching = overBytes > 0 ? Self.lines(lines, from: meta.first, end: meta.end, within: overBytes - 1, base: base) + 1 : 0
             let k = min(max(reaching, overCount), meta.end - meta.first, self._messageCount - 1)

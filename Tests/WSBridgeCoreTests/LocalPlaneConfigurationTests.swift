@@ -14,6 +14,7 @@ import WSBridgeProtocol
                 max_line = 4096
                 subscriber_queue = 10
                 subscriber_queue_bytes = 2048
+                subscriber_queue_burst = "100ms"
                 replay = 0
                 replay_bytes = 65536
                 inline_json = true
@@ -36,6 +37,9 @@ import WSBridgeProtocol
         #expect(c.local.maxLine == 4096)
         #expect(c.local.subscriberQueue == 10)
         #expect(c.local.subscriberQueueBytes == 2048)
+        #expect(c.local.subscriberQueueBurst == .milliseconds(100))
+        #expect(Configuration().local.subscriberQueueBurst == .milliseconds(250))
+        #expect(try self.loader.load(text: "[local]\nsubscriber_queue_burst = 0").local.subscriberQueueBurst == .zero)
         #expect(c.local.replay == 0)
         #expect(c.local.replayBytes == 65536)
         #expect(c.local.inlineJSON)
@@ -95,6 +99,7 @@ import WSBridgeProtocol
         ("[journal]\nmax_age = 0", "journal.max_age", "a duration > 0"),
         ("[local]\nmax_line = 10", "local.max_line", "1024 to"),
         ("[local]\nsubscriber_queue = 0", "local.subscriber_queue", "from 1"),
+        ("[local]\nsubscriber_queue_burst = \"2m\"", "local.subscriber_queue_burst", "at most 60s"),
         ("[queue]\nmax_messages = -1", "queue.max_messages", "0 (no queueing)"),
         ("[local]\nmax_clients = 0", "local.max_clients", "from 1"),
         ("[local]\nclient_output_bytes = 100", "local.client_output_bytes", "from 4096"),

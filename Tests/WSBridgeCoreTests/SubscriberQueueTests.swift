@@ -211,4 +211,26 @@ import WSBridgeCore
         #expect(!q.wouldOverflow(adding: 1, bytes: 7))
         #expect(q.wouldOverflow(adding: 2, bytes: 1))
     }
+
+    /// Lines younger than the burst are kept past the count (never past the bytes); once the
+    /// oldest is older, the count bounds again and the oldest go first.
+    @Test func aBurstIsKeptPastTheCountUntilItIsOld() {
+        var q = Queue(limits: .init(messages: 3, bytes: 1000, burstNanoseconds: 100))
+        // Ten runs within the burst's 100 ns: none dropped, none would overflow by count.
+        for n in 1...10 { #expect(q.appendMessages(Lines("m\(n)"), seq: UInt64(n), now: UInt64(n)) == 0) }
+        #expect(q.messageCount == 10 && !q.wouldOverflow(adding: 1, bytes: 2, now: 100))
+        // At 101 the first (came at 1) is old; so is every run of this burst by 111.
+        #expect(q.wouldOverflow(adding: 1, bytes: 2, now: 101))
+        #expect(q.appendMessages(Lines("m11"), seq: 11, now: 101) == 1, "only the one that is old")
+        #expect(q.trimToLimits(now: 111) == 7)
+        #expect(Self.drain(&q) == ["dropped 8 1-8", "m9", "m10", "m11"])
+        // The bytes bound a burst too: 4 bytes, runs of 2.
+        var small = Queue(limits: .init(messages: 1, bytes: 4, burstNanoseconds: 1_000))
+        for n in 1...5 { _ = small.appendMessages(Lines("m\(n)"), seq: UInt64(n), now: 0) }
+        #expect(Self.drain(&small) == ["dropped 3 1-3", "m4", "m5"])
+        // No burst: the count always bounds.
+        var none = Queue(limits: .init(messages: 3, bytes: 1000))
+        for n in 1...5 { _ = none.appendMessages(Lines("m\(n)"), seq: UInt64(n), now: UInt64(n)) }
+        #expect(Self.drain(&none) == ["dropped 2 1-2", "m3", "m4", "m5"])
+    }
 }

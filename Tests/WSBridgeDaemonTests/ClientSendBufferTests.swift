@@ -1,3 +1,4 @@
+import NIOCore
 import Testing
 import WSBridgeCore
 
@@ -14,15 +15,42 @@ import WSBridgeCore
         return limits
     }
 
-    @Test func aReaderThatReadsHalfTheLargeBufferAtOnceGetsIt() {
-        var buffer = ClientSendBuffer(Self.limits())
+    static let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
+    static func at(_ ms: Int64) -> NIODeadline { Self.start + .milliseconds(ms) }
+
+    @Test func aReaderThatReadsHalfTheLargeBufferWithinTheWindowGetsIt() {
+        var buffer = ClientSendBuffer(Self.limits(), now: Self.start)
         #expect(buffer.current == 64 << 10)
-        // 3 × 64 KiB may sit in the kernel: 512 KiB more is read.
-        #expect(buffer.wrote(500 << 10) { 0 } == nil)
-        #expect(buffer.wrote(212 << 10) { 0 } == 1 << 20)
+        // 3 × 64 KiB may sit in the kernel: 512 KiB more is read within half a second.
+        #expect(buffer.wrote(500 << 10, now: Self.at(300)) { 0 } == nil)
+        #expect(buffer.wrote(203 << 10, now: Self.at(450)) { 0 } == nil)
+        #expect(buffer.wrote(1 << 10, now: Self.at(450)) { 0 } == 1 << 20)
         #expect(buffer.current == 1 << 20)
+        // The same over more than half a second is not fast.
+        var slow = ClientSendBuffer(Self.limits(), now: Self.start)
+        #expect(slow.wrote(500 << 10, now: Self.at(300)) { 0 } == nil)
+        #expect(slow.wrote(204 << 10, now: Self.at(501)) { 0 } == nil)
         // It reads fast now: lagging keeps the large one.
-        #expect(buffer.lagged() == nil)
+        #expect(buffer.lagged(now: Self.at(600)) == nil)
+    }
+
+    @Test func aReaderThatPullsABufferEveryTenthOfASecondNeverGetsIt() {
+        // Like an asyncio reader behind a feed: it takes what the kernel holds at once (here
+        // 160 KiB), then parses it for 140 ms; every window starts after a gap of 500 ms.
+        var buffer = ClientSendBuffer(Self.limits(), now: Self.start)
+        var t: Int64 = 0
+        for _ in 0..<100 {
+            t += 140
+            #expect(buffer.wrote(160 << 10, now: Self.at(t)) { 0 } == nil)
+        }
+        #expect(buffer.current == 64 << 10)
+    }
+
+    @Test func aClientThatLagsGetsTheSmallBufferBackUnlessItReadsFastNow() {
+        var buffer = ClientSendBuffer(Self.limits(), now: Self.start)
+        #expect(buffer.wrote(1 << 20, now: Self.at(10)) { 0 } == 1 << 20)
+        #expect(buffer.lagged(now: Self.at(400)) == nil, "within the window it read fast in")
+        #expect(buffer.lagged(now: Self.at(600)) == 64 << 10)
     }
 
     @Test func aReaderThatReadsNothingNeverGetsIt() {

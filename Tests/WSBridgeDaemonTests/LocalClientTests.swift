@@ -68,7 +68,10 @@ import WSBridgeCore
     /// lagging client caught up the daemon gives free memory back (malloc_trim), at once, or a
     /// second after the last time, once for every laggard that caught up meanwhile.
     @Test func memoryGoesBackOnceEveryLaggardCaughtUp() throws {
-        let h = FanoutTests.Harness { $0.local.subscriberQueue = 4 }
+        let h = FanoutTests.Harness {
+            $0.local.subscriberQueue = 4
+            $0.local.subscriberQueueBurst = .zero
+        }
         let loop = h.loop
         let memory = h.bridge.plane.memory
         var seq: UInt64 = 0

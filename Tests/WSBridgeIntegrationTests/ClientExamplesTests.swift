@@ -119,8 +119,10 @@ import WSBridgeProtocol
         }
         let server = try await UpstreamServer(.nio)
         let socket = dir.file("d.sock")
-        // A small per-subscriber queue and socket buffer, so that a stopped reader loses messages soon.
-        let config = try writeDaemonConfig(dir, "wsbridged", url: server.url, socket: socket, extra: "subscriber_queue = 16\nsend_buffer_bytes = 4096")
+        // A small per-subscriber queue (no burst past it) and socket buffer, so that a stopped
+        // reader loses messages soon.
+        let config = try writeDaemonConfig(
+            dir, "wsbridged", url: server.url, socket: socket, extra: "subscriber_queue = 16\nsubscriber_queue_burst = 0\nsend_buffer_bytes = 4096")
         let daemon = try await Daemon(config: config)
         var env = ProcessInfo.processInfo.environment
         env["WSBRIDGE_SOCKET"] = socket

@@ -206,6 +206,26 @@ import WSBridgeProtocol
             })
     }
 
+    /// A burst far past `subscriber_queue` that a subscriber reads within
+    /// `subscriber_queue_burst` is not lost: here one that reads nothing until the burst is over
+    /// (the burst set long, so that a busy machine cannot age it) gets every line, no `dropped`.
+    @Test func aSubscriberLosesNoneOfABurstItReadsWithinTheBurstTime() async throws {
+        let f = try await DaemonFixture(extraConfig: "subscriber_queue = 16\nsubscriber_queue_burst = \"60s\"\nlagging_send_buffer_bytes = 8192")
+        let (stalled, reader, _) = try await Self.stalledReaderAndControl(f)
+        // 1,000 lines of 1 KB: 60 times its queue, 60 times its socket buffer.
+        f.server.command("burst 1000 1000")
+        #expect(await reader.lines.wait(timeout: .seconds(60), containing: "\"seq\":1000,") != nil)
+        try await awaitStatus(f.socket, "the burst queued for the stalled one") { $0.seq == 1000 }
+        stalled.startReading()
+        #expect(await stalled.lines.wait(timeout: .seconds(60), containing: "\"seq\":1000,") != nil)
+        let seqs = stalled.lines.lines.compactMap { line in
+            (try? JSONValue.parse(line)).flatMap { $0["type"] == "message" ? $0["seq"]?.intValue : nil }
+        }
+        #expect(seqs == Array(1...1000), "\(seqs.count) lines")
+        #expect(!stalled.lines.lines.contains { $0.contains("\"type\":\"dropped\"") })
+        #expect(try daemonStatus(f.socket).drops == 0)
+    }
+
     /// Every client's socket starts with the small send buffer; one that reads fast when the
     /// feed gets ahead of it (here a burst far larger than its buffer, read as it comes) gets
     /// `local.send_buffer_bytes`; one that does not read, and one never behind, keep the small one.

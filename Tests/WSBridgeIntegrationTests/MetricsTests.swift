@@ -156,6 +156,7 @@ import WSBridgeProtocol
         let f = try await DaemonFixture(
             extraConfig: """
                 subscriber_queue = 2
+                subscriber_queue_burst = 0
                 send_buffer_bytes = 4096
                 [queue]
                 max_messages = 1

@@ -15,11 +15,12 @@ struct ClientSendBuffer {
     private(set) var current: Int
     /// Bytes written to the client since `windowStart` (`wrote`).
     private var windowBytes = 0
-    private var windowStart = NIODeadline.now()
+    private var windowStart: NIODeadline
     /// A window's length: a client reads fast if it read enough within one.
     static let window = TimeAmount.milliseconds(500)
 
-    init(_ limits: Configuration.Local) {
+    init(_ limits: Configuration.Local, now: NIODeadline = .now()) {
+        self.windowStart = now
         self.large = limits.sendBufferBytes
         self.small = limits.laggingSendBufferBytes
         self.current = Self.initial(limits)
@@ -41,15 +42,14 @@ struct ClientSendBuffer {
     /// kernel's: a client that reads nothing is never fast. On the small buffer a clock read per
     /// write (a batch of lines); on the large one per `send_buffer_bytes` written (`lagged` reads
     /// the window's age).
-    mutating func wrote(_ bytes: Int, buffered: () -> Int) -> Int? {
+    mutating func wrote(_ bytes: Int, now: NIODeadline = .now(), buffered: () -> Int) -> Int? {
         guard Self.adapts(large: self.large, small: self.small) else { return nil }
         if self.current == self.large {
-            if self.windowBytes == 0 { self.windowStart = .now() }
+            if self.windowBytes == 0 { self.windowStart = now }
             self.windowBytes += bytes
             if self.windowBytes >= self.large { self.windowBytes = 0 }
             return nil
         }
-        let now = NIODeadline.now()
         if now - self.windowStart > Self.window {
             self.windowStart = now
             self.windowBytes = 0
@@ -70,8 +70,8 @@ struct ClientSendBuffer {
     /// The client lags (it dropped messages after half a second behind): the small buffer, unless
     /// it reads fast now (on the large one, `send_buffer_bytes` written within the last window).
     /// Catching up does not make it large again; reading fast does (`wrote`).
-    mutating func lagged() -> Int? {
-        guard Self.adapts(large: self.large, small: self.small), NIODeadline.now() - self.windowStart > Self.window else { return nil }
+    mutating func lagged(now: NIODeadline = .now()) -> Int? {
+        guard Self.adapts(large: self.large, small: self.small), now - self.windowStart > Self.window else { return nil }
         return self.set(self.small)
     }
 

@@ -77,7 +77,7 @@ final class LocalClient: ChannelDuplexHandler {
         self.groups = groups
         self.mayWrite = mayWrite
         self.plane = plane
-        self.queue = SubscriberQueue(limits: .init(messages: limits.subscriberQueue, bytes: limits.subscriberQueueBytes))
+        self.queue = SubscriberQueue(limits: Self.queueLimits(limits))
         self.outputLimit = limits.clientOutputBytes
     }
 
@@ -156,11 +156,19 @@ final class LocalClient: ChannelDuplexHandler {
         context.close(promise: nil)
     }
 
+    /// The queue's bounds: `local.subscriber_queue` lines (those of the last
+    /// `local.subscriber_queue_burst` past it) and `local.subscriber_queue_bytes`.
+    static func queueLimits(_ limits: Configuration.Local) -> SubscriberQueue<LineBatch>.Limits {
+        .init(
+            messages: limits.subscriberQueue, bytes: limits.subscriberQueueBytes,
+            burstNanoseconds: UInt64(max(0, limits.subscriberQueueBurst.nanoseconds)))
+    }
+
     /// A reload: the queue's and output's bounds, and whether it may send.
     func update(limits: Configuration.Local, policy: AccessPolicy) {
         self.mayWrite = self.credentials?.mayWrite(policy, groups: self.groups) ?? false
-        self.queue.limits = .init(messages: limits.subscriberQueue, bytes: limits.subscriberQueueBytes)
-        self.queue.trimToLimits()
+        self.queue.limits = Self.queueLimits(limits)
+        self.queue.trimToLimits(now: NIODeadline.now().uptimeNanoseconds)
         self.outputLimit = limits.clientOutputBytes
         self.setSendBuffer(self.sendBuffer.update(small: limits.laggingSendBufferBytes))
     }
@@ -261,13 +269,14 @@ final class LocalClient: ChannelDuplexHandler {
 
     /// Queues message lines, dropping the oldest if this client is too far behind.
     private func enqueue(_ batch: LineBatch) {
-        if self.queue.isEmpty { self.behindSince = .now() }
-        if self.queue.wouldOverflow(adding: batch.lineCount, bytes: batch.lines.readableBytes) {
+        let now = NIODeadline.now()
+        if self.queue.isEmpty { self.behindSince = now }
+        if self.queue.wouldOverflow(adding: batch.lineCount, bytes: batch.lines.readableBytes, now: now.uptimeNanoseconds) {
             // Over the bound within one tick: write what the socket takes now, and drop only
             // what is really backed up.
             self.drain()
         }
-        let dropped = self.queue.appendMessages(batch, seq: batch.seq)
+        let dropped = self.queue.appendMessages(batch, seq: batch.seq, now: now.uptimeNanoseconds)
         self.messages &+= UInt64(batch.lineCount)
         if dropped > 0 {
             self.drops &+= UInt64(dropped)
@@ -278,7 +287,7 @@ final class LocalClient: ChannelDuplexHandler {
             }
             // Lagging: it drops, and has been behind (its queue never empty) for a while: a
             // reader slower than the feed, not a fast one that a burst got ahead of.
-            if !self.lagging, let since = self.behindSince, NIODeadline.now() - since >= Self.laggingAfter {
+            if !self.lagging, let since = self.behindSince, now - since >= Self.laggingAfter {
                 self.lagging = true
                 self.setSendBuffer(self.sendBuffer.lagged())
             }
