@@ -237,9 +237,12 @@ public struct Configuration: Sendable, Equatable {
         public var subscriberQueue = 4096
         /// Bytes a subscriber may fall behind before it loses the oldest.
         public var subscriberQueueBytes = 16 << 20
-        /// Lines younger than this are kept past `subscriberQueue` (not past the bytes): a burst
-        /// a subscriber reads within it is not lost. Zero: the count always bounds.
+        /// Lines younger than this are kept past `subscriberQueue`, up to `burstMessages` (not
+        /// past the bytes): a burst a subscriber reads within it is not lost. Zero: the count
+        /// always bounds.
         public var subscriberQueueBurst: Duration = .milliseconds(250)
+        /// The most lines a burst keeps: 16 × `subscriberQueue`.
+        public var burstMessages: Int { 16 * self.subscriberQueue }
         /// Recent messages kept for `since` resumption.
         public var replay = 1024
         /// Bytes of encoded lines the replay ring may hold (the oldest go first).

@@ -29,14 +29,19 @@ public struct SubscriberQueue<Lines: QueuedLines> {
         public var messages: Int
         public var bytes: Int
         /// Lines younger than this (nanoseconds, by the `now` the driver gives) are kept past
-        /// `messages`, never past `bytes`: a burst the reader takes within it is not lost, while
-        /// a reader behind for longer keeps `messages` lines. 0: `messages` always bounds.
+        /// `messages`, up to `burstMessages` and never past `bytes`: a burst the reader takes
+        /// within it is not lost, while a reader behind for longer keeps `messages` lines.
+        /// 0: `messages` always bounds.
         public var burstNanoseconds: UInt64
+        /// The most lines a burst keeps (at least `messages`): each queued run costs its entry
+        /// whatever its size, so the count bounds the entries when runs are small.
+        public var burstMessages: Int
 
-        public init(messages: Int, bytes: Int, burstNanoseconds: UInt64 = 0) {
+        public init(messages: Int, bytes: Int, burstNanoseconds: UInt64 = 0, burstMessages: Int? = nil) {
             self.messages = messages
             self.bytes = bytes
             self.burstNanoseconds = burstNanoseconds
+            self.burstMessages = max(messages, burstMessages ?? messages)
         }
     }
 
@@ -142,7 +147,9 @@ public struct SubscriberQueue<Lines: QueuedLines> {
     /// writes out what the socket takes before it lets the queue drop).
     @inlinable
     public func wouldOverflow(adding lines: Int, bytes: Int, now: UInt64 = 0) -> Bool {
-        self._messageBytes + bytes > self.limits.bytes || (self._messageCount + lines > self.limits.messages && !self.headIsBurst(now))
+        self._messageBytes + bytes > self.limits.bytes
+            || (self._messageCount + lines > self.limits.messages
+                && (self._messageCount + lines > self.limits.burstMessages || !self.headIsBurst(now)))
     }
 
     /// Whether the oldest queued run came within `limits.burstNanoseconds` before `now` (then so
@@ -183,8 +190,9 @@ public struct SubscriberQueue<Lines: QueuedLines> {
     }
 
     /// Drops the oldest message lines until the queue is within its limits at `now` (after
-    /// `limits` shrank, or messages were added): past `limits.bytes`, and past
-    /// `limits.messages` those older than the burst. Returns how many were dropped.
+    /// `limits` shrank, or messages were added): past `limits.bytes`, past `limits.messages`
+    /// those older than the burst, and past `limits.burstMessages` the oldest of the burst.
+    /// Returns how many were dropped.
     @inlinable
     @discardableResult
     public mutating func trimToLimits(now: UInt64 = 0) -> Int {
@@ -193,7 +201,7 @@ public struct SubscriberQueue<Lines: QueuedLines> {
             // The fewest of this run's first lines that bring both counts within the limits,
             // never the newest line of all; a run of the burst is not over the count.
             var overCount = self._messageCount - self.limits.messages
-            if overCount > 0, self.headIsBurst(now) { overCount = 0 }
+            if overCount > 0, self.headIsBurst(now) { overCount = self._messageCount - self.limits.burstMessages }
             let overBytes = self._messageBytes - self.limits.bytes
             guard overCount > 0 || overBytes > 0 else { break }
             let meta = self.messageMeta[0]

@@ -215,7 +215,7 @@ import WSBridgeCore
     /// Lines younger than the burst are kept past the count (never past the bytes); once the
     /// oldest is older, the count bounds again and the oldest go first.
     @Test func aBurstIsKeptPastTheCountUntilItIsOld() {
-        var q = Queue(limits: .init(messages: 3, bytes: 1000, burstNanoseconds: 100))
+        var q = Queue(limits: .init(messages: 3, bytes: 1000, burstNanoseconds: 100, burstMessages: 100))
         // Ten runs within the burst's 100 ns: none dropped, none would overflow by count.
         for n in 1...10 { #expect(q.appendMessages(Lines("m\(n)"), seq: UInt64(n), now: UInt64(n)) == 0) }
         #expect(q.messageCount == 10 && !q.wouldOverflow(adding: 1, bytes: 2, now: 100))
@@ -224,8 +224,13 @@ import WSBridgeCore
         #expect(q.appendMessages(Lines("m11"), seq: 11, now: 101) == 1, "only the one that is old")
         #expect(q.trimToLimits(now: 111) == 7)
         #expect(Self.drain(&q) == ["dropped 8 1-8", "m9", "m10", "m11"])
+        // A burst keeps at most `burstMessages`, the oldest of it going first.
+        var capped = Queue(limits: .init(messages: 2, bytes: 1000, burstNanoseconds: 1_000, burstMessages: 4))
+        for n in 1...6 { _ = capped.appendMessages(Lines("m\(n)"), seq: UInt64(n), now: 0) }
+        #expect(capped.wouldOverflow(adding: 1, bytes: 2, now: 0))
+        #expect(Self.drain(&capped) == ["dropped 2 1-2", "m3", "m4", "m5", "m6"])
         // The bytes bound a burst too: 4 bytes, runs of 2.
-        var small = Queue(limits: .init(messages: 1, bytes: 4, burstNanoseconds: 1_000))
+        var small = Queue(limits: .init(messages: 1, bytes: 4, burstNanoseconds: 1_000, burstMessages: 100))
         for n in 1...5 { _ = small.appendMessages(Lines("m\(n)"), seq: UInt64(n), now: 0) }
         #expect(Self.drain(&small) == ["dropped 3 1-3", "m4", "m5"])
         // No burst: the count always bounds.

@@ -210,9 +210,10 @@ import WSBridgeProtocol
     /// `subscriber_queue_burst` is not lost: here one that reads nothing until the burst is over
     /// (the burst set long, so that a busy machine cannot age it) gets every line, no `dropped`.
     @Test func aSubscriberLosesNoneOfABurstItReadsWithinTheBurstTime() async throws {
-        let f = try await DaemonFixture(extraConfig: "subscriber_queue = 16\nsubscriber_queue_burst = \"60s\"\nlagging_send_buffer_bytes = 8192")
+        let f = try await DaemonFixture(extraConfig: "subscriber_queue = 100\nsubscriber_queue_burst = \"60s\"\nlagging_send_buffer_bytes = 8192")
         let (stalled, reader, _) = try await Self.stalledReaderAndControl(f)
-        // 1,000 lines of 1 KB: 60 times its queue, 60 times its socket buffer.
+        // 1,000 lines of 1 KB: 10 times its queue (a burst keeps 16 times it), 60 times its
+        // socket buffer.
         f.server.command("burst 1000 1000")
         #expect(await reader.lines.wait(timeout: .seconds(60), containing: "\"seq\":1000,") != nil)
         try await awaitStatus(f.socket, "the burst queued for the stalled one") { $0.seq == 1000 }

@@ -157,11 +157,12 @@ final class LocalClient: ChannelDuplexHandler {
     }
 
     /// The queue's bounds: `local.subscriber_queue` lines (those of the last
-    /// `local.subscriber_queue_burst` past it) and `local.subscriber_queue_bytes`.
+    /// `local.subscriber_queue_burst` past it, up to `Configuration.Local.burstMessages`) and
+    /// `local.subscriber_queue_bytes`.
     static func queueLimits(_ limits: Configuration.Local) -> SubscriberQueue<LineBatch>.Limits {
         .init(
             messages: limits.subscriberQueue, bytes: limits.subscriberQueueBytes,
-            burstNanoseconds: UInt64(max(0, limits.subscriberQueueBurst.nanoseconds)))
+            burstNanoseconds: UInt64(max(0, limits.subscriberQueueBurst.nanoseconds)), burstMessages: limits.burstMessages)
     }
 
     /// A reload: the queue's and output's bounds, and whether it may send.
