@@ -79,6 +79,12 @@ struct Cost: AsyncParsableCommand {
     @Option(help: "TOML added to the baseline daemon's [upstream] (default: --upstream's).")
     var baselineUpstream: String?
 
+    @Option(
+        help:
+            "TOML added to the [local] of the daemon under count (not the baseline's), e.g. 'lagging_send_buffer_bytes = 0' to give every reader the large send buffer from its accept, as builds before issue 46's did."
+    )
+    var local = ""
+
     @Option(help: "Python with `websockets` (the upstream when deflate is on).")
     var python = ".build/venv/bin/python"
 
@@ -205,6 +211,7 @@ struct Cost: AsyncParsableCommand {
         enabled = false
         [local]
         socket = "\(socket)"
+        \(daemon.hasSuffix("/baseline") ? "" : self.local.replacingOccurrences(of: "\\n", with: "\n"))
         [log]
         level = "warning"
         """.write(toFile: config, atomically: true, encoding: .utf8)
