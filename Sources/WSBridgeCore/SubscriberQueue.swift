@@ -69,10 +69,9 @@ public struct SubscriberQueue<Lines: QueuedLines> {
         case messages(Lines, Range<Int>)
     }
 
-    /// Order, first seq, the lines still queued and their size, and when it came (the driver's
-    /// `now`, nanoseconds), of a queued run: kept apart from
-    /// the run itself, so looking at the next entry (and dropping the oldest lines) touches no
-    /// reference count. Only moving a run in and out does, once each.
+    /// Order, first seq, the lines still queued and their size, and when it came, of a queued
+    /// run: kept apart from the run itself, so looking at the next entry (and dropping the oldest
+    /// lines) touches no reference count. Only moving a run in and out does, once each.
     @usableFromInline
     struct Meta {
         @usableFromInline var order: UInt64
@@ -83,6 +82,7 @@ public struct SubscriberQueue<Lines: QueuedLines> {
         @usableFromInline var end: Int
         /// The bytes of the lines still queued.
         @usableFromInline var bytes: Int
+        /// When the run came: the driver's `now` (nanoseconds), for the burst.
         @usableFromInline var at: UInt64
 
         @usableFromInline
