@@ -56,6 +56,12 @@ extension Configuration {
         /// Messages waiting while NATS is away, at most these bytes: past them the oldest are
         /// given up (counted in status).
         public var maxBacklogBytes = 256 << 20
+        /// What `wsbridged --fleet-init` makes the stream and the lease bucket with: copies of each
+        /// message on this many NATS servers (1, 3 or 5 in a cluster), and how long the stream
+        /// remembers a message's id to drop a second copy (at least as long as NATS may be away:
+        /// a bridge publishes again what it was not sure of, and hot bridges all publish).
+        public var replicas = 1
+        public var duplicateWindow: Duration = .seconds(120)
         /// The NATS C client's library, loaded when a fleet is configured.
         public var library = "libnats.so.3.4"
         public init() {}

@@ -88,6 +88,16 @@ extension ConfigurationReader {
             config.fleet.maxBacklogBytes = try self.int(
                 v, "fleet.max_backlog_bytes", in: (1 << 20)...(1 << 40), "a byte count of at least 1048576 (1 MiB)")
         }
+        s.read("replicas") { v in
+            config.fleet.replicas = try self.int(v, "fleet.replicas", in: 1...5, "a count of NATS servers from 1 to 5 (1, 3 or 5 in a cluster)")
+        }
+        s.read("duplicate_window") { v in
+            let window = try self.duration(v, "fleet.duplicate_window")
+            guard window >= .seconds(1) else {
+                throw self.error("fleet.duplicate_window", v, "must be at least \"1s\": as long as NATS may be away, e.g. \"2m\"")
+            }
+            config.fleet.duplicateWindow = window
+        }
         s.read("library") { v in
             let library = try self.string(v, "fleet.library")
             guard !library.isEmpty else { throw self.error("fleet.library", v, "must name the NATS C client's library, e.g. \"libnats.so.3.4\"") }

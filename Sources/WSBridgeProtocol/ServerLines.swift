@@ -174,6 +174,9 @@ public struct GapLine: Sendable, Equatable, Codable, JSONValueEncodable {
     /// The missing range (`not_buffered`); nil for `restarted`.
     @OmitNil public var from: UInt64?
     @OmitNil public var to: UInt64?
+    /// `leader_changed`: the seq of the last message before the gap (the previous leader's last
+    /// in the stream): what the upstream sent after it and before `next` reached no bridge.
+    @OmitNil public var after: UInt64?
     /// The seq of the next line this consumer gets in `stream` (the first replayed, or the next new one).
     public var next: UInt64
     /// `restarted`: the `since` the consumer asked for, in its old stream.
@@ -188,18 +191,21 @@ public struct GapLine: Sendable, Equatable, Codable, JSONValueEncodable {
         return since > last
     }
 
-    public init(stream: String, reason: String, from: UInt64? = nil, to: UInt64? = nil, next: UInt64, since: UInt64? = nil, message: String) {
+    public init(
+        stream: String, reason: String, from: UInt64? = nil, to: UInt64? = nil, after: UInt64? = nil, next: UInt64, since: UInt64? = nil, message: String
+    ) {
         self.stream = stream
         self.reason = reason
         self.from = from
         self.to = to
+        self.after = after
         self.next = next
         self.since = since
         self.message = message
     }
 
     enum CodingKeys: String, CodingKey {
-        case type, stream, reason, from, to, since, next, message
+        case type, stream, reason, from, to, after, since, next, message
     }
 
     public init?(json: JSONValue) {

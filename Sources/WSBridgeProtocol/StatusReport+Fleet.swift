@@ -27,6 +27,9 @@ extension StatusReport {
         /// A follower: the messages it took from the stream, and the stream seq of the last.
         @OmitNil public var received: Int? = nil
         @OmitNil public var streamSeq: UInt64? = nil
+        /// A follower whose stream has not advanced for 10 s or more: for how many seconds (the
+        /// bridge publishes nothing, or the feed is quiet).
+        @OmitNil public var stalledSeconds: Int? = nil
         /// A follower: its apps' sends the bridge answered.
         @OmitNil public var forwarded: Int? = nil
         /// A bridge with upstream.protocol: the followers' apps its protocol layer holds.

@@ -59,6 +59,13 @@ struct WSBridged: AsyncParsableCommand {
     @Flag(name: .long, help: "Validate the configuration and exit (0 when valid).")
     var checkConfig = false
 
+    @Flag(
+        name: .long,
+        help: ArgumentHelp(
+            "Make the [fleet] stream and lease bucket where missing, say what was made or how what exists differs (changing nothing), and exit (0: as [fleet] says; 1: something differs)."
+        ))
+    var fleetInit = false
+
     func loadConfiguration() throws(ConfigurationError) -> Configuration {
         let path = self.config ?? Self.defaultConfigPath
         var configuration = Configuration()
@@ -130,12 +137,29 @@ struct WSBridged: AsyncParsableCommand {
                 Self.printError("wsbridged: \(self.config ?? Self.defaultConfigPath): \(error)")
                 throw ExitCode(78)  // EX_CONFIG
             }
+            let fleet = configuration.fleet
+            let upstream =
+                fleet.isOn && fleet.role == .follower
+                ? "a follower: its upstream is the stream \(fleet.stream), subject \(fleet.subject), from \(fleet.servers.joined(separator: ", "))"
+                : "upstream \(configuration.upstream.url)"
             // Without --config, the default file is read only where it exists (--url runs without one).
             if self.config != nil || access(Self.defaultConfigPath, R_OK) == 0 {
-                print("\(self.config ?? Self.defaultConfigPath): configuration OK (upstream \(configuration.upstream.url))")
+                print("\(self.config ?? Self.defaultConfigPath): configuration OK (\(upstream))")
             } else {
-                print(
-                    "command line: configuration OK, no configuration file (\(Self.defaultConfigPath) does not exist; upstream \(configuration.upstream.url))")
+                print("command line: configuration OK, no configuration file (\(Self.defaultConfigPath) does not exist; \(upstream))")
+            }
+            return
+        }
+        if self.fleetInit {
+            do {
+                let report = try FleetInit.run(configuration)
+                for line in report.lines { print(line) }
+                if report.differs { throw ExitCode(1) }
+            } catch let exit as ExitCode {
+                throw exit
+            } catch {
+                Self.printError("wsbridged --fleet-init: \(error)")
+                throw ExitCode(69)  // EX_UNAVAILABLE
             }
             return
         }

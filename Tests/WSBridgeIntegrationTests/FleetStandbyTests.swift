@@ -14,7 +14,7 @@ import WSBridgeProtocol
         let socket = dir.file("\(name).sock")
         let config = try writeDaemonConfig(
             dir, name, url: upstream.url, socket: socket, upstream: "dedupe = [\"tick\"]",
-            extra: FleetFollowerTests.fleet(nats, role: "bridge") + "standby = \"\(standby)\"\nlease_ttl = \"2s\"\n")
+            extra: FleetFollowerTests.fleet(nats, role: "bridge") + "standby = \"\(standby)\"\nlease_ttl = \"2s\"\nreplicas = 3\n")
         let daemon = try ManagedProcess.daemon(["--config", config], name: name)
         guard await daemon.awaitReady() else { throw TestFailure("\(name) did not start: \(daemon.stderr.text.suffix(2000))") }
         try await awaitStatus(socket, "\(name)'s fleet connected") { $0.fleet?.state == "connected" && $0.fleet?.lease != nil }
@@ -44,7 +44,8 @@ import WSBridgeProtocol
 
     /// The cluster with the stream on all three nodes, the test upstream, bridge a (leading)
     /// and b, two followers and an app of each.
-    static func fleet(standby: String) async throws -> Fleet {
+    /// `local`: more of the followers' [local] (a queue for a backlog's burst).
+    static func fleet(standby: String, local: String = "") async throws -> Fleet {
         let cluster = try FleetTests.Cluster()
         let nodes = try await cluster.startWithStream()
         do {
@@ -57,7 +58,7 @@ import WSBridgeProtocol
             var followers: [ManagedProcess] = []
             var apps: [SocketClient] = []
             for name in ["f1", "f2"] {
-                let (follower, socket) = try await FleetFollowerTests.follower(dir, ports: cluster.clients, name: name)
+                let (follower, socket) = try await FleetFollowerTests.follower(dir, ports: cluster.clients, name: name, local: local)
                 followers.append(follower)
                 apps.append(try await SocketClient.connected(to: socket, name: "\(name)-app", daemon: follower))
             }
@@ -102,6 +103,15 @@ import WSBridgeProtocol
             #expect(rising, "\(ticks.count) messages; seqs and ticks do not only rise")
             #expect(app.lines.lines.filter { $0.contains(#""type":"gap""#) }.count == 1)
             let next = gap["next"]?.intValue ?? 0
+            // The gap names its range: every message up to `after` and from `next` on is there.
+            let last = try #require(gap["after"]?.intValue, "the gap line names the last message before it: \(gap)")
+            #expect(last < next)
+            let beforeGap = ticks.filter { $0.seq <= last }.map(\.tick)
+            let afterGap = ticks.filter { $0.seq >= next }.map(\.tick)
+            #expect(beforeGap == Array(1...max(1, beforeGap.count)), "before the gap: \(FleetTests.summary(beforeGap, beforeGap.count))")
+            #expect(ticks.last(where: { $0.seq <= last })?.seq == last, "the message at `after` is the last before the gap")
+            #expect(zip(afterGap, afterGap.dropFirst()).allSatisfy { $1 == $0 + 1 }, "after the gap, nothing missing")
+            #expect(ticks.first(where: { $0.seq > last })?.seq == next, "the first after the gap is at `next`")
             if let before = ticks.last(where: { $0.seq < next }), let after = ticks.first(where: { $0.seq >= next }) {
                 print(
                     "cold standby: \(app.lines.name)'s gap: ticks \(before.tick + 1) to \(after.tick - 1) reached no bridge (\(after.tick - before.tick - 1) messages)"

@@ -4,6 +4,10 @@
                                                         makes a file stream (prints its config)
   jetstream.py --port P messages NAME                   every message in it, one JSON line each:
                                                         {"seq", "subject", "headers", "data"}
+  jetstream.py --port P info NAME                       the stream's info (config, state, cluster)
+  jetstream.py --port P purge NAME                      purges it (prints the answer)
+  jetstream.py --port P publish NAME SUBJECT TEXT       publishes TEXT on SUBJECT, no headers (prints
+                                                        JetStream's acknowledgement)
 """
 import argparse
 import base64
@@ -39,7 +43,7 @@ class Client:
         return line
 
     def request(self, subject, payload):
-        body = json.dumps(payload).encode()
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         self.conn.sendall(b"PUB %s _INBOX.jst %d\r\n%s\r\n" % (subject.encode(), len(body), body))
         deadline = time.monotonic() + 5
         while True:
@@ -73,7 +77,7 @@ def headers(text):
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--port", type=int, required=True)
-parser.add_argument("command", choices=["create-stream", "messages"])
+parser.add_argument("command", choices=["create-stream", "messages", "info", "purge", "publish"])
 parser.add_argument("name")
 parser.add_argument("subjects", nargs="*")
 parser.add_argument("--replicas", type=int, default=1)
@@ -85,13 +89,42 @@ if args.command == "create-stream":
     if "error" in answer:
         sys.exit("create-stream: %s" % answer["error"])
     print(json.dumps(answer["config"]), flush=True)
+elif args.command in ("info", "purge"):
+    answer = client.request("$JS.API.STREAM.%s.%s" % (args.command.upper(), args.name), {})
+    if "error" in answer:
+        sys.exit("%s: %s" % (args.command, answer["error"]))
+    print(json.dumps(answer), flush=True)
+elif args.command == "publish":
+    subject, text = args.subjects
+    answer = client.request(subject, text.encode())
+    if "error" in answer:
+        sys.exit("publish: %s" % answer["error"])
+    print(json.dumps(answer), flush=True)
 else:
     info = client.request("$JS.API.STREAM.INFO." + args.name, {})
     if "error" in info:
         sys.exit("messages: %s" % info["error"])
     state = info["state"]
+
+    def get(seq):
+        """A message by its seq; a request left unanswered (a node restarting, a leader moving)
+        is asked again on a new connection, so the listing is never cut short."""
+        global client
+        for attempt in range(10):
+            try:
+                return client.request("$JS.API.STREAM.MSG.GET." + args.name, {"seq": seq})
+            except SystemExit as e:
+                if attempt == 9:
+                    raise
+                print("seq %d: %s; asking again" % (seq, e), file=sys.stderr, flush=True)
+                time.sleep(0.5)
+                try:
+                    client = Client(args.port)
+                except SystemExit:
+                    pass
+
     for seq in range(state["first_seq"], state["last_seq"] + 1):
-        answer = client.request("$JS.API.STREAM.MSG.GET." + args.name, {"seq": seq})
+        answer = get(seq)
         if "error" in answer:
             continue
         message = answer["message"]

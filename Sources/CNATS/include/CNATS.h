@@ -35,6 +35,9 @@
     X(jsCtx_Destroy) \
     X(jsOptions_Init) \
     X(js_GetStreamInfo) \
+    X(jsStreamConfig_Init) \
+    X(js_AddStream) \
+    X(js_GetMsg) \
     X(jsStreamInfo_Destroy) \
     X(js_PublishMsgAsync) \
     X(natsMsg_Create) \
@@ -70,7 +73,12 @@
     X(kvStore_Delete) \
     X(kvEntry_ValueString) \
     X(kvEntry_Revision) \
-    X(kvEntry_Destroy)
+    X(kvEntry_Destroy) \
+    X(kvStore_Status) \
+    X(kvStatus_TTL) \
+    X(kvStatus_Replicas) \
+    X(kvStatus_History) \
+    X(kvStatus_Destroy)
 
 #define WSB_NATS_FIELD(name) __typeof__(name) *name;
 typedef struct wsb_nats_api {

@@ -73,12 +73,14 @@ extension FleetFollower {
                 self.received += 1
                 layer.routed(message, to: app, at: seq, link: self)
             case .takeover(let leader, let previous):
-                // Its seq is no message's; the subscribers hear of the gap it marks.
+                // Its seq is no message's; the subscribers hear of the gap it marks: between the
+                // last message before it (the previous leader's) and the next (the new one's).
+                let after = self.fanout.position.seq
                 self.fanout.skip(to: seq)
                 let gap = GapLine(
-                    stream: self.fanout.stream, reason: GapLine.leaderChanged, next: seq + 1,
+                    stream: self.fanout.stream, reason: GapLine.leaderChanged, after: after, next: seq + 1,
                     message:
-                        "the fleet's bridge changed: \(leader) took over from \(previous ?? "a bridge that stopped renewing its lease") (fleet.standby = \"cold\"); what the upstream sent between the last message before stream seq \(seq) and the first after it reached no bridge"
+                        "the fleet's bridge changed: \(leader) took over from \(previous ?? "a bridge that stopped renewing its lease") (fleet.standby = \"cold\"); what the upstream sent after the message at stream seq \(after) and before the one at stream seq \(seq + 1) reached no bridge"
                 )
                 self.fanout.announce(MessageLineEncoder.line(gap.json, allocator: self.fanout.allocator))
                 self.logger.warning("fleet: \(leader) took over the stream from \(previous ?? "?") at stream seq \(seq)")

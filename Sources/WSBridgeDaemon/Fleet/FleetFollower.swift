@@ -57,6 +57,9 @@ final class FleetFollower: LinkControl {
     /// thread, emptied on the loop: one hop for however many came meanwhile).
     let incoming = NIOLockedValueBox(Incoming())
     var received = 0
+    /// When `received` last grew (FleetFollower+Stall.swift), and whether the stall was told.
+    var advanced = (received: 0, at: NIODeadline.now())
+    var stallTold = false
     /// The current consumer's number (`subscribe` makes a new one).
     var generation = 0
     var forwarded = 0
@@ -132,6 +135,7 @@ final class FleetFollower: LinkControl {
         guard !self.stopped else { return }
         self.stickyTimer = self.eventLoop.assumeIsolated().scheduleTask(in: .seconds(1)) {
             self.syncSticky()
+            self.watchStall()
             self.everySecond()
         }
     }
@@ -336,6 +340,7 @@ final class FleetFollower: LinkControl {
         report.fleet?.received = self.received
         report.fleet?.streamSeq = self.fanout.position.seq
         report.fleet?.forwarded = self.forwarded
+        report.fleet?.stalledSeconds = self.stalledSeconds
         return report
     }
 }

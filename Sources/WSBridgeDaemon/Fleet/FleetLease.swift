@@ -7,64 +7,95 @@ import WSBridgeCore
 
 /// `fleet.standby` (docs/fleet.md): which of the bridges of a stream leads, by a lease in a
 /// JetStream key-value bucket (`fleet.lease_bucket`, made if missing, its values kept
-/// `fleet.lease_ttl`), under the stream's name. The leader holds the key and renews it three
-/// times a lease (an update that expects the revision it wrote last: no one else's write in
-/// between); the others try to create it as often, which succeeds only once the key is gone: its
-/// leader stopped renewing for a whole lease (killed, cut off), or gave it up (a clean stop). A
-/// leader that finds someone else's value there has lost it (cut off past a lease) and stands by.
-/// A leader that cannot reach NATS at all keeps leading: then no one else can take over either,
-/// and its own apps keep their feed. Confined to the daemon's event loop.
+/// `fleet.lease_ttl`), under the stream's name. `FleetLeaseMachine` decides (a leader stands down
+/// only on another's name; a standby takes the key only after reading it absent for twice a
+/// lease, or at once when released); this does its reads and writes, three times a lease, on the
+/// thread pool, each waiting at most a third of a lease for the bucket's answer (so a leader back
+/// from an outage writes its key again well within a standby's grace). Confined to the daemon's
+/// event loop.
 final class FleetLease {
-    enum Outcome: Sendable {
-        case leading(revision: UInt64)
-        /// Held by `holder` (nil: gone between the create and the read; tried again).
-        case heldBy(String?)
-        case unreachable(String)
-    }
-
     private let fleet: Configuration.Fleet
     private let library: NATSLibrary
     private let eventLoop: any EventLoop
     private let logger: Logger
     /// This bridge's name in the lease: host and process.
-    let holder: String
+    var holder: String { self.machine.holder }
     /// Told when this bridge starts leading (with the one it took over from, if known) or stops.
-    var changed: ((_ leading: Bool, _ previous: String?) -> Void)?
+    var changed: ((FleetLeaseMachine.Change) -> Void)?
+    /// Told when a leader's lease is written (again): what it publishes waits for it after each
+    /// NATS reconnect.
+    var confirmed: (() -> Void)?
+    private var machine: FleetLeaseMachine
     private var jetStream: OpaquePointer?
     private var store: OpaquePointer?
-    private var revision: UInt64?
-    private(set) var leading = false
-    /// Who holds the lease, as last read.
-    private(set) var heldBy: String?
-    private(set) var lastError: String?
     private var timer: Scheduled<Void>?
+    /// An action is on the thread pool: the next waits for it.
+    private var busy = false
     private var stopped = false
+
+    var leading: Bool { self.machine.leading }
+    /// Leading, its lease written since NATS last came back.
+    var confirmedLeading: Bool { self.machine.leading && self.machine.confirmed }
 
     init(fleet: Configuration.Fleet, library: NATSLibrary, holder: String, eventLoop: any EventLoop, logger: Logger) {
         self.fleet = fleet
         self.library = library
-        self.holder = holder
+        self.machine = FleetLeaseMachine(holder: holder, grace: fleet.leaseTTL * 2)
         self.eventLoop = eventLoop
         self.logger = logger
     }
 
-    /// Starts (again) once the publisher's JetStream context is up.
-    func start(jetStream: OpaquePointer) {
-        guard !self.stopped, self.jetStream == nil else { return }
+    /// Starts once the publisher's connection is up, and is told again after each reconnect:
+    /// its own JetStream context (the bucket's answers waited for a third of a lease).
+    func start(connection: OpaquePointer) {
+        guard !self.stopped else { return }
+        self.machine.reconnected()
+        guard self.jetStream == nil else {
+            self.tickSoon()
+            return
+        }
+        var options = jsOptions()
+        _ = self.library.api.jsOptions_Init(&options)
+        options.Wait = max(200, self.fleet.leaseTTL.nanoseconds / 3_000_000)
+        var jetStream: OpaquePointer?
+        let made = self.library.api.natsConnection_JetStream(&jetStream, connection, &options)
+        guard made == NATS_OK, let jetStream else {
+            self.logger.error("fleet: the lease's JetStream context: \(self.library.text(made))")
+            return
+        }
         self.jetStream = jetStream
-        self.tick()
+        self.tickSoon()
     }
 
     private var every: TimeAmount { .nanoseconds(self.fleet.leaseTTL.nanoseconds / 3) }
 
+    private static var now: MonotonicInstant { MonotonicInstant(nanoseconds: UInt64(NIODeadline.now().uptimeNanoseconds)) }
+
+    /// The next tick now (NATS came back), unless an action is on its way.
+    private func tickSoon() {
+        guard !self.busy else { return }
+        self.timer?.cancel()
+        self.tick()
+    }
+
     private func tick() {
-        guard let jetStream = self.jetStream, !self.stopped else { return }
+        guard !self.stopped, self.jetStream != nil else { return }
+        self.perform(self.machine.tick(now: Self.now))
+    }
+
+    /// Does `action` on the thread pool (a write, and a read when it did not go through), then
+    /// what the machine says to do next, or waits for the next tick.
+    private func perform(_ action: FleetLeaseMachine.Action) {
+        guard action != .none, let jetStream = self.jetStream else {
+            self.timer = self.eventLoop.assumeIsolated().scheduleTask(in: self.every) { self.tick() }
+            return
+        }
+        self.busy = true
         let library = self.library
         let fleet = self.fleet
         let holder = self.holder
         let handles = UnsafeSendable((jetStream, self.store))
-        let revision = self.revision
-        NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) { () -> (UnsafeSendable<OpaquePointer?>, Outcome) in
+        NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) { () -> (UnsafeSendable<OpaquePointer?>, FleetLeaseMachine.Observation) in
             var store = handles.value.1
             if store == nil {
                 do {
@@ -74,42 +105,38 @@ final class FleetLease {
                 }
             }
             guard let store else { return (UnsafeSendable(nil), .unreachable("no key-value bucket")) }
-            return (UnsafeSendable(store), Self.claim(library, store, key: fleet.stream, holder: holder, revision: revision))
+            return (UnsafeSendable(store), Self.act(action, library, store, key: fleet.stream, holder: holder))
         }.assumeIsolated().whenComplete { result in
+            self.busy = false
             guard !self.stopped else { return }
+            let observation: FleetLeaseMachine.Observation
             switch result {
-            case .success(let (store, outcome)):
+            case .success(let (store, seen)):
                 if self.store == nil { self.store = store.value }
-                self.settle(outcome)
+                observation = seen
             case .failure(let error):
-                self.settle(.unreachable("\(error)"))
+                observation = .unreachable("\(error)")
             }
-            self.timer = self.eventLoop.assumeIsolated().scheduleTask(in: self.every) { self.tick() }
-        }
-    }
-
-    private func settle(_ outcome: Outcome) {
-        switch outcome {
-        case .leading(let revision):
-            self.revision = revision
-            self.lastError = nil
-            let previous = self.heldBy
-            self.heldBy = self.holder
-            guard !self.leading else { return }
-            self.leading = true
-            self.logger.notice("fleet: this bridge leads stream \(self.fleet.stream) (its lease in \(self.fleet.leaseBucket)), after \(previous ?? "no one")")
-            self.changed?(true, previous)
-        case .heldBy(let holder):
-            self.revision = nil
-            self.lastError = nil
-            if let holder { self.heldBy = holder }
-            guard self.leading else { return }
-            self.leading = false
-            self.logger.warning("fleet: the lease of stream \(self.fleet.stream) is \(holder ?? "someone else")'s now: this bridge stands by")
-            self.changed?(false, holder)
-        case .unreachable(let why):
-            if self.lastError != why { self.logger.warning("fleet: the lease: \(why)") }
-            self.lastError = why
+            let wasConfirmed = self.confirmedLeading
+            let lastError = self.machine.lastError
+            let (change, next) = self.machine.observed(observation, now: Self.now)
+            if case .unreachable(let why) = observation, lastError != why {
+                self.logger.warning(
+                    "fleet: the lease: \(why) (\(self.leading ? "this bridge leads on: only another's name in the lease stands it down" : "standing by"))")
+            }
+            switch change {
+            case .startedLeading(let previous):
+                self.logger.notice(
+                    "fleet: this bridge leads stream \(self.fleet.stream) (its lease in \(self.fleet.leaseBucket)), after \(previous ?? "no one")")
+                self.changed?(.startedLeading(previous: previous))
+            case .stoppedLeading(let holder):
+                self.logger.warning("fleet: the lease of stream \(self.fleet.stream) is \(holder)'s now: this bridge stands by")
+                self.changed?(.stoppedLeading(holder: holder))
+            case nil:
+                break
+            }
+            if !wasConfirmed && self.confirmedLeading { self.confirmed?() }
+            self.perform(next)
         }
     }
 
@@ -123,59 +150,66 @@ final class FleetLease {
         _ = api.kvConfig_Init(&config)
         config.History = 1
         config.TTL = fleet.leaseTTL.nanoseconds
+        config.Replicas = Int32(fleet.replicas)
         let made = fleet.leaseBucket.withCString { bucket in
             config.Bucket = bucket
             return api.js_CreateKeyValue(&store, jetStream, &config)
         }
-        try library.check(made, "the lease bucket \(fleet.leaseBucket) (make it: nats kv add \(fleet.leaseBucket) --ttl \(fleet.leaseTTL.short))")
+        try library.check(made, "the lease bucket \(fleet.leaseBucket) (make it: wsbridged --fleet-init)")
         return store
     }
 
-    /// Renews the lease (it wrote `revision` last) or takes it if no one holds it; else reads who
-    /// does (blocks: on the thread pool).
-    private static func claim(_ library: NATSLibrary, _ store: OpaquePointer, key: String, holder: String, revision: UInt64?) -> Outcome {
+    /// `action` against the bucket (blocks: on the thread pool): its write, and when that did not
+    /// go through, a read of who holds the key.
+    private static func act(_ action: FleetLeaseMachine.Action, _ library: NATSLibrary, _ store: OpaquePointer, key: String, holder: String)
+        -> FleetLeaseMachine.Observation
+    {
         let api = library.api
         var written: UInt64 = 0
-        let status =
-            if let revision {
-                api.kvStore_Update(&written, store, key, holder, Int32(holder.utf8.count), revision)
-            } else {
-                api.kvStore_Create(&written, store, key, holder, Int32(holder.utf8.count))
-            }
-        if status == NATS_OK { return .leading(revision: written) }
+        let status: natsStatus?
+        switch action {
+        case .renew(let revision), .take(let revision?):
+            status = api.kvStore_Update(&written, store, key, holder, Int32(holder.utf8.count), revision)
+        case .take(nil):
+            status = api.kvStore_Create(&written, store, key, holder, Int32(holder.utf8.count))
+        case .read, .none:
+            status = nil
+        }
+        if status == NATS_OK { return .written(revision: written) }
         var entry: OpaquePointer?
         let read = api.kvStore_Get(&entry, store, key)
         defer { if let entry { api.kvEntry_Destroy(entry) } }
-        if read == NATS_NOT_FOUND { return .heldBy(nil) }
-        guard read == NATS_OK, let entry else { return .unreachable("reading the lease: \(library.text(read)) (writing it: \(library.text(status)))") }
+        if read == NATS_NOT_FOUND { return .missing }
+        guard read == NATS_OK, let entry else {
+            let writing = status.map { " (writing it: \(library.text($0)))" } ?? ""
+            return .unreachable("reading the lease: \(library.text(read))\(writing)")
+        }
         let value = api.kvEntry_ValueString(entry).map { String(cString: $0) } ?? ""
-        // Its own value at another revision: a renewal whose answer was lost. It still leads.
-        if value == holder { return .leading(revision: api.kvEntry_Revision(entry)) }
-        return .heldBy(value)
+        return .held(by: value, revision: api.kvEntry_Revision(entry))
     }
 
-    /// The daemon stops: a leader gives the lease up, so a standby takes over at once.
+    /// The daemon stops: a leader releases the lease (an empty name at its revision), so a standby
+    /// takes over at once.
     func stop() -> EventLoopFuture<Void> {
         self.stopped = true
         self.timer?.cancel()
         guard let store = self.store else { return self.eventLoop.makeSucceededVoidFuture() }
         self.store = nil
-        let leading = self.leading
+        let revision = self.machine.leading ? self.machine.revision : nil
         let library = self.library
         let key = self.fleet.stream
-        let handle = UnsafeSendable(store)
+        let handles = UnsafeSendable((store, self.jetStream))
+        self.jetStream = nil
         return NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) {
-            if leading { _ = library.api.kvStore_Delete(handle.value, key) }
-            library.api.kvStore_Destroy(handle.value)
+            var written: UInt64 = 0
+            if let revision { _ = library.api.kvStore_Update(&written, handles.value.0, key, "", 0, revision) }
+            library.api.kvStore_Destroy(handles.value.0)
+            if let jetStream = handles.value.1 { library.api.jsCtx_Destroy(jetStream) }
         }
     }
 
     /// `status`'s words for it: `leading`, `standing by for NAME`, or why it cannot tell.
-    var state: String {
-        if self.leading { return "leading" }
-        if let heldBy = self.heldBy { return "standing by for \(heldBy)" }
-        return self.lastError.map { "unknown: \($0)" } ?? "standing by"
-    }
+    var state: String { self.machine.state }
 }
 
 @available(*, unavailable)

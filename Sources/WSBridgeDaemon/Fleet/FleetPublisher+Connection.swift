@@ -107,9 +107,12 @@ extension FleetPublisher {
             }
             self.state = .connected
             self.lastError = nil
-            if let jetStream = self.jetStream { self.lease?.start(jetStream: jetStream) }
+            if let connection = self.connection { self.lease?.start(connection: connection) }
             self.logger.notice("fleet: publishing into the JetStream stream \(self.fleet.stream), subject \(self.fleet.subject)")
             self.requeueInFlight()
+            // What the stream has of this bridge's is read before anything more goes.
+            self.resyncing = true
+            self.resyncWhenLanded()
             self.pump()
         }
     }

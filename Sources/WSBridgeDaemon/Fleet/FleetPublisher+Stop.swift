@@ -7,8 +7,9 @@ import WSBridgeCore
 extension FleetPublisher {
     /// Closes the connection (the daemon stops), once JetStream acknowledged what was numbered
     /// (while NATS is there), or after `fleet.ack_timeout`: what is left then is not published.
+    /// A leader releases its lease in between: a standby's takeover comes after its last message.
     func stop() -> EventLoopFuture<Void> {
-        guard self.state == .connected, !self.waiting.isEmpty || !self.inFlight.isEmpty || self.spill != nil else { return self.close() }
+        guard self.state == .connected, !self.waiting.isEmpty || !self.inFlight.isEmpty || self.spill != nil else { return self.releaseAndClose() }
         let drained = self.eventLoop.makePromise(of: Void.self)
         self.drained = drained
         // Its own timer: the retries' may be replaced meanwhile.
@@ -18,7 +19,12 @@ extension FleetPublisher {
             self.logger.warning("fleet: stopping with \(self.waiting.count + self.inFlight.count) message(s) not acknowledged by JetStream")
             drained.succeed()
         }
-        return drained.futureResult.assumeIsolated().flatMap { self.close() }.nonisolated()
+        return drained.futureResult.assumeIsolated().flatMap { self.releaseAndClose() }.nonisolated()
+    }
+
+    private func releaseAndClose() -> EventLoopFuture<Void> {
+        guard let lease = self.lease else { return self.close() }
+        return lease.stop().assumeIsolated().flatMap { self.close() }.nonisolated()
     }
 
     private func close() -> EventLoopFuture<Void> {

@@ -91,12 +91,12 @@ final class FleetPublisher {
     /// Seqs the fan-out numbered that are no message of the stream's (a protocol's messages for
     /// one app), first to last.
     var skipped: [UInt64: UInt64] = [:]
-    private(set) var acknowledged = 0
+    var acknowledged = 0
     /// The last message numbered (the stream's: `skipped` are not).
     private(set) var numberedThrough: UInt64 = 0
     private var numberedAny = false
     /// The next message numbered expects nothing (the one before it was given up).
-    private var unchainNext = false
+    var unchainNext = false
     /// Given up past `max_backlog_bytes` (with no journal to read them from again).
     var lost = 0
     var retry: Scheduled<Void>?
@@ -112,6 +112,12 @@ final class FleetPublisher {
     var spill: Spill?
     /// The daemon stops: fulfilled once every message numbered is acknowledged.
     var drained: EventLoopPromise<Void>?
+    /// A publish was refused (or NATS came back): nothing more is handed to the client until what
+    /// is in flight has its answers and the stream's last message is read (FleetPublisher+Resync).
+    var resyncing = false
+    /// The last message handed to the client and its id: the next one's expectation (hot).
+    var lastHanded: (seq: UInt64, id: String)?
+    var resyncReading = false
 
     init(fleet: Configuration.Fleet, library: NATSLibrary, feed: String, eventLoop: any EventLoop, logger: Logger) {
         self.fleet = fleet
@@ -181,7 +187,7 @@ final class FleetPublisher {
     /// then those read back from the journal.
     func pump() {
         defer { self.readSpill() }
-        guard self.state == .connected, let jetStream = self.jetStream else { return }
+        guard self.state == .connected, let jetStream = self.jetStream, !self.resyncing, self.mayPublish else { return }
         let api = self.library.api
         while self.inFlight.count < self.fleet.maxInFlight {
             let fromWaiting = !self.waiting.isEmpty
@@ -209,8 +215,16 @@ final class FleetPublisher {
             // (A message for one follower's app comes from the leader only, and may be the same
             // bytes as another app's.)
             let id = next.to == nil ? self.idPaths.map { Self.messageID(message.data, paths: $0) } ?? "\(self.feed)-\(next.seq)" : "\(self.feed)-\(next.seq)"
-            // Hot bridges publish the same messages: no one of them can expect its own last.
-            let previous = self.idPaths != nil ? nil : next.previous.map { "\(self.feed)-\($0)" }
+            // Hot bridges publish the same messages under the same ids: each expects the id of
+            // the message before it, whichever bridge stored it (a second copy is dropped as a
+            // duplicate before any expectation is checked).
+            let previous: String? =
+                if self.idPaths == nil {
+                    next.previous.map { "\(self.feed)-\($0)" }
+                } else {
+                    next.previous.flatMap { $0 == self.lastHanded?.seq ? self.lastHanded?.id : nil }
+                }
+            self.lastHanded = (next.seq, id)
             var owned: OpaquePointer? = msg
             let status = id.withCString { id in
                 options.MsgId = id
@@ -261,12 +275,15 @@ final class FleetPublisher {
             let index = self.waiting.firstIndex { $0.seq > seq } ?? self.waiting.endIndex
             self.waiting.insert(pending, at: index)
             self.waitingBytes += pending.message.data.readableBytes
-            self.retryLater(.milliseconds(100)) { self.pump() }
+            // Where the stream stands decides what goes next: read once the flight is back.
+            self.resyncing = true
+            self.resyncWhenLanded()
             return
         }
         self.acknowledged += 1
         self.acknowledgedAhead.insert(seq)
         self.advance()
+        self.resyncWhenLanded()
         self.pump()
         if let drained = self.drained, self.waiting.isEmpty, self.inFlight.isEmpty, self.spill == nil {
             self.drained = nil

@@ -19,19 +19,23 @@ extension DaemonService {
             return
         }
         let link = bridge.plane.link
-        lease.changed = { [weak lease] leading, previous in
-            guard leading else {
-                link.close(code: 1001, reason: "standing by: the fleet's lease is \(previous ?? "another bridge")'s")
-                return
-            }
-            guard let previous else {
+        // A leader publishes what it holds once its lease is written again after NATS came back.
+        lease.confirmed = { publisher.pump() }
+        lease.changed = { [weak lease] change in
+            switch change {
+            case .stoppedLeading(let holder):
+                // Another bridge's name in the lease: it publishes from now on, and what this one
+                // still holds would land after its takeover, out of order.
+                publisher.standDown(for: holder)
+                link.close(code: 1001, reason: "standing by: the fleet's lease is \(holder)'s")
+            case .startedLeading(nil):
                 link.connect()
-                return
-            }
-            publisher.announceTakeover(leader: holder, previous: previous).assumeIsolated().whenComplete { result in
-                if case .failure(let error) = result { logger.error("fleet: \(error); connecting all the same") }
-                guard lease?.leading == true else { return }
-                link.connect()
+            case .startedLeading(let previous?):
+                publisher.announceTakeover(leader: holder, previous: previous).assumeIsolated().whenComplete { result in
+                    if case .failure(let error) = result { logger.error("fleet: \(error); connecting all the same") }
+                    guard lease?.leading == true else { return }
+                    link.connect()
+                }
             }
         }
     }

@@ -154,9 +154,8 @@ extension DaemonService {
                 return NIOLoopBound(publisher, eventLoop: eventLoop)
             }.get()
             parts.add("fleet") {
-                // A leader gives its lease up first (a standby takes over at once), after the
-                // bridge closed its upstream.
-                _ = try? await eventLoop.flatSubmit { fleet.value.lease?.stop() ?? eventLoop.makeSucceededVoidFuture() }.get()
+                // After the bridge closed its upstream: what is in flight acknowledged, then a
+                // leader releases its lease (a standby takes over at once), then NATS is closed.
                 _ = try? await eventLoop.flatSubmit { fleet.value.stop() }.get()
             }
         }
