@@ -100,6 +100,26 @@ import WSBridgeProtocol
         #expect(status.fleet?.role == "follower" && status.fleet?.streamSeq == 3000, "\(String(describing: status.fleet))")
     }
 
+    /// A follower whose stream stops advancing says so in `status` (and once in its log), and
+    /// stops saying it once the stream moves on.
+    @Test func aFollowerWhoseStreamStopsSaysSo() async throws {
+        let (dir, nats, upstream, bridge, _) = try await Self.bridge()
+        let (follower, socket) = try await Self.follower(dir, nats: nats)
+        defer {
+            follower.stop()
+            bridge.stop()
+            nats.process.stop()
+        }
+        let app = try await SocketClient.connected(to: socket, name: "app", daemon: follower)
+        upstream.command("ticker 100 64 50")
+        #expect(await JournalTests.waitForSeq(app, 50))
+        #expect(try daemonStatus(socket).fleet?.stalledSeconds == nil, "a stream that just advanced is not stalled")
+        try await awaitStatus(socket, "the follower says its stream stopped", timeout: .seconds(60)) { ($0.fleet?.stalledSeconds ?? 0) >= 10 }
+        upstream.command("ticker 100 64 10")
+        #expect(await JournalTests.waitForSeq(app, 60))
+        #expect(try daemonStatus(socket).fleet?.stalledSeconds == nil, "the stream moved on")
+    }
+
     /// A follower's app's `send` and `request` reach the upstream through the bridge; the
     /// request is answered by the message the upstream sends back, as the follower numbers it.
     @Test func aFollowersSendAndRequestReachTheUpstreamAndAreAnswered() async throws {

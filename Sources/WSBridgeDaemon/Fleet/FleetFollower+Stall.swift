@@ -12,7 +12,7 @@ extension FleetFollower {
 
     /// Seconds since the stream last advanced, from `stallAfter` on (nil before, or not following).
     var stalledSeconds: Int? {
-        guard self.phase == .open, !self.stopped else { return nil }
+        guard self.phase == .open, !self.stopped, self.received == self.advanced.received else { return nil }
         let quiet = NIODeadline.now() - self.advanced.at
         return quiet >= Self.stallAfter ? Int(quiet.nanoseconds / 1_000_000_000) : nil
     }
