@@ -43,6 +43,7 @@ struct Suite: AsyncParsableCommand {
         case direct = "direct"
         case fleet = "wsbridged bridge → JetStream → follower"
         case natsBaseline = "NATS C client → JetStream → ordered consumer (baseline)"
+        case natsBaselineIDs = "NATS C client with the bridge's ids → JetStream → ordered consumer (baseline)"
     }
 
     enum ReaderKind: String {
@@ -246,7 +247,7 @@ struct Environment {
             )
         case .direct:
             bridge = nil
-        case .fleet, .natsBaseline:
+        case .fleet, .natsBaseline, .natsBaselineIDs:
             throw BenchError("a fleet scenario runs in measureFleet")
         }
         if scenario.bridge == .wsbridged || scenario.bridge == .wsbridgedBaseline || scenario.bridge == .python {

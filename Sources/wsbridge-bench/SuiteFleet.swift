@@ -82,9 +82,10 @@ extension Environment {
         var daemons: [Child] = []
         var readers: [Child] = []
         let result: String
-        if scenario.bridge == .natsBaseline {
+        if scenario.bridge == .natsBaseline || scenario.bridge == .natsBaselineIDs {
+            let ids = scenario.bridge == .natsBaselineIDs ? ["ids"] : []
             let baseline = try Child(
-                fleet.baseline, [fleet.url, "run", Self.fleetStream, Self.fleetSubject, "\(messages)", "\(scenario.size)", "\(scenario.rate)"])
+                fleet.baseline, [fleet.url, "run", Self.fleetStream, Self.fleetSubject, "\(messages)", "\(scenario.size)", "\(scenario.rate)"] + ids)
             result = try await baseline.waitLine(seconds: 600) { $0.hasPrefix("{") }
             await baseline.stopAndWait()
         } else {
@@ -122,7 +123,7 @@ extension Environment {
         let received = json["messages"] as! Int
         let seconds = max(Double((json["last_ns"] as! Int) - (json["first_ns"] as! Int)) / 1e9, 1e-6)
         // The flood's end marker is one message more; the baseline sends none.
-        let expected = Double(messages + (scenario.bridge == .natsBaseline ? 0 : 1))
+        let expected = Double(messages + (scenario.bridge == .fleet ? 1 : 0))
         return Suite.Sample(
             deliveriesPerSecond: Double(received) / seconds, bytesPerSecond: Double(received) * Double(scenario.size) / seconds,
             lostPercent: max(0, expected - Double(received)) / expected * 100, p50: Double(json["p50_us"] as! Int),
@@ -132,7 +133,7 @@ extension Environment {
 
 extension Suite {
     static var fleetScenarios: [Scenario] {
-        [.fleet, .natsBaseline].flatMap { bridge in
+        [.fleet, .natsBaseline, .natsBaselineIDs].flatMap { bridge in
             [Scenario(group: "fleet", bridge: bridge, subscribers: 1), Scenario(group: "fleet", bridge: bridge, subscribers: 1, rate: 10_000, seconds: 3)]
         }
     }
@@ -148,6 +149,11 @@ extension Report {
         Swift.print(
             "- fleet, flat out: upstream → bridge → JetStream → follower → reader / NATS C client → JetStream → ordered consumer = "
                 + String(format: "%.2f×", ours / base) + " (\(Format.human(ours)) against \(Format.human(base)) messages/s)")
+        if let ids = d(.natsBaselineIDs, false, \.deliveriesPerSecond) {
+            Swift.print(
+                "- fleet, flat out, against the client publishing with the bridge's ids (Nats-Msg-Id, Nats-Expected-Last-Msg-Id) = "
+                    + String(format: "%.2f×", ours / ids) + " (\(Format.human(ours)) against \(Format.human(ids)) messages/s)")
+        }
         if let p50 = d(.fleet, true, \.p50), let p99 = d(.fleet, true, \.p99), let b50 = d(.natsBaseline, true, \.p50), let b99 = d(.natsBaseline, true, \.p99)
         {
             Swift.print(

@@ -5,11 +5,13 @@
 // process with no WebSocket, no bridge and no Unix socket: what JetStream itself costs here.
 //
 //   nats_baseline URL create STREAM SUBJECT      makes the stream (file storage), if missing
-//   nats_baseline URL run STREAM SUBJECT COUNT SIZE RATE
+//   nats_baseline URL run STREAM SUBJECT COUNT SIZE RATE [ids]
 //                                                publishes COUNT messages of SIZE bytes (RATE a
 //                                                second; 0: flat out) and reads them back; prints
 //                                                the reader's result line (wsbridge-reader's
 //                                                fields): messages, first_ns, last_ns, p50_us...
+//                                                `ids`: each with a Nats-Msg-Id and expecting the
+//                                                one before it last, as a bridge publishes
 //
 // Each message is `{"t":<10^19 + CLOCK_MONOTONIC ns>,"i":<10^10 + index>,"pad":"xx…"}`, the
 // flood's shape, so the latency is from the publish to the consumer's callback.
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 static uint64_t now_ns(void) {
@@ -63,7 +66,7 @@ static void check(natsStatus s, const char *what) {
 
 int main(int argc, char **argv) {
     if (argc < 5) {
-        fprintf(stderr, "usage: nats_baseline URL create STREAM SUBJECT | URL run STREAM SUBJECT COUNT SIZE RATE\n");
+        fprintf(stderr, "usage: nats_baseline URL create STREAM SUBJECT | URL run STREAM SUBJECT COUNT SIZE RATE [ids]\n");
         return 64;
     }
     const char *url = argv[1], *mode = argv[2], *stream = argv[3], *subject = argv[4];
@@ -92,6 +95,7 @@ int main(int argc, char **argv) {
     int64_t count = atoll(argv[5]);
     int size = atoi(argv[6]);
     int64_t rate = atoll(argv[7]);
+    int ids = argc > 8 && strcmp(argv[8], "ids") == 0;
 
     Reader r = {0};
     r.expected = count;
@@ -124,8 +128,20 @@ int main(int argc, char **argv) {
         text[n++] = '"';
         text[n++] = '}';
         natsStatus s;
+        // With `ids`, what a bridge asks of JetStream for each message: store it once (its id)
+        // and only right after the one before it (that one's id the stream's last).
+        char id[48], previous[48];
+        jsPubOptions po;
+        jsPubOptions_Init(&po);
+        if (ids) {
+            // This run's own ids (the stream keeps earlier runs' within its duplicate window).
+            snprintf(id, sizeof id, "baseline%d-%lld", (int)getpid(), (long long)(i + 1));
+            snprintf(previous, sizeof previous, "baseline%d-%lld", (int)getpid(), (long long)i);
+            po.MsgId = id;
+            if (i > 0) po.ExpectLastMsgId = previous;
+        }
         // Past MaxPending the call waits (StallWait) and may say so: then again.
-        while ((s = js_PublishAsync(js, subject, text, n, NULL)) == NATS_TIMEOUT) {}
+        while ((s = js_PublishAsync(js, subject, text, n, &po)) == NATS_TIMEOUT) {}
         check(s, "publishing");
     }
     check(js_PublishAsyncComplete(js, NULL), "the acknowledgements");
