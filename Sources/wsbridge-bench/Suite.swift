@@ -43,7 +43,8 @@ struct Suite: AsyncParsableCommand {
         case direct = "direct"
         case fleet = "wsbridged bridge → JetStream → follower"
         case natsBaseline = "NATS C client → JetStream → ordered consumer (baseline)"
-        case natsBaselineIDs = "NATS C client with the bridge's ids → JetStream → ordered consumer (baseline)"
+        case natsBaselineIDs = "NATS C client with hot bridges' ids → JetStream → ordered consumer (baseline)"
+        case natsBaselineExpect = "NATS C client expecting the last seq, as a bridge → JetStream → ordered consumer (baseline)"
     }
 
     enum ReaderKind: String {
@@ -247,7 +248,7 @@ struct Environment {
             )
         case .direct:
             bridge = nil
-        case .fleet, .natsBaseline, .natsBaselineIDs:
+        case .fleet, .natsBaseline, .natsBaselineIDs, .natsBaselineExpect:
             throw BenchError("a fleet scenario runs in measureFleet")
         }
         if scenario.bridge == .wsbridged || scenario.bridge == .wsbridgedBaseline || scenario.bridge == .python {

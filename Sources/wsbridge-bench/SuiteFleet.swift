@@ -82,8 +82,8 @@ extension Environment {
         var daemons: [Child] = []
         var readers: [Child] = []
         let result: String
-        if scenario.bridge == .natsBaseline || scenario.bridge == .natsBaselineIDs {
-            let ids = scenario.bridge == .natsBaselineIDs ? ["ids"] : []
+        if scenario.bridge != .fleet {
+            let ids = scenario.bridge == .natsBaselineIDs ? ["ids"] : scenario.bridge == .natsBaselineExpect ? ["expect"] : []
             let baseline = try Child(
                 fleet.baseline, [fleet.url, "run", Self.fleetStream, Self.fleetSubject, "\(messages)", "\(scenario.size)", "\(scenario.rate)"] + ids)
             result = try await baseline.waitLine(seconds: 600) { $0.hasPrefix("{") }
@@ -133,7 +133,7 @@ extension Environment {
 
 extension Suite {
     static var fleetScenarios: [Scenario] {
-        [.fleet, .natsBaseline, .natsBaselineIDs].flatMap { bridge in
+        [.fleet, .natsBaseline, .natsBaselineExpect, .natsBaselineIDs].flatMap { bridge in
             [Scenario(group: "fleet", bridge: bridge, subscribers: 1), Scenario(group: "fleet", bridge: bridge, subscribers: 1, rate: 10_000, seconds: 3)]
         }
     }
@@ -149,10 +149,14 @@ extension Report {
         Swift.print(
             "- fleet, flat out: upstream → bridge → JetStream → follower → reader / NATS C client → JetStream → ordered consumer = "
                 + String(format: "%.2f×", ours / base) + " (\(Format.human(ours)) against \(Format.human(base)) messages/s)")
-        if let ids = d(.natsBaselineIDs, false, \.deliveriesPerSecond) {
+        for (baseline, what) in [
+            (Suite.Bridge.natsBaselineExpect, "expecting the stream's last seq, as a bridge publishes (Nats-Expected-Last-Sequence)"),
+            (.natsBaselineIDs, "with hot bridges' ids (Nats-Msg-Id, Nats-Expected-Last-Msg-Id)"),
+        ] {
+            guard let other = d(baseline, false, \.deliveriesPerSecond) else { continue }
             Swift.print(
-                "- fleet, flat out, against the client publishing with the bridge's ids (Nats-Msg-Id, Nats-Expected-Last-Msg-Id) = "
-                    + String(format: "%.2f×", ours / ids) + " (\(Format.human(ours)) against \(Format.human(ids)) messages/s)")
+                "- fleet, flat out, against the client publishing \(what) = " + String(format: "%.2f×", ours / other)
+                    + " (\(Format.human(ours)) against \(Format.human(other)) messages/s)")
         }
         if let p50 = d(.fleet, true, \.p50), let p99 = d(.fleet, true, \.p99), let b50 = d(.natsBaseline, true, \.p50), let b99 = d(.natsBaseline, true, \.p99)
         {

@@ -5,13 +5,15 @@
 // process with no WebSocket, no bridge and no Unix socket: what JetStream itself costs here.
 //
 //   nats_baseline URL create STREAM SUBJECT      makes the stream (file storage), if missing
-//   nats_baseline URL run STREAM SUBJECT COUNT SIZE RATE [ids]
+//   nats_baseline URL run STREAM SUBJECT COUNT SIZE RATE [ids|expect]
 //                                                publishes COUNT messages of SIZE bytes (RATE a
 //                                                second; 0: flat out) and reads them back; prints
 //                                                the reader's result line (wsbridge-reader's
 //                                                fields): messages, first_ns, last_ns, p50_us...
 //                                                `ids`: each with a Nats-Msg-Id and expecting the
-//                                                one before it last, as a bridge publishes
+//                                                one before it last, as hot standbys publish;
+//                                                `expect`: each expecting the stream's last seq to
+//                                                be the one before it, as one bridge publishes
 //
 // Each message is `{"t":<10^19 + CLOCK_MONOTONIC ns>,"i":<10^10 + index>,"pad":"xx…"}`, the
 // flood's shape, so the latency is from the publish to the consumer's callback.
@@ -66,7 +68,7 @@ static void check(natsStatus s, const char *what) {
 
 int main(int argc, char **argv) {
     if (argc < 5) {
-        fprintf(stderr, "usage: nats_baseline URL create STREAM SUBJECT | URL run STREAM SUBJECT COUNT SIZE RATE [ids]\n");
+        fprintf(stderr, "usage: nats_baseline URL create STREAM SUBJECT | URL run STREAM SUBJECT COUNT SIZE RATE [ids|expect]\n");
         return 64;
     }
     const char *url = argv[1], *mode = argv[2], *stream = argv[3], *subject = argv[4];
@@ -96,6 +98,7 @@ int main(int argc, char **argv) {
     int size = atoi(argv[6]);
     int64_t rate = atoll(argv[7]);
     int ids = argc > 8 && strcmp(argv[8], "ids") == 0;
+    int expect = argc > 8 && strcmp(argv[8], "expect") == 0;
 
     Reader r = {0};
     r.expected = count;
@@ -112,6 +115,14 @@ int main(int argc, char **argv) {
     check(js_Subscribe(&sub, js, subject, on_message, &r, NULL, &so, &code), "the ordered consumer");
     natsSubscription_SetPendingLimits(sub, -1, -1);
 
+    // With `expect`: where the stream stands, so that each message expects the one before it.
+    uint64_t last = 0;
+    if (expect) {
+        jsStreamInfo *si = NULL;
+        check(js_GetStreamInfo(&si, js, stream, NULL, &code), "the stream's info");
+        last = si->State.LastSeq;
+        jsStreamInfo_Destroy(si);
+    }
     char *text = malloc((size_t)size + 64);
     uint64_t start = now_ns();
     for (int64_t i = 0; i < count; i++) {
@@ -140,6 +151,7 @@ int main(int argc, char **argv) {
             po.MsgId = id;
             if (i > 0) po.ExpectLastMsgId = previous;
         }
+        if (expect) po.ExpectLastSeq = last + (uint64_t)i;
         // Past MaxPending the call waits (StallWait) and may say so: then again.
         while ((s = js_PublishAsync(js, subject, text, n, &po)) == NATS_TIMEOUT) {}
         check(s, "publishing");

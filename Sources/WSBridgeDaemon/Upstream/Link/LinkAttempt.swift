@@ -109,6 +109,9 @@ final class LinkAttempt {
     }
 
     /// Waits for the server to end TCP after the close handshake, until `timer` fires.
+    /// Our close frame went, and the server's end of TCP (or the close timeout) is awaited.
+    var awaitingEnd: Bool { self.closeTimer != nil }
+
     func awaitEnd(_ timer: Scheduled<Void>) {
         self.closeTimer?.cancel()
         self.closeTimer = timer

@@ -97,6 +97,11 @@ extension UpstreamLink {
         self.attempt.failed(AttemptFailure(description: description))
         if let closeCode, self.phase == .open {
             self.input("violation", reason: description) { m, _ in m.violated(code: UInt16(webSocketErrorCode: closeCode)) }
+            // Our close frame (1002, 1007, 1009) went: the server ends TCP once it has read it,
+            // or the close timeout ends it (input is ignored meanwhile). Closing now would reset
+            // the connection when bytes are still unread here, and a server that had not read the
+            // frame yet would never learn the code (seen under load: the server logged no close).
+            if self.attempt.awaitingEnd { return }
         }
         self.attempt.channel?.close(promise: nil)
     }
