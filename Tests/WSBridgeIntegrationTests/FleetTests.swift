@@ -3,9 +3,8 @@ import Testing
 import WSBridgeProtocol
 
 /// `[fleet]` (docs/fleet.md) against Debian's nats-server with JetStream on: every message the
-/// daemon numbers goes into the stream, in order, with its seq and stream as headers, each
-/// expecting the one before it last (`Nats-Expected-Last-Sequence`), through the NATS C client
-/// (loaded at run time).
+/// daemon numbers goes into the stream, in order, with its seq and stream as headers and a
+/// `Nats-Msg-Id`, through the NATS C client (loaded at run time).
 @Suite(.serialized) struct FleetTests {
     static func jetStream(_ dir: TemporaryDirectory, client: Int = 0) async throws -> NATSServer {
         try await NATSServer.start(dir, client: client, extra: "jetstream { store_dir: \"\(dir.file("js"))\" }")
@@ -90,9 +89,7 @@ import WSBridgeProtocol
         let stored = try Self.stored(nats)
         #expect(Self.inOrderOnce(stored.map(\.seq), 2000), "\(Self.summary(stored.map(\.seq), 2000))")
         #expect(stored.map(\.js) == Array(1...2000))
-        // No Nats-Msg-Id from one bridge: each expects the stream's last seq (where the one
-        // before it landed), which keeps them in order and once.
-        #expect(stored.allSatisfy { $0.stream == stream && $0.id.isEmpty })
+        #expect(stored.allSatisfy { $0.stream == stream && $0.id == "\(stream)-\($0.seq)" })
         // The same bytes the local subscriber got under the same seq.
         let local = reader.lines.lines.compactMap { try? JSONValue.parse($0) }.filter { $0["type"] == "message" }
         let bySeq = Dictionary(local.compactMap { m in m["seq"]?.intValue.map { ($0, m["data"]?.stringValue ?? "") } }) { a, _ in a }

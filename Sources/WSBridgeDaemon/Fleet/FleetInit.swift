@@ -11,6 +11,18 @@ public enum FleetInit {
     public struct Report: Sendable {
         public var lines: [String] = []
         public var differs = false
+
+        /// `what` exists, as `description` says: as [fleet] says, or how it differs (left as it is).
+        mutating func found(_ what: String, _ description: String, differences: [String]) {
+            guard !differences.isEmpty else {
+                self.lines.append("\(what): already there, as [fleet] says (\(description)); nothing changed")
+                return
+            }
+            self.differs = true
+            self.lines.append(
+                "\(what): already there, and differs from [fleet]: \(differences.joined(separator: "; ")); left as it is (change it with a JetStream client, or [fleet])"
+            )
+        }
     }
 
     public static func run(_ configuration: Configuration) throws -> Report {
@@ -62,15 +74,7 @@ public enum FleetInit {
             let found = FleetSetup.Stream(
                 subjects: subjects, replicas: Int(config.Replicas), duplicateWindow: .nanoseconds(config.Duplicates),
                 fileStorage: config.Storage == js_FileStorage)
-            let differences = wanted.differences(found)
-            if differences.isEmpty {
-                report.lines.append("stream \(name): already there, as [fleet] says (\(found.description)); nothing changed")
-            } else {
-                report.differs = true
-                report.lines.append(
-                    "stream \(name): already there, and differs from [fleet]: \(differences.joined(separator: "; ")); left as it is (change the stream with a JetStream client, or [fleet])"
-                )
-            }
+            report.found("stream \(name)", found.description, differences: wanted.differences(found))
             return
         }
         guard status == NATS_NOT_FOUND || code.rawValue == 10059 else {
@@ -110,15 +114,7 @@ public enum FleetInit {
             guard let status else { throw FleetError("the lease bucket \(name)'s settings: none") }
             defer { api.kvStatus_Destroy(status) }
             let seen = FleetSetup.Bucket(ttl: .nanoseconds(api.kvStatus_TTL(status)), replicas: Int(api.kvStatus_Replicas(status)))
-            let differences = wanted.differences(seen)
-            if differences.isEmpty {
-                report.lines.append("lease bucket \(name): already there, as [fleet] says (\(seen.description)); nothing changed")
-            } else {
-                report.differs = true
-                report.lines.append(
-                    "lease bucket \(name): already there, and differs from [fleet]: \(differences.joined(separator: "; ")); left as it is (change the bucket with a JetStream client, or [fleet])"
-                )
-            }
+            report.found("lease bucket \(name)", seen.description, differences: wanted.differences(seen))
             return
         }
         var config = kvConfig()

@@ -61,13 +61,8 @@ extension FleetPublisher {
         let library = self.library
         let stream = self.fleet.stream
         let handle = UnsafeSendable(jetStream)
-        let feed = self.feed
-        // With messages that may be stored already waiting: a flight's worth back, and the
-        // takeover and others' messages that may follow it. Else the last one tells enough.
-        let doubtful = !self.waiting.isEmpty || !(self.spill?.buffer.isEmpty ?? true)
-        let limit = doubtful ? self.fleet.maxInFlight + 64 : 1
         NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) { () throws -> StreamEnd in
-            try Self.streamEnd(library, handle.value, stream, feed: feed, limit: limit)
+            try Self.streamEnd(library, handle.value, stream)
         }.assumeIsolated().whenComplete { result in
             self.resyncReading = false
             guard self.resyncing, self.state == .connected else { return }
@@ -82,60 +77,38 @@ extension FleetPublisher {
         }
     }
 
-    /// Where the stream stands: its last seq, and the newest message of this bridge's among its
-    /// last ones (its `Wsbridge-Seq`; nil: none there).
+    /// The stream's last message: its stream seq and `Nats-Msg-Id` (nil: none, or the stream is
+    /// empty or purged).
     struct StreamEnd {
         var seq: UInt64
-        var ours: UInt64?
-        /// What the last message is, for the log.
-        var last: String
+        var id: String?
     }
 
-    /// Reads the stream's last messages back from its end (blocks: on the thread pool), at most
-    /// `limit` of them, until one is this bridge's (`Wsbridge-Stream` is `feed`): what came after
-    /// it is another's (a takeover, another publisher), and what this bridge handed the client
-    /// after it was not stored.
-    static func streamEnd(_ library: NATSLibrary, _ jetStream: OpaquePointer, _ stream: String, feed: String, limit: Int) throws -> StreamEnd {
+    /// Reads the stream's last message (blocks: on the thread pool).
+    static func streamEnd(_ library: NATSLibrary, _ jetStream: OpaquePointer, _ stream: String) throws -> StreamEnd {
         let api = library.api
         var info: UnsafeMutablePointer<jsStreamInfo>?
         var code = jsErrCode(rawValue: 0)
         let status = api.js_GetStreamInfo(&info, jetStream, stream, nil, &code)
         guard status == NATS_OK, let info else { throw FleetError("reading where the stream \(stream) stands: \(library.text(status))") }
         let last = info.pointee.State.LastSeq
-        let first = info.pointee.State.FirstSeq
         let count = info.pointee.State.Msgs
         api.jsStreamInfo_Destroy(info)
-        var end = StreamEnd(seq: last, ours: nil, last: "none (empty or purged)")
-        guard last > 0, count > 0 else { return end }
-        var seq = last
-        while seq >= max(first, 1), last - seq < UInt64(limit) {
-            var message: OpaquePointer?
-            let read = api.js_GetMsg(&message, jetStream, stream, seq, nil, &code)
-            defer { if let message { api.natsMsg_Destroy(message) } }
-            if read == NATS_OK, let message {
-                let from = library.header(Self.streamHeader, of: message)
-                let number = library.header(Self.seqHeader, of: message).flatMap { UInt64($0) }
-                if seq == last {
-                    end.last = from == feed ? "this bridge's seq \(number ?? 0)" : "another's (\(from.map { "stream \($0)" } ?? "no wsbridged's"))"
-                }
-                if from == feed, let number {
-                    end.ours = number
-                    return end
-                }
-            } else if read != NATS_NOT_FOUND && code.rawValue != 10037 {
-                throw FleetError("reading the stream \(stream)'s message \(seq): \(library.text(read))")
-            }
-            seq -= 1
-        }
-        return end
+        guard last > 0, count > 0 else { return StreamEnd(seq: last, id: nil) }
+        var message: OpaquePointer?
+        let read = api.js_GetMsg(&message, jetStream, stream, last, nil, &code)
+        defer { if let message { api.natsMsg_Destroy(message) } }
+        if read == NATS_NOT_FOUND || code == jsErrCode(rawValue: 10037) { return StreamEnd(seq: last, id: nil) }
+        guard read == NATS_OK, let message else { throw FleetError("reading the stream \(stream)'s last message: \(library.text(read))") }
+        return StreamEnd(seq: last, id: library.header("Nats-Msg-Id", of: message))
     }
 
     /// Goes on after the stream's last message: this bridge's messages up to it are stored, the
     /// next goes expecting nothing.
     private func resume(after end: StreamEnd) {
         self.resyncing = false
-        self.streamLast = end.seq
-        let ours = end.ours
+        let prefix = "\(self.feed)-"
+        let ours = end.id.flatMap { $0.hasPrefix(prefix) ? UInt64($0.dropFirst(prefix.count)) : nil }
         var stored = 0
         if let ours {
             while let first = self.waiting.first, first.seq <= ours {
@@ -160,9 +133,10 @@ extension FleetPublisher {
         } else {
             self.unchainNext = true
         }
-        let mine = ours.map { "; this bridge's newest there: seq \($0)" } ?? ""
+        let last =
+            if let ours { "this bridge's seq \(ours)" } else if let id = end.id { "another publisher's (\(id))" } else { "none (empty or purged)" }
         self.logger.notice(
-            "fleet: the stream \(self.fleet.stream) stands at stream seq \(end.seq), its last message \(end.last)\(mine)\(stored > 0 ? ", \(stored) waiting one(s) already in it" : ""): publishing on from there"
+            "fleet: the stream \(self.fleet.stream) stands at stream seq \(end.seq), its last message \(last)\(stored > 0 ? ", \(stored) waiting one(s) already in it" : ""): publishing on from there"
         )
         self.lastError = nil
         self.advance()

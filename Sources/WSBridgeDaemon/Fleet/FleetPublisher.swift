@@ -115,9 +115,6 @@ final class FleetPublisher {
     /// A publish was refused (or NATS came back): nothing more is handed to the client until what
     /// is in flight has its answers and the stream's last message is read (FleetPublisher+Resync).
     var resyncing = false
-    /// The stream's last seq once what was handed to the client is stored: the next message's
-    /// expectation (one bridge, or cold standbys).
-    var streamLast: UInt64 = 0
     /// The last message handed to the client and its id: the next one's expectation (hot).
     var lastHanded: (seq: UInt64, id: String)?
     var resyncReading = false
@@ -213,31 +210,28 @@ final class FleetPublisher {
             if let to = next.to { _ = api.natsMsgHeader_Set(msg, Self.toHeader, to) }
             var options = jsPubOptions()
             options.MaxWait = self.fleet.ackTimeout.nanoseconds / 1_000_000
-            var owned: OpaquePointer? = msg
-            let status: natsStatus
-            if let paths = self.idPaths {
-                // Hot bridges publish the same messages: each under an id taken from it (stored
-                // once of the copies), expecting the id of the message before it, whichever bridge
-                // stored that one (a second copy is dropped as a duplicate before any expectation
-                // is checked). (A message for one follower's app comes from the leader only, and
-                // may be the same bytes as another app's.)
-                let id = next.to == nil ? Self.messageID(message.data, paths: paths) : "\(self.feed)-\(next.seq)"
-                let previous = next.previous.flatMap { $0 == self.lastHanded?.seq ? self.lastHanded?.id : nil }
-                self.lastHanded = (next.seq, id)
-                status = id.withCString { id in
-                    options.MsgId = id
-                    return Self.withOptionalCString(previous) { previous in
-                        options.ExpectLastMsgId = previous
-                        return api.js_PublishMsgAsync(jetStream, &owned, &options)
-                    }
+            // Stored once (by its id), and only right after the one before it: a message whose
+            // predecessor failed is refused too, and both go again in order.
+            // (A message for one follower's app comes from the leader only, and may be the same
+            // bytes as another app's.)
+            let id = next.to == nil ? self.idPaths.map { Self.messageID(message.data, paths: $0) } ?? "\(self.feed)-\(next.seq)" : "\(self.feed)-\(next.seq)"
+            // Hot bridges publish the same messages under the same ids: each expects the id of
+            // the message before it, whichever bridge stored it (a second copy is dropped as a
+            // duplicate before any expectation is checked).
+            let previous: String? =
+                if self.idPaths == nil {
+                    next.previous.map { "\(self.feed)-\($0)" }
+                } else {
+                    next.previous.flatMap { $0 == self.lastHanded?.seq ? self.lastHanded?.id : nil }
                 }
-            } else {
-                // One bridge publishes: each message only right after the one before it (the
-                // stream's last seq where that one landed; 0 expects nothing), so a refused one
-                // stops the ones after it and nothing is stored out of order or twice
-                // (FleetPublisher+Resync.swift finds where the stream stands then).
-                options.ExpectLastSeq = self.streamLast
-                status = api.js_PublishMsgAsync(jetStream, &owned, &options)
+            self.lastHanded = (next.seq, id)
+            var owned: OpaquePointer? = msg
+            let status = id.withCString { id in
+                options.MsgId = id
+                return Self.withOptionalCString(previous) { previous in
+                    options.ExpectLastMsgId = previous
+                    return api.js_PublishMsgAsync(jetStream, &owned, &options)
+                }
             }
             if let owned { api.natsMsg_Destroy(owned) }
             guard status == NATS_OK else {
@@ -252,7 +246,6 @@ final class FleetPublisher {
                 self.spill?.buffer.removeFirst()
             }
             self.inFlight[next.seq] = next
-            self.streamLast += 1
         }
     }
 
