@@ -43,8 +43,8 @@ struct Suite: AsyncParsableCommand {
         case direct = "direct"
         case fleet = "wsbridged bridge → JetStream → follower"
         case natsBaseline = "NATS C client → JetStream → ordered consumer (baseline)"
-        case natsBaselineIDs = "NATS C client with hot bridges' ids → JetStream → ordered consumer (baseline)"
-        case natsBaselineExpect = "NATS C client expecting the last seq, as a bridge → JetStream → ordered consumer (baseline)"
+        case natsBaselineIDs = "NATS C client with a bridge's ids → JetStream → ordered consumer (baseline)"
+        case natsBaselineExpect = "NATS C client expecting the last seq → JetStream → ordered consumer (baseline)"
     }
 
     enum ReaderKind: String {

@@ -133,7 +133,7 @@ extension Environment {
 
 extension Suite {
     static var fleetScenarios: [Scenario] {
-        [.fleet, .natsBaseline, .natsBaselineExpect, .natsBaselineIDs].flatMap { bridge in
+        [.fleet, .natsBaseline, .natsBaselineIDs, .natsBaselineExpect].flatMap { bridge in
             [Scenario(group: "fleet", bridge: bridge, subscribers: 1), Scenario(group: "fleet", bridge: bridge, subscribers: 1, rate: 10_000, seconds: 3)]
         }
     }
@@ -150,8 +150,8 @@ extension Report {
             "- fleet, flat out: upstream → bridge → JetStream → follower → reader / NATS C client → JetStream → ordered consumer = "
                 + String(format: "%.2f×", ours / base) + " (\(Format.human(ours)) against \(Format.human(base)) messages/s)")
         for (baseline, what) in [
-            (Suite.Bridge.natsBaselineExpect, "expecting the stream's last seq, as a bridge publishes (Nats-Expected-Last-Sequence)"),
-            (.natsBaselineIDs, "with hot bridges' ids (Nats-Msg-Id, Nats-Expected-Last-Msg-Id)"),
+            (Suite.Bridge.natsBaselineIDs, "with a bridge's ids (Nats-Msg-Id, Nats-Expected-Last-Msg-Id), as a bridge publishes"),
+            (.natsBaselineExpect, "expecting the stream's last seq (Nats-Expected-Last-Sequence; tried for bridges, not kept)"),
         ] {
             guard let other = d(baseline, false, \.deliveriesPerSecond) else { continue }
             Swift.print(

@@ -11,9 +11,9 @@
 //                                                the reader's result line (wsbridge-reader's
 //                                                fields): messages, first_ns, last_ns, p50_us...
 //                                                `ids`: each with a Nats-Msg-Id and expecting the
-//                                                one before it last, as hot standbys publish;
+//                                                one before it last, as a bridge publishes;
 //                                                `expect`: each expecting the stream's last seq to
-//                                                be the one before it, as one bridge publishes
+//                                                be the one before it (tried for bridges, not kept)
 //
 // Each message is `{"t":<10^19 + CLOCK_MONOTONIC ns>,"i":<10^10 + index>,"pad":"xx…"}`, the
 // flood's shape, so the latency is from the publish to the consumer's callback.
