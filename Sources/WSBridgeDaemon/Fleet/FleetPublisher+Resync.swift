@@ -27,7 +27,7 @@ extension FleetPublisher {
     /// Another bridge leads now: what this one still holds never goes (it would land after the
     /// other's takeover, out of order); the followers' gap line names where the stream stopped.
     func standDown(for holder: String) {
-        let held = self.waiting.count + (self.spill?.buffer.count ?? 0)
+        var held = self.waiting.count + (self.spill?.buffer.count ?? 0)
         var first: UInt64?
         for pending in self.waiting {
             first = first ?? pending.seq
@@ -38,7 +38,9 @@ extension FleetPublisher {
             self.acknowledgedAhead.insert(pending.seq)
         }
         if let spill = self.spill, spill.cursor.expect <= self.numberedThrough {
+            // Still in the journal, not read yet: given up too.
             first = first ?? spill.cursor.expect
+            held += Int(self.numberedThrough - spill.cursor.expect + 1)
             self.skipped[spill.cursor.expect] = self.numberedThrough
         }
         self.spill?.retry?.cancel()
