@@ -38,6 +38,8 @@
     X(jsStreamConfig_Init) \
     X(js_AddStream) \
     X(js_GetMsg) \
+    X(js_GetLastMsg) \
+    X(natsMsg_GetSequence) \
     X(jsStreamInfo_Destroy) \
     X(js_PublishMsgAsync) \
     X(natsMsg_Create) \
@@ -69,11 +71,7 @@
     X(kvStore_Destroy) \
     X(kvStore_Create) \
     X(kvStore_Update) \
-    X(kvStore_Get) \
     X(kvStore_Delete) \
-    X(kvEntry_ValueString) \
-    X(kvEntry_Revision) \
-    X(kvEntry_Destroy) \
     X(kvStore_Status) \
     X(kvStatus_TTL) \
     X(kvStatus_Replicas) \

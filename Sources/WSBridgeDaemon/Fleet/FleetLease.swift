@@ -105,7 +105,7 @@ final class FleetLease {
                 }
             }
             guard let store else { return (UnsafeSendable(nil), .unreachable("no key-value bucket")) }
-            return (UnsafeSendable(store), Self.act(action, library, store, key: fleet.stream, holder: holder))
+            return (UnsafeSendable(store), Self.act(action, library, store, handles.value.0, bucket: fleet.leaseBucket, key: fleet.stream, holder: holder))
         }.assumeIsolated().whenComplete { result in
             self.busy = false
             guard !self.stopped else { return }
@@ -161,7 +161,10 @@ final class FleetLease {
 
     /// `action` against the bucket (blocks: on the thread pool): its write, and when that did not
     /// go through, a read of who holds the key.
-    private static func act(_ action: FleetLeaseMachine.Action, _ library: NATSLibrary, _ store: OpaquePointer, key: String, holder: String)
+    private static func act(
+        _ action: FleetLeaseMachine.Action, _ library: NATSLibrary, _ store: OpaquePointer, _ jetStream: OpaquePointer, bucket: String, key: String,
+        holder: String
+    )
         -> FleetLeaseMachine.Observation
     {
         let api = library.api
@@ -176,16 +179,34 @@ final class FleetLease {
             status = nil
         }
         if status == NATS_OK { return .written(revision: written) }
-        var entry: OpaquePointer?
-        let read = api.kvStore_Get(&entry, store, key)
-        defer { if let entry { api.kvEntry_Destroy(entry) } }
-        if read == NATS_NOT_FOUND { return .missing }
-        guard read == NATS_OK, let entry else {
-            let writing = status.map { " (writing it: \(library.text($0)))" } ?? ""
+        return Self.read(library, jetStream, bucket: bucket, key: key, writing: status)
+    }
+
+    /// Who holds the key, read from the bucket's stream leader (blocks: on the thread pool). Not
+    /// `kvStore_Get`: a bucket made by the client allows direct gets, which any replica answers,
+    /// and a replica still catching up (a node just restarted, whose copy of the key ran out of
+    /// `lease_ttl` while it was away) answers "no key" while the leader holds a live lease. A
+    /// standby that read that for a grace took the lease from a live leader (FleetFaultTests,
+    /// the lease bucket's leader node killed). The leader's answer is the one the writes are
+    /// checked against.
+    private static func read(_ library: NATSLibrary, _ jetStream: OpaquePointer, bucket: String, key: String, writing: natsStatus?)
+        -> FleetLeaseMachine.Observation
+    {
+        let api = library.api
+        var message: OpaquePointer?
+        var code = jsErrCode(rawValue: 0)
+        let read = api.js_GetLastMsg(&message, jetStream, "KV_\(bucket)", "$KV.\(bucket).\(key)", nil, &code)
+        defer { if let message { api.natsMsg_Destroy(message) } }
+        if read == NATS_NOT_FOUND || code == jsErrCode(rawValue: 10037) { return .missing }
+        guard read == NATS_OK, let message else {
+            let writing = writing.map { " (writing it: \(library.text($0)))" } ?? ""
             return .unreachable("reading the lease: \(library.text(read))\(writing)")
         }
-        let value = api.kvEntry_ValueString(entry).map { String(cString: $0) } ?? ""
-        return .held(by: value, revision: api.kvEntry_Revision(entry))
+        // A deleted or purged key leaves a marker with an operation header.
+        if library.header("KV-Operation", of: message) != nil { return .missing }
+        let length = Int(api.natsMsg_GetDataLength(message))
+        let value = api.natsMsg_GetData(message).map { String(decoding: UnsafeRawBufferPointer(start: $0, count: length), as: UTF8.self) } ?? ""
+        return .held(by: value, revision: api.natsMsg_GetSequence(message))
     }
 
     /// The daemon stops: a leader releases the lease (an empty name at its revision), so a standby
