@@ -18,14 +18,25 @@ public struct SubscribeResult: Sendable, Equatable, JSONValueCodable {
 
 }
 
+/// What a queued send waits for.
+public enum SendWait: String, Sendable, Codable, Equatable {
+    /// The link to open.
+    case link
+    /// The connection's pace (`upstream.limits`): it goes as the pace allows.
+    case pace
+    /// Its turn: sends ahead of it, or the upstream reading slower than it is written to.
+    case turn
+}
+
 /// `send`: sent now, or queued until the link opens.
 public enum SendResult: Sendable, Equatable {
     case sent
     /// With `upstream.protocol`: the daemon answered it itself and sent nothing upstream (the
     /// app's own handshake or keepalive, a subscription already held).
     case answered
-    /// `depth` messages wait, this one included; `state` is the link's.
-    case queued(depth: Int, state: ConnectionPhase)
+    /// `depth` messages wait, this one included; `state` is the link's; `waits`: for what (nil
+    /// from a daemon that does not say).
+    case queued(depth: Int, state: ConnectionPhase, waits: SendWait? = nil)
     /// A sticky send (`"sticky": KEY`).
     case sticky(StickyResult)
 
@@ -35,6 +46,7 @@ public enum SendResult: Sendable, Equatable {
         var status: String
         @OmitNil var queued: Int?
         var state: ConnectionPhase
+        @OmitNil var waits: SendWait?
         @OmitNil var sticky: Sticky?
 
         struct Sticky: Codable, Equatable, Sendable {
@@ -48,7 +60,7 @@ public enum SendResult: Sendable, Equatable {
         switch self {
         case .sent: JSONValueCoding.encode(Wire(status: "sent", state: .open))
         case .answered: JSONValueCoding.encode(Wire(status: "answered", state: .open))
-        case .queued(let depth, let state): JSONValueCoding.encode(Wire(status: "queued", queued: depth, state: state))
+        case .queued(let depth, let state, let waits): JSONValueCoding.encode(Wire(status: "queued", queued: depth, state: state, waits: waits))
         case .sticky(let r):
             JSONValueCoding.encode(Wire(status: r.status.rawValue, state: r.state, sticky: .init(key: r.key, scope: r.scope, holders: r.holders)))
         }
@@ -66,7 +78,7 @@ public enum SendResult: Sendable, Equatable {
         switch wire.status {
         case "sent": self = .sent
         case "answered": self = .answered
-        case "queued": self = .queued(depth: wire.queued ?? 0, state: wire.state)
+        case "queued": self = .queued(depth: wire.queued ?? 0, state: wire.state, waits: wire.waits)
         default: throw JSONValueDecodingError(path: "status", problem: "\"\(wire.status)\" is not a send's status")
         }
     }

@@ -94,8 +94,12 @@ struct Send: ParsableCommand {
             Output.line(result.serialized)
         } else if case .answered? = try? SendResult(json: result) {
             Output.line("answered by wsbridged (upstream.protocol): nothing sent upstream")
-        } else if case .queued(let depth, let state)? = try? SendResult(json: result) {
-            Output.line("queued until the link opens (\(depth) waiting; the link is \(state.readable))")
+        } else if case .queued(let depth, let state, let waits)? = try? SendResult(json: result) {
+            switch waits {
+            case .pace: Output.line("queued for the pace (upstream.limits): \(depth) waiting, sent as the pace allows")
+            case .turn: Output.line("queued behind what the upstream has not taken yet (\(depth) waiting; the link is open)")
+            case .link, nil: Output.line("queued until the link opens (\(depth) waiting; the link is \(state.readable))")
+            }
         } else if case .sticky(let r)? = try? SendResult(json: result) {
             let holders = r.holders == 1 ? "1 holder" : "\(r.holders) holders"
             switch r.status {

@@ -290,15 +290,16 @@ import WSBridgeProtocol
         let app = try await Self.subscribed(streams: 1...2, socket: socket, daemon: daemon)
         let reader = try await Self.reader(socket, daemon)
         #expect(await Self.flowing(reader, 1...2, after: 0) == [])
-        // A request the feed answers 6 s later on connection 1 (the renewal takes well under 1 s);
-        // then its notice that it closes.
-        let slow = JSONValue.string(#"{"method":"SLOW","id":77,"delay":6}"#).serialized
+        // A request the feed holds on connection 1 until the test releases it; then its notice
+        // that it closes.
+        let slow = JSONValue.string(#"{"method":"SLOW","id":77,"hold":true}"#).serialized
         app.send(#"{"id":"q","op":"request","text":\#(slow),"match":{"field":"id","equals":77},"timeout":30}"#)
         app.send(#"{"id":"n","op":"send","text":"{\"method\":\"NOTICE\"}"}"#)
         #expect(await app.reply("n")?["ok"] == true)
-        // The new connection takes over before the answer comes; the old one stays for it.
-        try await awaitStatus(socket, "the renewal") { ($0.renewal?.renewals ?? 0) >= 1 }
-        #expect(!feed.stdout.lines.contains("answered 1 77"), "the renewal came after the answer: the test proves nothing")
+        // The new connection takes over before the answer comes (the feed holds it until then);
+        // the old one stays for it.
+        try await awaitStatus(socket, "the renewal", timeout: .seconds(60)) { ($0.renewal?.renewals ?? 0) >= 1 }
+        feed.send("release 77")
         let answer = await app.reply("q")
         #expect(
             answer?["ok"] == true && answer?["result"]?["json"]?["result"] == "slow",
@@ -307,6 +308,31 @@ import WSBridgeProtocol
         #expect(await feed.stdout.wait(timeout: .seconds(30), containing: "closed 1 1000") != nil, "\(feed.stdout.lines.suffix(5))")
         let lines = feed.stdout.lines
         #expect(lines.firstIndex(of: "answered 1 77").map { a in lines.firstIndex(of: "closed 1 1000").map { a < $0 } ?? false } == true)
+    }
+
+    /// Sends past the pace (4 a second, a burst of 4) while the link is open: the reply says they
+    /// wait for the pace, not for the link to open (`waits`: `pace`).
+    @Test func aSendHeldByThePaceSaysItWaitsForThePace() async throws {
+        let dir = try TemporaryDirectory()
+        let (feed, daemon, socket) = try await Self.start(feed: ["--messages-per-second", "5"], limits: "messages_per_second = 4\nburst = 4", dir: dir)
+        defer {
+            daemon.stop()
+            feed.stop()
+        }
+        // 40 lines on one connection: however slowly this machine runs them, more than the
+        // burst and the pace's refill go before the last is sent.
+        let lines = (1...40).map { #"{"method":"LIST_SUBSCRIPTIONS","id":\#($0)}"# }.joined(separator: "\n") + "\n"
+        let r = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket, "send"], stdin: lines)
+        #expect(r.status == 0, "\(r)")
+        let replies = r.stdout.split(separator: "\n")
+        #expect(replies.count == 40, "\(r.stdout)")
+        #expect(replies.first == "sent", "\(r.stdout)")
+        #expect(
+            replies.contains { $0.hasPrefix("queued for the pace (upstream.limits): ") && $0.hasSuffix(" waiting, sent as the pace allows") }, "\(r.stdout)")
+        #expect(!replies.contains { $0.contains("until the link opens") }, "\(r.stdout)")
+        // All of them go, within the pace: no violation.
+        #expect(await feed.stdout.wait(timeout: .seconds(60), containing: #"recv 1 {"method":"LIST_SUBSCRIPTIONS","id":40}"#) != nil)
+        #expect(!feed.stdout.text.contains("violation"))
     }
 
     @Test func aSubscriptionWeighsTheStreamsItNamesAndAFullPoolSaysWhatToRaise() async throws {

@@ -27,8 +27,9 @@ Rules, per connection unless said:
 Requests: {"method":"SUBSCRIBE"|"UNSUBSCRIBE","params":[S,...],"id":N} answered
 {"result":null,"id":N}; {"method":"LIST_SUBSCRIPTIONS","id":N} answered with the list; {"method":"CUT"} closes the
 connection that carried it (1012), as a server ending it without notice; {"method":"SLOW",
-"id":N,"delay":S} is answered {"result":"slow","id":N} on its connection S seconds later (printed:
-answered C N); {"method":"NOTICE"} sends that connection the closing notice (without closing).
+"id":N,"delay":S} is answered {"result":"slow","id":N} on its connection S seconds later, or with
+"hold":true when the test writes `release N` to stdin (printed: answered C N); {"method":"NOTICE"}
+sends that connection the closing notice (without closing).
 
 Events on stdout: listening PORT, connected C, recv C TEXT, violation C WHAT, subscribed C S,
 refused, closed C CODE.
@@ -187,11 +188,14 @@ def main():
                     await ws.send(json.dumps({"result": None, "id": rid}))
                 elif method == "SLOW":
                     # Answered on this connection after `delay` seconds: a request in flight.
-                    async def answer_later(rid, delay):
-                        await asyncio.sleep(delay)
+                    async def answer_later(rid, delay, hold):
+                        if hold:
+                            await released(rid).wait()
+                        else:
+                            await asyncio.sleep(delay)
                         await ws.send(json.dumps({"result": "slow", "id": rid}))
                         out(f"answered {c} {rid}")
-                    tasks.append(asyncio.create_task(answer_later(rid, float(request.get("delay", 1)))))
+                    tasks.append(asyncio.create_task(answer_later(rid, float(request.get("delay", 1)), bool(request.get("hold")))))
                 elif method == "NOTICE":
                     # The server's notice that it will close this connection (it does not).
                     await ws.send(json.dumps({"event": "closing", "in_ms": 500}))
@@ -208,7 +212,21 @@ def main():
                 t.cancel()
             out(f"closed {c} {ws.close_code}")
 
+    releases = {}
+
+    def released(rid):
+        return releases.setdefault(str(rid), asyncio.Event())
+
+    async def commands():
+        # `release N`: a held SLOW request N is answered now (the test has seen what it waited for).
+        loop = asyncio.get_running_loop()
+        while line := await loop.run_in_executor(None, sys.stdin.readline):
+            words = line.split()
+            if len(words) == 2 and words[0] == "release":
+                released(words[1]).set()
+
     async def run():
+        asyncio.create_task(commands())
         async with serve(
             handler, "127.0.0.1", a.port, process_request=admit, ping_interval=None, create_connection=TimedConnection
         ) as server:

@@ -179,7 +179,7 @@ extension LocalPlane {
         switch outcome {
         case .sent:
             return Self.sentReply.line(id: id, allocator: self.allocator)
-        case .queued(let depth): json = ReplyLine.ok(id: id, SendResult.queued(depth: depth, state: self.link.phase).json).json
+        case .queued(let depth): json = ReplyLine.ok(id: id, SendResult.queued(depth: depth, state: self.link.phase, waits: self.link.sendsWait).json).json
         case .rejected(let problem): json = ProtocolError(.queueFull, problem, id: id).reply
         case .spooling: json = ProtocolError(.internalError, "bug: a send was answered before the spool stored it", id: id).reply
         }

@@ -6,6 +6,8 @@ import WSBridgeProtocol
 /// Confined to the link's event loop, like the link.
 protocol LinkControl: ProtocolConnection {
     var phase: ConnectionPhase { get }
+    /// What a send queued now waits for.
+    var sendsWait: SendWait { get }
     var roundTripTime: Duration? { get }
     /// The URL of the live link, or of the next attempt when none is live.
     var url: UpstreamURL { get }
@@ -99,3 +101,7 @@ final class ClosureEventSink: UpstreamEventSink {
 
 @available(*, unavailable)
 extension ClosureEventSink: Sendable {}
+
+extension LinkControl {
+    var sendsWait: SendWait { self.phase == .open ? .turn : .link }
+}

@@ -17,7 +17,7 @@ final class PacedWrites {
     /// Since when the pace holds a message back (nil: nothing waits for it).
     private(set) var waitingSince: MonotonicInstant?
     /// The send queue's first message waits for the pace (the last one offered did not go).
-    private var queueHeld = false
+    private(set) var queueHeld = false
     /// Wakes the link when the next message may go; stops with the connection.
     let timer: ConnectionTimer
 

@@ -60,6 +60,13 @@ extension UpstreamLink {
     /// channel is writable (a slow upstream fills the bounded queue, not NIO's buffer).
     /// A paced connection (`upstream.limits`) takes it only when the pace allows: else it waits
     /// in the queue, and the pace's timer flushes it in its turn.
+    /// What a send queued now waits for: the link, the pace (it held the queue last time), or
+    /// its turn.
+    var sendsWait: SendWait {
+        guard self.phase == .open else { return .link }
+        return self.attempt.pacing?.queueHeld == true ? .pace : .turn
+    }
+
     func sendNow(_ message: OutboundMessage, flush: Bool = true, promise: EventLoopPromise<Void>? = nil) -> Bool {
         guard self.phase == .open, self.attempt.channel?.isWritable == true else { return false }
         if let pacing = self.attempt.pacing, !pacing.mayWriteQueued(now: self.now) {
