@@ -9,6 +9,7 @@ plain "N passed, M failed" line that scripts/systemd-test ends with, and the fuz
 lines. A log with none of them counts nothing (a build, the lint).
 """
 
+import os
 import re
 import sys
 
@@ -81,6 +82,36 @@ XC_FAILED = re.compile(r"^Test Case '-?\[?([^']+?)\]?' failed")
 XC_ISSUE = re.compile(r"^(\S+\.swift:\d+: error: .*)$")
 
 
+TYPE = re.compile(r"^(\s*)(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:final|public|private|fileprivate)\s+)*(?:struct|class|enum|extension|actor)\s+(\w+)")
+TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "Tests")
+
+
+def suite_of(name):
+    """The suite (the type) a failed test function is declared in, found in Tests/, for the
+    command that runs it again; None for a display name or a name found in no file or twice."""
+    if name.startswith('"'):
+        return None
+    function = re.compile(r"^(\s*)(?:@\w+.*\s)?func " + re.escape(name.split("(")[0]) + r"\(")
+    found = set()
+    for root, _, files in os.walk(TESTS):
+        for file in files:
+            if not file.endswith(".swift"):
+                continue
+            with open(os.path.join(root, file), encoding="utf-8", errors="replace") as f:
+                source = f.read().split("\n")
+            for i, line in enumerate(source):
+                m = function.match(line)
+                if not m:
+                    continue
+                indent = len(m.group(1))
+                for above in reversed(source[:i]):
+                    t = TYPE.match(above)
+                    if t and len(t.group(1)) < indent:
+                        found.add(t.group(2))
+                        break
+    return found.pop() if len(found) == 1 else None
+
+
 def failures(lines):
     """Each failed test once, in the order they failed, with the issues it recorded (each
     issue's first lines: its place, its expectation and the comment printed with it)."""
@@ -118,6 +149,9 @@ def failures(lines):
         i += 1
     for name in order:
         print(name)
+        suite = suite_of(name)
+        if suite:
+            print("    again: scripts/test --filter %s.%s" % (suite, name.split("(")[0]))
         for text in issues[name][:5]:
             print("    " + text[0])
             for more in text[1:]:
