@@ -96,20 +96,39 @@ struct Top: ParsableCommand {
             lines.append(
                 Self.row([
                     "1", s.state.rawValue, rate(s.traffic.messagesIn, previous?.status.traffic.messagesIn), s.rttMs.map(Self.millis) ?? "-",
-                    "\(s.session?.stickyKeys ?? 0)", "\(s.reconnects)", "\(s.renewal?.renewals ?? 0)", "\(s.limits?.waiting ?? 0)",
+                    "\(Self.subscriptions(s))", "\(s.reconnects)", "\(s.renewal?.renewals ?? 0)", "\(s.limits?.waiting ?? 0)",
                 ]))
         }
         lines.append("")
-        lines.append(Self.row(["CLIENT", "PID", "SUBSCRIBED", "MSGS/S", "BEHIND", "QUEUE", "DROPS"]))
+        lines.append(Self.row(["CLIENT", "PID", "PROGRAM", "SUBSCRIBED", "MSGS/S", "BEHIND", "QUEUE", "DROPS"]))
         let before = Dictionary(uniqueKeysWithValues: (previous?.clients.clients ?? []).map { ($0.id, $0.messages) })
         for c in now.clients.clients {
             lines.append(
                 Self.row([
-                    "\(c.id)", c.pid.map(String.init) ?? "-", c.subscribed ? (c.filter.map { "yes (\($0))" } ?? "yes") : "no", rate(c.messages, before[c.id]),
+                    "\(c.id)", c.pid.map(String.init) ?? "-", c.pid.flatMap(Self.program) ?? "-",
+                    c.subscribed ? (c.filter.map { "yes (\($0))" } ?? "yes") : "no", rate(c.messages, before[c.id]),
                     "\(c.queued)", "\(c.queueBytes) B", "\(c.drops)",
                 ]))
         }
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// A connection's subscriptions: the sticky keys and the protocol's live subscriptions
+    /// (those set aside are not on the wire).
+    static func subscriptions(_ s: StatusReport) -> Int {
+        (s.session?.stickyKeys ?? 0) + (s.protocol?.subscriptions.filter { $0.setAside == nil }.count ?? 0)
+    }
+
+    /// A client's program, as the kernel names it (`/proc/PID/comm`); nil when it is gone.
+    static func program(_ pid: Int32) -> String? {
+        let fd = open("/proc/\(pid)/comm", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 64)
+        let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard n > 0 else { return nil }
+        let name = String(decoding: bytes[0..<n].prefix { $0 != 10 }, as: UTF8.self)
+        return name.isEmpty ? nil : name
     }
 
     static func millis(_ ms: Double) -> String { "\((ms * 10).rounded() / 10)ms" }

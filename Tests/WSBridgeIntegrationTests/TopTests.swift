@@ -91,6 +91,40 @@ import WSBridgeProtocol
         try await terminal.wait("the screen given back") { $0.hasSuffix("\u{1b}[?25h\u{1b}[?1049l") }
     }
 
+    /// A client holding a protocol subscription (`upstream.protocol`): the connection's row counts
+    /// it, and each client's row names its program as the kernel does (`/proc/PID/comm`).
+    @Test func topCountsProtocolSubscriptionsAndNamesEachClientsProgram() async throws {
+        let dir = try TemporaryDirectory()
+        let (peer, port) = try await JSONProtocolTests.peer()
+        defer { peer.stop() }
+        let (daemon, socket) = try await JSONProtocolTests.daemon(dir, port: port)
+        defer { daemon.stop() }
+        let app = try await JSONRPCProtocolTests.app(socket, "app")
+        JSONProtocolTests.subscribe(app, id: 2, type: "alpha", request: "sa")
+        #expect(await JSONRPCProtocolTests.waitFor(app) { $0["type"] == "event" } != nil)
+        #expect(try daemonStatus(socket).protocol?.subscriptions.count == 1)
+        let terminal = try PseudoTerminal()
+        let top = Process()
+        top.executableURL = URL(fileURLWithPath: "\(Paths.bin)/wsbridgectl")
+        top.arguments = ["--socket", socket, "top", "--interval", "0.2"]
+        let tty = FileHandle(fileDescriptor: terminal.slave, closeOnDealloc: false)
+        (top.standardInput, top.standardOutput, top.standardError) = (tty, tty, tty)
+        try top.run()
+        defer { if top.isRunning { top.terminate() } }
+        try await terminal.wait("a frame with the connection and the client") { text in
+            text.components(separatedBy: "\u{1b}[H\u{1b}[2J").count >= 3 && text.contains("CONNECTION") && text.contains("PROGRAM")
+        }
+        let frame = terminal.text.components(separatedBy: "\u{1b}[H\u{1b}[2J").last ?? ""
+        let rows = frame.split(separator: "\r\n").map { $0.split(separator: " ", omittingEmptySubsequences: true).map(String.init) }
+        // CONNECTION STATE MSGS/S RTT SUBSCRIPTIONS ...: the one connection holds 1.
+        let connection = rows.first { $0.first == "1" && $0.count >= 5 && $0[1] == "open" }
+        #expect(connection?[4] == "1", "\(frame)")
+        // The app's row: its pid (this process) and its program, as /proc names it.
+        let comm = try String(contentsOfFile: "/proc/self/comm", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(rows.contains { $0.count >= 3 && $0[1] == "\(getpid())" && $0[2] == comm }, "\(comm): \(frame)")
+        terminal.type("q")
+    }
+
     /// The messages the `clients` op (what top reads) counts for the subscriber of pid `pid`.
     static func messages(of pid: String, _ socket: String) async throws -> UInt64 {
         let asker = try await SocketClient.connected(to: socket, name: "asker")
