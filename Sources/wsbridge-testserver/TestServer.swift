@@ -22,22 +22,27 @@ struct TestServer: ParsableCommand {
         discussion: """
             It echoes every message back (to every client) and serves until SIGINT or SIGTERM, or \
             `quit` on stdin. It takes commands on stdin, one per line:
-              send TEXT                 broadcast TEXT
-              ticker RATE [SIZE [COUNT]]  broadcast {"tick":N,...} RATE times a second; ticker off
-              burst N [SIZE]            N numbered messages ({"n":N,...}) at once
-              close CODE [REASON]       close every client with CODE
-              drop                      drop every connection without a close frame
-              pings on|off              answer pings (off: a dead peer for the heartbeat)
-              refuse on|off             refuse upgrades with 403
-              linger on|off             keep the TCP connection after a close handshake
-              stall on|off              stop reading from clients (a slow upstream)
-              poison [TEXT]             close (4400) a client whose message contains TEXT; none: off
-              acks SIZE [HOLD]|off      answer each Socket.IO emit with an ack id (42N[...]) with its
-                                        ack, 43N[{"n":K,"pad":"x..."}] of SIZE bytes; HOLD: keep
-                                        them until HOLD are ready, then write them at once
-              oversize BYTES            one binary message of BYTES
-              count                     print `clients N`
-              quit                      stop
+              send TEXT                   broadcast TEXT
+              ticker RATE [SIZE [COUNT]]  broadcast {"tick":N,...} RATE times a second
+              ticker off                  stop it
+              burst N [SIZE]              N numbered messages ({"n":N,...}) at once
+              close CODE [REASON]         close every client with CODE
+              drop                        drop every connection without a close frame
+              pings on|off                answer pings (off: a dead peer for the
+                                          heartbeat)
+              refuse on|off               refuse upgrades with 403
+              linger on|off               keep the TCP connection after a close handshake
+              stall on|off                stop reading from clients (a slow upstream)
+              poison [TEXT]               close (4400) a client whose message contains
+                                          TEXT (no TEXT: off)
+              acks SIZE [HOLD]|off        answer each Socket.IO emit with an ack id
+                                          (42N[...]) with its ack,
+                                          43N[{"n":K,"pad":"x..."}] of SIZE bytes; HOLD:
+                                          keep them until HOLD are ready, then write them
+                                          at once
+              oversize BYTES              one binary message of BYTES
+              count                       print `clients N`
+              quit                        stop
             It reports events on stdout, one per line: `listening PORT`, `upgrade ...`, \
             `connected N`, `message TEXT`, `ping`, `closed CODE REASON`, `disconnected N`.
             When stdin is a pipe, its end stops the server (the program driving it went away). \
