@@ -31,9 +31,8 @@ final class UpstreamPool: LinkControl {
     /// bridge's), and how a new connection's is made.
     private(set) var layers: [Int: AppProtocolLayer] = [:]
     private let makeLayer: ((Int, any UpstreamEventSink) -> AppProtocolLayer)?
-    /// Each key's slot and weight, and the weight on each slot.
-    private var placed: [String: (slot: Int, weight: Int)] = [:]
-    private var load: [Int: Int] = [:]
+    /// Where the keys are, and which connections are open for them (the pure part).
+    private var placement: PoolPlacement
 
     init(
         first: UpstreamLink, fanout: any UpstreamEventSink, session: UpstreamSession, configuration: Configuration, eventLoop: any EventLoop,
@@ -41,6 +40,7 @@ final class UpstreamPool: LinkControl {
         makeLayer: ((Int, any UpstreamEventSink) -> AppProtocolLayer)? = nil
     ) {
         self.links = [first]
+        self.placement = PoolPlacement(capacity: configuration.upstream.subscriptionsPerConnection, maxConnections: configuration.upstream.connections)
         self.layers[0] = firstLayer
         self.makeLayer = makeLayer
         self.session = session
@@ -61,7 +61,6 @@ final class UpstreamPool: LinkControl {
     }
 
     var first: UpstreamLink { self.links[0] }
-    private var capacity: Int { self.configuration.upstream.subscriptionsPerConnection ?? Int.max }
 
     // MARK: - LinkControl: the first connection's state is the feed's
 
@@ -75,7 +74,7 @@ final class UpstreamPool: LinkControl {
             let s = link.status
             return StatusReport.Connection(
                 connection: link.slot + 1, state: s.state, since: s.since, url: s.url, subscriptions: self.load(on: link.slot),
-                keys: self.placed.values.filter { $0.slot == link.slot }.count, rttMs: s.rttMs, reconnects: s.reconnects,
+                keys: self.placement.keys.values.filter { $0.slot == link.slot }.count, rttMs: s.rttMs, reconnects: s.reconnects,
                 renewals: s.renewal?.renewals ?? 0, messagesIn: s.traffic.messagesIn, messagesOut: s.traffic.messagesOut,
                 waiting: s.limits?.waiting ?? 0, lastClose: s.lastClose, culprit: self.session.culprits[link.slot])
         }
@@ -89,7 +88,7 @@ final class UpstreamPool: LinkControl {
     }
 
     func sendAhead(_ message: OutboundMessage, key: String?) -> Bool {
-        guard let key, let slot = self.placed[key]?.slot, let link = self.links.first(where: { $0.slot == slot }) else {
+        guard let key, let slot = self.placement.keys[key]?.slot, let link = self.links.first(where: { $0.slot == slot }) else {
             return self.first.sendAhead(message)
         }
         return link.sendAhead(message)
@@ -97,42 +96,44 @@ final class UpstreamPool: LinkControl {
 
     /// Places a new key on the first connection with room, opening the next when all are full.
     func refusal(forNewKey key: String, payload: Payload) -> String? {
-        if self.placed[key] != nil { return nil }
-        let weight = self.weight(of: payload)
-        switch self.slot(forNew: weight, what: "this sticky send") {
-        case .failure(let full): return full.description
-        case .success(let slot):
-            self.place(key, weight, on: slot)
-            return nil
+        if self.placement.keys[key] != nil { return nil }
+        let placed = self.placement.place(key, weight: self.weight(of: payload), extra: self.layerLoad)
+        switch placed {
+        case .refused(let why): return why
+        case .open(let slot):
+            self.open(slot)
+            self.session.placement?[key] = slot
+        case .on(let slot):
+            self.session.placement?[key] = slot
         }
+        return nil
+    }
+
+    /// The weight of connection `slot`'s protocol layer's subscriptions.
+    private func layerLoad(_ slot: Int) -> Int {
+        self.layers[slot]?.session.subscriptionLoad { self.weight(of: $0) } ?? 0
     }
 
     /// The weight on `slot`: its sticky keys', and its protocol layer's subscriptions.
     private func load(on slot: Int) -> Int {
-        (self.load[slot] ?? 0) + (self.layers[slot]?.session.subscriptionLoad { self.weight(of: $0) } ?? 0)
+        self.placement.load(on: slot, extra: self.layerLoad(slot))
     }
 
     /// The first connection with room for `weight` more, the next one opened when all are full;
     /// or why none can take it (`what` names it).
     func slot(forNew weight: Int, what: String) -> Result<Int, PoolFull> {
-        let limit = self.capacity
-        guard weight <= limit else {
-            return .failure(
-                PoolFull(
-                    description:
-                        "\(what) weighs \(weight) subscriptions (upstream.subscription_weight), more than upstream.subscriptions_per_connection = \(limit) allows on one connection: split it"
-                ))
+        switch self.placement.slot(forNew: weight, what: what, extra: self.layerLoad) {
+        case .refused(let why): return .failure(PoolFull(description: why))
+        case .on(let slot): return .success(slot)
+        case .open(let slot):
+            self.open(slot)
+            return .success(slot)
         }
-        if let link = self.links.first(where: { self.load(on: $0.slot) + weight <= limit }) { return .success(link.slot) }
-        let most = self.configuration.upstream.connections
-        guard self.links.count < most else {
-            return .failure(
-                PoolFull(
-                    description:
-                        "all upstream.connections = \(most) connections hold upstream.subscriptions_per_connection = \(limit) subscriptions: end some, or raise either setting"
-                ))
-        }
-        let slot = (0...).first { s in !self.links.contains { $0.slot == s } }!
+    }
+
+    /// Opens connection `slot` (every other is full).
+    private func open(_ slot: Int) {
+        self.placement.opened(slot)
         // With upstream.protocol the connection gets a protocol layer of its own (its ids, its
         // subscriptions, its handshake), its events through it.
         let layer = self.makeLayer?(slot, self.members)
@@ -144,34 +145,30 @@ final class UpstreamPool: LinkControl {
         self.links.append(link)
         self.links.sort { $0.slot < $1.slot }
         self.logger.notice(
-            "connection \(slot + 1) opens: the other \(self.links.count - 1) hold upstream.subscriptions_per_connection = \(limit) subscriptions",
+            "connection \(slot + 1) opens: the other \(self.links.count - 1) hold upstream.subscriptions_per_connection = \(self.placement.capacity) subscriptions",
             metadata: ["upstream.connection": "\(slot + 1)"])
         // Connected now, unless the first waits for a connect request (not started yet, or closed
         // by an operator): the pool's `connect` connects them all.
         if self.first.phase != .idle { link.connect() }
-        return .success(slot)
-    }
-
-    private func place(_ key: String, _ weight: Int, on slot: Int) {
-        self.placed[key] = (slot, weight)
-        self.load[slot, default: 0] += weight
-        self.session.placement?[key] = slot
     }
 
     /// A key went: its place is free; a connection (not the first) left with none closes.
     func released(key: String) {
-        guard let (slot, weight) = self.placed.removeValue(forKey: key) else { return }
         self.session.placement?[key] = nil
-        self.load[slot, default: 0] -= weight
-        self.retireIfEmpty(slot)
+        if let slot = self.placement.release(key, extra: self.layerLoad) { self.retire(slot) }
     }
 
     /// Connection `slot` (not the first) closes once nothing is on it: no sticky key, no
     /// subscription of its protocol layer.
     func retireIfEmpty(_ slot: Int) {
-        guard slot != 0, self.load(on: slot) <= 0, let index = self.links.firstIndex(where: { $0.slot == slot }) else { return }
+        guard self.placement.retirable(slot, extra: self.layerLoad(slot)) else { return }
+        self.retire(slot)
+    }
+
+    private func retire(_ slot: Int) {
+        guard let index = self.links.firstIndex(where: { $0.slot == slot }) else { return }
         let link = self.links.remove(at: index)
-        self.load[slot] = nil
+        self.placement.retired(slot)
         self.layers[slot] = nil
         self.session.blame(nil, slot: slot)
         self.logger.notice("connection \(slot + 1) closes: its subscriptions all left", metadata: ["upstream.connection": "\(slot + 1)"])
@@ -210,6 +207,7 @@ final class UpstreamPool: LinkControl {
 
     func update(configuration: Configuration) {
         self.configuration = configuration
+        self.placement.update(capacity: configuration.upstream.subscriptionsPerConnection, maxConnections: configuration.upstream.connections)
         for link in self.links { link.update(configuration: configuration) }
     }
 }
