@@ -270,7 +270,7 @@ extension LocalPlane {
             self.reply(client, ProtocolError(.invalidValue, "\(name): \(full)", id: id))
             return
         case .success(let member):
-            (appProtocol, link) = member
+            (appProtocol, link) = (member.layer, member.link)
         }
         if appProtocol.requests.isWaiting(client, wire.key) {
             self.reply(client, ProtocolError(.invalidValue, "\(name): a request with id \(wire) is waiting already: use another id", id: id))
@@ -288,7 +288,7 @@ extension LocalPlane {
                     .timeout, "no upstream message with id \(wire) arrived within \(timeout.short); raise \"timeout\", or check the server got it", id: id))
         }
         let performed = appProtocol.fromApp(client.id, json, link: link)
-        self.protocolPool?.settle()
+        self.protocolMembers?.settle()
         if case .spooling(let stored) = performed.sent {
             // A fleet follower's: the bridge's layer may refuse it.
             stored.assumeIsolated().whenSuccess { outcome in

@@ -78,10 +78,10 @@ extension LocalPlane {
             self.reply(client, ProtocolError(.stickyLimit, full.description, id: id))
             return
         case .success(let member):
-            (layer, link) = member
+            (layer, link) = (member.layer, member.link)
         }
         let performed = layer.stickyFromApp(holder, json, key: options.key, link: link)
-        self.protocolPool?.settle()
+        self.protocolMembers?.settle()
         if let refusal = performed.refusal {
             self.reply(client, ProtocolError(.invalidValue, "\(name): \(refusal)", id: id))
             return
@@ -219,9 +219,9 @@ extension LocalPlane {
             guard views.count == 1, let json = views.first else { return .rejected("\(name): a sticky subscription is one message") }
             switch self.protocolMember(for: app, json, sticky: key) {
             case .failure(let full): return .rejected(full.description)
-            case .success(let (layer, link)):
-                performed = layer.stickyFromApp(app, json, key: key, link: link)
-                self.protocolPool?.settle()
+            case .success(let member):
+                performed = member.layer.stickyFromApp(app, json, key: key, link: member.link)
+                self.protocolMembers?.settle()
             }
         } else {
             performed = self.throughProtocol(app, views)

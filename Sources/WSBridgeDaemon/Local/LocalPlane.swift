@@ -20,8 +20,9 @@ final class LocalPlane {
     let metrics: DaemonMetrics
     /// The application protocol's layer on the link (nil: `raw`): apps' messages go through it.
     let appProtocol: AppProtocolLayer?
-    /// The pool, when its connections each have a protocol layer (LocalPlane+Protocol).
-    let protocolPool: UpstreamPool?
+    /// Where apps' protocol messages go: each connection with its layer (LocalPlane+Protocol);
+    /// nil with `raw`.
+    let protocolMembers: (any ProtocolMembers)?
     /// The sticky keys (and the rest of the session the link restores on every open).
     let session: UpstreamSession
     private let status: SystemdStatus
@@ -45,6 +46,7 @@ final class LocalPlane {
         pending: PendingRequests,
         metrics: DaemonMetrics,
         appProtocol: AppProtocolLayer? = nil,
+        protocolMembers: (any ProtocolMembers)? = nil,
         session: UpstreamSession,
         status: SystemdStatus,
         eventLoop: any EventLoop,
@@ -57,7 +59,7 @@ final class LocalPlane {
         self.pending = pending
         self.metrics = metrics
         self.appProtocol = appProtocol
-        self.protocolPool = appProtocol == nil ? nil : link as? UpstreamPool
+        self.protocolMembers = protocolMembers
         self.session = session
         self.status = status
         self.eventLoop = eventLoop

@@ -12,24 +12,20 @@ extension LocalPlane {
         report.refusedClients = self.refusedClients
         report.notAccepting = self.notAccepting
         report.service = self.service
-        if let pool = self.protocolPool {
-            // Every connection's subscriptions, each with its connection; the first culprit.
-            var merged: StatusReport.ApplicationProtocol?
-            for member in pool.protocolMembers {
-                member.layer.report(into: &report, connection: member.link.slot + 1)
-                guard var all = merged, let one = report.protocol else {
-                    merged = report.protocol
-                    continue
-                }
-                all.subscriptions += one.subscriptions
-                all.culprit = all.culprit ?? one.culprit
-                if (one.serverErrorAt ?? 0) > (all.serverErrorAt ?? 0) { (all.serverError, all.serverErrorAt) = (one.serverError, one.serverErrorAt) }
-                merged = all
+        // Every connection's subscriptions, each with its connection (several); the first culprit.
+        var merged: StatusReport.ApplicationProtocol?
+        for member in self.protocolMembers?.protocolMembers ?? [] {
+            member.layer.report(into: &report, connection: member.connection)
+            guard var all = merged, let one = report.protocol else {
+                merged = report.protocol
+                continue
             }
-            report.protocol = merged
-        } else {
-            self.appProtocol?.report(into: &report)
+            all.subscriptions += one.subscriptions
+            all.culprit = all.culprit ?? one.culprit
+            if (one.serverErrorAt ?? 0) > (all.serverErrorAt ?? 0) { (all.serverError, all.serverErrorAt) = (one.serverError, one.serverErrorAt) }
+            merged = all
         }
+        report.protocol = merged
         return report
     }
 }

@@ -4,19 +4,21 @@ import WSBridgeCore
 
 /// The daemon's parts on one event loop, built in dependency order and with no cycles:
 ///
-///     Fanout <-(events)- [AppProtocolLayer] <-(events)- UpstreamLink <-(LinkControl)- LocalPlane
-///                                                           |                          |
-///                                                           +---> UpstreamSession <----+
+///     Fanout <-(events)- [AppProtocolLayer] <-(events)- UpstreamLink(s) <- UpstreamPool <-(LinkControl)- LocalPlane
+///                                                           |                                       |
+///                                                           +---> UpstreamSession <-----------------+
 ///
-/// The link's event sink is the application protocol's layer when `upstream.protocol` is set
-/// (it routes messages and passes the rest on to the fan-out), else the fan-out itself; the
-/// link knows nothing else of the plane; the plane is given the link's control interface, the
-/// fan-out and the protocol layer at `init`, and sends apps' messages through the layer when
-/// there is one. Confined to the loop.
+/// Always a pool: one connection, unless `upstream.subscriptions_per_connection` lets more open.
+/// Each connection's event sink is its protocol layer when `upstream.protocol` is set (it routes
+/// messages and passes the rest on to the fan-out), else the fan-out itself; a connection knows
+/// nothing else of the plane; the plane is given the pool's control interface (a follower's
+/// stream instead), the fan-out and where apps' protocol messages go (`ProtocolMembers`: the
+/// pool, or the follower's stream with the bridge's layer) at `init`. Confined to the loop.
 final class Bridge {
     let link: UpstreamLink
-    /// With `upstream.subscriptions_per_connection`: the pool whose first connection is `link`.
-    let pool: UpstreamPool?
+    /// The connections to the upstream, the first being `link`: one, unless
+    /// `upstream.subscriptions_per_connection` lets more open.
+    let pool: UpstreamPool
     let plane: LocalPlane
     let fanout: Fanout
     let appProtocol: AppProtocolLayer?
@@ -91,20 +93,18 @@ final class Bridge {
                     session: session, fanout: fanout, passOn: members, eventLoop: eventLoop, logger: logger,
                     confirmTimeout: protocolSettings.confirmTimeout)
             }
-        self.pool =
-            configuration.upstream.subscriptionsPerConnection == nil
-            ? nil
-            : UpstreamPool(
-                first: self.link, fanout: self.fanout, session: self.session, configuration: configuration, eventLoop: eventLoop, logger: logger,
-                connectors: connectors, metrics: metrics, firstLayer: self.appProtocol, makeLayer: makeLayer)
+        self.pool = UpstreamPool(
+            first: self.link, fanout: self.fanout, session: self.session, configuration: configuration, eventLoop: eventLoop, logger: logger,
+            connectors: connectors, metrics: metrics, firstLayer: self.appProtocol, makeLayer: makeLayer)
         self.plane = LocalPlane(
             configuration: configuration,
             policy: policy,
-            link: Self.planeLink(self.follower, self.pool, self.link),
+            link: self.follower ?? self.pool,
             fanout: self.fanout,
             pending: pending,
             metrics: metrics,
             appProtocol: self.appProtocol,
+            protocolMembers: Self.protocolMembers(self.follower, self.pool, self.appProtocol),
             session: self.session,
             status: status,
             eventLoop: eventLoop,
@@ -112,11 +112,12 @@ final class Bridge {
         )
     }
 
-    /// What the plane controls: the follower's stream, the pool, or the link.
-    private static func planeLink(_ follower: FleetFollower?, _ pool: UpstreamPool?, _ link: UpstreamLink) -> any LinkControl {
-        if let follower { return follower }
-        if let pool { return pool }
-        return link
+    /// Where apps' protocol messages go: a follower's stream through the bridge's layer, else
+    /// the pool's connections, each with its layer (nil: `raw`).
+    private static func protocolMembers(_ follower: FleetFollower?, _ pool: UpstreamPool, _ layer: AppProtocolLayer?) -> (any ProtocolMembers)? {
+        guard let layer else { return nil }
+        guard let follower else { return pool }
+        return OneProtocolMember(layer: layer, link: follower)
     }
 
     /// Sends what the fan-out numbered; returns the last seq numbered.
@@ -127,7 +128,7 @@ final class Bridge {
 
     func update(configuration: Configuration, policy: AccessPolicy) {
         self.plane.update(configuration: configuration, policy: policy)
-        if let pool = self.pool { pool.update(configuration: configuration) } else { self.link.update(configuration: configuration) }
+        self.pool.update(configuration: configuration)
     }
 }
 

@@ -118,7 +118,7 @@ extension DaemonService {
         }.get()
         let link = try await eventLoop.submit {
             UpstreamLinkHandle(
-                link: NIOLoopBound(bridge.value.link, eventLoop: eventLoop), pool: bridge.value.pool.map { NIOLoopBound($0, eventLoop: eventLoop) },
+                link: NIOLoopBound(bridge.value.link, eventLoop: eventLoop), pool: NIOLoopBound(bridge.value.pool, eventLoop: eventLoop),
                 eventLoop: eventLoop)
         }.get()
         let plane = try await eventLoop.submit { NIOLoopBound(bridge.value.plane, eventLoop: eventLoop) }.get()

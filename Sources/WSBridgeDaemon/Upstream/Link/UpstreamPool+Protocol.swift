@@ -9,55 +9,56 @@ import WSBridgeProtocol
 /// goes where that id is; everything else (calls, publishes, the app's own handshake and pings)
 /// goes on the first open connection, whose layer answers it. Answers come back through the
 /// layer that sent, to their app.
-extension UpstreamPool {
-    /// A connection with its protocol layer.
-    struct Member {
+extension UpstreamPool: ProtocolMembers {
+    /// A connection with its layer, as the pool knows it.
+    private struct Member {
         let layer: AppProtocolLayer
         let link: UpstreamLink
     }
 
     /// Every connection with its layer, the first first.
-    var protocolMembers: [Member] { self.links.compactMap { link in self.layers[link.slot].map { Member(layer: $0, link: link) } } }
+    private var members: [Member] { self.links.compactMap { link in self.layers[link.slot].map { Member(layer: $0, link: link) } } }
+
+    var protocolMembers: [ProtocolMember] { self.members.map(self.member) }
+
+    private func member(_ m: Member) -> ProtocolMember {
+        ProtocolMember(layer: m.layer, link: m.link, connection: self.isPool ? m.link.slot + 1 : nil)
+    }
 
     /// The first open connection's (the first's when none is open).
     private var firstOpen: Member {
-        let members = self.protocolMembers
+        let members = self.members
         return members.first { $0.link.phase == .open } ?? members[0]
     }
 
-    /// Where `app`'s message `json` goes, or why no connection can take it (a new subscription
-    /// while every connection is full).
-    func member(for app: AppID, _ json: JSONValue) -> Result<Member, PoolFull> {
-        let members = self.protocolMembers
+    func member(for app: AppID, _ json: JSONValue) -> Result<ProtocolMember, PoolFull> {
+        let members = self.members
         guard let first = members.first else { return .failure(PoolFull(description: "bug: a pool with upstream.protocol has no protocol layer")) }
         switch first.layer.session.codec.classify(fromApp: json) {
         case .subscribe(let id, let key):
             if let there = members.first(where: { $0.layer.session.knows(app, id) || $0.layer.session.holds(subscription: key) }) {
-                return .success(there)
+                return .success(self.member(there))
             }
-            return self.slot(forNew: self.weight(of: json), what: "this subscription").map { self.member(slot: $0, in: self.protocolMembers) }
+            return self.slot(forNew: self.weight(of: json), what: "this subscription").map { self.member(slot: $0) }
         case .unsubscribe(_, let target):
-            return .success(members.first { $0.layer.session.knows(app, target) } ?? self.firstOpen)
+            return .success(self.member(members.first { $0.layer.session.knows(app, target) } ?? self.firstOpen))
         case .call(let id):
-            return .success(members.first { $0.layer.session.knows(app, id) } ?? self.firstOpen)
+            return .success(self.member(members.first { $0.layer.session.knows(app, id) } ?? self.firstOpen))
         default:
-            return .success(self.firstOpen)
+            return .success(self.member(self.firstOpen))
         }
     }
 
-    /// Where the sticky subscription `key` (a sticky send with an id) goes: where it is held, else
-    /// where there is room.
-    func member(forSticky key: String, _ json: JSONValue) -> Result<Member, PoolFull> {
-        let members = self.protocolMembers
-        if let there = members.first(where: { $0.layer.session.stickyHolders(key) != nil }) { return .success(there) }
-        return self.slot(forNew: self.weight(of: json), what: "this sticky subscription").map { self.member(slot: $0, in: self.protocolMembers) }
+    func member(forSticky key: String, _ json: JSONValue) -> Result<ProtocolMember, PoolFull> {
+        if let there = self.members.first(where: { $0.layer.session.stickyHolders(key) != nil }) { return .success(self.member(there)) }
+        return self.slot(forNew: self.weight(of: json), what: "this sticky subscription").map { self.member(slot: $0) }
     }
 
-    private func member(slot: Int, in members: [Member]) -> Member {
-        members.first { $0.link.slot == slot } ?? members[0]
+    private func member(slot: Int) -> ProtocolMember {
+        let members = self.members
+        return self.member(members.first { $0.link.slot == slot } ?? members[0])
     }
 
-    /// After apps' subscriptions ended: a connection left with none closes.
     func settle() {
         for link in self.links where link.slot != 0 { self.retireIfEmpty(link.slot) }
     }

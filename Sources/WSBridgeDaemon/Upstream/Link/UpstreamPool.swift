@@ -61,6 +61,9 @@ final class UpstreamPool: LinkControl {
     }
 
     var first: UpstreamLink { self.links[0] }
+    /// Several connections may open (`upstream.subscriptions_per_connection`): `status` lists
+    /// them, each subscription with its connection. Else the pool is its one connection.
+    var isPool: Bool { self.configuration.upstream.subscriptionsPerConnection != nil }
 
     // MARK: - LinkControl: the first connection's state is the feed's
 
@@ -70,6 +73,7 @@ final class UpstreamPool: LinkControl {
 
     var status: StatusReport {
         var report = self.first.status
+        guard self.isPool else { return report }
         report.connections = self.links.map { link in
             let s = link.status
             return StatusReport.Connection(
@@ -87,11 +91,14 @@ final class UpstreamPool: LinkControl {
         (self.links.first { $0.phase == .open } ?? self.first).send(message)
     }
 
+    var sendsWait: SendWait { (self.links.first { $0.phase == .open } ?? self.first).sendsWait }
+
     func sendAhead(_ message: OutboundMessage, key: String?) -> Bool {
+        // The key goes with it: a renewal's new connection that carried it does not get it again.
         guard let key, let slot = self.placement.keys[key]?.slot, let link = self.links.first(where: { $0.slot == slot }) else {
-            return self.first.sendAhead(message)
+            return self.first.sendAhead(message, key: key)
         }
-        return link.sendAhead(message)
+        return link.sendAhead(message, key: key)
     }
 
     /// Places a new key on the first connection with room, opening the next when all are full.
