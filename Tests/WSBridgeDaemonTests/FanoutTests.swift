@@ -112,7 +112,7 @@ import WSBridgeProtocol
         #expect(replies.count == 1, "\(replies)")
         #expect(replies.first?.value(at: "result.json.v") == "x")
         #expect(replies.first?.value(at: "result.seq") == 2)
-        #expect(pending.pending.isEmpty && pending.pending.count(of: client) == 0)
+        #expect(pending.pending.count == 0 && pending.pending.count(of: client) == 0)
         h.loop.advanceTime(by: .seconds(10))
         #expect(!timedOut, "the answered request's timeout still fired")
     }
@@ -123,8 +123,49 @@ import WSBridgeProtocol
         _ = h.bridge.fanout.pending.wait(PendingRequests.Entry(client: client, id: 1, match: Filter(field: "x", equals: nil)), timeout: .seconds(5)) { _ in }
         try c.close().wait()
         h.loop.run()
-        #expect(h.bridge.fanout.pending.isEmpty)
+        #expect(h.bridge.fanout.pending.count == 0)
         #expect(h.bridge.fanout.clientCount == 0)
+    }
+
+    /// The one request registry: a request with `match` and one answered by its protocol id
+    /// count together against the limits; a partial answer replies once, the final one ends it;
+    /// a client that goes takes both kinds with it, and no timer of theirs fires.
+    @Test func requestsOfBothKindsCountTogetherAndGoWithTheirClient() throws {
+        let h = Harness()
+        let (c, client) = try h.client()
+        let requests = h.bridge.fanout.pending
+        var expired = 0
+        _ = requests.wait(PendingRequests.Entry(client: client, id: 1, match: Filter(field: "x", equals: nil)), timeout: .seconds(5)) { _ in
+            expired += 1
+        }
+        requests.waitForAnswer(client, key: "7", id: "q", timeout: .seconds(5)) { expired += 1 }
+        #expect(requests.count(of: client) == 2 && requests.count == 2 && requests.matchedCount == 1 && requests.hasByID)
+        #expect(requests.isWaiting(client, "7") && !requests.isWaiting(client, "8"))
+        guard case .reply(let to) = requests.answer(client, key: "7", final: false) else {
+            Issue.record("the first answer did not reply")
+            return
+        }
+        #expect(to == "q")
+        guard case .answeredAlready = requests.answer(client, key: "7", final: false) else {
+            Issue.record("a second partial answer replied again")
+            return
+        }
+        guard case .answeredAlready = requests.answer(client, key: "7", final: true) else {
+            Issue.record("the final answer after a partial one replied again")
+            return
+        }
+        #expect(!requests.isWaiting(client, "7") && requests.count == 1)
+        guard case .none = requests.answer(client, key: "7", final: true) else {
+            Issue.record("an ended request was answered")
+            return
+        }
+        requests.waitForAnswer(client, key: "8", id: "r", timeout: .seconds(5)) { expired += 1 }
+        #expect(requests.count(of: client) == 2)
+        try c.close().wait()
+        h.loop.run()
+        #expect(requests.count == 0 && !requests.hasByID && !requests.hasMatched)
+        h.loop.advanceTime(by: .seconds(10))
+        #expect(expired == 0, "a gone client's request timed out")
     }
 
     // MARK: - Fan-out by read

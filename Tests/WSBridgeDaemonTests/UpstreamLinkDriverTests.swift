@@ -133,7 +133,8 @@ import WSBridgeProtocol
             self.dialer = EmbeddedDialer(loop: loop)
             self.appProtocol = makeAppProtocolSession(configuration.applicationProtocol).map {
                 AppProtocolLayer(
-                    session: $0, fanout: Fanout(configuration: configuration.local, status: SystemdStatus(), eventLoop: loop), eventLoop: loop, logger: logger)
+                    session: $0, fanout: Fanout(configuration: configuration.local, status: SystemdStatus(), eventLoop: loop),
+                    requests: PendingRequests(eventLoop: loop), eventLoop: loop, logger: logger)
             }
             self.link = UpstreamLink(
                 configuration: configuration, networkAvailable: true, eventLoop: self.loop, logger: logger, connectors: self.dialer,

@@ -57,9 +57,9 @@ final class Fanout: UpstreamEventSink {
     var hasUnsentLines: Bool { !self.unsentEnds.isEmpty }
     let pending: PendingRequests
     /// Whether a subscriber needs a message's parsed view: a filter, `inline_json`, a request's match.
-    func upstreamLinkRequestsInFlight(_ link: any LinkControl) -> Int { self.pending.count }
+    func upstreamLinkRequestsInFlight(_ link: any LinkControl) -> Int { self.pending.matchedCount }
 
-    var needsView: Bool { self.configuration.inlineJSON || self.filtered > 0 || !self.pending.isEmpty }
+    var needsView: Bool { self.configuration.inlineJSON || self.filtered > 0 || self.pending.hasMatched }
     /// The subscribers that see the wire as it is (`"all"`).
     private(set) var wireTaps: [LocalClient] = []
     /// The lines published since the last flush, one after another, and where each one ends
@@ -175,7 +175,7 @@ final class Fanout: UpstreamEventSink {
                 client.send(buffer)
             }
             // The answers to requests in flight went with the link: say so now, not at their timeout.
-            if phase != .open && !self.pending.isEmpty {
+            if phase != .open && self.pending.hasMatched {
                 for entry in self.pending.takeAll() {
                     let error = ProtocolError(
                         .linkLost, "the upstream link went \(phase.rawValue) (\(reason)) before the answer came; send the request again once status says open",
@@ -232,7 +232,7 @@ final class Fanout: UpstreamEventSink {
         let seq = self.seq
         // Parse the payload only if someone needs it: inline JSON, a filter, or a request.
         var parsed = parsed
-        if parsed == nil, message.kind == .text && (self.configuration.inlineJSON || self.filtered > 0 || !self.pending.isEmpty) {
+        if parsed == nil, message.kind == .text && (self.configuration.inlineJSON || self.filtered > 0 || self.pending.hasMatched) {
             parsed = try? JSONValue.parse(message.data.readableBytesView)
         }
         if self.unsentEnds.isEmpty {
@@ -257,7 +257,7 @@ final class Fanout: UpstreamEventSink {
                 client.deliver(copy!, seq: seq)
             }
         }
-        if !self.pending.isEmpty, let parsed {
+        if self.pending.hasMatched, let parsed {
             let matches = self.pending.takeMatches(parsed)
             if !matches.isEmpty { self.flush() }
             for entry in matches {

@@ -203,8 +203,8 @@ extension LocalPlane {
             return
         }
         let local = self.configuration.local
-        let mine = self.pending.count(of: client) + self.protocolRequests(of: client)
-        let all = self.pending.count + self.protocolRequests()
+        let mine = self.pending.count(of: client)
+        let all = self.pending.count
         guard mine < local.maxPendingRequests, all < local.maxPendingRequestsTotal else {
             let which =
                 mine >= local.maxPendingRequests
@@ -272,12 +272,12 @@ extension LocalPlane {
         case .success(let member):
             (appProtocol, link) = (member.layer, member.link)
         }
-        if appProtocol.requests.isWaiting(client, wire.key) {
+        if self.pending.isWaiting(client, wire.key) {
             self.reply(client, ProtocolError(.invalidValue, "\(name): a request with id \(wire) is waiting already: use another id", id: id))
             return
         }
         // Listen first: a local answer comes while the message goes through the protocol layer.
-        appProtocol.requests.wait(client, key: wire.key, id: id, timeout: timeout) { _ in
+        self.pending.waitForAnswer(client, key: wire.key, id: id, timeout: timeout) {
             _ = appProtocol.withSession { session in
                 session.forget(client.id, id: wire)
                 return []
@@ -292,7 +292,7 @@ extension LocalPlane {
         if case .spooling(let stored) = performed.sent {
             // A fleet follower's: the bridge's layer may refuse it.
             stored.assumeIsolated().whenSuccess { outcome in
-                guard case .rejected(let reason) = outcome, appProtocol.requests.cancel(client, key: wire.key) else { return }
+                guard case .rejected(let reason) = outcome, self.pending.cancelAnswer(client, key: wire.key) else { return }
                 self.reply(client, ProtocolError(.invalidValue, reason, id: id))
             }
         }
@@ -303,7 +303,7 @@ extension LocalPlane {
             problem = (.queueFull, reason)
         }
         guard let (code, message) = problem else { return }
-        appProtocol.requests.cancel(client, key: wire.key)
+        self.pending.cancelAnswer(client, key: wire.key)
         self.reply(client, ProtocolError(code, message, id: id))
     }
 }

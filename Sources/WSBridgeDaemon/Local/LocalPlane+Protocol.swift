@@ -27,11 +27,6 @@ extension LocalPlane {
         return all
     }
 
-    /// `request`s waiting for a protocol answer: `client`'s, or everyone's.
-    func protocolRequests(of client: LocalClient? = nil) -> Int {
-        self.protocolLayers.reduce(0) { $0 + (client.map($1.requests.count(of:)) ?? $1.requests.count) }
-    }
-
     /// `app` went (a local client, or a fleet follower's app): what it held on every
     /// connection is let go.
     func protocolAppLeft(_ app: AppID) {

@@ -42,7 +42,8 @@ final class Bridge {
         let status = SystemdStatus()
         let metrics = DaemonMetrics()
         self.metrics = metrics
-        // `request`s wait in it: the plane asks it to wait, the fan-out answers from the stream.
+        // Every `request` waits in it: the plane asks it to wait; the fan-out answers those with
+        // `match` from the stream, the protocol layers those answered by id.
         let pending = PendingRequests(eventLoop: eventLoop)
         let follows = configuration.fleet.isOn && configuration.fleet.role == .follower
         // A follower's stream is the fleet's: every follower numbers a message alike (its seq in
@@ -54,7 +55,8 @@ final class Bridge {
         // With an application protocol, its layer stands between the link and the fan-out.
         self.appProtocol = makeAppProtocolSession(configuration.applicationProtocol, maxMessageSize: configuration.upstream.maxMessageSize).map {
             AppProtocolLayer(
-                session: $0, fanout: fanout, eventLoop: eventLoop, logger: logger, confirmTimeout: configuration.applicationProtocol.confirmTimeout)
+                session: $0, fanout: fanout, requests: pending, eventLoop: eventLoop, logger: logger,
+                confirmTimeout: configuration.applicationProtocol.confirmTimeout)
         }
         self.session = UpstreamSession(
             configuration: configuration, store: sticky?.0, restored: sticky?.1 ?? [], eventLoop: eventLoop, logger: logger)
@@ -90,7 +92,7 @@ final class Bridge {
                 var session = makeAppProtocolSession(protocolSettings, maxMessageSize: maxMessageSize)!
                 session.numberIDs(after: UInt64(slot) << 40)
                 return AppProtocolLayer(
-                    session: session, fanout: fanout, passOn: members, eventLoop: eventLoop, logger: logger,
+                    session: session, fanout: fanout, requests: pending, passOn: members, eventLoop: eventLoop, logger: logger,
                     confirmTimeout: protocolSettings.confirmTimeout)
             }
         self.pool = UpstreamPool(

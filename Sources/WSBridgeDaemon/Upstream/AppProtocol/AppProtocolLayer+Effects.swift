@@ -50,7 +50,7 @@ extension AppProtocolLayer {
                     continue
                 }
                 performed.delivered = true
-                if !self.requests.isEmpty, self.answerRequest(of: client, with: json, lost: lost) { continue }
+                if self.requests.hasByID, self.answerRequest(of: client, with: json, lost: lost) { continue }
                 self.fanout.deliver(json, data: self.wireBytes(json, original: original), to: client, receivedAtMillis: receivedAtMillis)
             case .refuse(let reason):
                 performed.refusal = reason
@@ -139,7 +139,7 @@ extension AppProtocolLayer {
 
     /// An app went away: what it held is let go (ended upstream when it was the last holder).
     func appLeft(_ app: AppID, link: any LinkControl) {
-        self.requests.cancelAll(of: app)
+        self.requests.cancelAnswers(of: app)
         if let remote = self.remote {
             remote.appLeft(app)
             return

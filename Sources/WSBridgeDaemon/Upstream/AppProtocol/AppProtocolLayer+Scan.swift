@@ -14,7 +14,7 @@ extension AppProtocolLayer {
     /// protocol's WebSocket message may carry several): the bytes they took, up to the first it
     /// cannot (0: none; the rest is parsed).
     func routeByScan(_ message: UpstreamMessage) -> Int {
-        guard self.scans, self.requests.isEmpty, !self.fanout.needsView, !self.fanout.hasWireTaps else { return 0 }
+        guard self.scans, !self.requests.hasByID, !self.fanout.needsView, !self.fanout.hasWireTaps else { return 0 }
         let total = message.data.readableBytes
         var offset = 0
         while offset < total {

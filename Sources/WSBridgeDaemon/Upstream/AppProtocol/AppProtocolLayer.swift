@@ -16,8 +16,9 @@ final class AppProtocolLayer: UpstreamEventSink {
     /// The protocol's session, changed in place only (`withSession`): a copy would make every
     /// table it changes copy itself first.
     var session: AppProtocolSession
-    /// `request`s answered by the protocol's ids.
-    let requests: AppProtocolRequests
+    /// Where `request`s wait (the plane's one registry): this layer answers those waiting for
+    /// a message with the protocol's ids.
+    let requests: PendingRequests
     /// The server's last error report (status `protocol.server_error`).
     var serverError: AppProtocolServerError?
     /// Where messages for subscribers go: numbered, journaled, fanned out.
@@ -63,7 +64,8 @@ final class AppProtocolLayer: UpstreamEventSink {
     weak var remote: (any RemoteProtocolApps)?
 
     init(
-        session: AppProtocolSession, fanout: Fanout, passOn: (any UpstreamEventSink)? = nil, eventLoop: any EventLoop, logger: Logger,
+        session: AppProtocolSession, fanout: Fanout, requests: PendingRequests, passOn: (any UpstreamEventSink)? = nil, eventLoop: any EventLoop,
+        logger: Logger,
         confirmTimeout: Duration = .seconds(1)
     ) {
         self.confirmTimeout = confirmTimeout
@@ -72,7 +74,7 @@ final class AppProtocolLayer: UpstreamEventSink {
         self.passOn = passOn ?? fanout
         self.eventLoop = eventLoop
         self.logger = logger
-        self.requests = AppProtocolRequests(eventLoop: eventLoop)
+        self.requests = requests
         self.isText = session.codec.isText
         self.routing = session.routing
         self.scans = session.codec.scansUpstream
