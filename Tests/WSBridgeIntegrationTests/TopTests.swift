@@ -122,7 +122,16 @@ import WSBridgeProtocol
         // The app's row: its pid (this process) and its program, as /proc names it.
         let comm = try String(contentsOfFile: "/proc/self/comm", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(rows.contains { $0.count >= 3 && $0[1] == "\(getpid())" && $0[2] == comm }, "\(comm): \(frame)")
+        try await Self.quit(top, terminal)
+    }
+
+    /// q ends `top`; waits until it exited (a Process let go while its child runs mixes up file
+    /// descriptors that are reused meanwhile).
+    static func quit(_ top: Process, _ terminal: PseudoTerminal) async throws {
         terminal.type("q")
+        let deadline = ContinuousClock.now + .seconds(20)
+        while top.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(!top.isRunning && top.terminationStatus == 0)
     }
 
     /// The messages the `clients` op (what top reads) counts for the subscriber of pid `pid`.
