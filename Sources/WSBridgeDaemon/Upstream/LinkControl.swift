@@ -73,6 +73,14 @@ protocol UpstreamEventSink: AnyObject {
     func upstreamLinkReadComplete(_ link: any LinkControl)
     /// Requests waiting for their answers: a renewal's old connection stays open for them.
     func upstreamLinkRequestsInFlight(_ link: any LinkControl) -> Int
+    /// Its part in a renewal's overlap: an application protocol's layer runs the new
+    /// connection's session and dedupes as apps see messages; nil (the fan-out's): the link
+    /// dedupes the wire's bytes.
+    var renewalOverlap: (any RenewalOverlapSink)? { get }
+}
+
+extension UpstreamEventSink {
+    var renewalOverlap: (any RenewalOverlapSink)? { nil }
 }
 
 extension LinkControl {

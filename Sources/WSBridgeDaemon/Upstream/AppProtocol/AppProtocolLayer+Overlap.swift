@@ -46,6 +46,9 @@ enum OverlapSide {
 }
 
 extension AppProtocolLayer: RenewalOverlapSink {
+    /// The layer is its own part in a renewal's overlap (`UpstreamEventSink`).
+    var renewalOverlap: (any RenewalOverlapSink)? { self }
+
     func overlapBegan(_ link: any LinkControl, other: any ProtocolConnection, dedupe: [String], window: Int) {
         if let last = self.overlap, last.tookOver, last.otherEnded {
             // Within the last overlap's moment: its dedupe stays for the current connection.

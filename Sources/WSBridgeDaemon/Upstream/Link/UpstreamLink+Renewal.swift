@@ -276,7 +276,7 @@ extension UpstreamLink {
     }
 
     /// The protocol's layer, when it runs a renewal's overlap (nil: raw, the link dedupes).
-    var protocolOverlap: (any RenewalOverlapSink)? { self.events as? any RenewalOverlapSink }
+    var protocolOverlap: (any RenewalOverlapSink)? { self.events.renewalOverlap }
 
     /// `status`'s `renewal`, when renewal is set.
     var renewalStatus: StatusReport.Renewal? {
