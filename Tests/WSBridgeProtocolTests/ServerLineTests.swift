@@ -49,6 +49,11 @@ import WSBridgeProtocol
 
         let ok = ReplyLine.ok(id: 7, SendResult.queued(depth: 2, state: .connecting).json)
         try self.roundTrip(.reply(ok), ok.json)
+        // What a queued send waits for goes as `waits`, and comes back; absent from an older daemon.
+        let paced = SendResult.queued(depth: 3, state: .open, waits: .pace)
+        #expect(paced.json["waits"] == "pace")
+        #expect(try SendResult(json: paced.json) == paced)
+        #expect(SendResult.queued(depth: 3, state: .open).json["waits"] == nil)
         let failed = ReplyLine(id: "q", .failure(ProtocolError(.queueFull, "full", id: "q")))
         try self.roundTrip(.reply(failed), failed.json)
         #expect(failed.json == ProtocolError(.queueFull, "full", id: "q").reply)
