@@ -59,13 +59,7 @@ import WSBridgeProtocol
         let subscriber = try await f.client(name: "subscriber")
         subscriber.send(#"{"id":"s","op":"subscribe"}"#)
         #expect(await subscriber.reply("s")?["ok"] == true)
-        let terminal = try PseudoTerminal()
-        let top = Process()
-        top.executableURL = URL(fileURLWithPath: "\(Paths.bin)/wsbridgectl")
-        top.arguments = ["--socket", f.socket, "top", "--interval", "0.2"]
-        let tty = FileHandle(fileDescriptor: terminal.slave, closeOnDealloc: false)
-        (top.standardInput, top.standardOutput, top.standardError) = (tty, tty, tty)
-        try top.run()
+        let (top, terminal) = try Self.top(f.socket)
         defer { if top.isRunning { top.terminate() } }
         // Two frames: the second has rates, the header and the subscriber's row on both.
         try await terminal.wait("two frames with the connection and the subscriber") { text in
@@ -103,13 +97,7 @@ import WSBridgeProtocol
         JSONProtocolTests.subscribe(app, id: 2, type: "alpha", request: "sa")
         #expect(await JSONRPCProtocolTests.waitFor(app) { $0["type"] == "event" } != nil)
         #expect(try daemonStatus(socket).protocol?.subscriptions.count == 1)
-        let terminal = try PseudoTerminal()
-        let top = Process()
-        top.executableURL = URL(fileURLWithPath: "\(Paths.bin)/wsbridgectl")
-        top.arguments = ["--socket", socket, "top", "--interval", "0.2"]
-        let tty = FileHandle(fileDescriptor: terminal.slave, closeOnDealloc: false)
-        (top.standardInput, top.standardOutput, top.standardError) = (tty, tty, tty)
-        try top.run()
+        let (top, terminal) = try Self.top(socket)
         defer { if top.isRunning { top.terminate() } }
         try await terminal.wait("a frame with the connection and the client") { text in
             text.components(separatedBy: "\u{1b}[H\u{1b}[2J").count >= 3 && text.contains("CONNECTION") && text.contains("PROGRAM")
@@ -123,6 +111,18 @@ import WSBridgeProtocol
         let comm = try String(contentsOfFile: "/proc/self/comm", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(rows.contains { $0.count >= 3 && $0[1] == "\(getpid())" && $0[2] == comm }, "\(comm): \(frame)")
         try await Self.quit(top, terminal)
+    }
+
+    /// `wsbridgectl top` for the daemon at `socket`, drawing every 0.2 s on a pseudo-terminal.
+    static func top(_ socket: String) throws -> (Process, PseudoTerminal) {
+        let terminal = try PseudoTerminal()
+        let top = Process()
+        top.executableURL = URL(fileURLWithPath: "\(Paths.bin)/wsbridgectl")
+        top.arguments = ["--socket", socket, "top", "--interval", "0.2"]
+        let tty = FileHandle(fileDescriptor: terminal.slave, closeOnDealloc: false)
+        (top.standardInput, top.standardOutput, top.standardError) = (tty, tty, tty)
+        try top.run()
+        return (top, terminal)
     }
 
     /// q ends `top`; waits until it exited (a Process let go while its child runs mixes up file
