@@ -88,10 +88,14 @@ final class UpstreamPool: LinkControl {
     /// A send that is not a subscription: on the first open connection (queued on the first
     /// when none is open).
     func send(_ message: OutboundMessage) -> SendOutcome {
-        (self.links.first { $0.phase == .open } ?? self.first).send(message)
+        self.firstOpen.send(message)
     }
 
-    var sendsWait: SendWait { (self.links.first { $0.phase == .open } ?? self.first).sendsWait }
+    var sendsWait: SendWait { self.firstOpen.sendsWait }
+
+    /// The first open connection (the first when none is open): where sends that are not
+    /// subscriptions go.
+    private var firstOpen: UpstreamLink { self.links.first { $0.phase == .open } ?? self.first }
 
     func sendAhead(_ message: OutboundMessage, key: String?) -> Bool {
         // The key goes with it: a renewal's new connection that carried it does not get it again.
@@ -107,13 +111,11 @@ final class UpstreamPool: LinkControl {
         let placed = self.placement.place(key, weight: self.weight(of: payload), extra: self.layerLoad)
         switch placed {
         case .refused(let why): return why
-        case .open(let slot):
-            self.open(slot)
+        case .on(let slot), .open(let slot):
+            if case .open = placed { self.open(slot) }
             self.session.placement?[key] = slot
-        case .on(let slot):
-            self.session.placement?[key] = slot
+            return nil
         }
-        return nil
     }
 
     /// The weight of connection `slot`'s protocol layer's subscriptions.
