@@ -310,28 +310,28 @@ import WSBridgeProtocol
         #expect(lines.firstIndex(of: "answered 1 77").map { a in lines.firstIndex(of: "closed 1 1000").map { a < $0 } ?? false } == true)
     }
 
-    /// Sends past the pace (4 a second, a burst of 4) while the link is open: the reply says they
+    /// Sends past the pace (1 a second, a burst of 1) while the link is open: the reply says they
     /// wait for the pace, not for the link to open (`waits`: `pace`).
     @Test func aSendHeldByThePaceSaysItWaitsForThePace() async throws {
         let dir = try TemporaryDirectory()
-        let (feed, daemon, socket) = try await Self.start(feed: ["--messages-per-second", "5"], limits: "messages_per_second = 4\nburst = 4", dir: dir)
+        let (feed, daemon, socket) = try await Self.start(feed: ["--messages-per-second", "5"], limits: "messages_per_second = 1\nburst = 1", dir: dir)
         defer {
             daemon.stop()
             feed.stop()
         }
-        // 40 lines on one connection: however slowly this machine runs them, more than the
-        // burst and the pace's refill go before the last is sent.
-        let lines = (1...40).map { #"{"method":"LIST_SUBSCRIPTIONS","id":\#($0)}"# }.joined(separator: "\n") + "\n"
+        // 20 lines on one connection: unless this machine took 20 s to send them, more than the
+        // burst and the pace's refill are sent before the last (the pace is the bound, not a clock).
+        let lines = (1...20).map { #"{"method":"LIST_SUBSCRIPTIONS","id":\#($0)}"# }.joined(separator: "\n") + "\n"
         let r = try spawnAndWait("\(Paths.bin)/wsbridgectl", ["--socket", socket, "send"], stdin: lines)
         #expect(r.status == 0, "\(r)")
         let replies = r.stdout.split(separator: "\n")
-        #expect(replies.count == 40, "\(r.stdout)")
+        #expect(replies.count == 20, "\(r.stdout)")
         #expect(replies.first == "sent", "\(r.stdout)")
         #expect(
             replies.contains { $0.hasPrefix("queued for the pace (upstream.limits): ") && $0.hasSuffix(" waiting, sent as the pace allows") }, "\(r.stdout)")
         #expect(!replies.contains { $0.contains("until the link opens") }, "\(r.stdout)")
         // All of them go, within the pace: no violation.
-        #expect(await feed.stdout.wait(timeout: .seconds(60), containing: #"recv 1 {"method":"LIST_SUBSCRIPTIONS","id":40}"#) != nil)
+        #expect(await feed.stdout.wait(timeout: .seconds(120), containing: #"recv 1 {"method":"LIST_SUBSCRIPTIONS","id":20}"#) != nil)
         #expect(!feed.stdout.text.contains("violation"))
     }
 
