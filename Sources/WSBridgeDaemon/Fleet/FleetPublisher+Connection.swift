@@ -109,8 +109,11 @@ extension FleetPublisher {
             self.lastError = nil
             if let connection = self.connection { self.lease?.start(connection: connection) }
             self.logger.notice("fleet: publishing into the JetStream stream \(self.fleet.stream), subject \(self.fleet.subject)")
-            self.requeueInFlight()
-            // What the stream has of this bridge's is read before anything more goes.
+            // What was in flight keeps its handing: each has one answer from the client (stored,
+            // refused, or timed out after ack_timeout; a refused or timed-out one waits again in
+            // its place). Handing it again now would let the first handing's late answer be
+            // taken for the second's. Once the flight has landed, the stream's last message is
+            // read before anything more goes.
             self.resyncing = true
             self.resyncWhenLanded()
             self.pump()

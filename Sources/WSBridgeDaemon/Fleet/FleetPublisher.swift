@@ -224,7 +224,6 @@ final class FleetPublisher {
                 } else {
                     next.previous.flatMap { $0 == self.lastHanded?.seq ? self.lastHanded?.id : nil }
                 }
-            self.lastHanded = (next.seq, id)
             var owned: OpaquePointer? = msg
             let status = id.withCString { id in
                 options.MsgId = id
@@ -235,10 +234,12 @@ final class FleetPublisher {
             }
             if let owned { api.natsMsg_Destroy(owned) }
             guard status == NATS_OK else {
-                // NATS away, or the client's buffer full: the message waits for the next try.
+                // NATS away, or the client's buffer full: the message waits for the next try,
+                // chained as it was (only a handed message is the next one's expectation).
                 self.failed("publishing: \(self.library.text(status))")
                 return
             }
+            self.lastHanded = (next.seq, id)
             if fromWaiting {
                 self.waiting.removeFirst()
                 self.waitingBytes -= length
@@ -301,18 +302,6 @@ final class FleetPublisher {
             } else {
                 return
             }
-        }
-    }
-
-    /// After NATS came back: what was in flight and not acknowledged goes again, in order
-    /// (JetStream drops those it stored already, by their ids).
-    func requeueInFlight() {
-        guard !self.inFlight.isEmpty else { return }
-        let again = self.inFlight.values.sorted { $0.seq < $1.seq }
-        self.inFlight.removeAll()
-        for pending in again.reversed() {
-            self.waiting.prepend(pending)
-            self.waitingBytes += pending.message.data.readableBytes
         }
     }
 }
