@@ -178,10 +178,13 @@ final class NATSHandlers: @unchecked Sendable {
     static let reconnected: natsConnectionHandler = { _, closure in handlers(closure)?.connectionChanged(true, false) }
     static let closed: natsConnectionHandler = { _, closure in handlers(closure)?.connectionChanged(false, true) }
 
-    /// A publish's answer: the message's seq read from its header, then told.
+    /// A publish's answer: the message's seq read from its header, then told. The handler owns
+    /// the message (the client hands it over and forgets it): destroyed here.
     static let ack: jsPubAckHandler = { _, message, _, error, closure in
-        guard let handlers = handlers(closure), let message else { return }
+        guard let message else { return }
+        guard let handlers = handlers(closure) else { return }
         let api = handlers.library.api
+        defer { api.natsMsg_Destroy(message) }
         var value: UnsafePointer<CChar>?
         guard api.natsMsgHeader_Get(message, FleetPublisher.seqHeader, &value) == NATS_OK, let value, let seq = UInt64(String(cString: value)) else { return }
         let text: String? = error.map { e in
