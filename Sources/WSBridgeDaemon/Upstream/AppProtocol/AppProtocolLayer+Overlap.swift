@@ -7,25 +7,20 @@ import WSBridgeProtocol
 /// it while the old one delivers; apps' subscribes and ends go to both sessions, their calls to
 /// the current one. The same event carries other ids on each connection, so the two are matched
 /// as apps see them: what a message delivers, its ids mapped back to the apps' (by
-/// `upstream.dedupe`'s paths in it, else by its bytes). At the takeover the new session is the
-/// current one; the old one's stays for the answers still due on the old connection.
+/// `upstream.dedupe`'s paths in it, else by its bytes), through the layer's `RenewalOverlap`
+/// (the link's rule for the wire's messages). At the takeover the new session is the current
+/// one; the old one's stays for the answers still due on the old connection, until it ends.
 final class AppProtocolOverlap {
     /// The other connection's session: the new one's until it takes over, then the old one's.
     var session: AppProtocolSession
     /// The other connection (the link resolves which: the new one, then the old one).
     let connection: any ProtocolConnection
-    var dedupe: OverlapDedupe<OverlapDelivery>
-    /// The new connection took over: the other is the old one.
-    var tookOver = false
-    /// The old connection ended: its session has nothing more to answer.
-    var otherEnded = false
     /// The new session's restore (`protocol.confirm_timeout`).
     var restoreWatch = RestoreWatch()
 
-    init(session: AppProtocolSession, connection: any ProtocolConnection, dedupe: OverlapDedupe<OverlapDelivery>) {
+    init(session: AppProtocolSession, connection: any ProtocolConnection) {
         self.session = session
         self.connection = connection
-        self.dedupe = dedupe
     }
 }
 
@@ -50,101 +45,92 @@ extension AppProtocolLayer: RenewalOverlapSink {
     var renewalOverlap: (any RenewalOverlapSink)? { self }
 
     func overlapBegan(_ link: any LinkControl, other: any ProtocolConnection, dedupe: [String], window: Int) {
-        if let last = self.overlap, last.tookOver, last.otherEnded {
-            // Within the last overlap's moment: its dedupe stays for the current connection.
-            self.endOverlapTail()
-            self.overlapTail = last
-            self.overlap = nil
-        }
+        // Within the last overlap's moment its dedupe stays for the current connection.
         self.endOverlap()
-        self.overlap = AppProtocolOverlap(
-            session: self.session.forRenewal(), connection: other, dedupe: OverlapDedupe(paths: dedupe, window: window))
+        self.overlapDedupe.begin(paths: dedupe, window: window)
+        self.overlap = AppProtocolOverlap(session: self.session.forRenewal(), connection: other)
     }
 
     func overlapMessage(_ link: any LinkControl, _ message: UpstreamMessage, ready: Bool) -> Bool {
-        guard let overlap, !overlap.otherEnded else { return false }
+        guard let overlap, let dedupe = self.overlapDedupe.dedupe else { return false }
         self.overlapRoute(message, side: .other, link: link, handshake: !ready)
         // Not while the new connection still restores subscriptions that had not worked when the
         // overlap began (one at a time, each confirmed by its first event): the old connection's
         // events of those are the only ones until then (taking over first lost them). Unless the
         // overlap's memory is full (`upstream.dedupe_window`): then it takes over all the same.
-        return !overlap.tookOver && ((overlap.dedupe.caughtUp && overlap.session.restoreStep == nil) || overlap.dedupe.isFull)
+        return !dedupe.tookOver && ((dedupe.caughtUp && overlap.session.restoreStep == nil) || dedupe.isFull)
     }
 
     func overlapReady(_ link: any LinkControl) {
-        guard let overlap, !overlap.tookOver else { return }
+        guard let overlap, !self.overlapDedupe.tookOver else { return }
         let effects = self.withSide(.other) { $0.opened() }
         self.perform(effects, link: overlap.connection, receivedAtMillis: WallClock.millisecondsSinceEpoch())
         self.watchOtherRestore()
     }
 
     func overlapTookOver(_ link: any LinkControl) {
-        guard let overlap, !overlap.tookOver else { return }
+        guard let overlap, !self.overlapDedupe.tookOver else { return }
         swap(&self.session, &overlap.session)
         self.session.tookOver(from: overlap.session)
-        overlap.tookOver = true
-        // The connection the last overlap's dedupe watched is no longer the current one.
-        self.endOverlapTail()
+        // What the new connection brought ahead of the old, in its order (the last overlap's
+        // moment is over with it: its connection is the old one now).
+        let held = self.overlapDedupe.takeOver()
         // The old session's restore is over; the new one's is the layer's.
         overlap.restoreWatch.cancel()
         self.restoreWatch.cancel()
         self.watchRestore(link: link)
-        // What the new connection brought ahead of the old, in its order.
-        for delivery in overlap.dedupe.takeOver() { self.deliver(delivery, link: link) }
+        for delivery in held { self.deliver(delivery, link: link) }
     }
 
     func overlapEnded(_ link: any LinkControl, _ why: String) {
-        guard let overlap else { return }
-        guard overlap.tookOver else {
+        guard self.overlap != nil else { return }
+        guard self.overlapDedupe.tookOver else {
             // The renewal failed: its session goes with its connection; the last overlap's
             // moment, if it is not over, goes on.
+            self.overlapDedupe.failed()
             self.endOverlap()
-            self.overlap = self.overlapTail
-            self.overlapTail = nil
             return
         }
         self.oldConnectionLost("the upstream connection was renewed, and the old one ended (\(why)) before the answer came", link: link)
+        // Its dedupe stays a moment for the current connection (the link ends it).
+        self.overlapDedupe.oldEnded()
+        self.endOverlap()
     }
 
     func overlapDedupeEnded() {
-        if self.overlapTail != nil {
-            self.endOverlapTail()
-        } else if let overlap, overlap.tookOver, overlap.otherEnded {
-            self.endOverlap()
-        }
+        self.overlapDedupe.endTail()
     }
 
-    var overlapBehind: [String] { self.overlap?.dedupe.behind() ?? [] }
+    var overlapBehind: [String] { self.overlapDedupe.dedupe?.behind() ?? [] }
 
-    var overlapDuplicatesDropped: Int {
-        self.overlapDroppedBefore + (self.overlap?.dedupe.dropped ?? 0) + (self.overlapTail?.dedupe.dropped ?? 0)
-    }
+    var overlapDuplicatesDropped: Int { self.overlapDedupe.duplicatesDropped }
 
     /// Requests waiting for their answers: the fan-out's, and the calls of a renewal's old
     /// connection (it stays open for them).
     func upstreamLinkRequestsInFlight(_ link: any LinkControl) -> Int {
         var waiting = self.fanout.upstreamLinkRequestsInFlight(link)
-        if let overlap, overlap.tookOver, !overlap.otherEnded { waiting += overlap.session.callsWaiting }
+        if let overlap, self.overlapDedupe.tookOver { waiting += overlap.session.callsWaiting }
         return waiting
     }
 
     /// The link left `open`: a renewal under way goes with it (`lost`: what the calls still due
     /// on its old connection are told).
     func overlapLost(_ lost: String) {
-        self.endOverlapTail()
-        guard let overlap else { return }
-        if overlap.tookOver { self.oldConnectionLost(lost, link: nil) }
+        if self.overlap != nil, self.overlapDedupe.tookOver { self.oldConnectionLost(lost, link: nil) }
+        self.overlapDedupe.end()
         self.endOverlap()
     }
 
     // MARK: - Messages
 
-    /// A message of either connection during an overlap, through its connection's session: what
-    /// it sends goes on that connection; what it delivers, once (`handshake`: the new connection
-    /// is not restored yet, and what it delivers goes nowhere, as on any connection not yet open).
+    /// A message of either connection during an overlap (or of the current one during the last
+    /// overlap's moment), through its connection's session: what it sends goes on that
+    /// connection; what it delivers, once (`handshake`: the new connection is not restored yet,
+    /// and what it delivers goes nowhere, as on any connection not yet open).
     func overlapRoute(_ message: UpstreamMessage, side: OverlapSide, link: any LinkControl, handshake: Bool) {
-        guard let overlap else { return }
-        let connection: any ProtocolConnection = side == .current ? link : overlap.connection
+        let overlap = self.overlap
+        guard side == .current || overlap != nil else { return }
+        let connection: any ProtocolConnection = overlap.map { side == .current ? link : $0.connection } ?? link
         var parts: [(view: JSONValue?, data: ByteBuffer)]
         if message.kind == .binary && !self.isText {
             parts = [(nil, message.data)]
@@ -160,13 +146,11 @@ extension AppProtocolLayer: RenewalOverlapSink {
             let mayRoute = self.routing.map { keys in message.data.withUnsafeReadableBytes { keys.mayRoute($0) } } ?? true
             parts = [(mayRoute ? try? JSONValue.parse(message.data.readableBytesView) : nil, message.data)]
         }
-        // The old connection's, until the new one took over; then the new one's.
-        let from: OverlapDedupe<OverlapDelivery>.Side = (side == .current) != overlap.tookOver ? .old : .new
         // After the takeover the old connection's events are the new one's: it delivers only
         // what answers an app waiting on it (a call, a subscribe).
-        let retired = side == .other && overlap.tookOver
+        let retired = side == .other && self.overlapDedupe.tookOver
         for (view, data) in parts {
-            let answers = retired && view.map { overlap.session.answersWaiting($0) } == true
+            let answers = retired && view.map { overlap?.session.answersWaiting($0) == true } == true
             let effects = view.map { view in self.withSide(side) { $0.fromUpstream(view) } } ?? [.broadcast]
             let original = view.map { ($0, data) }
             self.perform(effects.filter { !$0.isDelivery }, link: connection, receivedAtMillis: message.receivedAtMillis, original: original)
@@ -179,17 +163,11 @@ extension AppProtocolLayer: RenewalOverlapSink {
             }
             // Known by what its first delivery carries, as apps see it.
             let seen: ByteBuffer = if case .app(_, let json) = first { self.wireBytes(json, original: original) } else { data }
-            var kept = delivery
-            if side == .current, let tail = self.overlapTail {
-                // The last overlap's old connection may have delivered it first.
-                guard let admitted = seen.withUnsafeReadableBytes({ tail.dedupe.admit(delivery, bytes: $0, from: .new) }) else { continue }
-                kept = admitted
-            }
-            if let admitted = seen.withUnsafeReadableBytes({ overlap.dedupe.admit(kept, bytes: $0, from: from) }) {
+            if let admitted = seen.withUnsafeReadableBytes({ self.overlapDedupe.admit(delivery, bytes: $0, fromCurrent: side == .current) }) {
                 self.deliver(admitted, link: link)
             }
         }
-        if side == .current { self.watchRestore(link: link) } else if !overlap.tookOver { self.watchOtherRestore() }
+        if side == .current { self.watchRestore(link: link) } else if !self.overlapDedupe.tookOver { self.watchOtherRestore() }
     }
 
     /// Delivers what one upstream message of an overlap delivers.
@@ -211,7 +189,7 @@ extension AppProtocolLayer: RenewalOverlapSink {
     /// An app's subscribe or end, on the new connection's session too until it takes over:
     /// what goes upstream goes on the new connection.
     func mirror(_ body: (inout AppProtocolSession) -> [AppProtocolEffect]) {
-        guard let overlap, !overlap.tookOver else { return }
+        guard let overlap, !self.overlapDedupe.tookOver else { return }
         let effects = self.withSide(.other, body)
         guard !effects.isEmpty else { return }
         self.perform(effects, link: overlap.connection, receivedAtMillis: WallClock.millisecondsSinceEpoch())
@@ -222,7 +200,7 @@ extension AppProtocolLayer: RenewalOverlapSink {
     private func watchOtherRestore() {
         guard let overlap else { return }
         overlap.restoreWatch.watch(overlap.session.restoreStep, after: self.confirmTimeout, on: self.eventLoop) { [weak overlap] step in
-            guard let overlap, self.overlap === overlap, !overlap.tookOver else { return }
+            guard let overlap, self.overlap === overlap, !self.overlapDedupe.tookOver else { return }
             let effects = self.withSide(.other) { $0.confirmationTimedOut(step: step) }
             self.perform(effects, link: overlap.connection, receivedAtMillis: WallClock.millisecondsSinceEpoch())
             self.watchOtherRestore()
@@ -231,22 +209,14 @@ extension AppProtocolLayer: RenewalOverlapSink {
 
     /// The old connection ended after the takeover: its calls still waiting are told `reason`.
     private func oldConnectionLost(_ reason: String, link: (any ProtocolConnection)?) {
-        guard let overlap, overlap.tookOver, !overlap.otherEnded else { return }
-        overlap.otherEnded = true
+        guard let overlap, self.overlapDedupe.tookOver else { return }
         let effects = self.withSide(.other) { $0.lost(reason: reason) }.filter(\.isDelivery)
         self.perform(effects, link: link ?? overlap.connection, receivedAtMillis: WallClock.millisecondsSinceEpoch(), lost: reason)
     }
 
+    /// The overlap's sessions: the other connection's goes.
     private func endOverlap() {
-        guard let overlap else { return }
-        overlap.restoreWatch.cancel()
-        self.overlapDroppedBefore += overlap.dedupe.dropped
+        self.overlap?.restoreWatch.cancel()
         self.overlap = nil
-    }
-
-    private func endOverlapTail() {
-        guard let tail = self.overlapTail else { return }
-        self.overlapDroppedBefore += tail.dedupe.dropped
-        self.overlapTail = nil
     }
 }

@@ -52,14 +52,12 @@ final class AppProtocolLayer: UpstreamEventSink {
     /// `protocol.confirm_timeout`, and the wait for the restore's subscription in flight.
     let confirmTimeout: Duration
     var restoreWatch = RestoreWatch()
-    /// A renewal's overlap: the new connection's session beside this one (AppProtocolLayer+Overlap).
+    /// A renewal's overlap: the other connection's session beside this one, until the old one
+    /// ended (AppProtocolLayer+Overlap).
     var overlap: AppProtocolOverlap?
-    /// The last overlap, its old connection ended, when the next renewal began within its
-    /// moment: its dedupe still sees the current connection's messages first, until the link
-    /// ends the moment or the next renewal's connection takes over (AppProtocolLayer+Overlap).
-    var overlapTail: AppProtocolOverlap?
-    /// Duplicates dropped by the overlaps that ended.
-    var overlapDroppedBefore = 0
+    /// What the two connections deliver, each once (`RenewalOverlap`: the overlap, then its
+    /// moment after the old connection ended).
+    var overlapDedupe = RenewalOverlap<OverlapDelivery>()
     /// On a fleet follower: its bridge, whose layer holds this host's apps (`+Remote`).
     weak var remote: (any RemoteProtocolApps)?
 
@@ -87,7 +85,7 @@ final class AppProtocolLayer: UpstreamEventSink {
 
     func upstreamLink(_ link: any LinkControl, emitted event: UpstreamEvent) {
         switch event {
-        case .message(let message) where self.overlap != nil:
+        case .message(let message) where self.overlapDedupe.isOverlapping:
             // A renewal's overlap: both connections' messages, each once.
             self.overlapRoute(message, side: .current, link: link, handshake: false)
         case .message(let message) where message.kind == .text || self.isText:

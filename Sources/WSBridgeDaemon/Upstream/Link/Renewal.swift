@@ -20,20 +20,13 @@ final class Renewal {
     private(set) var retiring: LinkAttempt?
     /// The old connection's close frame went.
     private(set) var retiringClosed = false
-    /// The overlap's dedupe: from the renewal's start until the old one ended (nil with a
-    /// protocol: its layer dedupes).
-    var dedupe: OverlapDedupe<UpstreamMessage>?
-    /// The last overlap's dedupe after its old connection ended, a moment more (`tailEnd`) for
-    /// what the connection that took over (`tailGeneration`) still brings that the old one
-    /// delivered first. A renewal that begins meanwhile keeps it: that connection's messages
-    /// pass it, then the new overlap's dedupe. (With a protocol the dedupe is the layer's, and
-    /// only the moment is kept here.)
-    private var tail: OverlapDedupe<UpstreamMessage>?
-    private var tailGeneration: Int?
+    /// The wire's messages of the two connections, each once (`RenewalOverlap`: the overlap,
+    /// then its moment after the old connection ended). Not with a protocol: its layer compares
+    /// what they deliver, by the same rule; only the moment (`tailEnd`) is kept here then.
+    private(set) var overlap = RenewalOverlap<UpstreamMessage>()
+    /// The end of the last overlap's moment.
     private var tailEnd: Scheduled<Void>?
-    /// Duplicates dropped by the overlaps that ended.
-    private var droppedBefore = 0
-    var duplicatesDropped: Int { self.droppedBefore + (self.dedupe?.dropped ?? 0) + (self.tail?.dropped ?? 0) }
+    var duplicatesDropped: Int { self.overlap.duplicatesDropped }
     /// A renewal asked for while the last one's old connection was still closing: why.
     var waiting: String?
     /// Why this renewal, for the log and `status`.
@@ -53,7 +46,7 @@ final class Renewal {
     private(set) var last: StatusReport.Renewal.Last?
 
     /// An overlap's dedupe is on, or the last one's still: messages are compared.
-    var isOverlapping: Bool { self.dedupe != nil || self.tail != nil }
+    var isOverlapping: Bool { self.overlap.isOverlapping }
 
     var isUnderway: Bool { self.successor != nil || self.retiring != nil }
 
@@ -77,8 +70,9 @@ final class Renewal {
         self.deadline = timer
     }
 
-    /// A renewal starts: `successor` is its connection.
-    func start(_ successor: LinkAttempt, why: String, dedupe: OverlapDedupe<UpstreamMessage>?, now: MonotonicInstant) {
+    /// A renewal starts: `successor` is its connection; `dedupe` (`upstream.dedupe`'s paths and
+    /// window) when the wire's messages are compared here.
+    func start(_ successor: LinkAttempt, why: String, dedupe: (paths: [String], window: Int)?, now: MonotonicInstant) {
         self.clear()
         self.successor = successor
         self.successorKeepalive = nil
@@ -86,8 +80,7 @@ final class Renewal {
         self.sentKeys = []
         self.why = why
         self.startedAt = now
-        self.endDedupe()
-        self.dedupe = dedupe
+        if let dedupe { self.overlap.begin(paths: dedupe.paths, window: dedupe.window) }
     }
 
     /// The successor's session is restored, `keys` the sticky keys sent on it.
@@ -96,23 +89,10 @@ final class Renewal {
         self.sentKeys = keys
     }
 
-    /// What the overlap delivers of `message` from `side`, a message of connection `generation`
-    /// (all of it when there is no overlap): the last overlap's dedupe sees it first when it is
-    /// the connection that overlap's old one gave way to.
-    func admit(_ message: UpstreamMessage, from side: OverlapDedupe<UpstreamMessage>.Side, generation: Int) -> UpstreamMessage? {
-        var message = message
-        if self.tail != nil, self.tailGeneration == generation {
-            guard let kept = message.data.withUnsafeReadableBytes({ self.tail!.admit(message, bytes: $0, from: .new) }) else { return nil }
-            message = kept
-        }
-        guard self.dedupe != nil else { return message }
-        return message.data.withUnsafeReadableBytes { self.dedupe!.admit(message, bytes: $0, from: side) }
-    }
-
-    /// What the overlap delivers of the current connection's (`generation`) `message`: the old
-    /// one's until the new one took over, then the new one's.
-    func admitCurrent(_ message: UpstreamMessage, generation: Int) -> UpstreamMessage? {
-        self.admit(message, from: self.dedupe?.tookOver == true ? .new : .old, generation: generation)
+    /// What the overlap delivers of `message`, from the link's current connection or the
+    /// renewal's other one (all of it when there is no overlap).
+    func admit(_ message: UpstreamMessage, fromCurrent: Bool) -> UpstreamMessage? {
+        message.data.withUnsafeReadableBytes { self.overlap.admit(message, bytes: $0, fromCurrent: fromCurrent) }
     }
 
     /// Sticky key `key` went on the successor too (registered while it was ready).
@@ -123,7 +103,9 @@ final class Renewal {
     func tookOver(old: LinkAttempt, now: MonotonicInstant) -> (took: Duration, held: [UpstreamMessage]) {
         let took = self.startedAt.map { now - $0 } ?? .zero
         self.setDeadline(nil)
-        let held = self.dedupe?.takeOver() ?? []
+        // The last overlap's moment is over with it (its connection is the old one now).
+        self.endTail()
+        let held = self.overlap.takeOver()
         self.successor = nil
         self.retiring = old
         self.retiringClosed = false
@@ -132,33 +114,22 @@ final class Renewal {
         return (took, held)
     }
 
-    /// The overlap is over: messages are no longer compared.
-    func endDedupe() {
-        self.droppedBefore += self.dedupe?.dropped ?? 0
-        self.dedupe = nil
-    }
-
     /// The old connection's close frame went.
     func closingRetiring() { self.retiringClosed = true }
 
-    /// The old connection ended; `current` took over from it. The overlap's dedupe stays until
-    /// `end` fires (it calls `endTail`), replacing the last one's: that one's connection was the
-    /// one that just ended.
-    func retired(current: Int, tailEnds end: Scheduled<Void>) {
+    /// The old connection ended. The overlap's dedupe stays until `end` fires (it calls
+    /// `endTail`), replacing the last one's.
+    func retired(tailEnds end: Scheduled<Void>) {
         self.retiring?.end()
         self.retiring = nil
         self.endTail()
-        self.tail = self.dedupe
-        self.dedupe = nil
-        self.tailGeneration = current
+        self.overlap.oldEnded()
         self.tailEnd = end
     }
 
     /// The last overlap's moment is over: messages are no longer compared against it.
     func endTail() {
-        self.droppedBefore += self.tail?.dropped ?? 0
-        self.tail = nil
-        self.tailGeneration = nil
+        self.overlap.endTail()
         self.tailEnd?.cancel()
         self.tailEnd = nil
     }
@@ -167,7 +138,7 @@ final class Renewal {
     func failed(_ why: String) {
         self.successor?.end()
         self.successor = nil
-        self.endDedupe()
+        self.overlap.failed()
         self.setDeadline(nil)
         self.failed += 1
         self.last = .init(at: WallClock.millisecondsSinceEpoch(), overlapMs: nil, why: self.why, failure: why)
@@ -186,7 +157,7 @@ final class Renewal {
         self.successor = nil
         self.retiring?.end()
         self.retiring = nil
-        self.endDedupe()
+        self.overlap.failed()
         self.setDeadline(nil)
         self.lifetime?.cancel()
         self.lifetime = nil

@@ -23,7 +23,7 @@ extension UpstreamLink {
         // A renewal's overlap: the old connection's and the new one's messages, each once.
         if !self.renewal.isOverlapping {
             self.emit(.message(message))
-        } else if let delivered = self.renewal.admitCurrent(message, generation: generation) {
+        } else if let delivered = self.renewal.admit(message, fromCurrent: true) {
             self.emit(.message(delivered))
         }
         if let notice = self.configuration.upstream.renewWhen, self.isRenewalNotice(message, filter: notice) {

@@ -70,7 +70,7 @@ extension UpstreamLink {
         // With a protocol, its layer runs a second session on the new connection and dedupes
         // what the two deliver as apps see it; else the wire's messages are compared here.
         let layer = self.protocolOverlap
-        let dedupe = layer == nil ? OverlapDedupe<UpstreamMessage>(paths: upstream.dedupe, window: upstream.dedupeWindow) : nil
+        let dedupe = layer == nil ? (upstream.dedupe, upstream.dedupeWindow) : nil
         self.renewal.start(successor, why: why, dedupe: dedupe, now: self.now)
         layer?.overlapBegan(self, other: RenewalConnection(self), dedupe: upstream.dedupe, window: upstream.dedupeWindow)
         let url = self.url
@@ -79,7 +79,7 @@ extension UpstreamLink {
         self.renewal.setDeadline(
             self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
                 guard self.renewal.connection(generation)?.isSuccessor == true else { return }
-                let behind = self.renewal.dedupe?.behind() ?? self.protocolOverlap?.overlapBehind ?? []
+                let behind = self.renewal.overlap.dedupe?.behind() ?? self.protocolOverlap?.overlapBehind ?? []
                 let detail =
                     self.renewal.successorReady
                     ? (behind.isEmpty
@@ -163,9 +163,9 @@ extension UpstreamLink {
             if self.session.observe(message, awaitingReady: true) { self.successorReady(connection) }
             return
         }
-        if let delivered = self.renewal.admit(message, from: isSuccessor ? .new : .old, generation: generation) { self.emit(.message(delivered)) }
+        if let delivered = self.renewal.admit(message, fromCurrent: false) { self.emit(.message(delivered)) }
         if isSuccessor {
-            if let dedupe = self.renewal.dedupe, dedupe.caughtUp || dedupe.isFull { self.successorTookOver() }
+            if let dedupe = self.renewal.overlap.dedupe, dedupe.caughtUp || dedupe.isFull { self.successorTookOver() }
         } else {
             self.closeRetiringWhenAnswered()
         }
@@ -262,7 +262,6 @@ extension UpstreamLink {
         // The new connection may still bring what the old one delivered first: the overlap's
         // dedupe stays a moment, through a renewal that begins meanwhile too.
         self.renewal.retired(
-            current: self.attempt.generation,
             tailEnds: self.eventLoop.assumeIsolated().scheduleTask(in: Self.closeTimeout) {
                 self.renewal.endTail()
                 self.protocolOverlap?.overlapDedupeEnded()

@@ -1,0 +1,131 @@
+import Testing
+
+@testable import WSBridgeCore
+
+/// A renewal's overlap over its whole life (`RenewalOverlap`): the dedupe while both connections
+/// are open, its moment after the old one ended, a renewal begun within that moment, a failed
+/// one, and the count of duplicates dropped across them. The link (the wire's messages) and the
+/// protocol layer (what messages deliver) both go by it.
+@Suite struct RenewalOverlapTests {
+    struct Feed {
+        var overlap = RenewalOverlap<String>()
+        var delivered: [String] = []
+
+        mutating func begin() { self.overlap.begin(paths: ["stream", "data.u"], window: 100) }
+        /// A message of the link's current connection.
+        mutating func current(_ u: Int) { self.take(u, fromCurrent: true) }
+        /// A message of the renewal's other connection (the new one, then the old one).
+        mutating func other(_ u: Int) { self.take(u, fromCurrent: false) }
+        mutating func takeOver() { self.delivered += self.overlap.takeOver() }
+
+        private mutating func take(_ u: Int, fromCurrent: Bool) {
+            let text = OverlapDedupeTests.e("a", u)
+            if let out = Array(text.utf8).withUnsafeBytes({ self.overlap.admit(text, bytes: $0, fromCurrent: fromCurrent) }) {
+                self.delivered.append(out)
+            }
+        }
+
+        var ticks: [Int] { self.delivered.map { Int($0.split(separator: ":").last!.dropLast(2))! } }
+    }
+
+    @Test func withNoOverlapEveryMessageGoesAsItCame() {
+        var f = Feed()
+        f.current(1)
+        f.current(1)
+        #expect(f.ticks == [1, 1])
+        #expect(!f.overlap.isOverlapping)
+    }
+
+    @Test func aRenewalDeliversEachOnceThenItsMomentDropsWhatTheOldOneDeliveredFirst() {
+        var f = Feed()
+        f.current(1)
+        f.begin()
+        // The current connection is the old one: it delivers; the new one matches, then is ahead.
+        f.current(2)
+        f.other(2)
+        f.other(3)
+        #expect(f.overlap.dedupe?.caughtUp == true)
+        f.takeOver()
+        #expect(f.overlap.tookOver)
+        // The old one (now the other) still brings 3 and 4; the new one (current) brings 4 too.
+        f.other(3)
+        f.other(4)
+        f.current(4)
+        f.current(5)
+        // The old connection ends: for a moment the current one's messages still meet its dedupe.
+        f.overlap.oldEnded()
+        #expect(f.overlap.isOverlapping && !f.overlap.tookOver)
+        f.current(6)
+        f.overlap.endTail()
+        #expect(!f.overlap.isOverlapping)
+        f.current(7)
+        #expect(f.ticks == [1, 2, 3, 4, 5, 6, 7])
+        #expect(f.overlap.duplicatesDropped == 3)
+    }
+
+    @Test func theMomentCatchesAnEventTheOldConnectionDeliveredFirst() {
+        var f = Feed()
+        f.begin()
+        // The old connection is ahead: it delivers 1 and 2; the new one has 1, and takes over.
+        f.current(1)
+        f.current(2)
+        f.other(1)
+        f.takeOver()
+        f.overlap.oldEnded()
+        // Now the new connection (current) brings 2: the old one delivered it, so it is dropped.
+        f.current(2)
+        f.current(3)
+        #expect(f.ticks == [1, 2, 3])
+        // Once the moment is over a message really sent twice comes twice.
+        f.overlap.endTail()
+        f.current(3)
+        #expect(f.ticks == [1, 2, 3, 3])
+        #expect(f.overlap.duplicatesDropped == 2)
+    }
+
+    @Test func aRenewalBegunWithinTheMomentKeepsItUntilItsOwnTakeover() {
+        var f = Feed()
+        f.begin()
+        // The old connection delivers 1 and 2 before the new one has them.
+        f.current(1)
+        f.current(2)
+        f.other(1)
+        f.takeOver()
+        f.overlap.oldEnded()
+        // The next renewal begins within the moment: the current connection (the one that took
+        // over) still brings 2, which the last old connection delivered: dropped.
+        f.begin()
+        f.current(2)
+        f.current(3)
+        f.other(3)
+        f.takeOver()
+        // From its takeover the moment is over: the current connection is the new one, and what
+        // it sends is compared with its own overlap's old connection only (2 again is the feed's).
+        f.current(2)
+        f.current(4)
+        #expect(f.ticks == [1, 2, 3, 2, 4])
+        #expect(f.overlap.duplicatesDropped == 3)
+    }
+
+    @Test func aFailedRenewalEndsItsOverlapAndKeepsTheLastMoment() {
+        var f = Feed()
+        f.begin()
+        f.current(1)
+        f.current(2)
+        f.other(1)
+        f.takeOver()
+        f.overlap.oldEnded()
+        f.begin()
+        f.other(5)
+        f.overlap.failed()
+        #expect(f.overlap.dedupe == nil)
+        // The last moment still drops what its old connection delivered first.
+        f.current(2)
+        f.current(3)
+        #expect(f.ticks == [1, 2, 3])
+        f.overlap.end()
+        #expect(!f.overlap.isOverlapping)
+        f.current(3)
+        #expect(f.ticks == [1, 2, 3, 3])
+    }
+}
