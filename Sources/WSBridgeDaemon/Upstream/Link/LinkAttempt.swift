@@ -1,4 +1,5 @@
 import NIOCore
+import NIOWebSocket
 import WSBridgeCore
 
 /// The link's current connection, from its first TCP byte to its end: the generation that
@@ -11,6 +12,7 @@ final class LinkAttempt {
     /// renewal's second one included): a callback carrying another value is not this attempt's.
     private(set) var generation: Int
     private let generations: LinkGenerations
+    private let eventLoop: any EventLoop
     /// The number of the current (or last) connection attempt, for the log.
     private(set) var number = 0
     private(set) var channel: (any Channel)?
@@ -45,6 +47,7 @@ final class LinkAttempt {
 
     init(eventLoop: any EventLoop, generations: LinkGenerations) {
         self.generations = generations
+        self.eventLoop = eventLoop
         self.generation = generations.next()
         self.heartbeat = ConnectionTimer(eventLoop: eventLoop)
         self.keepalive = ConnectionTimer(eventLoop: eventLoop)
@@ -84,11 +87,14 @@ final class LinkAttempt {
         self.channel = channel
     }
 
-    /// The upgrade completed on `channel`; `pacing`: its pace, when its writes are paced.
-    func upgraded(_ channel: any Channel, subprotocol: String?, compression: Bool, pacing: PacedWrites?, at now: MonotonicInstant) {
+    /// The upgrade completed on `channel`; its writes paced from now when `limits` pace them
+    /// (`upstream.limits.messages_per_second`): every connection's pace is made here.
+    func upgraded(
+        _ channel: any Channel, subprotocol: String?, compression: Bool, limits: Configuration.Upstream.Limits, at now: MonotonicInstant
+    ) {
         self.setDeadline(nil)
         self.upgradedAt = now
-        self.pacing = pacing
+        self.pacing = limits.messagesPerSecond.map { PacedWrites(perSecond: $0, burst: limits.burst, now: now, eventLoop: self.eventLoop) }
         self.channel = channel
         self.subprotocol = subprotocol
         self.compression = compression
@@ -115,6 +121,24 @@ final class LinkAttempt {
     func awaitEnd(_ timer: Scheduled<Void>) {
         self.closeTimer?.cancel()
         self.closeTimer = timer
+    }
+
+    /// Writes our close frame (`code`, `reason` cut to what a control frame holds) and waits
+    /// `timeout` for the server to end TCP, then closes it (`late` is told first). Every
+    /// connection's close handshake goes through here, the link's and a renewal's old one's.
+    func writeClose(code: UInt16, reason: String, timeout: TimeAmount, late: @escaping () -> Void) {
+        guard let channel = self.channel else { return }
+        var buffer = channel.allocator.buffer(capacity: 2 + reason.utf8.count)
+        buffer.writeInteger(code)
+        buffer.writeString(String(reason.utf8.prefix(123)) ?? "")
+        channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: .random(), data: buffer), promise: nil)
+        let generation = self.generation
+        self.awaitEnd(
+            self.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
+                guard self.isCurrent(generation) else { return }
+                late()
+                self.channel?.close(promise: nil)
+            })
     }
 
     /// The receive time of the messages of the current socket read, and whether this is the

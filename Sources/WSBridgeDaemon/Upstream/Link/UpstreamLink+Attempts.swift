@@ -116,9 +116,9 @@ extension UpstreamLink {
             handshake.channel.close(promise: nil)
             return
         }
-        let limits = self.configuration.upstream.limits
-        let pacing = limits.messagesPerSecond.map { PacedWrites(perSecond: $0, burst: limits.burst, now: self.now, eventLoop: self.eventLoop) }
-        self.attempt.upgraded(handshake.channel, subprotocol: handshake.subprotocol, compression: handshake.deflate != nil, pacing: pacing, at: self.now)
+        self.attempt.upgraded(
+            handshake.channel, subprotocol: handshake.subprotocol, compression: handshake.deflate != nil, limits: self.configuration.upstream.limits,
+            at: self.now)
         let reason = self.connectedReason
         // Only their count is logged: they may carry the token.
         let opening = self.session.opened(token: token)

@@ -56,9 +56,7 @@ extension UpstreamLink {
         switch frame.opcode {
         case .ping:
             self.heartbeatReceived()
-            if self.mayWrite, let channel = self.attempt.channel {
-                self.writeControl(WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData), on: channel)
-            }
+            self.answerPing(frame, on: self.attempt)
         case .pong:
             var data = frame.unmaskedData
             let payload: UInt64? = data.readableBytes == 8 ? data.readInteger(as: UInt64.self) : nil
@@ -109,18 +107,8 @@ extension UpstreamLink {
     /// Writes our close frame (the machine's close handshake said so: once per connection), and
     /// waits for the server to end TCP.
     func writeClose(code: UInt16, reason: String) {
-        guard let channel = self.attempt.channel else { return }
-        var buffer = channel.allocator.buffer(capacity: 2 + reason.utf8.count)
-        buffer.writeInteger(code)
-        buffer.writeString(String(reason.utf8.prefix(123)) ?? "")
-        let frame = WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: .random(), data: buffer)
-        channel.writeAndFlush(frame, promise: nil)
-        let generation = self.attempt.generation
-        let timer = self.eventLoop.assumeIsolated().scheduleTask(in: Self.closeTimeout) {
-            guard self.attempt.isCurrent(generation) else { return }
+        self.attempt.writeClose(code: code, reason: reason, timeout: Self.closeTimeout) {
             self.logger.info("server did not end the connection after the close handshake; closing it")
-            self.attempt.channel?.close(promise: nil)
         }
-        self.attempt.awaitEnd(timer)
     }
 }

@@ -123,9 +123,9 @@ extension UpstreamLink {
             handshake.channel.close(promise: nil)
             return
         }
-        let limits = self.configuration.upstream.limits
-        let pacing = limits.messagesPerSecond.map { PacedWrites(perSecond: $0, burst: limits.burst, now: self.now, eventLoop: self.eventLoop) }
-        successor.upgraded(handshake.channel, subprotocol: handshake.subprotocol, compression: handshake.deflate != nil, pacing: pacing, at: self.now)
+        successor.upgraded(
+            handshake.channel, subprotocol: handshake.subprotocol, compression: handshake.deflate != nil, limits: self.configuration.upstream.limits,
+            at: self.now)
         for message in self.session.opened(token: token) { self.writeOwn(message, on: successor) }
         if self.session.readyWhen == nil { self.successorReady(successor) }
     }
@@ -226,16 +226,11 @@ extension UpstreamLink {
     }
 
     private func closeRetiring(_ old: LinkAttempt) {
-        guard !self.renewal.retiringClosed, let channel = old.channel else { return }
+        guard !self.renewal.retiringClosed, old.channel != nil else { return }
         self.renewal.closingRetiring()
-        var buffer = channel.allocator.buffer(capacity: 16)
-        buffer.writeInteger(UInt16(1000))
-        buffer.writeString("renewed")
-        channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: .random(), data: buffer), promise: nil)
-        old.awaitEnd(
-            self.eventLoop.assumeIsolated().scheduleTask(in: Self.closeTimeout) {
-                old.channel?.close(promise: nil)
-            })
+        old.writeClose(code: 1000, reason: "renewed", timeout: Self.closeTimeout) {
+            self.logger.info("the server did not end the renewed connection after the close handshake; closing it")
+        }
     }
 
     /// A control frame on the renewal's connection or the old one: pings answered; the
@@ -244,7 +239,7 @@ extension UpstreamLink {
         guard let (connection, _) = self.renewal.connection(generation), let channel = connection.channel else { return }
         switch frame.opcode {
         case .ping:
-            channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData), promise: nil)
+            self.answerPing(frame, on: connection)
         case .connectionClose:
             channel.close(promise: nil)
         default:

@@ -14,18 +14,27 @@ extension UpstreamLink {
         guard self.mayWrite, let channel = self.attempt.channel else { return }
         var buffer = channel.allocator.buffer(capacity: 8)
         buffer.writeInteger(payload)
-        self.writeControl(WebSocketFrame(fin: true, opcode: .ping, maskKey: .random(), data: buffer), on: channel)
+        self.writeControl(WebSocketFrame(fin: true, opcode: .ping, maskKey: .random(), data: buffer), on: self.attempt)
         if let text = self.configuration.heartbeat.text {
             self.writeOwn(OutboundMessage(.text(text)))
         }
     }
 
-    /// A ping or a pong: now, or, when the connection is paced and they count
-    /// (`upstream.limits.count_pings`), first among what waits for the pace.
-    func writeControl(_ frame: WebSocketFrame, on channel: any Channel) {
-        if self.configuration.upstream.limits.countPings, let pacing = self.attempt.pacing {
+    /// The server's ping on any of the link's connections (the current one, a renewal's
+    /// other): its pong, unless our close frame went on that connection (RFC 6455 §5.5.1).
+    func answerPing(_ ping: WebSocketFrame, on connection: LinkAttempt) {
+        let closed = connection === self.attempt ? !self.mayWrite : connection === self.renewal.retiring && self.renewal.retiringClosed
+        guard !closed else { return }
+        self.writeControl(WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: ping.unmaskedData), on: connection)
+    }
+
+    /// A ping or a pong on `connection`: now, or, when the connection is paced and they count
+    /// (`upstream.limits.count_pings`), first among what waits for its pace.
+    func writeControl(_ frame: WebSocketFrame, on connection: LinkAttempt) {
+        guard let channel = connection.channel else { return }
+        if self.configuration.upstream.limits.countPings, let pacing = connection.pacing {
             guard let frame = pacing.own(frame, first: true, now: self.now) else {
-                self.armPacing(pacing)
+                self.armPacing(pacing, on: connection)
                 return
             }
             channel.writeAndFlush(frame, promise: nil)
