@@ -24,6 +24,8 @@ final class Bridge {
     let appProtocol: AppProtocolLayer?
     /// `[fleet] role = "follower"`: the upstream is the fleet's stream, and the plane's link.
     let follower: FleetFollower?
+    /// `[fleet]` on a bridge: what the fan-out numbers goes into the stream (Bridge+Fleet).
+    let publisher: FleetPublisher?
     let session: UpstreamSession
     let metrics: DaemonMetrics
 
@@ -37,7 +39,8 @@ final class Bridge {
         spool: (Spool, Spool.Restored)? = nil,
         sticky: (StickyStore, [StickyRegistry.Entry])? = nil,
         journal: (Journal, Journal.Recovered)? = nil,
-        nats: NATSLibrary? = nil
+        nats: NATSLibrary? = nil,
+        holder: String = "wsbridged"
     ) {
         let status = SystemdStatus()
         let metrics = DaemonMetrics()
@@ -65,6 +68,9 @@ final class Bridge {
             follows
             ? nats.map { FleetFollower(configuration: configuration, library: $0, fanout: fanout, session: session, eventLoop: eventLoop, logger: logger) }
             : nil
+        self.publisher =
+            follows || !configuration.fleet.isOn
+            ? nil : nats.map { Self.makePublisher(configuration, library: $0, fanout: fanout, eventLoop: eventLoop, logger: logger) }
         if let follower = self.follower, let layer = self.appProtocol {
             // Its apps are the bridge's layer's: their messages go there as they are.
             layer.remote = follower
@@ -112,6 +118,7 @@ final class Bridge {
             eventLoop: eventLoop,
             logger: logger
         )
+        if let publisher = self.publisher { self.wire(publisher, configuration, holder: holder, eventLoop: eventLoop, logger: logger) }
     }
 
     /// Where apps' protocol messages go: a follower's stream through the bridge's layer, else

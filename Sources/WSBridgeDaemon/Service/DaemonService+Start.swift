@@ -108,11 +108,12 @@ extension DaemonService {
             case .failure(let error): throw StartFailure.fleet(error.description)
             }
         }
+        let name = "wsbridged@\(ProcessInfo.processInfo.hostName)"
         let bridge = try await eventLoop.submit { [spool, sticky, journal, nats] in
             NIOLoopBound(
                 Bridge(
                     configuration: configuration, policy: policy, networkAvailable: networkAvailable, connectors: connectors, eventLoop: eventLoop,
-                    logger: logger, spool: spool, sticky: sticky, journal: journal, nats: nats),
+                    logger: logger, spool: spool, sticky: sticky, journal: journal, nats: nats, holder: "\(name):\(getpid())"),
                 eventLoop: eventLoop
             )
         }.get()
@@ -122,37 +123,16 @@ extension DaemonService {
                 eventLoop: eventLoop)
         }.get()
         let plane = try await eventLoop.submit { NIOLoopBound(bridge.value.plane, eventLoop: eventLoop) }.get()
-        let name = "wsbridged@\(ProcessInfo.processInfo.hostName)"
         let follows = try await eventLoop.submit { bridge.value.follower != nil }.get()
         if follows {
             // A follower: its upstream is the stream. It stops after the bridge.
             try await eventLoop.submit { bridge.value.follower?.start(name: name) }.get()
             parts.add("fleet") { _ = try? await eventLoop.flatSubmit { bridge.value.follower?.stop() ?? eventLoop.makeSucceededVoidFuture() }.get() }
-        } else if let nats {
+        } else if let fleet = try await eventLoop.submit({ bridge.value.publisher.map { NIOLoopBound($0, eventLoop: eventLoop) } }).get() {
             // [fleet]: what the fan-out numbers goes into the NATS JetStream stream too, and
-            // followers' sends come here. It stops after the bridge, which hands it the last
-            // messages numbered.
-            let fleet = try await eventLoop.submit {
-                let publisher = FleetPublisher(
-                    fleet: configuration.fleet, library: nats, feed: bridge.value.fanout.stream, eventLoop: eventLoop, logger: logger)
-                bridge.value.fanout.fleet = publisher
-                publisher.journal = bridge.value.fanout.journal
-                publisher.serve = { message, app, request, mirror in bridge.value.plane.fromFollower(message, app: app, request, mirror: mirror) }
-                if bridge.value.appProtocol != nil {
-                    // Followers' apps, held by the protocol layer as apps of this host's.
-                    publisher.remoteApps.left = { app in bridge.value.plane.protocolAppLeft(app) }
-                    publisher.remoteApps.start(on: eventLoop, logger: logger)
-                }
-                // Followers' sticky keys of no protocol id, held here for them (a follower of
-                // another protocol than this bridge's is told no, as its sends are).
-                let holders = FleetStickyHolders(
-                    session: bridge.value.session, link: bridge.value.plane.link, protocol: bridge.value.appProtocol?.session.name, eventLoop: eventLoop,
-                    logger: logger)
-                publisher.stickySet = { holder, set, theirs in holders.apply(holder, set, protocol: theirs) }
-                Self.standBy(configuration, publisher: publisher, bridge: bridge.value, holder: "\(name):\(getpid())", logger: logger)
-                publisher.start(name: name)
-                return NIOLoopBound(publisher, eventLoop: eventLoop)
-            }.get()
+            // followers' sends come here (wired with the bridge). It stops after the bridge,
+            // which hands it the last messages numbered.
+            try await eventLoop.submit { fleet.value.start(name: name) }.get()
             parts.add("fleet") {
                 // After the bridge closed its upstream: what is in flight acknowledged, then a
                 // leader releases its lease (a standby takes over at once), then NATS is closed.
