@@ -32,7 +32,7 @@ import WSBridgeProtocol
     }
 
     @Test func theMachineSaysWhenTheDaemonIsStopping() throws {
-        var m = ConnectionStateMachine(
+        var m = LinkStateMachine(
             settings: .init(backoff: BackoffPolicy(), maxAttempts: 0), networkAvailable: true, now: MonotonicInstant(nanoseconds: 0),
             generator: SystemRandomNumberGenerator())
         #expect(!m.isShuttingDown)

@@ -63,7 +63,7 @@ extension UpstreamMessage {
 package enum UpstreamEvent: Sendable {
     /// The link entered a new phase; `reason` says why (the close, error or request behind it);
     /// `closedRightAfterOpen`: the link it ends lasted less than `backoff.stable_after` (the
-    /// state machine's verdict, `ConnectionStateMachine.Transition`).
+    /// state machine's verdict, `LinkStateMachine.Transition`).
     case state(ConnectionPhase, reason: String, closedRightAfterOpen: Bool = false)
     /// A connection attempt started, to `url` (one of `upstream.urls`).
     case attempt(number: Int, url: UpstreamURL)

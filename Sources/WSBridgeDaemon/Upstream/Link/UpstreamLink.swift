@@ -21,7 +21,7 @@ import WSBridgeProtocol
 /// late handshake or close can never confuse the state machine. Its state is read by the local
 /// plane through `LinkControl`, and its events go to one `UpstreamEventSink`.
 package final class UpstreamLink: LinkControl {
-    package typealias Machine = ConnectionStateMachine
+    package typealias Machine = LinkStateMachine
 
     let eventLoop: any EventLoop
     private(set) var configuration: Configuration

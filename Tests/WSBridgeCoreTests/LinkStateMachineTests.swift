@@ -2,9 +2,9 @@ import Testing
 import WSBridgeCore
 import WSBridgeProtocol
 
-typealias Machine = ConnectionStateMachine
+typealias Machine = LinkStateMachine
 
-@Suite struct ConnectionStateMachineTests {
+@Suite struct LinkStateMachineTests {
     let settings = Machine.Settings(
         backoff: BackoffPolicy(base: .seconds(1), cap: .seconds(8), stableAfter: .seconds(30)),
         maxAttempts: 0

@@ -3,7 +3,7 @@ import WSBridgeCore
 import WSBridgeProtocol
 
 /// The operator's close, connect and reconnect, the daemon's shutdown, and impossible inputs.
-extension ConnectionStateMachineTests {
+extension LinkStateMachineTests {
     // MARK: - User close and connect
 
     @Test func userCloseStaysClosed() throws {
@@ -267,7 +267,7 @@ extension ConnectionStateMachineTests {
     }
 }
 
-extension ConnectionStateMachineTests {
+extension LinkStateMachineTests {
     /// A renewal (issue 44) moves the open link to a new connection: still open, no reconnect,
     /// the new connection's close handshake and time open its own.
     @Test func aRenewedLinkStaysOpenWithANewConnectionsState() throws {

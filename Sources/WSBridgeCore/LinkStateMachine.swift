@@ -5,7 +5,7 @@ import WSBridgeProtocol
 /// Each input is a `mutating func` that takes the time and returns the `Action` the driver must
 /// perform; the machine performs no I/O and never reads a clock. An input that cannot happen in
 /// the current state throws `InvalidTransition`: that is a bug in the driver, which logs it.
-public struct ConnectionStateMachine: Sendable {
+public struct LinkStateMachine: Sendable {
     enum CloseIntent: Equatable, Sendable {
         case user(code: UInt16, reason: String)
         case reconnect
@@ -252,7 +252,7 @@ public struct ConnectionStateMachine: Sendable {
     }
 
     /// Changes the current connection's context (nil when there is none: no attempt under way):
-    /// the one door to it (ConnectionStateMachine+Connection.swift), as `enter` is to the state.
+    /// the one door to it (LinkStateMachine+Connection.swift), as `enter` is to the state.
     mutating func withConnection<T>(_ body: (inout ConnectionContext) -> T) -> T? {
         // The context is taken out of the state (which holds no second copy of it meanwhile),
         // changed and put back; of the cached readers only `mayWrite` can change with it.

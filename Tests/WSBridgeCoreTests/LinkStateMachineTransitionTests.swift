@@ -3,7 +3,7 @@ import WSBridgeCore
 import WSBridgeProtocol
 
 /// The machine tells each change of phase once, so the driver compares none itself.
-@Suite struct ConnectionStateMachineTransitionTests {
+@Suite struct LinkStateMachineTransitionTests {
     func machine() -> Machine {
         Machine(settings: .init(backoff: BackoffPolicy(base: .seconds(1), cap: .seconds(8), stableAfter: .seconds(30))), now: t(0), generator: MaxGenerator())
     }

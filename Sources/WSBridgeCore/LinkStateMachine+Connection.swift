@@ -2,7 +2,7 @@ import WSBridgeProtocol
 
 // The current connection's own inputs: its close handshake and its heartbeat, which live in
 // its context (`ConnectionContext`), nested in the states that have a connection.
-extension ConnectionStateMachine {
+extension LinkStateMachine {
     /// The current connection's context, if there is one.
     var connection: ConnectionContext? {
         switch self.state {

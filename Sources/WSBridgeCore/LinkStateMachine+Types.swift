@@ -1,8 +1,8 @@
 import WSBridgeProtocol
 
 // The machine's settings, its actions, the transitions it tells and the error of an input
-// that cannot happen (ConnectionStateMachine.swift).
-extension ConnectionStateMachine {
+// that cannot happen (LinkStateMachine.swift).
+extension LinkStateMachine {
     public struct Settings: Sendable, Equatable {
         public var backoff: BackoffPolicy
         /// 0 = forever.
