@@ -33,7 +33,7 @@ final class Bridge {
         configuration: Configuration,
         policy: AccessPolicy,
         networkAvailable: Bool,
-        connectors: ConnectorFactory,
+        connectors: any UpstreamDialer,
         eventLoop: any EventLoop,
         logger: Logger,
         spool: (Spool, Spool.Restored)? = nil,

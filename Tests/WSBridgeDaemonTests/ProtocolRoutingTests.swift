@@ -1,0 +1,120 @@
+import Logging
+import NIOCore
+import NIOEmbedded
+import NIOWebSocket
+import Testing
+import WSBridgeCore
+import WSBridgeProtocol
+
+@testable import WSBridgeDaemon
+
+/// Routing with `upstream.protocol` on an `EmbeddedEventLoop`: the daemon's real parts (`Bridge`)
+/// with its local clients on `EmbeddedChannel`s and its upstream connection an embedded dial. Apps
+/// that subscribe to the same thing share one upstream subscription; each gets its own answer
+/// under its own id; a subscription's events go to its holders only. No server, no sleep.
+@Suite struct ProtocolRoutingTests {
+    typealias Dial = UpstreamLinkDriverTests.EmbeddedDialer.Dial
+
+    final class Harness {
+        let loop = EmbeddedEventLoop()
+        let dialer: UpstreamLinkDriverTests.EmbeddedDialer
+        let bridge: Bridge
+
+        init(protocol name: String) throws {
+            var configuration = try ConfigurationLoader(fileName: "test.toml").load(
+                text: "[upstream]\nurl = \"ws://127.0.0.1:9/\"\nprotocol = \"\(name)\"\n")
+            configuration.heartbeat.interval = .seconds(1000)
+            self.dialer = UpstreamLinkDriverTests.EmbeddedDialer(loop: self.loop)
+            var logger = Logger(label: "wsbridge.test")
+            logger.logLevel = .critical
+            self.bridge = Bridge(
+                configuration: configuration, policy: AccessPolicy(writeUIDs: [1000]), networkAvailable: true, connectors: self.dialer, eventLoop: self.loop,
+                logger: logger)
+        }
+
+        deinit {
+            _ = self.bridge.link.shutdown()
+            self.loop.run()
+            self.loop.advanceTime(by: UpstreamLink.closeTimeout)
+        }
+
+        /// Connects and opens the upstream connection.
+        func open() -> Dial {
+            self.bridge.link.connect()
+            self.loop.run()
+            self.dialer.last.upgraded()
+            self.loop.run()
+            return self.dialer.last
+        }
+
+        /// A connected client (an app of uid 1000, which may send), past its hello line.
+        func client() throws -> EmbeddedChannel {
+            let client = self.bridge.plane.makeClient(credentials: PeerCredentials(pid: 4242, uid: 1000, gid: 1000), groups: [])
+            let channel = EmbeddedChannel(loop: self.loop)
+            try channel.pipeline.syncOperations.addHandlers([ByteToMessageHandler(NDJSONLineDecoder(maxLine: 4096)), client])
+            try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+            _ = self.messages(channel)
+            return channel
+        }
+
+        /// The app's protocol message, sent as its NDJSON `send`.
+        func send(_ channel: EmbeddedChannel, _ json: String) throws {
+            let line: JSONValue = ["op": "send", "text": .string(json)]
+            try channel.writeInbound(ByteBuffer(string: line.serialized + "\n"))
+            self.loop.run()
+        }
+
+        /// The protocol messages the app got since the last call (its message lines' data).
+        func messages(_ channel: EmbeddedChannel) -> [JSONValue] {
+            self.loop.run()
+            var out: [JSONValue] = []
+            while let buffer = try? channel.readOutbound(as: ByteBuffer.self) {
+                for line in String(buffer: buffer).split(separator: "\n") {
+                    guard let value = try? JSONValue.parse(String(line)), value["type"] == "message", let data = value["data"] else { continue }
+                    out.append(data.stringValue.flatMap { try? JSONValue.parse($0) } ?? data)
+                }
+            }
+            return out
+        }
+
+        /// What the link wrote upstream since the last call (text frames, parsed).
+        static func upstream(_ dial: Dial) throws -> [JSONValue] {
+            try dial.written().compactMap { $0.opcode == .text ? try? JSONValue.parse(String(buffer: $0.data)) : nil }
+        }
+    }
+
+    @Test func appsShareOneUpstreamSubscriptionAndEachGetsOnlyWhatItHolds() throws {
+        let h = try Harness(protocol: "jsonrpc")
+        let dial = h.open()
+        let a = try h.client()
+        let b = try h.client()
+        let c = try h.client()
+        // a subscribes to new heads: it goes upstream under the daemon's id.
+        try h.send(a, #"{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}"#)
+        let first = try Harness.upstream(dial)
+        #expect(first.count == 1 && first.first?["method"] == "eth_subscribe", "\(first)")
+        let heads = try #require(first.first?["id"])
+        try dial.receive(text: #"{"jsonrpc":"2.0","id":\#(heads.serialized),"result":"0xs1"}"#)
+        #expect(h.messages(a).map { [$0["id"], $0["result"]] } == [[1, "0xs1"]])
+        // b subscribes to the same: nothing more goes upstream; its answer, under its own id.
+        try h.send(b, #"{"jsonrpc":"2.0","id":7,"method":"eth_subscribe","params":["newHeads"]}"#)
+        #expect(try Harness.upstream(dial).isEmpty)
+        #expect(h.messages(b).map { [$0["id"], $0["result"]] } == [[7, "0xs1"]])
+        // c subscribes to something else, with a's id: its own upstream subscription.
+        try h.send(c, #"{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["logs"]}"#)
+        let second = try Harness.upstream(dial)
+        #expect(second.count == 1 && second.first?["params"] == ["logs"], "\(second)")
+        let logs = try #require(second.first?["id"])
+        #expect(logs != heads)
+        try dial.receive(text: #"{"jsonrpc":"2.0","id":\#(logs.serialized),"result":"0xs2"}"#)
+        #expect(h.messages(c).map { [$0["id"], $0["result"]] } == [[1, "0xs2"]])
+        #expect(h.messages(a).isEmpty && h.messages(b).isEmpty)
+        // Each subscription's events reach its holders, and no one else.
+        try dial.receive(text: #"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0xs1","result":1}}"#)
+        try dial.receive(text: #"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0xs2","result":2}}"#)
+        let event = { (value: JSONValue) in value["params"]?["result"] }
+        #expect(h.messages(a).map(event) == [1])
+        #expect(h.messages(b).map(event) == [1])
+        #expect(h.messages(c).map(event) == [2])
+    }
+}
