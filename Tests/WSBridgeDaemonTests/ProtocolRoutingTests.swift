@@ -20,9 +20,9 @@ import WSBridgeProtocol
         let dialer: UpstreamLinkDriverTests.EmbeddedDialer
         let bridge: Bridge
 
-        init(protocol name: String) throws {
+        init(protocol name: String, upstream: String = "") throws {
             var configuration = try ConfigurationLoader(fileName: "test.toml").load(
-                text: "[upstream]\nurl = \"ws://127.0.0.1:9/\"\nprotocol = \"\(name)\"\n")
+                text: "[upstream]\nurl = \"ws://127.0.0.1:9/\"\nprotocol = \"\(name)\"\n\(upstream)")
             configuration.heartbeat.interval = .seconds(1000)
             self.dialer = UpstreamLinkDriverTests.EmbeddedDialer(loop: self.loop)
             var logger = Logger(label: "wsbridge.test")
@@ -116,5 +116,40 @@ import WSBridgeProtocol
         #expect(h.messages(a).map(event) == [1])
         #expect(h.messages(b).map(event) == [1])
         #expect(h.messages(c).map(event) == [2])
+    }
+
+    @Test func aPoolPlacesEachSubscriptionOnAConnectionAndRoutesItsEventsFromThere() throws {
+        let h = try Harness(protocol: "jsonrpc", upstream: "subscriptions_per_connection = 1\nconnections = 2\n")
+        let first = h.open()
+        let a = try h.client()
+        let b = try h.client()
+        let c = try h.client()
+        try h.send(a, #"{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}"#)
+        let heads = try #require(try Harness.upstream(first).first?["id"])
+        try first.receive(text: #"{"jsonrpc":"2.0","id":\#(heads.serialized),"result":"0xs1"}"#)
+        #expect(h.messages(a).map { [$0["id"], $0["result"]] } == [[1, "0xs1"]])
+        // The first connection is full: a second subscription opens the second connection and
+        // goes there (once it is open), not on the first.
+        try h.send(b, #"{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["logs"]}"#)
+        #expect(h.dialer.all.count == 2)
+        #expect(try Harness.upstream(first).isEmpty)
+        let second = h.dialer.last
+        second.upgraded()
+        h.loop.run()
+        let logs = try #require(try Harness.upstream(second).first { $0["params"] == ["logs"] }?["id"])
+        try second.receive(text: #"{"jsonrpc":"2.0","id":\#(logs.serialized),"result":"0xs2"}"#)
+        #expect(h.messages(b).map { [$0["id"], $0["result"]] } == [[1, "0xs2"]])
+        // The same subscription again shares the connection that holds it: nothing new goes.
+        try h.send(c, #"{"jsonrpc":"2.0","id":3,"method":"eth_subscribe","params":["logs"]}"#)
+        #expect(try Harness.upstream(first).isEmpty && Harness.upstream(second).isEmpty)
+        #expect(h.messages(c).map { [$0["id"], $0["result"]] } == [[3, "0xs2"]])
+        // Each connection's events reach the holders of its subscription only.
+        try first.receive(text: #"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0xs1","result":1}}"#)
+        try second.receive(text: #"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0xs2","result":2}}"#)
+        let event = { (value: JSONValue) in value["params"]?["result"] }
+        #expect(h.messages(a).map(event) == [1])
+        #expect(h.messages(b).map(event) == [2])
+        #expect(h.messages(c).map(event) == [2])
+        #expect(h.bridge.pool.status.connections?.count == 2, "\(String(describing: h.bridge.pool.status.connections))")
     }
 }
