@@ -2,19 +2,21 @@ import NIOCore
 import NIOWebSocket
 import WSBridgeCore
 
-/// The link's current connection, from its first TCP byte to its end: the generation that
-/// tells its callbacks from an older attempt's, its channel and what the handshake negotiated,
-/// its deadline and close timers, its heartbeat, its pace, the flush of a tick's writes and the clock of
-/// the socket read being handled (its close handshake is the connection machine's). `end()` forgets it; `begin` starts the next one. The last failure is
-/// kept across attempts, for `status`. Confined to the link's event loop.
+/// One connection of the link, from its first TCP byte to its end: a new one for every attempt
+/// and for a renewal's second connection, never reused. Its generation tells its callbacks from
+/// another connection's, its channel and what the handshake negotiated, its deadline and close
+/// timers, its heartbeat, its pace, its close handshake's frame, the flush of a tick's writes and
+/// the clock of the socket read being handled (what its close handshake decides is the link
+/// machine's). `end()` ends it: its timers stop, its channel closes, its late callbacks are
+/// ignored. Confined to the link's event loop.
 final class LinkAttempt {
-    /// Renewed by `end()` from the link's counter (unique among the link's connections, a
-    /// renewal's second one included): a callback carrying another value is not this attempt's.
+    /// From the link's counter (unique among the link's connections, a renewal's second one
+    /// included), renewed by `end()`: a callback carrying another value is not this connection's.
     private(set) var generation: Int
     private let generations: LinkGenerations
     private let eventLoop: any EventLoop
-    /// The number of the current (or last) connection attempt, for the log.
-    private(set) var number = 0
+    /// The number of its connection attempt, for the log (a renewal's is the current one's).
+    let number: Int
     private(set) var channel: (any Channel)?
     /// The connection's frame encoder, which the link's data messages are handed to directly
     /// (`UpstreamFrameEncoder.send`); nil with permessage-deflate.
@@ -24,8 +26,6 @@ final class LinkAttempt {
     private(set) var compression = false
     /// The first error of this connection: what its end is reported as.
     private(set) var error: String?
-    /// The last failure of any attempt or link (kept across attempts; `status` shows it).
-    private(set) var lastFailure: AttemptFailure?
     /// `upstream.connect_timeout` until the upgrade, then `upstream.ready_timeout`.
     private var deadline: Scheduled<Void>?
     /// The wait for the server to end TCP after the close handshake.
@@ -45,7 +45,8 @@ final class LinkAttempt {
     /// When the upgrade completed: a connection's lifetime counts from it.
     private(set) var upgradedAt: MonotonicInstant?
 
-    init(eventLoop: any EventLoop, generations: LinkGenerations) {
+    init(eventLoop: any EventLoop, generations: LinkGenerations, number: Int) {
+        self.number = number
         self.generations = generations
         self.eventLoop = eventLoop
         self.generation = generations.next()
@@ -72,14 +73,6 @@ final class LinkAttempt {
         self.frames = nil
         self.subprotocol = nil
         self.compression = false
-    }
-
-    /// Ends the current connection and starts attempt `number`; returns its generation.
-    func begin(number: Int) -> Int {
-        self.end()
-        self.number = number
-        self.error = nil
-        return self.generation
     }
 
     /// The channel of the connection being made (before the upgrade completes).
@@ -110,7 +103,6 @@ final class LinkAttempt {
     }
 
     func failed(_ failure: AttemptFailure) {
-        self.lastFailure = failure
         if self.error == nil { self.error = failure.description }
     }
 

@@ -11,7 +11,7 @@ import WSBridgeProtocol
 extension UpstreamLink {
     func startAttempt(_ attempt: Int) {
         self.teardown()
-        let generation = self.attempt.begin(number: attempt)
+        let generation = self.beginAttempt(attempt)
         if let at = self.connectAttempts.admit(now: self.now) {
             // upstream.limits.connect_attempts: the attempt starts when the window has room.
             self.connectWaits(until: at)
@@ -186,7 +186,7 @@ extension UpstreamLink {
         guard self.attempt.isCurrent(generation), self.attemptStep != nil else { return }
         let description = failure.description
         self.teardown()
-        self.attempt.failed(failure)
+        self.failed(failure)
         self.metrics.attemptFailed(failure.kind)
         // With fallbacks, each failed attempt moves to the next URL (the backoff is the same).
         let urls = self.configuration.upstream.urls

@@ -92,7 +92,7 @@ extension UpstreamLink {
             description = UpstreamConnector.describe(error)
         }
         self.logger.warning("upstream error: \(description)")
-        self.attempt.failed(AttemptFailure(description: description))
+        self.failed(AttemptFailure(description: description))
         if let closeCode, self.phase == .open {
             self.input("violation", reason: description) { m, _ in m.violated(code: UInt16(webSocketErrorCode: closeCode)) }
             // Our close frame (1002, 1007, 1009) went: the server ends TCP once it has read it,

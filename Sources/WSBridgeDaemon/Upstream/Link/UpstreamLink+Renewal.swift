@@ -64,8 +64,8 @@ extension UpstreamLink {
             self.renewal.armLifetime(timer, ends: at)
             return
         }
-        let successor = LinkAttempt(eventLoop: self.eventLoop, generations: self.generations)
-        let generation = successor.begin(number: self.attempt.number)
+        let successor = LinkAttempt(eventLoop: self.eventLoop, generations: self.generations, number: self.attempt.number)
+        let generation = successor.generation
         let upstream = self.configuration.upstream
         // With a protocol, its layer runs a second session on the new connection and dedupes
         // what the two deliver as apps see it; else the wire's messages are compared here.

@@ -16,10 +16,9 @@ import WSBridgeProtocol
 /// their methods: the current connection's I/O side (`LinkAttempt`: channel, generation, timers),
 /// the URL list (`Failover`), the queue and spool (`OutboundPath`).
 ///
-/// Confined to one event loop: every method runs there. Other threads use `UpstreamLinkHandle`.
-/// Each attempt gets a generation number; callbacks from an older attempt are ignored, so a
-/// late handshake or close can never confuse the state machine. Its state is read by the local
-/// plane through `LinkControl`, and its events go to one `UpstreamEventSink`.
+/// Confined to one event loop (other threads use `UpstreamLinkHandle`). Each attempt is a new
+/// `LinkAttempt` with a generation; an older one's callbacks are ignored. The plane reads it
+/// through `LinkControl`; its events go to one `UpstreamEventSink`.
 package final class UpstreamLink: LinkControl {
     package typealias Machine = LinkStateMachine
 
@@ -36,11 +35,12 @@ package final class UpstreamLink: LinkControl {
     /// (`session.placement`). 0: the first, or the only, connection.
     let slot: Int
 
-    // The parts, each with its state private to its own file; the link's other files call
-    // their methods.
-    /// The current connection: generation, channel, close flags, timers, heartbeat (LinkAttempt.swift).
+    // The parts, each with its state private to its own file (the others call their methods).
+    /// The current connection: generation, channel, close flags, timers, heartbeat, pace
+    /// (LinkAttempt.swift); a new one for every attempt.
     private(set) var attempt: LinkAttempt
-    /// The numbers of the link's connections (the current one's, a renewal's).
+    /// The last failure of any of its connections (`status` shows it, across attempts).
+    private(set) var lastFailure: AttemptFailure?
     let generations = LinkGenerations()
     /// A renewal under way: the second connection, the overlap's dedupe, the old one closing
     /// (UpstreamLink+Renewal.swift).
@@ -70,17 +70,9 @@ package final class UpstreamLink: LinkControl {
     static let closeTimeout: TimeAmount = .seconds(3)
 
     init(
-        configuration: Configuration,
-        networkAvailable: Bool,
-        eventLoop: any EventLoop,
-        logger: Logger,
-        connectors: any UpstreamDialer,
-        events: any UpstreamEventSink,
-        metrics: DaemonMetrics = DaemonMetrics(),
-        spool: (Spool, Spool.Restored)? = nil,
-        session: UpstreamSession? = nil,
-        connectAttempts: ConnectAttempts? = nil,
-        slot: Int = 0
+        configuration: Configuration, networkAvailable: Bool, eventLoop: any EventLoop, logger: Logger, connectors: any UpstreamDialer,
+        events: any UpstreamEventSink, metrics: DaemonMetrics = DaemonMetrics(), spool: (Spool, Spool.Restored)? = nil,
+        session: UpstreamSession? = nil, connectAttempts: ConnectAttempts? = nil, slot: Int = 0
     ) {
         self.slot = slot
         self.connectAttempts = connectAttempts ?? ConnectAttempts(configuration.upstream.limits.connectAttempts)
@@ -95,7 +87,7 @@ package final class UpstreamLink: LinkControl {
         self.events = events
         self.connectors = connectors
         self.stopped = eventLoop.makePromise()
-        self.attempt = LinkAttempt(eventLoop: eventLoop, generations: self.generations)
+        self.attempt = LinkAttempt(eventLoop: eventLoop, generations: self.generations, number: 0)
         self.outbound = OutboundPath(configuration: configuration, spool: spool, eventLoop: eventLoop, metrics: metrics, logger: logger)
         self.machine = Machine(
             settings: Self.machineSettings(configuration),
@@ -237,7 +229,7 @@ package final class UpstreamLink: LinkControl {
     /// The open link is dead (the heartbeat's deadline passed, the protocol's keepalive went
     /// unanswered): no close handshake is possible; TCP is dropped and the machine told.
     func drop(because reason: DisconnectReason, input: String) {
-        self.attempt.failed(AttemptFailure(description: reason.description))
+        self.failed(AttemptFailure(description: reason.description))
         self.logger.warning("upstream dead: \(reason)")
         self.teardown()
         self.input(input, reason: reason.description) { m, now in try m.disconnected(reason, now: now) }
@@ -341,6 +333,18 @@ package final class UpstreamLink: LinkControl {
     /// The next attempt waits for `connect_attempts` until `instant` (nil: it started).
     func connectWaits(until instant: MonotonicInstant?) { self.connectWaitUntil = instant }
 
+    /// A new connection for attempt `number` (the last one ended): its generation.
+    func beginAttempt(_ number: Int) -> Int {
+        self.attempt = LinkAttempt(eventLoop: self.eventLoop, generations: self.generations, number: number)
+        return self.attempt.generation
+    }
+
+    /// The current connection failed (`failure`): its first error, and the link's last.
+    func failed(_ failure: AttemptFailure) {
+        self.attempt.failed(failure)
+        self.lastFailure = failure
+    }
+
     /// Forgets the current attempt or link: later callbacks from it are ignored. A renewal
     /// under way goes with it.
     func teardown() {
@@ -380,8 +384,8 @@ extension UpstreamLink {
         report.renewal = self.renewalStatus
         let ready = self.machine.attemptStep == .awaitingReady ? "waiting" : self.machine.phase == .open ? "ready" : "down"
         report.session = self.session.status(ready: ready)
-        report.lastError = self.attempt.lastFailure?.description
-        report.lastErrorReason = self.attempt.lastFailure?.kind.rawValue
+        report.lastError = self.lastFailure?.description
+        report.lastErrorReason = self.lastFailure?.kind.rawValue
         // The last link that was open and ended; failed attempts show in last_error instead.
         report.lastClose = self.lostBecause?.close
         if let at = self.machine.retryAt {
