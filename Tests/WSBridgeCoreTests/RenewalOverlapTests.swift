@@ -26,6 +26,19 @@ import Testing
         }
 
         var ticks: [Int] { self.delivered.map { Int($0.split(separator: ":").last!.dropLast(2))! } }
+
+        /// A renewal whose old connection was ahead (it delivered 1 and 2, the new one had 1),
+        /// taken over, its old connection ended: its moment is on.
+        static func inTheMomentAfterAnOldConnectionAhead() -> Feed {
+            var f = Feed()
+            f.begin()
+            f.current(1)
+            f.current(2)
+            f.other(1)
+            f.takeOver()
+            f.overlap.oldEnded()
+            return f
+        }
     }
 
     @Test func withNoOverlapEveryMessageGoesAsItCame() {
@@ -64,14 +77,7 @@ import Testing
     }
 
     @Test func theMomentCatchesAnEventTheOldConnectionDeliveredFirst() {
-        var f = Feed()
-        f.begin()
-        // The old connection is ahead: it delivers 1 and 2; the new one has 1, and takes over.
-        f.current(1)
-        f.current(2)
-        f.other(1)
-        f.takeOver()
-        f.overlap.oldEnded()
+        var f = Feed.inTheMomentAfterAnOldConnectionAhead()
         // Now the new connection (current) brings 2: the old one delivered it, so it is dropped.
         f.current(2)
         f.current(3)
@@ -84,14 +90,7 @@ import Testing
     }
 
     @Test func aRenewalBegunWithinTheMomentKeepsItUntilItsOwnTakeover() {
-        var f = Feed()
-        f.begin()
-        // The old connection delivers 1 and 2 before the new one has them.
-        f.current(1)
-        f.current(2)
-        f.other(1)
-        f.takeOver()
-        f.overlap.oldEnded()
+        var f = Feed.inTheMomentAfterAnOldConnectionAhead()
         // The next renewal begins within the moment: the current connection (the one that took
         // over) still brings 2, which the last old connection delivered: dropped.
         f.begin()
@@ -108,13 +107,7 @@ import Testing
     }
 
     @Test func aFailedRenewalEndsItsOverlapAndKeepsTheLastMoment() {
-        var f = Feed()
-        f.begin()
-        f.current(1)
-        f.current(2)
-        f.other(1)
-        f.takeOver()
-        f.overlap.oldEnded()
+        var f = Feed.inTheMomentAfterAnOldConnectionAhead()
         f.begin()
         f.other(5)
         f.overlap.failed()

@@ -77,6 +77,17 @@ import WSBridgeProtocol
             return out
         }
 
+        /// The app's answers since the last call: each one's id and result.
+        func answers(_ channel: EmbeddedChannel) -> [[JSONValue?]] { self.messages(channel).map { [$0["id"], $0["result"]] } }
+
+        /// The subscription events the app got since the last call: each one's result.
+        func events(_ channel: EmbeddedChannel) -> [JSONValue?] { self.messages(channel).map { $0["params"]?["result"] } }
+
+        /// The upstream's event of subscription `id`, with `result`.
+        static func event(_ id: String, _ result: Int) -> String {
+            #"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"\#(id)","result":\#(result)}}"#
+        }
+
         /// What the link wrote upstream since the last call (text frames, parsed).
         static func upstream(_ dial: Dial) throws -> [JSONValue] {
             try dial.written().compactMap { $0.opcode == .text ? try? JSONValue.parse(String(buffer: $0.data)) : nil }
@@ -95,11 +106,11 @@ import WSBridgeProtocol
         #expect(first.count == 1 && first.first?["method"] == "eth_subscribe", "\(first)")
         let heads = try #require(first.first?["id"])
         try dial.receive(text: #"{"jsonrpc":"2.0","id":\#(heads.serialized),"result":"0xs1"}"#)
-        #expect(h.messages(a).map { [$0["id"], $0["result"]] } == [[1, "0xs1"]])
+        #expect(h.answers(a) == [[1, "0xs1"]])
         // b subscribes to the same: nothing more goes upstream; its answer, under its own id.
         try h.send(b, #"{"jsonrpc":"2.0","id":7,"method":"eth_subscribe","params":["newHeads"]}"#)
         #expect(try Harness.upstream(dial).isEmpty)
-        #expect(h.messages(b).map { [$0["id"], $0["result"]] } == [[7, "0xs1"]])
+        #expect(h.answers(b) == [[7, "0xs1"]])
         // c subscribes to something else, with a's id: its own upstream subscription.
         try h.send(c, #"{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["logs"]}"#)
         let second = try Harness.upstream(dial)
@@ -107,15 +118,12 @@ import WSBridgeProtocol
         let logs = try #require(second.first?["id"])
         #expect(logs != heads)
         try dial.receive(text: #"{"jsonrpc":"2.0","id":\#(logs.serialized),"result":"0xs2"}"#)
-        #expect(h.messages(c).map { [$0["id"], $0["result"]] } == [[1, "0xs2"]])
+        #expect(h.answers(c) == [[1, "0xs2"]])
         #expect(h.messages(a).isEmpty && h.messages(b).isEmpty)
         // Each subscription's events reach its holders, and no one else.
-        try dial.receive(text: #"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0xs1","result":1}}"#)
-        try dial.receive(text: #"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0xs2","result":2}}"#)
-        let event = { (value: JSONValue) in value["params"]?["result"] }
-        #expect(h.messages(a).map(event) == [1])
-        #expect(h.messages(b).map(event) == [1])
-        #expect(h.messages(c).map(event) == [2])
+        try dial.receive(text: Harness.event("0xs1", 1))
+        try dial.receive(text: Harness.event("0xs2", 2))
+        #expect(h.events(a) == [1] && h.events(b) == [1] && h.events(c) == [2])
     }
 
     @Test func aPoolPlacesEachSubscriptionOnAConnectionAndRoutesItsEventsFromThere() throws {
@@ -127,7 +135,7 @@ import WSBridgeProtocol
         try h.send(a, #"{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}"#)
         let heads = try #require(try Harness.upstream(first).first?["id"])
         try first.receive(text: #"{"jsonrpc":"2.0","id":\#(heads.serialized),"result":"0xs1"}"#)
-        #expect(h.messages(a).map { [$0["id"], $0["result"]] } == [[1, "0xs1"]])
+        #expect(h.answers(a) == [[1, "0xs1"]])
         // The first connection is full: a second subscription opens the second connection and
         // goes there (once it is open), not on the first.
         try h.send(b, #"{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["logs"]}"#)
@@ -138,18 +146,15 @@ import WSBridgeProtocol
         h.loop.run()
         let logs = try #require(try Harness.upstream(second).first { $0["params"] == ["logs"] }?["id"])
         try second.receive(text: #"{"jsonrpc":"2.0","id":\#(logs.serialized),"result":"0xs2"}"#)
-        #expect(h.messages(b).map { [$0["id"], $0["result"]] } == [[1, "0xs2"]])
+        #expect(h.answers(b) == [[1, "0xs2"]])
         // The same subscription again shares the connection that holds it: nothing new goes.
         try h.send(c, #"{"jsonrpc":"2.0","id":3,"method":"eth_subscribe","params":["logs"]}"#)
         #expect(try Harness.upstream(first).isEmpty && Harness.upstream(second).isEmpty)
-        #expect(h.messages(c).map { [$0["id"], $0["result"]] } == [[3, "0xs2"]])
+        #expect(h.answers(c) == [[3, "0xs2"]])
         // Each connection's events reach the holders of its subscription only.
-        try first.receive(text: #"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0xs1","result":1}}"#)
-        try second.receive(text: #"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0xs2","result":2}}"#)
-        let event = { (value: JSONValue) in value["params"]?["result"] }
-        #expect(h.messages(a).map(event) == [1])
-        #expect(h.messages(b).map(event) == [2])
-        #expect(h.messages(c).map(event) == [2])
+        try first.receive(text: Harness.event("0xs1", 1))
+        try second.receive(text: Harness.event("0xs2", 2))
+        #expect(h.events(a) == [1] && h.events(b) == [2] && h.events(c) == [2])
         #expect(h.bridge.pool.status.connections?.count == 2, "\(String(describing: h.bridge.pool.status.connections))")
     }
 }
