@@ -57,7 +57,12 @@ final class AppProtocolLayer: UpstreamEventSink {
     var overlap: AppProtocolOverlap?
     /// What the two connections deliver, each once (`RenewalOverlap`: the overlap, then its
     /// moment after the old connection ended).
-    var overlapDedupe = RenewalOverlap<OverlapDelivery>()
+    var overlapDedupe = RenewalOverlap<OverlapDelivery>() {
+        didSet { self.overlapping = self.overlapDedupe.isOverlapping }
+    }
+    /// `overlapDedupe.isOverlapping`, read for every upstream message as a flag (reading the
+    /// generic struct copied it each time).
+    private(set) var overlapping = false
     /// On a fleet follower: its bridge, whose layer holds this host's apps (`+Remote`).
     weak var remote: (any RemoteProtocolApps)?
 
@@ -85,7 +90,7 @@ final class AppProtocolLayer: UpstreamEventSink {
 
     func upstreamLink(_ link: any LinkControl, emitted event: UpstreamEvent) {
         switch event {
-        case .message(let message) where self.overlapDedupe.isOverlapping:
+        case .message(let message) where self.overlapping:
             // A renewal's overlap: both connections' messages, each once.
             self.overlapRoute(message, side: .current, link: link, handshake: false)
         case .message(let message) where message.kind == .text || self.isText:
