@@ -3,23 +3,20 @@ import WSBridgeCore
 import WSBridgeProtocol
 
 /// A renewal of the link's connection (`upstream.max_lifetime`, `upstream.renew_when`,
-/// docs/limits.md), from the second connection's attempt to the old one's end: the second
-/// connection (`successor`) while its session is restored, the overlap's dedupe, then the old
-/// connection (`retiring`) while it closes. One at a time. Its state changes only through its
-/// methods; the link drives it (UpstreamLink+Renewal.swift). Confined to the link's event loop.
+/// docs/limits.md), from the second connection's attempt to the old one's end. What it decides
+/// is `RenewalMachine`'s (pure, in Core: when one starts, takeover, close, failure, a renewal
+/// that waits); this holds what the machine cannot: the second connection (`successor`) and the
+/// old one (`retiring`), the overlap's dedupe, and the timers. Its state changes only through
+/// its methods; the link drives it (UpstreamLink+Renewal.swift). Confined to the link's event
+/// loop.
 final class Renewal {
+    private(set) var machine = RenewalMachine()
     /// The second connection, from its attempt until it delivers and takes over.
     private(set) var successor: LinkAttempt?
-    /// Its session is restored (opening messages, ready gate, sticky sends): its messages count.
-    private(set) var successorReady = false
-    /// The sticky keys sent on it: those registered later go when it takes over.
-    private(set) var sentKeys: Set<String> = []
     /// The keepalive the protocol's server set on the new connection: the link's once it took over.
     var successorKeepalive: (AppProtocolTiming, String)?
     /// The old connection, after the new one took over, until its TCP ends.
     private(set) var retiring: LinkAttempt?
-    /// The old connection's close frame went.
-    private(set) var retiringClosed = false
     /// The wire's messages of the two connections, each once (`RenewalOverlap`: the overlap,
     /// then its moment after the old connection ended). Not with a protocol: its layer compares
     /// what they deliver, by the same rule; only the moment (`tailEnd`) is kept here then.
@@ -34,24 +31,17 @@ final class Renewal {
     /// The end of the last overlap's moment.
     private var tailEnd: Scheduled<Void>?
     var duplicatesDropped: Int { self.overlap.duplicatesDropped }
-    /// A renewal asked for while the last one's old connection was still closing: why.
-    var waiting: String?
-    /// Why this renewal, for the log and `status`.
-    private(set) var why = ""
-    private(set) var startedAt: MonotonicInstant?
     /// The connection's lifetime, until its renewal starts.
     private var lifetime: Scheduled<Void>?
     /// When the lifetime ends (nil: no renewal planned).
     private(set) var lifetimeEnds: MonotonicInstant?
-    /// The renewal's deadline (`upstream.renew_timeout`), then the end of the dedupe after the
-    /// old connection ended.
+    /// The renewal's deadline (`upstream.renew_timeout`), then the old connection's close
+    /// deadline while requests sent on it wait for their answers.
     private var deadline: Scheduled<Void>?
-    /// Renewals done, and given up.
-    private(set) var count = 0
-    private(set) var failed = 0
-    /// The last renewal: when (wall clock), how long its overlap took, why; or why it failed.
-    private(set) var last: StatusReport.Renewal.Last?
 
+    var successorReady: Bool { self.machine.successorReady }
+    /// The old connection's close frame went.
+    var retiringClosed: Bool { self.machine.oldCloseSent }
     var isUnderway: Bool { self.successor != nil || self.retiring != nil }
 
     /// The connection the callbacks of `generation` belong to, and which it is.
@@ -74,24 +64,25 @@ final class Renewal {
         self.deadline = timer
     }
 
+    /// A renewal is asked for (the machine's `ask`: one asked while the old connection closes
+    /// is kept for when it ended).
+    func ask(why: String, linkOpen: Bool) -> RenewalMachine.Ask {
+        self.machine.ask(why: why, linkOpen: linkOpen)
+    }
+
     /// A renewal starts: `successor` is its connection; `dedupe` (`upstream.dedupe`'s paths and
     /// window) when the wire's messages are compared here.
     func start(_ successor: LinkAttempt, why: String, dedupe: (paths: [String], window: Int)?, now: MonotonicInstant) {
-        self.clear()
+        guard self.machine.start(why: why, now: now) else { return }
+        self.setDeadline(nil)
+        self.armLifetime(nil, ends: nil)
         self.successor = successor
         self.successorKeepalive = nil
-        self.successorReady = false
-        self.sentKeys = []
-        self.why = why
-        self.startedAt = now
         if let dedupe { self.overlap.begin(paths: dedupe.paths, window: dedupe.window) }
     }
 
     /// The successor's session is restored, `keys` the sticky keys sent on it.
-    func ready(sent keys: Set<String>) {
-        self.successorReady = true
-        self.sentKeys = keys
-    }
+    func ready(sent keys: Set<String>) { _ = self.machine.ready(sent: keys) }
 
     /// What the overlap delivers of `message`, from the link's current connection or the
     /// renewal's other one (all of it when there is no overlap).
@@ -100,35 +91,34 @@ final class Renewal {
     }
 
     /// Sticky key `key` went on the successor too (registered while it was ready).
-    func sent(_ key: String) { self.sentKeys.insert(key) }
+    func sent(_ key: String) { self.machine.sent(key) }
 
     /// The successor took over; `old` closes. Returns how long the overlap took, and what the
     /// new connection held (it was ahead of the old), for the link to deliver first, in order.
-    func tookOver(old: LinkAttempt, now: MonotonicInstant) -> (took: Duration, held: [UpstreamMessage]) {
-        let took = self.startedAt.map { now - $0 } ?? .zero
+    func tookOver(old: LinkAttempt, now: MonotonicInstant) -> (took: Duration, held: [UpstreamMessage])? {
+        guard let took = self.machine.tookOver(now: now, wallMillis: WallClock.millisecondsSinceEpoch()) else { return nil }
         self.setDeadline(nil)
         // The last overlap's moment is over with it (its connection is the old one now).
         self.endTail()
         let held = self.overlap.takeOver()
         self.successor = nil
         self.retiring = old
-        self.retiringClosed = false
-        self.count += 1
-        self.last = .init(at: WallClock.millisecondsSinceEpoch(), overlapMs: took.nanoseconds / 1_000_000, why: self.why, failure: nil)
         return (took, held)
     }
 
-    /// The old connection's close frame went.
-    func closingRetiring() { self.retiringClosed = true }
+    /// The old connection's close frame goes: true unless it went already (or there is none).
+    func closingRetiring() -> Bool { self.machine.closingOld() }
 
     /// The old connection ended. The overlap's dedupe stays until `end` fires (it calls
-    /// `endTail`), replacing the last one's.
-    func retired(tailEnds end: Scheduled<Void>) {
+    /// `endTail`), replacing the last one's. Returns why a renewal asked for meanwhile was.
+    func retired(tailEnds end: Scheduled<Void>) -> String? {
         self.retiring?.end()
         self.retiring = nil
+        self.setDeadline(nil)
         self.endTail()
         self.overlap.oldEnded()
         self.tailEnd = end
+        return self.machine.oldEnded()
     }
 
     /// The last overlap's moment is over: messages are no longer compared against it.
@@ -139,33 +129,33 @@ final class Renewal {
     }
 
     /// The renewal failed before its connection took over (`why`): it goes; the old stays.
-    func failed(_ why: String) {
+    /// Returns when a lifetime's renewal is tried again (the machine's `failed`).
+    func failed(_ why: String, lifetimeSet: Bool, retry: Duration) -> Duration? {
+        let again = self.machine.failed(why, wallMillis: WallClock.millisecondsSinceEpoch(), lifetimeSet: lifetimeSet, retry: retry)
         self.successor?.end()
         self.successor = nil
         self.overlap.failed()
         self.setDeadline(nil)
-        self.failed += 1
-        self.last = .init(at: WallClock.millisecondsSinceEpoch(), overlapMs: nil, why: self.why, failure: why)
+        return again
     }
 
-    /// The link's connection went (or the daemon stops): every part of a renewal goes with it.
+    /// The link's connection went (or the daemon stops): every part of a renewal but the
+    /// counts goes with it.
     func abandon() {
-        self.clear()
-        self.endTail()
-    }
-
-    /// Every part of a renewal but the last overlap's moment (`tail`) goes.
-    private func clear() {
-        self.waiting = nil
+        self.machine.abandon()
         self.successor?.end()
         self.successor = nil
         self.retiring?.end()
         self.retiring = nil
         self.overlap.failed()
         self.setDeadline(nil)
-        self.lifetime?.cancel()
-        self.lifetime = nil
-        self.lifetimeEnds = nil
+        self.armLifetime(nil, ends: nil)
+        self.endTail()
+    }
+
+    /// `status`'s last renewal.
+    var lastStatus: StatusReport.Renewal.Last? {
+        self.machine.last.map { .init(at: $0.atMillis, overlapMs: $0.overlapMs, why: $0.why, failure: $0.failure) }
     }
 }
 

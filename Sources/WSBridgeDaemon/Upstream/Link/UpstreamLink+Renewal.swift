@@ -25,8 +25,8 @@ extension UpstreamLink {
             return
         }
         let jitter = self.configuration.upstream.effectiveRenewJitter.nanoseconds
-        let less = jitter > 0 ? Int64.random(in: 0...jitter) : 0
-        let ends = (self.attempt.upgradedAt ?? self.now) + .nanoseconds(max(lifetime.nanoseconds - less, 1_000_000))
+        let ends = RenewalMachine.lifetimeEnds(
+            upgradedAt: self.attempt.upgradedAt ?? self.now, lifetime: lifetime, jitterTaken: .nanoseconds(jitter > 0 ? Int64.random(in: 0...jitter) : 0))
         let generation = self.attempt.generation
         let timer = self.eventLoop.assumeIsolated().scheduleTask(deadline: NIODeadline.uptimeNanoseconds(ends.nanoseconds)) {
             guard self.attempt.isCurrent(generation) else { return }
@@ -47,12 +47,14 @@ extension UpstreamLink {
 
     /// Renews the open connection (`why`: what asked for it), unless a renewal is under way.
     func renew(why: String) {
-        guard self.phase == .open, !self.isShuttingDown, self.renewal.successor == nil else { return }
-        if self.renewal.retiring != nil {
-            // The last renewal's old connection is still closing: this one starts once it ended.
-            self.logger.debug("renewal (\(why)) waits for the last renewal's old connection to end")
-            self.renewal.waiting = why
+        switch self.renewal.ask(why: why, linkOpen: self.phase == .open && !self.isShuttingDown) {
+        case .ignored:
             return
+        case .afterOldEnds:
+            self.logger.debug("renewal (\(why)) waits for the last renewal's old connection to end")
+            return
+        case .mayStart:
+            break
         }
         if let at = self.connectAttempts.admit(now: self.now) {
             let generation = self.attempt.generation
@@ -102,11 +104,11 @@ extension UpstreamLink {
     /// tried again after `upstream.renew_timeout`.
     func renewalFailed(_ generation: Int, _ why: String) {
         guard self.renewal.connection(generation)?.isSuccessor == true else { return }
-        self.renewal.failed(why)
+        let upstream = self.configuration.upstream
+        let again = self.renewal.failed(why, lifetimeSet: upstream.maxLifetime != nil, retry: upstream.renewTimeout)
         self.protocolOverlap?.overlapEnded(self, why)
         self.logger.warning("renewal failed: \(why); the current connection stays")
-        guard self.configuration.upstream.maxLifetime != nil else { return }
-        let retry = self.configuration.upstream.renewTimeout
+        guard let retry = again else { return }
         let current = self.attempt.generation
         let ends = self.now + retry
         let timer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(retry.nanoseconds)) {
@@ -186,9 +188,10 @@ extension UpstreamLink {
     /// The renewal's connection delivered: it becomes the current one; the old one closes.
     private func successorTookOver() {
         guard let successor = self.renewal.successor else { return }
-        let registered = self.session.entries(slot: self.slot).filter { !self.renewal.sentKeys.contains($0.key) }
+        let sentKeys = self.renewal.machine.sentKeys
+        let registered = self.session.entries(slot: self.slot).filter { !sentKeys.contains($0.key) }
         let old = self.takeOver(successor)
-        let (took, held) = self.renewal.tookOver(old: old, now: self.now)
+        guard let (took, held) = self.renewal.tookOver(old: old, now: self.now) else { return }
         // What it brought ahead of the old one, in its order, before anything else of it.
         for message in held { self.emit(.message(message)) }
         self.protocolOverlap?.overlapTookOver(self)
@@ -196,8 +199,8 @@ extension UpstreamLink {
         // Keys registered while it was restored went on the old connection only.
         for entry in registered { self.writeOwn(OutboundMessage(entry.payload)) }
         self.logger.notice(
-            "renewed (\(self.renewal.why)): the new connection delivered after \(took.short); the old one closes",
-            metadata: ["renewals": "\(self.renewal.count)"])
+            "renewed (\(self.renewal.machine.why)): the new connection delivered after \(took.short); the old one closes",
+            metadata: ["renewals": "\(self.renewal.machine.count)"])
         self.heartbeatTick()
         self.flushOutbound()
         self.armLifetime()
@@ -209,9 +212,14 @@ extension UpstreamLink {
     /// awaited (as any close handshake), and the overlap's dedupe stays a moment more for the
     /// new connection's messages the old one delivered first.
     func closeRetiringWhenAnswered() {
-        guard let old = self.renewal.retiring, !self.renewal.retiringClosed else { return }
+        guard let old = self.renewal.retiring else { return }
         let generation = old.generation
-        if self.events.upstreamLinkRequestsInFlight(self) > 0 {
+        switch self.renewal.machine.closeOld(requestsInFlight: self.events.upstreamLinkRequestsInFlight(self)) {
+        case .ignored:
+            return
+        case .now:
+            self.closeRetiring(old)
+        case .whenAnswered:
             if !self.renewal.hasDeadline {
                 let timeout = self.configuration.upstream.renewTimeout
                 self.renewal.setDeadline(
@@ -220,14 +228,11 @@ extension UpstreamLink {
                         self.closeRetiring(old)
                     })
             }
-            return
         }
-        self.closeRetiring(old)
     }
 
     private func closeRetiring(_ old: LinkAttempt) {
-        guard !self.renewal.retiringClosed, old.channel != nil else { return }
-        self.renewal.closingRetiring()
+        guard old.channel != nil, self.renewal.closingRetiring() else { return }
         old.writeClose(code: 1000, reason: "renewed", timeout: Self.closeTimeout) {
             self.logger.info("the server did not end the renewed connection after the close handshake; closing it")
         }
@@ -256,17 +261,14 @@ extension UpstreamLink {
         }
         // The new connection may still bring what the old one delivered first: the overlap's
         // dedupe stays a moment, through a renewal that begins meanwhile too.
-        self.renewal.retired(
+        let waiting = self.renewal.retired(
             tailEnds: self.eventLoop.assumeIsolated().scheduleTask(in: Self.closeTimeout) {
                 self.renewal.endTail()
                 self.protocolOverlap?.overlapDedupeEnded()
             })
         self.protocolOverlap?.overlapEnded(self, why)
-        if let why = self.renewal.waiting {
-            // A renewal asked for while it closed (a short lifetime, a notice): now.
-            self.renewal.waiting = nil
-            self.renew(why: why)
-        }
+        // A renewal asked for while it closed (a short lifetime, a notice): now.
+        if let waiting { self.renew(why: waiting) }
     }
 
     /// The protocol's layer, when it runs a renewal's overlap (nil: raw, the link dedupes).
@@ -275,12 +277,12 @@ extension UpstreamLink {
     /// `status`'s `renewal`, when renewal is set.
     var renewalStatus: StatusReport.Renewal? {
         let upstream = self.configuration.upstream
-        guard upstream.maxLifetime != nil || upstream.renewWhen != nil || self.renewal.count + self.renewal.failed > 0 else { return nil }
-        let underway = self.renewal.successor != nil ? "opening" : self.renewal.retiring != nil ? "closing" : nil
+        let machine = self.renewal.machine
+        guard upstream.maxLifetime != nil || upstream.renewWhen != nil || machine.count + machine.failed > 0 else { return nil }
         return StatusReport.Renewal(
-            underway: underway, inMs: self.renewal.lifetimeEnds.map { max(0, ($0 - self.now).nanoseconds / 1_000_000) },
-            renewals: self.renewal.count, failed: self.renewal.failed,
+            underway: machine.underway, inMs: self.renewal.lifetimeEnds.map { max(0, ($0 - self.now).nanoseconds / 1_000_000) },
+            renewals: machine.count, failed: machine.failed,
             duplicatesDropped: self.renewal.duplicatesDropped + (self.protocolOverlap?.overlapDuplicatesDropped ?? 0),
-            last: self.renewal.last)
+            last: self.renewal.lastStatus)
     }
 }
