@@ -365,14 +365,11 @@ import WSBridgeProtocol
         let x = WireID(.string("x"))
         let y = WireID(.string("y"))
         let holders = [ca, cb, cc].map { (client: LocalClient) in AppProtocolSessionHolder(app: client.id, appID: client === cb ? y : x) }
+        // The message's first byte is its id, written as each holder knows it.
         func event(_ n: Int, for holders: [AppProtocolSessionHolder]) -> Bool {
-            guard let seq = fanout.continueRun(for: holders) ?? fanout.openRun(for: holders, id: { $0.appID }) else { return false }
-            for i in fanout.run.variants.indices {
-                let id = fanout.run.variants[i].id?.json.stringValue ?? "?"
-                fanout.writeRunLine(i, seq: seq, data: ByteBuffer(string: "\(id)\(n)"), receivedAtMillis: 0)
-            }
-            fanout.runLineWritten()
-            return true
+            fanout.deliverInRun(
+                holders, data: ByteBuffer(string: "?\(n)"), idAt: 0..<1, receivedAtMillis: 0, id: { $0.appID },
+                spelling: { ByteBuffer(string: $0.json.stringValue ?? "!") })
         }
         broadcast("b1")
         #expect(event(2, for: holders) && event(3, for: holders))

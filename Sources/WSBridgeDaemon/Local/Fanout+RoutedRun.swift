@@ -61,9 +61,27 @@ struct RoutedRun {
 }
 
 extension Fanout {
+    /// Delivers a message for `holders` (more than one) as a line of a run: written once for
+    /// each id its holders know it by (`id`: nil for the message's own, whose bytes are at
+    /// `idAt` in `data`; `spelling` writes an id as the wire does), the run's batch going to
+    /// each of them once it ends. False (nothing done) when they cannot share one (a fleet
+    /// follower's app among them, or one app twice): then each is sent its own.
+    func deliverInRun(
+        _ holders: [AppProtocolSessionHolder], data: ByteBuffer, idAt: Range<Int>, receivedAtMillis: Int64,
+        id: (AppProtocolSessionHolder) -> WireID?, spelling: (WireID) -> ByteBuffer
+    ) -> Bool {
+        guard let seq = self.continueRun(for: holders) ?? self.openRun(for: holders, id: id) else { return false }
+        for i in self.run.variants.indices {
+            let splicing = self.run.variants[i].id.map { IDSplice(at: idAt, text: spelling($0)) }
+            self.writeRunLine(i, seq: seq, data: data, splicing: splicing, receivedAtMillis: receivedAtMillis)
+        }
+        self.run.lineWritten()
+        return true
+    }
+
     /// Whether a message for `holders` (more than one) joins the open run: the same holders as
     /// the run's, and no other line numbered since. Then its seq is taken.
-    func continueRun(for holders: [AppProtocolSessionHolder]) -> UInt64? {
+    private func continueRun(for holders: [AppProtocolSessionHolder]) -> UInt64? {
         guard self.run.isOpen, self.run.next == self.seq + 1, self.run.isFor(holders) else { return nil }
         return self.takeSeqInRun()
     }
@@ -72,7 +90,7 @@ extension Fanout {
     /// message by): nil when one is not a local client (a fleet follower's app), or one client
     /// holds it twice (it gets two seqs: routed one by one). Everything numbered before goes
     /// first. Returns the first line's seq.
-    func openRun(for holders: [AppProtocolSessionHolder], id: (AppProtocolSessionHolder) -> WireID?) -> UInt64? {
+    private func openRun(for holders: [AppProtocolSessionHolder], id: (AppProtocolSessionHolder) -> WireID?) -> UInt64? {
         var variants: [RoutedRun.Variant] = []
         var apps = Set<AppID>(minimumCapacity: holders.count)
         for holder in holders {
@@ -93,7 +111,7 @@ extension Fanout {
     }
 
     /// Writes the open run's line `seq` for variant `i`: `data` as its clients get it.
-    func writeRunLine(_ i: Int, seq: UInt64, data: ByteBuffer, splicing: IDSplice? = nil, receivedAtMillis: Int64) {
+    private func writeRunLine(_ i: Int, seq: UInt64, data: ByteBuffer, splicing: IDSplice? = nil, receivedAtMillis: Int64) {
         if let splicing {
             MessageLineEncoder.write(
                 seq: seq, text: data, receivedAtMillis: receivedAtMillis, splicing: splicing.at, with: splicing.text, into: &self.run.variants[i].lines,
@@ -105,9 +123,6 @@ extension Fanout {
         }
         self.run.variants[i].ends.append(self.run.variants[i].lines.writerIndex - self.run.variants[i].lines.readerIndex)
     }
-
-    /// The open run's line is written for every variant.
-    func runLineWritten() { self.run.lineWritten() }
 
     /// Ends the open run: each of its clients gets its variant's lines, one batch (written now
     /// at the end of a read, `now`; else queued, written with the rest of the loop's turn).

@@ -160,10 +160,10 @@ extension AppProtocolLayer {
         self.fanout.flush()
         if let lost {
             let error = ProtocolError(.linkLost, "\(lost); send the request again once status says open", id: replyID)
-            client.send(MessageLineEncoder.line(error.reply, allocator: self.fanout.allocator))
+            client.send(MessageLineEncoder.line(error.reply, allocator: self.allocator))
         } else {
             let reply = ReplyLine.ok(id: replyID, RequestResult(seq: self.fanout.takeSeq(), payload: json).json)
-            client.send(MessageLineEncoder.line(reply.json, allocator: self.fanout.allocator))
+            client.send(MessageLineEncoder.line(reply.json, allocator: self.allocator))
         }
         return true
     }

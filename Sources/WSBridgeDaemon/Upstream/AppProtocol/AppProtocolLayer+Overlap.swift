@@ -108,7 +108,7 @@ extension AppProtocolLayer: RenewalOverlapSink {
     /// Requests waiting for their answers: the fan-out's, and the calls of a renewal's old
     /// connection (it stays open for them).
     func upstreamLinkRequestsInFlight(_ link: any LinkControl) -> Int {
-        var waiting = self.fanout.upstreamLinkRequestsInFlight(link)
+        var waiting = self.requests.matchedCount
         if let overlap, self.overlapDedupe.tookOver { waiting += overlap.session.callsWaiting }
         return waiting
     }

@@ -81,21 +81,12 @@ extension AppProtocolLayer {
         }
     }
 
-    /// A message for several holders as a line of the fan-out's run (`RoutedRun`): written once
-    /// for each id its holders know it by (`id`: nil for the message's own), the run's batch
-    /// going to each of them once it ends. False when they cannot share one (a fleet follower's
-    /// app among them, or one app twice): then each is sent its own.
+    /// A message for several holders as a line of the fan-out's run (`Fanout.deliverInRun`).
     private func deliverInRun(
         _ holders: [AppProtocolSessionHolder], data: ByteBuffer, idAt: Range<Int>, receivedAtMillis: Int64,
         id: (AppProtocolSessionHolder) -> WireID?
     ) -> Bool {
-        guard let seq = self.fanout.continueRun(for: holders) ?? self.fanout.openRun(for: holders, id: id) else { return false }
-        for i in self.fanout.run.variants.indices {
-            let splicing = self.fanout.run.variants[i].id.map { IDSplice(at: idAt, text: self.spelling($0)) }
-            self.fanout.writeRunLine(i, seq: seq, data: data, splicing: splicing, receivedAtMillis: receivedAtMillis)
-        }
-        self.fanout.runLineWritten()
-        return true
+        self.fanout.deliverInRun(holders, data: data, idAt: idAt, receivedAtMillis: receivedAtMillis, id: id, spelling: { self.spelling($0) })
     }
 
     /// To `app`'s client (under `seq`, one message's for all its holders, or a new one), or into
@@ -129,7 +120,7 @@ extension AppProtocolLayer {
     /// `data` with the bytes at `range` (of its readable bytes) replaced by `text` (a fleet
     /// follower's app's message goes into the stream as its own bytes).
     private func replacing(_ range: Range<Int>, in data: ByteBuffer, with text: ByteBuffer) -> ByteBuffer {
-        var out = self.fanout.allocator.buffer(capacity: data.readableBytes - range.count + text.readableBytes)
+        var out = self.allocator.buffer(capacity: data.readableBytes - range.count + text.readableBytes)
         out.writeImmutableBuffer(data.getSlice(at: data.readerIndex, length: range.lowerBound)!)
         out.writeImmutableBuffer(text)
         out.writeImmutableBuffer(data.getSlice(at: data.readerIndex + range.upperBound, length: data.readableBytes - range.upperBound)!)

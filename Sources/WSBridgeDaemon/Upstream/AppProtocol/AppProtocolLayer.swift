@@ -28,6 +28,8 @@ final class AppProtocolLayer: UpstreamEventSink {
     let passOn: any UpstreamEventSink
     let logger: Logger
     let eventLoop: any EventLoop
+    /// For the lines it writes itself (replies, a follower's app's bytes).
+    let allocator = ByteBufferAllocator()
     /// A text protocol's (Socket.IO, STOMP, NATS): its binary WebSocket messages are its text too.
     let isText: Bool
     /// The session's routing keys: a message with none of them is a broadcast, told without the session.
