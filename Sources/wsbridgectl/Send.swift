@@ -83,7 +83,7 @@ struct Send: ParsableCommand {
                 self.report(try connection.request(.send(.text(String(line)), sticky: nil), unsubscribeFirst: first))
                 first = false
             }
-        } catch let error as DaemonConnection.RequestError {
+        } catch let error as DaemonSocket.RequestError {
             Output.error(error.description)
             throw ExitCode(error.exitCode)
         }

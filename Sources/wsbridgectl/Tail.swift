@@ -60,7 +60,7 @@ struct Tail: ParsableCommand {
                 } ?? false
             let start = Self.following(self.global.socketPath, last: result.seq ?? 0, since: restarted ? nil : self.since)
             Output.error(start + "\(filterNote) (stream \(result.stream ?? "?")); Ctrl-C ends")
-        } catch let error as DaemonConnection.RequestError {
+        } catch let error as DaemonSocket.RequestError {
             Output.error(error.description)
             throw ExitCode(error.exitCode)
         }

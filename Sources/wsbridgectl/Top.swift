@@ -42,7 +42,7 @@ struct Top: ParsableCommand {
                 snapshot = Snapshot(
                     status: try StatusReport(json: try connection.request(.status)), clients: try ClientsResult(json: try connection.request(.clients)),
                     at: Self.monotonicSeconds())
-            } catch let error as DaemonConnection.RequestError {
+            } catch let error as DaemonSocket.RequestError {
                 terminal.restore()
                 Output.error(error.description)
                 throw ExitCode(error.exitCode)

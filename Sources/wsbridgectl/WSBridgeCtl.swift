@@ -107,10 +107,10 @@ struct GlobalOptions: ParsableArguments {
     }
 
     /// Connects, or exits with a message saying how to fix it.
-    func connect() throws -> DaemonConnection {
+    func connect() throws -> DaemonSocket {
         do {
-            return try DaemonConnection(path: self.socketPath)
-        } catch let error as DaemonConnection.ConnectError {
+            return try DaemonSocket(path: self.socketPath)
+        } catch let error as DaemonSocket.ConnectError {
             Output.error(error.description)
             throw ExitCode(error.exitCode)
         }
@@ -146,7 +146,7 @@ struct GlobalOptions: ParsableArguments {
         let connection = try self.connect()
         do {
             return try connection.request(command)
-        } catch let error as DaemonConnection.RequestError {
+        } catch let error as DaemonSocket.RequestError {
             Output.error(error.description)
             throw ExitCode(error.exitCode)
         }

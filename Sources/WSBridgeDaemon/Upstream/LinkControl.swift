@@ -4,7 +4,7 @@ import WSBridgeProtocol
 /// What the local plane may ask of the upstream link, and read from it. The link is the one
 /// source of truth for its phase, round-trip time and counters: nothing else keeps a copy.
 /// Confined to the link's event loop, like the link.
-protocol LinkControl: ProtocolConnection {
+protocol LinkControl: ProtocolTransport {
     var phase: ConnectionPhase { get }
     /// What a send queued now waits for.
     var sendsWait: SendWait { get }
@@ -27,7 +27,7 @@ protocol LinkControl: ProtocolConnection {
 
 /// What the application protocol's layer needs of a connection: the link's current one, or a
 /// renewal's other one (`RenewalOverlapSink`).
-protocol ProtocolConnection: AnyObject {
+protocol ProtocolTransport: AnyObject {
     /// Sends now, or queues (bounded) until the link opens; with the spool on, `.spooling`
     /// says the outcome follows once the message is stored.
     func send(_ message: OutboundMessage) -> SendOutcome
@@ -47,7 +47,7 @@ protocol ProtocolConnection: AnyObject {
 protocol RenewalOverlapSink: AnyObject {
     /// A renewal starts: `other` is its new connection; `dedupe` and `window` are
     /// `upstream.dedupe` and `upstream.dedupe_window`.
-    func overlapBegan(_ link: any LinkControl, other: any ProtocolConnection, dedupe: [String], window: Int)
+    func overlapBegan(_ link: any LinkControl, other: any ProtocolTransport, dedupe: [String], window: Int)
     /// A message of the other connection (`ready`: the new one's session is restored, or it is
     /// the old one); true when the new connection has caught up with the old (it takes over).
     func overlapMessage(_ link: any LinkControl, _ message: UpstreamMessage, ready: Bool) -> Bool

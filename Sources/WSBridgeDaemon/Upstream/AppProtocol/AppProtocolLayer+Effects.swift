@@ -27,7 +27,7 @@ extension AppProtocolLayer {
     /// written again.
     @discardableResult
     func perform(
-        _ effects: [AppProtocolEffect], link: any ProtocolConnection, receivedAtMillis: Int64, lost: String? = nil,
+        _ effects: [AppProtocolEffect], link: any ProtocolTransport, receivedAtMillis: Int64, lost: String? = nil,
         original: (view: JSONValue, data: ByteBuffer)? = nil
     ) -> Performed {
         var performed = Performed()

@@ -14,11 +14,11 @@ final class AppProtocolOverlap {
     /// The other connection's session: the new one's until it takes over, then the old one's.
     var session: AppProtocolSession
     /// The other connection (the link resolves which: the new one, then the old one).
-    let connection: any ProtocolConnection
+    let connection: any ProtocolTransport
     /// The new session's restore (`protocol.confirm_timeout`).
     var restoreWatch = RestoreWatch()
 
-    init(session: AppProtocolSession, connection: any ProtocolConnection) {
+    init(session: AppProtocolSession, connection: any ProtocolTransport) {
         self.session = session
         self.connection = connection
     }
@@ -44,7 +44,7 @@ extension AppProtocolLayer: RenewalOverlapSink {
     /// The layer is its own part in a renewal's overlap (`UpstreamEventSink`).
     var renewalOverlap: (any RenewalOverlapSink)? { self }
 
-    func overlapBegan(_ link: any LinkControl, other: any ProtocolConnection, dedupe: [String], window: Int) {
+    func overlapBegan(_ link: any LinkControl, other: any ProtocolTransport, dedupe: [String], window: Int) {
         // Within the last overlap's moment its dedupe stays for the current connection.
         self.endOverlap()
         self.overlapDedupe.begin(paths: dedupe, window: window)
@@ -130,7 +130,7 @@ extension AppProtocolLayer: RenewalOverlapSink {
     func overlapRoute(_ message: UpstreamMessage, side: OverlapSide, link: any LinkControl, handshake: Bool) {
         let overlap = self.overlap
         guard side == .current || overlap != nil else { return }
-        let connection: any ProtocolConnection = overlap.map { side == .current ? link : $0.connection } ?? link
+        let connection: any ProtocolTransport = overlap.map { side == .current ? link : $0.connection } ?? link
         var parts: [(view: JSONValue?, data: ByteBuffer)]
         if message.kind == .binary && !self.isText {
             parts = [(nil, message.data)]
@@ -171,7 +171,7 @@ extension AppProtocolLayer: RenewalOverlapSink {
     }
 
     /// Delivers what one upstream message of an overlap delivers.
-    private func deliver(_ delivery: OverlapDelivery, link: any ProtocolConnection) {
+    private func deliver(_ delivery: OverlapDelivery, link: any ProtocolTransport) {
         let original = delivery.view.map { ($0, delivery.data) }
         let performed = self.perform(delivery.effects, link: link, receivedAtMillis: delivery.receivedAtMillis, original: original)
         guard performed.broadcast else { return }
@@ -208,7 +208,7 @@ extension AppProtocolLayer: RenewalOverlapSink {
     }
 
     /// The old connection ended after the takeover: its calls still waiting are told `reason`.
-    private func oldConnectionLost(_ reason: String, link: (any ProtocolConnection)?) {
+    private func oldConnectionLost(_ reason: String, link: (any ProtocolTransport)?) {
         guard let overlap, self.overlapDedupe.tookOver else { return }
         let effects = self.withSide(.other) { $0.lost(reason: reason) }.filter(\.isDelivery)
         self.perform(effects, link: link ?? overlap.connection, receivedAtMillis: WallClock.millisecondsSinceEpoch(), lost: reason)

@@ -5,7 +5,7 @@ import WSBridgeProtocol
 /// A fleet follower's way to its bridge's protocol layer (docs/fleet.md): the follower's apps
 /// are apps of the bridge's layer, which rewrites their ids, shares and restores their
 /// subscriptions, and routes what is theirs back through the stream.
-protocol RemoteProtocolApps: ProtocolConnection {
+protocol RemoteProtocolApps: ProtocolTransport {
     /// App `app`'s message, as the wire carries it, to the bridge's layer.
     func fromApp(_ app: AppID, _ text: String) -> AppProtocolLayer.Performed
     /// App `app` went: the bridge's layer lets go of what it held.
@@ -23,7 +23,7 @@ protocol RemoteProtocolApps: ProtocolConnection {
 extension AppProtocolLayer {
     /// A message the bridge's layer routed to app `app` of this follower, at stream seq `seq`
     /// (the app's ids already its own).
-    func routed(_ message: UpstreamMessage, to app: AppID, at seq: UInt64, link: any ProtocolConnection) {
+    func routed(_ message: UpstreamMessage, to app: AppID, at seq: UInt64, link: any ProtocolTransport) {
         defer { self.fanout.skip(to: seq) }
         if app == AppID.everyone {
             // A daemon-scope sticky subscription's: for every subscriber here.

@@ -185,7 +185,7 @@ final class AppProtocolLayer: UpstreamEventSink {
 
     /// Waits `protocol.confirm_timeout` for the restore's subscription in flight (a new one
     /// each time the session sends the next); when it passes unconfirmed, the next goes.
-    func watchRestore(link: any ProtocolConnection) {
+    func watchRestore(link: any ProtocolTransport) {
         self.restoreWatch.watch(self.session.restoreStep, after: self.confirmTimeout, on: self.eventLoop) { step in
             let effects = self.withSession { $0.confirmationTimedOut(step: step) }
             self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())

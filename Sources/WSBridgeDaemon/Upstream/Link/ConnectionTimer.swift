@@ -4,7 +4,7 @@ import WSBridgeCore
 /// One timer of a connection: its heartbeat's or its protocol keepalive's. What they decide
 /// (pings, the round trip, deadlines) is the connection machine's, nested in the connection's
 /// context; a timer wakes the link at the instant they ask for (`UpstreamLink.heartbeatTick`,
-/// `keepaliveTick`). It belongs to the connection (`LinkAttempt`) and stops with it: nothing of
+/// `keepaliveTick`). It belongs to the connection (`UpstreamConnection`) and stops with it: nothing of
 /// an older connection fires. Its clock is its event loop's (an `EmbeddedEventLoop`'s in tests).
 /// Confined to that loop.
 final class ConnectionTimer {

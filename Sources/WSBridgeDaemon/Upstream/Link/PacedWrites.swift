@@ -130,7 +130,7 @@ extension UpstreamLink {
         let limits = self.configuration.upstream.limits
         guard limits.messagesPerSecond != nil || self.connectAttempts.limit != nil else { return nil }
         let now = self.now
-        let pacing = self.attempt.pacing
+        let pacing = self.connection.pacing
         let waiting = self.connectWaitUntil.flatMap { $0 > now && self.phase == .connecting ? $0 : nil }
         return StatusReport.Limits(
             messagesPerSecond: limits.messagesPerSecond, burst: limits.messagesPerSecond == nil ? nil : limits.burst,

@@ -12,11 +12,11 @@ import WSBridgeProtocol
 final class Renewal {
     private(set) var machine = RenewalMachine()
     /// The second connection, from its attempt until it delivers and takes over.
-    private(set) var successor: LinkAttempt?
+    private(set) var successor: UpstreamConnection?
     /// The keepalive the protocol's server set on the new connection: the link's once it took over.
     var successorKeepalive: (AppProtocolTiming, String)?
     /// The old connection, after the new one took over, until its TCP ends.
-    private(set) var retiring: LinkAttempt?
+    private(set) var retiring: UpstreamConnection?
     /// The wire's messages of the two connections, each once (`RenewalOverlap`: the overlap,
     /// then its moment after the old connection ended). Not with a protocol: its layer compares
     /// what they deliver, by the same rule; only the moment (`tailEnd`) is kept here then.
@@ -45,7 +45,7 @@ final class Renewal {
     var isUnderway: Bool { self.successor != nil || self.retiring != nil }
 
     /// The connection the callbacks of `generation` belong to, and which it is.
-    func connection(_ generation: Int) -> (LinkAttempt, isSuccessor: Bool)? {
+    func connection(_ generation: Int) -> (UpstreamConnection, isSuccessor: Bool)? {
         if let s = self.successor, s.isCurrent(generation) { return (s, true) }
         if let r = self.retiring, r.isCurrent(generation) { return (r, false) }
         return nil
@@ -72,7 +72,7 @@ final class Renewal {
 
     /// A renewal starts: `successor` is its connection; `dedupe` (`upstream.dedupe`'s paths and
     /// window) when the wire's messages are compared here.
-    func start(_ successor: LinkAttempt, why: String, dedupe: (paths: [String], window: Int)?, now: MonotonicInstant) {
+    func start(_ successor: UpstreamConnection, why: String, dedupe: (paths: [String], window: Int)?, now: MonotonicInstant) {
         guard self.machine.start(why: why, now: now) else { return }
         self.setDeadline(nil)
         self.armLifetime(nil, ends: nil)
@@ -95,7 +95,7 @@ final class Renewal {
 
     /// The successor took over; `old` closes. Returns how long the overlap took, and what the
     /// new connection held (it was ahead of the old), for the link to deliver first, in order.
-    func tookOver(old: LinkAttempt, now: MonotonicInstant) -> (took: Duration, held: [UpstreamMessage])? {
+    func tookOver(old: UpstreamConnection, now: MonotonicInstant) -> (took: Duration, held: [UpstreamMessage])? {
         guard let took = self.machine.tookOver(now: now, wallMillis: WallClock.millisecondsSinceEpoch()) else { return nil }
         self.setDeadline(nil)
         // The last overlap's moment is over with it (its connection is the old one now).
@@ -164,7 +164,7 @@ extension Renewal: Sendable {}
 
 /// A renewal's other connection, as the protocol layer's second session sees it: the new one
 /// until it takes over, then the old one while it closes.
-final class RenewalConnection: ProtocolConnection {
+final class RenewalConnection: ProtocolTransport {
     private weak var link: UpstreamLink?
 
     init(_ link: UpstreamLink) {

@@ -19,7 +19,7 @@ extension UpstreamLink {
             self.logger.notice(
                 "upstream.limits.connect_attempts = \(limit): the window is full; attempt \(attempt) starts in \((at - self.now).short)",
                 metadata: ["attempt": "\(attempt)"])
-            self.attempt.setDeadline(
+            self.connection.setDeadline(
                 self.eventLoop.assumeIsolated().scheduleTask(deadline: NIODeadline.uptimeNanoseconds(at.nanoseconds)) {
                     guard self.isAt(.handshaking, generation) else { return }
                     self.startAttempt(attempt)
@@ -38,7 +38,7 @@ extension UpstreamLink {
             self.logger.warning("tls.insecure = true: the upstream's certificate is NOT verified; anyone on the path can read and change this link")
         }
         let timeout = self.configuration.upstream.connectTimeout
-        self.attempt.setDeadline(
+        self.connection.setDeadline(
             self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
                 self.attemptFailed(
                     generation: generation,
@@ -60,7 +60,7 @@ extension UpstreamLink {
 
     /// Connects attempt `generation`: the link's (`successor` nil) or a renewal's second
     /// connection's.
-    func connect(_ connector: any PreparedConnection, generation: Int, successor: LinkAttempt? = nil) {
+    func connect(_ connector: any PreparedConnection, generation: Int, successor: UpstreamConnection? = nil) {
         let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
         let maxMessageSize = self.configuration.upstream.maxMessageSize
         let attemptFutures = connector.connect(on: self.eventLoop) { channel, deflate in
@@ -77,7 +77,7 @@ extension UpstreamLink {
             )
         }
         attemptFutures.channel.assumeIsolated().whenSuccess { channel in
-            let connection = successor ?? self.attempt
+            let connection = successor ?? self.connection
             guard connection.isCurrent(generation) else {
                 channel.close(promise: nil)
                 return
@@ -106,7 +106,7 @@ extension UpstreamLink {
     /// Whether a callback of attempt `generation` finds it at `step`: else the attempt was
     /// forgotten, or is past that step.
     private func isAt(_ step: Machine.AttemptStep, _ generation: Int) -> Bool {
-        self.attempt.isCurrent(generation) && self.attemptStep == step
+        self.connection.isCurrent(generation) && self.attemptStep == step
     }
 
     /// The upgrade is done: the opening messages go first; then, with a ready gate, the link
@@ -116,7 +116,7 @@ extension UpstreamLink {
             handshake.channel.close(promise: nil)
             return
         }
-        self.attempt.upgraded(
+        self.connection.upgraded(
             handshake.channel, subprotocol: handshake.subprotocol, compression: handshake.deflate != nil, limits: self.configuration.upstream.limits,
             at: self.now)
         let reason = self.connectedReason
@@ -124,7 +124,7 @@ extension UpstreamLink {
         let opening = self.session.opened(token: token)
         for message in opening { self.writeOwn(message) }
         if !opening.isEmpty {
-            self.attempt.channel?.flush()
+            self.connection.channel?.flush()
             self.logger.debug("sent \(opening.count) opening message(s) (upstream.on_open)")
         }
         guard let gate = self.session.readyWhen else {
@@ -136,7 +136,7 @@ extension UpstreamLink {
         self.logger.info(
             "\(reason); waiting for an upstream message matching upstream.ready_when = \(ConfigurationError.tomlString(gate.text))",
             metadata: ["upstream.ready_when": "\(gate.text)"])
-        self.attempt.setDeadline(
+        self.connection.setDeadline(
             self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
                 self.attemptFailed(generation: generation, AttemptFailure(description: self.session.notReadyDetail(after: timeout), kind: .notReady))
             })
@@ -145,15 +145,15 @@ extension UpstreamLink {
     /// `connected`, with the subprotocol and permessage-deflate when negotiated.
     private var connectedReason: String {
         var details: [String] = []
-        if let p = self.attempt.subprotocol { details.append("subprotocol \(p)") }
-        if self.attempt.compression { details.append("permessage-deflate") }
+        if let p = self.connection.subprotocol { details.append("subprotocol \(p)") }
+        if self.connection.compression { details.append("permessage-deflate") }
         return details.isEmpty ? "connected" : "connected (\(details.joined(separator: ", ")))"
     }
 
     /// A message matched `upstream.ready_when`: the link opens.
     func becameReady(generation: Int) {
         guard self.isAt(.awaitingReady, generation) else { return }
-        self.attempt.setDeadline(nil)
+        self.connection.setDeadline(nil)
         self.opened(reason: "\(self.connectedReason), ready (\(self.session.readyWhen?.text ?? "?"))") { m, now in
             try m.ready(now: now)
         }
@@ -170,7 +170,7 @@ extension UpstreamLink {
         let sticky = self.session.becameReady(slot: self.slot)
         for message in sticky { self.writeOwn(message) }
         if !sticky.isEmpty {
-            self.attempt.channel?.flush()
+            self.connection.channel?.flush()
             self.logger.debug("sent \(sticky.count) sticky message(s)")
         }
         self.flushOutbound()
@@ -183,7 +183,7 @@ extension UpstreamLink {
     }
 
     func attemptFailed(generation: Int, _ failure: AttemptFailure) {
-        guard self.attempt.isCurrent(generation), self.attemptStep != nil else { return }
+        guard self.connection.isCurrent(generation), self.attemptStep != nil else { return }
         let description = failure.description
         self.teardown()
         self.failed(failure)
@@ -209,13 +209,13 @@ extension UpstreamLink {
         let target = urls.count > 1 ? " to \(failedURL)" : ""
         let then = nextURL.map { self.phase == .backingOff ? ", to \($0)" : "" } ?? ""
         self.logger.warning(
-            "connect failed (attempt \(self.attempt.number)\(target)): \(description); \(next)\(then)",
-            metadata: ["attempt": "\(self.attempt.number)", "reason": "\(failure.kind.rawValue)"]
+            "connect failed (attempt \(self.connection.number)\(target)): \(description); \(next)\(then)",
+            metadata: ["attempt": "\(self.connection.number)", "reason": "\(failure.kind.rawValue)"]
         )
     }
 
     func channelClosed(generation: Int) {
-        guard self.attempt.isCurrent(generation) else {
+        guard self.connection.isCurrent(generation) else {
             self.overlapEnded(generation: generation, "connection closed")
             return
         }
@@ -225,7 +225,7 @@ extension UpstreamLink {
             let closed = self.serverClose.map { c in
                 "the server closed the connection \(during) (code \(c.code.map(String.init) ?? "none")\(c.reason.isEmpty ? "" : ": \(c.reason)"))"
             }
-            self.attemptFailed(generation: generation, self.attempt.error ?? closed ?? "connection closed \(during)")
+            self.attemptFailed(generation: generation, self.connection.error ?? closed ?? "connection closed \(during)")
             return
         }
         guard phase == .open || phase == .closing else { return }
@@ -237,7 +237,7 @@ extension UpstreamLink {
         let reason: DisconnectReason
         if let close = self.serverClose {
             reason = .serverClosed(code: close.code, reason: close.reason)
-        } else if let error = self.attempt.error {
+        } else if let error = self.connection.error {
             reason = .error(error)
         } else {
             reason = .error("connection ended without a close frame")
@@ -264,10 +264,10 @@ extension UpstreamLink {
     func scheduleFailback() {
         self.failover.setFailback(nil)
         guard self.failover.onFallback, let after = self.configuration.upstream.failbackAfter else { return }
-        let generation = self.attempt.generation
+        let generation = self.connection.generation
         self.failover.setFailback(
             self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(after.nanoseconds)) {
-                guard self.attempt.isCurrent(generation), self.phase == .open, self.failover.onFallback else { return }
+                guard self.connection.isCurrent(generation), self.phase == .open, self.failover.onFallback else { return }
                 self.logger.notice(
                     "going back to the primary \(self.configuration.upstream.url) after \(after.short) on \(self.url) (upstream.failback_after)")
                 self.failover.backToPrimary()

@@ -9,11 +9,11 @@ import WSBridgeProtocol
 /// Frames from the upstream, channel errors, and the close handshake (RFC 6455 §5.5.1, §7).
 extension UpstreamLink {
     func receivedMessage(_ kind: UpstreamMessage.Kind, _ data: ByteBuffer, generation: Int) {
-        guard self.attempt.isCurrent(generation) else {
+        guard self.connection.isCurrent(generation) else {
             self.overlapMessage(kind, data, generation: generation)
             return
         }
-        let read = self.attempt.readTime()
+        let read = self.connection.readTime()
         if read.first { self.messageReceived() }
         self.counted(received: data.readableBytes)
         let message = UpstreamMessage(kind: kind, data: data, receivedAtMillis: read.millis)
@@ -39,7 +39,7 @@ extension UpstreamLink {
 
     /// The socket read that brought the last messages is done: the next read reads the clocks.
     func readComplete() {
-        self.attempt.readComplete()
+        self.connection.readComplete()
         if self.renewal.isUnderway {
             self.renewal.successor?.readComplete()
             self.renewal.retiring?.readComplete()
@@ -49,14 +49,14 @@ extension UpstreamLink {
     }
 
     func received(_ frame: WebSocketFrame, generation: Int) {
-        guard self.attempt.isCurrent(generation) else {
+        guard self.connection.isCurrent(generation) else {
             self.overlapFrame(frame, generation: generation)
             return
         }
         switch frame.opcode {
         case .ping:
             self.heartbeatReceived()
-            self.answerPing(frame, on: self.attempt)
+            self.answerPing(frame, on: self.connection)
         case .pong:
             var data = frame.unmaskedData
             let payload: UInt64? = data.readableBytes == 8 ? data.readInteger(as: UInt64.self) : nil
@@ -78,7 +78,7 @@ extension UpstreamLink {
     }
 
     func channelError(_ error: any Error, generation: Int) {
-        guard self.attempt.isCurrent(generation) else {
+        guard self.connection.isCurrent(generation) else {
             self.renewal.connection(generation)?.0.channel?.close(promise: nil)
             return
         }
@@ -99,15 +99,15 @@ extension UpstreamLink {
             // or the close timeout ends it (input is ignored meanwhile). Closing now would reset
             // the connection when bytes are still unread here, and a server that had not read the
             // frame yet would never learn the code (seen under load: the server logged no close).
-            if self.attempt.awaitingEnd { return }
+            if self.connection.awaitingEnd { return }
         }
-        self.attempt.channel?.close(promise: nil)
+        self.connection.channel?.close(promise: nil)
     }
 
     /// Writes our close frame (the machine's close handshake said so: once per connection), and
     /// waits for the server to end TCP.
     func writeClose(code: UInt16, reason: String) {
-        self.attempt.writeClose(code: code, reason: reason, timeout: Self.closeTimeout) {
+        self.connection.writeClose(code: code, reason: reason, timeout: Self.closeTimeout) {
             self.logger.info("server did not end the connection after the close handshake; closing it")
         }
     }

@@ -26,10 +26,10 @@ extension UpstreamLink {
         }
         let jitter = self.configuration.upstream.effectiveRenewJitter.nanoseconds
         let ends = RenewalMachine.lifetimeEnds(
-            upgradedAt: self.attempt.upgradedAt ?? self.now, lifetime: lifetime, jitterTaken: .nanoseconds(jitter > 0 ? Int64.random(in: 0...jitter) : 0))
-        let generation = self.attempt.generation
+            upgradedAt: self.connection.upgradedAt ?? self.now, lifetime: lifetime, jitterTaken: .nanoseconds(jitter > 0 ? Int64.random(in: 0...jitter) : 0))
+        let generation = self.connection.generation
         let timer = self.eventLoop.assumeIsolated().scheduleTask(deadline: NIODeadline.uptimeNanoseconds(ends.nanoseconds)) {
-            guard self.attempt.isCurrent(generation) else { return }
+            guard self.connection.isCurrent(generation) else { return }
             self.renew(why: "upstream.max_lifetime = \(lifetime.short)")
         }
         self.renewal.armLifetime(timer, ends: ends)
@@ -57,16 +57,16 @@ extension UpstreamLink {
             break
         }
         if let at = self.connectAttempts.admit(now: self.now) {
-            let generation = self.attempt.generation
+            let generation = self.connection.generation
             self.logger.notice("renewal (\(why)) waits \((at - self.now).short) for upstream.limits.connect_attempts")
             let timer = self.eventLoop.assumeIsolated().scheduleTask(deadline: NIODeadline.uptimeNanoseconds(at.nanoseconds)) {
-                guard self.attempt.isCurrent(generation) else { return }
+                guard self.connection.isCurrent(generation) else { return }
                 self.renew(why: why)
             }
             self.renewal.armLifetime(timer, ends: at)
             return
         }
-        let successor = LinkAttempt(eventLoop: self.eventLoop, generations: self.generations, number: self.attempt.number)
+        let successor = UpstreamConnection(eventLoop: self.eventLoop, generations: self.generations, number: self.connection.number)
         let generation = successor.generation
         let upstream = self.configuration.upstream
         // With a protocol, its layer runs a second session on the new connection and dedupes
@@ -109,10 +109,10 @@ extension UpstreamLink {
         self.protocolOverlap?.overlapEnded(self, why)
         self.logger.warning("renewal failed: \(why); the current connection stays")
         guard let retry = again else { return }
-        let current = self.attempt.generation
+        let current = self.connection.generation
         let ends = self.now + retry
         let timer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(retry.nanoseconds)) {
-            guard self.attempt.isCurrent(current) else { return }
+            guard self.connection.isCurrent(current) else { return }
             self.renew(why: "a renewal again after the last failed")
         }
         self.renewal.armLifetime(timer, ends: ends)
@@ -133,7 +133,7 @@ extension UpstreamLink {
     }
 
     /// The renewal's connection is ready: the sticky sends go on it, and its messages count.
-    func successorReady(_ successor: LinkAttempt) {
+    func successorReady(_ successor: UpstreamConnection) {
         let sticky = self.session.entries(slot: self.slot)
         for entry in sticky { self.writeOwn(OutboundMessage(entry.payload), on: successor) }
         self.renewal.ready(sent: Set(sticky.map(\.key)))
@@ -177,10 +177,10 @@ extension UpstreamLink {
     /// once, instead of a reconnect. True when it did.
     func successorTakesOverEarly(_ why: String) -> Bool {
         guard let successor = self.renewal.successor, self.renewal.successorReady, self.phase == .open else { return false }
-        let old = self.attempt
+        let old = self.connection
         self.logger.notice("the connection ended (\(why)) while its renewal was under way: the new connection takes over now")
         self.successorTookOver()
-        guard self.attempt === successor else { return false }
+        guard self.connection === successor else { return false }
         self.overlapEnded(generation: old.generation, why)
         return true
     }
@@ -231,7 +231,7 @@ extension UpstreamLink {
         }
     }
 
-    private func closeRetiring(_ old: LinkAttempt) {
+    private func closeRetiring(_ old: UpstreamConnection) {
         guard old.channel != nil, self.renewal.closingRetiring() else { return }
         old.writeClose(code: 1000, reason: "renewed", timeout: Self.closeTimeout) {
             self.logger.info("the server did not end the renewed connection after the close handshake; closing it")

@@ -11,10 +11,10 @@ extension UpstreamLink {
     /// Writes a heartbeat ping with `payload` (and the application heartbeat text, if any) on
     /// the current connection, unless a close frame went on it.
     func writePing(_ payload: UInt64) {
-        guard self.mayWrite, let channel = self.attempt.channel else { return }
+        guard self.mayWrite, let channel = self.connection.channel else { return }
         var buffer = channel.allocator.buffer(capacity: 8)
         buffer.writeInteger(payload)
-        self.writeControl(WebSocketFrame(fin: true, opcode: .ping, maskKey: .random(), data: buffer), on: self.attempt)
+        self.writeControl(WebSocketFrame(fin: true, opcode: .ping, maskKey: .random(), data: buffer), on: self.connection)
         if let text = self.configuration.heartbeat.text {
             self.writeOwn(OutboundMessage(.text(text)))
         }
@@ -22,15 +22,15 @@ extension UpstreamLink {
 
     /// The server's ping on any of the link's connections (the current one, a renewal's
     /// other): its pong, unless our close frame went on that connection (RFC 6455 §5.5.1).
-    func answerPing(_ ping: WebSocketFrame, on connection: LinkAttempt) {
-        let closed = connection === self.attempt ? !self.mayWrite : connection === self.renewal.retiring && self.renewal.retiringClosed
+    func answerPing(_ ping: WebSocketFrame, on connection: UpstreamConnection) {
+        let closed = connection === self.connection ? !self.mayWrite : connection === self.renewal.retiring && self.renewal.retiringClosed
         guard !closed else { return }
         self.writeControl(WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: ping.unmaskedData), on: connection)
     }
 
     /// A ping or a pong on `connection`: now, or, when the connection is paced and they count
     /// (`upstream.limits.count_pings`), first among what waits for its pace.
-    func writeControl(_ frame: WebSocketFrame, on connection: LinkAttempt) {
+    func writeControl(_ frame: WebSocketFrame, on connection: UpstreamConnection) {
         guard let channel = connection.channel else { return }
         if self.configuration.upstream.limits.countPings, let pacing = connection.pacing {
             guard let frame = pacing.own(frame, first: true, now: self.now) else {
@@ -73,12 +73,12 @@ extension UpstreamLink {
     /// its turn.
     var sendsWait: SendWait {
         guard self.phase == .open else { return .link }
-        return self.attempt.pacing?.queueHeld == true ? .pace : .turn
+        return self.connection.pacing?.queueHeld == true ? .pace : .turn
     }
 
     func sendNow(_ message: OutboundMessage, flush: Bool = true, promise: EventLoopPromise<Void>? = nil) -> Bool {
-        guard self.phase == .open, self.attempt.channel?.isWritable == true else { return false }
-        if let pacing = self.attempt.pacing, !pacing.mayWriteQueued(now: self.now) {
+        guard self.phase == .open, self.connection.channel?.isWritable == true else { return false }
+        if let pacing = self.connection.pacing, !pacing.mayWriteQueued(now: self.now) {
             self.armPacing(pacing)
             return false
         }
@@ -90,16 +90,16 @@ extension UpstreamLink {
     /// there is no connection to write to, or a close frame was sent.
     @discardableResult
     func writeFrame(_ message: OutboundMessage, flush: Bool = true, promise: EventLoopPromise<Void>? = nil) -> Bool {
-        guard self.mayWrite, let channel = self.attempt.channel else { return false }
+        guard self.mayWrite, let channel = self.connection.channel else { return false }
         self.counted(sent: message.data.readableBytes)
-        if let frames = self.attempt.frames {
+        if let frames = self.connection.frames {
             frames.send(text: message.kind == .text, message.data, promise: promise)
         } else {
             // With permessage-deflate, PerMessageDeflateHandler compresses it on the way out.
             let frame = WebSocketFrame(fin: true, opcode: message.kind == .text ? .text : .binary, maskKey: .random(), data: message.data)
             channel.write(frame, promise: promise)
         }
-        if flush { self.attempt.flushSoon(on: self.eventLoop) }
+        if flush { self.connection.flushSoon(on: self.eventLoop) }
         return true
     }
 
@@ -110,15 +110,15 @@ extension UpstreamLink {
     /// there is no connection to write to, or a close frame was sent.
     @discardableResult
     func writeOwn(_ message: OutboundMessage) -> Bool {
-        guard self.attempt.pacing != nil else { return self.writeFrame(message) }
+        guard self.connection.pacing != nil else { return self.writeFrame(message) }
         guard self.mayWrite else { return false }
-        return self.writeOwn(message, on: self.attempt)
+        return self.writeOwn(message, on: self.connection)
     }
 
     /// Writes a message of the link's own on `connection` (the current one, or a renewal's
     /// second one while its session is restored), paced as it is.
     @discardableResult
-    func writeOwn(_ message: OutboundMessage, on connection: LinkAttempt) -> Bool {
+    func writeOwn(_ message: OutboundMessage, on connection: UpstreamConnection) -> Bool {
         guard let channel = connection.channel else { return false }
         let frame = WebSocketFrame(fin: true, opcode: message.kind == .text ? .text : .binary, maskKey: .random(), data: message.data)
         if let pacing = connection.pacing {
@@ -155,7 +155,7 @@ extension UpstreamLink {
     func flushOutbound() -> Int {
         let count = self.outbound.flush(to: self)
         guard count > 0 else { return 0 }
-        self.attempt.channel?.flush()
+        self.connection.channel?.flush()
         self.logger.debug("sent \(count) queued message(s)", metadata: ["queue.left": "\(self.outbound.count)"])
         return count
     }
@@ -163,8 +163,8 @@ extension UpstreamLink {
     // MARK: - The pace
 
     /// Wakes the link when the pace lets the next message go.
-    func armPacing(_ pacing: PacedWrites, on connection: LinkAttempt? = nil) {
-        let generation = (connection ?? self.attempt).generation
+    func armPacing(_ pacing: PacedWrites, on connection: UpstreamConnection? = nil) {
+        let generation = (connection ?? self.connection).generation
         pacing.timer.arm(at: pacing.next(now: self.now)) { self.pacingTick(generation: generation) }
     }
 
@@ -172,7 +172,7 @@ extension UpstreamLink {
     /// as it allows; then it waits again if anything is left. A renewal's second connection
     /// has only its own (until it takes over: its generation is then the current one).
     func pacingTick(generation: Int) {
-        let connection = self.attempt.isCurrent(generation) ? self.attempt : self.renewal.connection(generation)?.0
+        let connection = self.connection.isCurrent(generation) ? self.connection : self.renewal.connection(generation)?.0
         guard let connection, let pacing = connection.pacing, let channel = connection.channel else { return }
         let frames = pacing.due(now: self.now)
         for frame in frames {
@@ -180,13 +180,13 @@ extension UpstreamLink {
             channel.write(frame, promise: nil)
         }
         if !frames.isEmpty { channel.flush() }
-        let queued = self.phase == .open && connection === self.attempt ? self.flushOutbound() : 0
+        let queued = self.phase == .open && connection === self.connection ? self.flushOutbound() : 0
         self.counted(paced: frames.count + queued)
         if pacing.settle() { self.armPacing(pacing, on: connection) }
     }
 
     func becameWritable(generation: Int) {
-        guard self.attempt.isCurrent(generation) else { return }
+        guard self.connection.isCurrent(generation) else { return }
         self.flushOutbound()
     }
 }

@@ -13,11 +13,11 @@ import WSBridgeProtocol
 /// from the connector to open or failed), `+Frames` (frames, channel errors, the close frames
 /// the machine decides), `+Sending` (the heartbeat's pings, sends, the queue's flush). The rest of
 /// its state lives in parts that keep it private to their own file and change it only through
-/// their methods: the current connection's I/O side (`LinkAttempt`: channel, generation, timers),
+/// their methods: the current connection's I/O side (`UpstreamConnection`: channel, generation, timers),
 /// the URL list (`Failover`), the queue and spool (`OutboundPath`).
 ///
 /// Confined to one event loop (other threads use `UpstreamLinkHandle`). Each attempt is a new
-/// `LinkAttempt` with a generation; an older one's callbacks are ignored. The plane reads it
+/// `UpstreamConnection` with a generation; an older one's callbacks are ignored. The plane reads it
 /// through `LinkControl`; its events go to one `UpstreamEventSink`.
 package final class UpstreamLink: LinkControl {
     package typealias Machine = LinkStateMachine
@@ -37,8 +37,8 @@ package final class UpstreamLink: LinkControl {
 
     // The parts, each with its state private to its own file (the others call their methods).
     /// The current connection: generation, channel, close flags, timers, heartbeat, pace
-    /// (LinkAttempt.swift); a new one for every attempt.
-    private(set) var attempt: LinkAttempt
+    /// (UpstreamConnection.swift); a new one for every attempt.
+    private(set) var connection: UpstreamConnection
     /// The last failure of any of its connections (`status` shows it, across attempts).
     private(set) var lastFailure: AttemptFailure?
     let generations = LinkGenerations()
@@ -87,7 +87,7 @@ package final class UpstreamLink: LinkControl {
         self.events = events
         self.connectors = connectors
         self.stopped = eventLoop.makePromise()
-        self.attempt = LinkAttempt(eventLoop: eventLoop, generations: self.generations, number: 0)
+        self.connection = UpstreamConnection(eventLoop: eventLoop, generations: self.generations, number: 0)
         self.outbound = OutboundPath(configuration: configuration, spool: spool, eventLoop: eventLoop, metrics: metrics, logger: logger)
         self.machine = Machine(
             settings: Self.machineSettings(configuration),
@@ -140,7 +140,7 @@ package final class UpstreamLink: LinkControl {
             case .sendPing(let payload):
                 self.writePing(payload)
             case .wait(let until):
-                self.attempt.heartbeat.arm(at: until) { self.heartbeatTick() }
+                self.connection.heartbeat.arm(at: until) { self.heartbeatTick() }
                 return
             case .dead(let silence):
                 // Dead link: no close handshake is possible; drop TCP and reconnect.
@@ -173,7 +173,7 @@ package final class UpstreamLink: LinkControl {
             case .send(let text):
                 _ = self.sendAhead(OutboundMessage(.text(text)))
             case .wait(let until):
-                self.attempt.keepalive.arm(at: until) { self.keepaliveTick() }
+                self.connection.keepalive.arm(at: until) { self.keepaliveTick() }
                 return
             case .dead(let why):
                 self.fail(why)
@@ -203,7 +203,7 @@ package final class UpstreamLink: LinkControl {
     }
     var stoppedFuture: EventLoopFuture<Void> { self.stopped.futureResult }
     /// The current connection's generation: a watch on a send made on it ends with it.
-    var connectionGeneration: Int { self.attempt.generation }
+    var connectionGeneration: Int { self.connection.generation }
 
     func connect() {
         self.input("connect", reason: "connect requested") { m, now in try m.connectRequested(now: now) }
@@ -219,10 +219,10 @@ package final class UpstreamLink: LinkControl {
 
     func fail(_ description: String) {
         if self.phase == .connecting {
-            self.attemptFailed(generation: self.attempt.generation, description)
+            self.attemptFailed(generation: self.connection.generation, description)
             return
         }
-        guard self.phase == .open, self.attempt.channel != nil else { return }
+        guard self.phase == .open, self.connection.channel != nil else { return }
         self.drop(because: .error(description), input: "protocolFailure")
     }
 
@@ -280,7 +280,7 @@ package final class UpstreamLink: LinkControl {
         if let lost = transition.lost { self.lostBecause = lost }
         self.phaseSinceWall = WallClock.millisecondsSinceEpoch()
         var metadata: Logger.Metadata = ["state.from": "\(before.rawValue)", "state.to": "\(after.rawValue)", "reason": "\(reason())"]
-        if after == .open, let p = self.attempt.subprotocol { metadata["upstream.subprotocol"] = "\(p)" }
+        if after == .open, let p = self.connection.subprotocol { metadata["upstream.subprotocol"] = "\(p)" }
         // Retry cycles (connecting <-> backingOff) at debug: each failure is one warning already.
         let cycling = (before == .connecting && after == .backingOff) || (before == .backingOff && after == .connecting)
         self.logger.log(level: cycling ? .debug : .notice, "state \(before.rawValue) -> \(after.rawValue): \(reason())", metadata: metadata)
@@ -299,7 +299,7 @@ package final class UpstreamLink: LinkControl {
             self.retryTimer = nil
             self.startAttempt(attempt)
         case .scheduleRetry(let delay, let attempt):
-            let generation = self.attempt.generation
+            let generation = self.connection.generation
             self.logger.debug(
                 "retrying in \(delay.short) (attempt \(attempt))",
                 metadata: ["backoff.delay_ms": "\(delay.nanoseconds / 1_000_000)", "backoff.attempt": "\(attempt)"]
@@ -307,7 +307,7 @@ package final class UpstreamLink: LinkControl {
             self.emit(.retryScheduled(attempt: attempt, delay: delay))
             self.retryTimer?.cancel()
             self.retryTimer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(delay.nanoseconds)) {
-                guard self.attempt.isCurrent(generation) else { return }
+                guard self.connection.isCurrent(generation) else { return }
                 self.retryTimer = nil
                 self.input("retry", reason: "backoff elapsed") { m, now in try m.retryTimerFired(now: now) }
             }
@@ -335,29 +335,29 @@ package final class UpstreamLink: LinkControl {
 
     /// A new connection for attempt `number` (the last one ended): its generation.
     func beginAttempt(_ number: Int) -> Int {
-        self.attempt = LinkAttempt(eventLoop: self.eventLoop, generations: self.generations, number: number)
-        return self.attempt.generation
+        self.connection = UpstreamConnection(eventLoop: self.eventLoop, generations: self.generations, number: number)
+        return self.connection.generation
     }
 
     /// The current connection failed (`failure`): its first error, and the link's last.
     func failed(_ failure: AttemptFailure) {
-        self.attempt.failed(failure)
+        self.connection.failed(failure)
         self.lastFailure = failure
     }
 
     /// Forgets the current attempt or link: later callbacks from it are ignored. A renewal
     /// under way goes with it.
     func teardown() {
-        self.attempt.end()
+        self.connection.end()
         self.session.ended(slot: self.slot)
         self.renewal.abandon()
     }
 
     /// The renewal's connection delivered: it becomes the current one, the link still open (its
     /// heartbeat starts again); the old one is returned, to close.
-    func takeOver(_ successor: LinkAttempt) -> LinkAttempt {
-        let old = self.attempt
-        self.attempt = successor
+    func takeOver(_ successor: UpstreamConnection) -> UpstreamConnection {
+        let old = self.connection
+        self.connection = successor
         self.input("renewed", reason: "renewed") { m, now in try m.renewed(now: now) }
         return old
     }
@@ -376,8 +376,8 @@ extension UpstreamLink {
         report.reconnects = self.machine.reconnects
         report.failedAttempts = self.machine.failures
         report.rttMs = self.machine.roundTripTime.map { Double($0.nanoseconds) / 1e6 }
-        report.subprotocol = self.attempt.subprotocol
-        report.compression = self.attempt.compression
+        report.subprotocol = self.connection.subprotocol
+        report.compression = self.connection.compression
         report.traffic = self.traffic
         report.queue = self.outbound.status(fsync: self.configuration.queue.fsync)
         report.limits = self.limitsStatus

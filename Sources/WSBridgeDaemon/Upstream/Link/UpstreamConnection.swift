@@ -9,7 +9,7 @@ import WSBridgeCore
 /// the clock of the socket read being handled (what its close handshake decides is the link
 /// machine's). `end()` ends it: its timers stop, its channel closes, its late callbacks are
 /// ignored. Confined to the link's event loop.
-final class LinkAttempt {
+final class UpstreamConnection {
     /// From the link's counter (unique among the link's connections, a renewal's second one
     /// included), renewed by `end()`: a callback carrying another value is not this connection's.
     private(set) var generation: Int
@@ -163,9 +163,9 @@ final class LinkAttempt {
 }
 
 @available(*, unavailable)
-extension LinkAttempt: Sendable {}
+extension UpstreamConnection: Sendable {}
 
-/// The numbers a link gives its connections' attempts (`LinkAttempt.generation`).
+/// The numbers a link gives its connections' attempts (`UpstreamConnection.generation`).
 final class LinkGenerations {
     private var last = 0
     func next() -> Int {

@@ -6,7 +6,7 @@ import WSBridgeProtocol
 #endif
 
 /// A blocking connection to wsbridged's socket: sends request lines, reads reply lines.
-final class DaemonConnection {
+final class DaemonSocket {
     /// The unit that serves `path`: wsbridged@NAME for /run/wsbridged/NAME.sock, else wsbridged.
     static func unit(for path: String) -> String {
         let prefix = "/run/wsbridged/"
@@ -39,7 +39,7 @@ final class DaemonConnection {
             switch self {
             case .socketCall(let e): "cannot create a socket: \(String(cString: strerror(e)))"
             case .pathTooLong(let path): "socket path \(path) is too long (a Unix socket path holds at most 107 bytes)"
-            case .notRunning(let path): "wsbridged is not running (nothing listens on \(path)): \(DaemonConnection.startHint(for: path))"
+            case .notRunning(let path): "wsbridged is not running (nothing listens on \(path)): \(DaemonSocket.startHint(for: path))"
             case .permissionDenied(let path): "permission denied on \(path): run as a member of the socket's group (see `ls -l \(path)`) or as root"
             case .cannotConnect(let path, let e): "cannot connect to \(path): \(String(cString: strerror(e)))"
             case .noHello(let path): "\(path) did not greet like wsbridged (no hello line); is it the right socket?"
