@@ -52,6 +52,41 @@ import WSBridgeProtocol
         #expect(status.url == primaryURL && status.state == .open, "\(link.events.text)")
     }
 
+    /// Renewals (`upstream.max_lifetime`) on a fallback do not keep the link there: the return
+    /// to the primary is planned when the link opened on the fallback, and a renewed connection
+    /// goes back when the old one would have. (Before, the plan was the first connection's and
+    /// ended with it at the first takeover: the link stayed on the fallback for good.)
+    @Test func renewalsOnAFallbackStillGoBackToThePrimary() async throws {
+        let primary = try await UpstreamServer(.nio)
+        primary.command("refuse on")
+        let fallback = try await UpstreamServer(.nio)
+        // Both connections of a renewal get the same ticks: the new one takes over once it
+        // delivered one the old one did.
+        fallback.command("ticker 100 64")
+        var config = try LinkHarness.configuration(url: "ws://127.0.0.1:\(primary.port)/primary")
+        config.upstream.fallbackURLs = [try UpstreamURL(parsing: "ws://127.0.0.1:\(fallback.port)/fallback")]
+        config.upstream.maxLifetime = .seconds(1)
+        config.upstream.renewJitter = .zero
+        config.upstream.dedupe = ["tick"]
+        config.upstream.failbackAfter = .seconds(4)
+        let link = try await LinkHarness(config)
+        defer { Task { await link.shutdown() } }
+        link.handle.connect()
+        #expect(await link.state(.open) != nil, "\(link.events.text)")
+        // Two renewals begun on the fallback (its second and third upgrade): one at a time, so
+        // the first one's connection took over before the second began. Then the primary recovers.
+        let upgrades = await fallback.process.stdout.wait(count: 3, timeout: .seconds(60)) { $0.hasPrefix("upgrade path=/fallback") }
+        #expect(upgrades.count == 3, "\(link.events.text)")
+        let renewals = try await link.handle.status().get().renewal?.renewals ?? 0
+        #expect(renewals >= 1, "\(link.events.text)")
+        let serverMark = primary.mark
+        primary.command("refuse off")
+        // Back on the primary: its upgrade (a first try back may have come before "refuse off"
+        // and failed; the link then opened on the fallback again and plans its return anew).
+        #expect(await primary.event("upgrade path=/primary", from: serverMark, timeout: .seconds(60)) != nil, "\(link.events.text)")
+        fallback.command("ticker off")
+    }
+
     @Test func everyURLFailingGoesRoundTheListWithTheSameBackoff() async throws {
         let a = try ReservedPort()
         let b = try ReservedPort()

@@ -30,6 +30,8 @@ final class UpstreamConnection {
     private var deadline: Scheduled<Void>?
     /// The wait for the server to end TCP after the close handshake.
     private var closeTimer: Scheduled<Void>?
+    /// Open on a fallback URL: the return to the primary (`upstream.failback_after`).
+    private var failback: Scheduled<Void>?
     /// The wall-clock receive time of the socket read being handled (nil between reads).
     private var readWallMillis: Int64?
     /// A flush of the frames written in this event-loop tick is due (`flushSoon`).
@@ -68,6 +70,7 @@ final class UpstreamConnection {
         self.setDeadline(nil)
         self.closeTimer?.cancel()
         self.closeTimer = nil
+        self.setFailback(nil)
         self.channel?.close(promise: nil)
         self.channel = nil
         self.frames = nil
@@ -100,6 +103,12 @@ final class UpstreamConnection {
     func setDeadline(_ timer: Scheduled<Void>?) {
         self.deadline?.cancel()
         self.deadline = timer
+    }
+
+    /// Replaces the return to the primary (nil: none).
+    func setFailback(_ timer: Scheduled<Void>?) {
+        self.failback?.cancel()
+        self.failback = timer
     }
 
     func failed(_ failure: AttemptFailure) {

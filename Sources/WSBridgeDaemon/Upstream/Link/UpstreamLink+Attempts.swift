@@ -261,13 +261,16 @@ extension UpstreamLink {
 
     /// Open on a fallback with `upstream.failback_after` set: after that long, back to the primary
     /// (a reconnect; if the primary still fails, the next attempt moves on through the list).
-    func scheduleFailback() {
-        self.failover.setFailback(nil)
-        guard self.failover.onFallback, let after = self.configuration.upstream.failbackAfter else { return }
-        let generation = self.connection.generation
-        self.failover.setFailback(
-            self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(after.nanoseconds)) {
-                guard self.connection.isCurrent(generation), self.phase == .open, self.failover.onFallback else { return }
+    /// `planned`: the time is the one planned when the link opened (a renewal's connection took
+    /// over), not counted again from now.
+    func scheduleFailback(planned: Bool = false) {
+        let connection = self.connection
+        connection.setFailback(nil)
+        let at = planned ? self.failover.failbackAt : self.failover.planFailback(after: self.configuration.upstream.failbackAfter, now: self.now)
+        guard let at, let after = self.configuration.upstream.failbackAfter else { return }
+        connection.setFailback(
+            self.eventLoop.assumeIsolated().scheduleTask(deadline: NIODeadline.uptimeNanoseconds(at.nanoseconds)) {
+                guard connection === self.connection, self.phase == .open, self.failover.onFallback else { return }
                 self.logger.notice(
                     "going back to the primary \(self.configuration.upstream.url) after \(after.short) on \(self.url) (upstream.failback_after)")
                 self.failover.backToPrimary()

@@ -204,6 +204,8 @@ extension UpstreamLink {
         self.heartbeatTick()
         self.flushOutbound()
         self.armLifetime()
+        // On a fallback, the new connection goes back to the primary when the old one would have.
+        self.scheduleFailback(planned: true)
         self.closeRetiringWhenAnswered()
     }
 

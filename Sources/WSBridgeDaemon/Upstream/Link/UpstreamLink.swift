@@ -45,8 +45,8 @@ package final class UpstreamLink: LinkControl {
     /// A renewal under way: the second connection, the overlap's dedupe, the old one closing
     /// (UpstreamLink+Renewal.swift).
     let renewal = Renewal()
-    /// Which URL the next attempt uses, and the return to the primary (Failover.swift).
-    let failover = Failover()
+    /// Which URL the next attempt uses (pure; the return to the primary is the connection's timer).
+    var failover = Failover()
     /// The queue, the spool and the sends on their way (UpstreamLink+Sending.swift).
     let outbound: OutboundPath
     /// What the link carried, kept as `status` reports it.
