@@ -219,14 +219,18 @@ extension RabbitMQNode: PortServer {
         let dir = try TemporaryDirectory()
         let node = try await RabbitMQNode.start(dir)
         defer { node.stopNow() }
-        // Heart-beats every second both ways; the broker drops a client silent for two.
-        let (daemon, socket) = try await protocolDaemon(dir, url: Self.url(node), protocol: "stomp", settings: Self.settings)
+        // Heart-beats every 2 s both ways; the broker drops a client silent for twice that, and
+        // the daemon a broker. (At 1 s, a machine busy enough, the suite beside two busy loops,
+        // once delayed a heart-beat past the other side's 2 s: a reconnect. The margin is 2 s now.)
+        let settings = "login = \"guest\"\npasscode = \"guest\"\nheart_beat = \"2000,2000\""
+        let (daemon, socket) = try await protocolDaemon(dir, url: Self.url(node), protocol: "stomp", settings: settings)
         defer { daemon.stop() }
         let app = try await TextApp.connect(socket, "a", of: daemon)
         let first = await app.status()?.value(at: "result.messages_in")?.intValue ?? 0
-        // The broker's heart-beats arrive as messages: 7 more is 7 s on one link, past 3 × 2 s.
+        // The broker's heart-beats arrive as messages: 7 more is 14 s on one link, past 3 × 4 s.
         let status = try await eventually(
-            "7 more heart-beats on one link", { await app.status() }, until: { ($0?.value(at: "result.messages_in")?.intValue ?? 0) >= first + 7 })
+            "7 more heart-beats on one link", timeout: .seconds(60), { await app.status() },
+            until: { ($0?.value(at: "result.messages_in")?.intValue ?? 0) >= first + 7 })
         #expect(status?.value(at: "result.reconnects") == 0 && status?.value(at: "result.state") == "open")
         // The broker freezes (its socket open, its heart-beats stopped) with a request in flight:
         // the daemon's heart-beat deadline ends the link, and the request gets link_lost at once.
