@@ -57,8 +57,10 @@ struct RabbitMQNode {
     func consumers() throws -> Int { try self.consumerList().count }
 
     /// `rabbitmqctl list_consumers`' lines, one per consumer (queue, channel, tag, …: tab-separated).
+    /// A query that failed throws, with what `rabbitmqctl` said: its empty output is not "none".
     func consumerList() throws -> [String] {
         let r = try spawnAndWait("/usr/sbin/rabbitmqctl", ["-n", self.node, "-q", "list_consumers", "--no-table-headers"])
+        guard r.status == 0 else { throw TestFailure("rabbitmqctl list_consumers on \(self.node) exited \(r.status): \(r.stderr.suffix(1000))") }
         return r.stdout.split(separator: "\n").map(String.init).filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
     }
 
