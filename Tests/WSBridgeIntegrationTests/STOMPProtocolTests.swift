@@ -58,8 +58,10 @@ struct RabbitMQNode {
 
     /// `rabbitmqctl list_consumers`' lines, one per consumer (queue, channel, tag, …: tab-separated).
     /// A query that failed throws, with what `rabbitmqctl` said: its empty output is not "none".
+    /// Its operation timeout is raised to 120 s: a loaded machine (the full suite beside busy
+    /// loops) once made it fail, and the test read that as no consumer.
     func consumerList() throws -> [String] {
-        let r = try spawnAndWait("/usr/sbin/rabbitmqctl", ["-n", self.node, "-q", "list_consumers", "--no-table-headers"])
+        let r = try spawnAndWait("/usr/sbin/rabbitmqctl", ["-n", self.node, "-q", "list_consumers", "--no-table-headers", "--timeout", "120"])
         guard r.status == 0 else { throw TestFailure("rabbitmqctl list_consumers on \(self.node) exited \(r.status): \(r.stderr.suffix(1000))") }
         return r.stdout.split(separator: "\n").map(String.init).filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
     }
