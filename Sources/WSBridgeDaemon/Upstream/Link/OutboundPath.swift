@@ -16,7 +16,7 @@ final class OutboundPath {
     /// Sends the spool is writing: they join the queue, in order, once it has them.
     private var spooling = CircularBuffer<PendingSpoolWrite>()
     /// Spooled messages handed to the connection and not yet taken by its socket.
-    private var inFlight = CircularBuffer<(entry: OutboundQueue.Entry, generation: Int)>()
+    private var inFlight = CircularBuffer<(entry: OutboundQueue.Entry, connection: UpstreamConnection)>()
     /// The highest spooled id the socket took in this tick (reported to the spool once per tick).
     private var deliveredThrough: UInt64?
     private let eventLoop: any EventLoop
@@ -126,7 +126,7 @@ final class OutboundPath {
                     promise.succeed(())  // unused
                     break
                 }
-                self.watch(entry, promise.futureResult, generation: link.connectionGeneration)
+                self.watch(entry, promise.futureResult, on: link.connection)
             }
             _ = self.queue.removeFirst()
             count += 1
@@ -134,8 +134,8 @@ final class OutboundPath {
         return count
     }
 
-    private func watch(_ entry: OutboundQueue.Entry, _ written: EventLoopFuture<Void>, generation: Int) {
-        self.inFlight.append((entry, generation))
+    private func watch(_ entry: OutboundQueue.Entry, _ written: EventLoopFuture<Void>, on connection: UpstreamConnection) {
+        self.inFlight.append((entry, connection))
         written.assumeIsolated().whenComplete { result in
             switch result {
             case .success:
@@ -146,7 +146,7 @@ final class OutboundPath {
                 // Writes complete in order: this one and every later one of its connection
                 // were not written. They go first on the next connection, in order.
                 var back: [OutboundQueue.Entry] = []
-                while let first = self.inFlight.first, first.generation == generation {
+                while let first = self.inFlight.first, first.connection === connection {
                     back.append(first.entry)
                     self.inFlight.removeFirst()
                 }

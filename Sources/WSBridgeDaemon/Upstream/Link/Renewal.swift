@@ -44,10 +44,11 @@ final class Renewal {
     var retiringClosed: Bool { self.machine.oldCloseSent }
     var isUnderway: Bool { self.successor != nil || self.retiring != nil }
 
-    /// The connection the callbacks of `generation` belong to, and which it is.
-    func connection(_ generation: Int) -> (UpstreamConnection, isSuccessor: Bool)? {
-        if let s = self.successor, s.isCurrent(generation) { return (s, true) }
-        if let r = self.retiring, r.isCurrent(generation) { return (r, false) }
+    /// Which of the renewal's connections `connection` is: true the new one (before it took
+    /// over), false the old one (after), nil neither.
+    func isSuccessor(_ connection: UpstreamConnection) -> Bool? {
+        if connection === self.successor { return true }
+        if connection === self.retiring { return false }
         return nil
     }
 
@@ -181,7 +182,7 @@ final class RenewalConnection: ProtocolTransport {
     func fail(_ description: String) {
         guard let link else { return }
         if let successor = link.renewal.successor {
-            link.renewalFailed(successor.generation, description)
+            link.renewalFailed(successor, description)
         } else {
             link.renewal.retiring?.channel?.close(promise: nil)
         }

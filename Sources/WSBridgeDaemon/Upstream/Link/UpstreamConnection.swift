@@ -3,17 +3,16 @@ import NIOWebSocket
 import WSBridgeCore
 
 /// One connection of the link, from its first TCP byte to its end: a new one for every attempt
-/// and for a renewal's second connection, never reused. Its generation tells its callbacks from
-/// another connection's, its channel and what the handshake negotiated, its deadline and close
-/// timers, its heartbeat, its pace, its close handshake's frame, the flush of a tick's writes and
-/// the clock of the socket read being handled (what its close handshake decides is the link
-/// machine's). `end()` ends it: its timers stop, its channel closes, its late callbacks are
-/// ignored. Confined to the link's event loop.
+/// and for a renewal's second connection, never reused. Its channel and what the handshake
+/// negotiated, its deadline and close timers, its heartbeat, its pace, its close handshake's
+/// frame, the flush of a tick's writes and the clock of the socket read being handled (what its
+/// close handshake decides is the link machine's). `end()` ends it for good: its timers stop,
+/// its channel closes, and nothing of it reaches the link after (`ended`: its channel's
+/// callbacks and its timers check it). The link tells its connections apart by identity (the
+/// current one, a renewal's second or old one). Confined to the link's event loop.
 final class UpstreamConnection {
-    /// From the link's counter (unique among the link's connections, a renewal's second one
-    /// included), renewed by `end()`: a callback carrying another value is not this connection's.
-    private(set) var generation: Int
-    private let generations: LinkGenerations
+    /// `end()` was called: its callbacks and timers are ignored from then on.
+    private(set) var ended = false
     private let eventLoop: any EventLoop
     /// The number of its connection attempt, for the log (a renewal's is the current one's).
     let number: Int
@@ -47,21 +46,17 @@ final class UpstreamConnection {
     /// When the upgrade completed: a connection's lifetime counts from it.
     private(set) var upgradedAt: MonotonicInstant?
 
-    init(eventLoop: any EventLoop, generations: LinkGenerations, number: Int) {
+    init(eventLoop: any EventLoop, number: Int) {
         self.number = number
-        self.generations = generations
         self.eventLoop = eventLoop
-        self.generation = generations.next()
         self.heartbeat = ConnectionTimer(eventLoop: eventLoop)
         self.keepalive = ConnectionTimer(eventLoop: eventLoop)
     }
 
-    func isCurrent(_ generation: Int) -> Bool { generation == self.generation }
-
-    /// Forgets the current connection: its timers stop, its channel closes, and its later
-    /// callbacks are ignored.
+    /// Ends the connection: its timers stop, its channel closes, and its later callbacks are
+    /// ignored.
     func end() {
-        self.generation = self.generations.next()
+        self.ended = true
         self.heartbeat.stop()
         self.keepalive.stop()
         self.pacing?.end()
@@ -133,10 +128,8 @@ final class UpstreamConnection {
         buffer.writeInteger(code)
         buffer.writeString(String(reason.utf8.prefix(123)) ?? "")
         channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: .random(), data: buffer), promise: nil)
-        let generation = self.generation
         self.awaitEnd(
-            self.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
-                guard self.isCurrent(generation) else { return }
+            self.schedule(in: timeout) {
                 late()
                 self.channel?.close(promise: nil)
             })
@@ -165,6 +158,22 @@ final class UpstreamConnection {
         }
     }
 
+    /// A timer of this connection: `body` runs at `deadline` unless the connection ended first.
+    func schedule(at deadline: NIODeadline, _ body: @escaping () -> Void) -> Scheduled<Void> {
+        self.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
+            guard !self.ended else { return }
+            body()
+        }
+    }
+
+    /// A timer of this connection: `body` runs after `delay` unless the connection ended first.
+    func schedule(in delay: TimeAmount, _ body: @escaping () -> Void) -> Scheduled<Void> {
+        self.eventLoop.assumeIsolated().scheduleTask(in: delay) {
+            guard !self.ended else { return }
+            body()
+        }
+    }
+
     /// The socket read is done: the next read reads the clocks again.
     func readComplete() {
         self.readWallMillis = nil
@@ -173,15 +182,3 @@ final class UpstreamConnection {
 
 @available(*, unavailable)
 extension UpstreamConnection: Sendable {}
-
-/// The numbers a link gives its connections' attempts (`UpstreamConnection.generation`).
-final class LinkGenerations {
-    private var last = 0
-    func next() -> Int {
-        self.last += 1
-        return self.last
-    }
-}
-
-@available(*, unavailable)
-extension LinkGenerations: Sendable {}

@@ -11,7 +11,7 @@ import WSBridgeProtocol
 extension UpstreamLink {
     func startAttempt(_ attempt: Int) {
         self.teardown()
-        let generation = self.beginAttempt(attempt)
+        let connection = self.beginAttempt(attempt)
         if let at = self.connectAttempts.admit(now: self.now) {
             // upstream.limits.connect_attempts: the attempt starts when the window has room.
             self.connectWaits(until: at)
@@ -19,9 +19,9 @@ extension UpstreamLink {
             self.logger.notice(
                 "upstream.limits.connect_attempts = \(limit): the window is full; attempt \(attempt) starts in \((at - self.now).short)",
                 metadata: ["attempt": "\(attempt)"])
-            self.connection.setDeadline(
-                self.eventLoop.assumeIsolated().scheduleTask(deadline: NIODeadline.uptimeNanoseconds(at.nanoseconds)) {
-                    guard self.isAt(.handshaking, generation) else { return }
+            connection.setDeadline(
+                connection.schedule(at: NIODeadline.uptimeNanoseconds(at.nanoseconds)) {
+                    guard self.isAt(.handshaking, connection) else { return }
                     self.startAttempt(attempt)
                 })
             return
@@ -38,10 +38,10 @@ extension UpstreamLink {
             self.logger.warning("tls.insecure = true: the upstream's certificate is NOT verified; anyone on the path can read and change this link")
         }
         let timeout = self.configuration.upstream.connectTimeout
-        self.connection.setDeadline(
-            self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
+        connection.setDeadline(
+            connection.schedule(in: .nanoseconds(timeout.nanoseconds)) {
                 self.attemptFailed(
-                    generation: generation,
+                    connection,
                     "timed out after \(timeout.short) waiting for TCP connect, TLS and the WebSocket upgrade (upstream.connect_timeout)"
                 )
             })
@@ -50,69 +50,93 @@ extension UpstreamLink {
             .assumeIsolated().whenComplete { result in
                 switch result {
                 case .success(let connector):
-                    guard self.isAt(.handshaking, generation) else { return }
-                    self.connect(connector, generation: generation)
+                    guard self.isAt(.handshaking, connection) else { return }
+                    self.connect(connector, on: connection)
                 case .failure(let error):
-                    self.attemptFailed(generation: generation, "\(error)")
+                    self.attemptFailed(connection, "\(error)")
                 }
             }
     }
 
-    /// Connects attempt `generation`: the link's (`successor` nil) or a renewal's second
-    /// connection's.
-    func connect(_ connector: any PreparedConnection, generation: Int, successor: UpstreamConnection? = nil) {
-        let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
+    /// Connects `connection`: the link's current one, or a renewal's second one. The same path
+    /// for both; what its upgrade or failure means is decided by which it is when it comes.
+    /// Nothing of its channel reaches the link once it ended.
+    func connect(_ connector: any PreparedConnection, on connection: UpstreamConnection) {
+        // Made here, on the loop, and handed to the channel's initializer (which runs on it too).
+        let callbacks = NIOLoopBound(self.frameCallbacks(for: connection), eventLoop: self.eventLoop)
         let maxMessageSize = self.configuration.upstream.maxMessageSize
         let attemptFutures = connector.connect(on: self.eventLoop) { channel, deflate in
-            UpstreamFrameHandler(
-                callbacks: .init(
-                    message: { kind, data in bound.value.receivedMessage(kind, data, generation: generation) },
-                    control: { frame in bound.value.received(frame, generation: generation) },
-                    error: { error in bound.value.channelError(error, generation: generation) },
-                    writable: { bound.value.becameWritable(generation: generation) },
-                    readComplete: { bound.value.readComplete() }
-                ),
-                maxMessageSize: maxMessageSize,
-                deflate: deflate
-            )
+            UpstreamFrameHandler(callbacks: callbacks.value, maxMessageSize: maxMessageSize, deflate: deflate)
         }
         attemptFutures.channel.assumeIsolated().whenSuccess { channel in
-            let connection = successor ?? self.connection
-            guard connection.isCurrent(generation) else {
+            guard !connection.ended else {
                 channel.close(promise: nil)
                 return
             }
             connection.attach(channel)
             channel.closeFuture.assumeIsolated().whenComplete { _ in
-                self.channelClosed(generation: generation)
+                guard !connection.ended else { return }
+                self.channelClosed(connection)
             }
         }
         // Read for this connection only, for `${token}` in the opening messages; never kept.
         let token = connector.token
         attemptFutures.handshake.assumeIsolated().whenComplete { result in
-            switch (result, successor) {
-            case (.success(let handshake), nil):
-                self.handshakeSucceeded(handshake, generation: generation, token: token)
-            case (.success(let handshake), _?):
-                self.successorUpgraded(handshake, generation: generation, token: token)
-            case (.failure(let error), nil):
-                self.attemptFailed(generation: generation, "\(error)")
-            case (.failure(let error), _?):
-                self.renewalFailed(generation, "\(error)")
+            let renewing = connection === self.renewal.successor
+            switch result {
+            case .success(let handshake):
+                guard !connection.ended else {
+                    handshake.channel.close(promise: nil)
+                    return
+                }
+                if renewing {
+                    self.successorUpgraded(handshake, successor: connection, token: token)
+                } else {
+                    self.handshakeSucceeded(handshake, connection: connection, token: token)
+                }
+            case .failure(let error):
+                if renewing {
+                    self.renewalFailed(connection, "\(error)")
+                } else {
+                    self.attemptFailed(connection, "\(error)")
+                }
             }
         }
     }
 
-    /// Whether a callback of attempt `generation` finds it at `step`: else the attempt was
-    /// forgotten, or is past that step.
-    private func isAt(_ step: Machine.AttemptStep, _ generation: Int) -> Bool {
-        self.connection.isCurrent(generation) && self.attemptStep == step
+    /// What `connection`'s frame handler tells the link: nothing once the connection ended.
+    private func frameCallbacks(for connection: UpstreamConnection) -> UpstreamFrameHandler.Callbacks {
+        UpstreamFrameHandler.Callbacks(
+            message: { kind, data in
+                guard !connection.ended else { return }
+                self.receivedMessage(kind, data, on: connection)
+            },
+            control: { frame in
+                guard !connection.ended else { return }
+                self.received(frame, on: connection)
+            },
+            error: { error in
+                guard !connection.ended else { return }
+                self.channelError(error, on: connection)
+            },
+            writable: {
+                guard !connection.ended else { return }
+                self.becameWritable(on: connection)
+            },
+            readComplete: { self.readComplete() }
+        )
+    }
+
+    /// Whether a callback of `connection` finds it the current one at `step`: else the attempt
+    /// ended, or is past that step.
+    private func isAt(_ step: Machine.AttemptStep, _ connection: UpstreamConnection) -> Bool {
+        self.isCurrent(connection) && self.attemptStep == step
     }
 
     /// The upgrade is done: the opening messages go first; then, with a ready gate, the link
     /// waits (still `connecting`) for a message matching `upstream.ready_when`, else it opens.
-    func handshakeSucceeded(_ handshake: UpstreamConnector.Handshake, generation: Int, token: String?) {
-        guard self.isAt(.handshaking, generation) else {
+    func handshakeSucceeded(_ handshake: UpstreamConnector.Handshake, connection: UpstreamConnection, token: String?) {
+        guard self.isAt(.handshaking, connection) else {
             handshake.channel.close(promise: nil)
             return
         }
@@ -136,9 +160,9 @@ extension UpstreamLink {
         self.logger.info(
             "\(reason); waiting for an upstream message matching upstream.ready_when = \(ConfigurationError.tomlString(gate.text))",
             metadata: ["upstream.ready_when": "\(gate.text)"])
-        self.connection.setDeadline(
-            self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
-                self.attemptFailed(generation: generation, AttemptFailure(description: self.session.notReadyDetail(after: timeout), kind: .notReady))
+        connection.setDeadline(
+            connection.schedule(in: .nanoseconds(timeout.nanoseconds)) {
+                self.attemptFailed(connection, AttemptFailure(description: self.session.notReadyDetail(after: timeout), kind: .notReady))
             })
     }
 
@@ -151,8 +175,8 @@ extension UpstreamLink {
     }
 
     /// A message matched `upstream.ready_when`: the link opens.
-    func becameReady(generation: Int) {
-        guard self.isAt(.awaitingReady, generation) else { return }
+    func becameReady(_ connection: UpstreamConnection) {
+        guard self.isAt(.awaitingReady, connection) else { return }
         self.connection.setDeadline(nil)
         self.opened(reason: "\(self.connectedReason), ready (\(self.session.readyWhen?.text ?? "?"))") { m, now in
             try m.ready(now: now)
@@ -178,12 +202,12 @@ extension UpstreamLink {
         self.heartbeatTick()
     }
 
-    func attemptFailed(generation: Int, _ description: String) {
-        self.attemptFailed(generation: generation, AttemptFailure(description: description))
+    func attemptFailed(_ connection: UpstreamConnection, _ description: String) {
+        self.attemptFailed(connection, AttemptFailure(description: description))
     }
 
-    func attemptFailed(generation: Int, _ failure: AttemptFailure) {
-        guard self.connection.isCurrent(generation), self.attemptStep != nil else { return }
+    func attemptFailed(_ connection: UpstreamConnection, _ failure: AttemptFailure) {
+        guard self.isCurrent(connection), self.attemptStep != nil else { return }
         let description = failure.description
         self.teardown()
         self.failed(failure)
@@ -214,9 +238,9 @@ extension UpstreamLink {
         )
     }
 
-    func channelClosed(generation: Int) {
-        guard self.connection.isCurrent(generation) else {
-            self.overlapEnded(generation: generation, "connection closed")
+    func channelClosed(_ connection: UpstreamConnection) {
+        guard self.isCurrent(connection) else {
+            self.overlapEnded(connection, "connection closed")
             return
         }
         let phase = self.phase
@@ -225,7 +249,7 @@ extension UpstreamLink {
             let closed = self.serverClose.map { c in
                 "the server closed the connection \(during) (code \(c.code.map(String.init) ?? "none")\(c.reason.isEmpty ? "" : ": \(c.reason)"))"
             }
-            self.attemptFailed(generation: generation, self.connection.error ?? closed ?? "connection closed \(during)")
+            self.attemptFailed(connection, self.connection.error ?? closed ?? "connection closed \(during)")
             return
         }
         guard phase == .open || phase == .closing else { return }
@@ -269,7 +293,7 @@ extension UpstreamLink {
         let at = planned ? self.failover.failbackAt : self.failover.planFailback(after: self.configuration.upstream.failbackAfter, now: self.now)
         guard let at, let after = self.configuration.upstream.failbackAfter else { return }
         connection.setFailback(
-            self.eventLoop.assumeIsolated().scheduleTask(deadline: NIODeadline.uptimeNanoseconds(at.nanoseconds)) {
+            connection.schedule(at: NIODeadline.uptimeNanoseconds(at.nanoseconds)) {
                 guard connection === self.connection, self.phase == .open, self.failover.onFallback else { return }
                 self.logger.notice(
                     "going back to the primary \(self.configuration.upstream.url) after \(after.short) on \(self.url) (upstream.failback_after)")

@@ -8,9 +8,10 @@ import WSBridgeProtocol
 
 /// Frames from the upstream, channel errors, and the close handshake (RFC 6455 §5.5.1, §7).
 extension UpstreamLink {
-    func receivedMessage(_ kind: UpstreamMessage.Kind, _ data: ByteBuffer, generation: Int) {
-        guard self.connection.isCurrent(generation) else {
-            self.overlapMessage(kind, data, generation: generation)
+    /// A message of `connection` (one that has not ended: its channel's callbacks check).
+    func receivedMessage(_ kind: UpstreamMessage.Kind, _ data: ByteBuffer, on connection: UpstreamConnection) {
+        guard connection === self.connection else {
+            self.overlapMessage(kind, data, on: connection)
             return
         }
         let read = self.connection.readTime()
@@ -33,7 +34,7 @@ extension UpstreamLink {
         // reaches subscribers before the `open` state line.
         let awaitingReady = self.attemptStep == .awaitingReady
         if self.session.observes(awaitingReady: awaitingReady), self.session.observe(message, awaitingReady: awaitingReady) {
-            self.becameReady(generation: generation)
+            self.becameReady(connection)
         }
     }
 
@@ -48,9 +49,9 @@ extension UpstreamLink {
         if self.session.observes(awaitingReady: self.attemptStep == .awaitingReady) { self.session.readComplete() }
     }
 
-    func received(_ frame: WebSocketFrame, generation: Int) {
-        guard self.connection.isCurrent(generation) else {
-            self.overlapFrame(frame, generation: generation)
+    func received(_ frame: WebSocketFrame, on connection: UpstreamConnection) {
+        guard connection === self.connection else {
+            self.overlapFrame(frame, on: connection)
             return
         }
         switch frame.opcode {
@@ -77,9 +78,10 @@ extension UpstreamLink {
         }
     }
 
-    func channelError(_ error: any Error, generation: Int) {
-        guard self.connection.isCurrent(generation) else {
-            self.renewal.connection(generation)?.0.channel?.close(promise: nil)
+    func channelError(_ error: any Error, on connection: UpstreamConnection) {
+        guard connection === self.connection else {
+            // A renewal's other connection: it ends (its close tells the renewal).
+            connection.channel?.close(promise: nil)
             return
         }
         let description: String

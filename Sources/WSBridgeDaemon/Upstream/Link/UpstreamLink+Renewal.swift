@@ -27,9 +27,9 @@ extension UpstreamLink {
         let jitter = self.configuration.upstream.effectiveRenewJitter.nanoseconds
         let ends = RenewalMachine.lifetimeEnds(
             upgradedAt: self.connection.upgradedAt ?? self.now, lifetime: lifetime, jitterTaken: .nanoseconds(jitter > 0 ? Int64.random(in: 0...jitter) : 0))
-        let generation = self.connection.generation
-        let timer = self.eventLoop.assumeIsolated().scheduleTask(deadline: NIODeadline.uptimeNanoseconds(ends.nanoseconds)) {
-            guard self.connection.isCurrent(generation) else { return }
+        let connection = self.connection
+        let timer = connection.schedule(at: NIODeadline.uptimeNanoseconds(ends.nanoseconds)) {
+            guard connection === self.connection else { return }
             self.renew(why: "upstream.max_lifetime = \(lifetime.short)")
         }
         self.renewal.armLifetime(timer, ends: ends)
@@ -57,17 +57,16 @@ extension UpstreamLink {
             break
         }
         if let at = self.connectAttempts.admit(now: self.now) {
-            let generation = self.connection.generation
+            let connection = self.connection
             self.logger.notice("renewal (\(why)) waits \((at - self.now).short) for upstream.limits.connect_attempts")
-            let timer = self.eventLoop.assumeIsolated().scheduleTask(deadline: NIODeadline.uptimeNanoseconds(at.nanoseconds)) {
-                guard self.connection.isCurrent(generation) else { return }
+            let timer = connection.schedule(at: NIODeadline.uptimeNanoseconds(at.nanoseconds)) {
+                guard connection === self.connection else { return }
                 self.renew(why: why)
             }
             self.renewal.armLifetime(timer, ends: at)
             return
         }
-        let successor = UpstreamConnection(eventLoop: self.eventLoop, generations: self.generations, number: self.connection.number)
-        let generation = successor.generation
+        let successor = UpstreamConnection(eventLoop: self.eventLoop, number: self.connection.number)
         let upstream = self.configuration.upstream
         // With a protocol, its layer runs a second session on the new connection and dedupes
         // what the two deliver as apps see it; else the wire's messages are compared here.
@@ -79,40 +78,40 @@ extension UpstreamLink {
         self.logger.notice("renewing the connection (\(why)): a second connection to \(url) opens; the current one stays until it delivers")
         let timeout = upstream.renewTimeout
         self.renewal.setDeadline(
-            self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
-                guard self.renewal.connection(generation)?.isSuccessor == true else { return }
+            successor.schedule(in: .nanoseconds(timeout.nanoseconds)) {
+                guard successor === self.renewal.successor else { return }
                 let behind = self.renewal.overlap.dedupe?.behind() ?? self.protocolOverlap?.overlapBehind ?? []
                 let detail =
                     self.renewal.successorReady
                     ? (behind.isEmpty
                         ? "no message of it matched one of the old connection's" : "streams \(behind.joined(separator: ", ")) not delivered on it")
                     : "its session was not restored (connect, upgrade, upstream.ready_when)"
-                self.renewalFailed(generation, "the new connection did not deliver within upstream.renew_timeout = \(timeout.short): \(detail)")
+                self.renewalFailed(successor, "the new connection did not deliver within upstream.renew_timeout = \(timeout.short): \(detail)")
             })
         var attemptConfiguration = self.configuration
         attemptConfiguration.upstream.url = url
         self.connectors.prepare(configuration: attemptConfiguration, on: self.eventLoop).assumeIsolated().whenComplete { result in
-            guard self.renewal.connection(generation)?.isSuccessor == true else { return }
+            guard successor === self.renewal.successor else { return }
             switch result {
-            case .success(let connector): self.connect(connector, generation: generation, successor: successor)
-            case .failure(let error): self.renewalFailed(generation, "\(error)")
+            case .success(let connector): self.connect(connector, on: successor)
+            case .failure(let error): self.renewalFailed(successor, "\(error)")
             }
         }
     }
 
     /// The renewal's connection is given up: the current one stays; a lifetime's renewal is
     /// tried again after `upstream.renew_timeout`.
-    func renewalFailed(_ generation: Int, _ why: String) {
-        guard self.renewal.connection(generation)?.isSuccessor == true else { return }
+    func renewalFailed(_ connection: UpstreamConnection, _ why: String) {
+        guard connection === self.renewal.successor else { return }
         let upstream = self.configuration.upstream
         let again = self.renewal.failed(why, lifetimeSet: upstream.maxLifetime != nil, retry: upstream.renewTimeout)
         self.protocolOverlap?.overlapEnded(self, why)
         self.logger.warning("renewal failed: \(why); the current connection stays")
         guard let retry = again else { return }
-        let current = self.connection.generation
+        let current = self.connection
         let ends = self.now + retry
-        let timer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(retry.nanoseconds)) {
-            guard self.connection.isCurrent(current) else { return }
+        let timer = current.schedule(in: .nanoseconds(retry.nanoseconds)) {
+            guard current === self.connection else { return }
             self.renew(why: "a renewal again after the last failed")
         }
         self.renewal.armLifetime(timer, ends: ends)
@@ -120,8 +119,8 @@ extension UpstreamLink {
 
     /// The renewal's connection upgraded: its opening messages, then its ready gate or its
     /// sticky sends.
-    func successorUpgraded(_ handshake: UpstreamConnector.Handshake, generation: Int, token: String?) {
-        guard let (successor, isSuccessor) = self.renewal.connection(generation), isSuccessor else {
+    func successorUpgraded(_ handshake: UpstreamConnector.Handshake, successor: UpstreamConnection, token: String?) {
+        guard successor === self.renewal.successor else {
             handshake.channel.close(promise: nil)
             return
         }
@@ -142,8 +141,8 @@ extension UpstreamLink {
     }
 
     /// A message of the renewal's connection (before it took over) or of the old one (after).
-    func overlapMessage(_ kind: UpstreamMessage.Kind, _ data: ByteBuffer, generation: Int) {
-        guard let (connection, isSuccessor) = self.renewal.connection(generation) else { return }
+    func overlapMessage(_ kind: UpstreamMessage.Kind, _ data: ByteBuffer, on connection: UpstreamConnection) {
+        guard let isSuccessor = self.renewal.isSuccessor(connection) else { return }
         let read = connection.readTime()
         let message = UpstreamMessage(kind: kind, data: data, receivedAtMillis: read.millis)
         self.counted(received: data.readableBytes)
@@ -181,7 +180,7 @@ extension UpstreamLink {
         self.logger.notice("the connection ended (\(why)) while its renewal was under way: the new connection takes over now")
         self.successorTookOver()
         guard self.connection === successor else { return false }
-        self.overlapEnded(generation: old.generation, why)
+        self.overlapEnded(old, why)
         return true
     }
 
@@ -215,7 +214,6 @@ extension UpstreamLink {
     /// new connection's messages the old one delivered first.
     func closeRetiringWhenAnswered() {
         guard let old = self.renewal.retiring else { return }
-        let generation = old.generation
         switch self.renewal.machine.closeOld(requestsInFlight: self.events.upstreamLinkRequestsInFlight(self)) {
         case .ignored:
             return
@@ -225,8 +223,8 @@ extension UpstreamLink {
             if !self.renewal.hasDeadline {
                 let timeout = self.configuration.upstream.renewTimeout
                 self.renewal.setDeadline(
-                    self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
-                        guard self.renewal.connection(generation) != nil else { return }
+                    old.schedule(in: .nanoseconds(timeout.nanoseconds)) {
+                        guard old === self.renewal.retiring else { return }
                         self.closeRetiring(old)
                     })
             }
@@ -242,8 +240,8 @@ extension UpstreamLink {
 
     /// A control frame on the renewal's connection or the old one: pings answered; the
     /// server's close ends it.
-    func overlapFrame(_ frame: WebSocketFrame, generation: Int) {
-        guard let (connection, _) = self.renewal.connection(generation), let channel = connection.channel else { return }
+    func overlapFrame(_ frame: WebSocketFrame, on connection: UpstreamConnection) {
+        guard self.renewal.isSuccessor(connection) != nil, let channel = connection.channel else { return }
         switch frame.opcode {
         case .ping:
             self.answerPing(frame, on: connection)
@@ -255,10 +253,10 @@ extension UpstreamLink {
     }
 
     /// The renewal's connection or the old one ended (or failed).
-    func overlapEnded(generation: Int, _ why: String) {
-        guard let (_, isSuccessor) = self.renewal.connection(generation) else { return }
+    func overlapEnded(_ connection: UpstreamConnection, _ why: String) {
+        guard let isSuccessor = self.renewal.isSuccessor(connection) else { return }
         if isSuccessor {
-            self.renewalFailed(generation, "the new connection ended before it delivered: \(why)")
+            self.renewalFailed(connection, "the new connection ended before it delivered: \(why)")
             return
         }
         // The new connection may still bring what the old one delivered first: the overlap's

@@ -164,16 +164,16 @@ extension UpstreamLink {
 
     /// Wakes the link when the pace lets the next message go.
     func armPacing(_ pacing: PacedWrites, on connection: UpstreamConnection? = nil) {
-        let generation = (connection ?? self.connection).generation
-        pacing.timer.arm(at: pacing.next(now: self.now)) { self.pacingTick(generation: generation) }
+        let connection = connection ?? self.connection
+        pacing.timer.arm(at: pacing.next(now: self.now)) { self.pacingTick(on: connection) }
     }
 
     /// The pace lets messages go: the link's own that waited first, then the queue's, as many
     /// as it allows; then it waits again if anything is left. A renewal's second connection
-    /// has only its own (until it takes over: its generation is then the current one).
-    func pacingTick(generation: Int) {
-        let connection = self.connection.isCurrent(generation) ? self.connection : self.renewal.connection(generation)?.0
-        guard let connection, let pacing = connection.pacing, let channel = connection.channel else { return }
+    /// has only its own (until it takes over: it is then the current one). The pace's timer
+    /// stops with its connection.
+    func pacingTick(on connection: UpstreamConnection) {
+        guard !connection.ended, let pacing = connection.pacing, let channel = connection.channel else { return }
         let frames = pacing.due(now: self.now)
         for frame in frames {
             if frame.opcode == .text || frame.opcode == .binary { self.counted(sent: frame.data.readableBytes) }
@@ -185,8 +185,8 @@ extension UpstreamLink {
         if pacing.settle() { self.armPacing(pacing, on: connection) }
     }
 
-    func becameWritable(generation: Int) {
-        guard self.connection.isCurrent(generation) else { return }
+    func becameWritable(on connection: UpstreamConnection) {
+        guard connection === self.connection else { return }
         self.flushOutbound()
     }
 }

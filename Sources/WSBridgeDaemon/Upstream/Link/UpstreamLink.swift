@@ -13,11 +13,11 @@ import WSBridgeProtocol
 /// from the connector to open or failed), `+Frames` (frames, channel errors, the close frames
 /// the machine decides), `+Sending` (the heartbeat's pings, sends, the queue's flush). The rest of
 /// its state lives in parts that keep it private to their own file and change it only through
-/// their methods: the current connection's I/O side (`UpstreamConnection`: channel, generation, timers),
+/// their methods: the current connection's I/O side (`UpstreamConnection`: channel, timers),
 /// the URL list (`Failover`), the queue and spool (`OutboundPath`).
 ///
 /// Confined to one event loop (other threads use `UpstreamLinkHandle`). Each attempt is a new
-/// `UpstreamConnection` with a generation; an older one's callbacks are ignored. The plane reads it
+/// `UpstreamConnection`; an ended one's callbacks never reach the link. The plane reads it
 /// through `LinkControl`; its events go to one `UpstreamEventSink`.
 package final class UpstreamLink: LinkControl {
     package typealias Machine = LinkStateMachine
@@ -36,12 +36,11 @@ package final class UpstreamLink: LinkControl {
     let slot: Int
 
     // The parts, each with its state private to its own file (the others call their methods).
-    /// The current connection: generation, channel, close flags, timers, heartbeat, pace
+    /// The current connection: channel, close flags, timers, heartbeat, pace
     /// (UpstreamConnection.swift); a new one for every attempt.
     private(set) var connection: UpstreamConnection
     /// The last failure of any of its connections (`status` shows it, across attempts).
     private(set) var lastFailure: AttemptFailure?
-    let generations = LinkGenerations()
     /// A renewal under way: the second connection, the overlap's dedupe, the old one closing
     /// (UpstreamLink+Renewal.swift).
     let renewal = Renewal()
@@ -87,7 +86,7 @@ package final class UpstreamLink: LinkControl {
         self.events = events
         self.connectors = connectors
         self.stopped = eventLoop.makePromise()
-        self.connection = UpstreamConnection(eventLoop: eventLoop, generations: self.generations, number: 0)
+        self.connection = UpstreamConnection(eventLoop: eventLoop, number: 0)
         self.outbound = OutboundPath(configuration: configuration, spool: spool, eventLoop: eventLoop, metrics: metrics, logger: logger)
         self.machine = Machine(
             settings: Self.machineSettings(configuration),
@@ -202,8 +201,8 @@ package final class UpstreamLink: LinkControl {
         self.events.upstreamLinkReadComplete(self)
     }
     var stoppedFuture: EventLoopFuture<Void> { self.stopped.futureResult }
-    /// The current connection's generation: a watch on a send made on it ends with it.
-    var connectionGeneration: Int { self.connection.generation }
+    /// `connection` is the current one, and has not ended: its callbacks are the link's.
+    func isCurrent(_ connection: UpstreamConnection) -> Bool { connection === self.connection && !connection.ended }
 
     func connect() {
         self.input("connect", reason: "connect requested") { m, now in try m.connectRequested(now: now) }
@@ -219,7 +218,7 @@ package final class UpstreamLink: LinkControl {
 
     func fail(_ description: String) {
         if self.phase == .connecting {
-            self.attemptFailed(generation: self.connection.generation, description)
+            self.attemptFailed(self.connection, description)
             return
         }
         guard self.phase == .open, self.connection.channel != nil else { return }
@@ -299,7 +298,7 @@ package final class UpstreamLink: LinkControl {
             self.retryTimer = nil
             self.startAttempt(attempt)
         case .scheduleRetry(let delay, let attempt):
-            let generation = self.connection.generation
+            let connection = self.connection
             self.logger.debug(
                 "retrying in \(delay.short) (attempt \(attempt))",
                 metadata: ["backoff.delay_ms": "\(delay.nanoseconds / 1_000_000)", "backoff.attempt": "\(attempt)"]
@@ -307,7 +306,7 @@ package final class UpstreamLink: LinkControl {
             self.emit(.retryScheduled(attempt: attempt, delay: delay))
             self.retryTimer?.cancel()
             self.retryTimer = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(delay.nanoseconds)) {
-                guard self.connection.isCurrent(generation) else { return }
+                guard connection === self.connection else { return }
                 self.retryTimer = nil
                 self.input("retry", reason: "backoff elapsed") { m, now in try m.retryTimerFired(now: now) }
             }
@@ -333,10 +332,10 @@ package final class UpstreamLink: LinkControl {
     /// The next attempt waits for `connect_attempts` until `instant` (nil: it started).
     func connectWaits(until instant: MonotonicInstant?) { self.connectWaitUntil = instant }
 
-    /// A new connection for attempt `number` (the last one ended): its generation.
-    func beginAttempt(_ number: Int) -> Int {
-        self.connection = UpstreamConnection(eventLoop: self.eventLoop, generations: self.generations, number: number)
-        return self.connection.generation
+    /// A new connection for attempt `number` (the last one ended).
+    func beginAttempt(_ number: Int) -> UpstreamConnection {
+        self.connection = UpstreamConnection(eventLoop: self.eventLoop, number: number)
+        return self.connection
     }
 
     /// The current connection failed (`failure`): its first error, and the link's last.
