@@ -157,4 +157,48 @@ import WSBridgeProtocol
         #expect(h.events(a) == [1] && h.events(b) == [2] && h.events(c) == [2])
         #expect(h.bridge.pool.status.connections?.count == 2, "\(String(describing: h.bridge.pool.status.connections))")
     }
+
+    /// A renewal with a protocol: the new connection restores the subscription under its own
+    /// upstream id, and both connections deliver the same events, each naming its own
+    /// subscription. The layer reads each as the app sees it (its ids mapped back), and the
+    /// link's one overlap admits it once: the app gets every event once, in order, across the
+    /// takeover.
+    @Test func aRenewalDeliversEachEventOnceAsTheAppSeesItThoughEachConnectionNamesItsOwn() throws {
+        let h = try Harness(protocol: "jsonrpc")
+        let old = h.open()
+        let a = try h.client()
+        try h.send(a, #"{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}"#)
+        let heads = try #require(try Harness.upstream(old).first?["id"])
+        try old.receive(text: #"{"jsonrpc":"2.0","id":\#(heads.serialized),"result":"0xs1"}"#)
+        #expect(h.answers(a) == [[1, "0xs1"]])
+        try old.receive(text: Harness.event("0xs1", 1))
+        #expect(h.events(a) == [1])
+        h.bridge.link.renew(why: "the test")
+        h.loop.run()
+        #expect(h.dialer.all.count == 2)
+        let new = h.dialer.last
+        new.upgraded()
+        h.loop.run()
+        // The subscription restored on the new connection: its own upstream id and answer.
+        let restored = try #require(try Harness.upstream(new).first { $0["method"] == "eth_subscribe" }?["id"])
+        try new.receive(text: #"{"jsonrpc":"2.0","id":\#(restored.serialized),"result":"0xt1"}"#)
+        #expect(h.messages(a).isEmpty, "the restore's answer is the daemon's own")
+        try old.receive(text: Harness.event("0xs1", 2))
+        try old.receive(text: Harness.event("0xs1", 3))
+        // 2 on the new connection, under its own id: the same event as the app sees it (dropped),
+        // and it has caught up: it takes over.
+        try new.receive(text: Harness.event("0xt1", 2))
+        #expect(h.bridge.link.renewalStatus?.renewals == 1)
+        try new.receive(text: Harness.event("0xt1", 3))
+        try new.receive(text: Harness.event("0xt1", 4))
+        try old.receive(text: Harness.event("0xs1", 4))
+        #expect(h.events(a) == [2, 3, 4])
+        // 2 and 3 of the new connection the old one had delivered; the old one's 4 after the
+        // takeover answers no app waiting on it: its session drops it.
+        #expect(h.bridge.link.renewalStatus?.duplicatesDropped == 2)
+        // The old connection closes, renewed.
+        let close = try #require(try old.written().first { $0.opcode == .connectionClose })
+        var data = close.data
+        #expect(data.readInteger(as: UInt16.self) == 1000)
+    }
 }

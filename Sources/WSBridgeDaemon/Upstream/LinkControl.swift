@@ -41,28 +41,27 @@ protocol ProtocolTransport: AnyObject {
 }
 
 /// A sink that runs the application protocol's session on the link's connection (the protocol
-/// layer). In a renewal it runs a second session on the new connection, and dedupes what the two
-/// deliver as apps see it (the same event carries other ids on each connection); the link hands
-/// it the other connection's messages. Without one (`raw`), the link dedupes the wire's bytes.
+/// layer). In a renewal it runs a second session on the new connection and tells what each
+/// message delivers as apps see it (the same event carries other ids on each connection); the
+/// link's overlap admits each once, by the same rule as the wire's messages without one (`raw`).
 protocol RenewalOverlapSink: AnyObject {
-    /// A renewal starts: `other` is its new connection; `dedupe` and `window` are
-    /// `upstream.dedupe` and `upstream.dedupe_window`.
-    func overlapBegan(_ link: any LinkControl, other: any ProtocolTransport, dedupe: [String], window: Int)
-    /// A message of the other connection (`ready`: the new one's session is restored, or it is
-    /// the old one); true when the new connection has caught up with the old (it takes over).
-    func overlapMessage(_ link: any LinkControl, _ message: UpstreamMessage, ready: Bool) -> Bool
+    /// A renewal starts: `other` is its new connection.
+    func overlapBegan(_ link: any LinkControl, other: any ProtocolTransport)
+    /// A message of the current connection (`side` `.current`) or the other one during an
+    /// overlap or its moment: what it delivers, for the link's overlap to admit (`handshake`:
+    /// the new connection's session is not restored yet: nothing).
+    func overlapRead(_ link: any LinkControl, _ message: UpstreamMessage, side: OverlapSide, handshake: Bool) -> [OverlapDelivery]
+    /// Delivers what the link's overlap admitted.
+    func overlapDeliver(_ link: any LinkControl, _ delivery: OverlapDelivery)
+    /// The new connection's session still restores what had not worked when the overlap began:
+    /// it may not take over yet (unless the overlap's memory is full).
+    var overlapRestoring: Bool { get }
     /// The new connection is ready: its session's subscriptions go on it.
     func overlapReady(_ link: any LinkControl)
     /// The new connection took over; the old one closes.
     func overlapTookOver(_ link: any LinkControl)
     /// The other connection ended (`why`): the new one before it took over, or the old one.
     func overlapEnded(_ link: any LinkControl, _ why: String)
-    /// The overlap is over: messages are no longer compared.
-    func overlapDedupeEnded()
-    /// The streams the new connection has not caught up on (a failed renewal's log).
-    var overlapBehind: [String] { get }
-    /// Duplicates dropped by every overlap so far.
-    var overlapDuplicatesDropped: Int { get }
 }
 
 /// Receives the link's events, on the link's event loop. The link holds its sink; the sink

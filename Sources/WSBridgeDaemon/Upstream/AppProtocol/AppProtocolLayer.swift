@@ -55,16 +55,8 @@ final class AppProtocolLayer: UpstreamEventSink {
     let confirmTimeout: Duration
     var restoreWatch = RestoreWatch()
     /// A renewal's overlap: the other connection's session beside this one, until the old one
-    /// ended (AppProtocolLayer+Overlap).
+    /// ended (AppProtocolLayer+Overlap). What the two deliver is deduped by the link's overlap.
     var overlap: AppProtocolOverlap?
-    /// What the two connections deliver, each once (`RenewalOverlap`: the overlap, then its
-    /// moment after the old connection ended).
-    var overlapDedupe = RenewalOverlap<OverlapDelivery>() {
-        didSet { self.overlapping = self.overlapDedupe.isOverlapping }
-    }
-    /// `overlapDedupe.isOverlapping`, read for every upstream message as a flag (reading the
-    /// generic struct copied it each time).
-    private(set) var overlapping = false
     /// On a fleet follower: its bridge, whose layer holds this host's apps (`+Remote`).
     weak var remote: (any RemoteProtocolApps)?
 
@@ -92,9 +84,6 @@ final class AppProtocolLayer: UpstreamEventSink {
 
     func upstreamLink(_ link: any LinkControl, emitted event: UpstreamEvent) {
         switch event {
-        case .message(let message) where self.overlapping:
-            // A renewal's overlap: both connections' messages, each once.
-            self.overlapRoute(message, side: .current, link: link, handshake: false)
         case .message(let message) where message.kind == .text || self.isText:
             if self.isText {
                 self.routeText(message, link: link)

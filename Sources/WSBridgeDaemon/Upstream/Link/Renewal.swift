@@ -17,10 +17,10 @@ final class Renewal {
     var successorKeepalive: (AppProtocolTiming, String)?
     /// The old connection, after the new one took over, until its TCP ends.
     private(set) var retiring: UpstreamConnection?
-    /// The wire's messages of the two connections, each once (`RenewalOverlap`: the overlap,
-    /// then its moment after the old connection ended). Not with a protocol: its layer compares
-    /// what they deliver, by the same rule; only the moment (`tailEnd`) is kept here then.
-    private(set) var overlap = RenewalOverlap<UpstreamMessage>() {
+    /// What the two connections deliver, each once (`RenewalOverlap`: the overlap, then its
+    /// moment after the old connection ended): the wire's messages, or with a protocol what
+    /// they deliver as apps see it (its layer tells). The only overlap: the link owns it.
+    private(set) var overlap = RenewalOverlap<OverlapItem>() {
         didSet { self.isOverlapping = self.overlap.isOverlapping }
     }
     /// An overlap's dedupe is on, or the last one's still: messages are compared. Read for every
@@ -71,15 +71,15 @@ final class Renewal {
         self.machine.ask(why: why, linkOpen: linkOpen)
     }
 
-    /// A renewal starts: `successor` is its connection; `dedupe` (`upstream.dedupe`'s paths and
-    /// window) when the wire's messages are compared here.
-    func start(_ successor: UpstreamConnection, why: String, dedupe: (paths: [String], window: Int)?, now: MonotonicInstant) {
+    /// A renewal starts: `successor` is its connection; `dedupe` is `upstream.dedupe`'s paths
+    /// and window.
+    func start(_ successor: UpstreamConnection, why: String, dedupe: (paths: [String], window: Int), now: MonotonicInstant) {
         guard self.machine.start(why: why, now: now) else { return }
         self.setDeadline(nil)
         self.armLifetime(nil, ends: nil)
         self.successor = successor
         self.successorKeepalive = nil
-        if let dedupe { self.overlap.begin(paths: dedupe.paths, window: dedupe.window) }
+        self.overlap.begin(paths: dedupe.paths, window: dedupe.window)
     }
 
     /// The successor's session is restored, `keys` the sticky keys sent on it.
@@ -88,7 +88,17 @@ final class Renewal {
     /// What the overlap delivers of `message`, from the link's current connection or the
     /// renewal's other one (all of it when there is no overlap).
     func admit(_ message: UpstreamMessage, fromCurrent: Bool) -> UpstreamMessage? {
-        message.data.withUnsafeReadableBytes { self.overlap.admit(message, bytes: $0, fromCurrent: fromCurrent) }
+        let admitted = message.data.withUnsafeReadableBytes { self.overlap.admit(.wire(message), bytes: $0, fromCurrent: fromCurrent) }
+        guard case .wire(let message)? = admitted else { return nil }
+        return message
+    }
+
+    /// What the overlap delivers of `delivery` (the protocol layer's reading of a message of the
+    /// current connection or the other one), known by its `key`.
+    func admit(_ delivery: OverlapDelivery, fromCurrent: Bool) -> OverlapDelivery? {
+        let admitted = delivery.key.withUnsafeReadableBytes { self.overlap.admit(.delivery(delivery), bytes: $0, fromCurrent: fromCurrent) }
+        guard case .delivery(let delivery)? = admitted else { return nil }
+        return delivery
     }
 
     /// Sticky key `key` went on the successor too (registered while it was ready).
@@ -96,7 +106,7 @@ final class Renewal {
 
     /// The successor took over; `old` closes. Returns how long the overlap took, and what the
     /// new connection held (it was ahead of the old), for the link to deliver first, in order.
-    func tookOver(old: UpstreamConnection, now: MonotonicInstant) -> (took: Duration, held: [UpstreamMessage])? {
+    func tookOver(old: UpstreamConnection, now: MonotonicInstant) -> (took: Duration, held: [OverlapItem])? {
         guard let took = self.machine.tookOver(now: now, wallMillis: WallClock.millisecondsSinceEpoch()) else { return nil }
         self.setDeadline(nil)
         // The last overlap's moment is over with it (its connection is the old one now).
@@ -162,6 +172,13 @@ final class Renewal {
 
 @available(*, unavailable)
 extension Renewal: Sendable {}
+
+/// What a renewal's overlap compares: the wire's messages (no protocol), or what a message
+/// delivers as apps see it (the protocol layer's reading).
+enum OverlapItem {
+    case wire(UpstreamMessage)
+    case delivery(OverlapDelivery)
+}
 
 /// A renewal's other connection, as the protocol layer's second session sees it: the new one
 /// until it takes over, then the old one while it closes.

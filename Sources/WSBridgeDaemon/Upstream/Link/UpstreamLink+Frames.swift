@@ -24,6 +24,8 @@ extension UpstreamLink {
         // A renewal's overlap: the old connection's and the new one's messages, each once.
         if !self.renewal.isOverlapping {
             self.emit(.message(message))
+        } else if let layer = self.protocolOverlap {
+            self.overlapRead(layer, message, side: .current, handshake: false)
         } else if let delivered = self.renewal.admit(message, fromCurrent: true) {
             self.emit(.message(delivered))
         }

@@ -68,19 +68,17 @@ extension UpstreamLink {
         }
         let successor = UpstreamConnection(eventLoop: self.eventLoop, number: self.connection.number)
         let upstream = self.configuration.upstream
-        // With a protocol, its layer runs a second session on the new connection and dedupes
-        // what the two deliver as apps see it; else the wire's messages are compared here.
-        let layer = self.protocolOverlap
-        let dedupe = layer == nil ? (upstream.dedupe, upstream.dedupeWindow) : nil
-        self.renewal.start(successor, why: why, dedupe: dedupe, now: self.now)
-        layer?.overlapBegan(self, other: RenewalConnection(self), dedupe: upstream.dedupe, window: upstream.dedupeWindow)
+        // With a protocol, its layer runs a second session on the new connection and tells what
+        // the two deliver as apps see it; else the wire's messages are compared.
+        self.renewal.start(successor, why: why, dedupe: (upstream.dedupe, upstream.dedupeWindow), now: self.now)
+        self.protocolOverlap?.overlapBegan(self, other: RenewalConnection(self))
         let url = self.url
         self.logger.notice("renewing the connection (\(why)): a second connection to \(url) opens; the current one stays until it delivers")
         let timeout = upstream.renewTimeout
         self.renewal.setDeadline(
             successor.schedule(in: .nanoseconds(timeout.nanoseconds)) {
                 guard successor === self.renewal.successor else { return }
-                let behind = self.renewal.overlap.dedupe?.behind() ?? self.protocolOverlap?.overlapBehind ?? []
+                let behind = self.renewal.overlap.dedupe?.behind() ?? []
                 let detail =
                     self.renewal.successorReady
                     ? (behind.isEmpty
@@ -147,13 +145,18 @@ extension UpstreamLink {
         let message = UpstreamMessage(kind: kind, data: data, receivedAtMillis: read.millis)
         self.counted(received: data.readableBytes)
         if let layer = self.protocolOverlap {
-            // The protocol's layer runs the other connection's session and dedupes.
+            // The protocol's layer runs the other connection's session and says what it delivers.
             let ready = !isSuccessor || self.renewal.successorReady
-            let caughtUp = layer.overlapMessage(self, message, ready: ready)
+            self.overlapRead(layer, message, side: .other, handshake: !ready)
             if !ready {
                 if self.session.observe(message, awaitingReady: true) { self.successorReady(connection) }
             } else if isSuccessor {
-                if caughtUp { self.successorTookOver() }
+                // Not while its session restores what had not worked when the overlap began
+                // (the old connection's events of those are the only ones), unless the
+                // overlap's memory is full (`upstream.dedupe_window`).
+                if let dedupe = self.renewal.overlap.dedupe, !dedupe.tookOver, (dedupe.caughtUp && !layer.overlapRestoring) || dedupe.isFull {
+                    self.successorTookOver()
+                }
             } else {
                 self.closeRetiringWhenAnswered()
             }
@@ -191,9 +194,16 @@ extension UpstreamLink {
         let registered = self.session.entries(slot: self.slot).filter { !sentKeys.contains($0.key) }
         let old = self.takeOver(successor)
         guard let (took, held) = self.renewal.tookOver(old: old, now: self.now) else { return }
-        // What it brought ahead of the old one, in its order, before anything else of it.
-        for message in held { self.emit(.message(message)) }
-        self.protocolOverlap?.overlapTookOver(self)
+        // What it brought ahead of the old one, in its order, before anything else of it (the
+        // protocol layer's sessions swapped first: the new one is the current one).
+        let layer = self.protocolOverlap
+        layer?.overlapTookOver(self)
+        for item in held {
+            switch item {
+            case .wire(let message): self.emit(.message(message))
+            case .delivery(let delivery): layer?.overlapDeliver(self, delivery)
+            }
+        }
         if let (timing, name) = self.renewal.successorKeepalive { self.keepalive(timing, protocol: name) }
         // Keys registered while it was restored went on the old connection only.
         for entry in registered { self.writeOwn(OutboundMessage(entry.payload)) }
@@ -262,17 +272,23 @@ extension UpstreamLink {
         // The new connection may still bring what the old one delivered first: the overlap's
         // dedupe stays a moment, through a renewal that begins meanwhile too.
         let waiting = self.renewal.retired(
-            tailEnds: self.eventLoop.assumeIsolated().scheduleTask(in: Self.closeTimeout) {
-                self.renewal.endTail()
-                self.protocolOverlap?.overlapDedupeEnded()
-            })
+            tailEnds: self.eventLoop.assumeIsolated().scheduleTask(in: Self.closeTimeout) { self.renewal.endTail() })
         self.protocolOverlap?.overlapEnded(self, why)
         // A renewal asked for while it closed (a short lifetime, a notice): now.
         if let waiting { self.renew(why: waiting) }
     }
 
-    /// The protocol's layer, when it runs a renewal's overlap (nil: raw, the link dedupes).
+    /// The protocol's layer, when it runs a renewal's overlap (nil: raw, the wire's messages are
+    /// compared).
     var protocolOverlap: (any RenewalOverlapSink)? { self.events.renewalOverlap }
+
+    /// What `message` delivers through the layer's session of `side`, each delivery once (the
+    /// overlap admits it).
+    func overlapRead(_ layer: any RenewalOverlapSink, _ message: UpstreamMessage, side: OverlapSide, handshake: Bool) {
+        for delivery in layer.overlapRead(self, message, side: side, handshake: handshake) {
+            if let admitted = self.renewal.admit(delivery, fromCurrent: side == .current) { layer.overlapDeliver(self, admitted) }
+        }
+    }
 
     /// `status`'s `renewal`, when renewal is set.
     var renewalStatus: StatusReport.Renewal? {
@@ -282,7 +298,7 @@ extension UpstreamLink {
         return StatusReport.Renewal(
             underway: machine.underway, inMs: self.renewal.lifetimeEnds.map { max(0, ($0 - self.now).nanoseconds / 1_000_000) },
             renewals: machine.count, failed: machine.failed,
-            duplicatesDropped: self.renewal.duplicatesDropped + (self.protocolOverlap?.overlapDuplicatesDropped ?? 0),
+            duplicatesDropped: self.renewal.duplicatesDropped,
             last: self.renewal.lastStatus)
     }
 }
