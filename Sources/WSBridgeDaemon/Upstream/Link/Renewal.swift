@@ -4,13 +4,12 @@ import WSBridgeProtocol
 
 /// A renewal of the link's connection (`upstream.max_lifetime`, `upstream.renew_when`,
 /// docs/limits.md), from the second connection's attempt to the old one's end. What it decides
-/// is `RenewalMachine`'s (pure, in Core: when one starts, takeover, close, failure, a renewal
-/// that waits); this holds what the machine cannot: the second connection (`successor`) and the
-/// old one (`retiring`), the overlap's dedupe, and the timers. Its state changes only through
-/// its methods; the link drives it (UpstreamLink+Renewal.swift). Confined to the link's event
-/// loop.
+/// is the link's machine's (`LinkSupervisor` with its `RenewalMachine`, pure, in Core: when one
+/// starts, takeover, close, failure, a renewal that waits); this holds what a machine cannot: the
+/// second connection (`successor`) and the old one (`retiring`), the overlap's dedupe, and the
+/// timers. Its state changes only through its methods; the link drives it
+/// (UpstreamLink+Renewal.swift). Confined to the link's event loop.
 final class Renewal {
-    private(set) var machine = RenewalMachine()
     /// The second connection, from its attempt until it delivers and takes over.
     private(set) var successor: UpstreamConnection?
     /// The keepalive the protocol's server set on the new connection: the link's once it took over.
@@ -39,9 +38,6 @@ final class Renewal {
     /// deadline while requests sent on it wait for their answers.
     private var deadline: Scheduled<Void>?
 
-    var successorReady: Bool { self.machine.successorReady }
-    /// The old connection's close frame went.
-    var retiringClosed: Bool { self.machine.oldCloseSent }
     var isUnderway: Bool { self.successor != nil || self.retiring != nil }
 
     /// Which of the renewal's connections `connection` is: true the new one (before it took
@@ -65,25 +61,15 @@ final class Renewal {
         self.deadline = timer
     }
 
-    /// A renewal is asked for (the machine's `ask`: one asked while the old connection closes
-    /// is kept for when it ended).
-    func ask(why: String, linkOpen: Bool) -> RenewalMachine.Ask {
-        self.machine.ask(why: why, linkOpen: linkOpen)
-    }
-
-    /// A renewal starts: `successor` is its connection; `dedupe` is `upstream.dedupe`'s paths
-    /// and window.
-    func start(_ successor: UpstreamConnection, why: String, dedupe: (paths: [String], window: Int), now: MonotonicInstant) {
-        guard self.machine.start(why: why, now: now) else { return }
+    /// A renewal starts (the machine let it): `successor` is its connection; `dedupe` is
+    /// `upstream.dedupe`'s paths and window.
+    func start(_ successor: UpstreamConnection, dedupe: (paths: [String], window: Int)) {
         self.setDeadline(nil)
         self.armLifetime(nil, ends: nil)
         self.successor = successor
         self.successorKeepalive = nil
         self.overlap.begin(paths: dedupe.paths, window: dedupe.window)
     }
-
-    /// The successor's session is restored, `keys` the sticky keys sent on it.
-    func ready(sent keys: Set<String>) { _ = self.machine.ready(sent: keys) }
 
     /// What the overlap delivers of `message`, from the link's current connection or the
     /// renewal's other one (all of it when there is no overlap).
@@ -101,35 +87,27 @@ final class Renewal {
         return delivery
     }
 
-    /// Sticky key `key` went on the successor too (registered while it was ready).
-    func sent(_ key: String) { self.machine.sent(key) }
-
-    /// The successor took over; `old` closes. Returns how long the overlap took, and what the
-    /// new connection held (it was ahead of the old), for the link to deliver first, in order.
-    func tookOver(old: UpstreamConnection, now: MonotonicInstant) -> (took: Duration, held: [OverlapItem])? {
-        guard let took = self.machine.tookOver(now: now, wallMillis: WallClock.millisecondsSinceEpoch()) else { return nil }
+    /// The successor took over (the machine said so); `old` closes. Returns what the new
+    /// connection held (it was ahead of the old), for the link to deliver first, in order.
+    func tookOver(old: UpstreamConnection) -> [OverlapItem] {
         self.setDeadline(nil)
         // The last overlap's moment is over with it (its connection is the old one now).
         self.endTail()
         let held = self.overlap.takeOver()
         self.successor = nil
         self.retiring = old
-        return (took, held)
+        return held
     }
 
-    /// The old connection's close frame goes: true unless it went already (or there is none).
-    func closingRetiring() -> Bool { self.machine.closingOld() }
-
     /// The old connection ended. The overlap's dedupe stays until `end` fires (it calls
-    /// `endTail`), replacing the last one's. Returns why a renewal asked for meanwhile was.
-    func retired(tailEnds end: Scheduled<Void>) -> String? {
+    /// `endTail`), replacing the last one's.
+    func retired(tailEnds end: Scheduled<Void>) {
         self.retiring?.end()
         self.retiring = nil
         self.setDeadline(nil)
         self.endTail()
         self.overlap.oldEnded()
         self.tailEnd = end
-        return self.machine.oldEnded()
     }
 
     /// The last overlap's moment is over: messages are no longer compared against it.
@@ -139,21 +117,16 @@ final class Renewal {
         self.tailEnd = nil
     }
 
-    /// The renewal failed before its connection took over (`why`): it goes; the old stays.
-    /// Returns when a lifetime's renewal is tried again (the machine's `failed`).
-    func failed(_ why: String, lifetimeSet: Bool, retry: Duration) -> Duration? {
-        let again = self.machine.failed(why, wallMillis: WallClock.millisecondsSinceEpoch(), lifetimeSet: lifetimeSet, retry: retry)
+    /// The renewal failed before its connection took over: it goes; the old stays.
+    func failed() {
         self.successor?.end()
         self.successor = nil
         self.overlap.failed()
         self.setDeadline(nil)
-        return again
     }
 
-    /// The link's connection went (or the daemon stops): every part of a renewal but the
-    /// counts goes with it.
+    /// The link's connection went (or the daemon stops): every part of a renewal goes with it.
     func abandon() {
-        self.machine.abandon()
         self.successor?.end()
         self.successor = nil
         self.retiring?.end()
@@ -164,10 +137,6 @@ final class Renewal {
         self.endTail()
     }
 
-    /// `status`'s last renewal.
-    var lastStatus: StatusReport.Renewal.Last? {
-        self.machine.last.map { .init(at: $0.atMillis, overlapMs: $0.overlapMs, why: $0.why, failure: $0.failure) }
-    }
 }
 
 @available(*, unavailable)
@@ -190,7 +159,7 @@ final class RenewalConnection: ProtocolTransport {
     }
 
     func send(_ message: OutboundMessage) -> SendOutcome {
-        guard let link, let connection = link.renewal.successor ?? (link.renewal.retiringClosed ? nil : link.renewal.retiring),
+        guard let link, let connection = link.renewal.successor ?? (link.renewalMachine.oldCloseSent ? nil : link.renewal.retiring),
             link.writeOwn(message, on: connection)
         else { return .rejected("the renewal's other connection is gone") }
         return .sent

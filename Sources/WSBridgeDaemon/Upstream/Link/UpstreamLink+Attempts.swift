@@ -27,7 +27,7 @@ extension UpstreamLink {
             return
         }
         self.connectWaits(until: nil)
-        let url = self.failover.urlForAttempt(in: self.configuration.upstream.urls)
+        let url = self.attemptURL()
         // The same settings (headers, token, TLS) for whichever URL this attempt uses.
         var attemptConfiguration = self.configuration
         attemptConfiguration.upstream.url = url
@@ -215,8 +215,12 @@ extension UpstreamLink {
         // With fallbacks, each failed attempt moves to the next URL (the backoff is the same).
         let urls = self.configuration.upstream.urls
         let failedURL = self.url
-        let nextURL = self.failover.attemptFailed(urls: urls)
-        self.input("connectFailed", reason: description) { m, now in try m.connectFailed(.error(description), now: now) }
+        var nextURL: UpstreamURL?
+        self.supervise("connectFailed", reason: description) { supervisor, now in
+            let (action, next) = try supervisor.connectFailed(.error(description), urls: urls, now: now)
+            nextURL = next
+            return action
+        }
         // One line per failed attempt: what failed, and what happens next.
         let next: String
         switch self.phase {
@@ -290,14 +294,13 @@ extension UpstreamLink {
     func scheduleFailback(planned: Bool = false) {
         let connection = self.connection
         connection.setFailback(nil)
-        let at = planned ? self.failover.failbackAt : self.failover.planFailback(after: self.configuration.upstream.failbackAfter, now: self.now)
-        guard let at, let after = self.configuration.upstream.failbackAfter else { return }
+        guard let at = self.failback(planned: planned), let after = self.configuration.upstream.failbackAfter else { return }
         connection.setFailback(
             connection.schedule(at: NIODeadline.uptimeNanoseconds(at.nanoseconds)) {
-                guard connection === self.connection, self.phase == .open, self.failover.onFallback else { return }
-                self.logger.notice(
-                    "going back to the primary \(self.configuration.upstream.url) after \(after.short) on \(self.url) (upstream.failback_after)")
-                self.failover.backToPrimary()
+                guard connection === self.connection else { return }
+                let on = self.url
+                guard self.backToPrimary() else { return }
+                self.logger.notice("going back to the primary \(self.configuration.upstream.url) after \(after.short) on \(on) (upstream.failback_after)")
                 self.reconnect()
             })
     }

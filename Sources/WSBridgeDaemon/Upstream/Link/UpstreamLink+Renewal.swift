@@ -47,7 +47,7 @@ extension UpstreamLink {
 
     /// Renews the open connection (`why`: what asked for it), unless a renewal is under way.
     func renew(why: String) {
-        switch self.renewal.ask(why: why, linkOpen: self.phase == .open && !self.isShuttingDown) {
+        switch self.askRenewal(why: why) {
         case .ignored:
             return
         case .afterOldEnds:
@@ -66,11 +66,12 @@ extension UpstreamLink {
             self.renewal.armLifetime(timer, ends: at)
             return
         }
+        guard self.startRenewal(why: why) else { return }
         let successor = UpstreamConnection(eventLoop: self.eventLoop, number: self.connection.number)
         let upstream = self.configuration.upstream
         // With a protocol, its layer runs a second session on the new connection and tells what
         // the two deliver as apps see it; else the wire's messages are compared.
-        self.renewal.start(successor, why: why, dedupe: (upstream.dedupe, upstream.dedupeWindow), now: self.now)
+        self.renewal.start(successor, dedupe: (upstream.dedupe, upstream.dedupeWindow))
         self.protocolOverlap?.overlapBegan(self, other: RenewalConnection(self))
         let url = self.url
         self.logger.notice("renewing the connection (\(why)): a second connection to \(url) opens; the current one stays until it delivers")
@@ -80,7 +81,7 @@ extension UpstreamLink {
                 guard successor === self.renewal.successor else { return }
                 let behind = self.renewal.overlap.dedupe?.behind() ?? []
                 let detail =
-                    self.renewal.successorReady
+                    self.renewalMachine.successorReady
                     ? (behind.isEmpty
                         ? "no message of it matched one of the old connection's" : "streams \(behind.joined(separator: ", ")) not delivered on it")
                     : "its session was not restored (connect, upgrade, upstream.ready_when)"
@@ -102,7 +103,8 @@ extension UpstreamLink {
     func renewalFailed(_ connection: UpstreamConnection, _ why: String) {
         guard connection === self.renewal.successor else { return }
         let upstream = self.configuration.upstream
-        let again = self.renewal.failed(why, lifetimeSet: upstream.maxLifetime != nil, retry: upstream.renewTimeout)
+        let again = self.renewalFailed(why, lifetimeSet: upstream.maxLifetime != nil, retry: upstream.renewTimeout)
+        self.renewal.failed()
         self.protocolOverlap?.overlapEnded(self, why)
         self.logger.warning("renewal failed: \(why); the current connection stays")
         guard let retry = again else { return }
@@ -133,7 +135,7 @@ extension UpstreamLink {
     func successorReady(_ successor: UpstreamConnection) {
         let sticky = self.session.entries(slot: self.slot)
         for entry in sticky { self.writeOwn(OutboundMessage(entry.payload), on: successor) }
-        self.renewal.ready(sent: Set(sticky.map(\.key)))
+        self.renewalReady(sent: Set(sticky.map(\.key)))
         self.protocolOverlap?.overlapReady(self)
         self.logger.info("renewal: the new connection is ready (\(sticky.count) sticky message(s) sent on it); waiting for it to deliver")
     }
@@ -146,7 +148,7 @@ extension UpstreamLink {
         self.counted(received: data.readableBytes)
         if let layer = self.protocolOverlap {
             // The protocol's layer runs the other connection's session and says what it delivers.
-            let ready = !isSuccessor || self.renewal.successorReady
+            let ready = !isSuccessor || self.renewalMachine.successorReady
             self.overlapRead(layer, message, side: .other, handshake: !ready)
             if !ready {
                 if self.session.observe(message, awaitingReady: true) { self.successorReady(connection) }
@@ -162,7 +164,7 @@ extension UpstreamLink {
             }
             return
         }
-        if isSuccessor, !self.renewal.successorReady {
+        if isSuccessor, !self.renewalMachine.successorReady {
             // Its session's own answers (a login's): the ready gate reads them; apps do not.
             if self.session.observe(message, awaitingReady: true) { self.successorReady(connection) }
             return
@@ -178,7 +180,7 @@ extension UpstreamLink {
     /// The current connection ended (`why`) while a renewal's was restored: it takes over at
     /// once, instead of a reconnect. True when it did.
     func successorTakesOverEarly(_ why: String) -> Bool {
-        guard let successor = self.renewal.successor, self.renewal.successorReady, self.phase == .open else { return false }
+        guard let successor = self.renewal.successor, self.renewalMachine.successorReady, self.phase == .open else { return false }
         let old = self.connection
         self.logger.notice("the connection ended (\(why)) while its renewal was under way: the new connection takes over now")
         self.successorTookOver()
@@ -190,10 +192,10 @@ extension UpstreamLink {
     /// The renewal's connection delivered: it becomes the current one; the old one closes.
     private func successorTookOver() {
         guard let successor = self.renewal.successor else { return }
-        let sentKeys = self.renewal.machine.sentKeys
+        let sentKeys = self.renewalMachine.sentKeys
         let registered = self.session.entries(slot: self.slot).filter { !sentKeys.contains($0.key) }
-        let old = self.takeOver(successor)
-        guard let (took, held) = self.renewal.tookOver(old: old, now: self.now) else { return }
+        guard let (old, took) = self.takeOver(successor) else { return }
+        let held = self.renewal.tookOver(old: old)
         // What it brought ahead of the old one, in its order, before anything else of it (the
         // protocol layer's sessions swapped first: the new one is the current one).
         let layer = self.protocolOverlap
@@ -208,8 +210,8 @@ extension UpstreamLink {
         // Keys registered while it was restored went on the old connection only.
         for entry in registered { self.writeOwn(OutboundMessage(entry.payload)) }
         self.logger.notice(
-            "renewed (\(self.renewal.machine.why)): the new connection delivered after \(took.short); the old one closes",
-            metadata: ["renewals": "\(self.renewal.machine.count)"])
+            "renewed (\(self.renewalMachine.why)): the new connection delivered after \(took.short); the old one closes",
+            metadata: ["renewals": "\(self.renewalMachine.count)"])
         self.heartbeatTick()
         self.flushOutbound()
         self.armLifetime()
@@ -224,7 +226,7 @@ extension UpstreamLink {
     /// new connection's messages the old one delivered first.
     func closeRetiringWhenAnswered() {
         guard let old = self.renewal.retiring else { return }
-        switch self.renewal.machine.closeOld(requestsInFlight: self.events.upstreamLinkRequestsInFlight(self)) {
+        switch self.renewalMachine.closeOld(requestsInFlight: self.events.upstreamLinkRequestsInFlight(self)) {
         case .ignored:
             return
         case .now:
@@ -242,7 +244,7 @@ extension UpstreamLink {
     }
 
     private func closeRetiring(_ old: UpstreamConnection) {
-        guard old.channel != nil, self.renewal.closingRetiring() else { return }
+        guard old.channel != nil, self.renewalClosingOld() else { return }
         old.writeClose(code: 1000, reason: "renewed", timeout: Self.closeTimeout) {
             self.logger.info("the server did not end the renewed connection after the close handshake; closing it")
         }
@@ -271,8 +273,8 @@ extension UpstreamLink {
         }
         // The new connection may still bring what the old one delivered first: the overlap's
         // dedupe stays a moment, through a renewal that begins meanwhile too.
-        let waiting = self.renewal.retired(
-            tailEnds: self.eventLoop.assumeIsolated().scheduleTask(in: Self.closeTimeout) { self.renewal.endTail() })
+        self.renewal.retired(tailEnds: self.eventLoop.assumeIsolated().scheduleTask(in: Self.closeTimeout) { self.renewal.endTail() })
+        let waiting = self.renewalOldEnded()
         self.protocolOverlap?.overlapEnded(self, why)
         // A renewal asked for while it closed (a short lifetime, a notice): now.
         if let waiting { self.renew(why: waiting) }
@@ -293,12 +295,12 @@ extension UpstreamLink {
     /// `status`'s `renewal`, when renewal is set.
     var renewalStatus: StatusReport.Renewal? {
         let upstream = self.configuration.upstream
-        let machine = self.renewal.machine
+        let machine = self.renewalMachine
         guard upstream.maxLifetime != nil || upstream.renewWhen != nil || machine.count + machine.failed > 0 else { return nil }
         return StatusReport.Renewal(
             underway: machine.underway, inMs: self.renewal.lifetimeEnds.map { max(0, ($0 - self.now).nanoseconds / 1_000_000) },
             renewals: machine.count, failed: machine.failed,
             duplicatesDropped: self.renewal.duplicatesDropped,
-            last: self.renewal.lastStatus)
+            last: machine.last.map { .init(at: $0.atMillis, overlapMs: $0.overlapMs, why: $0.why, failure: $0.failure) })
     }
 }

@@ -23,7 +23,7 @@ extension UpstreamLink {
     /// The server's ping on any of the link's connections (the current one, a renewal's
     /// other): its pong, unless our close frame went on that connection (RFC 6455 §5.5.1).
     func answerPing(_ ping: WebSocketFrame, on connection: UpstreamConnection) {
-        let closed = connection === self.connection ? !self.mayWrite : connection === self.renewal.retiring && self.renewal.retiringClosed
+        let closed = connection === self.connection ? !self.mayWrite : connection === self.renewal.retiring && self.renewalMachine.oldCloseSent
         guard !closed else { return }
         self.writeControl(WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: ping.unmaskedData), on: connection)
     }
@@ -143,9 +143,9 @@ extension UpstreamLink {
         guard self.phase == .open, !self.isShuttingDown else { return false }
         // A renewal's connection, its session restored, takes it too: it must carry every
         // subscription before it can take over.
-        if let successor = self.renewal.successor, self.renewal.successorReady {
+        if let successor = self.renewal.successor, self.renewalMachine.successorReady {
             self.writeOwn(message, on: successor)
-            if let key { self.renewal.sent(key) }
+            if let key { self.renewalSent(key) }
         }
         return self.writeOwn(message)
     }

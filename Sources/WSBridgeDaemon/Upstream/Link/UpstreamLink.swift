@@ -4,21 +4,19 @@ import NIOWebSocket
 import WSBridgeCore
 import WSBridgeProtocol
 
-/// Drives the upstream WebSocket: feeds its state machine and performs the actions it returns
-/// (connect, timers, close frames), logging and publishing each change of phase the machine
-/// tells (`takeTransition`); channel events come back as inputs. This file holds the driver
-/// and every write to its own state (the machine, with each connection's close handshake,
-/// heartbeat and protocol keepalive in its states; the retry timer, why the last link ended, the
-/// traffic counters); the others read it and go through its methods: `+Attempts` (one attempt,
-/// from the connector to open or failed), `+Frames` (frames, channel errors, the close frames
-/// the machine decides), `+Sending` (the heartbeat's pings, sends, the queue's flush). The rest of
-/// its state lives in parts that keep it private to their own file and change it only through
-/// their methods: the current connection's I/O side (`UpstreamConnection`: channel, timers),
-/// the URL list (`Failover`), the queue and spool (`OutboundPath`).
-///
-/// Confined to one event loop (other threads use `UpstreamLinkHandle`). Each attempt is a new
-/// `UpstreamConnection`; an ended one's callbacks never reach the link. The plane reads it
-/// through `LinkControl`; its events go to one `UpstreamEventSink`.
+/// Drives the upstream WebSocket: feeds its machine (`LinkSupervisor`: the connection's life,
+/// the retries, the failover, the renewal's decisions) and does what it returns (connect, timers,
+/// close frames), logging and publishing each change of phase it tells; channel events come
+/// back as inputs. This file holds the driver and every write to its own state (the machine, the
+/// retry timer, why the last link ended, the traffic counters); the others read it and go through
+/// its methods: `+Attempts` (one attempt, from the connector to open or failed), `+Frames`
+/// (frames, channel errors, the close frames the machine decides), `+Sending` (pings, sends, the
+/// queue's flush), `+Renewal`, `+Status`. The rest of its state lives in parts that change it
+/// only through their methods: the current connection (`UpstreamConnection`: channel, timers,
+/// pace; a new one for every attempt, whose callbacks never reach the link once it ended), the
+/// renewal's connections (`Renewal`), the queue and spool (`OutboundPath`). Confined to one event
+/// loop (other threads use `UpstreamLinkHandle`); the plane reads it through `LinkControl`; its
+/// events go to one `UpstreamEventSink`.
 package final class UpstreamLink: LinkControl {
     package typealias Machine = LinkStateMachine
 
@@ -44,12 +42,10 @@ package final class UpstreamLink: LinkControl {
     /// A renewal under way: the second connection, the overlap's dedupe, the old one closing
     /// (UpstreamLink+Renewal.swift).
     let renewal = Renewal()
-    /// Which URL the next attempt uses (pure; the return to the primary is the connection's timer).
-    var failover = Failover()
     /// The queue, the spool and the sends on their way (UpstreamLink+Sending.swift).
     let outbound: OutboundPath
     /// What the link carried, kept as `status` reports it.
-    private var traffic = StatusReport.Traffic()
+    private(set) var traffic = StatusReport.Traffic()
     /// Messages written after waiting for the pace, since the daemon started.
     private(set) var pacedMessages: UInt64 = 0
     /// The rule on connection attempts (`upstream.limits.connect_attempts`), shared by the
@@ -59,7 +55,10 @@ package final class UpstreamLink: LinkControl {
     private(set) var connectWaitUntil: MonotonicInstant?
 
     // The driver's own state: only this file changes it (the others read it).
-    private var machine: Machine
+    /// The link's machine (pure, in Core): the current connection's life, the retries, the
+    /// failover and the renewal's decisions (`LinkSupervisor`). Private to this file: the others
+    /// read it through the properties below and change it through `input` and the methods here.
+    private var supervisor: LinkSupervisor
     private(set) var retryTimer: Scheduled<Void>?
     private let stopped: EventLoopPromise<Void>
     private(set) var phaseSinceWall = WallClock.millisecondsSinceEpoch()
@@ -88,12 +87,13 @@ package final class UpstreamLink: LinkControl {
         self.stopped = eventLoop.makePromise()
         self.connection = UpstreamConnection(eventLoop: eventLoop, number: 0)
         self.outbound = OutboundPath(configuration: configuration, spool: spool, eventLoop: eventLoop, metrics: metrics, logger: logger)
-        self.machine = Machine(
-            settings: Self.machineSettings(configuration),
-            networkAvailable: networkAvailable,
-            now: MonotonicInstant(nanoseconds: eventLoop.now.uptimeNanoseconds),
-            generator: SystemRandomNumberGenerator()
-        )
+        self.supervisor = LinkSupervisor(
+            link: Machine(
+                settings: Self.machineSettings(configuration),
+                networkAvailable: networkAvailable,
+                now: MonotonicInstant(nanoseconds: eventLoop.now.uptimeNanoseconds),
+                generator: SystemRandomNumberGenerator()
+            ))
         if let spool = spool?.0 {
             // Told once per batch; the link lives as long as the daemon's loop.
             let bound = NIOLoopBound(self, eventLoop: eventLoop)
@@ -106,22 +106,22 @@ package final class UpstreamLink: LinkControl {
 
     // MARK: - Inputs
 
-    var phase: ConnectionPhase { self.machine.phase }
+    var phase: ConnectionPhase { self.supervisor.link.phase }
     // The machine as the link's other files read it (they change it only through `input`). Read
     // here, the machine stays private to this file, so its accesses need no run-time
     // exclusivity check (the message path reads `attemptStep` for every message).
-    var attemptStep: Machine.AttemptStep? { self.machine.attemptStep }
-    var isShuttingDown: Bool { self.machine.isShuttingDown }
-    var networkAvailable: Bool { self.machine.networkAvailable }
+    var attemptStep: Machine.AttemptStep? { self.supervisor.link.attemptStep }
+    var isShuttingDown: Bool { self.supervisor.link.isShuttingDown }
+    var networkAvailable: Bool { self.supervisor.link.networkAvailable }
     /// No close frame went on the current connection: data, pings and pongs may go.
-    var mayWrite: Bool { self.machine.mayWrite }
+    var mayWrite: Bool { self.supervisor.link.mayWrite }
     /// The server's close frame on the current connection, once it came.
-    var serverClose: (code: UInt16?, reason: String)? { self.machine.serverClose }
-    var retryAt: MonotonicInstant? { self.machine.retryAt }
-    var reconnects: Int { self.machine.reconnects }
-    var failures: Int { self.machine.failures }
-    var lastDisconnect: DisconnectReason? { self.machine.lastDisconnect }
-    var roundTripTime: Duration? { self.machine.roundTripTime }
+    var serverClose: (code: UInt16?, reason: String)? { self.supervisor.link.serverClose }
+    var retryAt: MonotonicInstant? { self.supervisor.link.retryAt }
+    var reconnects: Int { self.supervisor.link.reconnects }
+    var failures: Int { self.supervisor.link.failures }
+    var lastDisconnect: DisconnectReason? { self.supervisor.link.lastDisconnect }
+    var roundTripTime: Duration? { self.supervisor.link.roundTripTime }
 
     static func machineSettings(_ configuration: Configuration) -> Machine.Settings {
         .init(
@@ -134,7 +134,7 @@ package final class UpstreamLink: LinkControl {
     /// Does what the connection's heartbeat asks now: pings, sets its timer for the next time,
     /// or drops a dead link. Nothing when no heartbeat runs (no open connection).
     func heartbeatTick() {
-        while let decision = self.machine.heartbeat(now: self.now) {
+        while let decision = self.supervisor.heartbeat(now: self.now) {
             switch decision {
             case .sendPing(let payload):
                 self.writePing(payload)
@@ -150,24 +150,24 @@ package final class UpstreamLink: LinkControl {
     }
 
     /// A control frame from the upstream shows the connection is alive.
-    func heartbeatReceived() { self.machine.received(now: self.now) }
+    func heartbeatReceived() { self.supervisor.received(now: self.now) }
 
     /// A message from the upstream (the first of a socket read: one is enough): alive, and
     /// heard for the protocol's keepalive.
-    func messageReceived() { self.machine.receivedMessage(now: self.now) }
+    func messageReceived() { self.supervisor.receivedMessage(now: self.now) }
 
     // MARK: - The application protocol's keepalive (the machine's, in the connection's context)
 
     /// The application protocol's server set a keepalive on this connection.
     func keepalive(_ timing: AppProtocolTiming, protocol name: String) {
-        self.machine.keepaliveSet(timing, protocol: name, now: self.now)
+        self.supervisor.keepaliveSet(timing, protocol: name, now: self.now)
         self.keepaliveTick()
     }
 
     /// Does what the protocol's keepalive asks now: sends its text, sets its timer for the next
     /// time, or drops a dead link.
     func keepaliveTick() {
-        while let decision = self.machine.keepalive(now: self.now) {
+        while let decision = self.supervisor.keepalive(now: self.now) {
             switch decision {
             case .send(let text):
                 _ = self.sendAhead(OutboundMessage(.text(text)))
@@ -182,15 +182,17 @@ package final class UpstreamLink: LinkControl {
     }
 
     /// A pong: its round trip, when it answers the last ping.
-    func heartbeatPong(payload: UInt64?) -> Duration? { self.machine.receivedPong(payload: payload, now: self.now) }
+    func heartbeatPong(payload: UInt64?) -> Duration? { self.supervisor.receivedPong(payload: payload, now: self.now) }
 
     /// After a suspend/resume or a network change: ping now and start the deadline.
     func checkLiveness(why: String) {
-        guard self.machine.checkLiveness(now: self.now) else { return }
+        guard self.supervisor.checkLiveness(now: self.now) else { return }
         self.logger.info("heartbeat: liveness check: \(why)")
         self.heartbeatTick()
     }
-    var url: UpstreamURL { self.failover.attemptURL ?? self.configuration.upstream.url }
+    var url: UpstreamURL { self.supervisor.failover.attemptURL ?? self.configuration.upstream.url }
+    /// The renewal's decisions (read; changed through the methods of UpstreamLink+Renewal).
+    var renewalMachine: RenewalMachine { self.supervisor.renewal }
 
     func emit(_ event: UpstreamEvent) {
         self.events.upstreamLink(self, emitted: event)
@@ -240,7 +242,7 @@ package final class UpstreamLink: LinkControl {
     }
 
     func networkChanged(available: Bool) {
-        guard available != self.machine.networkAvailable else { return }
+        guard available != self.supervisor.link.networkAvailable else { return }
         self.logger.info(available ? "network: route to upstream available" : "network: no route to upstream")
         let reason = available ? "network available" : "network lost: no route to the upstream host"
         self.input("network", reason: reason) { m, now in m.networkChanged(available: available, now: now) }
@@ -249,32 +251,45 @@ package final class UpstreamLink: LinkControl {
     /// Applies a reloaded configuration to what can change on a live link.
     func update(configuration: Configuration) {
         self.configuration = configuration
-        self.failover.update(urls: configuration.upstream.urls)
+        self.supervisor.update(urls: configuration.upstream.urls)
         // A changed upstream.failback_after applies to the link open now.
-        if self.machine.phase == .open { self.scheduleFailback() }
+        if self.supervisor.link.phase == .open { self.scheduleFailback() }
         self.outbound.update(configuration: configuration)
         self.session.update(configuration: configuration)
         self.connectAttempts.update(configuration.upstream.limits.connectAttempts)
-        self.machine.updateSettings(Self.machineSettings(configuration), now: self.now)
+        self.supervisor.updateSettings(Self.machineSettings(configuration), now: self.now)
         // A running heartbeat took the new interval: its timer is set again.
         self.heartbeatTick()
     }
 
     // MARK: - Driving the machine
 
-    /// `reason` is read after the machine took the input (it may describe what the machine recorded).
-    /// Returns the change of phase it told, if any.
+    /// An input of the current connection's machine (`body`), through the supervisor's rules.
+    /// `reason` is read after the machine took the input (it may describe what the machine
+    /// recorded). Returns the change of phase it told, if any.
     @discardableResult
     func input(_ name: String, reason: @autoclosure () -> String, _ body: (inout Machine, MonotonicInstant) throws -> Machine.Action) -> Machine.Transition? {
+        self.supervise(name, reason: reason()) { supervisor, now in try supervisor.connection { try body(&$0, now) } }
+    }
+
+    /// An input of the supervisor (`body`); then what it decided is done, and the change of phase
+    /// it told is logged and published.
+    @discardableResult
+    func supervise(_ name: String, reason: @autoclosure () -> String, _ body: (inout LinkSupervisor, MonotonicInstant) throws -> Machine.Action)
+        -> Machine.Transition?
+    {
         let action: Machine.Action
         do {
-            action = try body(&self.machine, self.now)
+            action = try body(&self.supervisor, self.now)
         } catch {
-            self.logger.error("bug: the state machine refused \(name) in \(self.machine.phase.rawValue)", metadata: ["error": "\(error)", "input": "\(name)"])
+            let phase = self.supervisor.link.phase.rawValue
+            self.logger.error("bug: the state machine refused \(name) in \(phase)", metadata: ["error": "\(error)", "input": "\(name)"])
             return nil
         }
         self.perform(action)
-        guard let transition = self.machine.takeTransition() else { return nil }
+        // The renewal went with the link (closed, lost, stopping): its connections end.
+        if self.supervisor.takeRenewalAbandoned() { self.renewal.abandon() }
+        guard let transition = self.supervisor.takeTransition() else { return nil }
         let (before, after) = (transition.from, transition.to)
         if let lost = transition.lost { self.lostBecause = lost }
         self.phaseSinceWall = WallClock.millisecondsSinceEpoch()
@@ -352,46 +367,32 @@ package final class UpstreamLink: LinkControl {
         self.renewal.abandon()
     }
 
-    /// The renewal's connection delivered: it becomes the current one, the link still open (its
-    /// heartbeat starts again); the old one is returned, to close.
-    func takeOver(_ successor: UpstreamConnection) -> UpstreamConnection {
+    /// The renewal's connection takes over, if the supervisor lets it (restored, the link
+    /// open): it becomes the current one, still open (its heartbeat starts again); the old one
+    /// is returned, to close, with how long the overlap took.
+    func takeOver(_ successor: UpstreamConnection) -> (old: UpstreamConnection, took: Duration)? {
+        guard let took = self.supervisor.renewalTookOver(now: self.now, wallMillis: WallClock.millisecondsSinceEpoch()) else { return nil }
         let old = self.connection
         self.connection = successor
-        self.input("renewed", reason: "renewed") { m, now in try m.renewed(now: now) }
-        return old
+        return (old, took)
     }
-}
 
-// MARK: - Status
+    // The renewal's and the failover's inputs (the supervisor's), for +Renewal and +Attempts.
 
-/// The snapshot `status` reports: the link is the one source of truth for its part; the plane
-/// adds its own counters (subscribers, clients, seq, drops).
-extension UpstreamLink {
-    var status: StatusReport {
-        var report = StatusReport()
-        report.state = self.machine.phase
-        report.since = self.phaseSinceWall
-        report.url = "\(self.url)"
-        report.reconnects = self.machine.reconnects
-        report.failedAttempts = self.machine.failures
-        report.rttMs = self.machine.roundTripTime.map { Double($0.nanoseconds) / 1e6 }
-        report.subprotocol = self.connection.subprotocol
-        report.compression = self.connection.compression
-        report.traffic = self.traffic
-        report.queue = self.outbound.status(fsync: self.configuration.queue.fsync)
-        report.limits = self.limitsStatus
-        report.renewal = self.renewalStatus
-        let ready = self.machine.attemptStep == .awaitingReady ? "waiting" : self.machine.phase == .open ? "ready" : "down"
-        report.session = self.session.status(ready: ready)
-        report.lastError = self.lastFailure?.description
-        report.lastErrorReason = self.lastFailure?.kind.rawValue
-        // The last link that was open and ended; failed attempts show in last_error instead.
-        report.lastClose = self.lostBecause?.close
-        if let at = self.machine.retryAt {
-            report.retryInMs = max(0, (at - self.now).nanoseconds / 1_000_000)
-        }
-        return report
+    func askRenewal(why: String) -> RenewalMachine.Ask { self.supervisor.askRenewal(why: why) }
+    func startRenewal(why: String) -> Bool { self.supervisor.startRenewal(why: why, now: self.now) }
+    func renewalReady(sent keys: Set<String>) { self.supervisor.renewalReady(sent: keys) }
+    func renewalSent(_ key: String) { self.supervisor.renewalSent(key) }
+    func renewalClosingOld() -> Bool { self.supervisor.renewalClosingOld() }
+    func renewalOldEnded() -> String? { self.supervisor.renewalOldEnded() }
+    func renewalFailed(_ why: String, lifetimeSet: Bool, retry: Duration) -> Duration? {
+        self.supervisor.renewalFailed(why, wallMillis: WallClock.millisecondsSinceEpoch(), lifetimeSet: lifetimeSet, retry: retry)
     }
+    func attemptURL() -> UpstreamURL { self.supervisor.attemptURL(in: self.configuration.upstream.urls) }
+    func failback(planned: Bool) -> MonotonicInstant? {
+        self.supervisor.failback(after: self.configuration.upstream.failbackAfter, now: self.now, planned: planned)
+    }
+    func backToPrimary() -> Bool { self.supervisor.backToPrimary() }
 }
 
 @available(*, unavailable)

@@ -1,0 +1,131 @@
+import Testing
+import WSBridgeProtocol
+
+@testable import WSBridgeCore
+
+/// The link's machine as a whole (`LinkSupervisor`), time and randomness injected: the rules
+/// between the connection's machine, the failover and the renewal.
+@Suite struct LinkSupervisorTests {
+    let urls = try! ["ws://primary/", "ws://fallback/"].map { try UpstreamURL(parsing: $0) }
+
+    func supervisor() -> LinkSupervisor {
+        let settings = LinkStateMachine.Settings(
+            backoff: BackoffPolicy(base: .seconds(1), cap: .seconds(8), stableAfter: .seconds(30)),
+            heartbeat: .init(interval: .seconds(10), deadline: .seconds(5)))
+        return LinkSupervisor(link: LinkStateMachine(settings: settings, now: t(0), generator: MaxGenerator()))
+    }
+
+    /// Open at t(1), on the URL the attempt took.
+    func open(_ s: inout LinkSupervisor) throws {
+        _ = s.attemptURL(in: self.urls)
+        _ = try s.connection { try $0.connectRequested(now: t(0)) }
+        _ = try s.connection { try $0.upgraded(readyGate: false, now: t(1)) }
+        #expect(s.link.phase == .open)
+    }
+
+    /// A renewal started at t(2) and restored.
+    func renewing(_ s: inout LinkSupervisor) {
+        let ask = s.askRenewal(why: "lifetime")
+        let started = s.startRenewal(why: "lifetime", now: t(2))
+        #expect(ask == .mayStart && started)
+        s.renewalReady(sent: ["k"])
+        #expect(s.renewal.successorReady)
+    }
+
+    @Test func aFailedAttemptRetriesWithTheBackoffOnTheNextURL() throws {
+        var s = self.supervisor()
+        let first = s.attemptURL(in: self.urls)
+        #expect(first == self.urls[0])
+        _ = try s.connection { try $0.connectRequested(now: t(0)) }
+        let (action, next) = try s.connectFailed(.error("refused"), urls: self.urls, now: t(0.5))
+        // The backoff's delay (full jitter: the generator takes its top, 2 s for a first failure).
+        #expect(action == .scheduleRetry(after: .seconds(2), attempt: 2))
+        let second = s.attemptURL(in: self.urls)
+        #expect(next == self.urls[1] && second == self.urls[1])
+        #expect(s.link.phase == .backingOff)
+    }
+
+    @Test func aRenewalStartsOnlyOnAnOpenLinkThatIsNotStopping() throws {
+        var s = self.supervisor()
+        let closedAsk = s.askRenewal(why: "lifetime")
+        let closedStart = s.startRenewal(why: "lifetime", now: t(0))
+        #expect(closedAsk == .ignored && !closedStart)
+        try self.open(&s)
+        _ = s.connection { $0.shutdown(now: t(2)) }
+        let stoppingAsk = s.askRenewal(why: "lifetime")
+        let stoppingStart = s.startRenewal(why: "lifetime", now: t(2))
+        #expect(stoppingAsk == .ignored && !stoppingStart)
+        #expect(s.renewal.phase == .idle)
+    }
+
+    @Test func aTakeoverKeepsTheLinkOpenOnTheNewConnectionAndThePlannedReturnToThePrimary() throws {
+        var s = self.supervisor()
+        _ = s.attemptURL(in: self.urls)
+        _ = try s.connection { try $0.connectRequested(now: t(0)) }
+        _ = try s.connectFailed(.error("refused"), urls: self.urls, now: t(0.5))
+        let fallback = s.attemptURL(in: self.urls)
+        #expect(fallback == self.urls[1])
+        _ = try s.connection { try $0.retryTimerFired(now: t(1.5)) }
+        _ = try s.connection { try $0.upgraded(readyGate: false, now: t(2)) }
+        // Open on the fallback: back to the primary 60 s after it opened.
+        let back = s.failback(after: .seconds(60), now: t(2))
+        let opened = s.takeTransition()
+        #expect(back == t(62) && opened?.to == .open)
+        let ask = s.askRenewal(why: "lifetime")
+        let started = s.startRenewal(why: "lifetime", now: t(10))
+        #expect(ask == .mayStart && started)
+        // Not before the new connection is restored.
+        let early = s.renewalTookOver(now: t(11), wallMillis: 0)
+        #expect(early == nil)
+        s.renewalReady(sent: [])
+        let took = s.renewalTookOver(now: t(12), wallMillis: 0)
+        #expect(took == .seconds(2))
+        // Still open, not a reconnect; its time open and its heartbeat count from the takeover.
+        #expect(s.link.phase == .open && s.link.openSince == t(12) && s.link.reconnects == 0)
+        let transition = s.takeTransition()
+        let heartbeat = s.heartbeat(now: t(12))
+        #expect(transition == nil && heartbeat == .wait(until: t(22)))
+        // The new connection goes back when the old one would have.
+        let planned = s.failback(after: .seconds(60), now: t(12), planned: true)
+        #expect(planned == t(62))
+        #expect(s.renewal.count == 1)
+    }
+
+    @Test func aLinkThatIsNoLongerOpenTakesItsRenewalWithIt() throws {
+        // Lost, closed by the operator, stopping: each ends the renewal under way.
+        let ends: [(String, (inout LinkStateMachine) throws -> LinkStateMachine.Action)] = [
+            ("lost", { try $0.disconnected(.serverClosed(code: 1006, reason: ""), now: t(3)) }),
+            ("closed", { $0.userClose(now: t(3)) }),
+            ("stopping", { $0.shutdown(now: t(3)) }),
+            ("no network", { $0.networkChanged(available: false, now: t(3)) }),
+        ]
+        for (name, end) in ends {
+            var s = self.supervisor()
+            try self.open(&s)
+            self.renewing(&s)
+            let before = s.takeRenewalAbandoned()
+            _ = try s.connection(end)
+            let abandoned = s.takeRenewalAbandoned()
+            let again = s.takeRenewalAbandoned()
+            #expect(!before && abandoned && !again, "\(name): told once")
+            #expect(s.renewal.phase == .idle, "\(name)")
+            // Its connection may not take over a link that is not open.
+            s.renewalReady(sent: [])
+            let took = s.renewalTookOver(now: t(4), wallMillis: 0)
+            #expect(took == nil, "\(name)")
+        }
+    }
+
+    @Test func anInputThatKeepsTheLinkOpenKeepsItsRenewal() throws {
+        var s = self.supervisor()
+        try self.open(&s)
+        self.renewing(&s)
+        // The server's close frame on the current connection: the link is still open until TCP
+        // ends (the new connection may take over early then).
+        _ = s.connection { $0.closeFrameReceived(code: 1001, reason: "going away") }
+        #expect(s.link.phase == .open && s.renewal.successorReady)
+        let abandoned = s.takeRenewalAbandoned()
+        let took = s.renewalTookOver(now: t(3), wallMillis: 0)
+        #expect(!abandoned && took != nil)
+    }
+}
