@@ -9,4 +9,9 @@ struct ConnectionContext: Sendable, Equatable {
     var heartbeat: HeartbeatStateMachine?
     /// The keepalive the application protocol's server set on this connection (nil: none).
     var keepalive: ProtocolKeepalive?
+
+    /// Its heartbeat starts (`heartbeat`: the link's settings; nil: none).
+    mutating func startHeartbeat(_ heartbeat: LinkStateMachine.Settings.Heartbeat?, now: MonotonicInstant) {
+        self.heartbeat = heartbeat.map { HeartbeatStateMachine(interval: $0.interval, deadline: $0.deadline, now: now) }
+    }
 }

@@ -223,21 +223,22 @@ public struct LinkStateMachine: Sendable {
     }
 
     /// The open link moved to a renewed connection (`upstream.max_lifetime`, `renew_when`): still
-    /// open, not a reconnect; the new connection has a context of its own (its close handshake,
-    /// its heartbeat from now), and its time open counts from now.
-    public mutating func renewed(now: MonotonicInstant) throws(InvalidTransition) -> Action {
-        guard case .open = self.state else { throw self.invalid("renewed") }
-        var connection = ConnectionContext()
-        connection.heartbeat = self.settings.heartbeat.map { HeartbeatStateMachine(interval: $0.interval, deadline: $0.deadline, now: now) }
-        self.set(.open(since: now, connection))
-        return .none
+    /// open, not a reconnect; `next` is the new connection's own context (its close handshake,
+    /// its heartbeat since its upgrade, else from now), and its time open counts from now.
+    /// Returns the old connection's, whose close handshake goes on while it closes.
+    mutating func renewed(to next: ConnectionContext, now: MonotonicInstant) throws(InvalidTransition) -> ConnectionContext {
+        guard case .open(_, let old) = self.state else { throw self.invalid("renewed") }
+        var next = next
+        if next.heartbeat == nil { next.startHeartbeat(self.settings.heartbeat, now: now) }
+        self.set(.open(since: now, next))
+        return old
     }
 
     private mutating func opened(_ connection: ConnectionContext, now: MonotonicInstant) -> Action {
         if self.everOpened { self.reconnects += 1 }
         self.everOpened = true
         var connection = connection
-        connection.heartbeat = self.settings.heartbeat.map { HeartbeatStateMachine(interval: $0.interval, deadline: $0.deadline, now: now) }
+        connection.startHeartbeat(self.settings.heartbeat, now: now)
         self.enter(.open(since: now, connection), now: now)
         return .none
     }

@@ -25,6 +25,11 @@ package struct LinkSupervisor: Sendable {
     package private(set) var failover = Failover()
     /// The renewal under way, if any, and the renewals' counts.
     package private(set) var renewal = RenewalMachine()
+    /// The renewal's other connection, as the current one's in the connection's machine: the new
+    /// one from the renewal's start until it takes over (its heartbeat from its upgrade), then
+    /// the old one until it ended (its close handshake). The same context moves into the link at
+    /// the takeover, and the old one's out of it.
+    private(set) var other: ConnectionContext?
     /// The renewal under way went with the link since the driver last asked.
     private var renewalAbandoned = false
 
@@ -51,6 +56,7 @@ package struct LinkSupervisor: Sendable {
     private mutating func abandonRenewal() {
         guard self.renewal.phase != .idle || self.renewal.waiting != nil else { return }
         self.renewal.abandon()
+        self.other = nil
         self.renewalAbandoned = true
     }
 
@@ -68,6 +74,8 @@ package struct LinkSupervisor: Sendable {
     package mutating func keepalive(now: MonotonicInstant) -> ProtocolKeepalive.Decision? { self.link.keepalive(now: now) }
     package mutating func updateSettings(_ settings: LinkStateMachine.Settings, now: MonotonicInstant) {
         self.link.updateSettings(settings, now: now)
+        guard let heartbeat = settings.heartbeat else { return }
+        self.other?.heartbeat?.update(interval: heartbeat.interval, deadline: heartbeat.deadline, now: now)
     }
     package mutating func takeTransition() -> LinkStateMachine.Transition? { self.link.takeTransition() }
 
@@ -113,8 +121,9 @@ package struct LinkSupervisor: Sendable {
 
     /// The second connection's attempt starts: false (nothing changed) unless it may.
     package mutating func startRenewal(why: String, now: MonotonicInstant) -> Bool {
-        guard self.link.phase == .open, !self.link.isShuttingDown else { return false }
-        return self.renewal.start(why: why, now: now)
+        guard self.link.phase == .open, !self.link.isShuttingDown, self.renewal.start(why: why, now: now) else { return false }
+        self.other = ConnectionContext()
+        return true
     }
 
     /// The second connection's session is restored; `keys`: the sticky keys sent on it.
@@ -123,25 +132,85 @@ package struct LinkSupervisor: Sendable {
     /// Sticky key `key` went on the restored second connection too.
     package mutating func renewalSent(_ key: String) { self.renewal.sent(key) }
 
-    /// The restored second connection takes over: it is the link's current one, still open, its
-    /// heartbeat from now; returns how long the overlap took. Nil (nothing changed) unless it
-    /// was restored and the link is open.
+    /// The restored second connection takes over: it is the link's current one, still open, with
+    /// its own context (its heartbeat running since its upgrade); the old one's is the other
+    /// (its close handshake; no heartbeat or keepalive: it closes). Returns how long the overlap
+    /// took. Nil (nothing changed) unless it was restored and the link is open.
     package mutating func renewalTookOver(now: MonotonicInstant, wallMillis: Int64) -> Duration? {
-        guard self.link.phase == .open, !self.link.isShuttingDown, self.renewal.successorReady,
-            (try? self.link.renewed(now: now)) != nil
+        guard self.link.phase == .open, !self.link.isShuttingDown, self.renewal.successorReady, let next = self.other,
+            var old = try? self.link.renewed(to: next, now: now)
         else { return nil }
+        (old.heartbeat, old.keepalive) = (nil, nil)
+        self.other = old
         return self.renewal.tookOver(now: now, wallMillis: wallMillis)
     }
 
-    /// The old connection's close frame goes: true unless it went already (or there is none).
-    package mutating func renewalClosingOld() -> Bool { self.renewal.closingOld() }
+    /// The old connection closes (1000 "renewed"): what to send on it (`.sendClose`, unless the
+    /// server's close came first: `.none`); nil when it closes already (or there is none).
+    package mutating func renewalClosingOld() -> LinkStateMachine.Action? {
+        guard self.renewal.closingOld(), var old = self.other else { return nil }
+        let close = old.close.close(code: 1000, reason: "renewed")
+        self.other = old
+        return LinkStateMachine.action(close)
+    }
 
     /// The old connection ended: why a renewal asked for meanwhile was (it starts now), if one was.
-    package mutating func renewalOldEnded() -> String? { self.renewal.oldEnded() }
+    package mutating func renewalOldEnded() -> String? {
+        guard case .retiring = self.renewal.phase else { return nil }
+        self.other = nil
+        return self.renewal.oldEnded()
+    }
 
     /// The second connection failed before it took over (`why`); when a lifetime's renewal is
     /// tried again (`RenewalMachine.failed`).
     package mutating func renewalFailed(_ why: String, wallMillis: Int64, lifetimeSet: Bool, retry: Duration) -> Duration? {
-        self.renewal.failed(why, wallMillis: wallMillis, lifetimeSet: lifetimeSet, retry: retry)
+        guard self.renewal.isOpening else { return nil }
+        self.other = nil
+        return self.renewal.failed(why, wallMillis: wallMillis, lifetimeSet: lifetimeSet, retry: retry)
+    }
+
+    // MARK: - The renewal's other connection (as the current one's inputs)
+
+    /// No close frame went on the other connection: data, pings and pongs may go on it.
+    package var otherMayWrite: Bool { self.other?.close.mayWrite ?? false }
+
+    /// The new connection upgraded: its heartbeat starts (its pings and deadline, as any open
+    /// connection's), and goes on when it takes over.
+    package mutating func otherUpgraded(now: MonotonicInstant) {
+        guard self.renewal.isOpening else { return }
+        self.other?.startHeartbeat(self.link.settings.heartbeat, now: now)
+    }
+
+    /// Anything came on the other connection: it is alive.
+    package mutating func otherReceived(now: MonotonicInstant) { self.other?.heartbeat?.received(now: now) }
+
+    /// A message came on the other connection: alive, and heard for its protocol's keepalive.
+    package mutating func otherReceivedMessage(now: MonotonicInstant) {
+        self.other?.heartbeat?.received(now: now)
+        self.other?.keepalive?.heardFrom()
+    }
+
+    /// A pong on the other connection: its round trip, when it answers its last ping.
+    package mutating func otherPong(payload: UInt64?, now: MonotonicInstant) -> Duration? {
+        self.other?.heartbeat?.receivedPong(payload: payload, now: now) ?? nil
+    }
+
+    /// What the other connection's heartbeat does at `now` (nil: none runs).
+    package mutating func otherHeartbeat(now: MonotonicInstant) -> HeartbeatStateMachine.Decision? {
+        self.other?.heartbeat?.next(now: now) ?? nil
+    }
+
+    /// The protocol's server set a keepalive on the new connection: it runs once it took over.
+    package mutating func otherKeepaliveSet(_ timing: AppProtocolTiming, protocol name: String, now: MonotonicInstant) {
+        guard self.renewal.isOpening else { return }
+        self.other?.keepalive = ProtocolKeepalive(timing, name: name, now: now)
+    }
+
+    /// The server's close frame on the other connection: ours echoes it unless it went first.
+    package mutating func otherCloseFrameReceived(code: UInt16?, reason: String) -> LinkStateMachine.Action {
+        guard var other = self.other else { return .none }
+        let close = other.close.received(code: code, reason: reason)
+        self.other = other
+        return LinkStateMachine.action(close)
     }
 }

@@ -269,21 +269,28 @@ extension LinkStateMachineTests {
 
 extension LinkStateMachineTests {
     /// A renewal (issue 44) moves the open link to a new connection: still open, no reconnect,
-    /// the new connection's close handshake and time open its own.
+    /// the new connection's close handshake and time open its own (through the link's
+    /// supervisor, which holds the new connection's context until then).
     @Test func aRenewedLinkStaysOpenWithANewConnectionsState() throws {
-        var m = try self.openMachine()
-        _ = m.takeTransition()
+        var s = LinkSupervisor(link: try self.openMachine())
+        _ = s.takeTransition()
+        let started = s.startRenewal(why: "test", now: t(5))
+        s.renewalReady(sent: [])
         // The old connection's server sent its close frame: nothing more may go on it.
-        _ = m.closeFrameReceived(code: 1001, reason: "going away")
-        #expect(!m.mayWrite)
-        #expect(try m.renewed(now: t(10)) == .none)
-        #expect(m.phase == .open && m.mayWrite && m.openSince == t(10))
-        let transition = m.takeTransition()
-        #expect(m.reconnects == 0 && transition == nil)
+        _ = s.connection { $0.closeFrameReceived(code: 1001, reason: "going away") }
+        #expect(started && !s.link.mayWrite)
+        let took = s.renewalTookOver(now: t(10), wallMillis: 0)
+        #expect(took == .seconds(5))
+        #expect(s.link.phase == .open && s.link.mayWrite && s.link.openSince == t(10))
+        let transition = s.takeTransition()
+        #expect(s.link.reconnects == 0 && transition == nil)
+        // The old one's close handshake went with it: the server's came first, so none goes.
+        #expect(!s.otherMayWrite)
+        let close = s.renewalClosingOld()
+        #expect(close == LinkStateMachine.Action.none)
         // Only an open link is renewed.
-        var idle = self.machine()
-        var refused = false
-        do { _ = try idle.renewed(now: t(1)) } catch { refused = true }
-        #expect(refused && idle.phase == .idle)
+        var idle = LinkSupervisor(link: self.machine())
+        let refused = !idle.startRenewal(why: "test", now: t(1))
+        #expect(refused && idle.link.phase == .idle)
     }
 }

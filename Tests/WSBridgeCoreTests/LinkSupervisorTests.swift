@@ -128,4 +128,55 @@ import WSBridgeProtocol
         let took = s.renewalTookOver(now: t(3), wallMillis: 0)
         #expect(!abandoned && took != nil)
     }
+
+    /// The new connection is a connection like the current one: its heartbeat runs from its
+    /// upgrade (a silent one is found dead before it could take over), and the same heartbeat
+    /// goes on when it takes over; the old one keeps its close handshake until it ended.
+    @Test func theNewConnectionHasItsOwnHeartbeatAndTakesItWithItAtTheTakeover() throws {
+        var s = self.supervisor()
+        try self.open(&s)
+        let started = s.startRenewal(why: "lifetime", now: t(2))
+        let none = s.otherHeartbeat(now: t(2))
+        #expect(started && none == nil, "no heartbeat before its upgrade")
+        s.otherUpgraded(now: t(3))
+        // Its first ping 10 s after its upgrade, then 5 s for anything to come.
+        let first = s.otherHeartbeat(now: t(3))
+        let ping = s.otherHeartbeat(now: t(13))
+        let waiting = s.otherHeartbeat(now: t(13))
+        #expect(first == .wait(until: t(13)) && ping == .sendPing(payload: 1) && waiting == .wait(until: t(18)))
+        let dead = s.otherHeartbeat(now: t(18))
+        #expect(dead == .dead(silence: .seconds(15)), "nothing since its upgrade")
+        // Its pong in time: alive; it takes over, its heartbeat with it (the next ping is its own).
+        var t2 = self.supervisor()
+        try self.open(&t2)
+        _ = t2.startRenewal(why: "lifetime", now: t(2))
+        t2.otherUpgraded(now: t(3))
+        _ = t2.otherHeartbeat(now: t(13))
+        let rtt = t2.otherPong(payload: 1, now: t(13.5))
+        #expect(rtt == .milliseconds(500))
+        t2.renewalReady(sent: [])
+        let took = t2.renewalTookOver(now: t(14), wallMillis: 0)
+        let next = t2.heartbeat(now: t(14))
+        // A new heartbeat would ping 10 s after the takeover (t(24)); its own pings at t(23).
+        #expect(took != nil && next == .wait(until: t(23)), "the new connection's heartbeat, not a new one")
+        // The old one: no heartbeat; its close frame goes once; the server's echo ends it.
+        let old = t2.otherHeartbeat(now: t(30))
+        let close = t2.renewalClosingOld()
+        let again = t2.renewalClosingOld()
+        #expect(old == nil && close == .sendClose(code: 1000, reason: "renewed") && again == nil && !t2.otherMayWrite)
+        let echo = t2.otherCloseFrameReceived(code: 1000, reason: "")
+        let waitingFor = t2.renewalOldEnded()
+        #expect(echo == LinkStateMachine.Action.none && waitingFor == nil && t2.renewal.phase == .idle)
+    }
+
+    /// The server's close frame on the new connection (before it took over) is echoed, as on
+    /// any connection.
+    @Test func theServersCloseOnTheNewConnectionIsEchoed() throws {
+        var s = self.supervisor()
+        try self.open(&s)
+        _ = s.startRenewal(why: "lifetime", now: t(2))
+        s.otherUpgraded(now: t(3))
+        let echo = s.otherCloseFrameReceived(code: 1013, reason: "try again later")
+        #expect(echo == .sendClose(code: 1013, reason: "") && !s.otherMayWrite)
+    }
 }

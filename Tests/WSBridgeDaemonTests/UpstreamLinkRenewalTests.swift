@@ -105,4 +105,55 @@ import WSBridgeProtocol
         #expect(try old.written().isEmpty)
         #expect(try new.written().map(\.opcode) == [.pong])
     }
+
+    /// The new connection has a heartbeat from its upgrade, as any connection: it pings, and a
+    /// new connection that stays silent past the deadline fails the renewal (the old one stays
+    /// the link's, open); one that answers takes over with that heartbeat running.
+    @Test func aSilentNewConnectionFailsTheRenewalAtItsHeartbeatsDeadline() throws {
+        let h = Harness {
+            $0.upstream.dedupe = ["stream", "data.u"]
+            $0.heartbeat.interval = .seconds(10)
+            $0.heartbeat.deadline = .seconds(5)
+        }
+        let (old, new) = Self.renewed(h)
+        _ = try old.written()
+        _ = try new.written()
+        h.loop.advanceTime(by: .seconds(10))
+        // Both ping; only the old one answers.
+        #expect(try new.written().map(\.opcode) == [.ping])
+        let ping = try #require(try old.written().first { $0.opcode == .ping })
+        try old.receive(0xA, Array(ping.data.readableBytesView))
+        h.loop.advanceTime(by: .seconds(5))
+        #expect(h.link.renewalStatus?.failed == 1, "\(String(describing: h.link.renewalStatus))")
+        #expect(h.link.renewalStatus?.last?.failure?.contains("the new connection is dead") == true)
+        #expect(h.link.phase == .open && h.link.renewalStatus?.underway == nil)
+        // The old connection is the link's still; the new one is gone (nothing of it is heard).
+        try old.receive(0x9, [7])
+        try new.receive(0x9, [8])
+        h.loop.run()
+        #expect(try old.written().map(\.opcode) == [.pong] && new.written().isEmpty)
+    }
+
+    /// The server's close frame on the new connection is echoed as on any connection, and its
+    /// end fails the renewal; the old connection stays the link's.
+    @Test func theServersCloseOnTheNewConnectionIsEchoedAndEndsTheRenewal() throws {
+        let h = Harness {
+            $0.upstream.dedupe = ["stream", "data.u"]
+            $0.heartbeat.interval = .seconds(1000)
+        }
+        let (old, new) = Self.renewed(h)
+        _ = try new.written()
+        try new.receiveClose(1013, "try again later")
+        h.loop.run()
+        // Echoed with its code (RFC 6455 §5.5.1); the server then ends TCP: the renewal failed.
+        let echo = try #require(try new.written().first { $0.opcode == .connectionClose })
+        var data = echo.data
+        #expect(data.readInteger(as: UInt16.self) == 1013)
+        try new.channel.close().wait()
+        h.loop.run()
+        #expect(h.link.renewalStatus?.failed == 1 && h.link.phase == .open)
+        try old.receive(0x9, [7])
+        h.loop.run()
+        #expect(try old.written().map(\.opcode) == [.pong])
+    }
 }

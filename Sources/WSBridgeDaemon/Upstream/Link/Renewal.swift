@@ -12,8 +12,6 @@ import WSBridgeProtocol
 final class Renewal {
     /// The second connection, from its attempt until it delivers and takes over.
     private(set) var successor: UpstreamConnection?
-    /// The keepalive the protocol's server set on the new connection: the link's once it took over.
-    var successorKeepalive: (AppProtocolTiming, String)?
     /// The old connection, after the new one took over, until its TCP ends.
     private(set) var retiring: UpstreamConnection?
     /// What the two connections deliver, each once (`RenewalOverlap`: the overlap, then its
@@ -67,7 +65,6 @@ final class Renewal {
         self.setDeadline(nil)
         self.armLifetime(nil, ends: nil)
         self.successor = successor
-        self.successorKeepalive = nil
         self.overlap.begin(paths: dedupe.paths, window: dedupe.window)
     }
 
@@ -159,7 +156,7 @@ final class RenewalConnection: ProtocolTransport {
     }
 
     func send(_ message: OutboundMessage) -> SendOutcome {
-        guard let link, let connection = link.renewal.successor ?? (link.renewalMachine.oldCloseSent ? nil : link.renewal.retiring),
+        guard let link, let connection = link.renewal.successor ?? (link.otherMayWrite ? link.renewal.retiring : nil),
             link.writeOwn(message, on: connection)
         else { return .rejected("the renewal's other connection is gone") }
         return .sent
@@ -176,7 +173,8 @@ final class RenewalConnection: ProtocolTransport {
 
     func keepalive(_ timing: AppProtocolTiming, protocol name: String) {
         guard let link, link.renewal.successor != nil else { return }
-        link.renewal.successorKeepalive = (timing, name)
+        // Kept in the new connection's context: it runs once the connection took over.
+        link.otherKeepaliveSet(timing, protocol: name)
     }
 }
 

@@ -127,6 +127,9 @@ extension UpstreamLink {
         successor.upgraded(
             handshake.channel, subprotocol: handshake.subprotocol, compression: handshake.deflate != nil, limits: self.configuration.upstream.limits,
             at: self.now)
+        // Its heartbeat starts, as any connection's at its upgrade.
+        self.otherUpgraded()
+        self.heartbeatTick(on: successor)
         for message in self.session.opened(token: token) { self.writeOwn(message, on: successor) }
         if self.session.readyWhen == nil { self.successorReady(successor) }
     }
@@ -144,6 +147,7 @@ extension UpstreamLink {
     func overlapMessage(_ kind: UpstreamMessage.Kind, _ data: ByteBuffer, on connection: UpstreamConnection) {
         guard let isSuccessor = self.renewal.isSuccessor(connection) else { return }
         let read = connection.readTime()
+        if read.first { self.otherReceivedMessage() }
         let message = UpstreamMessage(kind: kind, data: data, receivedAtMillis: read.millis)
         self.counted(received: data.readableBytes)
         if let layer = self.protocolOverlap {
@@ -206,7 +210,11 @@ extension UpstreamLink {
             case .delivery(let delivery): layer?.overlapDeliver(self, delivery)
             }
         }
-        if let (timing, name) = self.renewal.successorKeepalive { self.keepalive(timing, protocol: name) }
+        // The old one's heartbeat is over (it closes); the new one's goes on, and its protocol
+        // keepalive starts.
+        old.heartbeat.stop()
+        old.keepalive.stop()
+        self.keepaliveTick()
         // Keys registered while it was restored went on the old connection only.
         for entry in registered { self.writeOwn(OutboundMessage(entry.payload)) }
         self.logger.notice(
@@ -244,21 +252,38 @@ extension UpstreamLink {
     }
 
     private func closeRetiring(_ old: UpstreamConnection) {
-        guard old.channel != nil, self.renewalClosingOld() else { return }
-        old.writeClose(code: 1000, reason: "renewed", timeout: Self.closeTimeout) {
+        guard old.channel != nil, let action = self.renewalClosingOld() else { return }
+        // The machine's close handshake of that connection: ours goes, unless the server's came first.
+        guard case .sendClose(let code, let reason) = action else { return }
+        old.writeClose(code: code, reason: reason, timeout: Self.closeTimeout) {
             self.logger.info("the server did not end the renewed connection after the close handshake; closing it")
         }
     }
 
-    /// A control frame on the renewal's connection or the old one: pings answered; the
-    /// server's close ends it.
+    /// A control frame on the renewal's connection or the old one, as on the current one: alive
+    /// for its heartbeat, pings answered, pongs taken, the server's close echoed (then the
+    /// server ends TCP, and the renewal hears of it).
     func overlapFrame(_ frame: WebSocketFrame, on connection: UpstreamConnection) {
         guard self.renewal.isSuccessor(connection) != nil, let channel = connection.channel else { return }
         switch frame.opcode {
         case .ping:
+            self.otherReceived()
             self.answerPing(frame, on: connection)
+        case .pong:
+            var data = frame.unmaskedData
+            _ = self.otherPong(payload: data.readableBytes == 8 ? data.readInteger(as: UInt64.self) : nil)
         case .connectionClose:
-            channel.close(promise: nil)
+            self.otherReceived()
+            var data = frame.unmaskedData
+            let code = data.readWebSocketErrorCode().map { UInt16(webSocketErrorCode: $0) }
+            let reason = data.readString(length: data.readableBytes) ?? ""
+            switch self.otherCloseFrameReceived(code: code, reason: reason) {
+            case .sendClose(let code, let reason):
+                connection.writeClose(code: code, reason: reason, timeout: Self.closeTimeout) { channel.close(promise: nil) }
+            default:
+                // Ours went first: the server ends TCP now (or our close's timeout does).
+                if !connection.awaitingEnd { channel.close(promise: nil) }
+            }
         default:
             break
         }

@@ -9,22 +9,27 @@ import WSBridgeProtocol
 /// The heartbeat's pings (and application heartbeat text) on the open connection.
 extension UpstreamLink {
     /// Writes a heartbeat ping with `payload` (and the application heartbeat text, if any) on
-    /// the current connection, unless a close frame went on it.
-    func writePing(_ payload: UInt64) {
-        guard self.mayWrite, let channel = self.connection.channel else { return }
+    /// `connection` (the current one, or a renewal's new one), unless a close frame went on it.
+    func writePing(_ payload: UInt64, on connection: UpstreamConnection) {
+        guard self.mayWrite(on: connection), let channel = connection.channel else { return }
         var buffer = channel.allocator.buffer(capacity: 8)
         buffer.writeInteger(payload)
-        self.writeControl(WebSocketFrame(fin: true, opcode: .ping, maskKey: .random(), data: buffer), on: self.connection)
+        self.writeControl(WebSocketFrame(fin: true, opcode: .ping, maskKey: .random(), data: buffer), on: connection)
         if let text = self.configuration.heartbeat.text {
-            self.writeOwn(OutboundMessage(.text(text)))
+            self.writeOwn(OutboundMessage(.text(text)), on: connection)
         }
     }
 
+    /// No close frame went on `connection`, the current one or a renewal's other one (RFC 6455
+    /// §5.5.1: nothing but the close handshake after it).
+    func mayWrite(on connection: UpstreamConnection) -> Bool {
+        connection === self.connection ? self.mayWrite : self.renewal.isSuccessor(connection) != nil && self.otherMayWrite
+    }
+
     /// The server's ping on any of the link's connections (the current one, a renewal's
-    /// other): its pong, unless our close frame went on that connection (RFC 6455 §5.5.1).
+    /// other): its pong, unless our close frame went on that connection.
     func answerPing(_ ping: WebSocketFrame, on connection: UpstreamConnection) {
-        let closed = connection === self.connection ? !self.mayWrite : connection === self.renewal.retiring && self.renewalMachine.oldCloseSent
-        guard !closed else { return }
+        guard self.mayWrite(on: connection) else { return }
         self.writeControl(WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: ping.unmaskedData), on: connection)
     }
 

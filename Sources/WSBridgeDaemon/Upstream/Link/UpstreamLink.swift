@@ -129,21 +129,29 @@ package final class UpstreamLink: LinkControl {
             heartbeat: .init(interval: configuration.heartbeat.interval, deadline: configuration.heartbeat.deadline))
     }
 
-    // MARK: - The heartbeat (the machine's, in the connection's context)
+    // MARK: - The heartbeat (the machine's, in each connection's context)
 
-    /// Does what the connection's heartbeat asks now: pings, sets its timer for the next time,
-    /// or drops a dead link. Nothing when no heartbeat runs (no open connection).
-    func heartbeatTick() {
-        while let decision = self.supervisor.heartbeat(now: self.now) {
+    /// Does what a connection's heartbeat asks now (`connection`: the current one when nil, or
+    /// a renewal's new one): pings, sets its timer for the next time, or ends a dead connection
+    /// (the link's: dropped and reconnected; a renewal's new one: the renewal fails). Nothing
+    /// when no heartbeat runs on it.
+    func heartbeatTick(on connection: UpstreamConnection? = nil) {
+        let connection = connection ?? self.connection
+        let current = connection === self.connection
+        guard current || connection === self.renewal.successor else { return }
+        while let decision = current ? self.supervisor.heartbeat(now: self.now) : self.supervisor.otherHeartbeat(now: self.now) {
             switch decision {
             case .sendPing(let payload):
-                self.writePing(payload)
+                self.writePing(payload, on: connection)
             case .wait(let until):
-                self.connection.heartbeat.arm(at: until) { self.heartbeatTick() }
+                connection.heartbeat.arm(at: until) { self.heartbeatTick(on: connection) }
                 return
-            case .dead(let silence):
+            case .dead(let silence) where current:
                 // Dead link: no close handshake is possible; drop TCP and reconnect.
                 self.drop(because: .heartbeatTimeout(silence: silence), input: "heartbeatTimeout")
+                return
+            case .dead(let silence):
+                self.renewalFailed(connection, "the new connection is dead: \(DisconnectReason.heartbeatTimeout(silence: silence))")
                 return
             }
         }
@@ -205,48 +213,6 @@ package final class UpstreamLink: LinkControl {
     var stoppedFuture: EventLoopFuture<Void> { self.stopped.futureResult }
     /// `connection` is the current one, and has not ended: its callbacks are the link's.
     func isCurrent(_ connection: UpstreamConnection) -> Bool { connection === self.connection && !connection.ended }
-
-    func connect() {
-        self.input("connect", reason: "connect requested") { m, now in try m.connectRequested(now: now) }
-    }
-
-    func reconnect() {
-        self.input("reconnect", reason: "reconnect requested") { m, now in try m.reconnectRequested(now: now) }
-    }
-
-    func close(code: UInt16, reason: String) {
-        self.input("close", reason: "close requested (code \(code))") { m, now in m.userClose(code: code, reason: reason, now: now) }
-    }
-
-    func fail(_ description: String) {
-        if self.phase == .connecting {
-            self.attemptFailed(self.connection, description)
-            return
-        }
-        guard self.phase == .open, self.connection.channel != nil else { return }
-        self.drop(because: .error(description), input: "protocolFailure")
-    }
-
-    /// The open link is dead (the heartbeat's deadline passed, the protocol's keepalive went
-    /// unanswered): no close handshake is possible; TCP is dropped and the machine told.
-    func drop(because reason: DisconnectReason, input: String) {
-        self.failed(AttemptFailure(description: reason.description))
-        self.logger.warning("upstream dead: \(reason)")
-        self.teardown()
-        self.input(input, reason: reason.description) { m, now in try m.disconnected(reason, now: now) }
-    }
-
-    func shutdown() -> EventLoopFuture<Void> {
-        self.input("shutdown", reason: "daemon stopping") { m, now in m.shutdown(now: now) }
-        return self.stopped.futureResult
-    }
-
-    func networkChanged(available: Bool) {
-        guard available != self.supervisor.link.networkAvailable else { return }
-        self.logger.info(available ? "network: route to upstream available" : "network: no route to upstream")
-        let reason = available ? "network available" : "network lost: no route to the upstream host"
-        self.input("network", reason: reason) { m, now in m.networkChanged(available: available, now: now) }
-    }
 
     /// Applies a reloaded configuration to what can change on a live link.
     func update(configuration: Configuration) {
@@ -383,7 +349,7 @@ package final class UpstreamLink: LinkControl {
     func startRenewal(why: String) -> Bool { self.supervisor.startRenewal(why: why, now: self.now) }
     func renewalReady(sent keys: Set<String>) { self.supervisor.renewalReady(sent: keys) }
     func renewalSent(_ key: String) { self.supervisor.renewalSent(key) }
-    func renewalClosingOld() -> Bool { self.supervisor.renewalClosingOld() }
+    func renewalClosingOld() -> Machine.Action? { self.supervisor.renewalClosingOld() }
     func renewalOldEnded() -> String? { self.supervisor.renewalOldEnded() }
     func renewalFailed(_ why: String, lifetimeSet: Bool, retry: Duration) -> Duration? {
         self.supervisor.renewalFailed(why, wallMillis: WallClock.millisecondsSinceEpoch(), lifetimeSet: lifetimeSet, retry: retry)
@@ -393,6 +359,21 @@ package final class UpstreamLink: LinkControl {
         self.supervisor.failback(after: self.configuration.upstream.failbackAfter, now: self.now, planned: planned)
     }
     func backToPrimary() -> Bool { self.supervisor.backToPrimary() }
+
+    // The renewal's other connection, as the current one's (the supervisor holds its context).
+
+    /// No close frame went on the renewal's other connection.
+    var otherMayWrite: Bool { self.supervisor.otherMayWrite }
+    func otherUpgraded() { self.supervisor.otherUpgraded(now: self.now) }
+    func otherReceived() { self.supervisor.otherReceived(now: self.now) }
+    func otherReceivedMessage() { self.supervisor.otherReceivedMessage(now: self.now) }
+    func otherPong(payload: UInt64?) -> Duration? { self.supervisor.otherPong(payload: payload, now: self.now) }
+    func otherKeepaliveSet(_ timing: AppProtocolTiming, protocol name: String) {
+        self.supervisor.otherKeepaliveSet(timing, protocol: name, now: self.now)
+    }
+    func otherCloseFrameReceived(code: UInt16?, reason: String) -> Machine.Action {
+        self.supervisor.otherCloseFrameReceived(code: code, reason: reason)
+    }
 }
 
 @available(*, unavailable)
