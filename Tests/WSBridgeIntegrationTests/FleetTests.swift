@@ -258,7 +258,9 @@ import WSBridgeProtocol
                 return nodes
             } catch {
                 for node in nodes { node.process.stop() }
-                throw error
+                // What each node said last: a node that never joined tells why in its log.
+                let logs = nodes.enumerated().map { i, node in "n\(i): \(node.process.stderr.lines.suffix(6).joined(separator: " | "))" }
+                throw TestFailure("\(error)\n\(logs.joined(separator: "\n"))")
             }
         }
 

@@ -38,7 +38,11 @@ import WSBridgeProtocol
         let dir = try TemporaryDirectory()
         let server = try await NATSServer.start(dir)
         defer { server.process.stop() }
-        let (daemon, socket) = try await Self.daemon(dir, server)
+        // The first renewal comes 2 s after the start, before the feed flows: its new connection
+        // waits for the feed's first message to match. A busy machine once took more than the
+        // default renew_timeout (30 s) from the start to the publisher's first message, and that
+        // renewal was given up for want of a feed, not of a rule.
+        let (daemon, socket) = try await Self.daemon(dir, server, upstream: "renew_timeout = \"300s\"")
         defer { daemon.stop() }
         let a = try await TextApp.connect(socket, "a", of: daemon)
         let b = try await TextApp.connect(socket, "b", of: daemon)
