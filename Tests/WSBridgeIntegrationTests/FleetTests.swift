@@ -250,7 +250,15 @@ import WSBridgeProtocol
         func startEmpty() async throws -> [NATSServer] {
             var nodes: [NATSServer] = []
             do {
-                for i in 0..<3 { nodes.append(try await self.start(i)) }
+                // All three at once, as a cluster is started: one after the other on a busy
+                // machine, the first two once formed a meta group of 2 before the third was up,
+                // and the third never joined it.
+                async let n0 = self.started(0)
+                async let n1 = self.started(1)
+                async let n2 = self.started(2)
+                let results = [await n0, await n1, await n2]
+                nodes = results.compactMap { try? $0.get() }
+                for result in results { _ = try result.get() }
                 try await eventually(
                     "one JetStream meta leader of 3 seen by each node (/jsz)", timeout: .seconds(120), every: .milliseconds(200),
                     { [nodes] in nodes.map(Self.metaCluster) },
@@ -271,6 +279,15 @@ import WSBridgeProtocol
                 let jsz = try? JSONValue.parse(r.stdout)
             else { return ("", 0) }
             return (jsz.value(at: "meta_cluster.leader")?.stringValue ?? "", jsz.value(at: "meta_cluster.cluster_size")?.intValue ?? 0)
+        }
+
+        /// Node `i` started, or why not.
+        func started(_ i: Int) async -> Result<NATSServer, any Error> {
+            do {
+                return .success(try await self.start(i))
+            } catch {
+                return .failure(error)
+            }
         }
 
         func start(_ i: Int) async throws -> NATSServer {
