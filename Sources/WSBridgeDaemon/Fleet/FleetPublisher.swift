@@ -108,7 +108,7 @@ final class FleetPublisher {
     }
     /// `[journal]`: past `max_backlog_bytes` the newest waiting messages are dropped from memory
     /// and read again from the journal once NATS takes them (FleetPublisher+Journal.swift).
-    var journal: Journal?
+    let journal: Journal?
     var spill: Spill?
     /// The daemon stops: fulfilled once every message numbered is acknowledged.
     var drained: EventLoopPromise<Void>?
@@ -119,8 +119,9 @@ final class FleetPublisher {
     var lastHanded: (seq: UInt64, id: String)?
     var resyncReading = false
 
-    init(fleet: Configuration.Fleet, library: NATSLibrary, feed: String, eventLoop: any EventLoop, logger: Logger) {
+    init(fleet: Configuration.Fleet, library: NATSLibrary, feed: String, journal: Journal?, eventLoop: any EventLoop, logger: Logger) {
         self.fleet = fleet
+        self.journal = journal
         self.template = FleetSubject(fleet.subject).flatMap { $0.isTemplate ? $0 : nil }
         self.library = library
         self.feed = feed

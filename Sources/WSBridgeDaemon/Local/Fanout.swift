@@ -43,8 +43,9 @@ final class Fanout: UpstreamEventSink {
     let journal: Journal?
     /// The messages published since the last flush, for the journal and the fleet.
     private var journalEntries: [Journal.Entry] = []
-    /// `[fleet]`: every message numbered is published into the NATS JetStream stream too.
-    var fleet: FleetPublisher?
+    /// `[fleet]` on a bridge: every message numbered is published into the NATS JetStream
+    /// stream too (its tap, given at `init`).
+    let fleet: FleetPublisher?
     /// The consumers catching up from the journal (Fanout+Journal.swift), by client id.
     var replays: [Int: JournalReplay] = [:]
     /// The digits of the last message's receive time (the messages of one read share it).
@@ -72,8 +73,9 @@ final class Fanout: UpstreamEventSink {
 
     init(
         configuration: Configuration.Local, status: SystemdStatus, metrics: DaemonMetrics = DaemonMetrics(), eventLoop: any EventLoop,
-        pending: PendingRequests? = nil, journal: (Journal, Journal.Recovered)? = nil, stream: String? = nil
+        pending: PendingRequests? = nil, journal: (Journal, Journal.Recovered)? = nil, stream: String? = nil, fleet: FleetPublisher? = nil
     ) {
+        self.fleet = fleet
         self.configuration = configuration
         self.status = status
         self.metrics = metrics
@@ -82,7 +84,7 @@ final class Fanout: UpstreamEventSink {
         self.ring = ReplayRing(maxMessages: configuration.replay, maxBytes: configuration.replayBytes)
         self.journal = journal?.0
         // A given stream (a fleet follower's, whose seqs are its stream's) outlasts a journal's.
-        self.stream = stream ?? journal?.0.streamID ?? Fanout.newStreamID()
+        self.stream = Self.stream(given: stream, journal: journal?.0)
         if let recovered = journal?.1 { self.seq = recovered.lastSeq }
     }
 
@@ -295,6 +297,9 @@ final class Fanout: UpstreamEventSink {
     // MARK: - Replay
 
     /// A stream id: 16 hex digits, random.
+    /// The stream's id: the one given (a fleet follower's), else the journal's, else a new one.
+    static func stream(given: String?, journal: Journal?) -> String { given ?? journal?.streamID ?? Self.newStreamID() }
+
     static func newStreamID() -> String {
         let hex = String(UInt64.random(in: .min ... .max), radix: 16)
         return String(repeating: "0", count: 16 - hex.count) + hex

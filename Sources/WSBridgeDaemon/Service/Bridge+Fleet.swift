@@ -4,19 +4,12 @@ import WSBridgeCore
 import WSBridgeProtocol
 
 extension Bridge {
-    /// `[fleet]` on a bridge (docs/fleet.md): what the fan-out numbers goes into the NATS
-    /// JetStream stream too (`fanout.fleet`), from the journal when memory is past its bound;
-    /// followers' sends come to the plane; followers' apps are held by the protocol layer as
-    /// this host's; followers' sticky keys of no protocol id are held here for them; the lease
-    /// (`standBy`). Built with the bridge, before anything starts; `start` connects it.
-    static func makePublisher(_ configuration: Configuration, library: NATSLibrary, fanout: Fanout, eventLoop: any EventLoop, logger: Logger)
-        -> FleetPublisher
-    {
-        let publisher = FleetPublisher(fleet: configuration.fleet, library: library, feed: fanout.stream, eventLoop: eventLoop, logger: logger)
-        fanout.fleet = publisher
-        publisher.journal = fanout.journal
-        return publisher
-    }
+    // `[fleet]` on a bridge (docs/fleet.md): what the fan-out numbers goes into the NATS
+    // JetStream stream too (the publisher is the fan-out's tap, given at its init, with the
+    // journal it reads back from when memory is past its bound); followers' sends come to the
+    // plane; followers' apps are held by the protocol layer as this host's; followers' sticky keys
+    // of no protocol id are held here for them; the lease (`standBy`). Built with the bridge,
+    // before anything starts; `start` connects it.
 
     /// The publisher's parts that reach the plane, the layer and the link (once they are built).
     func wire(_ publisher: FleetPublisher, _ configuration: Configuration, holder: String, eventLoop: any EventLoop, logger: Logger) {

@@ -51,9 +51,17 @@ final class Bridge {
         let follows = configuration.fleet.isOn && configuration.fleet.role == .follower
         // A follower's stream is the fleet's: every follower numbers a message alike (its seq in
         // the JetStream stream), across its restarts (its journal keeps where it was).
+        let stream = Fanout.stream(given: follows ? "jetstream-\(configuration.fleet.stream)" : nil, journal: journal?.0)
+        // On a bridge of a fleet, what the fan-out numbers goes into the stream too: its tap.
+        self.publisher =
+            follows || !configuration.fleet.isOn
+            ? nil
+            : nats.map {
+                FleetPublisher(fleet: configuration.fleet, library: $0, feed: stream, journal: journal?.0, eventLoop: eventLoop, logger: logger)
+            }
         let fanout = Fanout(
             configuration: configuration.local, status: status, metrics: metrics, eventLoop: eventLoop, pending: pending, journal: journal,
-            stream: follows ? "jetstream-\(configuration.fleet.stream)" : nil)
+            stream: stream, fleet: self.publisher)
         self.fanout = fanout
         // With an application protocol, its layer stands between the link and the fan-out.
         self.appProtocol = makeAppProtocolSession(configuration.applicationProtocol, maxMessageSize: configuration.upstream.maxMessageSize).map {
@@ -68,9 +76,6 @@ final class Bridge {
             follows
             ? nats.map { FleetFollower(configuration: configuration, library: $0, fanout: fanout, session: session, eventLoop: eventLoop, logger: logger) }
             : nil
-        self.publisher =
-            follows || !configuration.fleet.isOn
-            ? nil : nats.map { Self.makePublisher(configuration, library: $0, fanout: fanout, eventLoop: eventLoop, logger: logger) }
         if let follower = self.follower, let layer = self.appProtocol {
             // Its apps are the bridge's layer's: their messages go there as they are.
             layer.remote = follower
