@@ -99,11 +99,13 @@ import Testing
         f.other(3)
         f.takeOver()
         // From its takeover the moment is over: the current connection is the new one, and what
-        // it sends is compared with its own overlap's old connection only (2 again is the feed's).
+        // it sends is compared with its own overlap's old connection only. That one brought 2
+        // too (the moment dropped it, and the overlap counted it as the old one's), so the new
+        // one's 2 is the same event again: dropped, matched one to one; 4 is new.
         f.current(2)
         f.current(4)
-        #expect(f.ticks == [1, 2, 3, 2, 4])
-        #expect(f.overlap.duplicatesDropped == 3)
+        #expect(f.ticks == [1, 2, 3, 4])
+        #expect(f.overlap.duplicatesDropped == 4)
     }
 
     @Test func aFailedRenewalEndsItsOverlapAndKeepsTheLastMoment() {
@@ -120,5 +122,45 @@ import Testing
         #expect(!f.overlap.isOverlapping)
         f.current(3)
         #expect(f.ticks == [1, 2, 3, 3])
+    }
+
+    /// A renewal begun within the last one's moment while the connection that took over is still
+    /// behind on a stream (it brings again what the old one delivered first): the moment drops
+    /// those, but the new overlap still counts them as the current connection's on that stream.
+    /// Else the next connection, ahead and caught up on another stream only, took over there and
+    /// what lay between on the first was lost (the current one's next messages of it dropped as
+    /// the new one's, which began after them).
+    @Test func whatTheMomentDropsStillCountsForTheNextOverlapsCatchUp() {
+        var o = RenewalOverlap<String>()
+        var delivered: [String] = []
+        func admit(_ stream: String, _ u: Int, current: Bool) {
+            let text = OverlapDedupeTests.e(stream, u)
+            if let out = Array(text.utf8).withUnsafeBytes({ o.admit(text, bytes: $0, fromCurrent: current) }) { delivered.append(out) }
+        }
+        // A (current) and B: B matches a:1 and b:1, takes over; A ends: its moment is on.
+        o.begin(paths: ["stream", "data.u"], window: 100)
+        for u in 1...5 {
+            admit("a", u, current: true)
+            admit("b", u, current: true)
+        }
+        admit("a", 1, current: false)
+        admit("b", 1, current: false)
+        #expect(o.dedupe?.caughtUp == true)
+        delivered += o.takeOver()
+        o.oldEnded()
+        // C begins while B (now current) is behind on a: it brings a:2 to a:5 again (dropped).
+        o.begin(paths: ["stream", "data.u"], window: 100)
+        for u in 2...5 { admit("a", u, current: true) }
+        // C is ahead on both; B catches up with it on b only.
+        admit("a", 20, current: false)
+        for u in 6...8 { admit("b", u, current: false) }
+        for u in 2...6 { admit("b", u, current: true) }
+        #expect(o.dedupe?.caughtUp == false, "B is still behind C on a: a:6 to a:19 would be lost")
+        // B catches up on a too: now C may take over, and nothing is lost or doubled.
+        for u in 6...20 { admit("a", u, current: true) }
+        #expect(o.dedupe?.caughtUp == true)
+        delivered += o.takeOver()
+        let a = delivered.filter { $0.contains(#""a""#) }
+        #expect(a.count == 20, "\(a)")
     }
 }

@@ -46,7 +46,13 @@ package struct RenewalOverlap<Message> {
         var message = message
         if fromCurrent, self.tail != nil {
             // The last overlap's old connection may have delivered it first.
-            guard let kept = self.tail!.admit(message, bytes: bytes, from: .new) else { return nil }
+            guard let kept = self.tail!.admit(message, bytes: bytes, from: .new) else {
+                // Not again; but the overlap under way still counts it as the current
+                // connection's: it is there on that stream, and the new one has not caught up
+                // with it until they meet (taking over sooner lost what lay between).
+                if self.dedupe?.tookOver == false { _ = self.dedupe!.admit(message, bytes: bytes, from: .old) }
+                return nil
+            }
             message = kept
         }
         guard self.dedupe != nil else { return message }
