@@ -296,10 +296,10 @@ final class Fanout: UpstreamEventSink {
 
     // MARK: - Replay
 
-    /// A stream id: 16 hex digits, random.
     /// The stream's id: the one given (a fleet follower's), else the journal's, else a new one.
     static func stream(given: String?, journal: Journal?) -> String { given ?? journal?.streamID ?? Self.newStreamID() }
 
+    /// A stream id: 16 hex digits, random.
     static func newStreamID() -> String {
         let hex = String(UInt64.random(in: .min ... .max), radix: 16)
         return String(repeating: "0", count: 16 - hex.count) + hex

@@ -84,6 +84,15 @@ final class Renewal {
         return delivery
     }
 
+    /// The new connection has caught up with the old one and may take over (`OverlapDedupe`'s
+    /// rule), unless its protocol session still restores what had not worked when the overlap
+    /// began (`restoring`: the old connection's events of those are the only ones until then).
+    /// The overlap's memory full (`upstream.dedupe_window`) takes over all the same.
+    func caughtUp(restoring: Bool) -> Bool {
+        guard let dedupe = self.overlap.dedupe, !dedupe.tookOver else { return false }
+        return (dedupe.caughtUp && !restoring) || dedupe.isFull
+    }
+
     /// The successor took over (the machine said so); `old` closes. Returns what the new
     /// connection held (it was ahead of the old), for the link to deliver first, in order.
     func tookOver(old: UpstreamConnection) -> [OverlapItem] {

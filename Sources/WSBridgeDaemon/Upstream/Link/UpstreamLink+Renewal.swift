@@ -150,32 +150,20 @@ extension UpstreamLink {
         if read.first { self.otherReceivedMessage() }
         let message = UpstreamMessage(kind: kind, data: data, receivedAtMillis: read.millis)
         self.counted(received: data.readableBytes)
-        if let layer = self.protocolOverlap {
-            // The protocol's layer runs the other connection's session and says what it delivers.
-            let ready = !isSuccessor || self.renewalMachine.successorReady
+        // Before its session is restored the new connection's messages are its session's own (a
+        // login's answers): the ready gate reads them; apps do not. With a protocol, the layer
+        // runs that connection's session on them either way (what it sends goes on it).
+        let ready = !isSuccessor || self.renewalMachine.successorReady
+        let layer = self.protocolOverlap
+        if let layer {
             self.overlapRead(layer, message, side: .other, handshake: !ready)
-            if !ready {
-                if self.session.observe(message, awaitingReady: true) { self.successorReady(connection) }
-            } else if isSuccessor {
-                // Not while its session restores what had not worked when the overlap began
-                // (the old connection's events of those are the only ones), unless the
-                // overlap's memory is full (`upstream.dedupe_window`).
-                if let dedupe = self.renewal.overlap.dedupe, !dedupe.tookOver, (dedupe.caughtUp && !layer.overlapRestoring) || dedupe.isFull {
-                    self.successorTookOver()
-                }
-            } else {
-                self.closeRetiringWhenAnswered()
-            }
-            return
+        } else if ready, let delivered = self.renewal.admit(message, fromCurrent: false) {
+            self.emit(.message(delivered))
         }
-        if isSuccessor, !self.renewalMachine.successorReady {
-            // Its session's own answers (a login's): the ready gate reads them; apps do not.
+        if !ready {
             if self.session.observe(message, awaitingReady: true) { self.successorReady(connection) }
-            return
-        }
-        if let delivered = self.renewal.admit(message, fromCurrent: false) { self.emit(.message(delivered)) }
-        if isSuccessor {
-            if let dedupe = self.renewal.overlap.dedupe, dedupe.caughtUp || dedupe.isFull { self.successorTookOver() }
+        } else if isSuccessor {
+            if self.renewal.caughtUp(restoring: layer?.overlapRestoring ?? false) { self.successorTookOver() }
         } else {
             self.closeRetiringWhenAnswered()
         }
@@ -279,7 +267,9 @@ extension UpstreamLink {
             let reason = data.readString(length: data.readableBytes) ?? ""
             switch self.otherCloseFrameReceived(code: code, reason: reason) {
             case .sendClose(let code, let reason):
-                connection.writeClose(code: code, reason: reason, timeout: Self.closeTimeout) { channel.close(promise: nil) }
+                connection.writeClose(code: code, reason: reason, timeout: Self.closeTimeout) {
+                    self.logger.info("the server did not end the renewal's other connection after its close handshake; closing it")
+                }
             default:
                 // Ours went first: the server ends TCP now (or our close's timeout does).
                 if !connection.awaitingEnd { channel.close(promise: nil) }
