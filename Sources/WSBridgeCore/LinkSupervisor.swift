@@ -145,10 +145,29 @@ package struct LinkSupervisor: Sendable {
         return self.renewal.tookOver(now: now, wallMillis: wallMillis)
     }
 
-    /// The old connection closes (1000 "renewed"): what to send on it (`.sendClose`, unless the
-    /// server's close came first: `.none`); nil when it closes already (or there is none).
+    package enum CloseOld: Equatable, Sendable {
+        /// No old connection to close, or a close frame went on it already (ours, or the
+        /// server's: then only its TCP end is left).
+        case ignored
+        /// Our close frame goes now.
+        case now
+        /// Requests sent on it wait for their answers: it closes when they came, or at
+        /// `upstream.renew_timeout` whatever waits.
+        case whenAnswered
+    }
+
+    /// Whether the old connection closes now (`requestsInFlight`: requests sent on it not yet
+    /// answered). Asked after the takeover and after each answer. Its close handshake is its
+    /// context's, as any connection's: the one record of which close frames went.
+    package func renewalCloseOld(requestsInFlight: Int) -> CloseOld {
+        guard case .retiring = self.renewal.phase, self.otherMayWrite else { return .ignored }
+        return requestsInFlight > 0 ? .whenAnswered : .now
+    }
+
+    /// The old connection closes (1000 "renewed"): what to send on it (`.sendClose`); nil when a
+    /// close frame went on it already (or there is none).
     package mutating func renewalClosingOld() -> LinkStateMachine.Action? {
-        guard self.renewal.closingOld(), var old = self.other else { return nil }
+        guard case .retiring = self.renewal.phase, var old = self.other, old.close.mayWrite else { return nil }
         let close = old.close.close(code: 1000, reason: "renewed")
         self.other = old
         return LinkStateMachine.action(close)

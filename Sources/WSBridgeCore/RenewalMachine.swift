@@ -1,7 +1,8 @@
 /// A renewal of the link's connection (`upstream.max_lifetime`, `upstream.renew_when`,
 /// docs/limits.md) as a machine: when one may start, the second connection's session restored,
-/// its takeover, the old connection's close and end, a failure, and a renewal asked for while
-/// the last one's old connection still closes. One renewal at a time.
+/// its takeover, the old connection's end, a failure, and a renewal asked for while the last
+/// one's old connection still closes. One renewal at a time. The old connection's close
+/// handshake is its own context's (`LinkSupervisor.renewalCloseOld`).
 ///
 /// Pure: no clock, no I/O, no connection. The link holds the two connections and the timers,
 /// tells the machine what happened (each input a `mutating func`, the time passed in) and does
@@ -14,9 +15,8 @@ package struct RenewalMachine: Sendable {
         /// The second connection opens; `ready` once its session is restored (opening messages,
         /// ready gate, sticky sends): from then on its messages count.
         case opening(ready: Bool)
-        /// It took over; the old connection closes (`closeSent` once its close frame went) until
-        /// its TCP ends.
-        case retiring(closeSent: Bool)
+        /// It took over; the old connection closes until its TCP ends.
+        case retiring
     }
 
     /// The last renewal: when it took over or failed (ms since the epoch), how long its overlap
@@ -48,8 +48,6 @@ package struct RenewalMachine: Sendable {
     package var successorReady: Bool { self.phase == .opening(ready: true) }
     /// The second connection is under way (restored or not).
     package var isOpening: Bool { if case .opening = self.phase { true } else { false } }
-    /// The old connection's close frame went.
-    package var oldCloseSent: Bool { self.phase == .retiring(closeSent: true) }
     /// `status`'s `underway`: `opening`, `closing` or nil.
     package var underway: String? {
         switch self.phase {
@@ -109,34 +107,10 @@ package struct RenewalMachine: Sendable {
     package mutating func tookOver(now: MonotonicInstant, wallMillis: Int64) -> Duration? {
         guard self.successorReady else { return nil }
         let took = self.startedAt.map { now - $0 } ?? .zero
-        self.phase = .retiring(closeSent: false)
+        self.phase = .retiring
         self.count += 1
         self.last = Last(atMillis: wallMillis, overlapMs: took.nanoseconds / 1_000_000, why: self.why, failure: nil)
         return took
-    }
-
-    package enum CloseOld: Equatable, Sendable {
-        /// No old connection to close, or its close frame went already.
-        case ignored
-        /// Its close frame goes now.
-        case now
-        /// Requests sent on it wait for their answers: it closes when they came, or at
-        /// `upstream.renew_timeout` whatever waits.
-        case whenAnswered
-    }
-
-    /// Whether the old connection closes now (`requestsInFlight`: requests sent on it not yet
-    /// answered). Asked after the takeover and after each answer.
-    package func closeOld(requestsInFlight: Int) -> CloseOld {
-        guard self.phase == .retiring(closeSent: false) else { return .ignored }
-        return requestsInFlight > 0 ? .whenAnswered : .now
-    }
-
-    /// The old connection's close frame goes (`closeOld` said `now`, or its deadline came).
-    package mutating func closingOld() -> Bool {
-        guard self.phase == .retiring(closeSent: false) else { return false }
-        self.phase = .retiring(closeSent: true)
-        return true
     }
 
     /// The old connection ended: the renewal is over. Returns why a renewal asked for meanwhile

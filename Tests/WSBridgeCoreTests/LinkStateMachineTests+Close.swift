@@ -287,7 +287,7 @@ extension LinkStateMachineTests {
         // The old one's close handshake went with it: the server's came first, so none goes.
         #expect(!s.otherMayWrite)
         let close = s.renewalClosingOld()
-        #expect(close == LinkStateMachine.Action.none)
+        #expect(close == nil)
         // Only an open link is renewed.
         var idle = LinkSupervisor(link: self.machine())
         let refused = !idle.startRenewal(why: "test", now: t(1))

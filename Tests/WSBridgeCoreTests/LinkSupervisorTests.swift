@@ -179,4 +179,41 @@ import WSBridgeProtocol
         let echo = s.otherCloseFrameReceived(code: 1013, reason: "try again later")
         #expect(echo == .sendClose(code: 1013, reason: "") && !s.otherMayWrite)
     }
+
+    /// A link open at t(1) whose renewal took over at t(3): the old connection closes.
+    func tookOver() throws -> LinkSupervisor {
+        var s = self.supervisor()
+        try self.open(&s)
+        self.renewing(&s)
+        let took = s.renewalTookOver(now: t(3), wallMillis: 1)
+        #expect(took != nil && s.renewal.underway == "closing")
+        return s
+    }
+
+    /// The old connection closes (1000 "renewed") once no request waits on it, and once only:
+    /// its close handshake is its own context's.
+    @Test func theOldConnectionClosesOnceItsRequestsAreAnsweredAndOnlyOnce() throws {
+        var s = try self.tookOver()
+        #expect(s.renewalCloseOld(requestsInFlight: 2) == .whenAnswered && s.otherMayWrite)
+        #expect(s.renewalCloseOld(requestsInFlight: 0) == .now)
+        let closing = s.renewalClosingOld()
+        let again = s.renewalClosingOld()
+        #expect(closing == .sendClose(code: 1000, reason: "renewed") && again == nil)
+        #expect(!s.otherMayWrite && s.renewalCloseOld(requestsInFlight: 0) == .ignored)
+    }
+
+    /// The server closed the old connection first: ours is its echo, and nothing more goes.
+    @Test func anOldConnectionTheServerClosedFirstIsNotClosedAgain() throws {
+        var s = try self.tookOver()
+        let echo = s.otherCloseFrameReceived(code: 1001, reason: "going away")
+        let closing = s.renewalClosingOld()
+        #expect(echo == .sendClose(code: 1001, reason: "") && closing == nil)
+        #expect(s.renewalCloseOld(requestsInFlight: 0) == .ignored)
+        // Nothing to close before a takeover, or after the old one ended.
+        var before = self.supervisor()
+        try self.open(&before)
+        #expect(before.renewalCloseOld(requestsInFlight: 0) == .ignored)
+        _ = s.renewalOldEnded()
+        #expect(s.renewalCloseOld(requestsInFlight: 0) == .ignored && s.renewal.phase == .idle)
+    }
 }

@@ -29,24 +29,10 @@ import Testing
         let took = m.tookOver(now: Self.t0 + .milliseconds(250), wallMillis: 42)
         #expect(took == .milliseconds(250))
         #expect(m.count == 1 && m.last == .init(atMillis: 42, overlapMs: 250, why: "max_lifetime", failure: nil))
-        #expect(m.underway == "closing" && !m.oldCloseSent)
-        // No request waits on the old connection: it closes now, once.
-        #expect(m.closeOld(requestsInFlight: 0) == .now)
-        let closing = m.closingOld()
-        let again = m.closingOld()
-        #expect(closing && !again)
-        #expect(m.oldCloseSent && m.closeOld(requestsInFlight: 0) == .ignored)
+        #expect(m.underway == "closing")
         let waiting = m.oldEnded()
         #expect(waiting == nil)
         #expect(m.phase == .idle && m.underway == nil)
-    }
-
-    @Test func theOldConnectionClosesOnlyOnceItsRequestsAreAnswered() {
-        var m = Self.restored()
-        _ = m.tookOver(now: Self.t0, wallMillis: 1)
-        #expect(m.closeOld(requestsInFlight: 2) == .whenAnswered)
-        #expect(!m.oldCloseSent)
-        #expect(m.closeOld(requestsInFlight: 0) == .now)
     }
 
     @Test func oneRenewalAtATimeAndOneAskedWhileTheOldClosesWaitsForItsEnd() {
@@ -88,9 +74,9 @@ import Testing
         var m = RenewalMachine()
         let idle = (
             m.ready(sent: []), m.tookOver(now: Self.t0, wallMillis: 1), m.failed("late", wallMillis: 1, lifetimeSet: true, retry: .seconds(1)),
-            m.oldEnded(), m.closingOld()
+            m.oldEnded()
         )
-        #expect(!idle.0 && idle.1 == nil && idle.2 == nil && idle.3 == nil && !idle.4)
+        #expect(!idle.0 && idle.1 == nil && idle.2 == nil && idle.3 == nil)
         #expect(m.phase == .idle && m.failed == 0)
         // Not restored: it cannot take over.
         let started = m.start(why: "x", now: Self.t0)

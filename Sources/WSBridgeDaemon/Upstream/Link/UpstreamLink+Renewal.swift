@@ -222,7 +222,7 @@ extension UpstreamLink {
     /// new connection's messages the old one delivered first.
     func closeRetiringWhenAnswered() {
         guard let old = self.renewal.retiring else { return }
-        switch self.renewalMachine.closeOld(requestsInFlight: self.events.upstreamLinkRequestsInFlight(self)) {
+        switch self.renewalCloseOld(requestsInFlight: self.events.upstreamLinkRequestsInFlight(self)) {
         case .ignored:
             return
         case .now:
@@ -241,7 +241,7 @@ extension UpstreamLink {
 
     private func closeRetiring(_ old: UpstreamConnection) {
         guard old.channel != nil, let action = self.renewalClosingOld() else { return }
-        // The machine's close handshake of that connection: ours goes, unless the server's came first.
+        // That connection's close handshake (the supervisor's): ours goes once.
         guard case .sendClose(let code, let reason) = action else { return }
         old.writeClose(code: code, reason: reason, timeout: Self.closeTimeout) {
             self.logger.info("the server did not end the renewed connection after the close handshake; closing it")

@@ -349,6 +349,7 @@ package final class UpstreamLink: LinkControl {
     func startRenewal(why: String) -> Bool { self.supervisor.startRenewal(why: why, now: self.now) }
     func renewalReady(sent keys: Set<String>) { self.supervisor.renewalReady(sent: keys) }
     func renewalSent(_ key: String) { self.supervisor.renewalSent(key) }
+    func renewalCloseOld(requestsInFlight: Int) -> LinkSupervisor.CloseOld { self.supervisor.renewalCloseOld(requestsInFlight: requestsInFlight) }
     func renewalClosingOld() -> Machine.Action? { self.supervisor.renewalClosingOld() }
     func renewalOldEnded() -> String? { self.supervisor.renewalOldEnded() }
     func renewalFailed(_ why: String, lifetimeSet: Bool, retry: Duration) -> Duration? {
