@@ -1,3 +1,4 @@
+import NIOCore
 import WSBridgeCore
 import WSBridgeProtocol
 
@@ -48,9 +49,10 @@ protocol RenewalOverlapSink: AnyObject {
     /// A renewal starts: `other` is its new connection.
     func overlapBegan(_ link: any LinkControl, other: any ProtocolTransport)
     /// A message of the current connection (`side` `.current`) or the other one during an
-    /// overlap or its moment: what it delivers, for the link's overlap to admit (`handshake`:
-    /// the new connection's session is not restored yet: nothing).
-    func overlapRead(_ link: any LinkControl, _ message: UpstreamMessage, side: OverlapSide, handshake: Bool) -> [OverlapDelivery]
+    /// overlap or its moment: what it delivers, each with the bytes it is known by as apps see
+    /// it, for the link's overlap to admit (`handshake`: the new connection's session is not
+    /// restored yet: nothing).
+    func overlapRead(_ link: any LinkControl, _ message: UpstreamMessage, side: OverlapSide, handshake: Bool) -> [(OverlapDelivery, key: ByteBuffer)]
     /// Delivers what the link's overlap admitted.
     func overlapDeliver(_ link: any LinkControl, _ delivery: OverlapDelivery)
     /// The new connection's session still restores what had not worked when the overlap began:

@@ -28,15 +28,13 @@ final class AppProtocolOverlap {
 }
 
 /// What one upstream message delivers during an overlap: the protocol's deliveries (to every
-/// subscriber, to apps), delivered once the link's overlap admits it (`key`: the bytes it is
-/// known by, as apps see it).
+/// subscriber, to apps), delivered once the link's overlap admits it.
 struct OverlapDelivery {
     var effects: [AppProtocolEffect]
     var view: JSONValue?
     var data: ByteBuffer
     var kind: UpstreamMessage.Kind
     var receivedAtMillis: Int64
-    var key: ByteBuffer
 }
 
 /// Which session a message of an overlap goes through: the current connection's, or the other's.
@@ -109,7 +107,7 @@ extension AppProtocolLayer: RenewalOverlapSink {
     /// the new connection is not restored yet, and what it delivers goes nowhere, as on any
     /// connection not yet open). What the old connection brings after the takeover is delivered
     /// here when it answers an app waiting on it (a call, a subscribe), else dropped.
-    func overlapRead(_ link: any LinkControl, _ message: UpstreamMessage, side: OverlapSide, handshake: Bool) -> [OverlapDelivery] {
+    func overlapRead(_ link: any LinkControl, _ message: UpstreamMessage, side: OverlapSide, handshake: Bool) -> [(OverlapDelivery, key: ByteBuffer)] {
         let overlap = self.overlap
         guard side == .current || overlap != nil else { return [] }
         let connection: any ProtocolTransport = overlap.map { side == .current ? link : $0.connection } ?? link
@@ -131,7 +129,7 @@ extension AppProtocolLayer: RenewalOverlapSink {
         // After the takeover the old connection's events are the new one's: it delivers only
         // what answers an app waiting on it (a call, a subscribe).
         let retired = side == .other && overlap?.tookOver == true
-        var admit: [OverlapDelivery] = []
+        var admit: [(OverlapDelivery, key: ByteBuffer)] = []
         for (view, data) in parts {
             let answers = retired && view.map { overlap?.session.answersWaiting($0) == true } == true
             let effects = view.map { view in self.withSide(side) { $0.fromUpstream(view) } } ?? [.broadcast]
@@ -139,15 +137,15 @@ extension AppProtocolLayer: RenewalOverlapSink {
             self.perform(effects.filter { !$0.isDelivery }, link: connection, receivedAtMillis: message.receivedAtMillis, original: original)
             let deliveries = effects.filter(\.isDelivery)
             guard !handshake, let first = deliveries.first else { continue }
-            // Known by what its first delivery carries, as apps see it.
-            let key: ByteBuffer = if case .app(_, let json) = first { self.wireBytes(json, original: original) } else { data }
-            let delivery = OverlapDelivery(
-                effects: deliveries, view: view, data: data, kind: message.kind, receivedAtMillis: message.receivedAtMillis, key: key)
+            let delivery = OverlapDelivery(effects: deliveries, view: view, data: data, kind: message.kind, receivedAtMillis: message.receivedAtMillis)
             if retired {
                 if answers { self.overlapDeliver(link, delivery) }
                 continue
             }
-            admit.append(delivery)
+            // Known by what its first delivery carries, as apps see it: read by the overlap's
+            // admission only (it keeps a hash of it, not the bytes).
+            let key: ByteBuffer = if case .app(_, let json) = first { self.wireBytes(json, original: original) } else { data }
+            admit.append((delivery, key))
         }
         if side == .current { self.watchRestore(link: link) } else if overlap?.tookOver == false { self.watchOtherRestore() }
         return admit

@@ -77,9 +77,9 @@ final class Renewal {
     }
 
     /// What the overlap delivers of `delivery` (the protocol layer's reading of a message of the
-    /// current connection or the other one), known by its `key`.
-    func admit(_ delivery: OverlapDelivery, fromCurrent: Bool) -> OverlapDelivery? {
-        let admitted = delivery.key.withUnsafeReadableBytes { self.overlap.admit(.delivery(delivery), bytes: $0, fromCurrent: fromCurrent) }
+    /// current connection or the other one), known by `key` (only its hash is kept).
+    func admit(_ delivery: OverlapDelivery, key: ByteBuffer, fromCurrent: Bool) -> OverlapDelivery? {
+        let admitted = key.withUnsafeReadableBytes { self.overlap.admit(.delivery(delivery), bytes: $0, fromCurrent: fromCurrent) }
         guard case .delivery(let delivery)? = admitted else { return nil }
         return delivery
     }

@@ -302,8 +302,8 @@ extension UpstreamLink {
     /// What `message` delivers through the layer's session of `side`, each delivery once (the
     /// overlap admits it).
     func overlapRead(_ layer: any RenewalOverlapSink, _ message: UpstreamMessage, side: OverlapSide, handshake: Bool) {
-        for delivery in layer.overlapRead(self, message, side: side, handshake: handshake) {
-            if let admitted = self.renewal.admit(delivery, fromCurrent: side == .current) { layer.overlapDeliver(self, admitted) }
+        for (delivery, key) in layer.overlapRead(self, message, side: side, handshake: handshake) {
+            if let admitted = self.renewal.admit(delivery, key: key, fromCurrent: side == .current) { layer.overlapDeliver(self, admitted) }
         }
     }
 
