@@ -156,7 +156,6 @@ extension Fanout {
         report.seq = self.seq
         report.drops = self.drops
         report.stream = self.stream
-        if let fleet = self.fleet { report.fleet = fleet.status }
         guard let journal = self.journal else { return }
         let st = journal.statistics
         report.journal = .init(

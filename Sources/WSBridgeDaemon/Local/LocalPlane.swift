@@ -25,6 +25,8 @@ final class LocalPlane {
     let protocolMembers: (any ProtocolMembers)?
     /// The sticky keys (and the rest of the session the link restores on every open).
     let session: UpstreamSession
+    /// `[fleet]` on a bridge: the publisher, whose own report is `status`'s `fleet`.
+    let fleet: FleetPublisher?
     private let status: SystemdStatus
     let allocator = ByteBufferAllocator()
     /// Gives a lag's memory back once every lagging subscriber caught up.
@@ -48,6 +50,7 @@ final class LocalPlane {
         appProtocol: AppProtocolLayer? = nil,
         protocolMembers: (any ProtocolMembers)? = nil,
         session: UpstreamSession,
+        fleet: FleetPublisher? = nil,
         status: SystemdStatus,
         eventLoop: any EventLoop,
         logger: Logger
@@ -61,6 +64,7 @@ final class LocalPlane {
         self.appProtocol = appProtocol
         self.protocolMembers = protocolMembers
         self.session = session
+        self.fleet = fleet
         self.status = status
         self.eventLoop = eventLoop
         self.logger = logger

@@ -3,12 +3,13 @@ import WSBridgeProtocol
 
 extension LocalPlane {
     /// The `status` reply: the link's own snapshot (the one source of truth for link state) with
-    /// the fan-out's counters.
+    /// the fan-out's counters and the fleet publisher's report, each read from its owner.
     /// `asker`: the client asking. A control connection (not subscribed, like wsbridgectl's) is
     /// not counted among the clients; a subscriber asking is one, and counts.
     func statusReport(askedBy asker: LocalClient? = nil) -> StatusReport {
         var report = self.link.status
         self.fanout.report(into: &report, askedBy: asker)
+        if let fleet = self.fleet { report.fleet = fleet.status }
         report.refusedClients = self.refusedClients
         report.notAccepting = self.notAccepting
         report.service = self.service

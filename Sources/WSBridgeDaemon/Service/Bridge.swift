@@ -119,6 +119,7 @@ final class Bridge {
             appProtocol: self.appProtocol,
             protocolMembers: Self.protocolMembers(self.follower, self.pool, self.appProtocol),
             session: self.session,
+            fleet: self.publisher,
             status: status,
             eventLoop: eventLoop,
             logger: logger
