@@ -284,6 +284,8 @@ public struct Configuration: Sendable, Equatable {
         public var stickyKeysPerClient = 64
         public var stickyKeys = 1024
         public var stickyBytes = 1 << 20
+        /// `[local.websocket]`: the WebSocket face (off by default).
+        public var webSocket = WebSocket()
         public init() {}
     }
 

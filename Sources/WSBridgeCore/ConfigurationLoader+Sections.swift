@@ -288,6 +288,7 @@ extension ConfigurationReader {
         s.read("sticky_bytes") { v in
             config.local.stickyBytes = try self.int(v, "local.sticky_bytes", in: 0...(1 << 30), "a byte count from 0 to 1073741824")
         }
+        s.table("websocket", reader: self) { s in self.webSocketFace(&s, &config) }
 
     }
 

@@ -137,11 +137,13 @@ final class DaemonFixture: Sendable {
     let serverPort: Int
 
     /// `launcher`: a command that runs the daemon (`prlimit --nofile=64`), exec'ing it in place.
-    /// `upstream`: more of the `[upstream]` section.
+    /// `upstream`: more of the `[upstream]` section. `directory`: where its files go (a new one
+    /// when nil), for a config that names a path there.
     init(
-        extraConfig: String = "", upstream: String = "", serverArguments: [String] = [], serverKind: UpstreamServer.Kind = .nio, launcher: [String] = []
+        extraConfig: String = "", upstream: String = "", serverArguments: [String] = [], serverKind: UpstreamServer.Kind = .nio, launcher: [String] = [],
+        directory: TemporaryDirectory? = nil
     ) async throws {
-        self.dir = try TemporaryDirectory()
+        self.dir = try directory ?? TemporaryDirectory()
         self.server = try await UpstreamServer(serverKind, arguments: serverArguments)
         self.serverPort = self.server.port
         self.socket = self.dir.file("wsbridged.sock")

@@ -54,6 +54,30 @@ def case_ids(spec):
     return patterns
 
 
+def summarize(outdir, agent, title, cases, elapsed, json_path, shown):
+    """Prints the counts by behaviour and each case not in `shown`; writes the summary to
+    `json_path` (if given). Returns whether a case FAILED."""
+    with open(os.path.join(outdir, "index.json")) as f:
+        results = json.load(f)[agent]
+    counts = {}
+    for r in results.values():
+        counts[r["behavior"]] = counts.get(r["behavior"], 0) + 1
+
+    def key(c):
+        return [int(x) for x in c.split(".")]
+    print(f"{title}: {len(results)} cases ({cases}) in {elapsed:.0f} s: "
+          + ", ".join(f"{counts[b]} {b}" for b in sorted(counts)))
+    for case in sorted(results, key=key):
+        r = results[case]
+        if r["behavior"] not in shown:
+            print(f"  {case}: {r['behavior']} (close: {r.get('behaviorClose')})")
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump({"cases": cases, "seconds": round(elapsed), "counts": counts,
+                       "results": {c: r["behavior"] for c, r in results.items()}}, f, indent=1)
+    return bool(counts.get("FAILED"))
+
+
 async def text_from(url):
     async with websockets.connect(url, max_size=None) as ws:
         return await ws.recv()
@@ -162,25 +186,9 @@ async def main():
     finally:
         server.kill()
         server.wait()
-    with open(os.path.join(outdir, "index.json")) as f:
-        results = json.load(f)[AGENT]
-    counts = {}
-    for case, r in results.items():
-        counts[r["behavior"]] = counts.get(r["behavior"], 0) + 1
-    def key(c):
-        return [int(x) for x in c.split(".")]
-    print(f"autobahn: {len(results)} cases ({args.cases}) in {elapsed:.0f} s: "
-          + ", ".join(f"{counts[b]} {b}" for b in sorted(counts)))
-    for case in sorted(results, key=key):
-        r = results[case]
-        if r["behavior"] != "OK":
-            print(f"  {case}: {r['behavior']} (close: {r.get('behaviorClose')})")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"cases": args.cases, "seconds": round(elapsed), "counts": counts,
-                       "results": {c: r["behavior"] for c, r in results.items()}}, f, indent=1)
+    failed = summarize(outdir, AGENT, "autobahn", args.cases, elapsed, args.json, shown=("OK",))
     shutil.rmtree(workdir, ignore_errors=True)
-    return 1 if counts.get("FAILED") else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -35,6 +35,12 @@ int cwsb_pipe_cloexec(int fds[2]);
 /// sockets with it.
 int cwsb_copy_fd_of(int pid, int fd);
 
+/// The uid owning the far end of a loopback TCP connection whose ends are `local` and `peer`
+/// (struct sockaddr_in or sockaddr_in6 each, of one family), asked of the kernel with one
+/// sock_diag lookup. Returns 0 and sets `uid`, or -errno (-ENOENT: no such socket, as when the
+/// peer is in another network namespace).
+int cwsb_tcp_peer_uid(const void *local, const void *peer, uint32_t *uid);
+
 /// SO_PEERCRED's value on this architecture (the C macro: 17 on x86 and arm, 21 on powerpc,
 /// 18 on mips).
 int cwsb_so_peercred(void);

@@ -69,6 +69,8 @@ final class Fanout: UpstreamEventSink {
     private var unsentEnds: [Int] = []
     /// The size of the last flush (the next buffer starts at it).
     private var lastFlushBytes = 0
+    /// The WebSocket face's apps, each message to them as a frame (`Fanout+Frames`).
+    var frames = FrameFanout()
     let eventLoop: any EventLoop
 
     init(
@@ -246,6 +248,7 @@ final class Fanout: UpstreamEventSink {
         if self.journal != nil || self.fleet != nil {
             self.journalEntries.append(Journal.Entry(seq: seq, message: message))
         }
+        if !self.frames.isEmpty { self.frames.append(message) }
         let start = self.unsent.writerIndex
         MessageLineEncoder.write(seq: seq, message, inlineJSON: self.configuration.inlineJSON, parsed: parsed, into: &self.unsent, ts: &self.tsDigits)
         self.unsentEnds.append(self.unsent.writerIndex)
@@ -292,6 +295,7 @@ final class Fanout: UpstreamEventSink {
         for client in self.liveAll {
             client.deliver(batch)
         }
+        self.frames.flush()
     }
 
     // MARK: - Replay

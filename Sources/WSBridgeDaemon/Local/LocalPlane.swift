@@ -71,6 +71,12 @@ final class LocalPlane {
         self.memory = MemoryReturn(eventLoop: eventLoop, logger: logger)
     }
 
+    /// Whether a peer may send upstream (root, the daemon's user, `access.write_*`), as of the
+    /// last reload; unknown credentials may not.
+    func mayWrite(_ credentials: PeerCredentials?, groups: Set<UInt32>) -> Bool {
+        credentials?.mayWrite(self.policy, groups: groups) ?? false
+    }
+
     /// A client for a new connection; `credentials` nil means unknown (read-only).
     func makeClient(credentials: PeerCredentials?, groups: Set<UInt32>) -> LocalClient {
         self.nextClientID += 1

@@ -161,6 +161,7 @@ extension DaemonService {
             try? await channel.close()
             if let boundPath { unlink(boundPath) }
         }
+        try await self.startWebSocketFace(configuration, eventLoop: eventLoop, plane: plane, parts: &parts)
         if let address = configuration.metrics.listen {
             let metrics: any Channel
             do {

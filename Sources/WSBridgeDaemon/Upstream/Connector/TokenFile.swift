@@ -16,7 +16,11 @@ enum TokenFile {
         case empty(path: String, fromCredential: Bool)
         case severalLines(path: String)
 
-        var description: String {
+        var description: String { self.describe(key: "auth.token_file") }
+
+        /// The error, naming the setting that gave the path (`auth.token_file`,
+        /// `local.websocket.token_file`).
+        func describe(key: String) -> String {
             let (path, problem): (String, String)
             switch self {
             case .noCredentialsDirectory(let configured):
@@ -32,7 +36,7 @@ enum TokenFile {
                 (path, problem) = (p, "the file is empty\(source)")
             case .severalLines(let p): (path, problem) = (p, "the token spans several lines")
             }
-            return "cannot read auth.token_file \(path): \(problem); fix the path or its permissions"
+            return "cannot read \(key) \(path): \(problem); fix the path or its permissions"
         }
     }
 

@@ -1,0 +1,244 @@
+import CWSBridgeLinux
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOWebSocket
+import WSBridgeCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+extension WebSocketFace {
+    /// Listens where `[local.websocket]` says (its loopback address, its Unix socket, or both);
+    /// returns the listening channels.
+    static func listen(
+        _ face: NIOLoopBound<WebSocketFace>, configuration: Configuration, eventLoop: any EventLoop, groups: GroupCache, logger: Logger
+    ) async throws -> [any Channel] {
+        let settings = configuration.local.webSocket
+        let bootstrap = ServerBootstrap(group: eventLoop)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 * 1024, high: 256 * 1024))
+            .childChannelInitializer { channel in Self.accepted(channel, face: face, settings: settings, groups: groups) }
+        var channels: [any Channel] = []
+        if let address = settings.listen {
+            do {
+                let channel = try await bootstrap.bind(host: address.host, port: address.port).get()
+                channels.append(channel)
+                logger.notice("WebSocket face listening on ws://\(address)/", metadata: ["local.websocket.listen": "\(address)"])
+            } catch {
+                throw WebSocketFaceError.cannotListen(address: "\(address)", "\(error)")
+            }
+        }
+        if let path = settings.socket {
+            try LocalServer.prepare(path: path)
+            let channel: any Channel
+            do {
+                channel = try await bootstrap.bind(unixDomainSocketPath: path).get()
+            } catch {
+                throw LocalServer.explain(error, path: path)
+            }
+            try LocalServer.applyPermissions(path: path, local: configuration.local)
+            channels.append(channel)
+            logger.notice("WebSocket face listening on ws+unix:\(path)", metadata: ["local.websocket.socket": "\(path)"])
+        }
+        return channels
+    }
+
+    /// A new connection: who it is (the Unix socket's peer credentials, or the owner of a loopback
+    /// TCP peer by sock_diag), then an HTTP server that takes its upgrade, or answers why not.
+    private static func accepted(
+        _ channel: any Channel, face: NIOLoopBound<WebSocketFace>, settings: Configuration.Local.WebSocket, groups: GroupCache
+    ) -> EventLoopFuture<Void> {
+        let admitted = face.value.admit()
+        channel.closeFuture.assumeIsolated().whenComplete { _ in if admitted { face.value.left() } }
+        let refusal = NIOLoopBoundBox<Refusal?>(admitted ? nil : .full(settings.maxClients), eventLoop: channel.eventLoop)
+        // A connection that never sends its upgrade request is closed.
+        let handshake = channel.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(settings.handshakeTimeout.nanoseconds)) {
+            face.value.logger.info("a WebSocket connection sent no upgrade within local.websocket.handshake_timeout: closed")
+            channel.close(promise: nil)
+        }
+        channel.closeFuture.whenComplete { _ in handshake.cancel() }
+        return Self.credentials(of: channel, groups: groups).flatMapThrowing { peer, groups in
+            let sync = channel.pipeline.syncOperations
+            let upgrader = NIOWebSocketServerUpgrader(
+                maxFrameSize: settings.maxFrameSize,
+                automaticErrorHandling: false,
+                shouldUpgrade: { channel, head in
+                    channel.eventLoop.makeCompletedFuture {
+                        if refusal.value != nil { return nil }
+                        if let refused = Self.check(head, settings: settings, token: face.value.token) {
+                            refusal.value = refused
+                            return nil
+                        }
+                        return HTTPHeaders()
+                    }
+                },
+                upgradePipelineHandler: { channel, head in
+                    channel.eventLoop.makeCompletedFuture {
+                        handshake.cancel()
+                        let sync = channel.pipeline.syncOperations
+                        // What answers a request not upgraded is done: frames come now.
+                        sync.removeHandler(name: RefusalHandler.name, promise: nil)
+                        // The app writes frames as bytes (each upstream message framed once for all),
+                        // past the encoder the upgrade put in.
+                        let output = FrameOutput()
+                        try sync.addHandler(output, position: .before(try sync.handler(type: WebSocketFrameEncoder.self)))
+                        try sync.addHandler(
+                            NIOWebSocketFrameAggregator(
+                                minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: settings.maxFragments,
+                                maxAccumulatedFrameSize: settings.maxMessageSize))
+                        let token = face.value.token.map { Self.bearer(head) == $0 } ?? false
+                        let app = face.value.makeApp(
+                            WebSocketPeer(
+                                credentials: peer, groups: groups, address: Self.describe(channel.remoteAddress),
+                                userAgent: head.headers.first(name: "User-Agent"),
+                                uri: head.uri, hasToken: token),
+                            output: output)
+                        try sync.addHandler(app)
+                    }
+                }
+            )
+            try sync.configureHTTPServerPipeline(withServerUpgrade: (upgraders: [upgrader], completionHandler: { _ in }), withErrorHandling: true)
+            try sync.addHandler(RefusalHandler(refusal: refusal), name: RefusalHandler.name)
+        }
+    }
+
+    /// Why an upgrade request is refused (nil: it is not).
+    static func check(_ head: HTTPRequestHead, settings: Configuration.Local.WebSocket, token: String?) -> Refusal? {
+        let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
+        guard settings.paths.contains(path) else { return .path(path, settings.paths) }
+        if let origin = head.headers.first(name: "Origin"), !settings.allowedOrigins.contains("*"), !settings.allowedOrigins.contains(origin) {
+            return .origin(origin)
+        }
+        if let token, Self.bearer(head) != token { return .token }
+        return nil
+    }
+
+    /// The bearer token a request carries: `Authorization: Bearer TOKEN`, or `access_token=TOKEN`
+    /// in its query (a browser's WebSocket cannot set headers).
+    static func bearer(_ head: HTTPRequestHead) -> String? {
+        if let authorization = head.headers.first(name: "Authorization"), authorization.lowercased().hasPrefix("bearer ") {
+            return String(authorization.dropFirst(7).drop { $0 == " " })
+        }
+        guard let query = head.uri.split(separator: "?", maxSplits: 1).dropFirst().first else { return nil }
+        for pair in query.split(separator: "&") where pair.hasPrefix("access_token=") {
+            return String(pair.dropFirst("access_token=".count))
+        }
+        return nil
+    }
+
+    /// Who is on the other end: SO_PEERCRED on the Unix socket; on loopback TCP the uid that
+    /// owns the peer's socket (sock_diag), with its primary group. Their groups are looked up
+    /// off the loop. nil: unknown (read-only).
+    private static func credentials(of channel: any Channel, groups: GroupCache) -> EventLoopFuture<(PeerCredentials?, Set<UInt32>)> {
+        let found: EventLoopFuture<PeerCredentials?>
+        if case .unixDomainSocket = channel.localAddress, let provider = channel as? any SocketOptionProvider {
+            let raw: EventLoopFuture<cwsb_ucred> = provider.unsafeGetSocketOption(level: .socket, name: NIOBSDSocket.Option(rawValue: cwsb_so_peercred()))
+            found = raw.map { PeerCredentials(kernel: $0) }.recover { _ in nil }
+        } else if let local = channel.localAddress, let remote = channel.remoteAddress {
+            found = NIOThreadPool.singleton.runIfActive(eventLoop: channel.eventLoop) { Self.tcpPeer(local: local, remote: remote) }.recover { _ in nil }
+        } else {
+            found = channel.eventLoop.makeSucceededFuture(nil)
+        }
+        return found.flatMap { peer in
+            guard let peer else { return channel.eventLoop.makeSucceededFuture((nil, [])) }
+            if peer.uid == 0 || peer.uid == getuid() { return channel.eventLoop.makeSucceededFuture((peer, [peer.gid])) }
+            return groups.groups(uid: peer.uid, gid: peer.gid, on: channel.eventLoop).map { (peer, $0) }.recover { _ in (peer, [peer.gid]) }
+        }
+    }
+
+    /// The loopback TCP peer's user (sock_diag) and primary group (NSS); blocking.
+    private static func tcpPeer(local: SocketAddress, remote: SocketAddress) -> PeerCredentials? {
+        var uid: UInt32 = 0
+        let found = local.withSockAddr { l, _ in remote.withSockAddr { r, _ in cwsb_tcp_peer_uid(l, r, &uid) } }
+        guard found == 0 else { return nil }
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 16384)
+        let gid = getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0 && result != nil ? entry.pw_gid : uid
+        // No pid: sock_diag names the socket's owner, not the process.
+        return PeerCredentials(pid: 0, uid: uid, gid: gid)
+    }
+
+    static func describe(_ address: SocketAddress?) -> String {
+        switch address {
+        case .v4(let a)?: "tcp \(a.host):\(address?.port ?? 0)"
+        case .v6(let a)?: "tcp [\(a.host)]:\(address?.port ?? 0)"
+        case .unixDomainSocket?: "unix"
+        case nil: "unknown"
+        }
+    }
+}
+
+/// Why the face refused a connection: its HTTP status and what to do.
+enum Refusal: Sendable, Equatable {
+    case full(Int)
+    case path(String, [String])
+    case origin(String)
+    case token
+
+    var status: HTTPResponseStatus {
+        switch self {
+        case .full: .serviceUnavailable
+        case .path: .notFound
+        case .origin: .forbidden
+        case .token: .unauthorized
+        }
+    }
+
+    var text: String {
+        switch self {
+        case .full(let n): "wsbridged's WebSocket face has local.websocket.max_clients (\(n)) connections; try again later"
+        case .path(let path, let paths): "no WebSocket at \(path): local.websocket.paths are \(paths.joined(separator: ", "))"
+        case .origin(let origin): "origin \(origin) is not in local.websocket.allowed_origins: add it there to let its pages connect"
+        case .token: "a token is needed (local.websocket.token_file): send Authorization: Bearer TOKEN, or ?access_token=TOKEN"
+        }
+    }
+}
+
+/// Answers a request the face does not upgrade: why, as a short text body, then closes.
+final class RefusalHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+    static let name = "refusal"
+    private let refusal: NIOLoopBoundBox<Refusal?>
+
+    init(refusal: NIOLoopBoundBox<Refusal?>) { self.refusal = refusal }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case .end = Self.unwrapInboundIn(data) else { return }
+        let (status, text) =
+            self.refusal.value.map { ($0.status, $0.text) }
+            ?? (.upgradeRequired, "this is wsbridged's WebSocket face: connect with a WebSocket client (docs/websocket.md)")
+        var body = context.channel.allocator.buffer(capacity: text.utf8.count + 1)
+        body.writeString(text + "\n")
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "text/plain; charset=utf-8")
+        headers.add(name: "Content-Length", value: "\(body.readableBytes)")
+        headers.add(name: "Connection", value: "close")
+        if status == .upgradeRequired { headers.add(name: "Upgrade", value: "websocket") }
+        context.write(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+        context.write(Self.wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+        context.writeAndFlush(Self.wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+    }
+}
+
+@available(*, unavailable)
+extension RefusalHandler: Sendable {}
+
+/// The face could not start.
+enum WebSocketFaceError: Error, CustomStringConvertible {
+    case cannotListen(address: String, String)
+    case token(String)
+
+    var description: String {
+        switch self {
+        case .cannotListen(let address, let why):
+            "cannot listen on local.websocket.listen \(address): \(why); free the port, or choose another"
+        case .token(let why): why
+        }
+    }
+}

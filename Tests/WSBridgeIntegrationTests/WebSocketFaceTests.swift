@@ -1,0 +1,166 @@
+import Foundation
+import Glibc
+import Testing
+import WSBridgeProtocol
+
+/// The WebSocket face (`[local.websocket]`, docs/websocket.md) with `upstream.protocol = "raw"`:
+/// apps written with stock WebSocket libraries (PyPI's `websockets`, Debian's Node `ws`), on
+/// loopback TCP and on a Unix socket, against the daemon run as its users run it.
+@Suite(.serialized) struct WebSocketFaceTests {
+    /// A daemon whose face listens on a free loopback port and on `ws.sock` beside its socket.
+    struct Face {
+        let fixture: DaemonFixture
+        let port: Int
+        var url: String { "ws://127.0.0.1:\(self.port)/" }
+        var socket: String { self.fixture.dir.file("ws.sock") }
+
+        init(_ face: String = "", local: String = "", after: String = "") async throws {
+            let port = try freePort()
+            self.port = port
+            let dir = try TemporaryDirectory()
+            self.fixture = try await DaemonFixture(
+                extraConfig: "\(local)\n[local.websocket]\nlisten = \"127.0.0.1:\(port)\"\nsocket = \"\(dir.path)/ws.sock\"\n\(face)\n\(after)",
+                directory: dir)
+        }
+
+        /// An app of PyPI's `websockets` (Tests/peers/ws_app.py); `as user`: run as that user.
+        func app(_ arguments: [String] = [], unix: Bool = false, as user: String? = nil, name: String = "app") throws -> ManagedProcess {
+            let command =
+                [Paths.python, "-u", "\(Paths.root)/Tests/peers/ws_app.py", unix ? "ws://localhost/" : self.url] + (unix ? ["--unix", self.socket] : [])
+                + arguments
+            let run = user.map { ["/usr/bin/setpriv", "--reuid", $0, "--regid", "nogroup", "--clear-groups"] + command } ?? command
+            return try ManagedProcess(run[0], Array(run.dropFirst()), name: name)
+        }
+
+        /// An app of Node's `ws` over `ws+unix:` (Tests/peers/ws_node_app.js).
+        func nodeApp() throws -> ManagedProcess {
+            try ManagedProcess(
+                "/usr/bin/node", ["\(Paths.root)/Tests/peers/ws_node_app.js", self.socket],
+                environment: ProcessInfo.processInfo.environment.merging(["NODE_PATH": "/usr/share/nodejs"]) { $1 }, name: "node")
+        }
+    }
+
+    /// The `n` of each `{"n":N,...}` message an app printed, in order.
+    static func numbers(_ app: ManagedProcess) -> [Int] {
+        app.stdout.lines.compactMap { line in
+            guard line.hasPrefix("message ") else { return nil }
+            return (try? JSONValue.parse(String(line.dropFirst(8))))?.value(at: "n")?.intValue
+        }
+    }
+
+    @Test func appsOnTCPAndUnixEachGetEveryMessageOnceInOrderAndTheirMessagesGoUpstream() async throws {
+        let face = try await Face()
+        let tcp = try face.app(name: "tcp")
+        let unix = try face.app(unix: true, name: "unix")
+        let node = try face.nodeApp()
+        defer { for app in [tcp, unix, node] { app.stop() } }
+        for app in [tcp, unix, node] {
+            #expect(await app.stdout.wait(containing: "open") != nil, "\(app.stdout.text) \(app.stderr.text)")
+        }
+        face.fixture.server.command("burst 300 200")
+        for app in [tcp, unix, node] {
+            _ = await app.stdout.wait(count: 300) { $0.hasPrefix("message ") }
+            #expect(Self.numbers(app) == Array(1...300), "\(app.stdout.lines.suffix(3)) \(app.stderr.text)")
+        }
+        tcp.send("send from-python-over-tcp")
+        node.send("send from-node-over-unix")
+        #expect(await face.fixture.server.event("message from-python-over-tcp") != nil)
+        #expect(await face.fixture.server.event("message from-node-over-unix") != nil)
+        // The upstream echoes each to everyone: every app gets both, once.
+        for app in [tcp, unix, node] {
+            for text in ["message from-node-over-unix", "message from-python-over-tcp"] {
+                #expect(await app.stdout.wait(containing: text) != nil, "\(app.stdout.lines.suffix(3))")
+                #expect(app.stdout.lines.filter { $0 == text }.count == 1)
+            }
+        }
+    }
+
+    @Test func aRequestTheFaceDoesNotServeIsAnsweredWithWhy() async throws {
+        let face = try await Face("allowed_origins = [\"http://localhost:3000\"]")
+        let path = try face.app(["--origin", "http://localhost:3000"], name: "path")
+        defer { path.stop() }
+        let wrong = try ManagedProcess(
+            Paths.python, ["-u", "\(Paths.root)/Tests/peers/ws_app.py", "ws://127.0.0.1:\(face.port)/elsewhere"], name: "wrong-path")
+        let origin = try face.app(["--origin", "http://evil.example"], name: "origin")
+        defer { for app in [wrong, origin] { app.stop() } }
+        let refusedPath = await wrong.stdout.wait(containing: "refused")
+        #expect(refusedPath?.hasPrefix("refused 404 no WebSocket at /elsewhere: local.websocket.paths are /") == true, "\(wrong.stdout.text)")
+        let refusedOrigin = await origin.stdout.wait(containing: "refused")
+        #expect(refusedOrigin == "refused 403 origin http://evil.example is not in local.websocket.allowed_origins: add it there to let its pages connect")
+        #expect(await path.stdout.wait(containing: "open") != nil, "an allowed origin connects: \(path.stdout.text)")
+        // Plain HTTP is told what the port is.
+        let curl = try ManagedProcess("/usr/bin/curl", ["-s", "-i", "http://127.0.0.1:\(face.port)/"], name: "curl")
+        #expect(await curl.waitForExit() == 0)
+        #expect(curl.stdout.text.contains("426 Upgrade Required") && curl.stdout.text.contains("connect with a WebSocket client"), "\(curl.stdout.text)")
+    }
+
+    @Test func aTokenFileMakesTheTokenTheKeyAndLetsItsHolderSend() async throws {
+        let dir = try TemporaryDirectory()
+        let token = try dir.write("face.token", "s3cret-\(UInt32.random(in: 0...UInt32.max))\n")
+        DaemonUser.handOver(token)
+        let face = try await Face("token_file = \"\(token)\"")
+        let without = try face.app(name: "without")
+        let wrong = try face.app(["--token", "guess"], name: "wrong")
+        defer { for app in [without, wrong] { app.stop() } }
+        for app in [without, wrong] {
+            let refused = await app.stdout.wait(containing: "refused")
+            #expect(refused?.hasPrefix("refused 401 a token is needed (local.websocket.token_file)") == true, "\(app.stdout.text)")
+        }
+        let secret = try String(contentsOfFile: token, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        // As nobody, whom [access] does not let send: the token does.
+        let holder = try face.app(["--token", secret], as: getuid() == 0 ? "nobody" : nil, name: "holder")
+        defer { holder.stop() }
+        #expect(await holder.stdout.wait(containing: "open") != nil, "\(holder.stdout.text) \(holder.stderr.text)")
+        holder.send("send with-the-token")
+        #expect(await face.fixture.server.event("message with-the-token") != nil)
+    }
+
+    @Test(.enabled(if: getuid() == 0, "needs root to run an app as another user"))
+    func aTCPAppWhoseUserMayNotSendReadsAndIsClosedWithWhyWhenItSends() async throws {
+        let face = try await Face()
+        let nobody = try face.app(as: "nobody", name: "nobody")
+        defer { nobody.stop() }
+        #expect(await nobody.stdout.wait(containing: "open") != nil, "\(nobody.stdout.text) \(nobody.stderr.text)")
+        face.fixture.server.command("send for everyone")
+        #expect(await nobody.stdout.wait(containing: "message for everyone") != nil)
+        nobody.send("send sneaky")
+        let closed = await nobody.stdout.wait(containing: "closed")
+        #expect(closed == "closed 1008 uid 65534 may not send upstream: add it to access.write_uids or write_groups", "\(nobody.stdout.text)")
+        #expect(await face.fixture.server.event("message sneaky", timeout: .milliseconds(500)) == nil)
+    }
+
+    @Test(.enabled(if: getuid() == 0, "needs root to run an app as another user"))
+    func accessWriteUIDsLetsALoopbackUserSend() async throws {
+        let face = try await Face(after: "[access]\nwrite_uids = [65534]")
+        let nobody = try face.app(as: "nobody", name: "nobody")
+        defer { nobody.stop() }
+        #expect(await nobody.stdout.wait(containing: "open") != nil, "\(nobody.stdout.text) \(nobody.stderr.text)")
+        nobody.send("send granted")
+        #expect(await face.fixture.server.event("message granted") != nil)
+    }
+
+    /// One that reads no more is closed at the bounds (the daemon keeps no more of it than
+    /// they say), with 1008 and why, once it reads again; what it got before is whole and in
+    /// order (never thinned); the other app gets everything.
+    @Test func anAppThatStopsReadingIsClosedWithWhyAndTheOthersMissNothing() async throws {
+        // Its close frame waits behind what it did not read until it reads again (below, once
+        // the fast app has all): close_timeout leaves that time.
+        let face = try await Face("close_timeout = \"300s\"", local: "subscriber_queue = 200\nsubscriber_queue_bytes = 262144")
+        let slow = try face.app(name: "slow")
+        let fast = try face.app(name: "fast")
+        defer { for app in [slow, fast] { app.stop() } }
+        for app in [slow, fast] { #expect(await app.stdout.wait(containing: "open") != nil) }
+        slow.send("stop")
+        #expect(await slow.stdout.wait(containing: "stopped") != nil)
+        // 15 MB: more than the kernel's socket buffers on loopback take (6 MB at most).
+        let count = 15000
+        face.fixture.server.command("burst \(count) 1000")
+        _ = await fast.stdout.wait(count: count, timeout: .seconds(120)) { $0.hasPrefix("message ") }
+        #expect(Self.numbers(fast) == Array(1...count), "\(fast.stdout.lines.suffix(3))")
+        slow.send("resume")
+        let closed = await slow.stdout.wait(timeout: .seconds(60), containing: "closed")
+        #expect(closed?.hasPrefix("closed 1008 too slow: ") == true, "\(slow.stdout.lines.suffix(3))")
+        let got = Self.numbers(slow)
+        #expect(!got.isEmpty && got.count < count && got == Array(1...got.count), "\(got.count) messages, the last \(got.last ?? 0)")
+    }
+}

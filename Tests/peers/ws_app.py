@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""An app of wsbridged's WebSocket face, written with PyPI's `websockets` as any app would be.
+
+Usage: ws_app.py URL [--unix PATH] [--origin ORIGIN] [--token TOKEN] [--header NAME:VALUE]
+
+Prints one line per event: `open`, `message TEXT`, `binary HEX`, `closed CODE REASON`,
+`refused STATUS BODY` (the upgrade was answered with an HTTP error). Reads commands on stdin, one
+per line: `send TEXT`, `binary HEX`, `stop` (stop reading: the library's queue fills and it reads
+the socket no more), `resume` (read again), `close`. Its stdin's end closes it.
+"""
+
+import argparse
+import asyncio
+import sys
+
+from websockets.asyncio.client import connect, unix_connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+
+def say(line):
+    print(line, flush=True)
+
+
+async def commands(ws, reading):
+    reading = [reading]
+    loop = asyncio.get_running_loop()
+    while True:
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if not line:
+            await ws.close()
+            return
+        word, _, rest = line.rstrip("\n").partition(" ")
+        if word == "send":
+            await ws.send(rest)
+        elif word == "binary":
+            await ws.send(bytes.fromhex(rest))
+        elif word == "stop":
+            # No recv from now on: the library's queue (max_queue) fills and it stops reading
+            # the socket.
+            reading[0].cancel()
+            say("stopped")
+        elif word == "resume":
+            reading[0] = asyncio.ensure_future(read(ws))
+        elif word == "close":
+            await ws.close()
+            return
+
+
+async def read(ws):
+    try:
+        async for message in ws:
+            say(f"message {message}" if isinstance(message, str) else f"binary {message.hex()}")
+    except ConnectionClosed:
+        pass
+
+
+async def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("url")
+    parser.add_argument("--unix")
+    parser.add_argument("--origin")
+    parser.add_argument("--token")
+    args = parser.parse_args()
+    headers = {"Authorization": f"Bearer {args.token}"} if args.token else None
+    options = dict(additional_headers=headers, origin=args.origin, max_size=None, max_queue=16, ping_interval=None)
+    try:
+        if args.unix:
+            ws = await unix_connect(args.unix, args.url, **options)
+        else:
+            ws = await connect(args.url, **options)
+    except InvalidStatus as e:
+        body = (e.response.body or b"").decode(errors="replace").strip()
+        say(f"refused {e.response.status_code} {body}")
+        return
+    say("open")
+    reading = asyncio.ensure_future(read(ws))
+    control = asyncio.ensure_future(commands(ws, reading))
+    await ws.wait_closed()
+    say(f"closed {ws.close_code} {ws.close_reason}")
+    control.cancel()
+
+
+asyncio.run(main())
