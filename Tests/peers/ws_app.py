@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """An app of wsbridged's WebSocket face, written with PyPI's `websockets` as any app would be.
 
-Usage: ws_app.py URL [--unix PATH] [--origin ORIGIN] [--token TOKEN] [--header NAME:VALUE]
+Usage: ws_app.py URL [--unix PATH] [--origin ORIGIN] [--token TOKEN] [--rcvbuf BYTES]
+
+--rcvbuf: the socket's receive buffer (SO_RCVBUF, set before it connects), for an app whose
+kernel holds little of what it does not read.
 
 Prints one line per event: `open`, `message TEXT`, `binary HEX`, `closed CODE REASON`,
 `refused STATUS BODY` (the upgrade was answered with an HTTP error). Reads commands on stdin, one
@@ -11,7 +14,9 @@ the socket no more), `resume` (read again), `close`. Its stdin's end closes it.
 
 import argparse
 import asyncio
+import socket
 import sys
+from urllib.parse import urlparse
 
 from websockets.asyncio.client import connect, unix_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -60,9 +65,16 @@ async def main():
     parser.add_argument("--unix")
     parser.add_argument("--origin")
     parser.add_argument("--token")
+    parser.add_argument("--rcvbuf", type=int)
     args = parser.parse_args()
     headers = {"Authorization": f"Bearer {args.token}"} if args.token else None
     options = dict(additional_headers=headers, origin=args.origin, max_size=None, max_queue=16, ping_interval=None)
+    if args.rcvbuf and not args.unix:
+        url = urlparse(args.url)
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, args.rcvbuf)
+        sock.connect((url.hostname, url.port))
+        options["sock"] = sock
     try:
         if args.unix:
             ws = await unix_connect(args.unix, args.url, **options)

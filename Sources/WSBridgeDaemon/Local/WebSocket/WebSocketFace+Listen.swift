@@ -17,11 +17,16 @@ extension WebSocketFace {
         _ face: NIOLoopBound<WebSocketFace>, configuration: Configuration, eventLoop: any EventLoop, groups: GroupCache, logger: Logger
     ) async throws -> [any Channel] {
         let settings = configuration.local.webSocket
-        let bootstrap = ServerBootstrap(group: eventLoop)
+        var bootstrap = ServerBootstrap(group: eventLoop)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 * 1024, high: 256 * 1024))
             .childChannelInitializer { channel in Self.accepted(channel, face: face, settings: settings, groups: groups) }
+        // As the NDJSON socket's clients: a larger kernel buffer keeps a reader reading while the
+        // loop is busy (0: the system's default).
+        if configuration.local.sendBufferBytes > 0 {
+            bootstrap = bootstrap.childChannelOption(.socketOption(.so_sndbuf), value: SocketOptionValue(configuration.local.sendBufferBytes))
+        }
         var channels: [any Channel] = []
         if let address = settings.listen {
             do {
