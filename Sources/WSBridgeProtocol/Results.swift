@@ -229,6 +229,13 @@ public struct ClientsResult: Sendable, Equatable, JSONValueCodable {
         /// Its socket's send buffer as the daemon set it (`local.lagging_send_buffer_bytes` until
         /// it reads fast, then `local.send_buffer_bytes`; absent: the system's default).
         @OmitNil public var sendBuffer: Int? = nil
+        /// `websocket` for an app of the WebSocket face (absent: the NDJSON socket's).
+        @OmitNil public var face: String? = nil
+        /// A WebSocket app's peer (`tcp 127.0.0.1:53412` or `unix`), its request's path and its
+        /// `User-Agent`.
+        @OmitNil public var address: String? = nil
+        @OmitNil public var path: String? = nil
+        @OmitNil public var userAgent: String? = nil
 
         public init(id: Int, pid: Int32?, uid: UInt32?, subscribed: Bool, filter: String?, messages: UInt64, queued: Int, queueBytes: Int, drops: UInt64) {
             self.id = id

@@ -242,6 +242,21 @@ public struct StatusReport: Sendable, Equatable, JSONValueCodable {
 
     /// What the service reports of itself: the local plane keeps this part as it is and sets
     /// each figure where it changes. A new figure of the service is a property here.
+    /// The WebSocket face: where it listens, its apps, and the connections not upgraded yet.
+    public struct WebSocketFace: Sendable, Equatable, Codable {
+        @OmitNil public var listen: String?
+        @OmitNil public var socket: String?
+        public var apps: Int
+        public var connections: Int
+
+        public init(listen: String?, socket: String?, apps: Int, connections: Int) {
+            self.listen = listen
+            self.socket = socket
+            self.apps = apps
+            self.connections = connections
+        }
+    }
+
     public struct Service: Sendable, Equatable, Codable {
         /// nil until the first reload.
         @OmitNil public var lastReload: Reload?
@@ -320,6 +335,8 @@ public struct StatusReport: Sendable, Equatable, JSONValueCodable {
     @OmitNil public var journal: Journal?
     /// nil when `[fleet]` is not set.
     @OmitNil public var fleet: Fleet?
+    /// nil when `[local.websocket]` is not set.
+    @OmitNil public var websocket: WebSocketFace?
     public var session: Session?
     /// `upstream.protocol` and its live subscriptions; nil for `raw`.
     @OmitNil public var `protocol`: ApplicationProtocol?

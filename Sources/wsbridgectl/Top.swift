@@ -105,7 +105,7 @@ struct Top: ParsableCommand {
         for c in now.clients.clients {
             lines.append(
                 Self.row([
-                    "\(c.id)", c.pid.map(String.init) ?? "-", c.pid.flatMap(Self.program) ?? "-",
+                    "\(c.id)", c.pid.map(String.init) ?? "-", c.pid.flatMap(Self.program) ?? c.userAgent.map { "ws: \($0)" } ?? (c.face == nil ? "-" : "ws"),
                     c.subscribed ? (c.filter.map { "yes (\($0))" } ?? "yes") : "no", rate(c.messages, before[c.id]),
                     "\(c.queued)", "\(c.queueBytes) B", "\(c.drops)",
                 ]))

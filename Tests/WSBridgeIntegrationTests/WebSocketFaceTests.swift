@@ -71,6 +71,21 @@ import WSBridgeProtocol
             let problem = Self.problem(Self.numbers(app), 300)
             #expect(problem == nil, "\(problem ?? ""): \(app.stdout.lines.suffix(3)) \(app.stderr.text)")
         }
+        // status and clients show them beside the NDJSON clients.
+        let control = try await face.fixture.client(name: "control")
+        control.send("{\"id\":\"s\",\"op\":\"status\"}")
+        #expect(await control.reply("s")?.value(at: "result.websocket.apps")?.intValue == 3)
+        control.send("{\"id\":\"c\",\"op\":\"clients\"}")
+        guard case .array(let listed)? = await control.reply("c")?.value(at: "result.clients") else {
+            Issue.record("no clients reply")
+            return
+        }
+        let apps = listed.filter { $0["face"] == "websocket" }
+        #expect(apps.count == 3, "\(listed)")
+        let overTCP = apps.first { $0["address"]?.stringValue?.hasPrefix("tcp 127.0.0.1:") == true }
+        #expect(overTCP?["uid"]?.intValue == Int(getuid()) && overTCP?["path"] == "/", "\(apps)")
+        #expect(overTCP?["user_agent"]?.stringValue?.contains("websockets") == true, "\(apps)")
+        #expect(apps.filter { $0["address"] == "unix" }.allSatisfy { $0["pid"] != nil }, "\(apps)")
         tcp.send("send from-python-over-tcp")
         node.send("send from-node-over-unix")
         #expect(await face.fixture.server.event("message from-python-over-tcp") != nil)

@@ -39,6 +39,8 @@ final class LocalPlane {
     /// The service's own part of status (the last reload, the metrics endpoint), kept as it
     /// reports it.
     private(set) var service = StatusReport.Service()
+    /// The WebSocket face's apps and connections (`LocalPlane+WebSocket`).
+    var webSocket: WebSocketApps
 
     init(
         configuration: Configuration,
@@ -53,8 +55,10 @@ final class LocalPlane {
         fleet: FleetPublisher? = nil,
         status: SystemdStatus,
         eventLoop: any EventLoop,
-        logger: Logger
+        logger: Logger,
+        webSocketToken: String? = nil
     ) {
+        self.webSocket = WebSocketApps(limits: configuration.local.webSocket, token: webSocketToken)
         self.configuration = configuration
         self.policy = policy
         self.link = link
@@ -77,11 +81,16 @@ final class LocalPlane {
         credentials?.mayWrite(self.policy, groups: groups) ?? false
     }
 
+    /// A number for a new client of either face.
+    func takeClientID() -> Int {
+        self.nextClientID += 1
+        return self.nextClientID
+    }
+
     /// A client for a new connection; `credentials` nil means unknown (read-only).
     func makeClient(credentials: PeerCredentials?, groups: Set<UInt32>) -> LocalClient {
-        self.nextClientID += 1
-        return LocalClient(
-            id: self.nextClientID,
+        LocalClient(
+            id: self.takeClientID(),
             credentials: credentials,
             groups: groups,
             mayWrite: credentials?.mayWrite(self.policy, groups: groups) ?? false,

@@ -10,6 +10,7 @@ extension LocalPlane {
         var report = self.link.status
         self.fanout.report(into: &report, askedBy: asker)
         if let fleet = self.fleet { report.fleet = fleet.status }
+        if self.webSocket.limits.isOn { report.websocket = self.webSocketReport }
         report.refusedClients = self.refusedClients
         report.notAccepting = self.notAccepting
         report.service = self.service
@@ -53,6 +54,6 @@ extension LocalPlane {
             if c.socketSendBuffer > 0 { client.sendBuffer = c.socketSendBuffer }
             return client
         }
-        return ClientsResult(seq: self.fanout.position.seq, clients: clients)
+        return ClientsResult(seq: self.fanout.position.seq, clients: (clients + self.webSocketClients).sorted { $0.id < $1.id })
     }
 }

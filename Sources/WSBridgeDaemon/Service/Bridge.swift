@@ -40,7 +40,8 @@ final class Bridge {
         sticky: (StickyStore, [StickyRegistry.Entry])? = nil,
         journal: (Journal, Journal.Recovered)? = nil,
         nats: NATSLibrary? = nil,
-        holder: String = "wsbridged"
+        holder: String = "wsbridged",
+        webSocketToken: String? = nil
     ) {
         let status = SystemdStatus()
         let metrics = DaemonMetrics()
@@ -122,7 +123,8 @@ final class Bridge {
             fleet: self.publisher,
             status: status,
             eventLoop: eventLoop,
-            logger: logger
+            logger: logger,
+            webSocketToken: webSocketToken
         )
         if let publisher = self.publisher { self.wire(publisher, configuration, holder: holder, eventLoop: eventLoop, logger: logger) }
     }

@@ -108,12 +108,14 @@ extension DaemonService {
             case .failure(let error): throw StartFailure.fleet(error.description)
             }
         }
+        let webSocketToken = try self.webSocketToken(configuration)
         let name = "wsbridged@\(ProcessInfo.processInfo.hostName)"
-        let bridge = try await eventLoop.submit { [spool, sticky, journal, nats] in
+        let bridge = try await eventLoop.submit { [spool, sticky, journal, nats, webSocketToken] in
             NIOLoopBound(
                 Bridge(
                     configuration: configuration, policy: policy, networkAvailable: networkAvailable, connectors: connectors, eventLoop: eventLoop,
-                    logger: logger, spool: spool, sticky: sticky, journal: journal, nats: nats, holder: "\(name):\(getpid())"),
+                    logger: logger, spool: spool, sticky: sticky, journal: journal, nats: nats, holder: "\(name):\(getpid())",
+                    webSocketToken: webSocketToken),
                 eventLoop: eventLoop
             )
         }.get()

@@ -37,7 +37,7 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
     let peer: WebSocketPeer
     /// May send upstream: root, the daemon's user, `access.write_*`, or the face's token.
     let mayWrite: Bool
-    private let face: WebSocketFace
+    private let plane: LocalPlane
     private var context: ChannelHandlerContext?
     /// Where its frames are written, as bytes: past NIO's frame encoder.
     private let output: FrameOutput
@@ -57,12 +57,12 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
     /// Text messages it sent, checked as UTF-8.
     private let allocator = ByteBufferAllocator()
 
-    init(id: Int, peer: WebSocketPeer, mayWrite: Bool, face: WebSocketFace, output: FrameOutput, limits: Configuration.Local) {
+    init(id: Int, peer: WebSocketPeer, mayWrite: Bool, plane: LocalPlane, output: FrameOutput, limits: Configuration.Local) {
         self.id = id
         self.output = output
         self.peer = peer
         self.mayWrite = mayWrite
-        self.face = face
+        self.plane = plane
         self.maxMessages = limits.subscriberQueue
         self.maxBytes = limits.subscriberQueueBytes
     }
@@ -72,18 +72,18 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        self.face.added(self)
+        self.plane.webSocketAdded(self)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        self.face.removed(self)
+        self.plane.webSocketRemoved(self)
         self.closeTimer?.cancel()
         self.queue.removeAll()
         self.context = nil
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        self.face.removed(self)
+        self.plane.webSocketRemoved(self)
         context.fireChannelInactive()
     }
 
@@ -120,7 +120,7 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
             let who = self.peer.credentials.map { "uid \($0.uid)" } ?? "a client of unknown user"
             return self.fail(.policyViolation, "\(who) may not send upstream: add it to access.write_uids or write_groups")
         }
-        if let refusal = self.face.send(message, from: self) {
+        if let refusal = self.plane.webSocketSend(message, from: self) {
             self.fail(Self.tryAgainLater, refusal)
         }
     }
@@ -152,9 +152,9 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         switch error {
         case NIOWebSocketFrameAggregator.Error.accumulatedFrameSizeIsTooLarge:
-            self.fail(.messageTooLarge, "a message over local.websocket.max_message_size (\(self.face.limits.maxMessageSize) bytes)")
+            self.fail(.messageTooLarge, "a message over local.websocket.max_message_size (\(self.plane.webSocket.limits.maxMessageSize) bytes)")
         case NIOWebSocketError.invalidFrameLength:
-            self.fail(.messageTooLarge, "a frame over local.websocket.max_frame_size (\(self.face.limits.maxFrameSize) bytes)")
+            self.fail(.messageTooLarge, "a frame over local.websocket.max_frame_size (\(self.plane.webSocket.limits.maxFrameSize) bytes)")
         case is NIOWebSocketError, is NIOWebSocketFrameAggregator.Error:
             self.fail(.protocolError, "\(error)")
         default:
@@ -164,7 +164,7 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
 
     /// Closes the connection for what the app did, with a code and a reason its library logs.
     func fail(_ code: WebSocketErrorCode, _ reason: String) {
-        self.face.logger.warning(
+        self.plane.logger.warning(
             "closing WebSocket app \(self.id) (\(self.peer.address)): \(reason)", metadata: ["client.id": "\(self.id)", "code": "\(code)"])
         self.close(code, reason: reason)
     }
@@ -178,7 +178,7 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
         guard let written = self.output.writeLast(frame) else { return context.close(promise: nil) }
         written.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
         // An app that reads no more never takes the frame: its connection ends all the same.
-        self.closeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(self.face.limits.closeTimeout.nanoseconds)) {
+        self.closeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(self.plane.webSocket.limits.closeTimeout.nanoseconds)) {
             context.close(promise: nil)
         }
     }

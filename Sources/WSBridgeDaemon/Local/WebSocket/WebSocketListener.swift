@@ -10,18 +10,20 @@ import WSBridgeCore
     import Glibc
 #endif
 
-extension WebSocketFace {
+/// The WebSocket face's listeners: each connection's peer found, then an HTTP server that takes
+/// its upgrade (an app of the plane, `LocalPlane+WebSocket`) or answers why not.
+enum WebSocketListener {
     /// Listens where `[local.websocket]` says (its loopback address, its Unix socket, or both);
     /// returns the listening channels.
     static func listen(
-        _ face: NIOLoopBound<WebSocketFace>, configuration: Configuration, eventLoop: any EventLoop, groups: GroupCache, logger: Logger
+        _ plane: NIOLoopBound<LocalPlane>, configuration: Configuration, eventLoop: any EventLoop, groups: GroupCache, logger: Logger
     ) async throws -> [any Channel] {
         let settings = configuration.local.webSocket
         var bootstrap = ServerBootstrap(group: eventLoop)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 * 1024, high: 256 * 1024))
-            .childChannelInitializer { channel in Self.accepted(channel, face: face, settings: settings, groups: groups) }
+            .childChannelInitializer { channel in Self.accepted(channel, plane: plane, settings: settings, groups: groups) }
         // As the NDJSON socket's clients: a larger kernel buffer keeps a reader reading while the
         // loop is busy (0: the system's default).
         if configuration.local.sendBufferBytes > 0 {
@@ -55,14 +57,14 @@ extension WebSocketFace {
     /// A new connection: who it is (the Unix socket's peer credentials, or the owner of a loopback
     /// TCP peer by sock_diag), then an HTTP server that takes its upgrade, or answers why not.
     private static func accepted(
-        _ channel: any Channel, face: NIOLoopBound<WebSocketFace>, settings: Configuration.Local.WebSocket, groups: GroupCache
+        _ channel: any Channel, plane: NIOLoopBound<LocalPlane>, settings: Configuration.Local.WebSocket, groups: GroupCache
     ) -> EventLoopFuture<Void> {
-        let admitted = face.value.admit()
-        channel.closeFuture.assumeIsolated().whenComplete { _ in if admitted { face.value.left() } }
+        let admitted = plane.value.webSocketAdmit()
+        channel.closeFuture.assumeIsolated().whenComplete { _ in if admitted { plane.value.webSocketLeft() } }
         let refusal = NIOLoopBoundBox<Refusal?>(admitted ? nil : .full(settings.maxClients), eventLoop: channel.eventLoop)
         // A connection that never sends its upgrade request is closed.
         let handshake = channel.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(settings.handshakeTimeout.nanoseconds)) {
-            face.value.logger.info("a WebSocket connection sent no upgrade within local.websocket.handshake_timeout: closed")
+            plane.value.logger.info("a WebSocket connection sent no upgrade within local.websocket.handshake_timeout: closed")
             channel.close(promise: nil)
         }
         channel.closeFuture.whenComplete { _ in handshake.cancel() }
@@ -74,7 +76,7 @@ extension WebSocketFace {
                 shouldUpgrade: { channel, head in
                     channel.eventLoop.makeCompletedFuture {
                         if refusal.value != nil { return nil }
-                        if let refused = Self.check(head, settings: settings, token: face.value.token) {
+                        if let refused = Self.check(head, settings: settings, token: plane.value.webSocket.token) {
                             refusal.value = refused
                             return nil
                         }
@@ -95,8 +97,8 @@ extension WebSocketFace {
                             NIOWebSocketFrameAggregator(
                                 minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: settings.maxFragments,
                                 maxAccumulatedFrameSize: settings.maxMessageSize))
-                        let token = face.value.token.map { Self.bearer(head) == $0 } ?? false
-                        let app = face.value.makeApp(
+                        let token = plane.value.webSocket.token.map { Self.bearer(head) == $0 } ?? false
+                        let app = plane.value.makeWebSocketApp(
                             WebSocketPeer(
                                 credentials: peer, groups: groups, address: Self.describe(channel.remoteAddress),
                                 userAgent: head.headers.first(name: "User-Agent"),

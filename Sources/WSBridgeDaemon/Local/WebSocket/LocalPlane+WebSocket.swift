@@ -1,0 +1,104 @@
+import Logging
+import NIOCore
+import NIOWebSocket
+import WSBridgeCore
+import WSBridgeProtocol
+
+/// The WebSocket face's part of the plane (`[local.websocket]`, docs/websocket.md): its apps are
+/// the plane's clients of a second kind, numbered with the NDJSON ones, reading the same fan-out
+/// (as frames) and sending through the same link under the same access rules. The listener
+/// (`WebSocketListener`) hands the plane each connection it accepts and each it upgrades.
+struct WebSocketApps {
+    let limits: Configuration.Local.WebSocket
+    /// The face's token (`local.websocket.token_file`); nil: none needed.
+    let token: String?
+    private(set) var apps: [Int: WebSocketApp] = [:]
+    /// Connections between their accept and their end (upgraded or not): what
+    /// `local.websocket.max_clients` bounds.
+    fileprivate(set) var connections = 0
+
+    init(limits: Configuration.Local.WebSocket, token: String?) {
+        self.limits = limits
+        self.token = token
+    }
+
+    fileprivate mutating func insert(_ app: WebSocketApp) { self.apps[app.id] = app }
+    fileprivate mutating func remove(_ app: WebSocketApp) -> Bool { self.apps.removeValue(forKey: app.id) != nil }
+}
+
+extension LocalPlane {
+    /// A connection was accepted on the face; false when it is full (it is answered 503).
+    func webSocketAdmit() -> Bool {
+        guard self.webSocket.connections < self.webSocket.limits.maxClients else { return false }
+        self.webSocket.connections += 1
+        return true
+    }
+
+    /// An accepted connection ended.
+    func webSocketLeft() { self.webSocket.connections -= 1 }
+
+    /// An app for an upgraded connection: it may send if its user may, or it showed the token.
+    func makeWebSocketApp(_ peer: WebSocketPeer, output: FrameOutput) -> WebSocketApp {
+        let mayWrite = peer.hasToken || self.mayWrite(peer.credentials, groups: peer.groups)
+        return WebSocketApp(id: self.takeClientID(), peer: peer, mayWrite: mayWrite, plane: self, output: output, limits: self.configuration.local)
+    }
+
+    func webSocketAdded(_ app: WebSocketApp) {
+        self.webSocket.insert(app)
+        self.fanout.flush()
+        self.fanout.frames.add(app)
+        let uid = app.peer.credentials.map { "uid \($0.uid)" } ?? "unknown user"
+        self.logger.info(
+            "WebSocket app \(app.id) connected (\(app.peer.address), \(uid), \(app.peer.uri)\(app.mayWrite ? ", may send" : ", read-only"))",
+            metadata: ["client.id": "\(app.id)"])
+    }
+
+    func webSocketRemoved(_ app: WebSocketApp) {
+        guard self.webSocket.remove(app) else { return }
+        self.fanout.frames.remove(app)
+        self.logger.info("WebSocket app \(app.id) left", metadata: ["client.id": "\(app.id)"])
+    }
+
+    /// `message` upstream, as an NDJSON `send` goes (queued while the link is down, spooled when
+    /// the spool is on); the refusal's text when it cannot go.
+    func webSocketSend(_ message: OutboundMessage, from app: WebSocketApp) -> String? {
+        switch self.link.send(message) {
+        case .sent, .queued: return nil
+        case .spooling(let stored):
+            stored.assumeIsolated().whenSuccess { outcome in
+                if case .rejected(let reason) = outcome { app.fail(WebSocketApp.tryAgainLater, reason) }
+            }
+            return nil
+        case .rejected(let reason): return reason
+        }
+    }
+
+    /// Closes every app of the face (the daemon stops): 1001, going away.
+    func closeWebSocketApps() {
+        for app in self.webSocket.apps.values { app.close(.goingAway, reason: "wsbridged is stopping") }
+    }
+}
+
+extension LocalPlane {
+    /// `status`'s `websocket`.
+    var webSocketReport: StatusReport.WebSocketFace {
+        let limits = self.webSocket.limits
+        let apps = self.webSocket.apps.count
+        return .init(listen: limits.listen.map { "\($0)" }, socket: limits.socket, apps: apps, connections: self.webSocket.connections - apps)
+    }
+
+    /// The face's apps, as `clients` lists them.
+    var webSocketClients: [ClientsResult.Client] {
+        self.webSocket.apps.values.map { app in
+            let queued = app.queued
+            var client = ClientsResult.Client(
+                id: app.id, pid: app.peer.credentials.flatMap { $0.pid > 0 ? $0.pid : nil }, uid: app.peer.credentials?.uid, subscribed: true,
+                filter: nil, messages: app.messages, queued: queued.messages, queueBytes: queued.bytes, drops: 0)
+            client.face = "websocket"
+            client.address = app.peer.address
+            client.path = app.peer.uri
+            client.userAgent = app.peer.userAgent
+            return client
+        }
+    }
+}
