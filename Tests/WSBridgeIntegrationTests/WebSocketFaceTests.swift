@@ -75,6 +75,9 @@ import WSBridgeProtocol
         let control = try await face.fixture.client(name: "control")
         control.send("{\"id\":\"s\",\"op\":\"status\"}")
         #expect(await control.reply("s")?.value(at: "result.websocket.apps")?.intValue == 3)
+        control.send("{\"id\":\"m\",\"op\":\"metrics\"}")
+        let metrics = await control.reply("m")?.value(at: "result.text")?.stringValue ?? ""
+        #expect(metrics.split(separator: "\n").contains("wsbridge_websocket_apps 3.0"), "\(metrics.split(separator: "\n").filter { $0.contains("websocket") })")
         control.send("{\"id\":\"c\",\"op\":\"clients\"}")
         guard case .array(let listed)? = await control.reply("c")?.value(at: "result.clients") else {
             Issue.record("no clients reply")

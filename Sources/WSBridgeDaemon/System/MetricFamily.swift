@@ -19,6 +19,7 @@ package enum MetricFamily: String, CaseIterable, Sendable {
     case subscribers = "wsbridge_subscribers"
     case clients = "wsbridge_clients"
     case refusedClients = "wsbridge_refused_clients_total"
+    case webSocketApps = "wsbridge_websocket_apps"
     case linkState = "wsbridge_link_state"
     case linkStateSeconds = "wsbridge_link_state_seconds"
     case lastSeq = "wsbridge_last_seq"
@@ -160,6 +161,10 @@ package enum MetricFamily: String, CaseIterable, Sendable {
             Declaration(
                 type: .gauge, help: "Local clients connected, subscribed or not (not the one asking for metrics).",
                 reading: .gauge { i, _ in Double(i.status.clients) })
+        case .webSocketApps:
+            Declaration(
+                type: .gauge, help: "Apps connected to the WebSocket face ([local.websocket]; 0 when it is off).",
+                reading: .gauge { i, _ in Double(i.status.websocket?.apps ?? 0) })
         case .refusedClients:
             Declaration(
                 type: .counter, help: "Local clients refused at local.max_clients (or its reserved places) since the daemon started.",
