@@ -91,6 +91,12 @@ struct Cost: AsyncParsableCommand {
     @Option(help: "The Python upstream (flood with permessage-deflate).")
     var peer = "Tests/peers/ws_server.py"
 
+    @Option(
+        help:
+            "Where the subscribers read: ndjson (wsbridge-reader on the Unix socket) or websocket (the WebSocket face's Unix socket, scripts/bench/ws_readers.py with --python)."
+    )
+    var face = "ndjson"
+
     @Option(help: "Keep each run's callgrind profile in this folder (callgrind.NAME.SUBSsub.deflate-D.MESSAGES.out, for callgrind_annotate).")
     var profiles: String?
 
@@ -159,7 +165,7 @@ struct Cost: AsyncParsableCommand {
                     }
                     let what = self.sends ? "send" : "message"
                     let label =
-                        "\(name)\(self.sends ? ", sends" : "")\(self.acks ? (self.unanswered ? " with ack ids, unanswered" : " with acks") : "")\(self.routed ? ", routed" : "")\(self.halfOtherId ? " (half id 2)" : "")\(self.shape.map { ", \($0) shape" } ?? ""), \(subscribers) sub\(subscribers == 1 ? "" : "s"), \(self.size) B, deflate \(deflate ? "on" : "off")"
+                        "\(name)\(self.sends ? ", sends" : "")\(self.acks ? (self.unanswered ? " with ack ids, unanswered" : " with acks") : "")\(self.routed ? ", routed" : "")\(self.halfOtherId ? " (half id 2)" : "")\(self.shape.map { ", \($0) shape" } ?? "")\(self.face == "websocket" ? ", websocket face" : ""), \(subscribers) sub\(subscribers == 1 ? "" : "s"), \(self.size) B, deflate \(deflate ? "on" : "off")"
                     emitLine(
                         "cost \(label): \(Int(perMessage["total"]!.rounded())) instructions per \(what) (runs of \(n) and \(2 * n) \(what)s)")
                     rows.append((label, perMessage))
@@ -212,6 +218,7 @@ struct Cost: AsyncParsableCommand {
         [local]
         socket = "\(socket)"
         \(daemon.hasSuffix("/baseline") ? "" : self.local.replacingOccurrences(of: "\\n", with: "\n"))
+        \(self.face == "websocket" ? "[local.websocket]\nsocket = \"\(dir)/face.sock\"" : "")
         [log]
         level = "warning"
         """.write(toFile: config, atomically: true, encoding: .utf8)
@@ -261,6 +268,13 @@ struct Cost: AsyncParsableCommand {
             readers =
                 try startReaders(bin: self.builds.bin, socket: socket, subscribers: subscribers - subscribers / 2, extra: ["--idle", "600", "--send", hold])
                 + startReaders(bin: self.builds.bin, socket: socket, subscribers: subscribers / 2, extra: ["--idle", "600", "--send", other])
+        } else if self.face == "websocket" {
+            // The face's apps, in up to 4 processes as the NDJSON readers are.
+            let processes = min(4, subscribers)
+            readers = try (0..<processes).map { p in
+                let n = subscribers / processes + (p < subscribers % processes ? 1 : 0)
+                return try Child(self.python, ["scripts/bench/ws_readers.py", "--unix", "\(dir)/face.sock", "--connections", "\(n)", "--count", "\(messages)"])
+            }
         } else {
             readers = try startReaders(
                 bin: self.builds.bin, socket: socket, subscribers: subscribers, extra: ["--idle", "600"] + (hold.map { ["--send", $0] } ?? []))

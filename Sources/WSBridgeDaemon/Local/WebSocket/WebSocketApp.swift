@@ -42,7 +42,13 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
     /// Where its frames are written, as bytes: past NIO's frame encoder.
     private let output: FrameOutput
     /// Frames waiting for the socket (each entry one flush's frames), and their counts.
-    private var queue = CircularBuffer<(frames: ByteBuffer, messages: Int)>()
+    private var queue = CircularBuffer<Waiting>()
+    /// One flush's frames and how many messages they hold (a struct, not a tuple: the queue's
+    /// code is then specialized, where a tuple's goes through the runtime's generic witnesses).
+    private struct Waiting {
+        var frames: ByteBuffer
+        var messages: Int
+    }
     private var queuedMessages = 0
     private var queuedBytes = 0
     private let maxMessages: Int
@@ -194,7 +200,7 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
             self.write(frames, flush: true)
             return
         }
-        self.queue.append((frames, messages))
+        self.queue.append(Waiting(frames: frames, messages: messages))
         self.queuedMessages += messages
         self.queuedBytes += frames.readableBytes
         if self.queuedMessages > self.maxMessages || self.queuedBytes > self.maxBytes {
