@@ -9,7 +9,6 @@ are under test together. One case at a time, so the echo reaches only the case's
 Usage: face.py --bin DIR --python27 PY --cases 1-7,9,10 [--json summary.json]
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -20,7 +19,7 @@ import sys
 import tempfile
 import time
 
-from run import case_ids, free_port, summarize, unblock_signals
+from run import arguments, case_ids, free_port, start_daemon, summarize, unblock_signals
 
 AGENT = "wsbridged-face"
 
@@ -38,17 +37,10 @@ def start_upstream(bindir, workdir):
     return server, int(line[1])
 
 
-def start_daemon(bindir, workdir, upstream_port, face_port):
-    config = os.path.join(workdir, "wsbridged.toml")
-    with open(config, "w") as f:
-        f.write(
-            f'[upstream]\nurl = "ws://127.0.0.1:{upstream_port}/"\nmax_message_size = 67108864\n'
-            f'[heartbeat]\ninterval = "60s"\n[reachability]\nenabled = false\n'
-            f'[local]\nsocket = "{workdir}/wsbridged.sock"\nsubscriber_queue_bytes = 1073741824\n'
-            f'[local.websocket]\nlisten = "127.0.0.1:{face_port}"\nmax_frame_size = 67108864\nmax_message_size = 67108864\n'
-            f'[queue]\nmax_bytes = 1073741824\n[log]\nlevel = "warning"\n')
-    log = open(os.path.join(workdir, "wsbridged.log"), "w")
-    daemon = subprocess.Popen([f"{bindir}/wsbridged", "--config", config], stdout=log, stderr=log, preexec_fn=unblock_signals)
+def start_face(bindir, workdir, upstream_port, face_port):
+    daemon = start_daemon(bindir, workdir, f'url = "ws://127.0.0.1:{upstream_port}/"', f'socket = "{workdir}/wsbridged.sock"',
+                          more=f'[local.websocket]\nlisten = "127.0.0.1:{face_port}"\n'
+                               f'max_frame_size = 67108864\nmax_message_size = 67108864\n')
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -61,13 +53,7 @@ def start_daemon(bindir, workdir, upstream_port, face_port):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", required=True)
-    parser.add_argument("--python27", required=True)
-    parser.add_argument("--cases", default="1-7,9,10")
-    parser.add_argument("--reports", default=".build/autobahn-reports")
-    parser.add_argument("--json")
-    args = parser.parse_args()
+    args = arguments()
 
     workdir = tempfile.mkdtemp(prefix="wsbridge-autobahn-face-")
     outdir = os.path.abspath(os.path.join(args.reports, "servers"))
@@ -76,7 +62,7 @@ def main():
     upstream, upstream_port = start_upstream(args.bin, workdir)
     daemon = None
     try:
-        daemon = start_daemon(args.bin, workdir, upstream_port, face_port)
+        daemon = start_face(args.bin, workdir, upstream_port, face_port)
         spec = os.path.join(workdir, "fuzzingclient.json")
         with open(spec, "w") as f:
             json.dump({"outdir": outdir, "servers": [{"agent": AGENT, "url": f"ws://127.0.0.1:{face_port}/"}],

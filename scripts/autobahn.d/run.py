@@ -54,6 +54,31 @@ def case_ids(spec):
     return patterns
 
 
+def arguments():
+    """The command line both runners take (see their usage)."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--python27", required=True)
+    parser.add_argument("--cases", default="1-7,9,10")
+    parser.add_argument("--reports", default=".build/autobahn-reports")
+    parser.add_argument("--json")
+    return parser.parse_args()
+
+
+def start_daemon(bindir, workdir, upstream, local, backoff="", more=""):
+    """wsbridged with the suite's sizes (64 MiB messages, 1 GiB queues), quiet, its log in
+    `workdir`: `upstream` and `local` are more keys of those sections, `more` more sections."""
+    config = os.path.join(workdir, "wsbridged.toml")
+    with open(config, "w") as f:
+        f.write(
+            f'[upstream]\n{upstream}\nmax_message_size = 67108864\n{backoff}'
+            f'[heartbeat]\ninterval = "60s"\n[reachability]\nenabled = false\n'
+            f'[local]\n{local}\nsubscriber_queue_bytes = 1073741824\n{more}'
+            f'[queue]\nmax_bytes = 1073741824\n[log]\nlevel = "warning"\n')
+    with open(os.path.join(workdir, "wsbridged.log"), "a") as log:
+        return subprocess.Popen([f"{bindir}/wsbridged", "--config", config], stdout=log, stderr=log, preexec_fn=unblock_signals)
+
+
 def summarize(outdir, agent, title, cases, elapsed, json_path, shown):
     """Prints the counts by behaviour and each case not in `shown`; writes the summary to
     `json_path` (if given). Returns whether a case FAILED."""
@@ -87,16 +112,8 @@ async def run_case(bindir, workdir, url, timeout):
     sock = os.path.join(workdir, "c.sock")
     if os.path.exists(sock):
         os.unlink(sock)
-    config = os.path.join(workdir, "wsbridged.toml")
-    with open(config, "w") as f:
-        f.write(
-            f'[upstream]\nurl = "{url}"\nconnect_on_start = false\nmax_message_size = 67108864\n'
-            f'[backoff]\nbase = "60s"\ncap = "60s"\n[heartbeat]\ninterval = "60s"\n'
-            f'[reachability]\nenabled = false\n'
-            f'[local]\nsocket = "{sock}"\nmax_line = 134217728\nsubscriber_queue_bytes = 1073741824\n'
-            f'[queue]\nmax_bytes = 1073741824\n[log]\nlevel = "warning"\n')
-    log = open(os.path.join(workdir, "wsbridged.log"), "a")
-    daemon = subprocess.Popen([f"{bindir}/wsbridged", "--config", config], stdout=log, stderr=log, preexec_fn=unblock_signals)
+    daemon = start_daemon(bindir, workdir, f'url = "{url}"\nconnect_on_start = false',
+                          f'socket = "{sock}"\nmax_line = 134217728', backoff='[backoff]\nbase = "60s"\ncap = "60s"\n')
     try:
         deadline = time.monotonic() + 20
         while not os.path.exists(sock):
@@ -139,17 +156,10 @@ async def run_case(bindir, workdir, url, timeout):
     finally:
         daemon.send_signal(signal.SIGKILL)
         daemon.wait()
-        log.close()
 
 
 async def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", required=True)
-    parser.add_argument("--python27", required=True)
-    parser.add_argument("--cases", default="1-7,9,10")
-    parser.add_argument("--reports", default=".build/autobahn-reports")
-    parser.add_argument("--json")
-    args = parser.parse_args()
+    args = arguments()
 
     port = free_port()
     workdir = tempfile.mkdtemp(prefix="wsbridge-autobahn-")
