@@ -36,7 +36,7 @@ wsbridge_build() {
 }
 
 wsbridge_units=(wsbridged.service wsbridged.socket wsbridged@.service wsbridged@.socket)
-wsbridge_docs=(README.md CHANGELOG.md docs/protocol.md docs/metrics.md docs/design.md docs/sessions.md docs/spool.md docs/journal.md docs/protocols.md docs/clients.md docs/packaging.md docs/limits.md docs/fleet.md)
+wsbridge_docs=(README.md CHANGELOG.md docs/protocol.md docs/metrics.md docs/design.md docs/sessions.md docs/spool.md docs/journal.md docs/protocols.md docs/clients.md docs/packaging.md docs/limits.md docs/fleet.md docs/websocket.md)
 
 wsbridge_files() {
     local bin="$1" gen="$2" unit doc
