@@ -102,6 +102,16 @@ import WSBridgeProtocol
         }
     }
 
+    @Test func checkConfigSaysWhereTheFaceListens() throws {
+        let dir = try TemporaryDirectory()
+        let config = try dir.write(
+            "face.toml", "[upstream]\nurl = \"ws://127.0.0.1:9/\"\n[local.websocket]\nlisten = \"127.0.0.1:8765\"\nsocket = \"/run/wsbridged/ws.sock\"\n")
+        let output = try runDaemon(["--check-config", "--config", config]).output
+        #expect(
+            output.contains("configuration OK (upstream ws://127.0.0.1:9/; WebSocket face on ws://127.0.0.1:8765/ and ws+unix:/run/wsbridged/ws.sock)"),
+            "\(output)")
+    }
+
     @Test func aRequestTheFaceDoesNotServeIsAnsweredWithWhy() async throws {
         let face = try await Face("allowed_origins = [\"http://localhost:3000\"]")
         let path = try face.app(["--origin", "http://localhost:3000"], name: "path")
