@@ -60,7 +60,7 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
     /// Ends the connection when its close frame was not written within
     /// `local.websocket.close_timeout`.
     private var closeTimer: Scheduled<Void>?
-    /// Text messages it sent, checked as UTF-8.
+    /// For its control frames (a ping's pong, the close).
     private let allocator = ByteBufferAllocator()
 
     init(id: Int, peer: WebSocketPeer, mayWrite: Bool, plane: LocalPlane, output: FrameOutput, limits: Configuration.Local) {
@@ -85,6 +85,7 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
         self.plane.webSocketRemoved(self)
         self.closeTimer?.cancel()
         self.queue.removeAll()
+        (self.queuedMessages, self.queuedBytes) = (0, 0)
         self.context = nil
     }
 
@@ -180,6 +181,7 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
         guard let context = self.context, !self.closeSent else { return }
         self.closeSent = true
         self.queue.removeAll()
+        (self.queuedMessages, self.queuedBytes) = (0, 0)
         let frame = ServerFrame.close(code: UInt16(webSocketErrorCode: code), reason: reason, allocator: self.allocator)
         guard let written = self.output.writeLast(frame) else { return context.close(promise: nil) }
         written.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
