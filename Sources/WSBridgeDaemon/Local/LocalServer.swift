@@ -224,18 +224,7 @@ enum LocalServer {
         let maxLine = configuration.local.maxLine
         var bootstrap = ServerBootstrap(group: eventLoop)
             .serverChannelOption(.backlog, value: 256)
-            // Out of file descriptors, accept(2) fails at once and the listening socket stays
-            // readable: pause accepting instead of spinning (logged once).
-            .serverChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(
-                        AcceptPauseHandler(
-                            failed: { error in plane.value.acceptFailed(error) },
-                            recovered: { plane.value.acceptRecovered() }
-                        )
-                    )
-                }
-            }
+            .serverChannelInitializer(Self.pausingAccepts(plane))
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 * 1024, high: 256 * 1024))
             // A client that is done sending (`echo ... | socat`) still gets its replies and messages.
             .childChannelOption(.allowRemoteHalfClosure, value: true)
@@ -276,6 +265,15 @@ enum LocalServer {
         if let fd {
             return try await bootstrap.withBoundSocket(fd).get()
         }
+        let channel = try await Self.bind(bootstrap, path: path, local: configuration.local, logger: logger)
+        logger.notice("listening on \(path)", metadata: ["local.socket": "\(path)"])
+        return channel
+    }
+
+    /// Binds `path` for either face: a stale socket replaced (never a live daemon's), a missing
+    /// directory made (and logged), the error said with the path, `local.mode` and `local.group`
+    /// applied.
+    static func bind(_ bootstrap: ServerBootstrap, path: String, local: Configuration.Local, logger: Logger) async throws -> any Channel {
         if let created = try Self.prepare(path: path) {
             logger.notice(
                 "created the socket's directory \(created) (mode 0755; it stays after exit)", metadata: ["local.socket_directory": "\(created)"])
@@ -286,8 +284,19 @@ enum LocalServer {
         } catch {
             throw Self.explain(error, path: path)
         }
-        try Self.applyPermissions(path: path, local: configuration.local)
-        logger.notice("listening on \(path)", metadata: ["local.socket": "\(path)"])
+        try Self.applyPermissions(path: path, local: local)
         return channel
+    }
+
+    /// A listening socket's initializer for either face: out of file descriptors, accept(2) fails
+    /// at once and the socket stays readable, so accepting pauses instead of spinning (logged
+    /// once, by the plane).
+    static func pausingAccepts(_ plane: NIOLoopBound<LocalPlane>) -> @Sendable (any Channel) -> EventLoopFuture<Void> {
+        { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(
+                    AcceptPauseHandler(failed: { error in plane.value.acceptFailed(error) }, recovered: { plane.value.acceptRecovered() }))
+            }
+        }
     }
 }

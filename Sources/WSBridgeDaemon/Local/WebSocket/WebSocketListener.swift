@@ -22,6 +22,7 @@ enum WebSocketListener {
         var bootstrap = ServerBootstrap(group: eventLoop)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelInitializer(LocalServer.pausingAccepts(plane))
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 * 1024, high: 256 * 1024))
             .childChannelInitializer { channel in Self.accepted(channel, plane: plane, settings: settings, groups: groups) }
         // As the NDJSON socket's clients: a larger kernel buffer keeps a reader reading while the
@@ -40,15 +41,7 @@ enum WebSocketListener {
             }
         }
         if let path = settings.socket {
-            try LocalServer.prepare(path: path)
-            let channel: any Channel
-            do {
-                channel = try await bootstrap.bind(unixDomainSocketPath: path).get()
-            } catch {
-                throw LocalServer.explain(error, path: path)
-            }
-            try LocalServer.applyPermissions(path: path, local: configuration.local)
-            channels.append(channel)
+            channels.append(try await LocalServer.bind(bootstrap, path: path, local: configuration.local, logger: logger))
             logger.notice("WebSocket face listening on ws+unix:\(path)", metadata: ["local.websocket.socket": "\(path)"])
         }
         return channels
