@@ -57,6 +57,8 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
     private(set) var messages: UInt64 = 0
     /// A close frame went (the handshake's first half, or its echo).
     private var closeSent = false
+    /// The latest ping not answered yet (its socket was full).
+    private var pendingPong: ByteBuffer?
     /// Ends the connection when its close frame was not written within
     /// `local.websocket.close_timeout`.
     private var closeTimer: Scheduled<Void>?
@@ -111,7 +113,10 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
         case .binary:
             self.received(OutboundMessage(kind: .binary, data: frame.unmaskedData))
         case .ping:
-            self.write(ServerFrame.frame(.pong, frame.unmaskedData, allocator: self.allocator), flush: true)
+            // An app that pings and reads nothing must not pile pongs up: while its socket is
+            // full only the latest ping is answered, once it drains (RFC 6455 5.5.3 allows it).
+            self.pendingPong = frame.unmaskedData
+            if context.channel.isWritable { self.answerPing() }
         case .pong:
             break
         case .connectionClose:
@@ -214,6 +219,7 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { self.answerPing() }
         var wrote = false
         while context.channel.isWritable, let next = self.queue.popFirst() {
             self.queuedMessages -= next.messages
@@ -223,6 +229,12 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
         }
         if wrote { self.output.flush() }
         context.fireChannelWritabilityChanged()
+    }
+
+    private func answerPing() {
+        guard let payload = self.pendingPong, !self.closeSent else { return }
+        self.pendingPong = nil
+        self.write(ServerFrame.frame(.pong, payload, allocator: self.allocator), flush: true)
     }
 
     private func write(_ bytes: ByteBuffer, flush: Bool) {
