@@ -289,14 +289,6 @@ struct ConfigurationReader {
                     "protocol.\(key)", nil,
                     "is a setting of upstream.protocol = \"\(owner.rawValue)\", not of \"\(settings.kind.rawValue)\": remove it or change upstream.protocol"))
         }
-        if settings.kind != .raw && config.local.webSocket.isOn {
-            // Each WebSocket app as an app of the protocol layer comes next (docs/websocket.md).
-            problems.append(
-                self.error(
-                    "local.websocket", nil,
-                    "serves upstream.protocol = \"raw\" only in this version (an app of \"\(settings.kind.rawValue)\" speaks it through the NDJSON socket's send): remove [local.websocket], or use upstream.protocol = \"raw\""
-                ))
-        }
         if settings.kind != .raw && config.journal.dir != nil {
             // Messages for one app take their seq in the stream but stay out of the journal,
             // whose replay would take the skipped seqs for damage.

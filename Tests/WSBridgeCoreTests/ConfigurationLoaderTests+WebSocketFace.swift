@@ -36,8 +36,10 @@ extension ConfigurationLoaderTests {
         }
     }
 
-    @Test func theWebSocketFaceServesRawOnlyInThisVersion() {
-        let error = self.failure("[upstream]\nprotocol = \"jsonrpc\"\n[local.websocket]\nlisten = \"127.0.0.1:8765\"\n")
-        #expect(error?.key == "local.websocket" && error?.description.contains("serves upstream.protocol = \"raw\" only in this version") == true)
+    @Test func theWebSocketFaceServesEveryProtocol() throws {
+        for kind in Configuration.ApplicationProtocol.Kind.allCases {
+            let config = try self.load("[upstream]\nprotocol = \"\(kind.rawValue)\"\n[local.websocket]\nlisten = \"127.0.0.1:8765\"\n")
+            #expect(config.local.webSocket.isOn && config.applicationProtocol.kind == kind)
+        }
     }
 }

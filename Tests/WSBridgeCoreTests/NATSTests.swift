@@ -42,6 +42,21 @@ import WSBridgeProtocol
         #expect(s.wire(s.appLeft(3)) == ["up UNSUB 3\r\n"])
     }
 
+    /// A queue group's members share its messages, each to one of them in turn, as the server
+    /// shares them among its members; a plain subscription's holders each get every one.
+    @Test func aQueueGroupsHoldersShareItsMessagesInTurn() {
+        var s = self.ready()
+        #expect(s.app(1, "SUB jobs workers 2\r\n") == ["up SUB jobs workers 1\r\n"])
+        #expect(s.app(2, "SUB jobs workers 2\r\n") == [])
+        #expect(s.app(3, "SUB jobs workers 5\r\n") == [])
+        let taken = (1...6).flatMap { n in s.upstream("MSG jobs 1 1\r\n\(n)\r\n") }
+        #expect(taken == [1, 2, 3, 1, 2, 3].enumerated().map { "app \($1) MSG jobs \($1 == 3 ? 5 : 2) 1\r\n\($0 + 1)\r\n" })
+        // One leaves: the other two go on in turn.
+        _ = s.appLeft(2)
+        let after = (1...4).flatMap { _ in s.upstream("MSG jobs 1 1\r\nx\r\n") }.map { $0.prefix(5) }
+        #expect(after.filter { $0 == "app 1" }.count == 2 && after.filter { $0 == "app 3" }.count == 2, "\(after)")
+    }
+
     @Test func aPublishWithAReplySubjectIsACallAnsweredThroughTheDaemonsInbox() {
         var s = self.ready()
         #expect(s.app(1, "PUB svc.add my.reply 5\r\n[1,2]\r\n") == ["up PUB svc.add \(Self.inbox)1 5\r\n[1,2]\r\n"])

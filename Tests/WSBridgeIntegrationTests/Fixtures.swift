@@ -27,6 +27,11 @@ enum Paths {
     }()
 
     static var pythonPeer: String { "\(root)/Tests/peers/ws_server.py" }
+
+    /// The Python of the apps' client libraries (gql, web3, python-socketio, nats-py,
+    /// selenium): a venv of their own (scripts/setup), as an app's would be, apart from the
+    /// servers' (their pins differ).
+    static var appsPython: String { "\(root)/.build/venv-apps/bin/python" }
 }
 
 /// Who the daemon runs as in the tests: never root. Run as root (as CI runs them), the tests start

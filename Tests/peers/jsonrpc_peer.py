@@ -3,7 +3,10 @@
 Methods: add(a, b) -> a + b; slow(seconds) -> answers after that long; eth_subscribe(["ticks"])
 -> a subscription id the server assigns (new on every connection), then eth_subscription
 notifications {"subscription": ID, "result": {"n": N}} every --interval seconds, N counting per
-subscription from 1; eth_unsubscribe([ID]) -> true. A call whose id is already in flight on the
+subscription from 1 (eth_subscribe(["newHeads"]): the result a block header whose "number" is N
+in hex, as web3 reads it); eth_unsubscribe([ID]) -> true. For web3.py: eth_chainId -> 0x539,
+eth_getBalance([ADDRESS, ...]) -> the address's last 8 hex digits as the balance (a caller can
+tell the answers apart). A call whose id is already in flight on the
 same connection is answered with an error (-32600), as a strict server would.
 
 Events on stdout, one per line: listening PORT, connected, disconnected, call METHOD ID,
@@ -24,13 +27,18 @@ def out(line):
     print(line, flush=True)
 
 
-async def ticks(ws, sub_id, interval):
+def head(n):
+    return {"number": hex(n), "hash": "0x%064x" % n, "parentHash": "0x%064x" % (n - 1), "timestamp": hex(1700000000 + n)}
+
+
+async def ticks(ws, sub_id, interval, kind):
     n = 0
     try:
         while True:
             await asyncio.sleep(interval)
             n += 1
-            await ws.send(json.dumps({"jsonrpc": "2.0", "method": "eth_subscription", "params": {"subscription": sub_id, "result": {"n": n}}}))
+            result = head(n) if kind == "newHeads" else {"n": n}
+            await ws.send(json.dumps({"jsonrpc": "2.0", "method": "eth_subscription", "params": {"subscription": sub_id, "result": result}}))
     except (ConnectionClosed, asyncio.CancelledError):
         pass
 
@@ -58,10 +66,14 @@ async def handler(ws, interval):
                 result = "slow done"
             elif method == "eth_subscribe":
                 sub_id = "0x" + secrets.token_hex(8)
-                subscriptions[sub_id] = asyncio.create_task(ticks(ws, sub_id, interval))
+                subscriptions[sub_id] = asyncio.create_task(ticks(ws, sub_id, interval, params[0] if params else "ticks"))
                 out(f"subscribe {sub_id}")
                 out(f"subscriptions {len(subscriptions)}")
                 result = sub_id
+            elif method == "eth_chainId":
+                result = "0x539"
+            elif method == "eth_getBalance":
+                result = hex(int(params[0][-8:], 16))
             elif method == "eth_unsubscribe":
                 task = subscriptions.pop(params[0], None)
                 if task:

@@ -22,6 +22,14 @@ package enum AppOp: Equatable, Sendable {
     case other
     /// Not a message of this protocol: refused with this reason.
     case invalid(String)
+
+    /// Answered or taken here, nothing sent upstream: what an app that may not send may still do.
+    package var isAnsweredHere: Bool {
+        switch self {
+        case .handshake, .ping, .swallow: true
+        default: false
+        }
+    }
 }
 
 /// What a message from the upstream is, to the protocol.
@@ -184,6 +192,9 @@ package protocol AppProtocolCodec: Sendable {
     /// Whether an answer that is `final` ends a subscription (graphql's `complete`); `json`'s
     /// subscriptions end only when their holders leave.
     var answersEndSubscriptions: Bool { get }
+    /// An app may send several calls as one message (JSON-RPC 2.0's batch: an array), answered
+    /// together as one (`AppProtocolBatches`).
+    var takesBatches: Bool { get }
     /// Whether an upstream message whose id nobody holds goes to everyone (`json`, where an id
     /// may be data) or nowhere (an answer to an id of an earlier connection).
     var unknownAnswersBroadcast: Bool { get }
@@ -228,6 +239,9 @@ package protocol AppProtocolCodec: Sendable {
     /// Whether an app's subscription `key` takes the messages an app's call with `id` is answered
     /// with (NATS: its inbox subscription covers the reply subject): then the call goes as it is.
     func subscription(_ key: String, covers id: WireID) -> Bool
+    /// Whether subscription `key` is a queue group whose holders share its messages in turn
+    /// (NATS: a SUB with a queue group), rather than each getting every one.
+    func sharesInTurn(key: String) -> Bool
     /// Whether `subscription(_:covers:)` can ever be true (else a call never looks at the app's
     /// subscriptions).
     var callsMayBeCovered: Bool { get }
@@ -286,6 +300,7 @@ extension AppProtocolCodec {
 
 extension AppProtocolCodec {
     package var answersEndSubscriptions: Bool { true }
+    package var takesBatches: Bool { false }
     package var unknownAnswersBroadcast: Bool { false }
     package var routingKeys: [String]? { nil }
     package var scansUpstream: Bool { false }
@@ -309,6 +324,7 @@ extension AppProtocolCodec {
     }
     package func receipt(for message: JSONValue) -> JSONValue? { nil }
     package func subscription(_ key: String, covers id: WireID) -> Bool { false }
+    package func sharesInTurn(key: String) -> Bool { false }
     package var callsMayBeCovered: Bool { false }
     package func timing(in message: JSONValue) -> AppProtocolTiming? { nil }
     package var broadcastPrefixes: [[UInt8]] { [] }

@@ -123,12 +123,14 @@ extension AppProtocolSession {
         case .broadcast: return .everyone
         case .answer(_, let final, _):
             guard let subscription = self.table[id] else { return self.codec.unknownAnswersBroadcast ? .everyone : nil }
-            guard subscription.worked, !subscription.stickyCall, !(final && self.codec.answersEndSubscriptions), !self.codec.namesSubscriptions
+            // A queue group's messages go in turn: parsed, never a kept route.
+            guard subscription.worked, !subscription.stickyCall, subscription.turn == nil, !(final && self.codec.answersEndSubscriptions),
+                !self.codec.namesSubscriptions
             else { return nil }
             return .holders(subscription.holders)
         case .event:
             let server = id
-            guard let subscription = self.table.find(server: server), subscription.worked else { return nil }
+            guard let subscription = self.table.find(server: server), subscription.worked, subscription.turn == nil else { return nil }
             let visible = subscription.visibleID ?? server
             return .shared(subscription.holders, id: visible == server ? nil : visible)
         }

@@ -200,7 +200,7 @@ package struct AppProtocolSession {
         self.table.insert(
             Subscription(
                 key: key, message: message, upstreamID: upstream, holders: [Holder(app: app, appID: id, answered: self.mirrors)], since: self.now,
-                stickyCall: stickyCall))
+                stickyCall: stickyCall, turn: self.codec.sharesInTurn(key: key) ? 0 : nil))
         guard self.isOpen else { return [] }
         if self.restore.isActive {
             // After the restore's, in its turn.
@@ -307,6 +307,7 @@ package struct AppProtocolSession {
             let next = subscription.worked ? [] : self.worked(subscription.upstreamID)
             let visible = subscription.visibleID ?? server
             let event = self.codec.replacingSubscriptionID(in: message, with: visible)
+            if subscription.turn != nil, let holder = self.table.takeTurn(subscription.upstreamID) { return [.app(holder.app, event)] + next }
             return subscription.holders.map { .app($0.app, event) } + next
         case .answer(let id, let final):
             if let call = self.ids.answer(id, final: final) {
@@ -334,6 +335,9 @@ package struct AppProtocolSession {
             if subscription.stickyCall {
                 let due = self.table.answerStickyCall(id, with: message)
                 return due.map { .app($0.app, self.codec.replacingID(in: message, with: $0.appID)) } + next
+            }
+            if subscription.turn != nil, let holder = self.table.takeTurn(id) {
+                return [.app(holder.app, self.codec.replacingID(in: message, with: holder.appID))] + next
             }
             let effects: [Effect] = subscription.holders.map { .app($0.app, self.codec.replacingID(in: message, with: $0.appID)) }
             if final && self.codec.answersEndSubscriptions { self.remove(id) }

@@ -36,6 +36,10 @@ struct AppProtocolSessionSubscription {
     /// the answers to its sends on later opens go to no app. (A flag: the record is copied for
     /// every routed message, and the answer is read only on a sticky call's own paths.)
     var stickyCall = false
+    /// A queue group (NATS `SUB subject queue sid`): its holders share its messages, each to the
+    /// next holder in turn (this one's index), as the server shares them among the group's
+    /// members. nil: every holder gets every message.
+    var turn: Int? = nil
 }
 
 struct AppProtocolSessionCall {

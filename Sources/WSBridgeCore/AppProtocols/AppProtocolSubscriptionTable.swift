@@ -32,6 +32,14 @@ struct AppProtocolSubscriptionTable {
         return (upstream, subscription)
     }
 
+    /// A queue group's next holder (`Subscription.turn`), its turn passed on.
+    mutating func takeTurn(_ upstream: WireID) -> AppProtocolSessionHolder? {
+        guard let subscription = self.byUpstream[upstream], let turn = subscription.turn, !subscription.holders.isEmpty else { return nil }
+        let holder = subscription.holders[turn % subscription.holders.count]
+        self.byUpstream[upstream]?.turn = (turn + 1) % subscription.holders.count
+        return holder
+    }
+
     /// The subscription whose events carry the server's id `server`.
     func find(server: WireID) -> Subscription? { self.byServerID[server].flatMap { self.byUpstream[$0] } }
 

@@ -10,6 +10,7 @@ package struct JSONRPC: AppProtocolCodec {
     package init(settings: Configuration.ApplicationProtocol) {}
 
     package var name: String { "jsonrpc" }
+    package var takesBatches: Bool { true }
     /// Answers carry "id", events "subscription".
     package var routingKeys: [String]? { ["id", "subscription"] }
 
@@ -17,8 +18,8 @@ package struct JSONRPC: AppProtocolCodec {
 
     package func classify(fromApp message: JSONValue) -> AppOp {
         guard case .object = message else {
-            // A batch would need its answers taken apart and put together again per app.
-            return .invalid("send one JSON-RPC object per message (batches are not supported)")
+            // A batch (an array) is taken apart before this (`AppProtocolBatches`).
+            return .invalid("a JSON-RPC request is an object, or a batch of them in an array (one level)")
         }
         guard let method = message["method"]?.stringValue else { return .invalid("a JSON-RPC request needs a \"method\"") }
         guard let id = message["id"], id != .null else { return .other }

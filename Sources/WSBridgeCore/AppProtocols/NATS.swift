@@ -263,6 +263,9 @@ package struct NATS: AppProtocolCodec {
 
     package func pong(to ping: JSONValue) -> JSONValue? { ["op": "PONG"] }
 
+    /// A queue group's key is its subject and its group (`classify`'s `.subscribe`).
+    package func sharesInTurn(key: String) -> Bool { key.contains(" ") }
+
     package func endMessage(upstreamID: WireID, serverID: WireID?, callID: WireID) -> JSONValue? { ["op": "UNSUB", "sid": upstreamID.json] }
 
     /// A reply that will not come, the way NATS says it of a request nobody answered: a

@@ -2,35 +2,98 @@ import NIOCore
 import NIOWebSocket
 import WSBridgeCore
 
-/// The WebSocket face's subscribers (`upstream.protocol = "raw"`: every upstream message to
-/// each of them as a frame, text or binary as it came), and the frames of the messages
-/// published since the last flush, one after another in one buffer: each message is framed
-/// once, and every app is handed the same bytes (docs/websocket.md).
+/// The WebSocket face's apps as the fan-out sees them: every message published (a broadcast)
+/// to each of them as a frame (text or binary as it came), and, with `upstream.protocol`, what
+/// the protocol layer routes to one app as a frame for that app only (docs/websocket.md).
+/// The frames of the messages published since the last flush are written one after another in
+/// one buffer: each message is framed once, and every app is handed the same bytes. An app's
+/// routed frames wait in its own buffer until the flush, and go before any broadcast framed
+/// after them (a routed frame first sends the broadcasts framed before it).
 struct FrameFanout {
     private(set) var apps: [WebSocketApp] = []
+    private var byID: [Int: WebSocketApp] = [:]
     private var unsent = ByteBuffer()
     private var unsentCount = 0
+    /// The apps with routed frames waiting for the flush.
+    private var routed: [WebSocketApp] = []
     private let allocator = ByteBufferAllocator()
+    /// With `upstream.protocol`, the opcode of every frame (`AppProtocolFace.binaryFrames`);
+    /// nil (raw): text or binary as each message came.
+    var opcode: WebSocketOpcode?
 
     var isEmpty: Bool { self.apps.isEmpty }
+    var hasRouted: Bool { !self.routed.isEmpty }
 
-    mutating func add(_ app: WebSocketApp) { self.apps.append(app) }
+    func app(_ id: Int) -> WebSocketApp? { self.byID.isEmpty ? nil : self.byID[id] }
 
-    mutating func remove(_ app: WebSocketApp) { self.apps.removeAll { $0 === app } }
+    mutating func add(_ app: WebSocketApp) {
+        self.apps.append(app)
+        self.byID[app.id] = app
+    }
+
+    mutating func remove(_ app: WebSocketApp) {
+        self.apps.removeAll { $0 === app }
+        self.byID[app.id] = nil
+        self.routed.removeAll { $0 === app }
+    }
 
     /// Frames `message` behind the others of this flush.
     mutating func append(_ message: UpstreamMessage) {
         if self.unsentCount == 0 { self.unsent = self.allocator.buffer(capacity: message.data.readableBytes + 10) }
-        ServerFrame.write(message.kind == .text ? .text : .binary, message.data, into: &self.unsent)
+        ServerFrame.write(self.opcode ?? (message.kind == .text ? .text : .binary), message.data, into: &self.unsent)
         self.unsentCount += 1
     }
 
-    /// The frames of this flush to every app.
+    /// `data` as a frame for `app` only (text, or `opcode`), behind the broadcasts framed before it. True
+    /// when it is the first routed frame since the last flush (the caller sees a flush comes).
+    @discardableResult
+    mutating func route(_ data: ByteBuffer, to app: WebSocketApp) -> Bool {
+        if self.unsentCount > 0 { self.flushBroadcasts() }
+        if app.routed.frames.readableBytes == 0 {
+            app.routed.frames = self.allocator.buffer(capacity: data.readableBytes + 10)
+            self.routed.append(app)
+        }
+        ServerFrame.write(self.opcode ?? .text, data, into: &app.routed.frames)
+        app.routed.messages += 1
+        return self.routed.count == 1
+    }
+
+    /// The frames of this flush to every app: each app's routed ones first (framed before the
+    /// broadcasts waiting: a routed frame sends those before it is framed), then the broadcasts.
     mutating func flush() {
+        if !self.routed.isEmpty { self.flushRouted() }
+        self.flushBroadcasts()
+    }
+
+    mutating func flushRouted() {
+        let apps = self.routed
+        self.routed.removeAll(keepingCapacity: true)
+        for app in apps {
+            let waiting = app.routed
+            app.routed = .init()
+            app.deliver(waiting.frames, messages: waiting.messages)
+        }
+    }
+
+    private mutating func flushBroadcasts() {
         guard self.unsentCount > 0 else { return }
         let (frames, count) = (self.unsent, self.unsentCount)
         self.unsent = ByteBuffer()
         self.unsentCount = 0
         for app in self.apps { app.deliver(frames, messages: count) }
+    }
+}
+
+extension Fanout {
+    /// A message the protocol layer routed to WebSocket app `app` (its bytes as the app's
+    /// library reads them): false when `app` is not one of the face's.
+    func deliverToWebSocketApp(_ app: AppID, data: ByteBuffer) -> Bool {
+        guard let target = self.frames.app(app) else { return false }
+        if self.frames.route(data, to: target) {
+            // Should no read end come (a message from elsewhere than a socket read), the loop's
+            // next turn sends it.
+            self.eventLoop.assumeIsolated().execute { self.flush() }
+        }
+        return true
     }
 }

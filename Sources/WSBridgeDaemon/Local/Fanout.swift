@@ -277,6 +277,7 @@ final class Fanout: UpstreamEventSink {
         // The routed lines were numbered before the broadcast ones.
         if self.run.isOpen { self.closeRun(now: true) }
         if !self.routedClients.isEmpty { self.flushRouted() }
+        if self.frames.hasRouted { self.frames.flushRouted() }
         guard !self.unsentEnds.isEmpty else { return }
         let lines = self.unsent
         self.unsent = ByteBuffer()

@@ -1,5 +1,6 @@
 import Logging
 import NIOCore
+import NIOWebSocket
 import WSBridgeCore
 import WSBridgeProtocol
 
@@ -58,11 +59,14 @@ final class LocalPlane {
         logger: Logger,
         webSocketToken: String? = nil
     ) {
-        self.webSocket = WebSocketApps(limits: configuration.local.webSocket, token: webSocketToken)
+        self.webSocket = WebSocketApps(
+            limits: configuration.local.webSocket, token: webSocketToken,
+            face: configuration.applicationProtocol.kind == .raw ? nil : AppProtocolFace(configuration.applicationProtocol))
         self.configuration = configuration
         self.policy = policy
         self.link = link
         self.fanout = fanout
+        if let face = self.webSocket.face { fanout.frames.opcode = face.binaryFrames ? .binary : .text }
         self.pending = pending
         self.metrics = metrics
         self.appProtocol = appProtocol

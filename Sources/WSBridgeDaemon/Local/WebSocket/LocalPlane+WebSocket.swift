@@ -12,14 +12,17 @@ struct WebSocketApps {
     let limits: Configuration.Local.WebSocket
     /// The face's token (`local.websocket.token_file`); nil: none needed.
     let token: String?
+    /// With `upstream.protocol`: what its apps' libraries expect of the face (nil: raw).
+    let face: AppProtocolFace?
     private(set) var apps: [Int: WebSocketApp] = [:]
     /// Connections between their accept and their end (upgraded or not): what
     /// `local.websocket.max_clients` bounds.
     fileprivate(set) var connections = 0
 
-    init(limits: Configuration.Local.WebSocket, token: String?) {
+    init(limits: Configuration.Local.WebSocket, token: String?, face: AppProtocolFace?) {
         self.limits = limits
         self.token = token
+        self.face = face
     }
 
     fileprivate mutating func insert(_ app: WebSocketApp) { self.apps[app.id] = app }
@@ -40,7 +43,8 @@ extension LocalPlane {
     /// An app for an upgraded connection: it may send if its user may, or it showed the token.
     func makeWebSocketApp(_ peer: WebSocketPeer, output: FrameOutput) -> WebSocketApp {
         let mayWrite = peer.hasToken || self.mayWrite(peer.credentials, groups: peer.groups)
-        return WebSocketApp(id: self.takeClientID(), peer: peer, mayWrite: mayWrite, plane: self, output: output, limits: self.configuration.local)
+        return WebSocketApp(
+            id: self.takeClientID(), peer: peer, mayWrite: mayWrite, plane: self, output: output, face: self.webSocket.face, limits: self.configuration.local)
     }
 
     func webSocketAdded(_ app: WebSocketApp) {
@@ -56,6 +60,8 @@ extension LocalPlane {
     func webSocketRemoved(_ app: WebSocketApp) {
         guard self.webSocket.remove(app) else { return }
         self.fanout.frames.remove(app)
+        // What it held (its subscriptions, its calls waiting) is let go, as an NDJSON app's.
+        if self.appProtocol != nil { self.protocolAppLeft(app.id) }
         self.logger.info("WebSocket app \(app.id) left", metadata: ["client.id": "\(app.id)"])
     }
 
@@ -71,6 +77,54 @@ extension LocalPlane {
             return nil
         case .rejected(let reason): return reason
         }
+    }
+
+    /// A message from an app with `upstream.protocol`: each of the protocol's messages in it
+    /// answered by the face (`AppProtocolFace`: what names the app's own session) or taken
+    /// through the protocol layer, as an NDJSON app's `send` is. Returns why the app must be
+    /// closed, if it must.
+    func webSocketProtocolMessage(_ message: OutboundMessage, from app: WebSocketApp, face: AppProtocolFace) -> (WebSocketErrorCode, String)? {
+        guard let layer = self.appProtocol else { return nil }
+        let name = layer.session.name
+        // A binary frame is taken as the protocol's text too, as its servers take it (web3.py
+        // sends JSON-RPC in binary frames); it must be UTF-8.
+        if message.kind == .binary {
+            var utf8 = UTF8Validator()
+            guard utf8.feed(message.data.readableBytesView), utf8.isComplete else {
+                return (.dataInconsistentWithMessage, "upstream.protocol is \(name): a binary message that is not UTF-8 text of it")
+            }
+        }
+        let views: [JSONValue]
+        switch layer.session.codec.parse(app: String(decoding: message.data.readableBytesView, as: UTF8.self)) {
+        case .failure(let error): return (.policyViolation, "not a message of \(name): \(error)")
+        case .success(let parsed): views = parsed
+        }
+        for view in views {
+            switch face.handling(of: view, sid: app.sid) {
+            case .answer(let text):
+                _ = self.fanout.deliverToWebSocketApp(app.id, data: ByteBuffer(string: text))
+            case .pong:
+                app.ponged()
+            case .swallow:
+                break
+            case .layer:
+                if !app.mayWrite, !layer.session.codec.classify(fromApp: view).isAnsweredHere {
+                    let who = app.peer.credentials.map { "uid \($0.uid)" } ?? "a client of unknown user"
+                    return (.policyViolation, "\(who) may not send upstream: add it to access.write_uids or write_groups")
+                }
+                let performed = self.throughProtocol(app.id, [view])
+                if let refusal = performed.refusal { return (.policyViolation, "\(name): \(refusal)") }
+                switch performed.sent {
+                case .rejected(let reason)?: return (WebSocketApp.tryAgainLater, reason)
+                case .spooling(let stored)?:
+                    stored.assumeIsolated().whenSuccess { outcome in
+                        if case .rejected(let reason) = outcome { app.fail(WebSocketApp.tryAgainLater, reason) }
+                    }
+                default: break
+                }
+            }
+        }
+        return nil
     }
 
     /// Closes every app of the face (the daemon stops): 1001, going away.

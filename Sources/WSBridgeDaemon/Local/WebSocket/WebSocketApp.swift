@@ -37,6 +37,13 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
     let peer: WebSocketPeer
     /// May send upstream: root, the daemon's user, `access.write_*`, or the face's token.
     let mayWrite: Bool
+    /// With `upstream.protocol`: what its library expects of the server (nil: raw).
+    private let face: AppProtocolFace?
+    /// Its own session id, where its protocol names one (Engine.IO's, Socket.IO's).
+    let sid: String
+    /// The face's pings to it (Engine.IO's), and whether the last one is unanswered.
+    private var pingTimer: Scheduled<Void>?
+    private var awaitingPong = false
     private let plane: LocalPlane
     private var context: ChannelHandlerContext?
     /// Where its frames are written, as bytes: past NIO's frame encoder.
@@ -48,6 +55,12 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
     private struct Waiting {
         var frames: ByteBuffer
         var messages: Int
+    }
+    /// Frames the protocol layer routed to it since the fan-out's last flush (`FrameFanout`).
+    var routed = Routed()
+    struct Routed {
+        var frames = ByteBuffer()
+        var messages = 0
     }
     private var queuedMessages = 0
     private var queuedBytes = 0
@@ -65,8 +78,10 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
     /// For its control frames (a ping's pong, the close).
     private let allocator = ByteBufferAllocator()
 
-    init(id: Int, peer: WebSocketPeer, mayWrite: Bool, plane: LocalPlane, output: FrameOutput, limits: Configuration.Local) {
+    init(id: Int, peer: WebSocketPeer, mayWrite: Bool, plane: LocalPlane, output: FrameOutput, face: AppProtocolFace?, limits: Configuration.Local) {
         self.id = id
+        self.face = face
+        self.sid = "wsb\(id)-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
         self.output = output
         self.peer = peer
         self.mayWrite = mayWrite
@@ -80,12 +95,42 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        // What its library waits for before it says anything: first, before any message.
+        if let greeting = self.face?.greeting(sid: self.sid, maxPayload: self.plane.webSocket.limits.maxMessageSize, clientID: self.id) {
+            let opcode: WebSocketOpcode = self.face?.binaryFrames == true ? .binary : .text
+            self.write(ServerFrame.frame(opcode, ByteBuffer(string: greeting), allocator: self.allocator), flush: true)
+        }
+        self.armPing(context.eventLoop)
         self.plane.webSocketAdded(self)
     }
+
+    private func armPing(_ eventLoop: any EventLoop) {
+        guard let ping = self.face?.ping else { return }
+        self.pingTimer = eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(ping.every.nanoseconds)) { [weak self] in
+            guard let self else { return }
+            self.pingTick(ping.text)
+            self.armPing(eventLoop)
+        }
+    }
+
+    /// The face's ping (Engine.IO's), unless the last one is still unanswered: then the app is
+    /// closed, as a Socket.IO server closes a client that stopped answering.
+    private func pingTick(_ text: String) {
+        guard !self.closeSent else { return }
+        guard !self.awaitingPong else {
+            return self.fail(.policyViolation, "no answer to the server's ping within pingTimeout (Engine.IO): the client stopped")
+        }
+        self.awaitingPong = true
+        _ = self.plane.fanout.deliverToWebSocketApp(self.id, data: ByteBuffer(string: text))
+    }
+
+    /// The answer to the face's ping came.
+    func ponged() { self.awaitingPong = false }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.plane.webSocketRemoved(self)
         self.closeTimer?.cancel()
+        self.pingTimer?.cancel()
         self.queue.removeAll()
         (self.queuedMessages, self.queuedBytes) = (0, 0)
         self.context = nil
@@ -126,8 +171,13 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
-    /// A message from the app: upstream as it is, if it may send.
+    /// A message from the app: with a protocol, its messages answered here or through the
+    /// protocol layer; raw, upstream as it is, if it may send.
     private func received(_ message: OutboundMessage) {
+        if let face = self.face {
+            if let (code, reason) = self.plane.webSocketProtocolMessage(message, from: self, face: face) { self.fail(code, reason) }
+            return
+        }
         guard self.mayWrite else {
             let who = self.peer.credentials.map { "uid \($0.uid)" } ?? "a client of unknown user"
             return self.fail(.policyViolation, "\(who) may not send upstream: add it to access.write_uids or write_groups")

@@ -69,11 +69,14 @@ enum WebSocketListener {
                 shouldUpgrade: { channel, head in
                     channel.eventLoop.makeCompletedFuture {
                         if refusal.value != nil { return nil }
-                        if let refused = Self.check(head, settings: settings, token: plane.value.webSocket.token) {
+                        let face = plane.value.webSocket.face
+                        if let refused = Self.check(head, settings: settings, face: face, token: plane.value.webSocket.token) {
                             refusal.value = refused
                             return nil
                         }
-                        return HTTPHeaders()
+                        var headers = HTTPHeaders()
+                        if let chosen = face?.subprotocol(offered: Self.subprotocols(head)) { headers.add(name: "Sec-WebSocket-Protocol", value: chosen) }
+                        return headers
                     }
                 },
                 upgradePipelineHandler: { channel, head in
@@ -106,15 +109,25 @@ enum WebSocketListener {
         }
     }
 
-    /// Why an upgrade request is refused (nil: it is not).
-    static func check(_ head: HTTPRequestHead, settings: Configuration.Local.WebSocket, token: String?) -> Refusal? {
-        let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
-        guard settings.paths.contains(path) else { return .path(path, settings.paths) }
+    /// Why an upgrade request is refused (nil: it is not). `face`: the protocol's, with
+    /// `upstream.protocol` (its library's path answered too, its query checked).
+    static func check(_ head: HTTPRequestHead, settings: Configuration.Local.WebSocket, face: AppProtocolFace?, token: String?) -> Refusal? {
+        let parts = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        let path = String(parts.first ?? "")
+        let paths = settings.paths + (face?.libraryPaths ?? [])
+        guard paths.contains(path) else { return .path(path, paths) }
+        if let face, let why = face.refusal(query: parts.count > 1 ? String(parts[1]) : "") { return .request(why) }
         if let origin = head.headers.first(name: "Origin"), !settings.allowedOrigins.contains("*"), !settings.allowedOrigins.contains(origin) {
             return .origin(origin)
         }
         if let token, Self.bearer(head) != token { return .token }
         return nil
+    }
+
+    /// The subprotocols the client offers (`Sec-WebSocket-Protocol`, comma-separated, perhaps
+    /// in several headers).
+    static func subprotocols(_ head: HTTPRequestHead) -> [String] {
+        head.headers["Sec-WebSocket-Protocol"].flatMap { $0.split(separator: ",") }.map { $0.trimming { $0 == " " || $0 == "\t" } }
     }
 
     /// The bearer token a request carries: `Authorization: Bearer TOKEN`, or `access_token=TOKEN`
@@ -179,6 +192,8 @@ enum Refusal: Sendable, Equatable {
     case path(String, [String])
     case origin(String)
     case token
+    /// The protocol's library asked for what the face does not do (Socket.IO's long-polling).
+    case request(String)
 
     var status: HTTPResponseStatus {
         switch self {
@@ -186,6 +201,7 @@ enum Refusal: Sendable, Equatable {
         case .path: .notFound
         case .origin: .forbidden
         case .token: .unauthorized
+        case .request: .badRequest
         }
     }
 
@@ -195,6 +211,7 @@ enum Refusal: Sendable, Equatable {
         case .path(let path, let paths): "no WebSocket at \(path): local.websocket.paths are \(paths.joined(separator: ", "))"
         case .origin(let origin): "origin \(origin) is not in local.websocket.allowed_origins: add it there to let its pages connect"
         case .token: "a token is needed (local.websocket.token_file): send Authorization: Bearer TOKEN, or ?access_token=TOKEN"
+        case .request(let why): why
         }
     }
 }

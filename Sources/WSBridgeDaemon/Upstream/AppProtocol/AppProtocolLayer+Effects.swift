@@ -41,10 +41,23 @@ extension AppProtocolLayer {
                 // A daemon-scope sticky subscription's: for every subscriber.
                 self.fanout.publish(
                     UpstreamMessage(kind: .text, data: self.wireBytes(json, original: original), receivedAtMillis: receivedAtMillis), parsed: json)
-            case .app(let app, let json):
+            case .app(let app, var json):
+                if !self.batches.isEmpty {
+                    // An answer a batch of the app's waits for: held, or the batch's array.
+                    switch self.batches.take(json, for: app) {
+                    case .held:
+                        performed.delivered = true
+                        continue
+                    case .complete(let array): json = array
+                    case .notBatched: break
+                    }
+                }
                 guard let client = self.fanout.client(app) else {
-                    // A fleet follower's app: into the stream, for that follower.
-                    if self.fanout.deliverToFollower(app, data: self.wireBytes(json, original: original), receivedAtMillis: receivedAtMillis) {
+                    // An app on the WebSocket face: a frame of its own. A fleet follower's app:
+                    // into the stream, for that follower.
+                    let data = self.wireBytes(json, original: original)
+                    if self.fanout.deliverToWebSocketApp(app, data: data) || self.fanout.deliverToFollower(app, data: data, receivedAtMillis: receivedAtMillis)
+                    {
                         performed.delivered = true
                     }
                     continue
@@ -83,10 +96,36 @@ extension AppProtocolLayer {
     /// the protocol layer. On a follower, it goes to the bridge as it is (`+Remote`).
     func fromApp(_ app: AppID, _ json: JSONValue, link: any LinkControl) -> Performed {
         if let remote = self.remote { return remote.fromApp(app, self.wireText(json)) }
+        if case .array(let items) = json, self.codec.takesBatches { return self.fromApp(app, batch: items, link: link) }
         let effects = self.withSession { $0.fromApp(app, json) }
         let performed = self.perform(effects, link: link, receivedAtMillis: WallClock.millisecondsSinceEpoch())
         if performed.refusal == nil { self.mirror { $0.mirror(fromApp: app, json) } }
         return performed
+    }
+
+    /// A JSON-RPC batch from an app (`AppProtocolBatches`): each item through the layer as if
+    /// sent alone, their answers held and given to the app as one array, in order; an item
+    /// refused is answered in its place, and the others go on.
+    private func fromApp(_ app: AppID, batch items: [JSONValue], link: any LinkControl) -> Performed {
+        let now = WallClock.millisecondsSinceEpoch()
+        guard !items.isEmpty else { return self.perform([.app(app, AppProtocolBatches.emptyBatch)], link: link, receivedAtMillis: now) }
+        let number = self.batches.open(app, items: items)
+        var all = Performed()
+        for (item, slot) in zip(items, AppProtocolBatches.slots(items)) {
+            let one: Performed
+            if case .object = item {
+                one = self.fromApp(app, item, link: link)
+            } else {
+                one = Performed(refusal: "a batch holds JSON-RPC request objects, not \(item.serialized.prefix(40))")
+            }
+            all.delivered = all.delivered || one.delivered
+            if let sent = one.sent { all.sent = sent }
+            guard let refusal = one.refusal, let number, let slot else { continue }
+            if case .complete(let array) = self.batches.fill(app, batch: number, slot: slot, with: AppProtocolBatches.refusal(of: item, refusal)) {
+                all.delivered = self.perform([.app(app, array)], link: link, receivedAtMillis: now).delivered || all.delivered
+            }
+        }
+        return all
     }
 
     /// Several messages from an app (one `send` of a text protocol): in order, up to the first
@@ -140,6 +179,7 @@ extension AppProtocolLayer {
     /// An app went away: what it held is let go (ended upstream when it was the last holder).
     func appLeft(_ app: AppID, link: any LinkControl) {
         self.requests.cancelAnswers(of: app)
+        self.batches.appLeft(app)
         if let remote = self.remote {
             remote.appLeft(app)
             return

@@ -30,7 +30,7 @@ extension AppProtocolLayer {
             self.fanout.publish(message, parsed: self.view(of: message), at: seq)
             return
         }
-        guard self.fanout.client(app) != nil, let view = self.view(of: message) else { return }
+        guard self.fanout.client(app) != nil || self.fanout.frames.app(app) != nil, let view = self.view(of: message) else { return }
         // The app's line (or its request's reply) takes the seq.
         self.fanout.skip(to: seq - 1)
         self.perform([.app(app, view)], link: link, receivedAtMillis: message.receivedAtMillis, original: (view, message.data))

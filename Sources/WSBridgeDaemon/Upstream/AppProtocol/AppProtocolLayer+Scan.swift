@@ -7,14 +7,14 @@ import WSBridgeProtocol
 /// by one lookup in the session (`route(scanned:in:)`, or the route kept for the same id's
 /// bytes), and the message passed on as its bytes, the id's bytes written as the one its app
 /// knows where that is another (`IDSplice`). Nothing is parsed unless something
-/// needs the message's view (a filter, `inline_json`, a `request` waiting, a `tail --all`), or
-/// the scan cannot tell.
+/// needs the message's view (a filter, `inline_json`, a `request` waiting, a `tail --all`, a
+/// JSON-RPC batch waiting for its answers), or the scan cannot tell.
 extension AppProtocolLayer {
     /// Routes the protocol messages at the start of `message` that a scan can tell (a text
     /// protocol's WebSocket message may carry several): the bytes they took, up to the first it
     /// cannot (0: none; the rest is parsed).
     func routeByScan(_ message: UpstreamMessage) -> Int {
-        guard self.scans, !self.requests.hasByID, !self.fanout.needsView, !self.fanout.hasWireTaps else { return 0 }
+        guard self.scans, !self.requests.hasByID, !self.fanout.needsView, !self.fanout.hasWireTaps, self.batches.isEmpty else { return 0 }
         let total = message.data.readableBytes
         var offset = 0
         while offset < total {
@@ -89,8 +89,8 @@ extension AppProtocolLayer {
         self.fanout.deliverInRun(holders, data: data, idAt: idAt, receivedAtMillis: receivedAtMillis, id: id, spelling: { self.spelling($0) })
     }
 
-    /// To `app`'s client (under `seq`, one message's for all its holders, or a new one), or into
-    /// the stream for a fleet follower's app; the bytes at `at` written as `text` (nil: as they
+    /// To `app`'s client (under `seq`, one message's for all its holders, or a new one), as a
+    /// frame to an app on the WebSocket face, or into the stream for a fleet follower's app; the bytes at `at` written as `text` (nil: as they
     /// are). `kept`: the session's kept route this is its one holder of (0: none), whose client
     /// is kept for its next messages.
     private func deliver(_ data: ByteBuffer, at: Range<Int>, as text: ByteBuffer?, to app: AppID, receivedAtMillis: Int64, seq: UInt64? = nil, kept: UInt64 = 0)
@@ -100,7 +100,9 @@ extension AppProtocolLayer {
             self.fanout.deliver(nil, data: data, splicing: text.map { IDSplice(at: at, text: $0) }, to: client, receivedAtMillis: receivedAtMillis, shared: seq)
         } else {
             let bytes = text.map { self.replacing(at, in: data, with: $0) } ?? data
-            _ = self.fanout.deliverToFollower(app, data: bytes, receivedAtMillis: receivedAtMillis)
+            if !self.fanout.deliverToWebSocketApp(app, data: bytes) {
+                _ = self.fanout.deliverToFollower(app, data: bytes, receivedAtMillis: receivedAtMillis)
+            }
         }
     }
 

@@ -54,6 +54,8 @@ final class AppProtocolLayer: UpstreamEventSink {
     /// `protocol.confirm_timeout`, and the wait for the restore's subscription in flight.
     let confirmTimeout: Duration
     var restoreWatch = RestoreWatch()
+    /// Apps' JSON-RPC batches waiting for their answers (`+Effects`).
+    var batches = AppProtocolBatches()
     /// A renewal's overlap: the other connection's session beside this one, until the old one
     /// ended (AppProtocolLayer+Overlap). What the two deliver is deduped by the link's overlap.
     var overlap: AppProtocolOverlap?
@@ -213,7 +215,7 @@ final class AppProtocolLayer: UpstreamEventSink {
                 .init(
                     upstreamId: live.upstreamID, key: live.key,
                     holders: live.holders.map { holder in
-                        let credentials = self.fanout.client(holder.app)?.credentials
+                        let credentials = self.fanout.client(holder.app)?.credentials ?? self.fanout.frames.app(holder.app)?.peer.credentials
                         return .init(client: holder.app, pid: credentials?.pid, uid: credentials?.uid, id: holder.id)
                     }, since: live.since, setAside: live.setAside, connection: connection)
             }, culprit: self.session.culprit, serverError: self.serverError?.text, serverErrorAt: self.serverError?.at)
