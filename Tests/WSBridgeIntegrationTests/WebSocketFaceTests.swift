@@ -131,6 +131,25 @@ import WSBridgeProtocol
         #expect(curl.stdout.text.contains("426 Upgrade Required") && curl.stdout.text.contains("connect with a WebSocket client"), "\(curl.stdout.text)")
     }
 
+    /// A real browser: Debian's headless Chromium (Selenium, chromium-driver) loads a page that
+    /// opens `new WebSocket("ws://127.0.0.1:PORT/")` and shows the feed; the same page from an
+    /// origin not in `allowed_origins` is refused (the browser sees 1006, the handshake's 403).
+    @Test func aBrowsersPageShowsTheFeedAndAPageFromAnotherOriginIsRefused() async throws {
+        let page = try ManagedProcess(Paths.appsPython, ["-u", "\(Paths.root)/Tests/peers/browser_app.py", "50"], name: "browser")
+        defer { page.stop() }
+        guard let origins = await page.stdout.wait(containing: "origins "), case let parts = origins.split(separator: " "), parts.count == 3 else {
+            throw TestFailure("the browser's pages did not start: \(page.stderr.text)")
+        }
+        let face = try await Face("allowed_origins = [\"\(parts[1])\"]")
+        face.fixture.server.command("ticker 200 64")
+        page.send(face.url)
+        let feed = await page.stdout.wait(timeout: .seconds(90)) { $0.hasPrefix("feed ") || $0.hasPrefix("error ") }
+        #expect(feed.flatMap { Int($0.dropFirst(5)) }.map { $0 >= 50 } == true, "\(page.stdout.text) \(page.stderr.text.suffix(2000))")
+        let first = await page.stdout.wait { $0.hasPrefix("first ") }
+        #expect(first.flatMap { try? JSONValue.parse(String($0.dropFirst(6))) }?["tick"] != nil, "\(String(describing: first))")
+        #expect(await page.stdout.wait(timeout: .seconds(60)) { $0.hasPrefix("refused ") } == "refused 1006", "\(page.stdout.text)")
+    }
+
     @Test func aTokenFileMakesTheTokenTheKeyAndLetsItsHolderSend() async throws {
         let dir = try TemporaryDirectory()
         let token = try dir.write("face.token", "s3cret-\(UInt32.random(in: 0...UInt32.max))\n")
