@@ -32,7 +32,7 @@ struct Suite: AsyncParsableCommand {
     @Option(help: "Seconds of the idle measurement.")
     var idleSeconds = 60
 
-    @Option(help: "Only these scenario groups (comma-separated): flat, large, rate, stalled, journal, fleet, idle, recovery.")
+    @Option(help: "Only these scenario groups (comma-separated): flat, large, rate, stalled, face, journal, fleet, idle, recovery.")
     var only: String?
 
     enum Bridge: String {
@@ -45,6 +45,8 @@ struct Suite: AsyncParsableCommand {
         case natsBaseline = "NATS C client → JetStream → ordered consumer (baseline)"
         case natsBaselineIDs = "NATS C client with a bridge's ids → JetStream → ordered consumer (baseline)"
         case natsBaselineExpect = "NATS C client expecting the last seq → JetStream → ordered consumer (baseline)"
+        case face = "wsbridged WebSocket face"
+        case pythonRelay = "Python websockets relay"
     }
 
     enum ReaderKind: String {
@@ -94,7 +96,7 @@ struct Suite: AsyncParsableCommand {
     }
 
     var groups: Set<String> {
-        Set((self.only ?? "flat,large,rate,stalled,journal,fleet,idle,recovery").split(separator: ",").map(String.init))
+        Set((self.only ?? "flat,large,rate,stalled,face,journal,fleet,idle,recovery").split(separator: ",").map(String.init))
     }
 
     func run() async throws {
@@ -134,6 +136,12 @@ struct Suite: AsyncParsableCommand {
                 Scenario(group: "stalled", bridge: .wsbridged, subscribers: 100),
                 Scenario(group: "stalled", bridge: .wsbridged, subscribers: 99, stalled: 1),
             ]
+        }
+        if self.groups.contains("face") {
+            // The WebSocket face flat out to 100 apps beside the NDJSON socket to 100 subscribers,
+            // and a Python `websockets` relay of the same feed to the same 100 apps (frames read by
+            // `wsbridge-reader --websocket`).
+            scenarios += [.wsbridged, .face, .pythonRelay].map { Scenario(group: "face", bridge: $0, subscribers: 100) }
         }
         if self.groups.contains("journal") {
             scenarios += Self.journalScenarios
@@ -228,7 +236,7 @@ struct Environment {
         // 4 KiB, a third through the Python bridge.
         var budget = deliveries
         if scenario.size > 1024 { budget /= 10 }
-        if scenario.bridge == .python { budget /= 3 }
+        if scenario.bridge == .python || scenario.bridge == .pythonRelay { budget /= 3 }
         let messages = scenario.rate > 0 ? scenario.messages : max(2000, budget / max(1, scenario.subscribers + scenario.stalled))
         var bridge: Child?
         switch scenario.bridge {
@@ -236,6 +244,11 @@ struct Environment {
             bridge = try Child(self.daemon, ["--config", try self.wsbridgedConfig(socket: socket, extra: self.journalConfig(scenario, run: run))])
         case .wsbridgedBaseline:
             bridge = try Child(self.baselineDaemon, ["--config", try self.wsbridgedConfig(socket: socket)])
+        case .face:
+            let extra = "[local.websocket]\nsocket = \"\(socket)\""
+            bridge = try Child(self.daemon, ["--config", try self.wsbridgedConfig(socket: socket + ".ndjson", extra: extra)])
+        case .pythonRelay:
+            bridge = try Child(self.python, ["\(self.scripts)/python_ws_relay.py", self.url, socket])
         case .python:
             bridge = try Child(self.python, ["\(self.scripts)/python_bridge.py", "--simple", self.url, socket])
         case .rawCopy:
@@ -251,7 +264,7 @@ struct Environment {
         case .fleet, .natsBaseline, .natsBaselineIDs, .natsBaselineExpect:
             throw BenchError("a fleet scenario runs in measureFleet")
         }
-        if scenario.bridge == .wsbridged || scenario.bridge == .wsbridgedBaseline || scenario.bridge == .python {
+        if [.wsbridged, .wsbridgedBaseline, .python, .face, .pythonRelay].contains(scenario.bridge) {
             _ = try await self.generator.waitLine { $0.hasPrefix("connected ") }
         }
         if scenario.bridge != .direct {
@@ -264,7 +277,8 @@ struct Environment {
         } else if scenario.readers == .python {
             readers.append(try Child(self.python, ["\(self.scripts)/reader.py", socket, "\(scenario.subscribers)"]))
         } else {
-            readers = try startReaders(bin: self.bin, socket: socket, subscribers: scenario.subscribers)
+            let frames = scenario.bridge == .face || scenario.bridge == .pythonRelay
+            readers = try startReaders(bin: self.bin, socket: socket, subscribers: scenario.subscribers, extra: frames ? ["--websocket"] : [])
         }
         var stalled: [Child] = []
         if scenario.stalled > 0 {
@@ -303,7 +317,7 @@ struct Environment {
         let cpu = bridge.map { Self.cpuSeconds($0.pid) } ?? 0
         let replayMB = try await self.replayed(replayer, since: replayStarted)
         for s in stalled { s.closeInput() }
-        if let bridge { await bridge.stopAndWait(kill: scenario.bridge == .python || scenario.bridge == .rawCopy) }
+        if let bridge { await bridge.stopAndWait(kill: [.python, .pythonRelay, .rawCopy].contains(scenario.bridge)) }
         for child in readers + stalled { await child.stopAndWait(kill: true) }
         if scenario.bridge != .rawCopy {
             _ = try await self.generator.waitLine(seconds: 60) { $0.hasPrefix("disconnected 0") }

@@ -169,7 +169,7 @@ struct Report {
                     + "\(Format.spread(s.map { $0.bytesPerSecond / 1e6 }) { String(format: "%.0f", $0) }) | "
                     + "\(Format.spread(s.map(\.lostPercent)) { String(format: "%.1f %%", $0) }) | "
                     + "\(Format.spread(s.map(\.p50), Format.ms)) | \(Format.spread(s.map(\.p99), Format.ms)) | "
-                    + ([.wsbridged, .wsbridgedBaseline, .python, .fleet].contains(scenario.bridge)
+                    + ([.wsbridged, .wsbridgedBaseline, .python, .fleet, .face, .pythonRelay].contains(scenario.bridge)
                         ? Format.spread(s.map(\.cpuPerMessage)) { String(format: "%.2f", $0) } : "")
                     + " |"
             )
@@ -187,6 +187,10 @@ struct Report {
         }
         if let w = d("flat", .wsbridged, 100) {
             Swift.print("- flat, 100 subscribers: wsbridged / raw copy = \(self.ratio(w, d("flat", .rawCopy, 100), target: "≥ 0.65"))")
+        }
+        if let f = d("face", .face, 100) {
+            Swift.print("- face, 100 subscribers: WebSocket face / NDJSON socket = \(self.ratio(f, d("face", .wsbridged, 100), target: "≥ 0.80"))")
+            Swift.print("- face, 100 subscribers: WebSocket face / Python websockets relay = \(self.ratio(f, d("face", .pythonRelay, 100), target: "> 1"))")
         }
         if let w = self.median("large", .wsbridged, 10, \.bytesPerSecond) {
             Swift.print(

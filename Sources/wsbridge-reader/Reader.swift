@@ -13,7 +13,7 @@ import WSBridgeProtocol
 #endif
 
 /// A benchmark subscriber in its own process: opens N connections to a bridge's Unix socket,
-/// counts message lines, checks `seq` continuity, and stops when every connection has seen the
+/// counts message lines, checks `seq` continuity (or, `--websocket`, WebSocket frames), and stops when every connection has seen the
 /// end marker (or has been idle too long). Prints `ready` once connected, then one JSON result
 /// line. `--stall` connects and never reads; `--slow-us` sleeps after every line.
 @main
@@ -50,6 +50,9 @@ struct Reader: ParsableCommand {
     @Option(help: "Read the generator itself over WebSocket (the no-bridge baseline) instead of a bridge's socket.")
     var upstream: String?
 
+    @Flag(help: "The socket is a WebSocket server's (wsbridged's WebSocket face, a relay): read frames, not NDJSON lines.")
+    var websocket = false
+
     func run() throws {
         if let upstream {
             try self.runDirect(upstream)
@@ -69,8 +72,13 @@ struct Reader: ParsableCommand {
             greetings.append(greeted.futureResult)
             let bootstrap = ClientBootstrap(group: group)
                 .channelOption(.autoRead, value: !stall)
-                .channelInitializer { ch in
+                .channelInitializer { [websocket = self.websocket, connections = self.connections] ch in
                     ch.eventLoop.makeCompletedFuture {
+                        if websocket {
+                            try ch.pipeline.syncOperations.addHandler(
+                                FrameCounter(end: end, totals: state, connections: connections, finished: finished, greeted: greeted))
+                            return
+                        }
                         try ch.pipeline.syncOperations.addHandler(
                             LineCounter(
                                 end: end, slowMicroseconds: slow, totals: state, connections: self.connections, finished: finished, greeted: greeted,
