@@ -131,6 +131,44 @@ import WSBridgeProtocol
         #expect(curl.stdout.text.contains("426 Upgrade Required") && curl.stdout.text.contains("connect with a WebSocket client"), "\(curl.stdout.text)")
     }
 
+    /// A raw app counts its frames from the Wsbridge-Seq its upgrade was answered with, and after
+    /// a reconnect resumes with `?stream=ID&since=SEQ`: what came while it was away, from the
+    /// replay ring, then the live feed, nothing missed or twice. A resume the ring cannot serve
+    /// (another stream, a seq it no longer holds) is refused with 410 and why.
+    @Test func aRawAppResumesAfterItsReconnectFromTheSeqItCounted() async throws {
+        let face = try await Face(local: "replay = 150")
+        let first = try face.app(name: "first")
+        defer { first.stop() }
+        guard let position = await first.stdout.wait(containing: "position "), case let parts = position.split(separator: " "), parts.count == 3,
+            let start = UInt64(parts[2])
+        else { throw TestFailure("no position: \(first.stdout.text) \(first.stderr.text)") }
+        let stream = String(parts[1])
+        face.fixture.server.command("burst 100 50")
+        _ = await first.stdout.wait(count: 100) { $0.hasPrefix("message ") }
+        #expect(Self.problem(Self.numbers(first), 100) == nil)
+        first.stop()
+        _ = await first.waitForExit()
+        // While it is away: 100 more, of which it will want all.
+        let control = try await face.fixture.client(name: "control")
+        face.fixture.server.command("burst 100 50")
+        _ = await control.lines.wait(count: 100) { $0.contains(#""type":"message""#) }
+        let again = try face.app(["--query", "stream=\(stream)&since=\(start + 100)"], name: "again")
+        defer { again.stop() }
+        _ = await again.stdout.wait(count: 100) { $0.hasPrefix("message ") }
+        let missed = Self.numbers(again)
+        #expect(missed == Array(101...200), "\(missed.prefix(3))…\(missed.suffix(3)) \(again.stderr.text)")
+        #expect(await again.stdout.wait(containing: "position \(stream) \(start + 100)") != nil)
+        face.fixture.server.command("burst 300 50")
+        _ = await again.stdout.wait(count: 400) { $0.hasPrefix("message ") }
+        #expect(Self.problem(Self.numbers(again).map { $0 - 100 }, 400) == nil, "live after the backlog, in order")
+        // What cannot be resumed: said, not guessed.
+        let gone = try face.app(["--query", "stream=\(stream)&since=\(start + 1)"], name: "gone")
+        let other = try face.app(["--query", "stream=elsewhere&since=\(start + 1)"], name: "other")
+        defer { for app in [gone, other] { app.stop() } }
+        #expect(await gone.stdout.wait(containing: "refused")?.hasPrefix("refused 410 seq \(start + 2) on is no longer held") == true, "\(gone.stdout.text)")
+        #expect(await other.stdout.wait(containing: "refused")?.hasPrefix("refused 410 the stream is \(stream) now") == true, "\(other.stdout.text)")
+    }
+
     /// A real browser: Debian's headless Chromium (Selenium, chromium-driver) loads a page that
     /// opens `new WebSocket("ws://127.0.0.1:PORT/")` and shows the feed; the same page from an
     /// origin not in `allowed_origins` is refused (the browser sees 1006, the handshake's 403).

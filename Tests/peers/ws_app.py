@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """An app of wsbridged's WebSocket face, written with PyPI's `websockets` as any app would be.
 
-Usage: ws_app.py URL [--unix PATH] [--origin ORIGIN] [--token TOKEN] [--rcvbuf BYTES]
+Usage: ws_app.py URL [--unix PATH] [--origin ORIGIN] [--token TOKEN] [--rcvbuf BYTES] [--query Q]
+
+--query: the request's query (`stream=ID&since=SEQ`: a resume).
 
 --rcvbuf: the socket's receive buffer (SO_RCVBUF, set before it connects), for an app whose
 kernel holds little of what it does not read.
 
-Prints one line per event: `open`, `message TEXT`, `binary HEX`, `closed CODE REASON`,
+Prints one line per event: `open`, `position STREAM SEQ` (the face's Wsbridge-Stream and
+Wsbridge-Seq headers: its first frame is message SEQ + 1), `message TEXT`, `binary HEX`, `closed CODE REASON`,
 `refused STATUS BODY` (the upgrade was answered with an HTTP error). Reads commands on stdin, one
 per line: `send TEXT`, `binary HEX`, `stop` (stop reading: the library's queue fills and it reads
 the socket no more), `resume` (read again), `close`. Its stdin's end closes it.
@@ -66,7 +69,10 @@ async def main():
     parser.add_argument("--origin")
     parser.add_argument("--token")
     parser.add_argument("--rcvbuf", type=int)
+    parser.add_argument("--query")
     args = parser.parse_args()
+    if args.query:
+        args.url += "?" + args.query
     headers = {"Authorization": f"Bearer {args.token}"} if args.token else None
     options = dict(additional_headers=headers, origin=args.origin, max_size=None, max_queue=16, ping_interval=None)
     if args.rcvbuf and not args.unix:
@@ -85,6 +91,9 @@ async def main():
         say(f"refused {e.response.status_code} {body}")
         return
     say("open")
+    # Where its frames start on a raw face (a resume goes on from the last one it counted).
+    if "Wsbridge-Stream" in ws.response.headers:
+        say(f"position {ws.response.headers['Wsbridge-Stream']} {ws.response.headers['Wsbridge-Seq']}")
     reading = asyncio.ensure_future(read(ws))
     control = asyncio.ensure_future(commands(ws, reading))
     await ws.wait_closed()

@@ -1,6 +1,8 @@
+import Foundation
 import NIOCore
 import NIOWebSocket
 import WSBridgeCore
+import WSBridgeProtocol
 
 /// The WebSocket face's apps as the fan-out sees them: every message published (a broadcast)
 /// to each of them as a frame (text or binary as it came), and, with `upstream.protocol`, what
@@ -95,5 +97,27 @@ extension Fanout {
             self.eventLoop.assumeIsolated().execute { self.flush() }
         }
         return true
+    }
+}
+
+extension Fanout {
+    /// The messages after `seq` the replay ring holds, as frames, and how many (a raw app's
+    /// resume, `?stream=ID&since=SEQ`); nil when the ring no longer holds seq + 1. The ring keeps
+    /// the messages' NDJSON lines: each is read back (a parse per message, on a resume only).
+    func framesFromRing(after seq: UInt64) -> (ByteBuffer, Int)? {
+        guard let oldest = self.ring.oldestSeq, oldest <= seq + 1 else { return nil }
+        var frames = ByteBuffer()
+        var count = 0
+        for entry in self.ring.entries where entry.seq > seq {
+            guard let line = try? JSONValue.parse(entry.line.readableBytesView), case .string(let data)? = line["data"] else { continue }
+            if line["kind"] == "binary" {
+                guard let bytes = Data(base64Encoded: data) else { continue }
+                ServerFrame.write(.binary, ByteBuffer(bytes: bytes), into: &frames)
+            } else {
+                ServerFrame.write(.text, ByteBuffer(string: data), into: &frames)
+            }
+            count += 1
+        }
+        return (frames, count)
     }
 }

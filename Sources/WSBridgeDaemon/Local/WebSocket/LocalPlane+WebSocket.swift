@@ -41,15 +41,60 @@ extension LocalPlane {
     func webSocketLeft() { self.webSocket.connections -= 1 }
 
     /// An app for an upgraded connection: it may send if its user may, or it showed the token.
-    func makeWebSocketApp(_ peer: WebSocketPeer, output: FrameOutput) -> WebSocketApp {
+    func makeWebSocketApp(_ peer: WebSocketPeer, output: FrameOutput, start: WebSocketStart?) -> WebSocketApp {
         let mayWrite = peer.hasToken || self.mayWrite(peer.credentials, groups: peer.groups)
         return WebSocketApp(
-            id: self.takeClientID(), peer: peer, mayWrite: mayWrite, plane: self, output: output, face: self.webSocket.face, limits: self.configuration.local)
+            id: self.takeClientID(), peer: peer, mayWrite: mayWrite, plane: self, output: output, face: self.webSocket.face, start: start,
+            limits: self.configuration.local)
+    }
+
+    /// Where a raw app's frames start, from its request's query: after its `since` in `stream`
+    /// (a resume: `?stream=ID&since=SEQ`), else after the stream's last message now. Why not,
+    /// when the ring no longer holds what a resume asks for. nil with a protocol (an app's
+    /// messages there are its own, never replayed).
+    func webSocketStart(query: String) -> Result<WebSocketStart?, Refusal> {
+        var fields: [Substring: Substring] = [:]
+        for pair in query.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1)
+            fields[parts[0]] = parts.count > 1 ? parts[1] : ""
+        }
+        let (seq, stream) = self.fanout.position
+        guard let sinceText = fields["since"] else {
+            return .success(self.webSocket.face == nil ? WebSocketStart(stream: stream, seq: seq, resumes: false) : nil)
+        }
+        guard self.webSocket.face == nil else {
+            return .failure(.request("?since= resumes a raw app's feed: with upstream.protocol an app's messages are its own, never replayed"))
+        }
+        guard let since = UInt64(sinceText) else { return .failure(.request("?since= takes a seq (a whole number), not \(sinceText)")) }
+        guard let asked = fields["stream"], asked == stream else {
+            return .failure(
+                .gone(
+                    "the stream is \(stream) now (wsbridged restarted, or ?stream= was not given): its seqs are not the ones you counted; connect without ?since= (the Wsbridge-Stream and Wsbridge-Seq headers say where the new one stands)"
+                ))
+        }
+        guard since <= seq else { return .failure(.gone("seq \(since) is past the stream's last (\(seq)): connect without ?since=")) }
+        guard since == seq || (self.fanout.ring.oldestSeq ?? .max) <= since + 1 else {
+            let oldest = self.fanout.ring.oldestSeq.map { "from seq \($0)" } ?? "nothing"
+            return .failure(
+                .gone(
+                    "seq \(since + 1) on is no longer held: the replay ring (local.replay, local.replay_bytes) holds \(oldest); connect without ?since= to start from now"
+                ))
+        }
+        return .success(WebSocketStart(stream: stream, seq: since, resumes: true))
     }
 
     func webSocketAdded(_ app: WebSocketApp) {
         self.webSocket.insert(app)
         self.fanout.flush()
+        if let start = app.start, start.seq < self.fanout.position.seq {
+            // What came after where it starts (a resume's backlog, or what came during its
+            // upgrade), from the replay ring, before anything live.
+            if let (frames, count) = self.fanout.framesFromRing(after: start.seq) {
+                app.deliver(frames, messages: count)
+            } else if start.resumes {
+                app.fail(WebSocketApp.tryAgainLater, "the replay ring moved past seq \(start.seq + 1) while the app connected: connect again")
+            }
+        }
         self.fanout.frames.add(app)
         let uid = app.peer.credentials.map { "uid \($0.uid)" } ?? "unknown user"
         self.logger.info(

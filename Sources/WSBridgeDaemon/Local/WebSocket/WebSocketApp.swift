@@ -3,6 +3,14 @@ import NIOCore
 import NIOWebSocket
 import WSBridgeCore
 
+/// Where a raw app's frames start: after message `seq` of `stream` (`resumes`: the app asked
+/// for it, `?stream=ID&since=SEQ`).
+struct WebSocketStart: Sendable {
+    var stream: String
+    var seq: UInt64
+    var resumes: Bool
+}
+
 /// Who connected to the WebSocket face, as the upgrade found them.
 struct WebSocketPeer: Sendable {
     /// The peer's user and group (its pid too on the Unix socket); nil: unknown (read-only).
@@ -37,6 +45,8 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
     let peer: WebSocketPeer
     /// May send upstream: root, the daemon's user, `access.write_*`, or the face's token.
     let mayWrite: Bool
+    /// Raw: where its frames start (the seq its first frame follows).
+    let start: WebSocketStart?
     /// With `upstream.protocol`: what its library expects of the server (nil: raw).
     private let face: AppProtocolFace?
     /// Its own session id, where its protocol names one (Engine.IO's, Socket.IO's).
@@ -78,8 +88,12 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
     /// For its control frames (a ping's pong, the close).
     private let allocator = ByteBufferAllocator()
 
-    init(id: Int, peer: WebSocketPeer, mayWrite: Bool, plane: LocalPlane, output: FrameOutput, face: AppProtocolFace?, limits: Configuration.Local) {
+    init(
+        id: Int, peer: WebSocketPeer, mayWrite: Bool, plane: LocalPlane, output: FrameOutput, face: AppProtocolFace?, start: WebSocketStart?,
+        limits: Configuration.Local
+    ) {
         self.id = id
+        self.start = start
         self.face = face
         self.sid = "wsb\(id)-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
         self.output = output

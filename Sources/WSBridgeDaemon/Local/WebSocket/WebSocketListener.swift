@@ -55,6 +55,8 @@ enum WebSocketListener {
         let admitted = plane.value.webSocketAdmit()
         channel.closeFuture.assumeIsolated().whenComplete { _ in if admitted { plane.value.webSocketLeft() } }
         let refusal = NIOLoopBoundBox<Refusal?>(admitted ? nil : .full(settings.maxClients), eventLoop: channel.eventLoop)
+        // Where the app's frames start (raw: the seq after which it gets every message).
+        let start = NIOLoopBoundBox<WebSocketStart?>(nil, eventLoop: channel.eventLoop)
         // A connection that never sends its upgrade request is closed.
         let handshake = channel.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(settings.handshakeTimeout.nanoseconds)) {
             plane.value.logger.info("a WebSocket connection sent no upgrade within local.websocket.handshake_timeout: closed")
@@ -76,6 +78,19 @@ enum WebSocketListener {
                         }
                         var headers = HTTPHeaders()
                         if let chosen = face?.subprotocol(offered: Self.subprotocols(head)) { headers.add(name: "Sec-WebSocket-Protocol", value: chosen) }
+                        switch plane.value.webSocketStart(query: Self.query(head)) {
+                        case .failure(let refused):
+                            refusal.value = refused
+                            return nil
+                        case .success(let from):
+                            start.value = from
+                            if let from {
+                                // The stream and the seq its first frame follows: an app that counts
+                                // its frames knows what to resume from (docs/websocket.md).
+                                headers.add(name: "Wsbridge-Stream", value: from.stream)
+                                headers.add(name: "Wsbridge-Seq", value: "\(from.seq)")
+                            }
+                        }
                         return headers
                     }
                 },
@@ -99,7 +114,7 @@ enum WebSocketListener {
                                 credentials: peer, groups: groups, address: Self.describe(channel.remoteAddress),
                                 userAgent: head.headers.first(name: "User-Agent"),
                                 uri: head.uri, hasToken: token),
-                            output: output)
+                            output: output, start: start.value)
                         try sync.addHandler(app)
                     }
                 }
@@ -122,6 +137,11 @@ enum WebSocketListener {
         }
         if let token, Self.bearer(head) != token { return .token }
         return nil
+    }
+
+    /// A request's query (after `?`; empty without one).
+    static func query(_ head: HTTPRequestHead) -> String {
+        head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).dropFirst().first.map(String.init) ?? ""
     }
 
     /// The subprotocols the client offers (`Sec-WebSocket-Protocol`, comma-separated, perhaps
@@ -187,13 +207,15 @@ enum WebSocketListener {
 }
 
 /// Why the face refused a connection: its HTTP status and what to do.
-enum Refusal: Sendable, Equatable {
+enum Refusal: Error, Sendable, Equatable {
     case full(Int)
     case path(String, [String])
     case origin(String)
     case token
     /// The protocol's library asked for what the face does not do (Socket.IO's long-polling).
     case request(String)
+    /// A resume the face cannot serve (`?stream=ID&since=SEQ`): the stream or the seq is gone.
+    case gone(String)
 
     var status: HTTPResponseStatus {
         switch self {
@@ -202,6 +224,7 @@ enum Refusal: Sendable, Equatable {
         case .origin: .forbidden
         case .token: .unauthorized
         case .request: .badRequest
+        case .gone: .gone
         }
     }
 
@@ -211,7 +234,7 @@ enum Refusal: Sendable, Equatable {
         case .path(let path, let paths): "no WebSocket at \(path): local.websocket.paths are \(paths.joined(separator: ", "))"
         case .origin(let origin): "origin \(origin) is not in local.websocket.allowed_origins: add it there to let its pages connect"
         case .token: "a token is needed (local.websocket.token_file): send Authorization: Bearer TOKEN, or ?access_token=TOKEN"
-        case .request(let why): why
+        case .request(let why), .gone(let why): why
         }
     }
 }
