@@ -148,10 +148,20 @@ import WSBridgeProtocol
         #expect(Self.problem(Self.numbers(first), 100) == nil)
         first.stop()
         _ = await first.waitForExit()
-        // While it is away: 100 more, of which it will want all.
+        // Only the face's app was there: the ring kept its frames, and an NDJSON consumer that
+        // asks for them gets each as its line (its seq, its data).
         let control = try await face.fixture.client(name: "control")
+        control.send(#"{"id":"s","op":"subscribe","since":\#(start)}"#)
+        let replayed = await control.lines.wait(count: 100) { $0.contains(#""type":"message""#) }
+        let lines = replayed.compactMap { try? JSONValue.parse($0) }
+        #expect(lines.map { $0["seq"]?.intValue ?? 0 } == Array(Int(start) + 1...Int(start) + 100), "\(replayed.prefix(2))")
+        #expect(
+            lines.compactMap { $0["data"]?.stringValue.flatMap { try? JSONValue.parse($0) }?["n"]?.intValue } == Array(1...100)
+                && lines.allSatisfy { $0["kind"] == "text" && $0["ts"] != nil }, "\(replayed.prefix(2))")
+        // While it is away: 100 more, of which it will want all.
+        let mark = control.lines.count
         face.fixture.server.command("burst 100 50")
-        _ = await control.lines.wait(count: 100) { $0.contains(#""type":"message""#) }
+        _ = await control.lines.wait(count: 100, from: mark) { $0.contains(#""type":"message""#) }
         let again = try face.app(["--query", "stream=\(stream)&since=\(start + 100)"], name: "again")
         defer { again.stop() }
         _ = await again.stdout.wait(count: 100) { $0.hasPrefix("message ") }

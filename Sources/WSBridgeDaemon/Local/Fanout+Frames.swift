@@ -18,6 +18,16 @@ struct FrameFanout {
     private var unsentCount = 0
     /// The apps with routed frames waiting for the flush.
     private var routed: [WebSocketApp] = []
+    /// The frames of this flush the replay ring keeps (no NDJSON line was written for them):
+    /// where each is in `unsent`; and those of the frames sent, for the ring (`drainKept`).
+    private var keeping: [Keeping] = []
+    private var kept: [ReplayRing.Entry] = []
+    private struct Keeping {
+        var seq: UInt64
+        var start: Int
+        var end: Int
+        var receivedAtMillis: Int64
+    }
     private let allocator = ByteBufferAllocator()
     /// With `upstream.protocol`, the opcode of every frame (`AppProtocolFace.binaryFrames`);
     /// nil (raw): text or binary as each message came.
@@ -39,11 +49,21 @@ struct FrameFanout {
         self.routed.removeAll { $0 === app }
     }
 
-    /// Frames `message` behind the others of this flush.
-    mutating func append(_ message: UpstreamMessage) {
+    /// Frames `message` (`seq`) behind the others of this flush; `keep`: the replay ring keeps
+    /// its frame (no line is written for it).
+    mutating func append(_ message: UpstreamMessage, seq: UInt64, keep: Bool) {
         if self.unsentCount == 0 { self.unsent = self.allocator.buffer(capacity: message.data.readableBytes + 10) }
+        let start = self.unsent.writerIndex
         ServerFrame.write(self.opcode ?? (message.kind == .text ? .text : .binary), message.data, into: &self.unsent)
         self.unsentCount += 1
+        if keep { self.keeping.append(Keeping(seq: seq, start: start, end: self.unsent.writerIndex, receivedAtMillis: message.receivedAtMillis)) }
+    }
+
+    /// The frames sent that the ring keeps, into `ring`.
+    mutating func drainKept(into ring: inout ReplayRing) {
+        guard !self.kept.isEmpty else { return }
+        for entry in self.kept { ring.append(entry) }
+        self.kept.removeAll(keepingCapacity: true)
     }
 
     /// `data` as a frame for `app` only (text, or `opcode`), behind the broadcasts framed before it. True
@@ -80,6 +100,11 @@ struct FrameFanout {
     private mutating func flushBroadcasts() {
         guard self.unsentCount > 0 else { return }
         let (frames, count) = (self.unsent, self.unsentCount)
+        for k in self.keeping {
+            let frame = frames.getSlice(at: k.start, length: k.end - k.start)!
+            self.kept.append(ReplayRing.Entry(seq: k.seq, bytes: frame, isFrame: true, receivedAtMillis: k.receivedAtMillis))
+        }
+        self.keeping.removeAll(keepingCapacity: true)
         self.unsent = ByteBuffer()
         self.unsentCount = 0
         for app in self.apps { app.deliver(frames, messages: count) }
@@ -102,14 +127,19 @@ extension Fanout {
 
 extension Fanout {
     /// The messages after `seq` the replay ring holds, as frames, and how many (a raw app's
-    /// resume, `?stream=ID&since=SEQ`); nil when the ring no longer holds seq + 1. The ring keeps
-    /// the messages' NDJSON lines: each is read back (a parse per message, on a resume only).
+    /// resume, `?stream=ID&since=SEQ`); nil when the ring no longer holds seq + 1. A message the
+    /// ring keeps as its NDJSON line is read back from it (a parse per message, on a resume only).
     func framesFromRing(after seq: UInt64) -> (ByteBuffer, Int)? {
         guard let oldest = self.ring.oldestSeq, oldest <= seq + 1 else { return nil }
         var frames = ByteBuffer()
         var count = 0
         for entry in self.ring.entries where entry.seq > seq {
-            guard let line = try? JSONValue.parse(entry.line.readableBytesView), case .string(let data)? = line["data"] else { continue }
+            if entry.isFrame {
+                frames.writeImmutableBuffer(entry.bytes)
+                count += 1
+                continue
+            }
+            guard let line = try? JSONValue.parse(entry.bytes.readableBytesView), case .string(let data)? = line["data"] else { continue }
             if line["kind"] == "binary" {
                 guard let bytes = Data(base64Encoded: data) else { continue }
                 ServerFrame.write(.binary, ByteBuffer(bytes: bytes), into: &frames)
@@ -119,5 +149,14 @@ extension Fanout {
             count += 1
         }
         return (frames, count)
+    }
+
+    /// A ring entry's NDJSON line: the one kept, or made from the frame kept (a replay to an
+    /// NDJSON consumer of what only the face's apps were there for).
+    func ringLine(_ entry: ReplayRing.Entry) -> ByteBuffer {
+        guard entry.isFrame, let (opcode, payload) = ServerFrame.payload(of: entry.bytes) else { return entry.bytes }
+        let message = UpstreamMessage(kind: opcode == .binary ? .binary : .text, data: payload, receivedAtMillis: entry.receivedAtMillis)
+        let parsed = self.configuration.inlineJSON && message.kind == .text ? try? JSONValue.parse(payload.readableBytesView) : nil
+        return MessageLineEncoder.message(seq: entry.seq, message, inlineJSON: self.configuration.inlineJSON, parsed: parsed, allocator: self.allocator)
     }
 }

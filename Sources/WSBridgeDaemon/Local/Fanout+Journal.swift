@@ -103,10 +103,11 @@ extension Fanout {
                 client.send(MessageLineEncoder.line(gap.json, allocator: self.allocator))
             }
             for entry in self.ring.entries where entry.seq >= next {
+                let line = self.ringLine(entry)
                 if let filter = client.filter {
-                    guard Self.payload(ofLine: entry.line, matches: filter) else { continue }
+                    guard Self.payload(ofLine: line, matches: filter) else { continue }
                 }
-                client.deliver(entry.line, seq: entry.seq)
+                client.deliver(line, seq: entry.seq)
             }
         }
         self.replays[client.id] = nil

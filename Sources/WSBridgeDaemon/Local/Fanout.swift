@@ -56,6 +56,12 @@ final class Fanout: UpstreamEventSink {
     /// Messages routed to the same several clients one after another (`+RoutedRun`).
     var run = RoutedRun()
     var hasUnsentLines: Bool { !self.unsentEnds.isEmpty }
+    /// Messages published since the last flush, and whether their lines are written: only when
+    /// an NDJSON subscriber is there, or no WebSocket app (the ring keeps lines then); with only
+    /// the face's apps, their frames are all that is made (and what the ring keeps). Decided
+    /// at a flush's first message: a subscriber that comes flushes first (`setSubscription`).
+    private var unsentMessages = 0
+    private var writesLines = true
     let pending: PendingRequests
     /// Whether a subscriber needs a message's parsed view: a filter, `inline_json`, a request's match.
     func upstreamLinkRequestsInFlight(_ link: any LinkControl) -> Int { self.pending.matchedCount }
@@ -239,16 +245,22 @@ final class Fanout: UpstreamEventSink {
         if parsed == nil, message.kind == .text && (self.configuration.inlineJSON || self.filtered > 0 || self.pending.hasMatched) {
             parsed = try? JSONValue.parse(message.data.readableBytesView)
         }
-        if self.unsentEnds.isEmpty {
-            self.unsent = self.allocator.buffer(capacity: Self.startCapacity(after: self.lastFlushBytes))
+        if self.unsentMessages == 0 {
+            self.writesLines = !self.subscribers.isEmpty || self.frames.isEmpty
+            if self.writesLines { self.unsent = self.allocator.buffer(capacity: Self.startCapacity(after: self.lastFlushBytes)) }
             // Should no read end come (a message from elsewhere than a socket read), the loop's
             // next turn sends it.
             self.eventLoop.assumeIsolated().execute { self.flush() }
         }
+        self.unsentMessages += 1
         if self.journal != nil || self.fleet != nil {
             self.journalEntries.append(Journal.Entry(seq: seq, message: message))
         }
-        if !self.frames.isEmpty { self.frames.append(message) }
+        if !self.frames.isEmpty { self.frames.append(message, seq: seq, keep: !self.writesLines && self.ring.keepsLines) }
+        guard self.writesLines else {
+            if self.pending.hasMatched { self.matchRequests(parsed, seq: seq) }
+            return
+        }
         let start = self.unsent.writerIndex
         MessageLineEncoder.write(seq: seq, message, inlineJSON: self.configuration.inlineJSON, parsed: parsed, into: &self.unsent, ts: &self.tsDigits)
         self.unsentEnds.append(self.unsent.writerIndex)
@@ -262,7 +274,12 @@ final class Fanout: UpstreamEventSink {
                 client.deliver(copy!, seq: seq)
             }
         }
-        if self.pending.hasMatched, let parsed {
+        if self.pending.hasMatched { self.matchRequests(parsed, seq: seq) }
+    }
+
+    /// The `request`s waiting for a message like `parsed` (`seq`) are answered with it.
+    private func matchRequests(_ parsed: JSONValue?, seq: UInt64) {
+        if let parsed {
             let matches = self.pending.takeMatches(parsed)
             if !matches.isEmpty { self.flush() }
             for entry in matches {
@@ -278,7 +295,15 @@ final class Fanout: UpstreamEventSink {
         if self.run.isOpen { self.closeRun(now: true) }
         if !self.routedClients.isEmpty { self.flushRouted() }
         if self.frames.hasRouted { self.frames.flushRouted() }
-        guard !self.unsentEnds.isEmpty else { return }
+        guard self.unsentMessages > 0 else { return }
+        self.unsentMessages = 0
+        guard !self.unsentEnds.isEmpty else {
+            // Only the face's apps: their frames, and the ring keeps those.
+            self.appendJournalEntries()
+            self.frames.flush()
+            self.frames.drainKept(into: &self.ring)
+            return
+        }
         let lines = self.unsent
         self.unsent = ByteBuffer()
         let ends = self.unsentEnds
@@ -288,83 +313,19 @@ final class Fanout: UpstreamEventSink {
         if self.ring.keepsLines {
             batch.forEachLine { seq, line in self.ring.append(seq: seq, line: line) }
         }
-        if !self.journalEntries.isEmpty {
-            self.journal?.append(self.journalEntries)
-            self.fleet?.publish(self.journalEntries)
-            self.journalEntries.removeAll(keepingCapacity: true)
-        }
+        self.appendJournalEntries()
         for client in self.liveAll {
             client.deliver(batch)
         }
         self.frames.flush()
     }
 
-    // MARK: - Replay
-
-    /// The stream's id: the one given (a fleet follower's), else the journal's, else a new one.
-    static func stream(given: String?, journal: Journal?) -> String { given ?? journal?.streamID ?? Self.newStreamID() }
-
-    /// A stream id: 16 hex digits, random.
-    static func newStreamID() -> String {
-        let hex = String(UInt64.random(in: .min ... .max), radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
-    }
-
-    /// Resends buffered messages after `since` (in `stream`, when the consumer said). What is no
-    /// longer buffered is reported as a `not_buffered` gap; a `since` from an earlier stream as
-    /// a `restarted` gap, then this stream from its start (as far as still buffered).
-    func replay(to client: LocalClient, since: UInt64, stream: String?) {
-        self.flush()
-        var since = since
-        if let journal = self.journal, let stream, stream != self.stream, let earlier = journal.earlierStream(stream) {
-            // A stream the journal held before a crash: from where its durable part ended.
-            if since >= earlier.end {
-                let gap = journal.notDurableAtRestart(after: earlier.end, in: earlier.stream, next: earlier.next, since: since)
-                client.send(MessageLineEncoder.line(gap.json, allocator: self.allocator))
-                since = earlier.end
-            }
-            self.replayFromJournal(client, after: since)
-            return
-        }
-        let oldest = self.ring.oldestSeq ?? (self.seq + 1)
-        if GapLine.isRestart(since: since, stream: stream, current: self.stream, last: self.seq) {
-            // Without the consumer's stream, all that is known is that this one has no such seq.
-            let message =
-                stream.map {
-                    "wsbridged restarted: seq \(since) was counted in stream \($0), and this daemon's stream \(self.stream) began again at seq 1; what followed seq \(since) there is lost, and delivery goes on from this stream's start"
-                }
-                ?? "stream \(self.stream) has no seq \(since) yet (its last is \(self.seq)): wsbridged restarted since that seq was read, or it is wrong (subscribe with \"stream\" too to tell which); delivery goes on from this stream's start"
-            let gap = GapLine(stream: self.stream, reason: GapLine.restarted, next: min(oldest, self.seq + 1), since: since, message: message)
-            client.send(MessageLineEncoder.line(gap.json, allocator: self.allocator))
-            since = 0
-        }
-        guard since < self.seq else { return }
-        if self.journal != nil && since + 1 < oldest {
-            self.replayFromJournal(client, after: since)
-            return
-        }
-        if since + 1 < oldest {
-            let gap = GapLine(
-                stream: self.stream, reason: GapLine.notBuffered, from: since + 1, to: oldest - 1, next: oldest,
-                message:
-                    "no longer buffered: the replay ring keeps the last \(self.configuration.replay) messages (local.replay) up to \(self.configuration.replayBytes) bytes (local.replay_bytes)"
-            )
-            client.send(MessageLineEncoder.line(gap.json, allocator: self.allocator))
-        }
-        for entry in self.ring.entries where entry.seq > since {
-            if let filter = client.filter {
-                guard Self.payload(ofLine: entry.line, matches: filter) else { continue }
-            }
-            client.deliver(entry.line, seq: entry.seq)
-        }
-    }
-
-    /// Whether the payload of an encoded message line matches `filter` (replayed messages).
-    static func payload(ofLine line: ByteBuffer, matches filter: Filter) -> Bool {
-        guard let json = try? JSONValue.parse(line.readableBytesView), let message = MessageLine(json: json), message.kind == .text else { return false }
-        if let inline = message.inlineJSON { return filter.matches(json: inline, text: inline.serialized.utf8) }
-        guard let text = message.data else { return false }
-        return filter.matches(json: try? JSONValue.parse(text), text: text.utf8)
+    /// The messages of this flush to the journal and the fleet.
+    private func appendJournalEntries() {
+        guard !self.journalEntries.isEmpty else { return }
+        self.journal?.append(self.journalEntries)
+        self.fleet?.publish(self.journalEntries)
+        self.journalEntries.removeAll(keepingCapacity: true)
     }
 }
 

@@ -104,6 +104,9 @@ extension LocalPlane {
 
     func webSocketRemoved(_ app: WebSocketApp) {
         guard self.webSocket.remove(app) else { return }
+        // What was published for the apps so far goes out (and into the ring) while it is one:
+        // with no app left, no frame would carry the rest of the flush into the ring.
+        self.fanout.flush()
         self.fanout.frames.remove(app)
         // What it held (its subscriptions, its calls waiting) is let go, as an NDJSON app's.
         if self.appProtocol != nil { self.protocolAppLeft(app.id) }

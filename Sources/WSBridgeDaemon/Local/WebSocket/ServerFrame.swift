@@ -21,6 +21,25 @@ enum ServerFrame {
         buffer.writeImmutableBuffer(payload)
     }
 
+    /// The opcode and payload of the whole frame in `frame` (one the face wrote: unmasked); nil
+    /// for anything else.
+    static func payload(of frame: ByteBuffer) -> (WebSocketOpcode, ByteBuffer)? {
+        guard frame.readableBytes >= 2, let first = frame.getInteger(at: frame.readerIndex, as: UInt8.self),
+            let second = frame.getInteger(at: frame.readerIndex + 1, as: UInt8.self), let opcode = WebSocketOpcode(encodedWebSocketOpcode: first & 0x0F)
+        else { return nil }
+        var header = 2
+        var length = Int(second & 0x7F)
+        if length == 126 {
+            guard let n = frame.getInteger(at: frame.readerIndex + 2, as: UInt16.self) else { return nil }
+            (header, length) = (4, Int(n))
+        } else if length == 127 {
+            guard let n = frame.getInteger(at: frame.readerIndex + 2, as: UInt64.self) else { return nil }
+            (header, length) = (10, Int(n))
+        }
+        guard let payload = frame.getSlice(at: frame.readerIndex + header, length: length) else { return nil }
+        return (opcode, payload)
+    }
+
     /// One frame in a buffer of its own.
     static func frame(_ opcode: WebSocketOpcode, _ payload: ByteBuffer, allocator: ByteBufferAllocator) -> ByteBuffer {
         var buffer = allocator.buffer(capacity: payload.readableBytes + 10)
