@@ -236,6 +236,10 @@ public struct ClientsResult: Sendable, Equatable, JSONValueCodable {
         @OmitNil public var address: String? = nil
         @OmitNil public var path: String? = nil
         @OmitNil public var userAgent: String? = nil
+        /// With `upstream.protocol`: its name, and the subscriptions this client's app holds in
+        /// the protocol layer (shared or not).
+        @OmitNil public var `protocol`: String? = nil
+        @OmitNil public var subscriptions: Int? = nil
 
         public init(id: Int, pid: Int32?, uid: UInt32?, subscribed: Bool, filter: String?, messages: UInt64, queued: Int, queueBytes: Int, drops: UInt64) {
             self.id = id

@@ -106,7 +106,8 @@ struct Top: ParsableCommand {
             lines.append(
                 Self.row([
                     "\(c.id)", c.pid.map(String.init) ?? "-", c.pid.flatMap(Self.program) ?? c.userAgent.map { "ws: \($0)" } ?? (c.face == nil ? "-" : "ws"),
-                    c.subscribed ? (c.filter.map { "yes (\($0))" } ?? "yes") : "no", rate(c.messages, before[c.id]),
+                    (c.subscribed ? (c.filter.map { "yes (\($0))" } ?? "yes") : "no") + (c.subscriptions.map { ", \($0) held" } ?? ""),
+                    rate(c.messages, before[c.id]),
                     "\(c.queued)", "\(c.queueBytes) B", "\(c.drops)",
                 ]))
         }

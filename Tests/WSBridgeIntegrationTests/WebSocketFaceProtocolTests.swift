@@ -44,7 +44,7 @@ import WSBridgeProtocol
         let dir = try TemporaryDirectory()
         var (peer, port) = try await GraphQLProtocolTests.peer()
         defer { peer.stop() }
-        let (daemon, _, url) = try await Self.daemon(dir, url: "ws://127.0.0.1:\(port)/graphql", protocol: "graphql-transport-ws")
+        let (daemon, socket, url) = try await Self.daemon(dir, url: "ws://127.0.0.1:\(port)/graphql", protocol: "graphql-transport-ws")
         defer { daemon.stop() }
         let apps = try [("a", "alpha"), ("b", "beta"), ("c", "alpha")].map { name, feed in
             (try Self.app("gql_app.py", ["\(url)/", feed], name: name), feed)
@@ -57,6 +57,17 @@ import WSBridgeProtocol
         }
         // Two subscriptions upstream for three apps, on one connection.
         #expect(peer.stdout.lines.filter { $0.hasPrefix("subscribe ") }.sorted() == ["subscribe alpha", "subscribe beta"], "\(peer.stdout.text)")
+        // `clients` lists them beside the NDJSON client asking: their face, user agent, protocol
+        // and the subscription each holds.
+        let control = try await JSONRPCProtocolTests.app(socket, "control")
+        control.send(#"{"id":"c","op":"clients"}"#)
+        let listed = await control.reply("c")?.value(at: "result.clients")
+        guard case .array(let clients)? = listed else { throw TestFailure("no clients: \(String(describing: listed))") }
+        let listedApps = clients.filter { $0["face"] == "websocket" }
+        #expect(listedApps.count == 3 && listedApps.allSatisfy { $0["protocol"] == "graphql-transport-ws" && $0["subscriptions"] == 1 }, "\(clients)")
+        #expect(listedApps.allSatisfy { $0["user_agent"]?.stringValue?.isEmpty == false && $0["uid"] == 0 }, "\(listedApps)")
+        #expect(clients.filter { $0["face"] == nil }.map { $0["subscriptions"] } == [0], "\(clients)")
+        control.close()
         for restart in 1...5 {
             peer.stop()
             _ = await peer.waitForExit()

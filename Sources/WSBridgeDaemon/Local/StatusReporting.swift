@@ -45,6 +45,7 @@ extension LocalPlane {
 extension LocalPlane {
     /// The `clients` reply: every local client now, by number.
     var clientList: ClientsResult {
+        let held = self.protocolSubscriptionsByApp
         let clients = self.fanout.clients.values.sorted { $0.id < $1.id }.map { c in
             let queued = c.queued
             var client = ClientsResult.Client(
@@ -54,6 +55,24 @@ extension LocalPlane {
             if c.socketSendBuffer > 0 { client.sendBuffer = c.socketSendBuffer }
             return client
         }
-        return ClientsResult(seq: self.fanout.position.seq, clients: (clients + self.webSocketClients).sorted { $0.id < $1.id })
+        let all = (clients + self.webSocketClients).sorted { $0.id < $1.id }.map { c in
+            guard let name = self.appProtocol?.session.name else { return c }
+            var c = c
+            c.protocol = name
+            c.subscriptions = held[c.id, default: 0]
+            return c
+        }
+        return ClientsResult(seq: self.fanout.position.seq, clients: all)
+    }
+
+    /// How many of the protocol layer's subscriptions each app holds (on every connection).
+    private var protocolSubscriptionsByApp: [AppID: Int] {
+        var held: [AppID: Int] = [:]
+        for layer in self.protocolLayers {
+            for subscription in layer.session.liveSubscriptions {
+                for holder in subscription.holders { held[holder.app, default: 0] += 1 }
+            }
+        }
+        return held
     }
 }
