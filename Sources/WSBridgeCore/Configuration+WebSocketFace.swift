@@ -4,8 +4,13 @@ extension Configuration.Local {
     /// `[local.websocket]`: the local WebSocket face (docs/websocket.md), off unless `listen` or
     /// `socket` is set. Apps connect with their own WebSocket library and change only the URL.
     public struct WebSocket: Sendable, Equatable {
-        /// A loopback TCP address (`127.0.0.1:8765`, `[::1]:8765`); nil: none.
+        /// A TCP address: loopback (`127.0.0.1:8765`, `[::1]:8765`), or another only with TLS and
+        /// a token (`tls_cert_file`, `tls_key_file`, `token_file`); nil: none.
         public var listen: Configuration.HostPort? = nil
+        /// The face's certificate chain and key (PEM): `listen` serves wss:// (the Unix socket
+        /// stays plain). nil: plain ws://.
+        public var tlsCertFile: String? = nil
+        public var tlsKeyFile: String? = nil
         /// A Unix socket path for `ws+unix:` clients; nil: none. It takes `local.mode` and
         /// `local.group`, as the NDJSON socket does.
         public var socket: String? = nil
@@ -39,7 +44,10 @@ extension Configuration.Local {
 
         public init() {}
 
-        /// Whether `host` is a loopback address (the only kind `listen` takes in this version).
+        /// `listen` serves wss://.
+        public var isTLS: Bool { self.tlsCertFile != nil }
+
+        /// Whether `host` is a loopback address (any other needs TLS and a token).
         public static func isLoopback(_ host: String) -> Bool {
             if host == "localhost" || host == "::1" { return true }
             let parts = host.split(separator: ".", omittingEmptySubsequences: false)
@@ -55,13 +63,7 @@ extension ConfigurationReader {
             let text = try self.string(v, "local.websocket.listen")
             guard !text.isEmpty else { return }
             guard let address = Configuration.HostPort(parsing: text) else {
-                throw self.error("local.websocket.listen", v, "must be \"HOST:PORT\" on loopback, such as \"127.0.0.1:8765\" or \"[::1]:8765\" (empty: none)")
-            }
-            guard Configuration.Local.WebSocket.isLoopback(address.host) else {
-                throw self.error(
-                    "local.websocket.listen", v,
-                    "must be a loopback address (127.0.0.1, ::1 or localhost) in this version: the face's access rules know local users only; for another host, put a TLS proxy that checks its clients in front of it"
-                )
+                throw self.error("local.websocket.listen", v, "must be \"HOST:PORT\", such as \"127.0.0.1:8765\" or \"[::1]:8765\" (empty: none)")
             }
             config.local.webSocket.listen = address
         }
@@ -107,6 +109,20 @@ extension ConfigurationReader {
         }
         s.read("token_file", reload: .restart) { v in
             config.local.webSocket.tokenFile = try self.path(v, "local.websocket.token_file")
+        }
+        s.read("tls_cert_file", reload: .restart) { v in config.local.webSocket.tlsCertFile = try self.path(v, "local.websocket.tls_cert_file") }
+        s.read("tls_key_file", reload: .restart) { v in config.local.webSocket.tlsKeyFile = try self.path(v, "local.websocket.tls_key_file") }
+        let face = config.local.webSocket
+        if (face.tlsCertFile == nil) != (face.tlsKeyFile == nil) {
+            let key = face.tlsCertFile == nil ? "local.websocket.tls_cert_file" : "local.websocket.tls_key_file"
+            s.problem(self.error(key, nil, "local.websocket.tls_cert_file and tls_key_file go together: set both for wss://, or neither"))
+        }
+        if let address = face.listen, !Configuration.Local.WebSocket.isLoopback(address.host), !face.isTLS || face.tokenFile == nil {
+            s.problem(
+                self.error(
+                    "local.websocket.listen", nil,
+                    "\(address) is not a loopback address: another host's apps need tls_cert_file, tls_key_file and token_file in [local.websocket] (the face knows no user of another host, so the token is the only key, and TLS keeps it secret on the network); or listen on 127.0.0.1"
+                ))
         }
     }
 }

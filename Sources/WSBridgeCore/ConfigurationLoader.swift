@@ -119,6 +119,9 @@ struct Section {
     /// The problems with single keys, in the order they were read.
     private(set) var problems: [ConfigurationError] = []
 
+    /// A problem with several keys of this section together, found once all were read.
+    mutating func problem(_ error: ConfigurationError) { self.problems.append(error) }
+
     /// Reads `key` when the file sets it. A problem with its value is recorded and reading goes
     /// on with the next key, so that one run reports every mistake in the file.
     /// (`body` is untyped `throws` because a closure's thrown type is not inferred from its

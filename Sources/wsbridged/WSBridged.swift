@@ -143,7 +143,7 @@ struct WSBridged: AsyncParsableCommand {
                 ? "a follower: its upstream is the stream \(fleet.stream), subject \(fleet.subject), from \(fleet.servers.joined(separator: ", "))"
                 : "upstream \(configuration.upstream.url)"
             let face = configuration.local.webSocket
-            let faces = [face.listen.map { "ws://\($0)/" }, face.socket.map { "ws+unix:\($0)" }].compactMap { $0 }
+            let faces = [face.listen.map { "\(face.isTLS ? "wss" : "ws")://\($0)/" }, face.socket.map { "ws+unix:\($0)" }].compactMap { $0 }
             let upstreamAndFace = faces.isEmpty ? upstream : "\(upstream); WebSocket face on \(faces.joined(separator: " and "))"
             // Without --config, the default file is read only where it exists (--url runs without one).
             if self.config != nil || access(Self.defaultConfigPath, R_OK) == 0 {

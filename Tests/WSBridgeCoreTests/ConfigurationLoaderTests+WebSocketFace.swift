@@ -19,9 +19,9 @@ extension ConfigurationLoaderTests {
 
     @Test func theWebSocketFacesMistakesSayWhatToWrite() {
         let cases: [(String, String, String)] = [
-            ("listen = \"0.0.0.0:8765\"", "local.websocket.listen", "must be a loopback address"),
-            ("listen = \"192.168.1.5:8765\"", "local.websocket.listen", "a TLS proxy that checks its clients"),
-            ("listen = \"8765\"", "local.websocket.listen", "must be \"HOST:PORT\" on loopback"),
+            ("listen = \"0.0.0.0:8765\"", "local.websocket.listen", "is not a loopback address"),
+            ("listen = \"192.168.1.5:8765\"", "local.websocket.listen", "is not a loopback address"),
+            ("listen = \"8765\"", "local.websocket.listen", "must be \"HOST:PORT\""),
             ("paths = [\"graphql\"]", "local.websocket.paths", "each starting with \"/\""),
             ("paths = []", "local.websocket.paths", "must be a list of request paths"),
             ("allowed_origins = [\"localhost:3000\"]", "local.websocket.allowed_origins", "as browsers send them"),
@@ -34,6 +34,22 @@ extension ConfigurationLoaderTests {
             let error = self.failure("[local.websocket]\n" + text + "\n")
             #expect(error?.key == key && error?.description.contains(says) == true, "\(text): \(String(describing: error))")
         }
+    }
+
+    /// Another host's apps only over TLS and with a token: the face knows no user of theirs.
+    @Test func aNonLoopbackAddressNeedsTLSAndAToken() throws {
+        let bare = self.failure("[local.websocket]\nlisten = \"0.0.0.0:8765\"\n")
+        #expect(
+            bare?.key == "local.websocket.listen" && bare?.description.contains("need tls_cert_file, tls_key_file and token_file") == true,
+            "\(String(describing: bare))")
+        let noToken = self.failure("[local.websocket]\nlisten = \"0.0.0.0:8765\"\ntls_cert_file = \"/etc/c.pem\"\ntls_key_file = \"/etc/k.pem\"\n")
+        #expect(noToken?.key == "local.websocket.listen", "\(String(describing: noToken))")
+        let half = self.failure("[local.websocket]\nlisten = \"127.0.0.1:8765\"\ntls_cert_file = \"/etc/c.pem\"\n")
+        #expect(half?.key == "local.websocket.tls_key_file" && half?.description.contains("go together") == true, "\(String(describing: half))")
+        let face = try self.load(
+            "[local.websocket]\nlisten = \"0.0.0.0:8765\"\ntls_cert_file = \"/etc/c.pem\"\ntls_key_file = \"/etc/k.pem\"\ntoken_file = \"/etc/t\"\n"
+        ).local.webSocket
+        #expect(face.isTLS && face.listen?.host == "0.0.0.0" && face.tokenFile == "/etc/t")
     }
 
     @Test func theWebSocketFaceServesEveryProtocol() throws {

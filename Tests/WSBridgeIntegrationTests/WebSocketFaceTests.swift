@@ -179,6 +179,42 @@ import WSBridgeProtocol
         #expect(await other.stdout.wait(containing: "refused")?.hasPrefix("refused 410 the stream is \(stream) now") == true, "\(other.stdout.text)")
     }
 
+    /// Another host's apps: `listen` on every address only with TLS and a token. An app of
+    /// `websockets` over wss:// with the token gets the feed and may send; without the token it
+    /// is refused (401); plain ws:// to the TLS port never upgrades.
+    @Test func aNetworkAddressServesWSSWithTheTokenOnly() async throws {
+        let dir = try TemporaryDirectory()
+        let certificates = try TestCertificates(in: dir)
+        let token = try dir.write("face.token", "s3cret-face-token\n")
+        DaemonUser.handOver(token)
+        let port = try freePort()
+        let fixture = try await DaemonFixture(
+            extraConfig: """
+                [local.websocket]
+                listen = "0.0.0.0:\(port)"
+                tls_cert_file = "\(certificates.serverCert)"
+                tls_key_file = "\(certificates.serverKey)"
+                token_file = "\(token)"
+                """,
+            directory: dir)
+        let url = "wss://127.0.0.1:\(port)/"
+        let app = try ManagedProcess(
+            Paths.python, ["-u", "\(Paths.root)/Tests/peers/ws_app.py", url, "--cafile", certificates.caCert, "--token", "s3cret-face-token"], name: "wss")
+        let stranger = try ManagedProcess(Paths.python, ["-u", "\(Paths.root)/Tests/peers/ws_app.py", url, "--cafile", certificates.caCert], name: "no-token")
+        let plain = try ManagedProcess(Paths.python, ["-u", "\(Paths.root)/Tests/peers/ws_app.py", "ws://127.0.0.1:\(port)/"], name: "plain")
+        defer { for p in [app, stranger, plain] { p.stop() } }
+        #expect(await app.stdout.wait(containing: "open") != nil, "\(app.stdout.text) \(app.stderr.text) \(fixture.daemon.stderr.text.suffix(1500))")
+        fixture.server.command("burst 50 64")
+        _ = await app.stdout.wait(count: 50) { $0.hasPrefix("message ") }
+        #expect(Self.problem(Self.numbers(app), 50) == nil)
+        app.send("send from-wss")
+        #expect(await fixture.server.event("message from-wss") != nil)
+        #expect(await stranger.stdout.wait(containing: "refused")?.hasPrefix("refused 401 a token is needed") == true, "\(stranger.stdout.text)")
+        // Plain HTTP to the TLS port: the handshake fails, the app never opens.
+        _ = await plain.waitForExit()
+        #expect(!plain.stdout.lines.contains("open"), "\(plain.stdout.text)")
+    }
+
     /// A real browser: Debian's headless Chromium (Selenium, chromium-driver) loads a page that
     /// opens `new WebSocket("ws://127.0.0.1:PORT/")` and shows the feed; the same page from an
     /// origin not in `allowed_origins` is refused (the browser sees 1006, the handshake's 403).

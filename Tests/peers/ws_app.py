@@ -3,7 +3,8 @@
 
 Usage: ws_app.py URL [--unix PATH] [--origin ORIGIN] [--token TOKEN] [--rcvbuf BYTES] [--query Q]
 
---query: the request's query (`stream=ID&since=SEQ`: a resume).
+--query: the request's query (`stream=ID&since=SEQ`: a resume). --cafile: the CA a wss:// face's
+certificate is checked against.
 
 --rcvbuf: the socket's receive buffer (SO_RCVBUF, set before it connects), for an app whose
 kernel holds little of what it does not read.
@@ -18,6 +19,7 @@ the socket no more), `resume` (read again), `close`. Its stdin's end closes it.
 import argparse
 import asyncio
 import socket
+import ssl
 import sys
 from urllib.parse import urlparse
 
@@ -70,11 +72,14 @@ async def main():
     parser.add_argument("--token")
     parser.add_argument("--rcvbuf", type=int)
     parser.add_argument("--query")
+    parser.add_argument("--cafile")
     args = parser.parse_args()
     if args.query:
         args.url += "?" + args.query
     headers = {"Authorization": f"Bearer {args.token}"} if args.token else None
     options = dict(additional_headers=headers, origin=args.origin, max_size=None, max_queue=16, ping_interval=None)
+    if args.cafile:
+        options["ssl"] = ssl.create_default_context(cafile=args.cafile)
     if args.rcvbuf and not args.unix:
         url = urlparse(args.url)
         sock = socket.socket()

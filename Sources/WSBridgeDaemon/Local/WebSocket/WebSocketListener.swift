@@ -3,6 +3,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import NIOWebSocket
 import WSBridgeCore
 
@@ -15,8 +16,10 @@ import WSBridgeCore
 enum WebSocketListener {
     /// Listens where `[local.websocket]` says (its loopback address, its Unix socket, or both);
     /// returns the listening channels.
+    /// `tls`: the loopback or network address serves wss:// (the Unix socket stays plain).
     static func listen(
-        _ plane: NIOLoopBound<LocalPlane>, configuration: Configuration, eventLoop: any EventLoop, groups: GroupCache, logger: Logger
+        _ plane: NIOLoopBound<LocalPlane>, configuration: Configuration, tls: NIOSSLContext? = nil, eventLoop: any EventLoop, groups: GroupCache,
+        logger: Logger
     ) async throws -> [any Channel] {
         let settings = configuration.local.webSocket
         var bootstrap = ServerBootstrap(group: eventLoop)
@@ -24,7 +27,16 @@ enum WebSocketListener {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelInitializer(LocalServer.pausingAccepts(plane))
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 * 1024, high: 256 * 1024))
-            .childChannelInitializer { channel in Self.accepted(channel, plane: plane, settings: settings, groups: groups) }
+            .childChannelInitializer { channel in
+                if let tls, channel.localAddress?.protocol != .unix {
+                    do {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+                    } catch {
+                        return channel.eventLoop.makeFailedFuture(error)
+                    }
+                }
+                return Self.accepted(channel, plane: plane, settings: settings, groups: groups)
+            }
         // As the NDJSON socket's clients: a larger kernel buffer keeps a reader reading while the
         // loop is busy (0: the system's default).
         if configuration.local.sendBufferBytes > 0 {
@@ -35,7 +47,7 @@ enum WebSocketListener {
             do {
                 let channel = try await bootstrap.bind(host: address.host, port: address.port).get()
                 channels.append(channel)
-                logger.notice("WebSocket face listening on ws://\(address)/", metadata: ["local.websocket.listen": "\(address)"])
+                logger.notice("WebSocket face listening on \(tls == nil ? "ws" : "wss")://\(address)/", metadata: ["local.websocket.listen": "\(address)"])
             } catch {
                 throw WebSocketFaceError.cannotListen(address: "\(address)", "\(error)")
             }

@@ -131,7 +131,7 @@ final class ConnectorFactory: Sendable {
     }
 
     /// Loads one TLS file, or says which setting names it and what is wrong with it.
-    private static func load<T>(_ setting: String, _ path: String, _ what: String, _ body: (String) throws -> T) throws -> T {
+    static func load<T>(_ setting: String, _ path: String, _ what: String, _ body: (String) throws -> T) throws -> T {
         guard access(path, R_OK) == 0 else {
             throw UpstreamConnector.Failure.tlsFile(setting: setting, path: path, .unreadable(String(cString: strerror(errno)).lowercased()))
         }
