@@ -10,11 +10,12 @@ import WSBridgeProtocol
 @Suite(.serialized) struct WebSocketFaceProtocolTests {
     /// A daemon of `upstream.protocol = name` to `url`, its face on a free loopback port, once
     /// its link is open: it, its NDJSON socket and the face's URL.
-    static func daemon(_ dir: TemporaryDirectory, url: String, protocol name: String) async throws -> (ManagedProcess, String, String) {
+    static func daemon(_ dir: TemporaryDirectory, url: String, protocol name: String, settings: String = "") async throws -> (ManagedProcess, String, String) {
         let port = try freePort()
         let socket = dir.file("d.sock")
         let config = try writeDaemonConfig(
-            dir, "wsbridged", url: url, socket: socket, upstream: "protocol = \"\(name)\"", extra: "[local.websocket]\nlisten = \"127.0.0.1:\(port)\"")
+            dir, "wsbridged", url: url, socket: socket, upstream: "protocol = \"\(name)\"",
+            extra: "[local.websocket]\nlisten = \"127.0.0.1:\(port)\"\n" + (settings.isEmpty ? "" : "[protocol]\n\(settings)"))
         let daemon = try ManagedProcess.daemon(["--config", config, "--log-level", "debug"])
         guard await daemon.awaitLink(.open) else {
             daemon.stop()
@@ -158,6 +159,46 @@ import WSBridgeProtocol
         }
         // Each app's calls went upstream one by one (the peer logs the calls with an id).
         #expect(peer.stdout.lines.filter { $0.hasPrefix("call add") }.count == 2 && peer.stdout.lines.filter { $0.hasPrefix("call slow") }.count == 2)
+    }
+
+    /// STOMP against RabbitMQ's Web STOMP: two apps (frames as stomp.js writes them, through a
+    /// stock `websockets` client offering `v12.stomp`) each `CONNECT` and are answered `CONNECTED`
+    /// by the face (heart-beat 0,0: the daemon keeps the broker's), both `SUBSCRIBE` as `sub-0`
+    /// to one destination (one consumer at the broker), and a `SEND` with a receipt is answered
+    /// to its app while its `MESSAGE` reaches both under their own id.
+    @Test func stompAppsShareADestinationAndGetTheirOwnReceipts() async throws {
+        let dir = try TemporaryDirectory()
+        let node = try await RabbitMQNode.start(dir)
+        defer { node.stopNow() }
+        let (daemon, _, url) = try await Self.daemon(dir, url: STOMPProtocolTests.url(node), protocol: "stomp", settings: STOMPProtocolTests.settings)
+        defer { daemon.stop() }
+        let apps = try ["a", "b"].map { name in
+            try ManagedProcess(Paths.python, ["-u", "\(Paths.root)/Tests/peers/ws_app.py", "\(url)/", "--subprotocol", "v12.stomp", "--quote"], name: name)
+        }
+        defer { for app in apps { app.stop() } }
+        func frame(_ text: String) -> String { "sendjson " + JSONValue.string(text).serialized }
+        func frames(_ app: ManagedProcess, _ command: String, from: Int = 0) async -> String? {
+            guard let line = await app.stdout.wait(from: from, { $0.hasPrefix("message \"\(command)") }) else { return nil }
+            return (try? JSONValue.parse(String(line.dropFirst(8))))?.stringValue
+        }
+        for app in apps {
+            #expect(await app.stdout.wait(containing: "subprotocol v12.stomp") != nil, "\(app.stdout.text) \(app.stderr.text)")
+            app.send(frame("CONNECT\naccept-version:1.2\nhost:/\nheart-beat:10000,10000\n\n\0"))
+            let connected = await frames(app, "CONNECTED")
+            #expect(connected?.contains("heart-beat:0,0") == true, "\(String(describing: connected)) \(app.stdout.text)")
+            app.send(frame(STOMPProtocolTests.subscribe("sub-0", "/topic/prices")))
+        }
+        // The broker has the one consumer, the daemon's, before the SEND goes.
+        try await eventually("one consumer at the broker", timeout: .seconds(30), { try node.consumerList().count }, until: { $0 == 1 })
+        let marks = apps.map { $0.stdout.lines.count }
+        apps[0].send(frame("SEND\ndestination:/topic/prices\nreceipt:r-1\ncontent-type:application/json\n\n{\"p\":1}\0"))
+        let receipt = await frames(apps[0], "RECEIPT", from: marks[0])
+        #expect(receipt?.contains("receipt-id:r-1") == true, "\(String(describing: receipt))")
+        for (i, app) in apps.enumerated() {
+            let message = await frames(app, "MESSAGE", from: marks[i])
+            #expect(message?.contains("subscription:sub-0") == true && message?.contains("{\"p\":1}") == true, "\(String(describing: message))")
+        }
+        #expect(!apps[1].stdout.lines.contains { $0.contains("RECEIPT") }, "the receipt is a's only")
     }
 
     /// python-socketio's AsyncClient on the websocket transport: each app its own Engine.IO

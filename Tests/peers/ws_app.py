@@ -4,7 +4,9 @@
 Usage: ws_app.py URL [--unix PATH] [--origin ORIGIN] [--token TOKEN] [--rcvbuf BYTES] [--query Q]
 
 --query: the request's query (`stream=ID&since=SEQ`: a resume). --cafile: the CA a wss:// face's
-certificate is checked against.
+certificate is checked against. --subprotocol: one to offer (the one agreed is printed,
+`subprotocol NAME`). --quote: each text message printed as a JSON string (a protocol's frames
+hold newlines). `sendjson "TEXT"` on stdin sends TEXT given as a JSON string.
 
 --rcvbuf: the socket's receive buffer (SO_RCVBUF, set before it connects), for an app whose
 kernel holds little of what it does not read.
@@ -18,6 +20,7 @@ the socket no more), `resume` (read again), `close`. Its stdin's end closes it.
 
 import argparse
 import asyncio
+import json
 import socket
 import ssl
 import sys
@@ -25,6 +28,9 @@ from urllib.parse import urlparse
 
 from websockets.asyncio.client import connect, unix_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+
+QUOTE = False
 
 
 def say(line):
@@ -42,6 +48,8 @@ async def commands(ws, reading):
         word, _, rest = line.rstrip("\n").partition(" ")
         if word == "send":
             await ws.send(rest)
+        elif word == "sendjson":
+            await ws.send(json.loads(rest))
         elif word == "binary":
             await ws.send(bytes.fromhex(rest))
         elif word == "stop":
@@ -59,7 +67,10 @@ async def commands(ws, reading):
 async def read(ws):
     try:
         async for message in ws:
-            say(f"message {message}" if isinstance(message, str) else f"binary {message.hex()}")
+            if isinstance(message, str):
+                say(f"message {json.dumps(message) if QUOTE else message}")
+            else:
+                say(f"binary {message.hex()}")
     except ConnectionClosed:
         pass
 
@@ -73,13 +84,19 @@ async def main():
     parser.add_argument("--rcvbuf", type=int)
     parser.add_argument("--query")
     parser.add_argument("--cafile")
+    parser.add_argument("--subprotocol")
+    parser.add_argument("--quote", action="store_true")
     args = parser.parse_args()
+    global QUOTE
+    QUOTE = args.quote
     if args.query:
         args.url += "?" + args.query
     headers = {"Authorization": f"Bearer {args.token}"} if args.token else None
     options = dict(additional_headers=headers, origin=args.origin, max_size=None, max_queue=16, ping_interval=None)
     if args.cafile:
         options["ssl"] = ssl.create_default_context(cafile=args.cafile)
+    if args.subprotocol:
+        options["subprotocols"] = [args.subprotocol]
     if args.rcvbuf and not args.unix:
         url = urlparse(args.url)
         sock = socket.socket()
@@ -96,6 +113,8 @@ async def main():
         say(f"refused {e.response.status_code} {body}")
         return
     say("open")
+    if ws.subprotocol:
+        say(f"subprotocol {ws.subprotocol}")
     # Where its frames start on a raw face (a resume goes on from the last one it counted).
     if "Wsbridge-Stream" in ws.response.headers:
         say(f"position {ws.response.headers['Wsbridge-Stream']} {ws.response.headers['Wsbridge-Seq']}")
