@@ -135,6 +135,30 @@ import WSBridgeProtocol
         #expect(GraphQLTransportWS.isSubscription(document) == expected)
     }
 
+    /// The same operation written on many lines (gql prints documents so) or on one, with
+    /// commas and comments or not, and its payload's keys in any order, is one subscription;
+    /// what is in its strings counts as written.
+    @Test func aDocumentsLayoutIsNoPartOfItsSubscriptionsKey() {
+        let printed = "subscription ($name: String!) {\n  ticks(name: $name) {\n    name\n    n\n  }\n}"
+        let compact = "subscription($name:String!){ticks(name:$name){name,n}} # the ticker"
+        #expect(GraphQLTransportWS.compact(printed) == "subscription($name:String!){ticks(name:$name){name n}}")
+        #expect(GraphQLTransportWS.compact(printed) == GraphQLTransportWS.compact(compact))
+        let a: JSONValue = ["query": .string(printed), "variables": ["name": "alpha"]]
+        let b: JSONValue = ["variables": ["name": "alpha"], "query": .string(compact)]
+        #expect(GraphQLTransportWS.subscriptionKey(a) == GraphQLTransportWS.subscriptionKey(b))
+        // Strings keep their spaces, commas and #s; block strings too.
+        #expect(GraphQLTransportWS.compact("{ a(s: \"x ,  # y\") }") == "{a(s:\"x ,  # y\")}")
+        #expect(GraphQLTransportWS.compact("{ a(s: \"\"\" x ,\n \\\"\"\" \"\"\") b }") == "{a(s:\"\"\" x ,\n \\\"\"\" \"\"\")b}")
+        #expect(GraphQLTransportWS.compact("{ a(s: \"x\") }") != GraphQLTransportWS.compact("{ a(s: \"x \") }"))
+        var s = GraphQL(codec: GraphQLTransportWS())
+        _ = s.opened()
+        let subscribe = { (app: AppID, query: String) -> [AppProtocolEffect] in
+            s.fromApp(app, ["type": "subscribe", "id": "1", "payload": ["query": .string(query), "variables": ["name": "alpha"]]])
+        }
+        #expect(subscribe(1, printed).count == 1)
+        #expect(subscribe(2, compact).isEmpty, "the second app shares the first's subscription")
+    }
+
     /// With several operations, the one operationName names.
     @Test func operationNameChoosesTheOperation() {
         let document = "query A { a }\nsubscription B($x: Int = 1) @d { b(x: $x) }\nmutation C { c }"

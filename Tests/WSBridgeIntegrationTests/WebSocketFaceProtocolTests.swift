@@ -68,6 +68,18 @@ import WSBridgeProtocol
         #expect(listedApps.count == 3 && listedApps.allSatisfy { $0["protocol"] == "graphql-transport-ws" && $0["subscriptions"] == 1 }, "\(clients)")
         #expect(listedApps.allSatisfy { $0["user_agent"]?.stringValue?.isEmpty == false && $0["uid"] == 0 }, "\(listedApps)")
         #expect(clients.filter { $0["face"] == nil }.map { $0["subscriptions"] } == [0], "\(clients)")
+        // An NDJSON app on the same id, sending the same operation as gql does, shares the
+        // WebSocket apps' upstream subscription.
+        let operation: JSONValue = [
+            "type": "subscribe", "id": "1",
+            "payload": ["query": "subscription ($name: String!) { ticks(name: $name) { name n } }", "variables": ["name": "alpha"]],
+        ]
+        GraphQLProtocolTests.send(control, operation, request: "s")
+        let next = await JSONRPCProtocolTests.waitFor(control) { $0["type"] == "next" }
+        #expect(next?["id"] == "1" && next?.value(at: "payload.data.ticks.name") == "alpha", "\(String(describing: next))")
+        control.send(#"{"id":"st","op":"status"}"#)
+        let keys = await control.reply("st")?.value(at: "result.protocol.subscriptions")
+        #expect(peer.stdout.lines.filter { $0.hasPrefix("subscribe ") }.count == 2, "\(peer.stdout.text) \(String(describing: keys))")
         control.close()
         for restart in 1...5 {
             peer.stop()

@@ -32,7 +32,7 @@ package struct GraphQLTransportWS: AppProtocolCodec {
             guard let payload = message["payload"], case .object = payload else { return .invalid("subscribe needs a \"payload\" object") }
             // Only subscriptions last; a query or a mutation is one call with its answers.
             if Self.isSubscription(payload["query"]?.stringValue ?? "", operationName: payload["operationName"]?.stringValue) {
-                return .subscribe(id: WireID(id), key: payload.serialized)
+                return .subscribe(id: WireID(id), key: Self.subscriptionKey(payload))
             }
             return .call(id: WireID(id))
         case "complete":
@@ -74,6 +74,83 @@ package struct GraphQLTransportWS: AppProtocolCodec {
 
     package func linkLostAnswer(id: WireID, reason: String) -> JSONValue {
         ["type": "error", "id": id.json, "payload": [["message": .string("wsbridged: \(reason)")]]]
+    }
+
+    /// Two apps' subscribes are one subscription when they run the same operation: the key is
+    /// the payload with its document's ignored tokens dropped (whitespace, commas, comments: gql
+    /// prints a document on many lines, another app writes it on one) and its objects' keys in
+    /// order.
+    static func subscriptionKey(_ payload: JSONValue) -> String {
+        var canonical = Self.sortedKeys(payload)
+        if let query = payload["query"]?.stringValue { canonical = canonical.setting("query", to: .string(Self.compact(query))) }
+        return canonical.serialized
+    }
+
+    private static func sortedKeys(_ value: JSONValue) -> JSONValue {
+        switch value {
+        case .object(let members): .object(members.map { ($0.0, Self.sortedKeys($0.1)) }.sorted { $0.0 < $1.0 })
+        case .array(let items): .array(items.map(Self.sortedKeys))
+        default: value
+        }
+    }
+
+    /// A GraphQL document without its ignored tokens (spec 2.1.7): whitespace, line ends, commas
+    /// and comments, outside strings; one space kept only between two names or numbers.
+    static func compact(_ document: String) -> String {
+        var out: [UInt8] = []
+        let bytes = Array(document.utf8)
+        var i = 0
+        var gap = false
+        func isWord(_ c: UInt8) -> Bool { c == UInt8(ascii: "_") || (c >= 48 && c <= 57) || (c | 0x20 >= 97 && c | 0x20 <= 122) }
+        while i < bytes.count {
+            let c = bytes[i]
+            switch c {
+            case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: ","), 0xEF:
+                // 0xEF: a byte-order mark's first byte (EF BB BF), ignored as whitespace is.
+                i += c == 0xEF && i + 2 < bytes.count && bytes[i + 1] == 0xBB && bytes[i + 2] == 0xBF ? 3 : 1
+                gap = true
+                continue
+            case UInt8(ascii: "#"):
+                while i < bytes.count, bytes[i] != UInt8(ascii: "\n"), bytes[i] != UInt8(ascii: "\r") { i += 1 }
+                gap = true
+                continue
+            case UInt8(ascii: "\""):
+                // A string ("…" with escapes, or a block string """…"""), as it is.
+                if gap, let last = out.last, isWord(last) { out.append(UInt8(ascii: " ")) }
+                gap = false
+                let block = i + 2 < bytes.count && bytes[i + 1] == c && bytes[i + 2] == c
+                let start = i
+                i += block ? 3 : 1
+                while i < bytes.count {
+                    if block {
+                        if bytes[i] == UInt8(ascii: "\\"), i + 3 < bytes.count, bytes[i + 1] == c, bytes[i + 2] == c, bytes[i + 3] == c {
+                            i += 4
+                            continue
+                        }
+                        if i + 2 < bytes.count, bytes[i] == c, bytes[i + 1] == c, bytes[i + 2] == c {
+                            i += 3
+                            break
+                        }
+                        i += 1
+                    } else {
+                        if bytes[i] == UInt8(ascii: "\\") {
+                            i += 2
+                            continue
+                        }
+                        i += 1
+                        if bytes[i - 1] == c || bytes[i - 1] == UInt8(ascii: "\n") { break }
+                    }
+                }
+                out.append(contentsOf: bytes[start..<min(i, bytes.count)])
+                continue
+            default:
+                if gap, let last = out.last, isWord(last), isWord(c) { out.append(UInt8(ascii: " ")) }
+                gap = false
+                out.append(c)
+                i += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// Whether the operation a GraphQL document runs is a subscription: the one `operationName`
