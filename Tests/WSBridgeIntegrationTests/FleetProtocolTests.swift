@@ -244,4 +244,43 @@ import WSBridgeProtocol
         let leaked = JSONRPCProtocolTests.received(apps[1]).contains { $0["method"] == "eth_subscription" }
         #expect(!leaked)
     }
+    /// A follower's WebSocket face: a nats-py app there is an app of the bridge's protocol layer,
+    /// as the follower's NDJSON apps are. Its request/reply goes through the bridge's connection
+    /// (the reply routed back through the stream to it), and the subject it subscribes to reaches
+    /// it under its own sid.
+    @Test func aNATSAppOnAFollowersWebSocketFaceIsAnAppOfTheBridgesLayer() async throws {
+        let upstreamDir = try TemporaryDirectory()
+        let server = try await NATSServer.start(upstreamDir)
+        defer { server.process.stop() }
+        let fleet = try await Fleet.start(url: NATSProtocolTests.url(server), protocol: "nats")
+        defer { fleet.stop() }
+        let port = try freePort()
+        let (follower, _) = try await FleetFollowerTests.follower(
+            fleet.dir, ports: [fleet.nats.client], name: "c", upstream: "protocol = \"nats\"",
+            local: "[local.websocket]\nlisten = \"127.0.0.1:\(port)\"")
+        defer { follower.stop() }
+        let app = try WebSocketFaceProtocolTests.app("nats_app.py", ["ws://127.0.0.1:\(port)", "c"], name: "nats-app")
+        defer { app.stop() }
+        _ = await app.stdout.wait(count: 3) { $0.hasPrefix("reply ") }
+        #expect(
+            app.stdout.lines.filter { $0.hasPrefix("reply ") } == (0..<3).map { "reply c served c-\($0)" },
+            "\(app.stdout.text) \(follower.stderr.text.suffix(2000))")
+        let publisher = try ManagedProcess(
+            Paths.appsPython,
+            [
+                "-c",
+                """
+                import asyncio, nats
+                async def main():
+                    nc = await nats.connect("nats://127.0.0.1:\(server.client)")
+                    for i in range(5): await nc.publish("feed.x", b"f%d" % i)
+                    await nc.flush(); await nc.close()
+                asyncio.run(main())
+                """,
+            ], name: "publisher")
+        #expect(await publisher.waitForExit() == 0, "\(publisher.stderr.text)")
+        _ = await app.stdout.wait(count: 5) { $0.hasPrefix("feed ") }
+        #expect(app.stdout.lines.filter { $0.hasPrefix("feed ") } == (0..<5).map { "feed feed.x f\($0)" }, "\(app.stdout.text)")
+        #expect(WebSocketFaceProtocolTests.noError(app))
+    }
 }
