@@ -61,21 +61,9 @@ final class FrameCounter: ChannelInboundHandler {
                 self.pending.removeFirst(used)
             }
         }
-        let delta = self.local
-        self.local = Totals()
-        let latencies = self.latencies
-        self.latencies.removeAll(keepingCapacity: true)
-        let done = self.totals.withLockedValue { t -> Bool in
-            for l in latencies { _ = t.latency.record(l) }
-            t.lines += delta.lines
-            t.messages += delta.messages
-            t.gaps += delta.gaps
-            t.ended += ended ? 1 : 0
-            if t.firstNanos == 0 { t.firstNanos = now }
-            t.lastNanos = now
-            return t.ended == self.connections
+        if self.totals.add(&self.local, latencies: &self.latencies, ended: ended, at: now, connections: self.connections) {
+            self.finished.succeed(())
         }
-        if done { self.finished.succeed(()) }
     }
 
     /// The whole frames (and the 101's head) at the start of `bytes`: how many bytes they took.

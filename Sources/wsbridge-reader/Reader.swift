@@ -205,6 +205,27 @@ struct Totals {
     var lastNanos: UInt64 = 0
 }
 
+extension NIOLockedValueBox<Totals> {
+    /// A connection's counts of one read (`delta`, its `latencies`) added under the lock, and
+    /// emptied; whether every connection has seen the end marker now.
+    func add(_ delta: inout Totals, latencies: inout [UInt64], ended: Bool, at now: UInt64, connections: Int) -> Bool {
+        let (d, l) = (delta, latencies)
+        delta = Totals()
+        latencies.removeAll(keepingCapacity: true)
+        return self.withLockedValue { t -> Bool in
+            for latency in l { _ = t.latency.record(latency) }
+            t.lines += d.lines
+            t.messages += d.messages
+            t.lost += d.lost
+            t.gaps += d.gaps
+            t.ended += ended ? 1 : 0
+            if t.firstNanos == 0 { t.firstNanos = now }
+            t.lastNanos = now
+            return t.ended == connections
+        }
+    }
+}
+
 extension Totals {
     /// The result line the benchmark reads.
     func json(connections: Int) -> String {
@@ -288,23 +309,9 @@ final class LineCounter: ChannelInboundHandler {
             }
             self.partial.append(contentsOf: bytes[start...])
         }
-        let now = self.now
-        let delta = self.local
-        self.local = Totals()
-        let latencies = self.latencies
-        self.latencies.removeAll(keepingCapacity: true)
-        let done = self.totals.withLockedValue { t -> Bool in
-            for l in latencies { _ = t.latency.record(l) }
-            t.lines += delta.lines
-            t.messages += delta.messages
-            t.lost += delta.lost
-            t.gaps += delta.gaps
-            t.ended += ended ? 1 : 0
-            if t.firstNanos == 0 { t.firstNanos = now }
-            t.lastNanos = now
-            return t.ended == self.connections
+        if self.totals.add(&self.local, latencies: &self.latencies, ended: ended, at: self.now, connections: self.connections) {
+            self.finished.succeed(())
         }
-        if done { self.finished.succeed(()) }
     }
 
     private static let messagePrefix = Array(#"{"type":"message","seq":"#.utf8)

@@ -265,20 +265,7 @@ import WSBridgeProtocol
         #expect(
             app.stdout.lines.filter { $0.hasPrefix("reply ") } == (0..<3).map { "reply c served c-\($0)" },
             "\(app.stdout.text) \(follower.stderr.text.suffix(2000))")
-        let publisher = try ManagedProcess(
-            Paths.appsPython,
-            [
-                "-c",
-                """
-                import asyncio, nats
-                async def main():
-                    nc = await nats.connect("nats://127.0.0.1:\(server.client)")
-                    for i in range(5): await nc.publish("feed.x", b"f%d" % i)
-                    await nc.flush(); await nc.close()
-                asyncio.run(main())
-                """,
-            ], name: "publisher")
-        #expect(await publisher.waitForExit() == 0, "\(publisher.stderr.text)")
+        try await WebSocketFaceProtocolTests.publish(natsPort: server.client, ["feed.x": 5])
         _ = await app.stdout.wait(count: 5) { $0.hasPrefix("feed ") }
         #expect(app.stdout.lines.filter { $0.hasPrefix("feed ") } == (0..<5).map { "feed feed.x f\($0)" }, "\(app.stdout.text)")
         #expect(WebSocketFaceProtocolTests.noError(app))

@@ -29,6 +29,18 @@ import WSBridgeProtocol
         try ManagedProcess(Paths.appsPython, ["-u", "\(Paths.root)/Tests/peers/\(script)"] + arguments, name: name)
     }
 
+    /// Publishes to NATS at `natsPort` (a client of its own, nats-py): for each subject, that
+    /// many messages, its first letter and their number (`f0`, `f1`… on feed.x, `j0`… on jobs).
+    static func publish(natsPort: Int, _ counts: KeyValuePairs<String, Int>) async throws {
+        let sends = counts.map { subject, n in "    for i in range(\(n)): await nc.publish(\"\(subject)\", b\"\(subject.prefix(1))%d\" % i)" }
+        let code =
+            ["import asyncio, nats", "async def main():", "    nc = await nats.connect(\"nats://127.0.0.1:\(natsPort)\")"] + sends + [
+                "    await nc.flush(); await nc.close()", "asyncio.run(main())",
+            ]
+        let publisher = try ManagedProcess(Paths.appsPython, ["-c", code.joined(separator: "\n")], name: "publisher")
+        guard await publisher.waitForExit() == 0 else { throw TestFailure("publishing to NATS failed: \(publisher.stderr.text)") }
+    }
+
     /// An app printed no error (its library raised nothing).
     static func noError(_ app: ManagedProcess) -> Bool { !app.stdout.lines.contains { $0.hasPrefix("error ") } }
 
@@ -257,21 +269,7 @@ import WSBridgeProtocol
             _ = await app.stdout.wait(count: 3) { $0.hasPrefix("reply ") }
             #expect(app.stdout.lines.filter { $0.hasPrefix("reply ") } == (0..<3).map { "reply \(name) served \(name)-\($0)" }, "\(app.stdout.text)")
         }
-        let publisher = try ManagedProcess(
-            Paths.appsPython,
-            [
-                "-c",
-                """
-                import asyncio, nats
-                async def main():
-                    nc = await nats.connect("nats://127.0.0.1:\(server.client)")
-                    for i in range(5): await nc.publish("feed.x", b"f%d" % i)
-                    for i in range(10): await nc.publish("jobs", b"j%d" % i)
-                    await nc.flush(); await nc.close()
-                asyncio.run(main())
-                """,
-            ], name: "publisher")
-        #expect(await publisher.waitForExit() == 0, "\(publisher.stderr.text)")
+        try await Self.publish(natsPort: server.client, ["feed.x": 5, "jobs": 10])
         for app in apps {
             _ = await app.stdout.wait(count: 5) { $0.hasPrefix("feed ") }
             #expect(app.stdout.lines.filter { $0.hasPrefix("feed ") } == (0..<5).map { "feed feed.x f\($0)" }, "\(app.stdout.text)")

@@ -13,6 +13,7 @@ import asyncio
 import sys
 
 from web3 import AsyncWeb3, WebSocketProvider
+from app_run import run
 
 
 def out(line):
@@ -34,8 +35,4 @@ async def main(url):
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(main(sys.argv[1]))
-    except Exception as error:  # the test reads it: an app must see none
-        out(f"error {type(error).__name__}: {error}")
-        sys.exit(1)
+    run(main(sys.argv[1]))
