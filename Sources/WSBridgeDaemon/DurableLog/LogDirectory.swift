@@ -27,9 +27,14 @@ struct LogDirectory {
         return LogDirectory(path: path, kind: kind, lockFD: fd)
     }
 
-    /// Lets go of the lock.
+    /// Lets go of the lock: unlocked first, then closed. A process forked meanwhile (a child
+    /// between its fork and its exec: O_CLOEXEC closes the descriptor only at the exec) shares
+    /// the lock's open file description, and a close alone would leave the lock held by it until
+    /// its exec; the next open of the log then found it "in use by another wsbridged" (a test
+    /// that reopened its spool while others spawned processes, under load).
     mutating func unlock() {
         guard self.lockFD >= 0 else { return }
+        flock(self.lockFD, LOCK_UN)
         close(self.lockFD)
         self.lockFD = -1
     }
