@@ -136,7 +136,9 @@ import WSBridgeProtocol
     /// replay ring, then the live feed, nothing missed or twice. A resume the ring cannot serve
     /// (another stream, a seq it no longer holds) is refused with 410 and why.
     @Test func aRawAppResumesAfterItsReconnectFromTheSeqItCounted() async throws {
-        let face = try await Face(local: "replay = 150")
+        // inline_json: the ring's lines carry a text payload as JSON, not as its text, and a
+        // resume from them writes it out again.
+        let face = try await Face(local: "replay = 150\ninline_json = true")
         let first = try face.app(name: "first")
         defer { first.stop() }
         guard let position = await first.stdout.wait(containing: "position "), case let parts = position.split(separator: " "), parts.count == 3,
@@ -156,8 +158,8 @@ import WSBridgeProtocol
         let lines = replayed.compactMap { try? JSONValue.parse($0) }
         #expect(lines.map { $0["seq"]?.intValue ?? 0 } == Array(Int(start) + 1...Int(start) + 100), "\(replayed.prefix(2))")
         #expect(
-            lines.compactMap { $0["data"]?.stringValue.flatMap { try? JSONValue.parse($0) }?["n"]?.intValue } == Array(1...100)
-                && lines.allSatisfy { $0["kind"] == "text" && $0["ts"] != nil }, "\(replayed.prefix(2))")
+            lines.compactMap { $0["json"]?["n"]?.intValue } == Array(1...100) && lines.allSatisfy { $0["kind"] == "text" && $0["ts"] != nil },
+            "\(replayed.prefix(2))")
         // While it is away: 100 more, of which it will want all.
         let mark = control.lines.count
         face.fixture.server.command("burst 100 50")

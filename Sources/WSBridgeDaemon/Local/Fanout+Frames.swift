@@ -127,8 +127,7 @@ extension Fanout {
 
 extension Fanout {
     /// The messages after `seq` the replay ring holds, as frames, and how many (a raw app's
-    /// resume, `?stream=ID&since=SEQ`); nil when the ring no longer holds seq + 1. A message the
-    /// ring keeps as its NDJSON line is read back from it (a parse per message, on a resume only).
+    /// resume, `?stream=ID&since=SEQ`); nil when the ring no longer holds seq + 1.
     func framesFromRing(after seq: UInt64) -> (ByteBuffer, Int)? {
         guard let oldest = self.ring.oldestSeq, oldest <= seq + 1 else { return nil }
         var frames = ByteBuffer()
@@ -136,15 +135,9 @@ extension Fanout {
         for entry in self.ring.entries where entry.seq > seq {
             if entry.isFrame {
                 frames.writeImmutableBuffer(entry.bytes)
-                count += 1
-                continue
-            }
-            guard let line = try? JSONValue.parse(entry.bytes.readableBytesView), case .string(let data)? = line["data"] else { continue }
-            if line["kind"] == "binary" {
-                guard let bytes = Data(base64Encoded: data) else { continue }
-                ServerFrame.write(.binary, ByteBuffer(bytes: bytes), into: &frames)
             } else {
-                ServerFrame.write(.text, ByteBuffer(string: data), into: &frames)
+                let message = Self.message(of: entry)
+                ServerFrame.write(message.kind == .text ? .text : .binary, message.data, into: &frames)
             }
             count += 1
         }
@@ -154,9 +147,29 @@ extension Fanout {
     /// A ring entry's NDJSON line: the one kept, or made from the frame kept (a replay to an
     /// NDJSON consumer of what only the face's apps were there for).
     func ringLine(_ entry: ReplayRing.Entry) -> ByteBuffer {
-        guard entry.isFrame, let (opcode, payload) = ServerFrame.payload(of: entry.bytes) else { return entry.bytes }
-        let message = UpstreamMessage(kind: opcode == .binary ? .binary : .text, data: payload, receivedAtMillis: entry.receivedAtMillis)
-        let parsed = self.configuration.inlineJSON && message.kind == .text ? try? JSONValue.parse(payload.readableBytesView) : nil
+        guard entry.isFrame else { return entry.bytes }
+        let message = Self.message(of: entry)
+        let parsed = self.configuration.inlineJSON && message.kind == .text ? try? JSONValue.parse(message.data.readableBytesView) : nil
         return MessageLineEncoder.message(seq: entry.seq, message, inlineJSON: self.configuration.inlineJSON, parsed: parsed, allocator: self.allocator)
+    }
+
+    /// The message a ring entry keeps, from its frame or its line (`MessageLine`: a text
+    /// payload inline as `json` comes back as that JSON written out, a binary one from base64).
+    /// The ring holds only what the fan-out wrote: an entry that reads as neither is a bug (a
+    /// debug build stops; a release one passes its bytes on as they are).
+    static func message(of entry: ReplayRing.Entry) -> UpstreamMessage {
+        if entry.isFrame, let (opcode, payload) = ServerFrame.payload(of: entry.bytes) {
+            return UpstreamMessage(kind: opcode == .binary ? .binary : .text, data: payload, receivedAtMillis: entry.receivedAtMillis)
+        }
+        guard !entry.isFrame, let json = try? JSONValue.parse(entry.bytes.readableBytesView), let line = MessageLine(json: json) else {
+            assertionFailure("the replay ring holds seq \(entry.seq) as neither a frame nor a message line")
+            return UpstreamMessage(kind: .text, data: entry.bytes, receivedAtMillis: entry.receivedAtMillis)
+        }
+        switch line.kind {
+        case .binary:
+            return UpstreamMessage(kind: .binary, data: ByteBuffer(bytes: Data(base64Encoded: line.data ?? "") ?? Data()), receivedAtMillis: line.ts)
+        case .text:
+            return UpstreamMessage(kind: .text, data: ByteBuffer(string: line.data ?? line.inlineJSON?.serialized ?? ""), receivedAtMillis: line.ts)
+        }
     }
 }
