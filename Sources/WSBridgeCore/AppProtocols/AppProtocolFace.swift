@@ -46,11 +46,7 @@ package struct AppProtocolFace: Sendable, Equatable {
     /// the WebSocket transport only (the face has no long-polling).
     package func refusal(query: String) -> String? {
         guard self.kind == .socketio else { return nil }
-        var fields: [Substring: Substring] = [:]
-        for pair in query.split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1)
-            fields[parts[0]] = parts.count > 1 ? parts[1] : ""
-        }
+        let fields = Self.fields(query)
         if let eio = fields["EIO"], eio != "4" {
             return "this face speaks Engine.IO 4 (Socket.IO 3 and later clients), not EIO=\(eio)"
         }
@@ -129,6 +125,16 @@ package struct AppProtocolFace: Sendable, Equatable {
         default:
             return .layer
         }
+    }
+
+    /// A request's query as its fields (`a=1&b` → a: 1, b: ""; the last of a repeated one).
+    package static func fields(_ query: some StringProtocol) -> [Substring: Substring] {
+        var fields: [Substring: Substring] = [:]
+        for pair in Substring(query).split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1)
+            fields[parts[0]] = parts.count > 1 ? parts[1] : ""
+        }
+        return fields
     }
 
     private static func milliseconds(_ duration: Duration) -> Int {

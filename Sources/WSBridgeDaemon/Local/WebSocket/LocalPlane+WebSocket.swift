@@ -53,11 +53,7 @@ extension LocalPlane {
     /// when the ring no longer holds what a resume asks for. nil with a protocol (an app's
     /// messages there are its own, never replayed).
     func webSocketStart(query: String) -> Result<WebSocketStart?, Refusal> {
-        var fields: [Substring: Substring] = [:]
-        for pair in query.split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1)
-            fields[parts[0]] = parts.count > 1 ? parts[1] : ""
-        }
+        let fields = AppProtocolFace.fields(query)
         let (seq, stream) = self.fanout.position
         guard let sinceText = fields["since"] else {
             return .success(self.webSocket.face == nil ? WebSocketStart(stream: stream, seq: seq, resumes: false) : nil)
@@ -116,7 +112,13 @@ extension LocalPlane {
     /// `message` upstream, as an NDJSON `send` goes (queued while the link is down, spooled when
     /// the spool is on); the refusal's text when it cannot go.
     func webSocketSend(_ message: OutboundMessage, from app: WebSocketApp) -> String? {
-        switch self.link.send(message) {
+        self.refusal(of: self.link.send(message), for: app)
+    }
+
+    /// What a send of `app`'s came to: the refusal's text when it cannot go; a spooled one that
+    /// the spool refuses later closes the app then (1013).
+    private func refusal(of outcome: SendOutcome, for app: WebSocketApp) -> String? {
+        switch outcome {
         case .sent, .queued: return nil
         case .spooling(let stored):
             stored.assumeIsolated().whenSuccess { outcome in
@@ -157,19 +159,11 @@ extension LocalPlane {
                 break
             case .layer:
                 if !app.mayWrite, !layer.session.codec.classify(fromApp: view).isAnsweredHere {
-                    let who = app.peer.credentials.map { "uid \($0.uid)" } ?? "a client of unknown user"
-                    return (.policyViolation, "\(who) may not send upstream: add it to access.write_uids or write_groups")
+                    return (.policyViolation, app.mayNotSend)
                 }
                 let performed = self.throughProtocol(app.id, [view])
                 if let refusal = performed.refusal { return (.policyViolation, "\(name): \(refusal)") }
-                switch performed.sent {
-                case .rejected(let reason)?: return (WebSocketApp.tryAgainLater, reason)
-                case .spooling(let stored)?:
-                    stored.assumeIsolated().whenSuccess { outcome in
-                        if case .rejected(let reason) = outcome { app.fail(WebSocketApp.tryAgainLater, reason) }
-                    }
-                default: break
-                }
+                if let sent = performed.sent, let reason = self.refusal(of: sent, for: app) { return (WebSocketApp.tryAgainLater, reason) }
             }
         }
         return nil

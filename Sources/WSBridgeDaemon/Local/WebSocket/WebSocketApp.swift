@@ -185,6 +185,12 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
+    /// Why an app that may not send is closed when it sends, and what lets it.
+    var mayNotSend: String {
+        let who = self.peer.credentials.map { "uid \($0.uid)" } ?? "a client of unknown user"
+        return "\(who) may not send upstream: add it to access.write_uids or write_groups"
+    }
+
     /// A message from the app: with a protocol, its messages answered here or through the
     /// protocol layer; raw, upstream as it is, if it may send.
     private func received(_ message: OutboundMessage) {
@@ -192,10 +198,7 @@ final class WebSocketApp: ChannelInboundHandler, RemovableChannelHandler {
             if let (code, reason) = self.plane.webSocketProtocolMessage(message, from: self, face: face) { self.fail(code, reason) }
             return
         }
-        guard self.mayWrite else {
-            let who = self.peer.credentials.map { "uid \($0.uid)" } ?? "a client of unknown user"
-            return self.fail(.policyViolation, "\(who) may not send upstream: add it to access.write_uids or write_groups")
-        }
+        guard self.mayWrite else { return self.fail(.policyViolation, self.mayNotSend) }
         if let refusal = self.plane.webSocketSend(message, from: self) {
             self.fail(Self.tryAgainLater, refusal)
         }

@@ -139,11 +139,10 @@ enum WebSocketListener {
     /// Why an upgrade request is refused (nil: it is not). `face`: the protocol's, with
     /// `upstream.protocol` (its library's path answered too, its query checked).
     static func check(_ head: HTTPRequestHead, settings: Configuration.Local.WebSocket, face: AppProtocolFace?, token: String?) -> Refusal? {
-        let parts = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
-        let path = String(parts.first ?? "")
+        let path = String(head.uri.prefix { $0 != "?" })
         let paths = settings.paths + (face?.libraryPaths ?? [])
         guard paths.contains(path) else { return .path(path, paths) }
-        if let face, let why = face.refusal(query: parts.count > 1 ? String(parts[1]) : "") { return .request(why) }
+        if let face, let why = face.refusal(query: Self.query(head)) { return .request(why) }
         if let origin = head.headers.first(name: "Origin"), !settings.allowedOrigins.contains("*"), !settings.allowedOrigins.contains(origin) {
             return .origin(origin)
         }
@@ -168,11 +167,7 @@ enum WebSocketListener {
         if let authorization = head.headers.first(name: "Authorization"), authorization.lowercased().hasPrefix("bearer ") {
             return String(authorization.dropFirst(7).drop { $0 == " " })
         }
-        guard let query = head.uri.split(separator: "?", maxSplits: 1).dropFirst().first else { return nil }
-        for pair in query.split(separator: "&") where pair.hasPrefix("access_token=") {
-            return String(pair.dropFirst("access_token=".count))
-        }
-        return nil
+        return AppProtocolFace.fields(Self.query(head))["access_token"].map(String.init)
     }
 
     /// Who is on the other end: SO_PEERCRED on the Unix socket; on loopback TCP the uid that
