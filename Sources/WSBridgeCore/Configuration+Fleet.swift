@@ -51,6 +51,12 @@ extension Configuration {
         public var requests = "wsbridge-requests.WSBRIDGE"
         /// Messages published and not yet acknowledged by JetStream, at most.
         public var maxInFlight = 1024
+        /// Up to this many messages in one message of the stream (docs/fleet.md, "Batches"): a
+        /// bridge packs what waits when it publishes, and followers number each message alone.
+        /// 1: every message a message of the stream. Not with `standby = "hot"`.
+        public var batch = 1
+        /// The most a batch holds, in bytes (under NATS's max_payload of 1 MiB).
+        public static let batchMaxBytes = 512 << 10
         /// A message JetStream has not acknowledged within this is published again.
         public var ackTimeout: Duration = .seconds(5)
         /// Messages waiting while NATS is away, at most these bytes: past them the oldest are

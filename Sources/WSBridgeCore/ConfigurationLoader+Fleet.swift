@@ -83,6 +83,9 @@ extension ConfigurationReader {
         s.read("max_in_flight") { v in
             config.fleet.maxInFlight = try self.int(v, "fleet.max_in_flight", in: 1...65536, "a count of messages from 1 to 65536")
         }
+        s.read("batch") { v in
+            config.fleet.batch = try self.int(v, "fleet.batch", in: 1...FleetBatch.maxMessages, "a count of messages from 1 (no batches) to 1000")
+        }
         s.read("ack_timeout") { v in config.fleet.ackTimeout = try self.duration(v, "fleet.ack_timeout") }
         s.read("max_backlog_bytes") { v in
             config.fleet.maxBacklogBytes = try self.int(
@@ -112,6 +115,12 @@ extension ConfigurationReader {
             throw self.error(
                 "fleet.standby", nil,
                 "\"hot\" needs upstream.dedupe: the JSON paths that tell one upstream message from another (e.g. [\"s\", \"E\"]), so JetStream keeps each once from the bridges that all publish it"
+            )
+        }
+        if fleet.standby == .hot, fleet.batch > 1 {
+            throw self.error(
+                "fleet.batch", nil,
+                "must be 1 with standby = \"hot\": hot bridges publish each message under an id of its own, so that JetStream keeps one copy of it, and two bridges' batches would hold different messages (use \"cold\" to batch)"
             )
         }
         if fleet.role == .follower, FleetSubject(fleet.subject)?.isTemplate == true {

@@ -18,6 +18,18 @@ extension ConfigurationLoaderTests {
         #expect(config.fleet.standby == .hot && config.fleet.leaseTTL == .seconds(3) && config.fleet.leaseBucket == "wsbridge-leases")
     }
 
+    @Test func batchesAreForColdStandbysAndSingleBridges() throws {
+        let cold = try self.load("[upstream]\nurl = \"ws://h/\"\n[fleet]\nservers = [\"nats://n1:4222\"]\nstandby = \"cold\"\nbatch = 500\n")
+        #expect(cold.fleet.batch == 500)
+        #expect(try self.load("[upstream]\nurl = \"ws://h/\"\n[fleet]\nservers = [\"nats://n1:4222\"]\n").fleet.batch == 1)
+        let hot = "[upstream]\nurl = \"ws://h/\"\ndedupe = [\"s\"]\n[fleet]\nservers = [\"nats://n1:4222\"]\nstandby = \"hot\"\nbatch = 10\n"
+        #expect {
+            try self.load(hot)
+        } throws: { error in
+            "\(error)".contains("fleet.batch") && "\(error)".contains("must be 1 with standby = \"hot\"")
+        }
+    }
+
     @Test func aFollowerTakesSubjectsWithWildcards() throws {
         // No [upstream]: a follower's is the stream.
         let config = try self.load("[fleet]\nrole = \"follower\"\nservers = [\"nats://n1:4222\"]\nstream = \"FEED\"\nsubject = \"feed.*.>\"\n")
@@ -49,6 +61,8 @@ extension ConfigurationLoaderTests {
             ("servers = [\"nats://n1\"]\ncert_file = \"/c.pem\"", "fleet.cert_file", "go together"),
             ("stream = \"FEED\"", "fleet.servers", "is empty, so the other [fleet] keys do nothing"),
             ("servers = [\"nats://n1\"]\nmax_in_flight = 0", "fleet.max_in_flight", "from 1 to 65536"),
+            ("servers = [\"nats://n1\"]\nbatch = 0", "fleet.batch", "from 1 (no batches) to 1000"),
+            ("servers = [\"nats://n1\"]\nbatch = 1001", "fleet.batch", "from 1 (no batches) to 1000"),
         ]
         for (text, key, says) in cases {
             let error = self.failure("[fleet]\n" + text + "\n")
