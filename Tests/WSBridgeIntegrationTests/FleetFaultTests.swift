@@ -2,7 +2,8 @@ import Foundation
 import Testing
 import WSBridgeProtocol
 
-/// NATS faults under a fleet with a standby, cold and hot (docs/fleet.md, "The lease fails safe"):
+/// NATS faults under a fleet with a standby, cold (one message of the stream each, and batches) and
+/// hot (docs/fleet.md, "The lease fails safe"):
 /// the 3-node cluster, bridges a (leading) and b, two followers with an app each, a subscriber on
 /// a's own socket, the test upstream at 1,000 messages a second. NATS down, a node lost (the one
 /// the leader publishes through, or the one leading the lease's bucket, in the middle of its
@@ -88,7 +89,7 @@ import WSBridgeProtocol
     /// All three nodes killed (-9) for 30 s while the feed flows, then started again with their
     /// stores. Cold: the leader held what NATS missed and still leads when NATS is back, so the
     /// followers get all of it; hot: both bridges held it, JetStream keeps each message once.
-    @Test(arguments: ["cold", "hot"])
+    @Test(arguments: ["cold", "cold+batch", "hot"])
     func allOfNATSDownFor30sLosesNothing(standby: String) async throws {
         var s = try await Self.setUp(standby, bridges: 2)
         defer { s.stop() }
@@ -123,7 +124,7 @@ import WSBridgeProtocol
 
     /// One node killed (-9) for 6 s while the feed flows, and started again with its store (the
     /// cluster keeps its quorum).
-    @Test(arguments: ["cold", "hot"], NodeFault.allCases)
+    @Test(arguments: ["cold", "cold+batch", "hot"], NodeFault.allCases)
     func aNATSNodeLostNeverStandsTheLeaderDown(standby: String, fault: NodeFault) async throws {
         var s = try await Self.setUp(standby, bridges: fault.bridges)
         defer { s.stop() }

@@ -29,7 +29,11 @@ import WSBridgeProtocol
             dir, name, url: "ws://127.0.0.1:9/unused", socket: socket, upstream: upstream,
             extra: local + "\n" + journal + Self.fleet(ports, role: "follower"))
         let daemon = try ManagedProcess.daemon(["--config", config], name: name)
-        guard await daemon.awaitLink(.open, timeout: .seconds(30)) else { throw TestFailure("the follower never followed: \(daemon.stderr.text.suffix(3000))") }
+        // Ready (its socket listens) and following: the follower starts before it listens, so
+        // its link may open first.
+        guard await daemon.awaitReady(timeout: .seconds(30)), await daemon.awaitLink(.open, timeout: .seconds(30)) else {
+            throw TestFailure("the follower never followed: \(daemon.stderr.text.suffix(3000))")
+        }
         return (daemon, socket)
     }
 
@@ -260,7 +264,9 @@ import WSBridgeProtocol
         let follower = try ManagedProcess.daemon(
             ["--config", try writeDaemonConfig(dir, "follower", url: "ws://127.0.0.1:9/unused", socket: socket, extra: followerFleet)], name: "follower")
         defer { follower.stop() }
-        guard await follower.awaitLink(.open, timeout: .seconds(30)) else { throw TestFailure(follower.stderr.text.suffix(2000).description) }
+        guard await follower.awaitReady(timeout: .seconds(30)), await follower.awaitLink(.open, timeout: .seconds(30)) else {
+            throw TestFailure(follower.stderr.text.suffix(2000).description)
+        }
         let app = try await SocketClient.connected(to: socket, name: "app", daemon: follower)
         let symbols = ["BTC", "ETH", "BTC", "SOL", "BTC", "ETH"]
         for (n, sym) in symbols.enumerated() { upstream.command(#"send {"sym":"\#(sym)","n":\#(n + 1)}"#) }

@@ -7,14 +7,17 @@ import WSBridgeProtocol
 /// its own daemon and socket, the test upstream at 1,000 messages a second; the leader killed
 /// (-9) while the feed flows.
 @Suite(.serialized) struct FleetStandbyTests {
-    /// A bridge named `name` with `standby`, its socket in `dir`.
+    /// A bridge named `name` with `standby` (`cold+batch`: cold, with `fleet.batch = 100`), its
+    /// socket in `dir`.
     static func bridge(_ dir: TemporaryDirectory, _ name: String, upstream: UpstreamServer, nats: [Int], standby: String) async throws
         -> (ManagedProcess, String)
     {
         let socket = dir.file("\(name).sock")
+        let mode = standby.split(separator: "+")
+        let batch = mode.dropFirst().first == "batch" ? "batch = 100\n" : ""
         let config = try writeDaemonConfig(
             dir, name, url: upstream.url, socket: socket, upstream: "dedupe = [\"tick\"]",
-            extra: FleetFollowerTests.fleet(nats, role: "bridge") + "standby = \"\(standby)\"\nlease_ttl = \"2s\"\nreplicas = 3\n")
+            extra: FleetFollowerTests.fleet(nats, role: "bridge") + "standby = \"\(mode[0])\"\nlease_ttl = \"2s\"\nreplicas = 3\n" + batch)
         let daemon = try ManagedProcess.daemon(["--config", config], name: name)
         guard await daemon.awaitReady() else { throw TestFailure("\(name) did not start: \(daemon.stderr.text.suffix(2000))") }
         try await awaitStatus(socket, "\(name)'s fleet connected") { $0.fleet?.state == "connected" && $0.fleet?.lease != nil }
@@ -72,8 +75,9 @@ import WSBridgeProtocol
     /// Cold: only the leader holds the upstream; killed, the standby takes over once the lease
     /// runs out, tells the followers' apps of the gap (a `leader_changed` gap line), and the feed
     /// goes on. The time from the kill to each app's first message after it is printed.
-    @Test func aColdStandbyTakesOverAndTheGapIsAnnounced() async throws {
-        let f = try await Self.fleet(standby: "cold")
+    @Test(arguments: ["cold", "cold+batch"])
+    func aColdStandbyTakesOverAndTheGapIsAnnounced(standby: String) async throws {
+        let f = try await Self.fleet(standby: standby)
         defer { f.stop() }
         #expect(try daemonStatus(f.b.1).state == .idle, "a cold standby holds no upstream connection")
         f.upstream.command("ticker 1000 64")

@@ -27,23 +27,75 @@ extension FleetFollower {
     static let maxIncoming = 65_536
 
     /// A message of the consumer as the fan-out takes it (on the client's thread; it owns the
-    /// message and destroys it).
-    static func take(_ message: OpaquePointer, _ library: NATSLibrary) -> (seq: UInt64, item: Item)? {
+    /// message and destroys it): each upstream message it holds under its number (a batch's,
+    /// `fleet.batch`: docs/fleet.md), or under its seq in the stream when it has none; empty when
+    /// it is no message of a bridge's (said in `malformed`).
+    static func take(_ message: OpaquePointer, _ library: NATSLibrary, into taken: inout [(seq: UInt64, item: Item)]) throws(FleetBatch.Malformed) {
         let api = library.api
         defer { api.natsMsg_Destroy(message) }
         var meta: UnsafeMutablePointer<jsMsgMetaData>?
-        guard api.natsMsg_GetMetaData(&meta, message) == NATS_OK, let meta else { return nil }
-        let seq = meta.pointee.Sequence.Stream
+        guard api.natsMsg_GetMetaData(&meta, message) == NATS_OK, let meta else { return }
+        let streamSeq = meta.pointee.Sequence.Stream
         let millis = meta.pointee.Timestamp / 1_000_000
         api.jsMsgMetaData_Destroy(meta)
+        let numbers = library.numbers(of: message)
+        let seq = numbers.first ?? streamSeq
         if library.header(FleetPublisher.eventHeader, of: message) == FleetPublisher.takeover {
             let leader = library.header("Wsbridge-Leader", of: message) ?? "a bridge"
-            return (seq, .takeover(leader: leader, previous: library.header("Wsbridge-Previous", of: message)))
+            taken.append((seq, .takeover(leader: leader, previous: library.header("Wsbridge-Previous", of: message))))
+            return
+        }
+        if numbers.count > 1 {
+            let length = Int(api.natsMsg_GetDataLength(message))
+            guard let data = api.natsMsg_GetData(message) else { throw FleetBatch.Malformed("a batch of \(numbers.count) with no bytes") }
+            let bytes = UnsafeRawBufferPointer(start: data, count: length)
+            for (index, item) in try FleetBatch.items(of: bytes, count: Int(numbers.count)).enumerated() {
+                let upstream = UpstreamMessage(
+                    kind: item.binary ? .binary : .text, data: ByteBuffer(bytes: UnsafeRawBufferPointer(rebasing: bytes[item.range])), receivedAtMillis: millis)
+                taken.append((seq + UInt64(index), .message(upstream)))
+            }
+            return
         }
         let kind: UpstreamMessage.Kind = library.header(FleetPublisher.kindHeader, of: message) == "binary" ? .binary : .text
         let upstream = UpstreamMessage(kind: kind, data: library.data(of: message), receivedAtMillis: millis)
-        if let to = library.header(FleetPublisher.toHeader, of: message) { return (seq, .routed(to: to, upstream)) }
-        return (seq, .message(upstream))
+        if let to = library.header(FleetPublisher.toHeader, of: message) {
+            taken.append((seq, .routed(to: to, upstream)))
+        } else {
+            taken.append((seq, .message(upstream)))
+        }
+    }
+
+    /// A message of the stream that says it is a batch and is not one: its messages are not
+    /// delivered (the followers all skip it alike); said in the log and `last_error`.
+    func malformed(_ error: FleetBatch.Malformed) {
+        let problem =
+            "a message of the stream \(self.fleet.stream) says it is a batch (Wsbridge-Batch) and is not one: \(error); its messages are not delivered (only wsbridged bridges publish on \(self.fleet.subject))"
+        if self.lastError != problem { self.logger.error("fleet: \(problem)") }
+        self.lastError = problem
+    }
+
+    /// Where a consumer starts to bring what follows message `after` (blocks: on the thread
+    /// pool). Without batches a message's number is its stream seq, so after it; with them, the
+    /// first stream seq whose messages' numbers go past `after` (numbers only grow with the
+    /// stream seq, and are never below it), found by halving. Starting early is harmless (what
+    /// the follower numbered already is dropped), late would lose: a message of no number is
+    /// taken at the number before it (looking back at most `FleetBatch.lookBack`).
+    static func startSeq(after: UInt64, _ library: NATSLibrary, _ jetStream: OpaquePointer, _ stream: String, first: UInt64, last: UInt64) throws -> UInt64 {
+        guard last > 0 else { return after + 1 }
+        let high = min(last, after + 1)
+        let low = max(first, 1)
+        // A stream no bridge batches lately: a message's number is its seq.
+        guard low <= high, try library.lastNumber(jetStream, stream, from: last) != nil else { return after + 1 }
+        func number(at seq: UInt64) throws -> UInt64 {
+            max(seq, try library.lastNumber(jetStream, stream, from: seq) ?? seq)
+        }
+        guard try number(at: high) > after else { return last + 1 }
+        var (lo, hi) = (low, high)
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2
+            if try number(at: mid) > after { hi = mid } else { lo = mid + 1 }
+        }
+        return lo
     }
 
     /// Hands what the consumer brought to the fan-out, in stream order, each seq once (a consumer

@@ -175,15 +175,21 @@ final class FleetFollower: LinkControl {
         self.generation += 1
         let generation = self.generation
         let consumer = NATSMessages { message in
-            guard let (seq, item) = Self.take(message, library) else { return }
-            let taken = (generation: generation, seq: seq, item: item)
+            var taken: [(seq: UInt64, item: Item)] = []
+            do throws(FleetBatch.Malformed) {
+                try Self.take(message, library, into: &taken)
+            } catch {
+                loop.execute { bound.value.malformed(error) }
+                return
+            }
+            guard !taken.isEmpty else { return }
             let schedule = incoming.withLockedValue { box in
                 // The loop behind by a whole batch: the rest is taken again from the stream.
                 guard box.messages.count < Self.maxIncoming else {
                     box.overflowed = true
                     return false
                 }
-                box.messages.append(taken)
+                for (seq, item) in taken { box.messages.append((generation, seq, item)) }
                 defer { box.scheduled = true }
                 return !box.scheduled
             }
@@ -193,18 +199,18 @@ final class FleetFollower: LinkControl {
         let after = self.fanout.position.seq
         let fleet = self.fleet
         let handle = UnsafeSendable(jetStream)
-        NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) { () throws -> (UnsafeSendable<OpaquePointer?>, UInt64) in
-            var start = after + 1
-            if after == 0 {
-                var info: UnsafeMutablePointer<jsStreamInfo>?
-                var code = jsErrCode(rawValue: 0)
-                let status = library.api.js_GetStreamInfo(&info, handle.value, fleet.stream, nil, &code)
-                defer { if let info { library.api.jsStreamInfo_Destroy(info) } }
-                guard status == NATS_OK, let info else {
-                    throw FleetError("the stream \(fleet.stream): \(library.text(status)) (JetStream error \(code.rawValue))")
-                }
-                start = info.pointee.State.LastSeq + 1
+        NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) { () throws -> (UnsafeSendable<OpaquePointer?>, UInt64, UInt64) in
+            var info: UnsafeMutablePointer<jsStreamInfo>?
+            var infoCode = jsErrCode(rawValue: 0)
+            let read = library.api.js_GetStreamInfo(&info, handle.value, fleet.stream, nil, &infoCode)
+            guard read == NATS_OK, let info else {
+                throw FleetError("the stream \(fleet.stream): \(library.text(read)) (JetStream error \(infoCode.rawValue))")
             }
+            let (first, last) = (info.pointee.State.FirstSeq, info.pointee.State.LastSeq)
+            library.api.jsStreamInfo_Destroy(info)
+            // With nothing numbered yet: after the stream's last message, at its number.
+            let start = after == 0 ? last + 1 : try Self.startSeq(after: after, library, handle.value, fleet.stream, first: first, last: last)
+            let skip = after == 0 && last > 0 ? max(last, try library.lastNumber(handle.value, fleet.stream, from: last) ?? last) : 0
             var options = jsSubOptions()
             _ = library.api.jsSubOptions_Init(&options)
             options.Ordered = true
@@ -223,16 +229,16 @@ final class FleetFollower: LinkControl {
                 // The client's own bound, not the fan-out's: the loop takes them as they come.
                 _ = library.api.natsSubscription_SetPendingLimits(subscription, -1, -1)
             }
-            return (UnsafeSendable(subscription), start)
+            return (UnsafeSendable(subscription), start, skip)
         }.assumeIsolated().whenComplete { result in
             switch result {
-            case .success(let (subscription, start)):
+            case .success(let (subscription, start, skip)):
                 guard self.consumer === consumer, !self.stopped, self.phase != .idle else {
                     Self.destroy(subscription.value, library)
                     return
                 }
                 self.subscription = subscription.value
-                if after == 0, start > 1 { self.fanout.skip(to: start - 1) }
+                if after == 0, skip > 0 { self.fanout.skip(to: skip) }
                 self.lastError = nil
                 self.logger.notice("fleet: following the JetStream stream \(self.fleet.stream) (subject \(self.fleet.subject)) from seq \(start)")
                 self.enter(.open, "following the stream \(self.fleet.stream) from seq \(start)")

@@ -45,6 +45,7 @@ extension FleetPublisher {
         }
         self.spill?.retry?.cancel()
         self.spill = nil
+        self.nextNumber = nil
         self.waiting.removeAll()
         self.waitingBytes = 0
         if let first {
@@ -63,8 +64,9 @@ extension FleetPublisher {
         let library = self.library
         let stream = self.fleet.stream
         let handle = UnsafeSendable(jetStream)
+        let numbered = self.batching
         NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) { () throws -> StreamEnd in
-            try Self.streamEnd(library, handle.value, stream)
+            try Self.streamEnd(library, handle.value, stream, numbered: numbered)
         }.assumeIsolated().whenComplete { result in
             self.resyncReading = false
             guard self.resyncing, self.state == .connected else { return }
@@ -84,10 +86,14 @@ extension FleetPublisher {
     struct StreamEnd {
         var seq: UInt64
         var id: String?
+        /// `fleet.batch`: the last number of the last numbered message among the last
+        /// `FleetBatch.lookBack` (nil: none there, or not asked).
+        var numbered: UInt64? = nil
     }
 
-    /// Reads the stream's last message (blocks: on the thread pool).
-    static func streamEnd(_ library: NATSLibrary, _ jetStream: OpaquePointer, _ stream: String) throws -> StreamEnd {
+    /// Reads the stream's last message (blocks: on the thread pool); `numbered`: and the last
+    /// number given, looking back from it.
+    static func streamEnd(_ library: NATSLibrary, _ jetStream: OpaquePointer, _ stream: String, numbered: Bool = false) throws -> StreamEnd {
         let api = library.api
         var info: UnsafeMutablePointer<jsStreamInfo>?
         var code = jsErrCode(rawValue: 0)
@@ -102,13 +108,19 @@ extension FleetPublisher {
         defer { if let message { api.natsMsg_Destroy(message) } }
         if read == NATS_NOT_FOUND || code == jsErrCode(rawValue: 10037) { return StreamEnd(seq: last, id: nil) }
         guard read == NATS_OK, let message else { throw FleetError("reading the stream \(stream)'s last message: \(library.text(read))") }
-        return StreamEnd(seq: last, id: library.header("Nats-Msg-Id", of: message))
+        var end = StreamEnd(seq: last, id: library.header("Nats-Msg-Id", of: message))
+        if numbered { end.numbered = try library.lastNumber(jetStream, stream, from: last, first: message) }
+        return end
     }
 
     /// Goes on after the stream's last message: this bridge's messages up to it are stored, the
     /// next goes expecting nothing.
     private func resume(after end: StreamEnd) {
         self.resyncing = false
+        if self.batching {
+            self.nextNumber = FleetBatch.next(lastSeq: end.seq, numbered: end.numbered, known: self.numberedThroughAcknowledged)
+            self.expectSeq = end.seq > 0 ? end.seq : nil
+        }
         let prefix = "\(self.feed)-"
         let ours = end.id.flatMap { $0.hasPrefix(prefix) ? UInt64($0.dropFirst(prefix.count)) : nil }
         var stored = 0
@@ -138,7 +150,7 @@ extension FleetPublisher {
         let last =
             if let ours { "this bridge's seq \(ours)" } else if let id = end.id { "another publisher's (\(id))" } else { "none (empty or purged)" }
         self.logger.notice(
-            "fleet: the stream \(self.fleet.stream) stands at stream seq \(end.seq), its last message \(last)\(stored > 0 ? ", \(stored) waiting one(s) already in it" : ""): publishing on from there"
+            "fleet: the stream \(self.fleet.stream) stands at stream seq \(end.seq), its last message \(last)\(stored > 0 ? ", \(stored) waiting one(s) already in it" : ""): publishing on from there\(self.nextNumber.map { ", the next message numbered \($0)" } ?? "")"
         )
         self.lastError = nil
         self.advance()

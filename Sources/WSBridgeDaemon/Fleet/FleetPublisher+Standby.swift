@@ -46,29 +46,44 @@ extension FleetPublisher {
 
     /// This bridge took over (`fleet.standby = "cold"`): a message in the stream before its
     /// first says so, for the followers to tell their apps of the gap. Waits for JetStream's
-    /// acknowledgement (blocks a pool thread, at most `fleet.ack_timeout`).
+    /// acknowledgement (blocks a pool thread, at most `fleet.ack_timeout`). With `fleet.batch`
+    /// it is numbered after the last number the stream has, and expects the stream's last seq it
+    /// read (read again when another message came in between).
     func announceTakeover(leader: String, previous: String?) -> EventLoopFuture<Void> {
         guard let jetStream = self.jetStream else { return self.eventLoop.makeSucceededVoidFuture() }
         let library = self.library
         let subject = self.subject
         let wait = self.ackTimeout
+        let stream = self.fleet.stream
+        let numbered = self.batching
         let handle = UnsafeSendable(jetStream)
         return NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) { () throws -> Void in
             let api = library.api
-            var msg: OpaquePointer?
-            try library.check(api.natsMsg_Create(&msg, subject, nil, nil, 0), "the takeover's message")
-            guard let msg else { return }
-            defer { api.natsMsg_Destroy(msg) }
-            _ = api.natsMsgHeader_Set(msg, Self.eventHeader, Self.takeover)
-            _ = api.natsMsgHeader_Set(msg, "Wsbridge-Leader", leader)
-            if let previous { _ = api.natsMsgHeader_Set(msg, "Wsbridge-Previous", previous) }
-            var options = jsPubOptions()
-            options.MaxWait = wait
-            var ack: UnsafeMutablePointer<jsPubAck>?
-            var code = jsErrCode(rawValue: 0)
-            let status = api.js_PublishMsg(&ack, handle.value, msg, &options, &code)
-            if let ack { api.jsPubAck_Destroy(ack) }
-            try library.check(status, "announcing the takeover in the stream")
+            for attempt in 1...10 {
+                var msg: OpaquePointer?
+                try library.check(api.natsMsg_Create(&msg, subject, nil, nil, 0), "the takeover's message")
+                guard let msg else { return }
+                defer { api.natsMsg_Destroy(msg) }
+                _ = api.natsMsgHeader_Set(msg, Self.eventHeader, Self.takeover)
+                _ = api.natsMsgHeader_Set(msg, "Wsbridge-Leader", leader)
+                if let previous { _ = api.natsMsgHeader_Set(msg, "Wsbridge-Previous", previous) }
+                var options = jsPubOptions()
+                options.MaxWait = wait
+                if numbered {
+                    let end = try Self.streamEnd(library, handle.value, stream, numbered: true)
+                    let number = FleetBatch.next(lastSeq: end.seq, numbered: end.numbered, known: nil)
+                    _ = api.natsMsgHeader_Set(msg, Self.numberHeader, "\(number)")
+                    options.ExpectLastSeq = end.seq
+                }
+                var ack: UnsafeMutablePointer<jsPubAck>?
+                var code = jsErrCode(rawValue: 0)
+                let status = api.js_PublishMsg(&ack, handle.value, msg, &options, &code)
+                if let ack { api.jsPubAck_Destroy(ack) }
+                // 10071: another message came after the read.
+                if numbered, status != NATS_OK, code == jsErrCode(rawValue: 10071), attempt < 10 { continue }
+                try library.check(status, "announcing the takeover in the stream")
+                return
+            }
         }
     }
 }

@@ -62,7 +62,7 @@ final class FleetPublisher {
     /// The client said it is connected (maybe before `connection` was set here).
     var cameUp = false
     /// `fleet.subject` with `${msg:PATH}`: each message's subject from it.
-    private let template: FleetSubject?
+    let template: FleetSubject?
     /// The subject of a message of no key's (a takeover).
     var subject: String { self.template?.filled("_") ?? self.fleet.subject }
     /// `fleet.ack_timeout` in milliseconds.
@@ -77,6 +77,10 @@ final class FleetPublisher {
         var message: UpstreamMessage
         /// For one follower's app (`Wsbridge-To`), not for every subscriber.
         var to: String? = nil
+        /// `fleet.batch`: handed in the batch that ends at this seq (it goes again as it went).
+        var batchEnd: UInt64? = nil
+        /// `fleet.batch`, on a batch's last message in flight: the number after its messages'.
+        var numberAfter: UInt64 = 0
     }
 
     /// Numbered, not yet handed to the client; their bytes.
@@ -118,6 +122,16 @@ final class FleetPublisher {
     /// The last message handed to the client and its id: the next one's expectation (hot).
     var lastHanded: (seq: UInt64, id: String)?
     var resyncReading = false
+    /// `fleet.batch` > 1 (FleetPublisher+Batch.swift): the number of the next batch's first message
+    /// (nil: not known until the stream's end is read), the stream seq the next batch expects last
+    /// (the first after that read), the number after every message JetStream acknowledged, and
+    /// the messages of each batch in flight (by its last seq; one message alone is not here).
+    var nextNumber: UInt64?
+    var expectSeq: UInt64?
+    var numberedThroughAcknowledged: UInt64?
+    var batches: [UInt64: [Pending]] = [:]
+    var batchBytes: [UInt8] = []
+    var batching: Bool { self.fleet.batch > 1 }
 
     init(fleet: Configuration.Fleet, library: NATSLibrary, feed: String, journal: Journal?, eventLoop: any EventLoop, logger: Logger) {
         self.fleet = fleet
@@ -188,7 +202,15 @@ final class FleetPublisher {
     /// then those read back from the journal.
     func pump() {
         defer { self.readSpill() }
-        guard self.state == .connected, let jetStream = self.jetStream, !self.resyncing, self.mayPublish else { return }
+        guard self.state == .connected, let jetStream = self.jetStream, !self.resyncing, self.mayPublish else {
+            // A standby's number is read again when it leads.
+            if self.batching, !self.mayPublish { self.nextNumber = nil }
+            return
+        }
+        if self.batching {
+            while self.inFlight.count < self.fleet.maxInFlight, self.handBatch(jetStream) {}
+            return
+        }
         let api = self.library.api
         while self.inFlight.count < self.fleet.maxInFlight {
             let fromWaiting = !self.waiting.isEmpty
@@ -251,7 +273,7 @@ final class FleetPublisher {
         }
     }
 
-    private func failed(_ why: String) {
+    func failed(_ why: String) {
         if self.lastError != why { self.logger.warning("fleet: \(why); trying again in a second") }
         self.lastError = why
         self.retryLater(.seconds(1)) { self.pump() }
@@ -270,20 +292,28 @@ final class FleetPublisher {
     /// JetStream's answer to message `seq` (`error`: why it was not stored).
     private func acknowledged(_ seq: UInt64, error: String?) {
         guard let pending = self.inFlight.removeValue(forKey: seq) else { return }
+        let batch = self.batches.removeValue(forKey: seq)
         if let error {
             // Published again, in its place: it goes before every later waiting one.
             if self.lastError != error { self.logger.warning("fleet: message \(seq) not stored (\(error)); publishing it again") }
             self.lastError = error
-            let index = self.waiting.firstIndex { $0.seq > seq } ?? self.waiting.endIndex
-            self.waiting.insert(pending, at: index)
-            self.waitingBytes += pending.message.data.readableBytes
+            let first = batch?.first?.seq ?? seq
+            let index = self.waiting.firstIndex { $0.seq > first } ?? self.waiting.endIndex
+            self.waiting.insert(contentsOf: batch ?? [pending], at: index)
+            for member in batch ?? [pending] { self.waitingBytes += member.message.data.readableBytes }
             // Where the stream stands decides what goes next: read once the flight is back.
             self.resyncing = true
             self.resyncWhenLanded()
             return
         }
-        self.acknowledged += 1
-        self.acknowledgedAhead.insert(seq)
+        if let batch {
+            self.acknowledged += batch.count
+            for member in batch { self.acknowledgedAhead.insert(member.seq) }
+        } else {
+            self.acknowledged += 1
+            self.acknowledgedAhead.insert(seq)
+        }
+        if self.batching { self.numberedThroughAcknowledged = max(self.numberedThroughAcknowledged ?? 0, pending.numberAfter) }
         self.advance()
         self.resyncWhenLanded()
         self.pump()

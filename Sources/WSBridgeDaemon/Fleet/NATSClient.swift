@@ -201,3 +201,45 @@ struct FleetError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
 }
+
+extension NATSLibrary {
+    /// `fleet.batch`: what a message of the stream says of its numbers (FleetBatch).
+    func numbers(of message: OpaquePointer) -> FleetBatch.Numbers {
+        let first = self.header(FleetPublisher.numberHeader, of: message).flatMap { UInt64($0) }
+        let count = self.header(FleetPublisher.batchHeader, of: message).flatMap { UInt64($0) } ?? 1
+        return FleetBatch.Numbers(first: first, count: max(count, 1))
+    }
+
+    /// The last number of the last numbered message at or before stream seq `seq`, looking back
+    /// at most `FleetBatch.lookBack` messages (`first`: the message at `seq`, read already); nil:
+    /// none there (blocks: on the thread pool).
+    func lastNumber(_ jetStream: OpaquePointer, _ stream: String, from seq: UInt64, first: OpaquePointer? = nil) throws -> UInt64? {
+        var at = seq
+        var given = first
+        while at > 0, seq - at < UInt64(FleetBatch.lookBack) {
+            var message = given
+            given = nil
+            var owned = false
+            if message == nil {
+                var code = jsErrCode(rawValue: 0)
+                let read = self.api.js_GetMsg(&message, jetStream, stream, at, nil, &code)
+                owned = true
+                if read != NATS_OK {
+                    if let message { self.api.natsMsg_Destroy(message) }
+                    // Deleted, or before the stream's first: none there.
+                    guard read == NATS_NOT_FOUND || code == jsErrCode(rawValue: 10037) else {
+                        throw FleetError("reading the stream \(stream)'s message at seq \(at): \(self.text(read))")
+                    }
+                    message = nil
+                }
+            }
+            if let message {
+                let numbers = self.numbers(of: message)
+                if owned { self.api.natsMsg_Destroy(message) }
+                if numbers.first != nil { return numbers.last(at: at) }
+            }
+            at -= 1
+        }
+        return nil
+    }
+}

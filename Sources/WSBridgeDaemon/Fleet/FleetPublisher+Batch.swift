@@ -1,0 +1,118 @@
+import CNATS
+import DequeModule
+import NIOCore
+import WSBridgeCore
+
+/// `fleet.batch` > 1 (docs/fleet.md, "Batches"): what waits when the publisher hands messages to
+/// the client goes as few messages of the stream, each up to `fleet.batch` messages (and
+/// `Configuration.Fleet.batchMaxBytes`) of one subject, none of them for one follower's app (that
+/// one goes alone). A batch is stored once under the id of its last message (`STREAM-SEQ`),
+/// expects the id of the message before its first to be the stream's last, as a message alone
+/// does, and goes again as it went (the same messages under the same id) when it failed. Its
+/// headers number its messages for the followers: `Wsbridge-Number` (the first's) and
+/// `Wsbridge-Batch` (how many), numbers going on from the last the stream has, read with where it
+/// stands (FleetPublisher+Resync.swift) before the first batch, which expects that stream seq to
+/// be the last: nothing lands between the read and it.
+extension FleetPublisher {
+    static let numberHeader = "Wsbridge-Number"
+    static let batchHeader = "Wsbridge-Batch"
+
+    /// Hands the next batch to the client: false when nothing more goes now.
+    func handBatch(_ jetStream: OpaquePointer) -> Bool {
+        guard let number = self.nextNumber else {
+            // Read where the stream stands first (once the flight has landed).
+            if !self.waiting.isEmpty || !(self.spill?.buffer.isEmpty ?? true) {
+                self.resyncing = true
+                self.resyncWhenLanded()
+            }
+            return false
+        }
+        let fromWaiting = !self.waiting.isEmpty
+        let members = fromWaiting ? self.nextBatch(in: self.waiting) : self.nextBatch(in: self.spill?.buffer ?? [])
+        guard let first = members.first, let last = members.last else { return false }
+        let api = self.library.api
+        let count = UInt64(members.count)
+        var msg: OpaquePointer?
+        let subject = first.message.data.withUnsafeReadableBytes { self.template?.subject(for: $0) } ?? self.fleet.subject
+        let made: natsStatus
+        if members.count == 1 {
+            made = first.message.data.withUnsafeReadableBytes { bytes in
+                api.natsMsg_Create(&msg, subject, nil, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(bytes.count))
+            }
+        } else {
+            self.batchBytes.removeAll(keepingCapacity: true)
+            for member in members {
+                member.message.data.withUnsafeReadableBytes { FleetBatch.append(binary: member.message.kind == .binary, $0, to: &self.batchBytes) }
+            }
+            made = self.batchBytes.withUnsafeBytes { bytes in
+                api.natsMsg_Create(&msg, subject, nil, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(bytes.count))
+            }
+        }
+        guard made == NATS_OK, let msg else {
+            self.failed("a message for NATS: \(self.library.text(made))")
+            return false
+        }
+        _ = api.natsMsgHeader_Set(msg, Self.seqHeader, "\(last.seq)")
+        _ = api.natsMsgHeader_Set(msg, Self.streamHeader, self.feed)
+        _ = api.natsMsgHeader_Set(msg, Self.numberHeader, "\(number)")
+        if members.count > 1 {
+            _ = api.natsMsgHeader_Set(msg, Self.batchHeader, "\(members.count)")
+        } else {
+            if first.message.kind == .binary { _ = api.natsMsgHeader_Set(msg, Self.kindHeader, "binary") }
+            if let to = first.to { _ = api.natsMsgHeader_Set(msg, Self.toHeader, to) }
+        }
+        var options = jsPubOptions()
+        options.MaxWait = self.ackTimeout
+        if let expect = self.expectSeq { options.ExpectLastSeq = expect }
+        let id = "\(self.feed)-\(last.seq)"
+        let previous = first.previous.map { "\(self.feed)-\($0)" }
+        var owned: OpaquePointer? = msg
+        let status = id.withCString { id in
+            options.MsgId = id
+            return Self.withOptionalCString(previous) { previous in
+                options.ExpectLastMsgId = previous
+                return api.js_PublishMsgAsync(jetStream, &owned, &options)
+            }
+        }
+        if let owned { api.natsMsg_Destroy(owned) }
+        guard status == NATS_OK else {
+            self.failed("publishing: \(self.library.text(status))")
+            return false
+        }
+        self.lastHanded = (last.seq, id)
+        self.expectSeq = nil
+        self.nextNumber = number + count
+        var flight = members
+        for index in flight.indices { flight[index].batchEnd = last.seq }
+        flight[flight.count - 1].numberAfter = number + count
+        if fromWaiting {
+            self.waiting.removeFirst(members.count)
+            for member in members { self.waitingBytes -= member.message.data.readableBytes }
+        } else {
+            self.spill?.buffer.removeFirst(members.count)
+        }
+        self.inFlight[last.seq] = flight[flight.count - 1]
+        if flight.count > 1 { self.batches[last.seq] = flight }
+        return true
+    }
+
+    /// The messages at the front of `queue` that go as one: those of the batch they went in
+    /// before, or as many as fit.
+    private func nextBatch(in queue: Deque<Pending>) -> [Pending] {
+        guard let first = queue.first else { return [] }
+        if let end = first.batchEnd { return Array(queue.prefix { $0.seq <= end && $0.batchEnd == end }) }
+        if first.to != nil { return [first] }
+        let subject = self.template.map { template in first.message.data.withUnsafeReadableBytes { template.subject(for: $0) } }
+        var members: [Pending] = [first]
+        var bytes = first.message.data.readableBytes + FleetBatch.overhead
+        for next in queue.dropFirst() {
+            guard members.count < self.fleet.batch, next.to == nil, next.batchEnd == nil else { break }
+            let size = next.message.data.readableBytes + FleetBatch.overhead
+            guard bytes + size <= Configuration.Fleet.batchMaxBytes else { break }
+            if let template = self.template, next.message.data.withUnsafeReadableBytes({ template.subject(for: $0) }) != subject { break }
+            members.append(next)
+            bytes += size
+        }
+        return members
+    }
+}
