@@ -42,6 +42,7 @@ struct Suite: AsyncParsableCommand {
         case rawCopy = "raw copy"
         case direct = "direct"
         case fleet = "wsbridged bridge → JetStream → follower"
+        case fleetBatched = "wsbridged bridge (fleet.batch = 100) → JetStream → follower"
         case natsBaseline = "NATS C client → JetStream → ordered consumer (baseline)"
         case natsBaselineIDs = "NATS C client with a bridge's ids → JetStream → ordered consumer (baseline)"
         case natsBaselineExpect = "NATS C client expecting the last seq → JetStream → ordered consumer (baseline)"
@@ -261,7 +262,7 @@ struct Environment {
             )
         case .direct:
             bridge = nil
-        case .fleet, .natsBaseline, .natsBaselineIDs, .natsBaselineExpect:
+        case .fleet, .fleetBatched, .natsBaseline, .natsBaselineIDs, .natsBaselineExpect:
             throw BenchError("a fleet scenario runs in measureFleet")
         }
         if [.wsbridged, .wsbridgedBaseline, .python, .face, .pythonRelay].contains(scenario.bridge) {

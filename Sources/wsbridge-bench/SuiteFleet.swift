@@ -82,7 +82,7 @@ extension Environment {
         var daemons: [Child] = []
         var readers: [Child] = []
         let result: String
-        if scenario.bridge != .fleet {
+        if scenario.bridge != .fleet && scenario.bridge != .fleetBatched {
             let ids = scenario.bridge == .natsBaselineIDs ? ["ids"] : scenario.bridge == .natsBaselineExpect ? ["expect"] : []
             let baseline = try Child(
                 fleet.baseline, [fleet.url, "run", Self.fleetStream, Self.fleetSubject, "\(messages)", "\(scenario.size)", "\(scenario.rate)"] + ids)
@@ -90,8 +90,10 @@ extension Environment {
             await baseline.stopAndWait()
         } else {
             let section = "[fleet]\nservers = [\"\(fleet.url)\"]\nstream = \"\(Self.fleetStream)\"\nsubject = \"\(Self.fleetSubject)\"\n"
+            // The bridge batches (followers take any stream alike).
+            let batch = scenario.bridge == .fleetBatched ? "batch = 100\n" : ""
             let bridgeSocket = "\(self.dir)/fleet-bridge-\(run)-\(scenario.rate).sock"
-            let bridge = try Child(self.daemon, ["--config", try self.wsbridgedConfig(socket: bridgeSocket, extra: section)])
+            let bridge = try Child(self.daemon, ["--config", try self.wsbridgedConfig(socket: bridgeSocket, extra: section + batch)])
             daemons.append(bridge)
             _ = try await self.generator.waitLine { $0.hasPrefix("connected ") }
             try await self.awaitStatus(bridgeSocket, "the bridge's fleet connected") { ($0["fleet"] as? [String: Any])?["state"] as? String == "connected" }
@@ -123,7 +125,7 @@ extension Environment {
         let received = json["messages"] as! Int
         let seconds = max(Double((json["last_ns"] as! Int) - (json["first_ns"] as! Int)) / 1e9, 1e-6)
         // The flood's end marker is one message more; the baseline sends none.
-        let expected = Double(messages + (scenario.bridge == .fleet ? 1 : 0))
+        let expected = Double(messages + (scenario.bridge == .fleet || scenario.bridge == .fleetBatched ? 1 : 0))
         return Suite.Sample(
             deliveriesPerSecond: Double(received) / seconds, bytesPerSecond: Double(received) * Double(scenario.size) / seconds,
             lostPercent: max(0, expected - Double(received)) / expected * 100, p50: Double(json["p50_us"] as! Int),
@@ -133,7 +135,7 @@ extension Environment {
 
 extension Suite {
     static var fleetScenarios: [Scenario] {
-        [.fleet, .natsBaseline, .natsBaselineIDs, .natsBaselineExpect].flatMap { bridge in
+        [.fleet, .fleetBatched, .natsBaseline, .natsBaselineIDs, .natsBaselineExpect].flatMap { bridge in
             [Scenario(group: "fleet", bridge: bridge, subscribers: 1), Scenario(group: "fleet", bridge: bridge, subscribers: 1, rate: 10_000, seconds: 3)]
         }
     }
@@ -145,18 +147,25 @@ extension Report {
             guard let i = self.scenarios.firstIndex(where: { $0.group == "fleet" && $0.bridge == b && ($0.rate > 0) == rate }) else { return nil }
             return Format.median(self.samples[i].map(key))
         }
-        guard let ours = d(.fleet, false, \.deliveriesPerSecond), let base = d(.natsBaseline, false, \.deliveriesPerSecond) else { return }
-        Swift.print(
-            "- fleet, flat out: upstream → bridge → JetStream → follower → reader / NATS C client → JetStream → ordered consumer = "
-                + String(format: "%.2f×", ours / base) + " (\(Format.human(ours)) against \(Format.human(base)) messages/s)")
-        for (baseline, what) in [
-            (Suite.Bridge.natsBaselineIDs, "with a bridge's ids (Nats-Msg-Id, Nats-Expected-Last-Msg-Id), as a bridge publishes"),
-            (.natsBaselineExpect, "expecting the stream's last seq (Nats-Expected-Last-Sequence; tried for bridges, not kept)"),
-        ] {
-            guard let other = d(baseline, false, \.deliveriesPerSecond) else { continue }
+        guard let base = d(.natsBaseline, false, \.deliveriesPerSecond) else { return }
+        for (path, what) in [(Suite.Bridge.fleet, "one message of the stream each"), (.fleetBatched, "fleet.batch = 100")] {
+            guard let ours = d(path, false, \.deliveriesPerSecond) else { continue }
             Swift.print(
-                "- fleet, flat out, against the client publishing \(what) = " + String(format: "%.2f×", ours / other)
-                    + " (\(Format.human(ours)) against \(Format.human(other)) messages/s)")
+                "- fleet (\(what)), flat out: upstream → bridge → JetStream → follower → reader / NATS C client → JetStream → ordered consumer = "
+                    + String(format: "%.2f×", ours / base) + " (\(Format.human(ours)) against \(Format.human(base)) messages/s)")
+            for (baseline, against) in [
+                (Suite.Bridge.natsBaselineIDs, "with a bridge's ids (Nats-Msg-Id, Nats-Expected-Last-Msg-Id), as a bridge publishes"),
+                (.natsBaselineExpect, "expecting the stream's last seq (Nats-Expected-Last-Sequence; tried for bridges, not kept)"),
+            ] {
+                guard let other = d(baseline, false, \.deliveriesPerSecond) else { continue }
+                Swift.print(
+                    "- fleet (\(what)), flat out, against the client publishing \(against) = " + String(format: "%.2f×", ours / other)
+                        + " (\(Format.human(ours)) against \(Format.human(other)) messages/s)")
+            }
+        }
+        for path in [Suite.Bridge.fleetBatched] {
+            guard let p50 = d(path, true, \.p50), let p99 = d(path, true, \.p99) else { continue }
+            Swift.print("- fleet (fleet.batch = 100), 10k msg/s: end to end p50 \(Format.ms(p50)), p99 \(Format.ms(p99))")
         }
         if let p50 = d(.fleet, true, \.p50), let p99 = d(.fleet, true, \.p99), let b50 = d(.natsBaseline, true, \.p50), let b99 = d(.natsBaseline, true, \.p99)
         {

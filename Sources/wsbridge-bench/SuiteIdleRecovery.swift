@@ -169,7 +169,7 @@ struct Report {
                     + "\(Format.spread(s.map { $0.bytesPerSecond / 1e6 }) { String(format: "%.0f", $0) }) | "
                     + "\(Format.spread(s.map(\.lostPercent)) { String(format: "%.1f %%", $0) }) | "
                     + "\(Format.spread(s.map(\.p50), Format.ms)) | \(Format.spread(s.map(\.p99), Format.ms)) | "
-                    + ([.wsbridged, .wsbridgedBaseline, .python, .fleet, .face, .pythonRelay].contains(scenario.bridge)
+                    + ([.wsbridged, .wsbridgedBaseline, .python, .fleet, .fleetBatched, .face, .pythonRelay].contains(scenario.bridge)
                         ? Format.spread(s.map(\.cpuPerMessage)) { String(format: "%.2f", $0) } : "")
                     + " |"
             )
