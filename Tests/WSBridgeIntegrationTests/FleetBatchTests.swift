@@ -18,10 +18,10 @@ import WSBridgeProtocol
         return (nats, upstream, bridge, socket)
     }
 
-    static func bridge(_ dir: TemporaryDirectory, upstream: UpstreamServer, nats: NATSServer) async throws -> (ManagedProcess, String) {
+    static func bridge(_ dir: TemporaryDirectory, upstream: UpstreamServer, nats: NATSServer, batch: Int = 100) async throws -> (ManagedProcess, String) {
         let socket = dir.file("bridge.sock")
         let config = try writeDaemonConfig(
-            dir, "bridge", url: upstream.url, socket: socket, extra: FleetFollowerTests.fleet([nats.client], role: "bridge") + "batch = 100\n")
+            dir, "bridge", url: upstream.url, socket: socket, extra: FleetFollowerTests.fleet([nats.client], role: "bridge") + "batch = \(batch)\n")
         let bridge = try ManagedProcess.daemon(["--config", config], name: "bridge")
         guard await bridge.awaitLink(.open) else { throw TestFailure(bridge.stderr.text) }
         try await awaitStatus(socket, "the bridge's fleet connected") { $0.fleet?.state == "connected" }
@@ -90,9 +90,10 @@ import WSBridgeProtocol
     }
 
     /// Another publisher's messages in the stream, the stream purged, and the bridge restarted on
-    /// the purged stream (it cannot read where the numbers stood): the follower's app has every
-    /// tick once, in order, under seqs that only rise (the restarted bridge goes on from 1,000 ×
-    /// the stream's next seq, above any number given).
+    /// the purged stream (it cannot read where the numbers stood), then restarted with `batch = 1`:
+    /// the follower's app has every tick once, in order, under seqs that only rise (the restarted
+    /// bridge goes on from 1,000 × the stream's next seq, above any number given; the one with no
+    /// batches numbers its messages after those, as the stream's are numbered).
     @Test func aStreamChangedUnderABatchingBridgeLosesNothingAtItsFollowers() async throws {
         let dir = try TemporaryDirectory()
         let (nats, upstream, first, bridgeSocket) = try await Self.batching(dir)
@@ -122,10 +123,18 @@ import WSBridgeProtocol
         (bridge, _) = try await Self.bridge(dir, upstream: upstream, nats: nats)
         upstream.command(#"send {"tick":2001}"#)
         #expect(await app.lines.wait(timeout: .seconds(30)) { $0.contains(#"{\"tick\":2001}"#) } != nil, "\(follower.stderr.text.suffix(2000))")
-        let (ok, why) = Self.whole(FleetFollowerTests.ticks(app), 2001, sameSeq: false)
+        // Back to one message of the stream each: the stream's are numbered, so its are too.
+        bridge.stop()
+        (bridge, _) = try await Self.bridge(dir, upstream: upstream, nats: nats, batch: 1)
+        upstream.command(#"send {"tick":2002}"#)
+        #expect(await app.lines.wait(timeout: .seconds(30)) { $0.contains(#"{\"tick\":2002}"#) } != nil, "\(bridge.stderr.text.suffix(2000))")
+        let (ok, why) = Self.whole(FleetFollowerTests.ticks(app), 2002, sameSeq: false)
         #expect(ok, "\(why)")
         let seqs = FleetFollowerTests.ticks(app).map(\.seq)
-        #expect(seqs.suffix(2).first.map { $0 < seqs.last! } == true && seqs.last! >= 1000, "the restarted bridge's message numbered \(seqs.last!)")
+        #expect(
+            seqs.suffix(3).first.map { $0 < seqs[seqs.count - 2] } == true && seqs[seqs.count - 2] >= 1000,
+            "the restarted bridge's message numbered \(seqs.suffix(3))")
+        #expect(seqs.last == seqs[seqs.count - 2] + 1, "one each, numbered on: \(seqs.suffix(3))")
         let status = try daemonStatus(bridgeSocket)
         #expect(status.fleet?.lost == 0 && status.fleet?.lastError == nil, "\(String(describing: status.fleet))")
     }

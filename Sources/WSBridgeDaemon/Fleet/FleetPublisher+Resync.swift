@@ -64,9 +64,8 @@ extension FleetPublisher {
         let library = self.library
         let stream = self.fleet.stream
         let handle = UnsafeSendable(jetStream)
-        let numbered = self.batching
         NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) { () throws -> StreamEnd in
-            try Self.streamEnd(library, handle.value, stream, numbered: numbered)
+            try Self.streamEnd(library, handle.value, stream, numbered: true)
         }.assumeIsolated().whenComplete { result in
             self.resyncReading = false
             guard self.resyncing, self.state == .connected else { return }
@@ -117,7 +116,19 @@ extension FleetPublisher {
     /// next goes expecting nothing.
     private func resume(after end: StreamEnd) {
         self.resyncing = false
-        if self.batching {
+        var unnumbered: String?
+        if !self.numbering, end.numbered != nil {
+            if self.idPaths == nil {
+                self.numbering = true
+                self.logger.notice(
+                    "fleet: the stream \(self.fleet.stream)'s messages are numbered (a bridge with fleet.batch published into it): this bridge numbers its messages too, so that followers take them"
+                )
+            } else {
+                unnumbered =
+                    "the stream \(self.fleet.stream)'s messages are numbered (a bridge with fleet.batch published into it), and hot bridges cannot number theirs alike: followers drop what this bridge publishes; give the hot bridges a new stream (docs/fleet.md, \"Batches\")"
+            }
+        }
+        if self.numbering {
             self.nextNumber = FleetBatch.next(lastSeq: end.seq, numbered: end.numbered, known: self.numberedThroughAcknowledged)
             self.expectSeq = end.seq > 0 ? end.seq : nil
         }
@@ -152,7 +163,8 @@ extension FleetPublisher {
         self.logger.notice(
             "fleet: the stream \(self.fleet.stream) stands at stream seq \(end.seq), its last message \(last)\(stored > 0 ? ", \(stored) waiting one(s) already in it" : ""): publishing on from there\(self.nextNumber.map { ", the next message numbered \($0)" } ?? "")"
         )
-        self.lastError = nil
+        if let unnumbered, self.lastError != unnumbered { self.logger.error("fleet: \(unnumbered)") }
+        self.lastError = unnumbered
         self.advance()
         self.pump()
     }

@@ -46,16 +46,16 @@ extension FleetPublisher {
 
     /// This bridge took over (`fleet.standby = "cold"`): a message in the stream before its
     /// first says so, for the followers to tell their apps of the gap. Waits for JetStream's
-    /// acknowledgement (blocks a pool thread, at most `fleet.ack_timeout`). With `fleet.batch`
-    /// it is numbered after the last number the stream has, and expects the stream's last seq it
-    /// read (read again when another message came in between).
+    /// acknowledgement (blocks a pool thread, at most `fleet.ack_timeout`). With `fleet.batch`,
+    /// or in a stream of numbered messages, it is numbered after the last number the stream has,
+    /// and expects the stream's last seq it read (read again when another message came between).
     func announceTakeover(leader: String, previous: String?) -> EventLoopFuture<Void> {
         guard let jetStream = self.jetStream else { return self.eventLoop.makeSucceededVoidFuture() }
         let library = self.library
         let subject = self.subject
         let wait = self.ackTimeout
         let stream = self.fleet.stream
-        let numbered = self.batching
+        let batches = self.fleet.batch > 1
         let handle = UnsafeSendable(jetStream)
         return NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) { () throws -> Void in
             let api = library.api
@@ -69,8 +69,11 @@ extension FleetPublisher {
                 if let previous { _ = api.natsMsgHeader_Set(msg, "Wsbridge-Previous", previous) }
                 var options = jsPubOptions()
                 options.MaxWait = wait
+                // Numbered where the stream's messages are, or this bridge batches.
+                let read = Result { try Self.streamEnd(library, handle.value, stream, numbered: true) }
+                let numbered = batches || (try? read.get())?.numbered != nil
                 if numbered {
-                    let end = try Self.streamEnd(library, handle.value, stream, numbered: true)
+                    let end = try read.get()
                     let number = FleetBatch.next(lastSeq: end.seq, numbered: end.numbered, known: nil)
                     _ = api.natsMsgHeader_Set(msg, Self.numberHeader, "\(number)")
                     options.ExpectLastSeq = end.seq

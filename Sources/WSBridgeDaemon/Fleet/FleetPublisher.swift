@@ -131,7 +131,10 @@ final class FleetPublisher {
     var numberedThroughAcknowledged: UInt64?
     var batches: [UInt64: [Pending]] = [:]
     var batchBytes: [UInt8] = []
-    var batching: Bool { self.fleet.batch > 1 }
+    /// Its messages carry numbers: `fleet.batch` > 1, or the stream's messages are numbered (a
+    /// bridge batched into it before): one message alone is then numbered too, or followers would
+    /// take it for one they had (FleetPublisher+Batch.swift).
+    lazy var numbering = self.fleet.batch > 1
 
     init(fleet: Configuration.Fleet, library: NATSLibrary, feed: String, journal: Journal?, eventLoop: any EventLoop, logger: Logger) {
         self.fleet = fleet
@@ -204,10 +207,10 @@ final class FleetPublisher {
         defer { self.readSpill() }
         guard self.state == .connected, let jetStream = self.jetStream, !self.resyncing, self.mayPublish else {
             // A standby's number is read again when it leads.
-            if self.batching, !self.mayPublish { self.nextNumber = nil }
+            if self.numbering, !self.mayPublish { self.nextNumber = nil }
             return
         }
-        if self.batching {
+        if self.numbering {
             while self.inFlight.count < self.fleet.maxInFlight, self.handBatch(jetStream) {}
             return
         }
@@ -313,7 +316,7 @@ final class FleetPublisher {
             self.acknowledged += 1
             self.acknowledgedAhead.insert(seq)
         }
-        if self.batching { self.numberedThroughAcknowledged = max(self.numberedThroughAcknowledged ?? 0, pending.numberAfter) }
+        if self.numbering { self.numberedThroughAcknowledged = max(self.numberedThroughAcknowledged ?? 0, pending.numberAfter) }
         self.advance()
         self.resyncWhenLanded()
         self.pump()
