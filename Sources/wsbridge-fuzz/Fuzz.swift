@@ -26,6 +26,7 @@
         case .config: ConfigTarget.run(bytes)
         case .frames: FramesTarget.run(bytes)
         case .handshake: HandshakeTarget.run(bytes)
+        case .batch: BatchTarget.run(bytes)
         }
         return 0
     }
@@ -43,6 +44,8 @@
         case frames
         /// The upgrade response and the proxies' replies (HandshakeTarget.swift).
         case handshake
+        /// A batch of the fleet's stream, as a follower takes it apart (BatchTarget.swift).
+        case batch
 
         static let current: FuzzTarget = {
             let name = getenv("WSBRIDGE_FUZZ_TARGET").map { String(cString: $0) } ?? ""
