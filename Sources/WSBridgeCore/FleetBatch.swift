@@ -91,4 +91,39 @@ public enum FleetBatch {
         if let known { return max(known, floor) }
         return UInt64(Self.maxMessages) * floor
     }
+
+    /// How many of the messages at the front of a queue go as the next message of the stream:
+    /// those of the batch they went in before (`wentIn`, its last seq: the same messages under the
+    /// same id), or one for one app alone, or as many as fit (`max` messages, `maxBytes` with
+    /// their framing) of the first one's subject (`subject`, when subjects differ by message),
+    /// stopping at one that went in a batch before or is for one app.
+    public static func count<Queue: Collection>(of queue: Queue, max: Int, maxBytes: Int, subject: ((Queue.Element) -> String?)? = nil) -> Int
+    where Queue.Element: FleetBatchCandidate {
+        guard let first = queue.first else { return 0 }
+        if let end = first.wentIn { return queue.prefix { $0.seq <= end && $0.wentIn == end }.count }
+        if first.alone { return 1 }
+        let key = subject?(first)
+        var taken = 1
+        var bytes = first.byteCount + Self.overhead
+        for next in queue.dropFirst() {
+            guard taken < max, !next.alone, next.wentIn == nil else { break }
+            let size = next.byteCount + Self.overhead
+            guard bytes + size <= maxBytes else { break }
+            if let subject, subject(next) != key { break }
+            taken += 1
+            bytes += size
+        }
+        return taken
+    }
+}
+
+/// A message waiting to be published, as `FleetBatch.count` sees it.
+public protocol FleetBatchCandidate {
+    var seq: UInt64 { get }
+    /// Its bytes.
+    var byteCount: Int { get }
+    /// For one follower's app: it goes alone.
+    var alone: Bool { get }
+    /// The last seq of the batch it went in before (nil: none).
+    var wentIn: UInt64? { get }
 }

@@ -63,3 +63,49 @@ struct FleetBatchTests {
         #expect(FleetBatch.next(lastSeq: 10, numbered: nil, known: 700) == 700)
     }
 }
+
+/// What goes as the next message of the stream (`FleetBatch.count`).
+struct FleetBatchCountTests {
+    struct Waiting: FleetBatchCandidate {
+        var seq: UInt64
+        var byteCount = 100
+        var alone = false
+        var wentIn: UInt64? = nil
+        var subject = "s"
+    }
+
+    static func queue(_ seqs: ClosedRange<UInt64>) -> [Waiting] { seqs.map { Waiting(seq: $0) } }
+
+    @Test func asManyAsFitOfTheFirstOnesSubject() {
+        #expect(FleetBatch.count(of: [Waiting](), max: 100, maxBytes: 1 << 19) == 0)
+        #expect(FleetBatch.count(of: Self.queue(1...250), max: 100, maxBytes: 1 << 19) == 100)
+        #expect(FleetBatch.count(of: Self.queue(1...30), max: 100, maxBytes: 1 << 19) == 30)
+        // Bytes with their framing: 105 each, so 9 in 1,000 bytes.
+        #expect(FleetBatch.count(of: Self.queue(1...30), max: 100, maxBytes: 1000) == 9)
+        // A message past the bound alone still goes (alone).
+        #expect(FleetBatch.count(of: [Waiting(seq: 1, byteCount: 5000)] + Self.queue(2...3), max: 100, maxBytes: 1000) == 1)
+        // Subjects per message: up to the first of another subject.
+        var mixed = Self.queue(1...6)
+        mixed[3].subject = "t"
+        #expect(FleetBatch.count(of: mixed, max: 100, maxBytes: 1 << 19, subject: { $0.subject }) == 3)
+        #expect(FleetBatch.count(of: mixed, max: 100, maxBytes: 1 << 19) == 6, "one subject for all: not asked")
+    }
+
+    @Test func oneAppsMessageGoesAlone() {
+        var queue = Self.queue(1...6)
+        queue[2].alone = true
+        #expect(FleetBatch.count(of: queue, max: 100, maxBytes: 1 << 19) == 2)
+        #expect(FleetBatch.count(of: Array(queue.dropFirst(2)), max: 100, maxBytes: 1 << 19) == 1)
+    }
+
+    @Test func aBatchGoesAgainAsItWent() {
+        // 1...4 went as one and failed: they go again as one, not with 5 and 6 (and a batch
+        // that shrank, its first given up, keeps the rest together).
+        var queue = Self.queue(1...6)
+        for i in 0..<4 { queue[i].wentIn = 4 }
+        #expect(FleetBatch.count(of: queue, max: 100, maxBytes: 1 << 19) == 4)
+        #expect(FleetBatch.count(of: Array(queue.dropFirst()), max: 100, maxBytes: 1 << 19) == 3)
+        // A new batch stops before one that went in a batch before.
+        #expect(FleetBatch.count(of: Array(queue.suffix(2)) + queue.prefix(4), max: 100, maxBytes: 1 << 19) == 2)
+    }
+}

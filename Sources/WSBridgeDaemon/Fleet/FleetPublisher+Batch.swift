@@ -96,23 +96,18 @@ extension FleetPublisher {
         return true
     }
 
-    /// The messages at the front of `queue` that go as one: those of the batch they went in
-    /// before, or as many as fit.
+    /// The messages at the front of `queue` that go as one (FleetBatch.count).
     private func nextBatch(in queue: Deque<Pending>) -> [Pending] {
-        guard let first = queue.first else { return [] }
-        if let end = first.batchEnd { return Array(queue.prefix { $0.seq <= end && $0.batchEnd == end }) }
-        if first.to != nil { return [first] }
-        let subject = self.template.map { template in first.message.data.withUnsafeReadableBytes { template.subject(for: $0) } }
-        var members: [Pending] = [first]
-        var bytes = first.message.data.readableBytes + FleetBatch.overhead
-        for next in queue.dropFirst() {
-            guard members.count < self.fleet.batch, next.to == nil, next.batchEnd == nil else { break }
-            let size = next.message.data.readableBytes + FleetBatch.overhead
-            guard bytes + size <= Configuration.Fleet.batchMaxBytes else { break }
-            if let template = self.template, next.message.data.withUnsafeReadableBytes({ template.subject(for: $0) }) != subject { break }
-            members.append(next)
-            bytes += size
+        let subject: ((Pending) -> String?)? = self.template.map { template in
+            { pending in pending.message.data.withUnsafeReadableBytes { template.subject(for: $0) } }
         }
-        return members
+        let count = FleetBatch.count(of: queue, max: self.fleet.batch, maxBytes: Configuration.Fleet.batchMaxBytes, subject: subject)
+        return Array(queue.prefix(count))
     }
+}
+
+extension FleetPublisher.Pending: FleetBatchCandidate {
+    var byteCount: Int { self.message.data.readableBytes }
+    var alone: Bool { self.to != nil }
+    var wentIn: UInt64? { self.batchEnd }
 }
