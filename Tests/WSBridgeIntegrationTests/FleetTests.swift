@@ -154,15 +154,17 @@ import WSBridgeProtocol
 
     /// NATS killed while 4 MB flow with `max_backlog_bytes` at 1 MiB and a journal: the newest
     /// leave memory and go into the stream from the journal once NATS is back: every message once,
-    /// in order, none given up.
-    @Test func pastTheBacklogBoundTheJournalHasThemAndNothingIsLost() async throws {
+    /// in order, none given up; one message of the stream each, and in batches (`fleet.batch`:
+    /// those read back from the journal go in batches too).
+    @Test(arguments: [1, 100])
+    func pastTheBacklogBoundTheJournalHasThemAndNothingIsLost(batch: Int) async throws {
         let dir = try TemporaryDirectory()
         var nats = try await Self.jetStream(dir)
         defer { nats.process.stop() }
         guard try Self.js(nats, ["create-stream", "FEED", "feed.>"]).first?["name"] == "FEED" else { throw TestFailure("no stream") }
         let upstream = try await UpstreamServer(.nio)
         let (daemon, socket) = try await Self.daemon(
-            dir, url: upstream.url, nats: nats, fleet: "max_backlog_bytes = 1048576\n[journal]\ndir = \"\(dir.file("journal"))\"\n")
+            dir, url: upstream.url, nats: nats, fleet: "max_backlog_bytes = 1048576\nbatch = \(batch)\n[journal]\ndir = \"\(dir.file("journal"))\"\n")
         defer { daemon.stop() }
         try await awaitStatus(socket, "the fleet connected") { $0.fleet?.state == "connected" }
         nats.process.signal(SIGKILL)
@@ -179,6 +181,10 @@ import WSBridgeProtocol
         try await awaitStatus(socket, "every message acknowledged", timeout: .seconds(60)) { $0.fleet?.acknowledgedThrough == 8000 }
         let stored = try Self.stored(nats)
         #expect(Self.inOrderOnce(stored.map(\.seq), 8000), "\(Self.summary(stored.map(\.seq), 8000))")
+        if batch > 1 {
+            let messages = Set(stored.map(\.js)).count
+            #expect(messages < 8000 / 10, "8,000 messages in \(messages) of the stream")
+        }
         let after = try daemonStatus(socket)
         #expect(after.fleet?.lost == 0 && after.fleet?.lag == 0, "\(String(describing: after.fleet))")
     }
