@@ -61,20 +61,8 @@ extension FleetPublisher {
             if first.message.kind == .binary { _ = api.natsMsgHeader_Set(msg, Self.kindHeader, "binary") }
             if let to = first.to { _ = api.natsMsgHeader_Set(msg, Self.toHeader, to) }
         }
-        var options = jsPubOptions()
-        options.MaxWait = self.ackTimeout
-        if let expect = self.expectSeq { options.ExpectLastSeq = expect }
         let id = "\(self.feed)-\(last.seq)"
-        let previous = first.previous.map { "\(self.feed)-\($0)" }
-        var owned: OpaquePointer? = msg
-        let status = id.withCString { id in
-            options.MsgId = id
-            return Self.withOptionalCString(previous) { previous in
-                options.ExpectLastMsgId = previous
-                return api.js_PublishMsgAsync(jetStream, &owned, &options)
-            }
-        }
-        if let owned { api.natsMsg_Destroy(owned) }
+        let status = self.hand(msg, to: jetStream, id: id, previous: first.previous.map { "\(self.feed)-\($0)" }, expectSeq: self.expectSeq)
         guard status == NATS_OK else {
             self.failed("publishing: \(self.library.text(status))")
             return false
@@ -94,6 +82,25 @@ extension FleetPublisher {
         self.inFlight[last.seq] = flight[flight.count - 1]
         if flight.count > 1 { self.batches[last.seq] = flight }
         return true
+    }
+
+    /// Hands `msg` to the client, which owns it from then on (destroyed here when it was not
+    /// taken): stored once under `id`, expecting `previous` (an id) and `expectSeq` to be the
+    /// stream's last, answered within `fleet.ack_timeout`.
+    func hand(_ msg: OpaquePointer, to jetStream: OpaquePointer, id: String, previous: String?, expectSeq: UInt64? = nil) -> natsStatus {
+        var options = jsPubOptions()
+        options.MaxWait = self.ackTimeout
+        if let expectSeq { options.ExpectLastSeq = expectSeq }
+        var owned: OpaquePointer? = msg
+        let status = id.withCString { id in
+            options.MsgId = id
+            return Self.withOptionalCString(previous) { previous in
+                options.ExpectLastMsgId = previous
+                return self.library.api.js_PublishMsgAsync(jetStream, &owned, &options)
+            }
+        }
+        if let owned { self.library.api.natsMsg_Destroy(owned) }
+        return status
     }
 
     /// The messages at the front of `queue` that go as one (FleetBatch.count).

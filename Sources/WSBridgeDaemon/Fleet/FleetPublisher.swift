@@ -234,8 +234,6 @@ final class FleetPublisher {
             _ = api.natsMsgHeader_Set(msg, Self.streamHeader, self.feed)
             if message.kind == .binary { _ = api.natsMsgHeader_Set(msg, Self.kindHeader, "binary") }
             if let to = next.to { _ = api.natsMsgHeader_Set(msg, Self.toHeader, to) }
-            var options = jsPubOptions()
-            options.MaxWait = self.fleet.ackTimeout.nanoseconds / 1_000_000
             // Stored once (by its id), and only right after the one before it: a message whose
             // predecessor failed is refused too, and both go again in order.
             // (A message for one follower's app comes from the leader only, and may be the same
@@ -250,15 +248,7 @@ final class FleetPublisher {
                 } else {
                     next.previous.flatMap { $0 == self.lastHanded?.seq ? self.lastHanded?.id : nil }
                 }
-            var owned: OpaquePointer? = msg
-            let status = id.withCString { id in
-                options.MsgId = id
-                return Self.withOptionalCString(previous) { previous in
-                    options.ExpectLastMsgId = previous
-                    return api.js_PublishMsgAsync(jetStream, &owned, &options)
-                }
-            }
-            if let owned { api.natsMsg_Destroy(owned) }
+            let status = self.hand(msg, to: jetStream, id: id, previous: previous)
             guard status == NATS_OK else {
                 // NATS away, or the client's buffer full: the message waits for the next try,
                 // chained as it was (only a handed message is the next one's expectation).
