@@ -87,6 +87,10 @@ import WSBridgeProtocol
             #expect(await JournalTests.waitForSeq(client, 4001), "\(client.lines.name)")
             #expect(FleetFollowerTests.ticks(client).last.map { $0.seq == 4001 && $0.tick == 4001 } == true, "\(FleetFollowerTests.ticks(client).suffix(2))")
         }
+        // `status` says where in the stream: its last message's seq, not the number.
+        let lastSeq = try #require(try FleetTests.js(nats, ["info", "FEED"]).first?.value(at: "state.last_seq")?.intValue)
+        let said = try daemonStatus(socket2).fleet?.streamSeq
+        #expect(lastSeq < 4001 && said == UInt64(lastSeq), "the stream's last seq \(lastSeq), status says \(String(describing: said))")
     }
 
     /// Another publisher's messages in the stream, the stream purged, and the bridge restarted on

@@ -21,7 +21,7 @@ extension FleetFollower {
     func watchStall() {
         if self.received != self.advanced.received || self.phase != .open {
             if self.stallTold, self.received != self.advanced.received {
-                self.logger.notice("fleet: the stream \(self.fleet.stream) advances again (stream seq \(self.fanout.position.seq))")
+                self.logger.notice("fleet: the stream \(self.fleet.stream) advances again (stream seq \(self.streamSeq ?? self.fanout.position.seq))")
             }
             self.advanced = (self.received, NIODeadline.now())
             self.stallTold = false
@@ -30,7 +30,7 @@ extension FleetFollower {
         guard !self.stallTold, let seconds = self.stalledSeconds else { return }
         self.stallTold = true
         self.logger.warning(
-            "fleet: the stream \(self.fleet.stream) has not advanced for \(seconds) s (last stream seq \(self.fanout.position.seq)): its bridge publishes nothing (wsbridgectl status on the bridges: fleet state, lease, last_error), or the feed is quiet"
+            "fleet: the stream \(self.fleet.stream) has not advanced for \(seconds) s (last stream seq \(self.streamSeq ?? self.fanout.position.seq)): its bridge publishes nothing (wsbridgectl status on the bridges: fleet state, lease, last_error), or the feed is quiet"
         )
     }
 }

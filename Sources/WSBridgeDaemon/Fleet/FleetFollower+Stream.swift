@@ -17,7 +17,7 @@ extension FleetFollower {
     }
 
     struct Incoming {
-        var messages: [(generation: Int, seq: UInt64, item: Item)] = []
+        var messages: [(generation: Int, seq: UInt64, item: Item, streamSeq: UInt64)] = []
         var scheduled = false
         /// Messages came past `maxIncoming` and were dropped: the consumer is made again.
         var overflowed = false
@@ -29,12 +29,15 @@ extension FleetFollower {
     /// A message of the consumer as the fan-out takes it (on the client's thread; it owns the
     /// message and destroys it): each upstream message it holds under its number (a batch's,
     /// `fleet.batch`: docs/fleet.md), or under its seq in the stream when it has none; empty when
-    /// it is no message of a bridge's (said in `malformed`).
-    static func take(_ message: OpaquePointer, _ library: NATSLibrary, into taken: inout [(seq: UInt64, item: Item)]) throws(FleetBatch.Malformed) {
+    /// it is no message of a bridge's (said in `malformed`). Its seq in the stream, when it has one.
+    @discardableResult
+    static func take(_ message: OpaquePointer, _ library: NATSLibrary, into taken: inout [(seq: UInt64, item: Item)]) throws(FleetBatch.Malformed)
+        -> UInt64?
+    {
         let api = library.api
         defer { api.natsMsg_Destroy(message) }
         var meta: UnsafeMutablePointer<jsMsgMetaData>?
-        guard api.natsMsg_GetMetaData(&meta, message) == NATS_OK, let meta else { return }
+        guard api.natsMsg_GetMetaData(&meta, message) == NATS_OK, let meta else { return nil }
         let streamSeq = meta.pointee.Sequence.Stream
         let millis = meta.pointee.Timestamp / 1_000_000
         api.jsMsgMetaData_Destroy(meta)
@@ -43,7 +46,7 @@ extension FleetFollower {
         if library.header(FleetPublisher.eventHeader, of: message) == FleetPublisher.takeover {
             let leader = library.header("Wsbridge-Leader", of: message) ?? "a bridge"
             taken.append((seq, .takeover(leader: leader, previous: library.header("Wsbridge-Previous", of: message))))
-            return
+            return streamSeq
         }
         if numbers.count > 1 {
             let length = Int(api.natsMsg_GetDataLength(message))
@@ -54,7 +57,7 @@ extension FleetFollower {
                     kind: item.binary ? .binary : .text, data: ByteBuffer(bytes: UnsafeRawBufferPointer(rebasing: bytes[item.range])), receivedAtMillis: millis)
                 taken.append((seq + UInt64(index), .message(upstream)))
             }
-            return
+            return streamSeq
         }
         let kind: UpstreamMessage.Kind = library.header(FleetPublisher.kindHeader, of: message) == "binary" ? .binary : .text
         let upstream = UpstreamMessage(kind: kind, data: library.data(of: message), receivedAtMillis: millis)
@@ -63,6 +66,7 @@ extension FleetFollower {
         } else {
             taken.append((seq, .message(upstream)))
         }
+        return streamSeq
     }
 
     /// A message of the stream that says it is a batch and is not one: its messages are not
@@ -110,7 +114,8 @@ extension FleetFollower {
             return (box.messages, box.overflowed)
         }
         guard !self.stopped, self.phase == .open || self.phase == .connecting else { return }
-        for (generation, seq, item) in messages where generation == self.generation && seq > self.fanout.position.seq {
+        for (generation, seq, item, streamSeq) in messages where generation == self.generation && seq > self.fanout.position.seq {
+            self.streamSeq = max(self.streamSeq ?? 0, streamSeq)
             switch item {
             case .message(let message):
                 self.received += 1

@@ -57,6 +57,9 @@ final class FleetFollower: LinkControl {
     /// thread, emptied on the loop: one hop for however many came meanwhile).
     let incoming = NIOLockedValueBox(Incoming())
     var received = 0
+    /// The stream seq of the last message taken (its seq, or with batches its number, is the
+    /// fan-out's position); nil: none taken in this run.
+    var streamSeq: UInt64?
     /// When `received` last grew (FleetFollower+Stall.swift), and whether the stall was told.
     var advanced = (received: 0, at: NIODeadline.now())
     var stallTold = false
@@ -176,8 +179,9 @@ final class FleetFollower: LinkControl {
         let generation = self.generation
         let consumer = NATSMessages { message in
             var taken: [(seq: UInt64, item: Item)] = []
+            var streamSeq: UInt64 = 0
             do throws(FleetBatch.Malformed) {
-                try Self.take(message, library, into: &taken)
+                streamSeq = try Self.take(message, library, into: &taken) ?? 0
             } catch {
                 loop.execute { bound.value.malformed(error) }
                 return
@@ -189,7 +193,7 @@ final class FleetFollower: LinkControl {
                     box.overflowed = true
                     return false
                 }
-                for (seq, item) in taken { box.messages.append((generation, seq, item)) }
+                for (seq, item) in taken { box.messages.append((generation, seq, item, streamSeq)) }
                 defer { box.scheduled = true }
                 return !box.scheduled
             }
@@ -344,7 +348,7 @@ final class FleetFollower: LinkControl {
         report.fleet?.role = "follower"
         report.fleet?.server = server
         report.fleet?.received = self.received
-        report.fleet?.streamSeq = self.fanout.position.seq
+        report.fleet?.streamSeq = self.streamSeq ?? self.fanout.position.seq
         report.fleet?.forwarded = self.forwarded
         report.fleet?.stalledSeconds = self.stalledSeconds
         return report
