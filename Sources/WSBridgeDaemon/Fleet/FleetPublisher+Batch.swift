@@ -90,7 +90,12 @@ extension FleetPublisher {
     func hand(_ msg: OpaquePointer, to jetStream: OpaquePointer, id: String, previous: String?, expectSeq: UInt64? = nil) -> natsStatus {
         var options = jsPubOptions()
         options.MaxWait = self.ackTimeout
-        if let expectSeq { options.ExpectLastSeq = expectSeq }
+        if expectSeq == 0 {
+            // An empty stream (the client sends no expectation of 0; JetStream reads the header).
+            _ = self.library.api.natsMsgHeader_Set(msg, "Nats-Expected-Last-Sequence", "0")
+        } else if let expectSeq {
+            options.ExpectLastSeq = expectSeq
+        }
         var owned: OpaquePointer? = msg
         let status = id.withCString { id in
             options.MsgId = id

@@ -130,7 +130,7 @@ extension FleetPublisher {
         }
         if self.numbering {
             self.nextNumber = FleetBatch.next(lastSeq: end.seq, numbered: end.numbered, known: self.numberedThroughAcknowledged)
-            self.expectSeq = end.seq > 0 ? end.seq : nil
+            self.expectSeq = end.seq
         }
         let prefix = "\(self.feed)-"
         let ours = end.id.flatMap { $0.hasPrefix(prefix) ? UInt64($0.dropFirst(prefix.count)) : nil }
