@@ -93,7 +93,8 @@ import WSBridgeProtocol
         #expect(lastSeq < 4001 && said == UInt64(lastSeq), "the stream's last seq \(lastSeq), status says \(String(describing: said))")
     }
 
-    /// Another publisher's messages in the stream, the stream purged, and the bridge restarted on
+    /// Another publisher's message in the stream while it flows, the stream purged and another
+    /// publisher's message after it, and the bridge restarted on
     /// the purged stream (it cannot read where the numbers stood), then restarted with `batch = 1`:
     /// the follower's app has every tick once, in order, under seqs that only rise (the restarted
     /// bridge goes on from 1,000 × the stream's next seq, above any number given; the one with no
@@ -109,14 +110,18 @@ import WSBridgeProtocol
         let (follower, socket) = try await FleetFollowerTests.follower(dir, ports: [nats.client], name: "f1")
         defer { follower.stop() }
         let app = try await SocketClient.connected(to: socket, name: "f1-app", daemon: follower)
-        upstream.command("ticker 200 64 2000")
+        upstream.command("ticker 200 64 1000")
         try await awaitStatus(bridgeSocket, "500 acknowledged") { ($0.fleet?.acknowledgedThrough ?? 0) >= 500 }
         let foreign = try FleetTests.jsAnswer(nats, ["publish", "FEED", "feed.other", "not the bridge's"])
         #expect(foreign.lines.first?["seq"] != nil, "\(foreign.error)")
-        try await awaitStatus(bridgeSocket, "1,000 acknowledged") { ($0.fleet?.acknowledgedThrough ?? 0) >= 1000 }
+        // The purge once the follower took what the stream has: a purge deletes what a follower
+        // has not taken yet, whoever published it (that is the operator's to lose, not the fleet's).
+        #expect(await app.lines.wait(timeout: .seconds(30)) { $0.contains(#"{\"tick\":1000,"#) } != nil)
         let purged = try FleetTests.jsAnswer(nats, ["purge", "FEED"])
         #expect(purged.lines.first?["success"] == .bool(true), "\(purged.error)")
         _ = try FleetTests.jsAnswer(nats, ["publish", "FEED", "feed.other", "again not the bridge's"])
+        // The bridge's next message after the purge and the foreign one: refused, read again.
+        upstream.command("ticker 200 64 1000")
         try await awaitStatus(bridgeSocket, "every message acknowledged", timeout: .seconds(60)) { s in
             s.seq >= 2000 && s.fleet?.acknowledgedThrough == s.seq
         }
