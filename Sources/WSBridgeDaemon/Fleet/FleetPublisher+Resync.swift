@@ -65,7 +65,7 @@ extension FleetPublisher {
         let stream = self.fleet.stream
         let handle = UnsafeSendable(jetStream)
         NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) { () throws -> StreamEnd in
-            try Self.streamEnd(library, handle.value, stream, numbered: true)
+            try Self.streamEnd(library, handle.value, stream)
         }.assumeIsolated().whenComplete { result in
             self.resyncReading = false
             guard self.resyncing, self.state == .connected else { return }
@@ -85,14 +85,14 @@ extension FleetPublisher {
     struct StreamEnd {
         var seq: UInt64
         var id: String?
-        /// `fleet.batch`: the last number of the last numbered message among the last
-        /// `FleetBatch.lookBack` (nil: none there, or not asked).
+        /// The last number of the last numbered message among the last `FleetBatch.lookBack`
+        /// (nil: none there: a stream no bridge batches, or empty).
         var numbered: UInt64? = nil
     }
 
-    /// Reads the stream's last message (blocks: on the thread pool); `numbered`: and the last
-    /// number given, looking back from it.
-    static func streamEnd(_ library: NATSLibrary, _ jetStream: OpaquePointer, _ stream: String, numbered: Bool = false) throws -> StreamEnd {
+    /// Reads the stream's last message and the last number given, looking back from it (blocks:
+    /// on the thread pool).
+    static func streamEnd(_ library: NATSLibrary, _ jetStream: OpaquePointer, _ stream: String) throws -> StreamEnd {
         let api = library.api
         var info: UnsafeMutablePointer<jsStreamInfo>?
         var code = jsErrCode(rawValue: 0)
@@ -108,7 +108,7 @@ extension FleetPublisher {
         if read == NATS_NOT_FOUND || code == jsErrCode(rawValue: 10037) { return StreamEnd(seq: last, id: nil) }
         guard read == NATS_OK, let message else { throw FleetError("reading the stream \(stream)'s last message: \(library.text(read))") }
         var end = StreamEnd(seq: last, id: library.header("Nats-Msg-Id", of: message))
-        if numbered { end.numbered = try library.lastNumber(jetStream, stream, from: last, first: message) }
+        end.numbered = try library.lastNumber(jetStream, stream, from: last, first: message)
         return end
     }
 

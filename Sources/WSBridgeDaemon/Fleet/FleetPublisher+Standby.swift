@@ -70,7 +70,7 @@ extension FleetPublisher {
                 var options = jsPubOptions()
                 options.MaxWait = wait
                 // Numbered where the stream's messages are, or this bridge batches.
-                let read = Result { try Self.streamEnd(library, handle.value, stream, numbered: true) }
+                let read = Result { try Self.streamEnd(library, handle.value, stream) }
                 let numbered = batches || (try? read.get())?.numbered != nil
                 if numbered {
                     let end = try read.get()
